@@ -1,0 +1,52 @@
+"""Answering from a context: number the passages, ask, parse the `[n]` citations."""
+from __future__ import annotations
+
+import re
+
+from agent.state import Citation
+from tools.ordering import order_for_context
+from tools.types import Hit
+
+ABSTAIN = "The context does not contain the answer."
+
+_CITE = re.compile(r"\[(\d{1,3})\]")
+
+
+def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:
+    """The context in prompt order (lost-in-the-middle reordering by default)."""
+    return order_for_context(hits_best_first, order)
+
+
+def cited_numbers(text: str, n_passages: int) -> list[int]:
+    """Distinct passage numbers cited as `[n]`, in order of first use; out-of-range ones dropped."""
+    seen: list[int] = []
+    for match in _CITE.finditer(text):
+        number = int(match.group(1))
+        if 1 <= number <= n_passages and number not in seen:
+            seen.append(number)
+    return seen
+
+
+def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
+                        max_tokens: int | None = None) -> tuple[str, list[Citation]]:
+    """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
+
+    Citations list the passages the answer cites, renumbered 1..n in citation
+    order and rewritten in the text, so `[1]` in the answer is citation 1.
+    """
+    ordered = number_passages(hits, order)
+    passages = [
+        {"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
+        for i, h in enumerate(ordered, start=1)
+    ]
+    prompt = deps.prompts.render("answer", question=question, passages=passages, abstain=ABSTAIN)
+    text = deps.llm.text([{"role": "user", "content": prompt}], max_tokens=max_tokens).strip()
+    used = cited_numbers(text, len(ordered))
+    renumber = {old: new for new, old in enumerate(used, start=1)}
+    text = _CITE.sub(lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "", text)
+    citations = []
+    for new, old in enumerate(used, start=1):
+        chunk = ordered[old - 1].chunk
+        citations.append(Citation(number=new, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
+                                  line_start=chunk.line_start, line_end=chunk.line_end))
+    return text, citations

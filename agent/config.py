@@ -1,0 +1,141 @@
+"""Configuration: plain pydantic models passed explicitly (no global settings).
+
+`Config.load(path)` reads a TOML file whose tables match the sections below;
+`LLMConfig` also reads the usual environment variables (OPENAI_BASE_URL,
+OPENAI_API_KEY, OPENAI_MODEL / RAGSIEVE_MODEL) when a field is not set.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.errors import UsageError
+from tools.modes import parse_enum  # noqa: F401  (re-exported for callers)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class IndexConfig(_Section):
+    chunk_tokens: int = Field(200, ge=16, le=8192)
+    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    faiss_index: str = "flat"  # flat | hnsw
+    bm25_engine: str = "bm25s"  # bm25s | rank_bm25
+    embed_batch_size: int = Field(64, ge=1)
+    sparse_threshold: float = Field(0.5, ge=-1.0, le=1.0)
+    sparse_rare_terms: int = Field(3, ge=0)
+
+
+class RetrievalConfig(_Section):
+    fusion: str = "rrf"  # rrf | weighted
+    rrf_k: int = Field(60, ge=1)
+    bm25_weight: float = Field(1.0, ge=0.0)
+    dense_weight: float = Field(1.0, ge=0.0)
+    top_k: int = Field(5, ge=1)
+    candidate_k: int = Field(100, ge=1)
+
+
+class LLMConfig(_Section):
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
+    n_ctx: int = Field(8192, ge=512)
+    n_threads: int | None = None
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(512, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(5, ge=1, le=20)
+    max_retry_s: float = Field(120.0, gt=0)
+    output_mode: str = "auto"  # auto | json_schema | json_object | text
+    cache_dir: str | None = None
+
+    def resolved(self) -> "LLMConfig":
+        env = os.environ
+        return self.model_copy(update={
+            "base_url": self.base_url or env.get("RAGSIEVE_BASE_URL") or env.get("OPENAI_BASE_URL"),
+            "api_key": self.api_key or env.get("RAGSIEVE_API_KEY") or env.get("OPENAI_API_KEY"),
+            "model": self.model or env.get("RAGSIEVE_MODEL") or env.get("OPENAI_MODEL"),
+        })
+
+
+class LoopConfig(_Section):
+    """Judge/expand loop (issue: the agentic loop)."""
+
+    candidates: int = Field(10, ge=1)
+    judge_batch_size: int = Field(8, ge=1)
+    judge_concurrency: int = Field(2, ge=1, le=16)
+    judge_chunk_chars: int = Field(1200, ge=100)
+    max_iterations: int = Field(3, ge=1, le=20)
+    max_llm_calls: int = Field(40, ge=1)
+    max_total_tokens: int = Field(80000, ge=1000)
+    expand_k: int = Field(10, ge=1)
+    neighbours: bool = True
+    final_k: int = Field(5, ge=1)
+    context_order: str = "edges"  # edges | rank
+    judge_batch_chars: int = Field(8000, ge=200)  # prompt budget (chunk characters) of one judge batch
+    expand_max_texts: int = Field(5, ge=1)  # relevant chunk texts added to the expansion query
+    uninformative_min_n: int = Field(4, ge=2)  # all-same verdicts on >= this many chunks: no judge
+    disagreement_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # rank-sum test: judge vs retrieval
+
+
+class FallbackConfig(_Section):
+    rerank_model: str = "ms-marco-TinyBERT-L-2-v2"
+    rerank_cache_dir: str | None = None
+    sparse_candidates: int = Field(10, ge=1)
+    max_added: int = Field(2, ge=1)  # sparse chunks the fallback may add to the context
+
+
+class ConformalConfig(_Section):
+    enabled: bool = True
+    max_chunks: int = Field(12, ge=1)
+
+
+class OutlierConfig(_Section):
+    enabled: bool = True
+
+
+class SegmentConfig(_Section):
+    enabled: bool = True
+    preset: str = "balanced"
+
+
+class PlanSpec(_Section):
+    """A plan as data: the first step and, per step, where each outcome leads ("end" stops)."""
+
+    start: str
+    transitions: dict[str, dict[str, str]]
+
+
+class Config(_Section):
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    fallback: FallbackConfig = Field(default_factory=FallbackConfig)
+    conformal: ConformalConfig = Field(default_factory=ConformalConfig)
+    outliers: OutlierConfig = Field(default_factory=OutlierConfig)
+    segments: SegmentConfig = Field(default_factory=SegmentConfig)
+    plan: str = "fast"
+    max_steps: int = Field(40, ge=1, le=1000)
+    plans: dict[str, PlanSpec] = Field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "Config":
+        if path is None:
+            return cls()
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"config file not found: {p}")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"config file {p} is not valid TOML: {exc}") from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise UsageError(f"config file {p}: {exc}") from exc

@@ -1,0 +1,34 @@
+"""Errors of the agent layer; the base and input errors live in `tools.errors`."""
+from tools.errors import IndexMissingError, ModelUnavailableError, RagsieveError, UsageError
+
+
+class LLMError(RagsieveError):
+    """Talking to the LLM failed."""
+
+
+class EndpointError(LLMError):
+    """The endpoint could not be reached or kept failing after retries (transport fault)."""
+
+    def __init__(self, message: str, *, base_url: str | None = None, attempts: int = 0):
+        super().__init__(message)
+        self.base_url = base_url
+        self.attempts = attempts
+
+
+class StructuredOutputError(LLMError):
+    """The model's reply did not validate, even after one re-ask (model misbehaviour)."""
+
+    def __init__(self, message: str, *, raw: str = "", errors: str = ""):
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
+
+
+class TemplateError(RagsieveError):
+    """A prompt template is missing or was rendered with missing/unexpected variables."""
+
+
+__all__ = [
+    "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError",
+    "LLMError", "EndpointError", "StructuredOutputError", "TemplateError",
+]

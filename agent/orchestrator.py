@@ -1,0 +1,130 @@
+"""The public entry point: open an index, ask questions, get typed answers."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent.chat import ChatModel, Usage
+from agent.config import Config
+from agent.errors import UsageError
+from agent.llm import LLM
+from agent.plans import get_plan
+from agent.prompts import PromptRenderer
+from agent.runner import Deps, run_plan
+from agent.state import Citation, RunState, TraceEvent
+from tools.types import Hit
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 20_000
+
+
+class Answer(BaseModel):
+    question: str
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    plan: str
+    resolved: bool | None = None
+    context: list[Hit] = Field(default_factory=list)
+    first_stage: list[str] = Field(default_factory=list)
+    trace: list[TraceEvent] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    notes: dict[str, Any] = Field(default_factory=dict)
+
+    def public(self) -> dict[str, Any]:
+        """The `--json` shape: answer, citations, trace, usage (plus plan and context ids)."""
+        return {
+            "question": self.question,
+            "plan": self.plan,
+            "answer": self.answer,
+            "citations": [c.model_dump() | {"label": c.label()} for c in self.citations],
+            "context": [h.chunk_id for h in self.context],
+            "resolved": self.resolved,
+            "trace": [e.model_dump() for e in self.trace],
+            "usage": self.usage.model_dump(),
+            "notes": self.notes,
+        }
+
+
+def check_question(question: str) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise UsageError("the question is empty: ask something, e.g. ragsieve ask \"How do I ...?\" --index DIR")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UsageError(f"the question is {len(question)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return question.strip()
+
+
+class Orchestrator:
+    """Holds the index, retriever, prompts and LLM; runs a plan per question.
+
+    The LLM is opened lazily (the embedded server starts on the first question
+    that needs it), so retrieval-only use never starts a model.
+    """
+
+    def __init__(self, index, retriever, config: Config, *, llm: LLM | None = None,
+                 prompts: PromptRenderer | None = None, extras: dict[str, Any] | None = None):
+        self.index = index
+        self.retriever = retriever
+        self.config = config
+        self.prompts = prompts or PromptRenderer()
+        self.extras = dict(extras or {})
+        self._llm = llm
+        self._close_llm = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
+             llm: LLM | None = None, prompts: PromptRenderer | None = None) -> "Orchestrator":
+        from tools.hybrid_index import HybridIndex
+        from tools.retriever import HybridRetriever
+
+        config = config or Config()
+        index = HybridIndex.open(index_dir)
+        r = config.retrieval
+        retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
+                                    dense_weight=r.dense_weight, candidate_k=r.candidate_k)
+        if chat is not None and llm is None:
+            llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature)
+        return cls(index, retriever, config, llm=llm, prompts=prompts)
+
+    @property
+    def llm(self) -> LLM:
+        with self._lock:
+            if self._llm is None:
+                from agent.llm_factory import open_llm
+
+                self._llm, self._close_llm = open_llm(self.config.llm)
+            return self._llm
+
+    def retrieve(self, question: str, top_k: int | None = None) -> list[Hit]:
+        question = check_question(question)
+        return self.retriever.run(question, top_k=top_k or self.config.retrieval.top_k)
+
+    def ask(self, question: str, *, plan: str | None = None) -> Answer:
+        question = check_question(question)
+        plan_name = plan or self.config.plan
+        spec = get_plan(plan_name, self.config)
+        deps = Deps(config=self.config, retriever=self.retriever, index=self.index,
+                    llm=self.llm.fork(), prompts=self.prompts, extras=self.extras)
+        state = RunState(question=question, plan=plan_name)
+        run_plan(spec, state, deps, self.config.max_steps)
+        return Answer(question=question, answer=state.answer or "", citations=state.citations, plan=plan_name,
+                      resolved=state.resolved, context=state.context, first_stage=state.first_stage,
+                      trace=state.trace, usage=deps.llm.meter.snapshot(), notes=state.notes)
+
+    def close(self) -> None:
+        if self._close_llm is not None:
+            self._close_llm()
+            self._close_llm = None
+        closer = getattr(self.index, "close", None)
+        if closer is not None:
+            closer()
+
+    def __enter__(self) -> "Orchestrator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

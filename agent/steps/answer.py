@@ -1,0 +1,31 @@
+"""The final answer, from `state.context`, with numbered citations."""
+from __future__ import annotations
+
+from agent.answering import answer_from_context
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+
+
+@register
+class Answer(Step):
+    """Answers from the context in the configured order (`loop.context_order`).
+
+    When the plan drafted an answer from this very context and validation
+    found it resolved, the draft is reused rather than paying for a second call.
+    LLM transport errors propagate: the caller reports them.
+    """
+
+    name = "answer"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        context_ids = [h.chunk_id for h in state.context]
+        if state.draft is not None and state.resolved and state.draft_context == context_ids:
+            state.answer = state.draft
+            state.citations = [c.model_copy() for c in state.draft_citations]
+            return StepResult("next", {"reused_draft": True, "context": context_ids,
+                                       "cited": [c.chunk_id for c in state.citations]})
+        text, citations = answer_from_context(state.question, state.context, deps,
+                                              order=deps.config.loop.context_order)
+        state.answer, state.citations = text, citations
+        return StepResult("next", {"context": context_ids, "order": deps.config.loop.context_order,
+                                   "cited": [c.chunk_id for c in citations]})

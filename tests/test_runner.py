@@ -1,0 +1,92 @@
+"""The state machine: plans as data, traced steps, bounded runs."""
+import pytest
+
+from agent.config import Config, PlanSpec
+from agent.errors import UsageError
+from agent.fake_chat import FakeChat
+from agent.llm import LLM
+from agent.plans import get_plan, plan_names
+from agent.runner import END, STEPS, Deps, Step, StepResult, register, run_plan
+from agent.state import RunState
+
+
+@register
+class _Loop(Step):
+    name = "test_loop"
+    outcomes = ("again", "done")
+
+    def run(self, state, deps):
+        state.notes["n"] = state.notes.get("n", 0) + 1
+        deps.llm.text([{"role": "user", "content": "hi"}])
+        return StepResult("again" if state.notes["n"] < 3 else "done", {"n": state.notes["n"]})
+
+
+@register
+class _Finish(Step):
+    name = "test_finish"
+
+    def run(self, state, deps):
+        state.answer = "finished"
+        return StepResult("next")
+
+
+def _deps(chat=None):
+    return Deps(config=Config(), retriever=None, index=None, llm=LLM(chat or FakeChat(default="ok")), prompts=None)
+
+
+PLAN = PlanSpec(start="test_loop", transitions={
+    "test_loop": {"again": "test_loop", "done": "test_finish"},
+    "test_finish": {"next": END},
+})
+
+
+def test_trace_records_sequence_outcomes_and_usage():
+    state = run_plan(PLAN, RunState(question="q", plan="t"), _deps(), max_steps=10)
+    assert [e.step for e in state.trace] == ["test_loop"] * 3 + ["test_finish"]
+    assert [e.outcome for e in state.trace] == ["again", "again", "done", "next"]
+    assert [e.usage.calls for e in state.trace] == [1, 1, 1, 0]
+    assert state.usage.calls == 3
+    assert state.answer == "finished"
+
+
+def test_max_steps_bounds_a_cycle_and_still_answers():
+    from agent.prompts import PromptRenderer
+
+    cyclic = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}})
+    deps = _deps(FakeChat(default="an answer"))
+    deps.prompts = PromptRenderer()
+    state = run_plan(cyclic, RunState(question="q", plan="t"), deps, max_steps=5)
+    assert [e.step for e in state.trace] == ["test_loop"] * 5 + ["answer"]
+    assert "max_steps=5" in state.notes["stopped"]
+    assert state.answer == "an answer"
+
+
+def test_missing_transition_is_an_error():
+    plan = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop"}})
+    with pytest.raises(UsageError, match="no transition for 'test_loop' outcome 'done'"):
+        run_plan(plan, RunState(question="q", plan="t"), _deps(), max_steps=10)
+
+
+def test_builtin_plans_validate():
+    config = Config()
+    assert {"fast", "agentic", "full"} <= set(plan_names(config))
+    for name in plan_names(config):
+        plan = get_plan(name, config)
+        assert plan.start in STEPS
+
+
+def test_config_plans_are_validated():
+    bad = Config(plans={"mine": PlanSpec(start="retrieve", transitions={"retrieve": {"next": "nowhere"}})})
+    with pytest.raises(UsageError, match="unknown step 'nowhere'"):
+        get_plan("mine", bad)
+    with pytest.raises(UsageError, match="unknown plan 'zzz'"):
+        get_plan("zzz", Config())
+    wrong_outcome = Config(plans={"w": PlanSpec(start="retrieve", transitions={"retrieve": {"grew": END}})})
+    with pytest.raises(UsageError, match="has no outcome 'grew'"):
+        get_plan("w", wrong_outcome)
+
+
+def test_state_is_serialisable():
+    state = run_plan(PLAN, RunState(question="q", plan="t"), _deps(), max_steps=10)
+    again = RunState.model_validate_json(state.model_dump_json())
+    assert again == state

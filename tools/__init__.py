@@ -1,0 +1,1 @@
+"""ragsieve tools: chunking, stores, retrieval, fusion, rerank and statistical filters."""

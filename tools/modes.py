@@ -1,0 +1,32 @@
+"""Mode Enums shared by the tools; parse errors list the valid values."""
+from __future__ import annotations
+
+from enum import Enum
+
+from tools.errors import UsageError
+
+
+class BM25Engine(str, Enum):
+    BM25S = "bm25s"
+    RANK_BM25 = "rank_bm25"
+
+
+class FusionMode(str, Enum):
+    RRF = "rrf"
+    WEIGHTED = "weighted"
+
+
+class FaissKind(str, Enum):
+    FLAT = "flat"
+    HNSW = "hnsw"
+
+
+def parse_enum(enum_cls: type[Enum], value: "str | Enum", what: str) -> Enum:
+    """Parse a mode string into its Enum, or fail listing the valid values."""
+    if isinstance(value, enum_cls):
+        return value
+    try:
+        return enum_cls(value)
+    except ValueError:
+        valid = ", ".join(str(m.value) for m in enum_cls)
+        raise UsageError(f"invalid {what} {value!r}: choose one of {valid}") from None
