@@ -1,9 +1,10 @@
-"""`ragsieve` command line: index, ask, plans (and calibrate, eval)."""
+"""`ragsieve` command line: index, ask, plans, serve, calibrate, eval."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import sys
 
 from agent.config import Config
@@ -52,7 +53,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         sparse_rare_terms=ic.sparse_rare_terms,
         progress=not args.no_progress and sys.stderr.isatty(),
     )
-    report = builder.build(args.paths, rebuild=args.rebuild) if args.rebuild else builder.build(args.paths)
+    report = builder.build(args.paths, rebuild=args.rebuild)
     print(report.summary())
     return 0
 
@@ -88,6 +89,21 @@ def cmd_plans(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from agent.orchestrator import Orchestrator
+    from agent.server import AskServer
+
+    config = _load_config(args)
+    with Orchestrator.open(args.index, config) as orch:
+        server = AskServer(orch, host=args.host, port=args.port)
+        print(f"ragsieve: serving {args.index} at {server.address} (POST /ask, GET /health)", file=sys.stderr)
+        try:
+            server.serve_forever()
+        finally:
+            server.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragsieve", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
@@ -116,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p, index_required=False)
     p.set_defaults(func=cmd_plans)
 
+    p = sub.add_parser("serve", help="serve POST /ask over HTTP for a chatbot backend")
+    add_common(p)
+    add_llm_options(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_serve)
+
     for module in _extensions():
         module.add_parser(sub)
     return parser
@@ -128,6 +151,9 @@ def _extensions():
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The application (not the library) quiets third-party download/loading bars.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verbose:

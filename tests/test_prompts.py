@@ -10,32 +10,26 @@ SAMPLE = {
     "abstain": "The context does not contain the answer.",
 }
 
-
-def _sample_for(name: str, variables: set[str]) -> dict:
-    """Plausible values for any template variable: strings, lists of dicts, numbers."""
-    values = {}
-    for var in variables:
-        if var in SAMPLE:
-            values[var] = SAMPLE[var]
-        elif var.endswith("s") and var not in {"reason", "alias"}:
-            values[var] = []
-        else:
-            values[var] = "sample"
-    return values
+# One set of sample variables per packaged template: a new template without a row here fails the test.
+SAMPLES = {
+    "answer": SAMPLE,
+    "judge": {"question": "q?", "chunks": {"0": "chunk zero", "1": "chunk one"}},
+    "validate": {"question": "q?", "draft": "a draft [1]", "passages": [{"number": 1, "text": "t"}]},
+    "calibrate_question": {"passage": "Lumen keys rotate daily.", "source": "docs/keys.md"},
+    "calibrate_contains": {"question": "q?", "answer": "a", "passage": "p"},
+    "judge_answer": {"question": "q?", "gold_answers": ["a", "b"], "answer": "a"},
+}
 
 
 def test_every_template_renders():
     renderer = PromptRenderer()
-    names = renderer.names()
-    assert "answer" in names
-    for name in names:
-        variables = renderer.variables(name)
-        try:
-            text = renderer.render(name, **_sample_for(name, variables))
-        except TemplateError:
-            # templates with structured inputs declare them in their header; try the documented sample
-            text = renderer.render(name, **{v: SAMPLE.get(v, "sample") for v in variables})
-        assert text.strip(), name
+    assert set(renderer.names()) == set(SAMPLES), "add sample variables for each new template"
+    for name, variables in SAMPLES.items():
+        assert renderer.variables(name) == set(variables), name
+        text = renderer.render(name, **variables)
+        for value in variables.values():
+            if isinstance(value, str):
+                assert value in text, (name, value)
 
 
 def test_answer_template_contents():

@@ -97,7 +97,7 @@ class IndexBuilder:
 
     def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
-                 batch_size: int = 64, sparse_threshold: float = 0.5, sparse_rare_terms: int = 3,
+                 batch_size: int = 64, sparse_threshold: float = 0.5, sparse_rare_terms: int = 10,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True) -> None:

@@ -1,4 +1,6 @@
 """Agent steps; importing this package registers every step."""
-from agent.steps import answer, retrieve
+from agent.steps import (answer, conformal, draft, expand, fallback, judge, outliers, retrieve, segments,
+                         validate)
 
-__all__ = ["answer", "retrieve"]
+__all__ = ["answer", "conformal", "draft", "expand", "fallback", "judge", "outliers", "retrieve", "segments",
+           "validate"]
