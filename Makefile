@@ -30,7 +30,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/ragsieve index examples --index $(DEMO_INDEX)
+	$(VENV)/bin/ragsieve index examples/docs examples/code --index $(DEMO_INDEX)
 	$(VENV)/bin/ragsieve ask "$(DEMO_QUESTION)" --index $(DEMO_INDEX)
 
 test: $(VENV)/.installed-dev

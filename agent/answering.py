@@ -10,6 +10,9 @@ from tools.types import Hit
 ABSTAIN = "The context does not contain the answer."
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
+_WORD = re.compile(r"\w{3,}")
+INFER_MIN_OVERLAP = 0.5
+INFER_MAX = 3
 
 
 def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:
@@ -27,12 +30,32 @@ def cited_numbers(text: str, n_passages: int) -> list[int]:
     return seen
 
 
+def infer_citations(text: str, passages: list[str]) -> list[int]:
+    """Passage numbers (1-based) to cite when the model cited none: those holding at
+    least INFER_MIN_OVERLAP of the answer's distinct words (3+ letters), best first.
+
+    Small local models often answer correctly without `[n]` markers; the answer
+    still needs its sources. Callers record that the citations were inferred.
+    """
+    words = {w.lower() for w in _WORD.findall(text)}
+    if not words:
+        return []
+    scored = []
+    for number, passage in enumerate(passages, start=1):
+        overlap = len(words & {w.lower() for w in _WORD.findall(passage)}) / len(words)
+        if overlap >= INFER_MIN_OVERLAP:
+            scored.append((-overlap, number))
+    return [number for _, number in sorted(scored)[:INFER_MAX]]
+
+
 def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
-                        max_tokens: int | None = None) -> tuple[str, list[Citation]]:
+                        max_tokens: int | None = None, notes: dict | None = None) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
-    order and rewritten in the text, so `[1]` in the answer is citation 1.
+    order and rewritten in the text, so `[1]` in the answer is citation 1. When
+    the model cited nothing, citations are inferred by word overlap and
+    `notes["citations_inferred"]` says so.
     """
     ordered = number_passages(hits, order)
     passages = [
@@ -42,6 +65,12 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     prompt = deps.prompts.render("answer", question=question, passages=passages, abstain=ABSTAIN)
     text = deps.llm.text([{"role": "user", "content": prompt}], max_tokens=max_tokens).strip()
     used = cited_numbers(text, len(ordered))
+    inferred = False
+    if not used and text != ABSTAIN:
+        used = infer_citations(text, [h.chunk.text for h in ordered])
+        inferred = bool(used)
+    if notes is not None:
+        notes["citations_inferred"] = inferred
     renumber = {old: new for new, old in enumerate(used, start=1)}
     text = _CITE.sub(lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "", text)
     citations = []

@@ -54,6 +54,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),
     )
     report = builder.build(args.paths, rebuild=args.rebuild)
+    print(report.load_summary)
     print(report.summary())
     return 0
 

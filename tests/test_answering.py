@@ -37,7 +37,7 @@ def test_answer_renumbers_citations_to_cited_passages():
     deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
     text, citations = answer_from_context("q?", hits, deps)
     prompt = chat.history[0]["messages"][0]["content"]
-    assert prompt.index("[1] docs/d0.md") < prompt.index("[2] docs/d2.md") < prompt.index("[4] docs/d1.md")
+    assert prompt.index("[1] (from docs/d0.md") < prompt.index("[2] (from docs/d2.md") < prompt.index("[4] (from docs/d1.md")
     assert text == "Rotate it [1]. The old key lasts a day [2][1]. Ignore ."
     assert [c.chunk_id for c in citations] == ["d2#0", "d1#0"]
     assert citations[0].label() == "docs/d2.md:2-4"
@@ -49,3 +49,24 @@ def test_abstention_phrase_is_in_the_prompt():
     text, citations = answer_from_context("q?", [_hit(0)], deps)
     assert text == ABSTAIN and citations == []
     assert ABSTAIN in chat.history[0]["messages"][0]["content"]
+
+
+def test_uncited_answer_gets_citations_inferred_by_overlap():
+    hits = [_hit(0), _hit(1)]
+    hits[1].chunk.text = "The old secret stays valid for a 24-hour grace period, then it is revoked."
+    chat = FakeChat(["The old secret stays valid for a grace period and is then revoked."])
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    notes = {}
+    text, citations = answer_from_context("q?", hits, deps, notes=notes)
+    assert [c.chunk_id for c in citations] == ["d1#0"]
+    assert notes["citations_inferred"] is True
+    assert text == "The old secret stays valid for a grace period and is then revoked."
+
+
+def test_infer_citations_threshold_and_order():
+    from agent.answering import infer_citations
+
+    passages = ["alpha beta gamma delta", "alpha beta", "zeta eta"]
+    assert infer_citations("alpha beta gamma delta", passages) == [1, 2]
+    assert infer_citations("zeta theta iota kappa", passages) == []
+    assert infer_citations("", passages) == []

@@ -34,7 +34,7 @@ def test_every_template_renders():
 
 def test_answer_template_contents():
     text = PromptRenderer().render("answer", **SAMPLE)
-    assert "[1] docs/keys.md — Keys" in text
+    assert "[1] (from docs/keys.md — Keys)" in text
     assert "Run lumen keys rotate." in text
     assert "reply exactly: The context does not contain the answer." in text
 

@@ -25,7 +25,8 @@ class Answer(Step):
             return StepResult("next", {"reused_draft": True, "context": context_ids,
                                        "cited": [c.chunk_id for c in state.citations]})
         text, citations = answer_from_context(state.question, state.context, deps,
-                                              order=deps.config.loop.context_order)
+                                              order=deps.config.loop.context_order, notes=state.notes)
         state.answer, state.citations = text, citations
         return StepResult("next", {"context": context_ids, "order": deps.config.loop.context_order,
-                                   "cited": [c.chunk_id for c in citations]})
+                                   "cited": [c.chunk_id for c in citations],
+                                   "citations_inferred": state.notes.get("citations_inferred", False)})
