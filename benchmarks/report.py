@@ -1,0 +1,232 @@
+"""Regenerate benchmarks/REPORT.md from benchmarks/results/*.json, in one command:
+
+    .venv/bin/python benchmarks/report.py [--results benchmarks/results] [--out benchmarks/REPORT.md]
+
+Sections: SciFact nDCG@10 beside the published BM25 baselines (retrieval*.json
+from benchmarks/retrieval.py and eval*.json from `ragsieve eval`), the loop
+benchmark (agentic*.json), the filter benchmark (filters*.json) and every other
+`ragsieve eval` result. Each row names the command that produced it (the
+file's `command` field) and the machine it ran on; a missing file is reported
+as "not run", an unreadable one as such.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Published SciFact (BEIR test split) nDCG@10 baselines.
+PUBLISHED = [
+    ("BM25, Elasticsearch multifield", 0.665, "BEIR paper (Thakur et al. 2021, Table 2)"),
+    ("BM25, Pyserini flat index", 0.679, "Pyserini BEIR regressions"),
+]
+SKIP = {"filter", "machine", "versions", "config", "rows", "index", "command", "settings", "dataset", "llm", "per_question",
+        "plots", "started", "elapsed_s", "questions_worse_both_gold@5", "questions_better_both_gold@5"}
+
+
+def load(folder: Path, pattern: str) -> list[tuple[Path, dict[str, Any] | None, str]]:
+    """(path, data or None, error) for each file matching `pattern`, sorted by name."""
+    found = []
+    for path in sorted(folder.glob(pattern)):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found.append((path, data if isinstance(data, dict) else None, "" if isinstance(data, dict) else "not an object"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            found.append((path, None, str(exc)))
+    return found
+
+
+def machine(data: dict[str, Any]) -> str:
+    m = data.get("machine") or {}
+    if not isinstance(m, dict) or not m:
+        return "unknown machine"
+    cpus = m.get("cpus") or m.get("nproc")
+    parts = [m.get("cpu") or m.get("platform") or "", f"{cpus} cpus" if cpus else "", f"Python {m['python']}" if m.get("python") else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def command(data: dict[str, Any]) -> str:
+    cmd = data.get("command")
+    return f"`{str(cmd).replace(str(REPO) + '/', '')}`" if cmd else "(no command recorded)"
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
+    if isinstance(value, (list, dict)):
+        return f"{len(value)} items"
+    return str(value)
+
+
+def table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def is_scifact(data: dict[str, Any]) -> bool:
+    where = data.get("dataset")
+    where = where.get("folder", "") if isinstance(where, dict) else str(where or "")
+    return "scifact" in where.lower()
+
+
+def scifact_section(folder: Path) -> list[str]:
+    lines = ["## SciFact (BEIR test) nDCG@10 beside the published baselines", ""]
+    rows: list[list[Any]] = [[name, score, "–", "–", source, "published"] for name, score, source in PUBLISHED]
+    retrieval, evals = load(folder, "retrieval*.json"), load(folder, "eval*.json")
+    for path, data, error in retrieval:
+        if data is None:
+            rows.append([f"{path.name}: unreadable ({error})", None, None, None, "", ""])
+            continue
+        for method, fig in (data.get("methods") or {}).items():
+            if isinstance(fig, dict) and is_scifact(data):
+                rows.append([f"ours: {method} ({path.name})", fig.get("ndcg@10"), fig.get("recall@100"),
+                             fig.get("latency_ms_p50"), command(data), machine(data)])
+    for path, data, error in evals:
+        if data is None or not is_scifact(data):
+            continue
+        for plan, s in (data.get("plans") or {}).items():
+            r = s.get("retrieval", {})
+            ms = s.get("cost", {}).get("wall_p50_s")
+            rows.append([f"ours: hybrid first stage via `ragsieve eval`, {plan} ({path.name}; latency end to end, "
+                         "with query embedding)", r.get("fs_ndcg@10"),
+                         r.get("fs_recall@100"), ms * 1000 if ms is not None else None, command(data), machine(data)])
+    lines += table(["system", "nDCG@10", "Recall@100", "latency p50 (ms)", "command / source", "machine"], rows)
+    if not retrieval and not any(d is not None and is_scifact(d) for _, d, _ in evals):
+        lines += ["Our SciFact numbers: not run (no benchmarks/results/retrieval*.json or SciFact eval*.json).", ""]
+    lines += ["Document-level metrics: a document ranks at its best chunk (BEIR max-pooling); "
+              "tokenisation, stemming and chunking change BM25 numbers, so compare like with like.", ""]
+    return lines
+
+
+def flatten(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, dict[str, Any]]]:
+    """(path, {metric: number}) for every dict of scalars under `obj` (skipping settings-like keys)."""
+    if not isinstance(obj, dict) or depth > 4:
+        return []
+    scalars = {k: v for k, v in obj.items() if isinstance(v, (int, float, bool)) or v is None}
+    out = [(prefix or "(top level)", scalars)] if scalars and any(v is not None for v in scalars.values()) else []
+    for key, value in obj.items():
+        if key not in SKIP and isinstance(value, dict):
+            out += flatten(value, f"{prefix}/{key}" if prefix else key, depth + 1)
+    return out
+
+
+def agentic_section(folder: Path) -> list[str]:
+    """Per file and set: one row per plan (summary dicts), then the set's scalar figures."""
+    lines = ["## Loop benchmark: fast vs agentic (agentic*.json)", ""]
+    files = load(folder, "agentic*.json")
+    if not files:
+        return lines + ["not run (no benchmarks/results/agentic*.json).", ""]
+    for path, data, error in files:
+        if data is None or not isinstance(data.get("sets"), dict):
+            lines += generic_file(path, data, error or "no `sets`")
+            continue
+        for name, part in data["sets"].items():
+            summary = part.get("summary", {}) if isinstance(part, dict) else {}
+            plans = {k: v for k, v in summary.items() if isinstance(v, dict) and k != "agentic_vs_fast"}
+            keys = sorted({k for v in plans.values() for k, x in v.items() if not isinstance(x, (list, dict))})
+            lines += [f"### {name} ({path.name})", ""]
+            lines += table(["plan"] + keys + ["command", "machine"],
+                           [[plan] + [v.get(k) for k in keys] + [command(data), machine(data)] for plan, v in plans.items()])
+            scalars = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
+            if scalars:
+                lines += ["- " + ", ".join(f"{k} {fmt(v)}" for k, v in scalars.items())]
+            versus = summary.get("agentic_vs_fast")
+            if isinstance(versus, dict):
+                lines += ["- agentic vs fast: " + ", ".join(f"{k} {fmt(v)}" for k, v in versus.items())]
+            lines.append("")
+    return lines
+
+
+def generic_file(path: Path, data: dict[str, Any] | None, error: str = "") -> list[str]:
+    """Every dict of figures in one results file, each row naming the file's command and machine."""
+    lines = [f"### {path.name}", ""]
+    if data is None:
+        return lines + [f"unreadable: {error}", ""]
+    groups = flatten({k: v for k, v in data.items() if k not in SKIP})
+    if not groups:
+        return lines + [f"(no figures found; command {command(data)}, machine {machine(data)})", ""]
+    keys = sorted({k for _, g in groups for k in g})
+    if len(keys) > 10:  # too wide for one table: one line per group
+        lines += [f"- {name}: " + ", ".join(f"{k} {fmt(v)}" for k, v in g.items())
+                  + f" — {command(data)} on {machine(data)}" for name, g in groups]
+        return lines + [""]
+    return lines + table(["group"] + keys + ["command", "machine"],
+                         [[name] + [g.get(k) for k in keys] + [command(data), machine(data)] for name, g in groups])
+
+
+def generic_section(title: str, folder: Path, pattern: str) -> list[str]:
+    lines = [f"## {title}", ""]
+    files = load(folder, pattern)
+    if not files:
+        return lines + [f"not run (no benchmarks/results/{pattern}).", ""]
+    for path, data, error in files:
+        lines += generic_file(path, data, error)
+    return lines
+
+
+EVAL_COLUMNS = [("retrieval", "fs_ndcg@10", "first-stage nDCG@10"), ("retrieval", "fs_recall@100", "R@100"),
+                ("retrieval", "fs_mrr", "MRR"), ("retrieval", "ctx_ndcg@10", "context nDCG@10"),
+                ("retrieval", "gold_fraction", "gold recall"), ("answers", "em", "EM"), ("answers", "f1", "F1"),
+                ("answers", "abstain_correct", "abstention"), ("answers", "judge_correct", "judge"),
+                ("cost", "calls", "LLM calls/q"), ("cost", "wall_p50_s", "wall p50 (s)")]
+
+
+def eval_section(folder: Path) -> list[str]:
+    """`ragsieve eval` results (other than SciFact): one row per dataset and plan."""
+    lines = ["## Other `ragsieve eval` runs (eval*.json)", ""]
+    files = [(p, d, e) for p, d, e in load(folder, "eval*.json") if d is None or not is_scifact(d)]
+    if not files:
+        return lines + ["not run (no benchmarks/results/eval*.json besides the SciFact ones above).", ""]
+    rows = []
+    for path, data, error in files:
+        if data is None or not isinstance(data.get("plans"), dict):
+            rows.append([f"{path.name}: unreadable ({error or 'no plans'})"] + [None] * (len(EVAL_COLUMNS) + 1) + ["", ""])
+            continue
+        ds = data.get("dataset", {})
+        for plan, s in data["plans"].items():
+            judged = s.get("retrieval", {}).get("n_fs_ndcg@10")
+            asked = f"{s.get('questions')}" + (f" ({judged} judged)" if judged != s.get("questions") else "")
+            rows.append([f"{Path(ds.get('folder', '?')).name} / {plan} ({path.name})", asked]
+                        + [s.get(part, {}).get(key) for part, key, _ in EVAL_COLUMNS] + [command(data), machine(data)])
+    return lines + table(["dataset / plan", "questions"] + [label for _, _, label in EVAL_COLUMNS]
+                         + ["command", "machine"], rows)
+
+
+def render(folder: Path) -> str:
+    lines = ["# ragsieve benchmark report", "",
+             f"Generated by `python benchmarks/report.py` from `{_shown(folder)}/*.json`; do not edit by hand.", ""]
+    lines += scifact_section(folder)
+    lines += agentic_section(folder)
+    lines += generic_section("Filter benchmark: conformal, outliers, segments (filters*.json)", folder, "filters*.json")
+    lines += eval_section(folder)
+    return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "REPORT.md")
+    args = ap.parse_args(argv)
+    args.out.write_text(render(args.results), encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
