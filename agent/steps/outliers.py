@@ -1,0 +1,70 @@
+"""GMM outlier removal on the context (Bulgakov 2024, `tools.gmm`).
+
+The mixture needs more points than a context usually has, so it is fitted on the
+context plus the best pool chunks (by dense similarity) up to `fit_candidates` — the
+paper's retrieved set of 20 — and only context chunks are removed. If every context
+chunk is flagged, the context is left unchanged and the trace says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+from agent.steps.conformal import candidate_hits, dense_similarities, query_vector
+from tools.gmm import GMMOutlierFilter, plot_outliers
+
+
+def build_filter(cfg) -> GMMOutlierFilter:
+    return GMMOutlierFilter(method=cfg.method, alpha=cfg.alpha, pca_dims=cfg.pca_dims, n_components=cfg.n_components,
+                            percentile=cfg.percentile, min_outlier_freq=cfg.min_outlier_freq, degree=cfg.degree,
+                            seed=cfg.seed, protect_top=cfg.protect_top)
+
+
+@register
+class Outliers(Step):
+    name = "outliers"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        cfg = deps.config.outliers
+        before = [h.chunk_id for h in state.context]
+        if not cfg.enabled:
+            return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
+        if not state.context:
+            return StepResult("next", {"status": "empty", "kept": [], "removed": []})
+        flt = build_filter(cfg)
+        hits = candidate_hits(state)
+        sims = dense_similarities(state, deps, hits)
+        order = np.argsort(-sims, kind="stable")
+        context_ids = set(before)
+        chosen = [hits[i] for i in order if hits[i].chunk_id in context_ids]
+        for i in order:
+            if len(chosen) >= max(cfg.fit_candidates, len(before)):
+                break
+            if hits[i].chunk_id not in context_ids:
+                chosen.append(hits[i])
+        sim_of = {h.chunk_id: float(s) for h, s in zip(hits, sims)}
+        chosen.sort(key=lambda h: -sim_of[h.chunk_id])
+        vectors = np.asarray(deps.index.vectors[[h.row for h in chosen]], dtype=float)
+        qvec = query_vector(state, deps)
+        result = flt.run(vectors, qvec)
+        flagged = {h.chunk_id for h, out in zip(chosen, result.outliers) if out}
+        counts = {h.chunk_id: c for h, c in zip(chosen, result.counts)}
+        removed = [i for i in before if i in flagged]
+        summary = {"status": "applied", "method": flt.method.value, "fit_size": len(chosen),
+                   "runs_completed": result.completed_runs, "runs": [r.as_dict() for r in result.runs],
+                   "min_outlier_freq": flt.min_outlier_freq, "percentile": flt.percentile,
+                   "flag_counts": {i: counts[i] for i in before}, "pool_outliers": sorted(flagged - context_ids)}
+        if result.notes:
+            summary["notes"] = result.notes
+        if removed and len(removed) == len(before):
+            summary["note"] = "every context chunk was flagged: context left unchanged"
+            removed = []
+        state.context = [h for h in state.context if h.chunk_id not in set(removed)]
+        summary["kept"] = [h.chunk_id for h in state.context]
+        summary["removed"] = removed
+        if cfg.plot:
+            path = plot_outliers(vectors, qvec, result.outliers, cfg.plot, flt=flt,
+                                 labels=[h.chunk_id for h in chosen], title=state.question[:80])
+            summary["plot"] = str(path)
+        return StepResult("next", summary)

@@ -1,0 +1,123 @@
+"""Relevant segment extraction on the context (dsRAG RSE, `tools.segments`).
+
+Absolute relevance: RRF/hybrid scores are ranks, so each context chunk's dense cosine
+is mapped to [0, 1] — by the empirical CDF of the calibration positives' similarities
+when `calibration.json` exists ("calibrated"), else by a fixed cosine window and
+dsRAG's Beta transform ("cosine"). Rank is the chunk's 0-based rank by similarity among
+all candidates (pool and context). Chunks outside the context are worth -penalty, so a
+segment only bridges them when the chunks around are worth it (sandwiched chunks).
+
+The context becomes the chosen segments, most valuable document first, each segment's
+chunks in document order; with `merge` each segment is one passage whose text is
+rebuilt from the chunk store. With no segment worth `minimum_value`, the context is
+left unchanged and the trace says so.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from agent.errors import UsageError
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+from agent.steps.conformal import cached_calibration, candidate_hits, dense_similarities
+from tools.segments import (RSEParams, best_segments, chunk_values, preset_params, relevance_from_calibration,
+                            relevance_from_cosine)
+from tools.types import Chunk, Hit
+
+
+def params_of(cfg) -> RSEParams:
+    return preset_params(cfg.preset, max_length=cfg.max_length, overall_max_length=cfg.overall_max_length,
+                         minimum_value=cfg.minimum_value, irrelevant_chunk_penalty=cfg.irrelevant_chunk_penalty,
+                         decay_rate=cfg.decay_rate)
+
+
+@register
+class Segments(Step):
+    name = "segments"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        cfg = deps.config.segments
+        before = [h.chunk_id for h in state.context]
+        if not cfg.enabled:
+            return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
+        if not state.context:
+            return StepResult("next", {"status": "empty", "kept": [], "removed": []})
+        params = params_of(cfg)
+        hits = candidate_hits(state)
+        sims = dense_similarities(state, deps, hits)
+        rank0 = {h.chunk_id: r for r, h in enumerate(hits[i] for i in np.argsort(-sims, kind="stable"))}
+        sim_of = {h.chunk_id: float(s) for h, s in zip(hits, sims)}
+        mode, relevance = self._relevance(cfg, deps, [sim_of[i] for i in before])
+        values = chunk_values(relevance, [rank0[i] for i in before], params)
+        value_of = {h.row: float(v) for h, v in zip(state.context, values)}
+        by_row = {h.row: h for h in state.context}
+
+        store = deps.index.store
+        array, rows_at, splits = [], [], []
+        for doc_id in OrderedDict.fromkeys(h.chunk.doc_id for h in state.context):
+            doc_rows = store.doc_rows(doc_id)
+            positions = [p for p, r in enumerate(doc_rows) if r in value_of]
+            lo, hi = max(0, min(positions) - params.max_length), min(len(doc_rows), max(positions) + params.max_length + 1)
+            if array:
+                splits.append(len(array))
+            for r in doc_rows[lo:hi]:
+                rows_at.append(r)
+                array.append(value_of.get(r, -params.irrelevant_chunk_penalty))
+        segments = best_segments(array, params.max_length, params.overall_max_length, params.minimum_value, splits)
+        summary = {"status": "applied", "preset": cfg.preset, "params": params.__dict__, "relevance": mode,
+                   "values": {h.chunk_id: round(value_of[h.row], 4) for h in state.context}}
+        if not segments:
+            summary.update(status="no_segment", kept=before, removed=[],
+                           note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged")
+            return StepResult("next", summary)
+
+        built, described = [], []
+        for seg in segments:
+            seg_rows = rows_at[seg.start: seg.end]
+            chunks = store.get_many(seg_rows)
+            described.append({"doc_id": chunks[0].doc_id, "chunk_ids": [c.chunk_id for c in chunks],
+                              "value": round(seg.value, 4)})
+            built.append((seg, seg_rows, chunks))
+        best_of_doc: dict[str, float] = {}
+        for seg, _, chunks in built:
+            best_of_doc[chunks[0].doc_id] = max(best_of_doc.get(chunks[0].doc_id, -np.inf), seg.value)
+        built.sort(key=lambda b: (-best_of_doc[b[2][0].doc_id], b[2][0].doc_id, b[0].start))
+        context: list[Hit] = []
+        for seg, seg_rows, chunks in built:
+            if cfg.merge:
+                context.append(_merged(seg_rows, chunks, seg.value, [sim_of.get(c.chunk_id) for c in chunks]))
+            else:
+                context.extend(by_row.get(r) or Hit(chunk=c, row=r, score=0.0, extra={"sandwiched": 1.0})
+                               for r, c in zip(seg_rows, chunks))
+        members = [cid for d in described for cid in d["chunk_ids"]]
+        state.context = context
+        state.notes["segments"] = [d for d in described]
+        summary.update(segments=sorted(described, key=lambda d: -d["value"]), kept=[i for i in before if i in members],
+                       removed=[i for i in before if i not in members], added=[i for i in members if i not in before],
+                       context=[h.chunk_id for h in context])
+        return StepResult("next", summary)
+
+    @staticmethod
+    def _relevance(cfg, deps: Deps, sims: list[float]) -> tuple[str, np.ndarray]:
+        mode = cfg.relevance
+        cal = None
+        if mode in ("auto", "calibrated"):
+            cal, _, path = cached_calibration(deps)
+            if cal is None and mode == "calibrated":
+                raise UsageError(f"segments.relevance = 'calibrated' needs a calibration at {path}: "
+                                 f"run `ragsieve calibrate` or use relevance = 'cosine' / 'auto'")
+        if cal is not None and cal.positive_similarities():
+            return "calibrated", relevance_from_calibration(sims, cal.positive_similarities())
+        return "cosine", relevance_from_cosine(sims, cfg.cosine_low, cfg.cosine_high)
+
+
+def _merged(rows: list[int], chunks: list[Chunk], value: float, sims: list[float | None]) -> Hit:
+    first, last = chunks[0], chunks[-1]
+    chunk = Chunk(doc_id=first.doc_id, chunk_index=first.chunk_index, text="\n".join(c.text for c in chunks),
+                  source=first.source, title=first.title, kind=first.kind, line_start=first.line_start,
+                  line_end=last.line_end if last.line_end is not None else first.line_end)
+    known = [s for s in sims if s is not None]
+    return Hit(chunk=chunk, row=rows[0], score=float(value), dense_score=max(known) if known else None,
+               extra={"segment_value": float(value), "segment_chunks": float(len(chunks))})

@@ -1,0 +1,118 @@
+"""Conformal quantile, scores and coverage (tools.conformal)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tools.conformal import (KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
+                             conformal_quantile, conformal_rank, empirical_coverage, evaluate_kinds, keep_mask,
+                             nonconformity, ranks_of, smallest_k_for_coverage)
+from tools.errors import UsageError
+
+
+def brute_quantile(scores, alpha):
+    """Smallest observed s with #{scores <= s} >= (n+1)(1-alpha), else inf (the definition, by search)."""
+    need = (len(scores) + 1) * (1 - alpha)
+    for s in sorted(scores):
+        if sum(1 for x in scores if x <= s) >= need - 1e-9:
+            return s
+    return math.inf
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_quantile_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    scores = list(rng.integers(0, 10, n).astype(float)) if seed % 2 else list(rng.normal(size=n))
+    for alpha in (0.05, 0.1, 0.2, 0.33, 0.5):
+        assert conformal_quantile(scores, alpha) == brute_quantile(scores, alpha)
+
+
+def test_quantile_finite_sample_rank():
+    assert conformal_rank(9, 0.1) == 9          # ceil(10 * 0.9) = 9, not 10 by float error
+    assert conformal_rank(19, 0.1) == 18        # ceil(20 * 0.9)
+    assert conformal_rank(100, 0.1) == 91       # ceil(101 * 0.9) = ceil(90.9)
+    scores = list(range(1, 101))                # 1..100
+    assert conformal_quantile(scores, 0.1) == 91  # a plain 90th percentile would say 90.1
+    assert conformal_quantile([1.0, 2.0], 0.1) == math.inf  # ceil(3 * 0.9) = 3 > n
+    assert conformal_quantile([1.0, math.inf, 3.0], 0.5) == 3.0
+
+
+def test_bad_alpha_is_refused():
+    with pytest.raises(UsageError, match="alpha"):
+        conformal_quantile([1.0], 1.5)
+
+
+def test_scores_are_the_formulas():
+    s, t, r = np.array([0.8, 0.5]), 0.8, np.array([1, 4])
+    assert np.allclose(nonconformity(ScoreKind.RAW, s, t, r), [0.2, 0.5])
+    assert np.allclose(nonconformity(ScoreKind.GAP, s, t, r), [0.0, 0.3])
+    assert np.allclose(nonconformity(ScoreKind.RATIO, s, t, r), [0.0, 1 - 0.5 / 0.8])
+    assert np.allclose(nonconformity(ScoreKind.RANK, s, t, r), [1, 4])
+
+
+def test_keep_mask_is_a_prefix_of_the_ranking():
+    sims = np.array([0.2, 0.9, 0.5, 0.85, 0.1])
+    assert list(ranks_of(sims)) == [4, 1, 3, 2, 5]
+    assert list(keep_mask(ScoreKind.GAP, sims, 0.1)) == [False, True, False, True, False]
+    assert list(keep_mask(ScoreKind.RANK, sims, 3)) == [False, True, True, True, False]
+    assert list(keep_mask(ScoreKind.RAW, sims, 0.5)) == [False, True, True, True, False]
+    for kind in ScoreKind:  # monotone: a better chunk never scores worse
+        sc = candidate_scores(kind, sims)
+        order = np.argsort(-sims)
+        assert np.all(np.diff(sc[order]) >= -1e-12)
+
+
+def test_coverage_by_simulation():
+    """2,000 exchangeable draws: P(test score <= q) within binomial tolerance of 1-alpha (and >= it)."""
+    rng = np.random.default_rng(1234)
+    n, alpha, trials = 99, 0.1, 2000
+    hits = 0
+    for _ in range(trials):
+        draws = rng.gamma(2.0, size=n + 1)
+        q = conformal_quantile(draws[:n], alpha)
+        hits += draws[n] <= q
+    coverage = hits / trials
+    expected = math.ceil((n + 1) * (1 - alpha)) / (n + 1)  # exact for continuous scores: 0.90
+    assert abs(coverage - expected) <= binomial_tolerance(expected, trials, z=3.0)
+    assert coverage >= (1 - alpha) - binomial_tolerance(1 - alpha, trials, z=3.0)
+
+
+def test_evaluate_and_choose_kind():
+    rng = np.random.default_rng(7)
+    nq, nc = 300, 50
+
+    def make(m):
+        sims = rng.uniform(0, 0.6, (m, nc))
+        pos = rng.integers(0, nc, m)
+        sims[np.arange(m), pos] += rng.uniform(0.1, 0.4, m)
+        top1 = sims.max(1)
+        ranks = np.array([ranks_of(row)[p] for row, p in zip(sims, pos)])
+        return {"similarity": sims[np.arange(m), pos], "top1": top1, "rank": ranks,
+                "found": np.ones(m, dtype=bool)}, list(sims)
+
+    cal, _ = make(nq)
+    held, held_sims = make(nq)
+    reports = evaluate_kinds(cal, held, held_sims, 0.1)
+    assert [r.kind for r in reports] == list(ScoreKind)
+    for r in reports:
+        assert abs(r.coverage - 0.9) <= binomial_tolerance(0.9, nq, z=3.0)
+        assert 1 <= r.mean_set_size <= nc
+    chosen, notes = choose_kind(reports, 0.1, nq)
+    ok = [r for r in reports if r.coverage >= 0.9 - binomial_tolerance(0.9, nq)]
+    assert chosen == min(ok, key=lambda r: r.mean_set_size).kind
+    assert notes == []
+
+
+def test_choose_kind_when_none_reaches_coverage():
+    reports = [KindReport(ScoreKind.RAW, 0.3, 0.5, 3.0, 3), KindReport(ScoreKind.GAP, 0.1, 0.6, 9.0, 9)]
+    chosen, notes = choose_kind(reports, 0.1, 100)
+    assert chosen is ScoreKind.GAP and "no score kind" in notes[0]
+
+
+def test_not_found_counts_as_uncovered_and_fixed_k():
+    assert empirical_coverage([0.1, math.inf, 0.3], 0.5) == pytest.approx(2 / 3)
+    assert smallest_k_for_coverage([1, 3, 2, math.inf], 0.75) == 3
+    assert smallest_k_for_coverage([1, 3, 2, math.inf], 1.0) == math.inf

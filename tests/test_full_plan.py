@@ -1,0 +1,292 @@
+"""The filter steps (conformal, outliers, segments) on hand-built states, and the `full` plan end to end."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import agent.steps.conformal  # noqa: F401  (registers the filter steps)
+import agent.steps.draft  # noqa: F401  (and the loop's steps, for the full plan)
+import agent.steps.expand  # noqa: F401
+import agent.steps.fallback  # noqa: F401
+import agent.steps.judge  # noqa: F401
+import agent.steps.outliers  # noqa: F401
+import agent.steps.segments  # noqa: F401
+import agent.steps.validate  # noqa: F401
+from agent.calibration import Calibrator, save_calibration
+from agent.config import Config
+from agent.fake_chat import FakeChat
+from agent.llm import LLM
+from agent.plans import BUILTIN_PLANS
+from agent.prompts import PromptRenderer
+from agent.runner import END, STEPS, Deps
+from agent.state import RunState
+from test_calibration import FACTS, TinyIndex, bow, scripted_llm
+from tools.conformal import ScoreKind, nonconformity
+from tools.gmm import GMMOutlierFilter
+from tools.types import Hit
+
+QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
+
+
+def hits_for(index, question, rows=None):
+    q = bow(question)
+    rows = range(index.store.count()) if rows is None else rows
+    hits = [Hit(chunk=index.store.get(r), row=r, score=float(index.vectors[r] @ q), dense_score=float(index.vectors[r] @ q))
+            for r in rows]
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def make(index, question, context_rows=None, **sections):
+    config = Config()
+    for name, updates in sections.items():
+        setattr(config, name, getattr(config, name).model_copy(update=updates))
+    pool = hits_for(index, question)
+    state = RunState(question=question, plan="full")
+    state.remember(pool)
+    state.context = pool[:4] if context_rows is None else [h for h in pool if h.row in context_rows]
+    deps = Deps(config=config, retriever=None, index=index, llm=None, prompts=PromptRenderer(), extras={})
+    return state, deps
+
+
+def run_step(name, state, deps):
+    result = STEPS[name]().run(state, deps)
+    assert result.outcome == "next"
+    return result.summary
+
+
+def calibrate(index, alpha=0.3):
+    llm, _ = scripted_llm()
+    cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=alpha, depth=6, seed=0).run(questions=6)
+    save_calibration(cal, index.root)
+    return cal
+
+
+def test_every_filter_can_be_switched_off(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    state, deps = make(index, "beta bridge toll", conformal={"enabled": False}, outliers={"enabled": False},
+                       segments={"enabled": False})
+    before = [h.chunk_id for h in state.context]
+    for name in ("conformal", "outliers", "segments"):
+        summary = run_step(name, state, deps)
+        assert summary["status"] == "disabled" and summary["kept"] == before and summary["removed"] == []
+    assert [h.chunk_id for h in state.context] == before
+
+
+def test_conformal_without_calibration_passes_through(tmp_path):
+    state, deps = make(TinyIndex(tmp_path, FACTS), "beta bridge toll")
+    before = [h.chunk_id for h in state.context]
+    summary = run_step("conformal", state, deps)
+    assert summary["status"] == "uncalibrated" and "ragsieve calibrate" in summary["note"]
+    assert [h.chunk_id for h in state.context] == before and "coverage" not in state.notes
+
+
+@pytest.mark.parametrize("kind", [k.value for k in ScoreKind])
+def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
+    index = TinyIndex(tmp_path, FACTS)
+    cal = calibrate(index)
+    state, deps = make(index, "beta bridge toll coins", context_rows=range(6), conformal={"score_kind": kind})
+    summary = run_step("conformal", state, deps)
+    qhat = cal.threshold(ScoreKind(kind))
+    sims = index.vectors.astype(float) @ bow(state.question)
+    order = list(np.argsort(-sims, kind="stable"))
+    expected = [h.chunk_id for h in hits_for(index, state.question)
+                if nonconformity(ScoreKind(kind), sims[h.row], sims.max(), order.index(h.row) + 1) <= qhat]
+    assert summary["status"] == "applied" and summary["kind"] == kind
+    if expected:
+        assert summary["kept"] == expected
+    else:
+        assert "min_keep_applied" in summary and len(summary["kept"]) == 1
+    assert set(summary["kept"]) | set(summary["removed"]) == {h.chunk_id for h in hits_for(index, state.question)}
+    assert [h.chunk_id for h in state.context] == summary["kept"]
+    assert state.notes["coverage"] == pytest.approx(1 - cal.alpha)
+
+
+def test_conformal_alpha_override_recomputes_the_threshold(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    cal = calibrate(index)
+    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "rank", "alpha": 0.6})
+    summary = run_step("conformal", state, deps)
+    assert summary["alpha"] == 0.6 and state.notes["coverage"] == pytest.approx(0.4)
+    expected = cal.threshold(ScoreKind.RANK, 0.6)
+    assert (summary["qhat"] is None and math.isinf(expected)) or summary["qhat"] == pytest.approx(expected)
+
+
+def test_conformal_budget_binds_and_says_so(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    saved["qhat"]["raw"] = 2.0  # every cosine >= -1 passes
+    (tmp_path / "calibration.json").write_text(json.dumps(saved))
+    state, deps = make(index, "beta bridge toll", context_rows=range(6),
+                       conformal={"score_kind": "raw", "max_chunks": 2})
+    summary = run_step("conformal", state, deps)
+    best_two = [h.chunk_id for h in hits_for(index, state.question)[:2]]
+    assert summary["budget_bound"] and "max_chunks=2" in summary["budget_bound"] and len(summary["over_budget"]) == 4
+    assert summary["kept"] == best_two and [h.chunk_id for h in state.context] == best_two
+
+
+def test_conformal_warns_when_corpus_changed(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    index.manifest["corpus_fingerprint"] = "fp-other"
+    state, deps = make(index, "beta bridge toll")
+    summary = run_step("conformal", state, deps)
+    assert "corpus changed" in summary["warnings"][0]
+
+
+def many_docs():
+    topics = {"reactor": "reactor salt turbine heat norvik engineers",
+              "bridge": "bridge toll coins carts walkers river",
+              "garden": "garden tulips frost copper barrels rain"}
+    docs = {}
+    for t, words in topics.items():
+        w = words.split()
+        docs[f"{t}.md"] = [f"{t} " + " ".join(w[(i + j) % len(w)] for j in range(4)) + f" note {i}" for i in range(6)]
+    return docs
+
+
+def test_outliers_removes_the_flagged_context_chunks(tmp_path):
+    index = TinyIndex(tmp_path, many_docs())
+    state, deps = make(index, "bridge toll coins river", context_rows=range(18), outliers={"min_outlier_freq": 1})
+    before = [h.chunk_id for h in state.context]
+    summary = run_step("outliers", state, deps)
+    # reference: the same filter on the same fit set (context, best first) flags these
+    ranked = hits_for(index, state.question)
+    ref = GMMOutlierFilter(min_outlier_freq=1).run(index.vectors[[h.row for h in ranked]].astype(float),
+                                                   bow(state.question))
+    flagged = [h.chunk_id for h, out in zip(ranked, ref.outliers) if out]
+    assert summary["fit_size"] == 18 and summary["runs_completed"] == 6
+    assert set(summary["removed"]) == set(flagged) and summary["removed"]
+    assert summary["kept"] == [i for i in before if i not in flagged] == [h.chunk_id for h in state.context]
+
+
+def test_outliers_skip_notes_on_a_tiny_pool(tmp_path):
+    state, deps = make(TinyIndex(tmp_path, FACTS), "beta bridge toll")
+    summary = run_step("outliers", state, deps)
+    assert summary["runs_completed"] == 0 and summary["removed"] == []
+    assert all(r["skipped"] and "needed" in r["note"] for r in summary["runs"])
+
+
+def test_segments_bridge_a_sandwiched_chunk_and_rebuild_text(tmp_path):
+    docs = {"guide.md": ["rotate the api key in settings", "unrelated weather words here",
+                         "old api key stops working after rotate", "cooking pasta recipe"],
+            "other.md": ["nothing about keys at all"]}
+    index = TinyIndex(tmp_path, docs)
+    state, deps = make(index, "rotate api key old", context_rows=[0, 2],
+                       segments={"relevance": "cosine", "cosine_low": 0.0, "cosine_high": 0.5})
+    summary = run_step("segments", state, deps)
+    assert summary["status"] == "applied" and summary["relevance"] == "cosine"
+    seg = summary["segments"][0]
+    assert seg["chunk_ids"] == ["guide.md#0", "guide.md#1", "guide.md#2"]  # the middle chunk is sandwiched
+    assert summary["added"] == ["guide.md#1"] and summary["removed"] == []
+    assert len(state.context) == 1
+    merged = state.context[0]
+    assert merged.chunk.text == "\n".join(docs["guide.md"][:3]) and merged.chunk.chunk_id == "guide.md#0"
+
+
+def test_segments_without_a_worthy_segment_leave_the_context(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    state, deps = make(index, "beta bridge toll", segments={"relevance": "cosine", "minimum_value": 5.0})
+    before = [h.chunk_id for h in state.context]
+    summary = run_step("segments", state, deps)
+    assert summary["status"] == "no_segment" and [h.chunk_id for h in state.context] == before
+
+
+# -- the `full` plan end to end -------------------------------------------------------------
+def fake_model(messages):
+    """Reads the prompt: judge (all relevant), validate (resolved), calibration prompts, else an answer."""
+    prompt = messages[0]["content"]
+    if "mapping an index to the chunk's text" in prompt:
+        body = prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0]
+        return json.dumps({k: True for k in json.loads(body)})
+    if "Draft answer:" in prompt:
+        return json.dumps({"resolved": True, "reason": "scripted"})
+    if "write ONE question" in prompt:
+        words = re.findall(r"[A-Za-z]{3,}", prompt.split('"""')[1])
+        return json.dumps({"question": " ".join(words[:10]), "answer": " ".join(words[:3])})
+    if "Expected answer:" in prompt:
+        answer = re.search(r"Expected answer: (.*)", prompt).group(1)
+        return json.dumps({"contains": answer.lower() in prompt.split('"""')[1].lower()})
+    return "Rotate the key in the workspace settings [1]."
+
+
+@pytest.fixture
+def calibrated_index(examples_index, tmp_path):
+    from tools.hybrid_index import HybridIndex
+
+    folder = tmp_path / "index"
+    shutil.copytree(examples_index, folder)
+    with HybridIndex.open(folder) as index:
+        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2,
+                         depth=10, seed=0).run(questions=12)
+        save_calibration(cal, folder)
+    return folder
+
+
+def check_trace(answer, plan_name="full"):
+    steps = [e.step for e in answer.trace]
+    plan = BUILTIN_PLANS[plan_name]
+    assert steps[0] == plan.start and steps[-1] == "answer"
+    for event, nxt in zip(answer.trace, steps[1:] + [END]):
+        assert plan.transitions[event.step][event.outcome] == nxt
+    assert steps[-4:] == ["conformal", "outliers", "segments", "answer"]
+    return {e.step: e.summary for e in answer.trace}
+
+
+def test_full_plan_with_fake_llm(calibrated_index):
+    from agent.orchestrator import Orchestrator
+
+    config = Config()
+    with Orchestrator.open(calibrated_index, config, chat=FakeChat(default=fake_model)) as orch:
+        answer = orch.ask(QUESTION, plan="full")
+    s = check_trace(answer)
+    drafted = [e.summary for e in answer.trace if e.step == "draft"][-1]["context"]
+    conf, out, seg = s["conformal"], s["outliers"], s["segments"]
+    assert conf["status"] == "applied"
+    assert conf["kept"] == [i for i in drafted if i in conf["kept"]]  # context order kept
+    assert set(conf["kept"]) | set(conf["removed"]) == set(drafted)
+    passing = [i for i in drafted if conf["scores"][i] <= (math.inf if conf["qhat"] is None else conf["qhat"])]
+    assert conf["kept"] == passing[: config.conformal.max_chunks] or "min_keep_applied" in conf
+    assert set(out["kept"]) | set(out["removed"]) == set(conf["kept"])
+    assert all(out["flag_counts"][i] >= config.outliers.min_outlier_freq for i in out["removed"])
+    assert set(seg["kept"]) | set(seg["removed"]) == set(out["kept"])
+    if seg["status"] == "applied":
+        assert [h.chunk_id for h in answer.context] == seg["context"]
+    assert answer.notes["coverage"] == pytest.approx(0.8)
+    assert answer.answer.strip()
+
+
+def test_full_plan_with_filters_off(examples_index):
+    from agent.orchestrator import Orchestrator
+
+    config = Config()
+    for name in ("conformal", "outliers", "segments"):
+        setattr(config, name, getattr(config, name).model_copy(update={"enabled": False}))
+    with Orchestrator.open(examples_index, config, chat=FakeChat(default=fake_model)) as orch:
+        answer = orch.ask(QUESTION, plan="full")
+    s = check_trace(answer)
+    drafted = [e.summary for e in answer.trace if e.step == "draft"][-1]["context"]
+    for name in ("conformal", "outliers", "segments"):
+        assert s[name]["status"] == "disabled" and s[name]["kept"] == drafted
+    assert [h.chunk_id for h in answer.context] == drafted
+
+
+@pytest.mark.llm
+def test_full_plan_with_local_llm(calibrated_index, local_llm):
+    from agent.orchestrator import Orchestrator
+
+    config = Config()  # small candidate sets keep the prompts short on a CPU
+    config.loop = config.loop.model_copy(update={"candidates": 4, "final_k": 3, "max_iterations": 1})
+    config.retrieval = config.retrieval.model_copy(update={"top_k": 3})
+    with Orchestrator.open(calibrated_index, config, llm=local_llm) as orch:
+        answer = orch.ask(QUESTION, plan="full")
+    s = check_trace(answer)
+    assert s["conformal"]["status"] == "applied" and answer.notes["coverage"] == pytest.approx(0.8)
+    assert answer.answer.strip() and answer.context
+    assert all(c.chunk_id in {h.chunk_id for h in answer.context} for c in answer.citations)

@@ -1,0 +1,119 @@
+"""GMM outlier filter (tools.gmm): features exactly as Bulgakov's formulas, determinism, skips, plot."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tools.errors import UsageError
+from tools.gmm import GMMOutlierFilter, distance_features, distances, plot_outliers
+
+# three 2-D vectors: centroid c = (1, 1); query q = (0, 0)
+V = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+Q = np.array([0.0, 0.0])
+DC = [math.sqrt(2), math.sqrt(5), math.sqrt(5)]   # |v - c|
+DQ = [0.0, 3.0, 3.0]                               # |v - q|
+
+
+def test_distances_hand_computed():
+    d_c, d_q = distances(V, Q)
+    assert np.allclose(d_c, DC) and np.allclose(d_q, DQ)
+
+
+def test_feature_methods_hand_computed():
+    assert np.allclose(distance_features(V, Q, "concatenate"), np.column_stack([DC, DQ]))
+    a = 0.3
+    assert np.allclose(distance_features(V, Q, "weighted_sum", alpha=a)[:, 0],
+                       [a * q + (1 - a) * c for c, q in zip(DC, DQ)])
+    eps = 1e-8
+    expected = [[c, q, c * q, c / (q + eps)] for c, q in zip(DC, DQ)]
+    assert np.allclose(distance_features(V, Q, "interaction"), expected)
+    poly = distance_features(V, Q, "polynomial", degree=2)
+    assert np.allclose(poly, [[c, q, c * c, c * q, q * q] for c, q in zip(DC, DQ)])
+    assert distance_features(V, Q, "polynomial", degree=3).shape == (3, 9)
+
+
+def test_bad_method_lists_valid_values():
+    with pytest.raises(UsageError, match="interaction"):
+        distance_features(V, Q, "cubic")
+    with pytest.raises(UsageError, match="percentile"):
+        GMMOutlierFilter(percentile=150)
+
+
+def _cloud(seed=0, n=30, far=3):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=16)
+    q /= np.linalg.norm(q)
+    near = q + 0.15 * rng.normal(size=(n - far, 16))
+    outliers = -q + 0.1 * rng.normal(size=(far, 16))
+    v = np.vstack([near, outliers])
+    return v / np.linalg.norm(v, axis=1, keepdims=True), q
+
+
+def reference_flags(v, q, k, dim, seed, percentile=15.0):
+    """The paper's pipeline written out with sklearn directly: scale, PCA, GMM, percentile."""
+    from sklearn.decomposition import PCA
+    from sklearn.mixture import GaussianMixture
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    x = StandardScaler().fit_transform(distance_features(v, q, "interaction", alpha=0.5))
+    x = PCA(n_components=dim, svd_solver="full").fit_transform(x)
+    with threadpool_limits(limits=1):
+        ll = GaussianMixture(n_components=k, covariance_type="full", random_state=seed).fit(x).score_samples(x)
+    return [int(i) for i in np.flatnonzero(ll < np.percentile(ll, percentile))]
+
+
+def test_runs_match_reference_and_are_deterministic():
+    v, q = _cloud()
+    flt = GMMOutlierFilter(seed=3)
+    a, b = flt.run(v, q), flt.run(v, q)
+    assert a.outliers == b.outliers and a.counts == b.counts
+    assert [r.flagged for r in a.runs] == [r.flagged for r in b.runs]
+    assert a.completed_runs == 6
+    assert [(r.n_components, r.pca_dim) for r in a.runs] == [(k, d) for k in (4, 5, 6) for d in (2, 3)]
+    for r in a.runs:
+        assert r.flagged == reference_flags(v, q, r.n_components, r.pca_dim, seed=3)
+        assert 0 < len(r.flagged) <= math.ceil(0.15 * len(v))
+    # a chunk is an outlier exactly when flagged >= min_outlier_freq times over the K x PCA loop
+    counts = np.zeros(len(v), dtype=int)
+    for r in a.runs:
+        counts[r.flagged] += 1
+    assert list(counts) == a.counts
+    assert a.outliers == [bool(c >= 2) for c in counts]
+    strict = GMMOutlierFilter(seed=3, min_outlier_freq=6).run(v, q)
+    assert strict.outliers == [bool(c >= 6) for c in counts]
+
+
+def test_protect_top_never_flags_the_best():
+    v, q = _cloud()
+    plain = GMMOutlierFilter(seed=0, min_outlier_freq=1).run(v, q)
+    first = plain.outliers.index(True)
+    protected = GMMOutlierFilter(seed=0, min_outlier_freq=1, protect_top=first + 1).run(v, q)
+    assert not any(protected.outliers[: first + 1])
+    assert protected.outliers[first + 1:] == plain.outliers[first + 1:]
+
+
+def test_too_few_candidates_skip_runs_with_notes():
+    v, q = _cloud(n=9, far=1)
+    result = GMMOutlierFilter().run(v, q)  # k=4 needs 8, k=5 needs 10, k=6 needs 12
+    skipped = [r for r in result.runs if r.skipped]
+    assert {r.n_components for r in skipped} == {5, 6}
+    assert all("9 candidates" in r.note for r in skipped)
+    assert result.completed_runs == 2
+    tiny = GMMOutlierFilter().run(v[:3], q)
+    assert tiny.completed_runs == 0 and not any(tiny.outliers) and "too few" in tiny.notes[0]
+
+
+def test_pca_larger_than_features_is_noted():
+    v, q = _cloud()
+    result = GMMOutlierFilter(method="concatenate", pca_dims=[3], n_components=[4]).run(v, q)
+    assert "not applied" in result.runs[0].note
+
+
+def test_plot_writes_png(tmp_path):
+    v, q = _cloud()
+    result = GMMOutlierFilter().run(v, q)
+    out = plot_outliers(v, q, result.outliers, tmp_path / "fig" / "outliers.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
