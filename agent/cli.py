@@ -63,6 +63,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
 
     config = _load_config(args)
+    if args.plot:
+        config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
         answer = orch.ask(args.question, plan=args.plan)
     if args.json:
@@ -73,6 +75,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print("\nSources:")
         for c in answer.citations:
             print(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else ""))
+    if "coverage" in answer.notes:
+        print(f"\n(context calibrated for coverage {answer.notes['coverage']})")
     u = answer.usage
     print(f"\n(plan {answer.plan}: {u.calls} LLM calls, {u.prompt_tokens}+{u.completion_tokens} tokens, "
           f"{u.latency_s:.1f}s in the model)", file=sys.stderr)
@@ -127,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_llm_options(p)
     p.add_argument("--plan", help="plan name (fast, agentic, full, or one from the config)")
     p.add_argument("--json", action="store_true", help="print {answer, citations, trace, usage} as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("plans", help="list the plans and their transitions")

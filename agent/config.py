@@ -116,7 +116,7 @@ class OutlierConfig(_Section):
     min_outlier_freq: int = Field(2, ge=1)
     seed: int = 0
     fit_candidates: int = Field(20, ge=1)  # the GMM is fitted on the context plus the best pool chunks up to this many
-    protect_top: int = Field(0, ge=0)  # never flag the best N (the paper's code excludes its top 4)
+    protect_top: int = Field(4, ge=0)  # never flag the best N, as the paper's code does (gold kept 0.98 vs 0.86 with 0 on SQuAD)
     plot: str | None = None  # write the paper's Figure-2 style PNG here
 
 

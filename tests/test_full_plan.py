@@ -153,7 +153,7 @@ def many_docs():
 
 def test_outliers_removes_the_flagged_context_chunks(tmp_path):
     index = TinyIndex(tmp_path, many_docs())
-    state, deps = make(index, "bridge toll coins river", context_rows=range(18), outliers={"min_outlier_freq": 1})
+    state, deps = make(index, "bridge toll coins river", context_rows=range(18), outliers={"min_outlier_freq": 1, "protect_top": 0})
     before = [h.chunk_id for h in state.context]
     summary = run_step("outliers", state, deps)
     # reference: the same filter on the same fit set (context, best first) flags these
@@ -290,3 +290,14 @@ def test_full_plan_with_local_llm(calibrated_index, local_llm):
     assert s["conformal"]["status"] == "applied" and answer.notes["coverage"] == pytest.approx(0.8)
     assert answer.answer.strip() and answer.context
     assert all(c.chunk_id in {h.chunk_id for h in answer.context} for c in answer.citations)
+
+
+def test_outliers_never_remove_the_protected_best_chunks(tmp_path):
+    index = TinyIndex(tmp_path, many_docs())
+    state, deps = make(index, "bridge toll coins river", context_rows=range(18),
+                       outliers={"min_outlier_freq": 1, "protect_top": 4})
+    best_four = [h.chunk_id for h in hits_for(index, state.question)][:4]
+    summary = run_step("outliers", state, deps)
+    assert summary["runs_completed"] == 6
+    assert not set(summary["removed"]) & set(best_four)
+    assert set(best_four) <= {h.chunk_id for h in state.context}
