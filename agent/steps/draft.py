@@ -1,0 +1,36 @@
+"""Draft an answer from the selected context (validated next)."""
+from __future__ import annotations
+
+import logging
+
+from agent.answering import answer_from_context
+from agent.errors import LLMError
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+
+log = logging.getLogger(__name__)
+
+
+@register
+class Draft(Step):
+    """Sets `state.draft`, `draft_citations` and `draft_context` from `state.context`.
+
+    An LLM failure leaves `state.draft = None` (recorded in the trace); the
+    validate step then treats the draft as unresolved.
+    """
+
+    name = "draft"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        ids = [h.chunk_id for h in state.context]
+        try:
+            text, citations = answer_from_context(state.question, state.context, deps,
+                                                  order=deps.config.loop.context_order)
+        except LLMError as exc:
+            log.warning("draft failed (%s): %s", type(exc).__name__, exc)
+            state.draft, state.draft_citations, state.draft_context = None, [], ids
+            return StepResult("next", {"context": ids, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        state.draft, state.draft_citations, state.draft_context = text, citations, ids
+        state.resolved = None
+        return StepResult("next", {"context": ids, "chars": len(text), "cited": [c.chunk_id for c in citations],
+                                   "fallback_context": state.fallback_used})

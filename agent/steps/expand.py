@@ -1,0 +1,92 @@
+"""Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
+from __future__ import annotations
+
+from agent.judging import budget_reason, evidence_keys, select_context
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+from tools.types import Hit
+
+
+@register
+class Expand(Step):
+    """`grew`: new unjudged candidates are waiting for the judge. `converged`: the loop stops.
+
+    Stop reasons, checked in this order: the last judge round gave no usable
+    verdicts (uninformative judge, every batch failed, budget); the relevant
+    set did not grow in the last round; `loop.max_iterations` judge rounds
+    done; the LLM-call/token budget is reached; expansion found no new
+    candidates. On `converged` the context becomes the combination rule's
+    selection of `loop.final_k` chunks (`agent.judging`).
+    """
+
+    name = "expand"
+    outcomes = ("grew", "converged")
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        loop = deps.config.loop
+        rounds = state.notes.get("judge_rounds", [])
+        last = rounds[-1] if rounds else {"mode": "judge", "new_relevant": [], "round": 0}
+        reason = None
+        if last["mode"] != "judge":
+            reason = f"judge gave no usable verdicts ({last['mode']}: {last['reason']}); score-based selection"
+        elif not last["new_relevant"]:
+            reason = "relevant set did not grow in the last judge round"
+        elif len(rounds) >= loop.max_iterations:
+            reason = f"max_iterations={loop.max_iterations} reached"
+        else:
+            reason = budget_reason(deps.llm.meter.snapshot(), loop)
+        if reason is None:
+            new, offered = self._expand(state, deps)
+            if new:
+                state.candidates = new
+                return StepResult("grew", {"iteration": len(rounds), "new_candidates": [h.chunk_id for h in new],
+                                           "neighbours": offered, "relevant_total": len(state.relevant)})
+            reason = "expansion found no new candidates"
+        return self._converge(state, deps, reason)
+
+    def _expand(self, state: RunState, deps: Deps) -> tuple[list[Hit], list[str]]:
+        loop = deps.config.loop
+        trusted = state.notes.get("trusted", {})
+        keys = evidence_keys(state.first_stage, state.notes.get("discovered", []), state.notes.get("neighbour_of", {}))
+        relevant = sorted(state.relevant, key=lambda c: (not trusted.get(c, False), keys.get(c, float("inf"))))
+        texts = [state.pool[c].chunk.text for c in relevant[: loop.expand_max_texts] if c in state.pool]
+        # ask deep enough that judged chunks cannot crowd out the `expand_k` new ones
+        hits = deps.retriever.run(state.question, top_k=loop.expand_k + len(state.judged), extra_texts=texts)
+        new: list[Hit] = []
+        seen: set[str] = set()
+        for hit in hits:
+            if hit.chunk_id not in state.judged and hit.chunk_id not in seen and len(new) < loop.expand_k:
+                new.append(hit)
+                seen.add(hit.chunk_id)
+        offered: list[str] = []
+        if loop.neighbours:
+            neighbour_of: dict[str, str] = state.notes.setdefault("neighbour_of", {})
+            store = deps.index.store
+            for cid in relevant:
+                parent = state.pool.get(cid)
+                if parent is None:
+                    continue
+                rows = store.neighbours(parent.row, radius=1)
+                for row, chunk in zip(rows, store.get_many(rows)):
+                    if chunk.chunk_id in state.judged or chunk.chunk_id in seen:
+                        continue
+                    hit = Hit(chunk=chunk, row=row, score=0.0, extra={"neighbour_of_row": float(parent.row)})
+                    new.append(hit)
+                    seen.add(chunk.chunk_id)
+                    offered.append(chunk.chunk_id)
+                    if chunk.chunk_id not in keys:
+                        neighbour_of[chunk.chunk_id] = cid
+        state.remember(new)
+        return new, offered
+
+    def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult:
+        loop = deps.config.loop
+        trusted = {} if state.notes.get("judge_distrusted") else state.notes.get("trusted", {})
+        keys = evidence_keys(state.first_stage, state.notes.get("discovered", []), state.notes.get("neighbour_of", {}))
+        chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k)
+        state.context = [state.pool[c] for c in chosen if c in state.pool]
+        state.candidates = []
+        state.notes["loop_stop"] = reason
+        state.notes["selection"] = summary
+        return StepResult("converged", {"stop": reason, "iterations": len(state.notes.get("judge_rounds", [])),
+                                        "relevant": list(state.relevant), "context": chosen, **summary})

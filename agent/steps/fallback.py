@@ -1,0 +1,85 @@
+"""The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
+from __future__ import annotations
+
+from agent.judging import budget_reason, judge_candidates, pick_decoys
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+from tools.rerank import Reranker
+
+
+@register
+class Fallback(Step):
+    """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
+
+    Retrieval: the hybrid retriever restricted to `deps.index.sparse_rows`
+    (`fallback.sparse_candidates` hits, chunks already in the context left
+    out). Reranking: `deps.extras["reranker"]` or a `tools.rerank.Reranker`
+    built from `FallbackConfig` (kept in `deps.extras` for later questions);
+    when FlashRank is unavailable the embedding order is used and the trace
+    says so. Judging: `agent.judging` as in the loop (one round with decoys;
+    all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after
+    the loop's selection: the trusted-relevant ones in rerank order, or, when
+    the judge gave no usable verdict, the top reranked ones (score-based).
+    """
+
+    name = "fallback"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        cfg = deps.config
+        state.fallback_used = True
+        rows = list(getattr(deps.index, "sparse_rows", []) or [])
+        if not rows:
+            return StepResult("next", {"added": [], "reason": "the index has no sparse chunks"})
+        in_context = {h.chunk_id for h in state.context}
+        hits = deps.retriever.run(state.question, top_k=cfg.fallback.sparse_candidates + len(in_context), rows=rows)
+        hits = [h for h in hits if h.chunk_id not in in_context][: cfg.fallback.sparse_candidates]
+        if not hits:
+            return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
+        reranker = deps.extras.get("reranker")
+        if reranker is None:
+            reranker = Reranker(cfg.fallback.rerank_model, cfg.fallback.rerank_cache_dir)
+            deps.extras["reranker"] = reranker
+        reranked = reranker.run(state.question, hits)
+        ordered = reranked.hits
+        state.remember(ordered)
+        summary = {"sparse_rows": len(rows), "candidates": [h.chunk_id for h in ordered],
+                   "rerank": reranked.method.value, "rerank_note": reranked.note}
+
+        known = {h.chunk_id: state.judged[h.chunk_id] for h in ordered if h.chunk_id in state.judged}
+        todo = [h for h in ordered if h.chunk_id not in known]
+        spent = budget_reason(deps.llm.meter.snapshot(), cfg.loop)
+        verdicts: dict[str, bool] = dict(known)
+        distrusted = state.notes.get("judge_distrusted")
+        if todo and distrusted:
+            mode, reason = "skipped", f"not judged: the judge is not trusted for this question ({distrusted})"
+        elif todo and spent:
+            mode, reason = "skipped", f"not judged: {spent}"
+        elif todo:
+            decoys = pick_decoys(deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys)
+            result = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=cfg.loop,
+                                      ranked_ids=[h.chunk_id for h in todo], first_round=False, decoys=decoys,
+                                      seed="fallback")
+            mode, reason = result.mode, result.reason
+            summary["batches"] = [b.public() for b in result.batches]
+            verdicts.update(result.trusted)
+            summary["decoys_relevant"] = f"{result.decoys_relevant} of {result.decoys}"
+            if mode == "score":
+                state.notes["judge_distrusted"] = f"fallback: {reason}"
+            for cid, value in result.verdicts.items():
+                state.judged[cid] = value if mode == "judge" else state.judged.get(cid, False)
+        else:
+            mode, reason = "judge", "every candidate was judged before"
+        if mode == "judge":
+            added = [h for h in ordered if verdicts.get(h.chunk_id)]
+        else:
+            added = list(ordered)
+            summary["score_based"] = True
+        added = added[: cfg.fallback.max_added]
+        state.context = state.context + added
+        for hit in added:
+            if hit.chunk_id not in state.relevant:
+                state.relevant.append(hit.chunk_id)
+        summary.update({"judge_mode": mode, "judge_reason": reason, "added": [h.chunk_id for h in added],
+                        "context_size": len(state.context)})
+        state.notes["fallback"] = summary
+        return StepResult("next", summary)

@@ -1,0 +1,75 @@
+"""Judge the unjudged candidates (see `agent.judging` for batching, fallbacks and trust)."""
+from __future__ import annotations
+
+from agent.judging import JudgeRound, budget_reason, judge_candidates, pick_decoys, score_based_relevant
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+
+
+@register
+class Judge(Step):
+    """Judges `state.candidates` never judged before; appends new relevant ids to `state.relevant`.
+
+    Notes kept for the expand step and the trace: `judge_rounds` (one report
+    per round), `trusted` (id -> verdict of informative rounds), `discovered`
+    (every candidate id in the order it was offered), `judge_distrusted` (why
+    the judge is not trusted for this question, once a round was uninformative).
+    """
+
+    name = "judge"
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        loop = deps.config.loop
+        rounds: list[dict] = state.notes.setdefault("judge_rounds", [])
+        trusted: dict[str, bool] = state.notes.setdefault("trusted", {})
+        discovered: list[str] = state.notes.setdefault("discovered", [])
+        todo, seen = [], set()
+        for hit in state.candidates:
+            if hit.chunk_id not in state.judged and hit.chunk_id not in seen:
+                todo.append(hit)
+                seen.add(hit.chunk_id)
+                if hit.chunk_id not in discovered:
+                    discovered.append(hit.chunk_id)
+        state.remember(todo)
+        number = len(rounds) + 1
+        ids = [h.chunk_id for h in todo]
+        spent = budget_reason(deps.llm.meter.snapshot(), loop)
+        if not todo:
+            outcome = JudgeRound(mode="judge", reason="no unjudged candidates")
+        elif spent:
+            outcome = JudgeRound(mode="skipped", reason=f"not judged: {spent}")
+            outcome.failed = list(ids)
+        else:
+            neighbours = state.notes.get("neighbour_of", {})
+            ranked = [cid for cid in ids if cid not in neighbours]
+            decoys = pick_decoys(deps.index, state.question, set(ids), loop.judge_decoys,
+                                 skip=(number - 1) * loop.judge_decoys)
+            outcome = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=loop,
+                                       ranked_ids=ranked, first_round=number == 1, decoys=decoys,
+                                       seed=str(number))
+        if outcome.mode == "score":
+            state.notes["judge_distrusted"] = f"round {number}: {outcome.reason}"
+        decided = dict(outcome.trusted)
+        undecided = [cid for cid in ids if cid not in decided]
+        by_score = set(score_based_relevant(undecided, state.first_stage, loop.final_k))
+        decided.update({cid: cid in by_score for cid in undecided})
+        new_relevant = [cid for cid in ids if decided[cid] and cid not in state.relevant]
+        for cid in ids:
+            state.judged[cid] = decided[cid]
+        trusted.update(outcome.trusted)
+        state.relevant.extend(new_relevant)
+        report = {
+            "round": number,
+            "judged": len(ids),
+            "mode": outcome.mode,
+            "reason": outcome.reason,
+            "batches": [b.public() for b in outcome.batches],
+            "decoys": outcome.decoys,
+            "decoys_relevant": outcome.decoys_relevant,
+            "raw_true": sorted(c for c, v in outcome.verdicts.items() if v),
+            "decided_by_score": undecided if undecided else [],
+            "new_relevant": new_relevant,
+            "relevant_total": len(state.relevant),
+        }
+        rounds.append(report)
+        return StepResult("next", report)

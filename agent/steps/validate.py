@@ -1,0 +1,67 @@
+"""Validate the draft: a structured verdict `{resolved, reason}` from `validate.j2`."""
+from __future__ import annotations
+
+import logging
+
+from pydantic import BaseModel
+
+from agent.answering import ABSTAIN
+from agent.errors import LLMError
+from agent.runner import Deps, Step, StepResult, register
+from agent.state import RunState
+
+log = logging.getLogger(__name__)
+
+
+class Verdict(BaseModel):
+    resolved: bool
+    reason: str = ""
+
+
+@register
+class Validate(Step):
+    """`resolved`, `unresolved` (the sparse fallback has not run yet) or `exhausted` (it has).
+
+    Documented defaults, recorded in the trace as `default`: no draft (the
+    draft call failed) and a validator failure (malformed JSON after the
+    re-ask, refusal, endpoint error after retries) count as *unresolved*:
+    when in doubt, consult the sparse chunks, which happens at most once.
+    A draft that is exactly the abstention sentence is unresolved without
+    asking the model.
+    """
+
+    name = "validate"
+    outcomes = ("resolved", "unresolved", "exhausted")
+
+    def run(self, state: RunState, deps: Deps) -> StepResult:
+        summary: dict = {}
+        if state.draft is None:
+            resolved, reason = False, "no draft to validate"
+            summary["default"] = "unresolved"
+        elif state.draft.strip().rstrip(".") == ABSTAIN.rstrip("."):
+            resolved, reason = False, "the draft abstains"
+        else:
+            passages = _passages(state)
+            prompt = deps.prompts.render("validate", question=state.question, draft=state.draft, passages=passages)
+            try:
+                verdict = deps.llm.structured([{"role": "user", "content": prompt}], Verdict, max_tokens=256)
+                resolved, reason = verdict.resolved, verdict.reason
+            except LLMError as exc:
+                log.warning("validation failed (%s): %s", type(exc).__name__, exc)
+                resolved, reason = False, f"validator failed: {type(exc).__name__}: {str(exc)[:300]}"
+                summary["default"] = "unresolved"
+        state.resolved = resolved
+        if resolved:
+            outcome = "resolved"
+        else:
+            outcome = "exhausted" if state.fallback_used else "unresolved"
+        summary.update({"resolved": resolved, "reason": reason[:500], "fallback_used": state.fallback_used})
+        return StepResult(outcome, summary)
+
+
+def _passages(state: RunState) -> list[dict]:
+    """The cited chunks numbered as the draft cites them, then the rest of the context."""
+    by_id = {h.chunk_id: h for h in state.context}
+    cited = [c.chunk_id for c in sorted(state.draft_citations, key=lambda c: c.number) if c.chunk_id in by_id]
+    rest = [h.chunk_id for h in state.context if h.chunk_id not in cited]
+    return [{"number": i, "text": by_id[cid].chunk.text} for i, cid in enumerate(cited + rest, start=1)]

@@ -1,0 +1,202 @@
+"""`fast` vs `agentic` on HotpotQA (two-hop) and a seeded SQuAD 2.0 sample, in one run.
+
+    .venv/bin/python benchmarks/agentic.py [--limit 20] [--sets hotpotqa,squad2] [--squad-sample 40]
+
+Per question and plan: both-gold recall at the first 5 context chunks (every
+gold paragraph among them), gold-paragraph recall over the whole final context
+(share of gold paragraphs in it), SQuAD EM/F1 against the gold answers, LLM
+calls and tokens, wall time. Also the first-stage (retrieval only) both-gold
+recall at 5 and 10, and for `agentic` how the loop ended (judge modes, stop
+reason, fallback, whether the selection equals the fast context), plus the
+per-question check that `agentic` never has lower both-gold recall than `fast`.
+
+The LLM is the embedded llama.cpp model by default; OPENAI_BASE_URL /
+OPENAI_API_KEY / OPENAI_MODEL (or RAGSIEVE_*) select any OpenAI-compatible
+endpoint instead, unchanged. Indexes are built once into --index-root and
+reused. Writes one JSON file (default benchmarks/results/agentic[-LABEL].json).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import agent.steps.draft  # noqa: E402,F401  (registers the loop's steps)
+import agent.steps.expand  # noqa: E402,F401
+import agent.steps.fallback  # noqa: E402,F401
+import agent.steps.judge  # noqa: E402,F401
+import agent.steps.validate  # noqa: E402,F401
+from agent.config import Config  # noqa: E402
+from agent.llm_factory import describe_endpoint, open_llm  # noqa: E402
+from agent.orchestrator import Orchestrator  # noqa: E402
+from tools.index_builder import IndexBuilder  # noqa: E402
+from tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+PLANS = ("fast", "agentic")
+
+
+def load_hotpotqa(folder: Path) -> list[dict]:
+    rows = [json.loads(line) for line in open(folder / "qa.jsonl", encoding="utf-8")]
+    return [{"id": r["id"], "question": r["question"], "answers": r["answers"], "gold": r["gold_doc_ids"],
+             "impossible": False, "type": r.get("type", "")} for r in rows]
+
+
+def load_squad2(folder: Path, sample: int, unanswerable: int, seed: int) -> list[dict]:
+    """A seeded sample of `sample` answerable questions, then `unanswerable` unanswerable ones."""
+    rows = [json.loads(line) for line in open(folder / "qa.jsonl", encoding="utf-8")]
+    rng = random.Random(seed)
+    answerable = [r for r in rows if not r["is_impossible"]]
+    impossible = [r for r in rows if r["is_impossible"]]
+    picked = rng.sample(answerable, min(sample, len(answerable))) + \
+        rng.sample(impossible, min(unanswerable, len(impossible)))
+    return [{"id": r["id"], "question": r["question"], "answers": r["answers"],
+             "gold": [] if r["is_impossible"] else [r["gold_doc_id"]], "impossible": bool(r["is_impossible"]),
+             "type": "unanswerable" if r["is_impossible"] else "answerable"} for r in picked]
+
+
+def both_gold(doc_ids: list[str], gold: list[str]) -> float | None:
+    return float(gold_passage_recall(doc_ids, gold).all_found) if gold else None
+
+
+def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
+    started = time.perf_counter()
+    result = orch.ask(q["question"], plan=plan)
+    wall = time.perf_counter() - started
+    ctx_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in result.context)
+    top5_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in result.context[:5])
+    row = {"plan": plan, "wall_s": round(wall, 2), "calls": result.usage.calls,
+           "prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens,
+           "context": [h.chunk_id for h in result.context], "answer": result.answer,
+           "both_gold@5": both_gold(top5_docs, q["gold"]),
+           "gold_recall": gold_passage_recall(ctx_docs, q["gold"]).fraction if q["gold"] else None,
+           **answer_scores(result.answer, q["answers"], q["impossible"]),
+           "steps": [f"{e.step}:{e.outcome}" for e in result.trace]}
+    if plan == "agentic":
+        notes = result.notes
+        row.update({"loop_stop": notes.get("loop_stop"),
+                    "judge_modes": [r["mode"] for r in notes.get("judge_rounds", [])],
+                    "judge_reasons": [r["reason"] for r in notes.get("judge_rounds", [])],
+                    "same_as_fast": notes.get("selection", {}).get("same_as_fast"),
+                    "fallback": notes.get("fallback"), "resolved": result.resolved})
+    first_docs = unique_in_order(chunk_doc_id(c) for c in result.first_stage)
+    row["first_stage_both_gold@5"] = both_gold(first_docs[:5], q["gold"])
+    row["first_stage_both_gold@10"] = both_gold(first_docs[:10], q["gold"])
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    out: dict = {"questions": len({r["qid"] for r in rows})}
+    for plan in PLANS:
+        mine = [r for r in rows if r["plan"] == plan]
+        if not mine:
+            continue
+        n = len(mine)
+        out[plan] = {
+            "both_gold@5": mean(r["both_gold@5"] for r in mine),
+            "gold_recall": mean(r["gold_recall"] for r in mine),
+            "em": mean(r.get("em") for r in mine), "f1": mean(r.get("f1") for r in mine),
+            "abstain_correct": mean(r.get("abstain_correct") for r in mine),
+            "calls_per_q": sum(r["calls"] for r in mine) / n,
+            "tokens_per_q": sum(r["prompt_tokens"] + r["completion_tokens"] for r in mine) / n,
+            "wall_s_per_q": sum(r["wall_s"] for r in mine) / n,
+        }
+    fast = {r["qid"]: r for r in rows if r["plan"] == "fast"}
+    agentic = [r for r in rows if r["plan"] == "agentic"]
+    if fast and agentic:
+        worse = [r["qid"] for r in agentic if r["both_gold@5"] is not None and fast.get(r["qid"])
+                 and r["both_gold@5"] < fast[r["qid"]]["both_gold@5"]]
+        better = [r["qid"] for r in agentic if r["both_gold@5"] is not None and fast.get(r["qid"])
+                  and r["both_gold@5"] > fast[r["qid"]]["both_gold@5"]]
+        modes = [m for r in agentic for m in r["judge_modes"]]
+        out["agentic_vs_fast"] = {
+            "questions_worse_both_gold@5": worse, "questions_better_both_gold@5": better,
+            "selection_same_as_fast": sum(1 for r in agentic if r["same_as_fast"]),
+            "judge_rounds_by_mode": {m: modes.count(m) for m in sorted(set(modes))},
+            "fallback_taken": sum(1 for r in agentic if r["fallback"]),
+        }
+    out["first_stage_both_gold@5"] = mean(r["first_stage_both_gold@5"] for r in rows if r["plan"] == PLANS[0])
+    out["first_stage_both_gold@10"] = mean(r["first_stage_both_gold@10"] for r in rows if r["plan"] == PLANS[0])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", default="hotpotqa,squad2")
+    ap.add_argument("--limit", type=int, default=None, help="first N questions of each set")
+    ap.add_argument("--squad-sample", type=int, default=40, help="answerable SQuAD 2.0 questions (seeded)")
+    ap.add_argument("--squad-unanswerable", type=int, default=0, help="unanswerable ones added (seeded)")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--config", default=None, help="a ragsieve TOML config")
+    ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-bench-index"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="LLM request timeout and retry budget in seconds (a loaded 2-core machine needs minutes)")
+    args = ap.parse_args(argv)
+    config = Config.load(args.config)
+    config.llm = config.llm.model_copy(update={"timeout_s": args.timeout, "max_retry_s": args.timeout})
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [s for s in sets if s not in ("hotpotqa", "squad2")]
+    if unknown:
+        ap.error(f"unknown set(s) {unknown}: choose from hotpotqa, squad2")
+    endpoint = describe_endpoint(config.llm)
+    print(f"LLM: {endpoint}", flush=True)
+    suffix = f"-{args.label}" if args.label else ""
+    out = Path(args.out) if args.out else REPO / "benchmarks" / "results" / f"agentic{suffix}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    llm, close = open_llm(config.llm)
+    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "llm": endpoint,
+                    "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                                "platform": platform.platform()},
+                    "config": {"loop": config.loop.model_dump(), "fallback": config.fallback.model_dump(),
+                               "retrieval": config.retrieval.model_dump()}, "sets": {}}
+    try:
+        for name in sets:
+            folder = DATA / name
+            questions = load_hotpotqa(folder) if name == "hotpotqa" else \
+                load_squad2(folder, args.squad_sample, args.squad_unanswerable, args.seed)
+            questions = questions[: args.limit] if args.limit else questions
+            index_dir = Path(args.index_root) / name
+            built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build(
+                [folder / "corpus.jsonl"])
+            print(f"{name}: {built.chunks_total} chunks, {built.sparse_rows} sparse; {len(questions)} questions",
+                  flush=True)
+            rows: list[dict] = []
+            orch = Orchestrator.open(index_dir, config, llm=llm)
+            try:
+                for i, q in enumerate(questions, start=1):
+                    for plan in PLANS:
+                        row = {"qid": q["id"], "type": q["type"], **run_question(orch, q, plan)}
+                        rows.append(row)
+                        report["sets"][name] = {"partial": True, "summary": summarise(rows), "rows": rows}
+                        out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+                        print(f"[{name} {i}/{len(questions)}] {plan:8s} both_gold@5={row['both_gold@5']} "
+                              f"f1={row.get('f1', row.get('abstain_correct'))} calls={row['calls']} "
+                              f"{row['wall_s']}s {row.get('loop_stop') or ''}", flush=True)
+            finally:
+                orch.close()
+            report["sets"][name] = {"summary": summarise(rows), "index": {"chunks": built.chunks_total,
+                                                                          "sparse_rows": built.sparse_rows},
+                                    "rows": rows}
+            print(json.dumps({name: report["sets"][name]["summary"]}, indent=1), flush=True)
+    finally:
+        close()
+    out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

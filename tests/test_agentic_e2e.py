@@ -1,0 +1,57 @@
+"""The `agentic` plan end to end on the real embedded llama.cpp server (slow: run with -m llm)."""
+from __future__ import annotations
+
+import pytest
+
+import agent.steps.draft  # noqa: F401  (registers the loop's steps)
+import agent.steps.expand  # noqa: F401
+import agent.steps.fallback  # noqa: F401
+import agent.steps.judge  # noqa: F401
+import agent.steps.validate  # noqa: F401
+from agent.config import Config
+from agent.plans import BUILTIN_PLANS
+from agent.runner import END
+
+pytestmark = pytest.mark.llm
+
+QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
+
+
+def test_agentic_plan_end_to_end(examples_index, local_llm):
+    from agent.llm import LLM
+    from agent.openai_chat import OpenAIChat
+    from agent.orchestrator import Orchestrator
+
+    # the same embedded server, with a client that waits longer than the default 120 s: on a busy
+    # 2-core machine one answer of the 0.5B model can take minutes
+    chat = OpenAIChat(local_llm.chat.base_url, "not-needed", None, timeout_s=900, max_retry_s=900)
+    llm = LLM(chat, max_tokens=256)
+    # a light loop so the 0.5B model on a busy 2-core machine stays inside the client's timeout
+    config = Config()
+    config.loop = config.loop.model_copy(update={"candidates": 4, "judge_chunk_chars": 500, "judge_decoys": 2,
+                                                 "judge_concurrency": 1, "max_iterations": 2})
+    with Orchestrator.open(examples_index, config, llm=llm) as orch:
+        result = orch.ask(QUESTION, plan="agentic")
+
+    steps = [e.step for e in result.trace]
+    # the visited steps follow the plan's transitions, start to end
+    plan = BUILTIN_PLANS["agentic"]
+    assert steps[0] == plan.start and steps[-1] == "answer"
+    for event, nxt in zip(result.trace, steps[1:] + [END]):
+        assert plan.transitions[event.step][event.outcome] == nxt
+    assert steps[:2] == ["retrieve", "judge"] and "draft" in steps and "validate" in steps
+    assert steps.count("judge") <= config.loop.max_iterations  # the loop is bounded
+    notes = result.notes
+    assert notes["loop_stop"]  # the reason the loop stopped is recorded
+    for report in notes["judge_rounds"]:
+        assert report["mode"] in ("judge", "score", "failed", "skipped")
+        assert report["judged"] >= 0
+    # the context: the loop's selection (plus at most the fallback's additions)
+    ids = [h.chunk_id for h in result.context]
+    assert 1 <= len(ids) <= config.loop.final_k + config.fallback.max_added
+    assert any("api-keys" in i or "keys.py" in i for i in ids)
+    # a real answer with citations pointing into the context, and metered usage
+    assert result.answer.strip()
+    assert all(c.chunk_id in ids for c in result.citations)
+    assert result.usage.calls >= 3 and result.usage.prompt_tokens > 0
+    assert result.usage.calls <= config.loop.max_llm_calls + 10
