@@ -13,7 +13,7 @@ from agent.errors import RagsieveError
 log = logging.getLogger("ragsieve")
 
 
-def _load_config(args: argparse.Namespace) -> Config:
+def load_config(args: argparse.Namespace) -> Config:
     config = Config.load(getattr(args, "config", None))
     llm_updates = {k: v for k, v in {
         "base_url": getattr(args, "base_url", None),
@@ -40,7 +40,7 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     from tools.index_builder import IndexBuilder
 
-    config = _load_config(args)
+    config = load_config(args)
     ic = config.index
     builder = IndexBuilder(
         args.index,
@@ -62,7 +62,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
 
-    config = _load_config(args)
+    config = load_config(args)
     if args.plot:
         config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
@@ -86,7 +86,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_plans(args: argparse.Namespace) -> int:
     from agent.plans import get_plan, plan_names
 
-    config = _load_config(args)
+    config = load_config(args)
     for name in plan_names(config):
         spec = get_plan(name, config)
         edges = "; ".join(f"{s} -> " + ", ".join(f"{o}:{t}" for o, t in e.items()) for s, e in spec.transitions.items())
@@ -98,7 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
     from agent.server import AskServer
 
-    config = _load_config(args)
+    config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:
         server = AskServer(orch, host=args.host, port=args.port)
         print(f"ragsieve: serving {args.index} at {server.address} (POST /ask, GET /health)", file=sys.stderr)

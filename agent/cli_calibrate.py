@@ -39,13 +39,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def handler(args: argparse.Namespace) -> int:
     from agent.calibration import Calibrator, format_report, load_calibration, save_calibration
-    from agent.cli import _load_config
+    from agent.cli import load_config
     from agent.errors import UsageError
     from agent.orchestrator import Orchestrator
 
     if bool(args.qrels) != bool(args.queries):
         raise UsageError("--qrels and --queries go together (a BEIR qrels tsv and its queries.jsonl)")
-    config = _load_config(args)
+    config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:
         index = orch.index
         previous, warnings = load_calibration(index.root, index.manifest.get("corpus_fingerprint"))

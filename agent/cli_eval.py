@@ -50,7 +50,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from agent.cli import _load_config
+    from agent.cli import load_config
     from agent.errors import UsageError
     from agent.eval_report import LABELS
     from agent.evaluate import Evaluation
@@ -59,7 +59,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         unused = [f"--{f.replace('_', '-')}" for f in ("base_url", "model", "local_model", "no_cache") if getattr(args, f)]
         if unused:
             raise UsageError(f"--retrieval-only makes no LLM call, so {', '.join(unused)} would do nothing: drop it")
-    config = _load_config(args)
+    config = load_config(args)
     evaluation = Evaluation(
         args.dataset, args.index, plans=args.plan, config=config, out=args.out, limit=args.limit, seed=args.seed,
         split=args.split, retrieval_only=args.retrieval_only, judge=args.judge, cache=not args.no_cache,
