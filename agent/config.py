@@ -11,14 +11,21 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import UsageError
-from tools.modes import parse_enum  # noqa: F401  (re-exported for callers)
+from tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
+from tools.ordering import ContextOrder
+from tools.rerank import FLASHRANK_MODELS
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+def _mode(enum_cls, what: str):
+    """A validator refusing a mode string outside `enum_cls`, listing the valid values."""
+    return field_validator(what)(classmethod(lambda cls, v: parse_enum(enum_cls, v, what).value))
 
 
 class IndexConfig(_Section):
@@ -26,6 +33,8 @@ class IndexConfig(_Section):
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     faiss_index: str = "flat"  # flat | hnsw
     bm25_engine: str = "bm25s"  # bm25s | rank_bm25
+    _faiss = _mode(FaissKind, "faiss_index")
+    _bm25 = _mode(BM25Engine, "bm25_engine")
     embed_batch_size: int = Field(64, ge=1)
     sparse_threshold: float = Field(0.5, ge=-1.0, le=1.0)
     sparse_rare_terms: int = Field(10, ge=0)
@@ -33,6 +42,7 @@ class IndexConfig(_Section):
 
 class RetrievalConfig(_Section):
     fusion: str = "weighted"  # weighted (min-max 50/50: 0.726 nDCG@10 on SciFact) | rrf (0.719)
+    _fusion = _mode(FusionMode, "fusion")
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(1.0, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)
@@ -78,6 +88,7 @@ class LoopConfig(_Section):
     neighbours: bool = True
     final_k: int = Field(5, ge=1)
     context_order: str = "edges"  # edges | rank
+    _order = _mode(ContextOrder, "context_order")
     judge_batch_chars: int = Field(8000, ge=200)  # prompt budget (chunk characters) of one judge batch
     expand_max_texts: int = Field(5, ge=1)  # relevant chunk texts added to the expansion query
     uninformative_min_n: int = Field(4, ge=2)  # all-same verdicts on >= this many chunks: no judge
@@ -87,6 +98,13 @@ class LoopConfig(_Section):
 
 class FallbackConfig(_Section):
     rerank_model: str = "ms-marco-TinyBERT-L-2-v2"
+
+    @field_validator("rerank_model")
+    @classmethod
+    def _known_reranker(cls, value: str) -> str:
+        if value not in FLASHRANK_MODELS:
+            raise UsageError(f"invalid rerank_model {value!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
+        return value
     rerank_cache_dir: str | None = None
     sparse_candidates: int = Field(10, ge=1)
     max_added: int = Field(2, ge=1)  # sparse chunks the fallback may add to the context
@@ -169,5 +187,5 @@ class Config(_Section):
             raise UsageError(f"config file {p} is not valid TOML: {exc}") from exc
         try:
             return cls.model_validate(data)
-        except ValidationError as exc:
+        except (ValidationError, UsageError) as exc:
             raise UsageError(f"config file {p}: {exc}") from exc

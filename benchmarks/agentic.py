@@ -131,6 +131,39 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+class OracleChat:
+    """A scripted judge that knows the gold paragraphs (each verdict flipped with probability `flip`).
+
+    It measures what the loop's retrieval machinery does with a judge of known
+    quality (the upper bound a capable endpoint approaches); answers are not
+    generated ("oracle run"), so EM/F1 mean nothing in this mode.
+    """
+
+    model_name = "oracle-judge"
+
+    def __init__(self, doc_of_text: dict[str, str], flip: float):
+        self.doc_of_text, self.flip = doc_of_text, flip
+        self.qid, self.gold = "", set()
+
+    def complete(self, messages, *, json_schema=None, schema_name="reply", max_tokens=None, temperature=None):
+        from agent.chat import ChatReply
+
+        prompt = messages[-1]["content"] if len(messages) == 1 else messages[0]["content"]
+        if "mapping an index to the chunk's text:\n" in prompt:
+            chunks = json.loads(prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0])
+            verdicts = {}
+            for key, text in chunks.items():
+                truth = self.doc_of_text.get(text[:200]) in self.gold
+                draw = random.Random(f"{self.qid}|{text[:200]}").random()
+                verdicts[key] = (not truth) if draw < self.flip else truth
+            text = json.dumps(verdicts)
+        elif "Draft answer:" in prompt:
+            text = json.dumps({"resolved": True, "reason": "oracle run"})
+        else:
+            text = "oracle run"
+        return ChatReply(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="hotpotqa,squad2")
@@ -144,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="LLM request timeout and retry budget in seconds (a loaded 2-core machine needs minutes)")
+    ap.add_argument("--oracle-judge", type=float, default=None, metavar="FLIP",
+                    help="no LLM: a scripted judge that knows the gold paragraphs, each verdict flipped with "
+                         "probability FLIP (measures the loop's retrieval, not answers)")
     args = ap.parse_args(argv)
     config = Config.load(args.config)
     config.llm = config.llm.model_copy(update={"timeout_s": args.timeout, "max_retry_s": args.timeout})
@@ -151,12 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sets if s not in ("hotpotqa", "squad2")]
     if unknown:
         ap.error(f"unknown set(s) {unknown}: choose from hotpotqa, squad2")
-    endpoint = describe_endpoint(config.llm)
+    oracle = OracleChat({}, args.oracle_judge) if args.oracle_judge is not None else None
+    endpoint = describe_endpoint(config.llm) if oracle is None else f"oracle judge, flip={args.oracle_judge}"
     print(f"LLM: {endpoint}", flush=True)
     suffix = f"-{args.label}" if args.label else ""
     out = Path(args.out) if args.out else REPO / "benchmarks" / "results" / f"agentic{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    llm, close = open_llm(config.llm)
+    if oracle is None:
+        llm, close = open_llm(config.llm)
+    else:
+        from agent.llm import LLM
+
+        llm, close = LLM(oracle), (lambda: None)
     report: dict = {"command": " ".join([sys.executable, *sys.argv]), "llm": endpoint,
                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                 "platform": platform.platform()},
@@ -175,8 +217,13 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             rows: list[dict] = []
             orch = Orchestrator.open(index_dir, config, llm=llm)
+            if oracle is not None:
+                store = orch.index.store
+                oracle.doc_of_text = {c.text[:200]: c.doc_id for c in store.get_many(range(store.count()))}
             try:
                 for i, q in enumerate(questions, start=1):
+                    if oracle is not None:
+                        oracle.qid, oracle.gold = q["id"], set(q["gold"])
                     for plan in PLANS:
                         row = {"qid": q["id"], "type": q["type"], **run_question(orch, q, plan)}
                         rows.append(row)

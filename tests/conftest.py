@@ -40,6 +40,6 @@ def local_llm():
     from agent.config import LLMConfig
     from agent.llm_factory import open_llm
 
-    llm, close = open_llm(LLMConfig(n_ctx=8192))
+    llm, close = open_llm(LLMConfig(n_ctx=8192, timeout_s=900.0, max_retry_s=900.0))
     yield llm
     close()

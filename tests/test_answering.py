@@ -70,3 +70,21 @@ def test_infer_citations_threshold_and_order():
     assert infer_citations("alpha beta gamma delta", passages) == [1, 2]
     assert infer_citations("zeta theta iota kappa", passages) == []
     assert infer_citations("", passages) == []
+
+
+def test_answer_step_reuses_a_draft_of_the_same_context_only():
+    from agent.state import Citation, RunState
+    from agent.steps.answer import Answer
+
+    hits = [_hit(0), _hit(1)]
+    chat = FakeChat(["fresh answer [1]"])
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    cite = Citation(number=1, chunk_id="d0#0", source="docs/d0.md")
+    state = RunState(question="q?", plan="agentic", context=hits, draft="drafted [1]", resolved=False,
+                     draft_citations=[cite], draft_context=["d0#0", "d1#0"])
+    result = Answer().run(state, deps)
+    assert result.summary["reused_draft"] and state.answer == "drafted [1]" and chat.history == []
+    assert [c.chunk_id for c in state.citations] == ["d0#0"]
+    state.draft_context = ["d0#0"]
+    Answer().run(state, deps)
+    assert state.answer == "fresh answer [1]" and len(chat.history) == 1

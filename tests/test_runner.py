@@ -90,3 +90,15 @@ def test_state_is_serialisable():
     state = run_plan(PLAN, RunState(question="q", plan="t"), _deps(), max_steps=10)
     again = RunState.model_validate_json(state.model_dump_json())
     assert again == state
+
+
+def test_config_refuses_unknown_modes_listing_valid_ones(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[retrieval]\nfusion = "borda"\n')
+    with pytest.raises(UsageError, match="c.toml.*invalid fusion 'borda': choose one of rrf, weighted"):
+        Config.load(path)
+    with pytest.raises(UsageError, match="choose one of edges, rank"):
+        Config.model_validate({"loop": {"context_order": "middle"}})
+    with pytest.raises(UsageError, match="invalid rerank_model"):
+        Config.model_validate({"fallback": {"rerank_model": "nope"}})
+    assert Config.model_validate({"index": {"bm25_engine": "rank_bm25"}}).index.bm25_engine == "rank_bm25"

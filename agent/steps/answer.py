@@ -10,8 +10,9 @@ from agent.state import RunState
 class Answer(Step):
     """Answers from the context in the configured order (`loop.context_order`).
 
-    When the plan drafted an answer from this very context and validation
-    found it resolved, the draft is reused rather than paying for a second call.
+    When the plan drafted an answer from this very context, the draft is
+    reused (resolved or not: the same prompt at temperature 0 would only
+    repeat it) rather than paying for a second call.
     LLM transport errors propagate: the caller reports them.
     """
 
@@ -19,7 +20,7 @@ class Answer(Step):
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         context_ids = [h.chunk_id for h in state.context]
-        if state.draft is not None and state.resolved and state.draft_context == context_ids:
+        if state.draft is not None and state.draft_context == context_ids:
             state.answer = state.draft
             state.citations = [c.model_copy() for c in state.draft_citations]
             return StepResult("next", {"reused_draft": True, "context": context_ids,
