@@ -276,3 +276,24 @@ def test_running_postfix_shows_running_means_per_plan():
             {"plan": "first_stage", "fs_ndcg@10": 0.5}]
     assert running_postfix(rows, ["fast", "agentic", "first_stage"]) == \
         "fast F1 0.500 1.0c | agentic F1 0.250 4.0c | first_stage nDCG@10 0.500"
+
+
+def test_benchmark_report_conformal_table(tmp_path):
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("bench_report_c", REPO / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    kinds = {k: {"coverage_mean": c, "mean_kept": m} for k, c, m in
+             [("raw", 0.9, 16.0), ("gap", 0.91, 4.0), ("ratio", 0.89, 4.5), ("rank", 0.9, 7.0)]}
+    (tmp_path / "filters-c.json").write_text(json.dumps({
+        "command": "python benchmarks/filters.py --part conformal", "machine": {"cpus": 2},
+        "conformal": {"alphas": {"0.1": {"target": 0.9, "tolerance": 0.027, "kinds": kinds,
+                                         "fixed_top_k_at_equal_coverage": [5, 6], "smallest_vs_raw": 0.25,
+                                         "n_calibration": 500, "n_heldout": 500}}}}))
+    text = report.render(tmp_path)
+    row = next(line for line in text.splitlines() if line.startswith("| 0.1 |"))
+    assert "0.900 / 16.000" in row and "0.910 / 4.000" in row and "| 5.500 |" in row
+    assert "python benchmarks/filters.py --part conformal" in row
