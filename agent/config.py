@@ -56,7 +56,7 @@ class LLMConfig(_Section):
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
     n_ctx: int = Field(8192, ge=512)
-    n_threads: int | None = None  # None: usable cores minus one (llama.cpp spin-waits; see local_llm.default_threads)
+    n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
     timeout_s: float = Field(120.0, gt=0)
