@@ -1,6 +1,6 @@
 """Index the Lumen example docs and ask one question, using ragsieve's Python API.
 
-Run from the repository root after `make install`:
+Run from the repository root after `make demo` (which builds the .ragsieve-demo index):
 
     .venv/bin/python examples/quickstart.py
 """
