@@ -17,10 +17,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Generate one question per sampled chunk with the LLM (or read a BEIR qrels set), find the "
                     "first chunk by similarity that contains each answer, and store conformal thresholds with a "
                     "held-out coverage report in <index>/calibration.json.")
-    if "--index" not in p._option_string_actions:
-        add_common(p)
-    if "--base-url" not in p._option_string_actions:
-        add_llm_options(p)
+    add_common(p)
+    add_llm_options(p)
     p.add_argument("--alpha", type=float, default=0.1, help="miscoverage: keep the answer's chunk with "
                                                              "probability >= 1-alpha (default 0.1)")
     p.add_argument("--questions", type=int, default=None,
