@@ -101,3 +101,20 @@ def test_settings_validated(index):
         HybridRetriever(index).run("   ")
     with pytest.raises(UsageError):
         HybridRetriever(index).run("cat", top_k=0)
+
+
+def test_query_embeddings_are_remembered_and_returned_as_copies(index, monkeypatch):
+    from tools import hybrid_index
+
+    calls = []
+    real = index.embedder.embed
+    monkeypatch.setattr(index.embedder, "embed", lambda texts: calls.append(list(texts)) or real(texts))
+    first = index.embed_query("a question never embedded before")
+    first[:] = 0.0  # a caller mutating its copy must not poison the cache
+    second = index.embed_query("a question never embedded before")
+    assert calls == [["a question never embedded before"]]
+    assert np.allclose(second, real(["a question never embedded before"])[0])
+    for i in range(hybrid_index.QUERY_CACHE_SIZE):
+        index.embed_query(f"filler {i}")
+    index.embed_query("a question never embedded before")
+    assert calls.count(["a question never embedded before"]) == 2  # evicted, embedded again

@@ -11,6 +11,8 @@ generation, never a half-written one.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,9 @@ from tools.store import ChunkStore
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
+
+
+QUERY_CACHE_SIZE = 64
 
 
 def current_generation(root: Path) -> Path | None:
@@ -58,6 +63,8 @@ class HybridIndex:
         self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
         self._batch_size = batch_size
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
@@ -104,8 +111,23 @@ class HybridIndex:
         return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:
-        """The normalised query vector (1-D float32)."""
-        return self.embedder.embed([text])[0]
+        """The normalised query vector (1-D float32), a fresh copy each call.
+
+        The last QUERY_CACHE_SIZE queries are remembered: one agentic question
+        embeds the same question for retrieval, expansion, decoys, the fallback
+        and the filters, and embedding dominates retrieval latency.
+        """
+        with self._query_lock:
+            cached = self._query_cache.get(text)
+            if cached is not None:
+                self._query_cache.move_to_end(text)
+                return cached.copy()
+        vector = self.embedder.embed([text])[0]
+        with self._query_lock:
+            self._query_cache[text] = vector.copy()
+            while len(self._query_cache) > QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
+        return vector
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)

@@ -71,13 +71,8 @@ def corpus_view(state: RunState, deps: Deps, hits: list[Hit]) -> tuple[np.ndarra
 
 
 def query_vector(state: RunState, deps: Deps) -> np.ndarray:
-    """The question's embedding, cached in `deps.extras` (the state must stay serialisable)."""
-    key = ("qvec", state.question)
-    store = deps.extras.setdefault("_query_vectors", {})
-    if key not in store:
-        store.clear()
-        store[key] = np.asarray(deps.index.embed_query(state.question), dtype=float)
-    return store[key]
+    """The question's embedding (the index remembers recent queries, so this costs one embedding)."""
+    return np.asarray(deps.index.embed_query(state.question), dtype=float)
 
 
 def cached_calibration(deps: Deps):
