@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -31,21 +30,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from tools.bm25 import BM25Index  # noqa: E402
 from tools.hybrid_index import HybridIndex  # noqa: E402
 from tools.index_builder import IndexBuilder, _version, indexed_text  # noqa: E402
+from tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 from tools.retriever import HybridRetriever  # noqa: E402
-
-
-def ndcg_at_k(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
-    """nDCG@k with linear gains (Jarvelin & Kekalainen 2002; as trec_eval/BEIR): sum rel/log2(i+1)."""
-    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
-def recall_at_k(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
-    """|relevant (gain > 0) in the top k| / |relevant|."""
-    rel = {d for d, g in relevant.items() if g > 0}
-    return len(rel & set(ranked[:k])) / len(rel) if rel else 0.0
 
 
 def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[str]:
@@ -84,7 +70,7 @@ def evaluate(name: str, search, queries: dict[str, str], qrels, row_doc: list[st
         times.append((time.perf_counter() - t0) * 1000)
         docs = to_docs(rows, row_doc)
         ndcgs.append(ndcg_at_k(docs, qrels[qid]))
-        recalls.append(recall_at_k(docs, qrels[qid]))
+        recalls.append(recall_at_k(docs, qrels[qid], 100))
     res = {"ndcg@10": round(float(np.mean(ndcgs)), 4), "recall@100": round(float(np.mean(recalls)), 4),
            "latency_ms_p50": round(float(np.percentile(times, 50)), 3),
            "latency_ms_p95": round(float(np.percentile(times, 95)), 3)}
