@@ -19,7 +19,6 @@ index root folder, with the corpus fingerprint to detect a changed corpus later.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from agent.beir import read_qrels as beir_qrels, read_queries
 from agent.errors import StructuredOutputError, UsageError
 from tools.conformal import (ScoreKind, check_alpha, choose_kind, conformal_quantile, evaluate_kinds,
                              positive_scores, smallest_k_for_coverage, CalibrationReport, binomial_tolerance)
@@ -147,29 +147,10 @@ def load_calibration(root: str | Path, fingerprint: str | None = None) -> tuple[
 
 
 def read_qrels(queries_path: str | Path, qrels_path: str | Path) -> list[tuple[str, str, list[str]]]:
-    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (header optional)."""
-    texts: dict[str, str] = {}
-    for number, line in enumerate(Path(queries_path).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-                texts[str(record["_id"])] = str(record["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UsageError(f"{queries_path}:{number}: not a BEIR query record with _id and text ({exc})") from exc
-    positives: dict[str, list[str]] = {}
-    for number, line in enumerate(Path(qrels_path).read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split("\t")
-        if not line.strip() or (number == 1 and parts[0] == "query-id"):
-            continue
-        if len(parts) < 3:
-            raise UsageError(f"{qrels_path}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
-        try:
-            grade = float(parts[2])
-        except ValueError:
-            raise UsageError(f"{qrels_path}:{number}: score {parts[2]!r} is not a number") from None
-        if grade > 0:
-            positives.setdefault(parts[0], []).append(parts[1])
-    return [(qid, texts[qid], docs) for qid, docs in positives.items() if qid in texts]
+    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (`agent.beir`)."""
+    texts = read_queries(queries_path)
+    positives = {qid: [doc for doc, grade in docs.items() if grade > 0] for qid, docs in beir_qrels(qrels_path).items()}
+    return [(qid, texts[qid], docs) for qid, docs in positives.items() if docs and qid in texts]
 
 
 class Calibrator:

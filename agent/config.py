@@ -94,6 +94,12 @@ class LoopConfig(_Section):
     uninformative_min_n: int = Field(4, ge=2)  # all-same verdicts on >= this many chunks: no judge
     disagreement_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # rank-sum test: judge vs retrieval
     judge_decoys: int = Field(3, ge=0, le=10)  # least-similar chunks hidden in each round as controls
+    judge_order_check: bool = True  # first round judged again in reversed order (agent.judging, check (c))
+    order_max_flips: float = Field(0.2, ge=0.0, le=1.0)  # share of verdicts allowed to change with the order
+    # combination rule (agent.combine): the first-stage top `anchor_k` stay whatever the judge says;
+    # a judged-relevant chunk deeper than `admit_depth` in retrieval evidence is refused (0: no limit)
+    anchor_k: int = Field(3, ge=0)
+    admit_depth: int = Field(0, ge=0)
 
 
 class FallbackConfig(_Section):

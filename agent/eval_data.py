@@ -3,20 +3,20 @@ with gold answers (SQuAD-style `answers`, `is_impossible`), and the seeded quest
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from agent.beir import read_jsonl, read_qrels, read_queries
 from agent.errors import UsageError
 
 
 class Question(BaseModel):
     qid: str
     text: str
-    qrels: dict[str, int] = {}
+    qrels: dict[str, float] = {}
     answers: list[str] | None = None  # None: no gold answers for this question
     impossible: bool = False
 
@@ -37,13 +37,6 @@ class Dataset(BaseModel):
             "unanswerable": sum(q.impossible for q in sample), "with_qrels": sum(bool(q.qrels) for q in sample)}
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from exc
-
-
 def _sha256(path: Path) -> str:
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
@@ -62,17 +55,10 @@ def load_dataset(folder: str | Path, split: str = "test") -> Dataset:
     if not qrels_path.is_file():
         have = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
         raise UsageError(f"no qrels for split {split!r} in {root}/qrels (have: {', '.join(have) or 'none'})")
-    qrels: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(qrels_path.read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split("\t")
-        if len(parts) < 3 or not parts[2].strip().lstrip("-").isdigit():
-            if number == 1 or not line.strip():
-                continue  # the header
-            raise UsageError(f"{qrels_path}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
-        qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    texts = {str(r["_id"]): r["text"] for r in _jsonl(root / "queries.jsonl")}
+    qrels = read_qrels(qrels_path)
+    texts = read_queries(root / "queries.jsonl")
     qa_path = root / "qa.jsonl"
-    qa = {str(r["id"]): r for r in _jsonl(qa_path)} if qa_path.is_file() else {}
+    qa = {str(r["id"]): r for r in read_jsonl(qa_path)} if qa_path.is_file() else {}
     questions, skipped = [], 0
     ids = [i for i in texts if i in qrels] + [i for i in qrels if i not in texts]
     ids += [i for i, r in qa.items() if i not in qrels and r.get("is_impossible")]

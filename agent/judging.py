@@ -1,4 +1,4 @@
-"""Listwise JSON relevance judging, and how judgments are combined with retrieval.
+"""Listwise JSON relevance judging: batches, schema, failures, and when verdicts are trusted.
 
 Judging (semi-supervised retrieval, Minnaar 2023)
     Candidates are split into batches of at most `loop.judge_batch_size`
@@ -36,45 +36,40 @@ A judge that knows when it is no judge
         one-sided rank-sum test (Wilcoxon 1945; Mann & Whitney 1947) gives
         p <= `loop.disagreement_alpha` under the null hypothesis that the
         verdicts are unrelated to the ranking.
-    Such a round (and a failed batch) falls back to *score-based selection*:
-    a chunk counts as relevant exactly when it is in the first-stage top
-    `loop.final_k`, i.e. in the context the `fast` plan would use. Verdicts
+    (c) order check (`loop.judge_order_check`, first round only, and only
+        when (0)-(b) passed): the same candidates and decoys are judged again
+        in reversed order (so in other batches and positions). A decoy called
+        relevant there, or more than `loop.order_max_flips` of the verdicts
+        changing, makes the round uninformative (position bias, not
+        relevance); otherwise only the verdicts both orders agree on are
+        trusted and the changed ones are decided by retrieval score. It costs
+        the first round's calls once more.
+    The checks live in `agent.judge_checks`.
+    Such a round (and a failed batch) falls back to *score-based selection*
+    (`agent.combine.score_based_relevant`). Verdicts
     of informative rounds are *trusted*; but a judge caught once is not
     trusted for the rest of the question: an uninformative round withdraws
     the verdicts of earlier rounds from the combination rule too (the loop
     stops there), and the fallback does not ask it again.
 
-Combination rule (final context of `loop.final_k` chunks)
-    1. trusted-relevant chunks, in retrieval-evidence order (first-stage rank;
-       chunks found by expansion after those, in discovery order; a neighbour
-       right after the chunk that brought it);
-    2. then the fast context (first-stage top `final_k`) in rank order,
-       chunks without a trusted "irrelevant" verdict first;
-    3. then any other first-stage chunk without a trusted "irrelevant" verdict.
-    The list is cut at `final_k`. A chunk of the fast context therefore only
-    leaves when a trusted-relevant chunk takes its place (trusted-irrelevant
-    ones leave first). With no trusted verdict at all (an uninformative
-    judge, every batch failed) the result IS the fast context (`final_k` =
-    `retrieval.top_k`, both 5 by default), so both-gold recall equals
-    `fast`'s by construction; it can only drop when a judge that passed every
-    check calls a gold chunk irrelevant or promotes non-gold ones.
+Combination with retrieval
+    `agent.combine` turns trusted verdicts and the first-stage ranking into
+    the final context (the rule, and why the judge alone never decides).
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agent.chat import Usage
 from agent.config import LoopConfig
 from agent.errors import LLMError
+from agent.judge_checks import assess_verdicts, interleave, order_agreement
 from tools.types import Hit
 
 log = logging.getLogger(__name__)
@@ -137,6 +132,7 @@ class JudgeRound:
     reason: str = ""
     decoys: int = 0  # control chunks shown
     decoys_relevant: int = 0  # of those, judged relevant
+    order_check: dict[str, Any] | None = None  # the reversed-order pass: compared, flipped ids, calls
 
     @property
     def trusted(self) -> dict[str, bool]:
@@ -156,36 +152,50 @@ def judge_batch(question: str, hits: list[Hit], *, llm: Any, prompts: Any, chunk
     return BatchReport(ids, {cid: bool(values[str(i)]) for i, cid in enumerate(ids, start=1)})
 
 
+def run_pass(question: str, items: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig) -> list[BatchReport]:
+    """Judge `items` in order-keeping batches on a bounded thread pool."""
+    batches = make_batches(items, loop.judge_batch_size, loop.judge_batch_chars, loop.judge_chunk_chars)
+    workers = min(loop.judge_concurrency, len(batches))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+        futures = [pool.submit(judge_batch, question, b, llm=llm, prompts=prompts,
+                               chunk_chars=loop.judge_chunk_chars) for b in batches]
+        return [f.result() for f in futures]
+
+
+def split_verdicts(reports: list[BatchReport], decoy_ids: set[str]) -> tuple[dict[str, bool], list[str], int, int]:
+    """(verdicts on real chunks, ids of failed batches, decoys shown, decoys called relevant)."""
+    verdicts: dict[str, bool] = {}
+    failed: list[str] = []
+    shown = called = 0
+    for report in reports:
+        if report.verdicts is None:
+            failed.extend(c for c in report.ids if c not in decoy_ids)
+            continue
+        for cid, verdict in report.verdicts.items():
+            if cid in decoy_ids:
+                shown, called = shown + 1, called + int(verdict)
+            else:
+                verdicts[cid] = verdict
+    return verdicts, failed, shown, called
+
+
 def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig,
                      ranked_ids: list[str], first_round: bool, decoys: list[Hit] | None = None,
-                     seed: str = "") -> JudgeRound:
+                     seed: str = "", order_check: bool = False) -> JudgeRound:
     """Judge `hits` (with `decoys` hidden among them) in concurrent batches; assess the verdicts.
 
     `ranked_ids` are the hits that have a retrieval rank, best first (the
     disagreement test uses only those). `seed` fixes the decoy positions.
+    `order_check` runs check (c) of the module docstring.
     """
     if not hits:
         return JudgeRound(mode="judge", reason="nothing to judge")
     decoys = [d for d in (decoys or []) if d.chunk_id not in {h.chunk_id for h in hits}]
     decoy_ids = {d.chunk_id for d in decoys}
     items = interleave(hits, decoys, f"{question}\n{seed}")
-    batches = make_batches(items, loop.judge_batch_size, loop.judge_batch_chars, loop.judge_chunk_chars)
-    workers = min(loop.judge_concurrency, len(batches))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
-        futures = [pool.submit(judge_batch, question, b, llm=llm, prompts=prompts,
-                               chunk_chars=loop.judge_chunk_chars) for b in batches]
-        reports = [f.result() for f in futures]
+    reports = run_pass(question, items, llm=llm, prompts=prompts, loop=loop)
     result = JudgeRound(batches=reports)
-    for report in reports:
-        if report.verdicts is None:
-            result.failed.extend(c for c in report.ids if c not in decoy_ids)
-            continue
-        for cid, verdict in report.verdicts.items():
-            if cid in decoy_ids:
-                result.decoys += 1
-                result.decoys_relevant += int(verdict)
-            else:
-                result.verdicts[cid] = verdict
+    result.verdicts, result.failed, result.decoys, result.decoys_relevant = split_verdicts(reports, decoy_ids)
     if not result.verdicts:
         result.mode, result.reason = "failed", "every judge batch failed"
         return result
@@ -198,138 +208,36 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
                                           min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha)
     if not informative:
         result.mode, result.reason = "score", reason
-    elif result.failed:
+        return result
+    if order_check and len(items) > 1:
+        check_order(question, items, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
+        if result.mode != "judge":
+            return result
+    if result.failed:
         result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
     return result
 
 
-# -- is the judge a judge? ------------------------------------------------
-def pick_decoys(index: Any, question: str, exclude: set[str], n: int, skip: int = 0) -> list[Hit]:
-    """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`.
-
-    Needs `index.vectors` and `index.embed_query`; without them there are no decoys.
-    """
-    vectors = getattr(index, "vectors", None)
-    embed = getattr(index, "embed_query", None)
-    if n <= 0 or vectors is None or embed is None or len(vectors) == 0:
-        return []
-    query = np.asarray(embed(question), dtype=np.float32).reshape(-1)
-    sims = np.asarray(vectors, dtype=np.float32) @ query
-    rows: list[int] = []
-    for row in np.argsort(sims, kind="stable").tolist():
-        if len(rows) == n + skip:
-            break
-        rows.append(row)
-    rows = rows[skip:]
-    chunks = index.store.get_many(rows)
-    return [Hit(chunk=c, row=r, score=0.0, dense_score=float(sims[r]), extra={"decoy": 1.0})
-            for c, r in zip(chunks, rows) if c.chunk_id not in exclude]
-
-
-def interleave(hits: list[Hit], decoys: list[Hit], seed: str) -> list[Hit]:
-    """`hits` in order with `decoys` inserted at positions drawn from a generator seeded by `seed`."""
-    if not decoys:
-        return list(hits)
-    rng = random.Random(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "big"))
-    total = len(hits) + len(decoys)
-    slots = set(rng.sample(range(total), len(decoys)))
-    out: list[Hit] = []
-    h, d = iter(hits), iter(decoys)
-    for i in range(total):
-        out.append(next(d) if i in slots else next(h))
-    return out
-
-
-def rank_sum_pvalue(positive_ranks: list[int], n: int) -> float:
-    """Exact one-sided p-value P(W >= w) of the rank sum of k "positive" items among ranks 1..n.
-
-    Under H0 the k positives are a uniformly random k-subset of {1..n}
-    (Wilcoxon 1945, "Individual comparisons by ranking methods"; Mann &
-    Whitney 1947). Subsets are counted by dynamic programming:
-    c[j][s] = number of j-subsets of the ranks seen so far summing to s.
-    A large W means the positives are the worst-ranked items.
-    """
-    k = len(positive_ranks)
-    if k == 0 or k == n:
-        return 1.0
-    w = sum(positive_ranks)
-    max_sum = sum(range(n - k + 1, n + 1))
-    counts = [[0] * (max_sum + 1) for _ in range(k + 1)]
-    counts[0][0] = 1
-    for r in range(1, n + 1):
-        for j in range(min(k, r), 0, -1):
-            row, prev = counts[j], counts[j - 1]
-            for s in range(max_sum, r - 1, -1):
-                if prev[s - r]:
-                    row[s] += prev[s - r]
-    total = sum(counts[k])
-    return sum(counts[k][w:]) / total
-
-
-def assess_verdicts(verdicts: dict[str, bool], ranked_ids: list[str], *, first_round: bool,
-                    min_n: int, alpha: float) -> tuple[bool, str]:
-    """(informative?, reason) for one round's verdicts (rules (a) and (b) of the module docstring)."""
-    n = len(verdicts)
-    n_true = sum(verdicts.values())
-    if n >= min_n and n_true == n:
-        return False, f"all {n} chunks judged relevant"
-    if n >= min_n and n_true == 0 and first_round:
-        return False, f"all {n} first-stage chunks judged irrelevant"
-    ranked = [cid for cid in ranked_ids if cid in verdicts]
-    positives = [i for i, cid in enumerate(ranked, start=1) if verdicts[cid]]
-    if 0 < len(positives) < len(ranked):
-        p = rank_sum_pvalue(positives, len(ranked))
-        if p <= alpha:
-            return False, (f"judge disagrees with retrieval beyond chance: relevant ranks {positives} "
-                           f"of {len(ranked)}, rank-sum p={p:.3f} <= {alpha}")
-    return True, ""
-
-
-def score_based_relevant(ids: list[str], first_stage: list[str], final_k: int) -> list[str]:
-    """The score-based decision: relevant iff in the first-stage top `final_k`."""
-    top = set(first_stage[:final_k])
-    return [cid for cid in ids if cid in top]
-
-
-# -- combining judgments with retrieval -----------------------------------
-def evidence_keys(first_stage: list[str], discovered: list[str],
-                  neighbour_of: dict[str, str]) -> dict[str, float]:
-    """Retrieval-evidence position of every known chunk (smaller is better)."""
-    keys: dict[str, float] = {}
-    for i, cid in enumerate(first_stage):
-        keys.setdefault(cid, float(i))
-    offset = float(len(first_stage))
-    for i, cid in enumerate(discovered):
-        if cid not in keys and cid not in neighbour_of:
-            keys[cid] = offset + i
-    for j, (cid, parent) in enumerate(neighbour_of.items()):
-        if cid not in keys:
-            keys[cid] = keys.get(parent, offset + len(discovered)) + 0.5 + j * 1e-6
-    return keys
-
-
-def select_context(first_stage: list[str], keys: dict[str, float], trusted: dict[str, bool],
-                   final_k: int) -> tuple[list[str], dict[str, Any]]:
-    """The combination rule of the module docstring; returns chunk ids and a trace summary."""
-    positives = sorted((c for c, v in trusted.items() if v), key=lambda c: keys.get(c, float("inf")))
-    fast = first_stage[:final_k]
-    ordered = positives + [c for c in fast if trusted.get(c) is not False] + \
-        [c for c in fast if trusted.get(c) is False] + \
-        [c for c in first_stage[final_k:] if trusted.get(c) is not False]
-    chosen: list[str] = []
-    for cid in ordered:
-        if cid not in chosen:
-            chosen.append(cid)
-        if len(chosen) == final_k:
-            break
-    summary = {
-        "trusted_relevant": len(positives),
-        "kept_from_fast": sum(1 for c in chosen if c in fast),
-        "promoted": [c for c in chosen if c not in fast],
-        "displaced": [c for c in fast if c not in chosen],
-        "same_as_fast": chosen == fast,
-    }
-    return chosen, summary
+def check_order(question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *,
+                llm: Any, prompts: Any, loop: LoopConfig) -> None:
+    """Check (c): judge `items` again in reversed order; update `result` in place."""
+    reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
+    second, _failed, shown, called = split_verdicts(reports, decoy_ids)
+    agreed, flipped = order_agreement(result.verdicts, second)
+    compared = len(agreed) + len(flipped)
+    result.order_check = {"compared": compared, "flipped": flipped, "decoys_relevant": called,
+                          "batches": [b.public() for b in reports]}
+    result.decoys, result.decoys_relevant = result.decoys + shown, result.decoys_relevant + called
+    if called:
+        result.mode = "score"
+        result.reason = f"in reversed order the judge called {called} of {shown} decoys relevant"
+    elif compared and len(flipped) > loop.order_max_flips * compared:
+        result.mode = "score"
+        result.reason = (f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
+                         f"(> {loop.order_max_flips:.0%}: position bias, not relevance)")
+    else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict
+        for cid in flipped:
+            result.verdicts.pop(cid, None)
 
 
 def budget_reason(usage: Usage, loop: LoopConfig) -> str | None:

@@ -88,8 +88,16 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
         row.update({"loop_stop": notes.get("loop_stop"),
                     "judge_modes": [r["mode"] for r in notes.get("judge_rounds", [])],
                     "judge_reasons": [r["reason"] for r in notes.get("judge_rounds", [])],
+                    "order_check": [{"compared": r["order_check"]["compared"], "flipped": len(r["order_check"]["flipped"])}
+                                    for r in notes.get("judge_rounds", []) if r.get("order_check")],
                     "same_as_fast": notes.get("selection", {}).get("same_as_fast"),
-                    "fallback": notes.get("fallback"), "resolved": result.resolved})
+                    "fallback": notes.get("fallback"), "resolved": result.resolved,
+                    # what the combination rule saw: lets benchmarks/combine_replay.py score other rules
+                    # on the same verdicts (the loop's verdicts do not depend on the rule)
+                    "selection_inputs": {"first_stage": list(result.first_stage),
+                                         "trusted": {} if notes.get("judge_distrusted") else notes.get("trusted", {}),
+                                         "discovered": notes.get("discovered", []),
+                                         "neighbour_of": notes.get("neighbour_of", {})}})
     first_docs = unique_in_order(chunk_doc_id(c) for c in result.first_stage)
     row["first_stage_both_gold@5"] = both_gold(first_docs[:5], q["gold"])
     row["first_stage_both_gold@10"] = both_gold(first_docs[:10], q["gold"])

@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from agent.beir import read_qrels, read_queries  # noqa: E402
 from tools.bm25 import BM25Index  # noqa: E402
 from tools.hybrid_index import HybridIndex  # noqa: E402
 from tools.index_builder import IndexBuilder, _version, indexed_text  # noqa: E402
@@ -47,18 +48,9 @@ def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[st
     return out
 
 
-def load_beir(data: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    queries = {}
-    with open(data / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            queries[str(rec["_id"])] = rec["text"]
-    qrels: dict[str, dict[str, int]] = {}
-    with open(data / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            q, d, g = line.rstrip("\n").split("\t")
-            qrels.setdefault(q, {})[d] = int(g)
+def load_beir(data: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+    queries = read_queries(data / "queries.jsonl")
+    qrels = read_qrels(data / "qrels" / f"{split}.tsv")
     return {q: queries[q] for q in qrels}, qrels
 
 

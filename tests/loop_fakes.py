@@ -106,7 +106,8 @@ class Script:
 
 def make_deps(docs, chat, *, sparse_rows=(), **loop):
     cfg = Config()
-    cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, **loop})
+    # the order check doubles round 1's calls: off here so call counts stay readable; its own tests turn it on
+    cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, "judge_order_check": False, **loop})
     index = FakeIndex(docs, sparse_rows)
     return Deps(config=cfg, retriever=FakeRetriever(index), index=index, llm=LLM(chat), prompts=PromptRenderer(),
                 extras={})

@@ -134,8 +134,9 @@ def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
 
 
 def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
+    # anchor_k=0 (the judge-first rule): with final_k=3 the default anchor would keep the fast context
     deps, script = decoy_deps(lambda q, t: "number5" in t or "number1" in t, candidates=4, expand_k=2,
-                              max_iterations=2)
+                              max_iterations=2, anchor_k=0)
     state = run(deps, "alpha topic item")
     rounds = state.notes["judge_rounds"]
     assert [r["mode"] for r in rounds] == ["judge", "judge"]

@@ -1,4 +1,4 @@
-"""agent.judging: batching, per-batch schema, concurrency, the trust checks and the combination rule."""
+"""agent.judging: batching, per-batch schema, concurrency, and the trust checks."""
 from __future__ import annotations
 
 import itertools
@@ -12,10 +12,8 @@ from pydantic import ValidationError
 from agent.chat import Usage
 from agent.config import LoopConfig
 from agent.fake_chat import FakeChat
-from agent.judging import (
-    assess_verdicts, batch_schema, budget_reason, evidence_keys, interleave, judge_candidates, make_batches,
-    pick_decoys, rank_sum_pvalue, score_based_relevant, select_context,
-)
+from agent.judge_checks import assess_verdicts, interleave, order_agreement, pick_decoys, rank_sum_pvalue
+from agent.judging import batch_schema, budget_reason, judge_candidates, make_batches
 from agent.llm import LLM
 from agent.prompts import PromptRenderer
 from tools.types import Chunk, Hit
@@ -84,36 +82,7 @@ def test_assess_verdicts_rules():
     assert assess_verdicts(good, ids, first_round=True, min_n=4, alpha=0.05) == (True, "")
 
 
-def test_select_context_without_trusted_verdicts_is_the_fast_context():
-    first = [f"c{i}" for i in range(10)]
-    keys = evidence_keys(first, [], {})
-    chosen, summary = select_context(first, keys, {}, 5)
-    assert chosen == first[:5] and summary["same_as_fast"]
-
-
-def test_select_context_promotes_relevant_and_displaces_irrelevant_first():
-    first = [f"c{i}" for i in range(10)]
-    keys = evidence_keys(first, ["x1"], {"n1": "c7"})
-    trusted = {"c0": True, "c1": False, "c2": True, "c3": True, "c4": True, "c7": True, "n1": True,
-               "c5": False, "x1": False}
-    chosen, summary = select_context(first, keys, trusted, 5)
-    # positives in evidence order (the neighbour right after its parent c7)
-    assert chosen == ["c0", "c2", "c3", "c4", "c7"]
-    trusted["c4"] = False
-    chosen, summary = select_context(first, keys, trusted, 5)
-    assert chosen == ["c0", "c2", "c3", "c7", "n1"]
-    assert summary["displaced"] == ["c1", "c4"] and summary["promoted"] == ["c7", "n1"]
-    # one positive outside the fast top-5: it takes the slot of the irrelevant c1, unjudged ones stay
-    chosen, _ = select_context(first, keys, {"c6": True, "c1": False}, 5)
-    assert chosen == ["c6", "c0", "c2", "c3", "c4"]
-    # no positives but an irrelevant verdict: the chunk sinks to the end of the fast context only
-    chosen, _ = select_context(first, keys, {"c0": False}, 5)
-    assert chosen == ["c1", "c2", "c3", "c4", "c0"]
-
-
-def test_score_based_relevant_and_budget():
-    first = ["a", "b", "c", "d"]
-    assert score_based_relevant(["d", "b", "z"], first, 2) == ["b"]
+def test_budget_reason():
     loop = LoopConfig(max_llm_calls=3, max_total_tokens=1000)
     assert budget_reason(Usage(calls=2, prompt_tokens=10), loop) is None
     assert "LLM-call budget" in budget_reason(Usage(calls=3), loop)

@@ -1,7 +1,8 @@
 """Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
 from __future__ import annotations
 
-from agent.judging import budget_reason, evidence_keys, select_context
+from agent.combine import evidence_keys, select_context
+from agent.judging import budget_reason
 from agent.runner import Deps, Step, StepResult, register
 from agent.state import RunState
 from tools.types import Hit
@@ -16,7 +17,7 @@ class Expand(Step):
     set did not grow in the last round; `loop.max_iterations` judge rounds
     done; the LLM-call/token budget is reached; expansion found no new
     candidates. On `converged` the context becomes the combination rule's
-    selection of `loop.final_k` chunks (`agent.judging`).
+    selection of `loop.final_k` chunks (`agent.combine`).
     """
 
     name = "expand"
@@ -83,7 +84,8 @@ class Expand(Step):
         loop = deps.config.loop
         trusted = {} if state.notes.get("judge_distrusted") else state.notes.get("trusted", {})
         keys = evidence_keys(state.first_stage, state.notes.get("discovered", []), state.notes.get("neighbour_of", {}))
-        chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k)
+        chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k,
+                                         anchor_k=loop.anchor_k, admit_depth=loop.admit_depth)
         state.context = [state.pool[c] for c in chosen if c in state.pool]
         state.candidates = []
         state.notes["loop_stop"] = reason

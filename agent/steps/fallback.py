@@ -1,7 +1,8 @@
 """The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
 from __future__ import annotations
 
-from agent.judging import budget_reason, judge_candidates, pick_decoys
+from agent.judge_checks import pick_decoys
+from agent.judging import budget_reason, judge_candidates
 from agent.runner import Deps, Step, StepResult, register
 from agent.state import RunState
 from tools.rerank import Reranker

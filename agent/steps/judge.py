@@ -1,7 +1,9 @@
 """Judge the unjudged candidates (see `agent.judging` for batching, fallbacks and trust)."""
 from __future__ import annotations
 
-from agent.judging import JudgeRound, budget_reason, judge_candidates, pick_decoys, score_based_relevant
+from agent.combine import score_based_relevant
+from agent.judge_checks import pick_decoys
+from agent.judging import JudgeRound, budget_reason, judge_candidates
 from agent.runner import Deps, Step, StepResult, register
 from agent.state import RunState
 
@@ -46,7 +48,7 @@ class Judge(Step):
                                  skip=(number - 1) * loop.judge_decoys)
             outcome = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=loop,
                                        ranked_ids=ranked, first_round=number == 1, decoys=decoys,
-                                       seed=str(number))
+                                       seed=str(number), order_check=number == 1 and loop.judge_order_check)
         if outcome.mode == "score":
             state.notes["judge_distrusted"] = f"round {number}: {outcome.reason}"
         decided = dict(outcome.trusted)
@@ -66,6 +68,7 @@ class Judge(Step):
             "batches": [b.public() for b in outcome.batches],
             "decoys": outcome.decoys,
             "decoys_relevant": outcome.decoys_relevant,
+            "order_check": outcome.order_check,
             "raw_true": sorted(c for c, v in outcome.verdicts.items() if v),
             "decided_by_score": undecided if undecided else [],
             "new_relevant": new_relevant,

@@ -1,0 +1,101 @@
+"""Score combination rules on recorded judge verdicts (no LLM, seconds).
+
+The judge/expand loop's verdicts do not depend on the combination rule: the
+rule only runs once the loop has stopped (`agent.combine.select_context`).
+So the `selection_inputs` that `benchmarks/agentic.py` records per agentic
+row (first-stage ranking, trusted verdicts, discovery order, neighbours)
+let every rule be scored on exactly the same verdicts: both-gold recall at
+the `final_k` = 5 context chunks, and the questions where the rule is worse
+or better than `fast` (the first-stage top 5).
+
+    python benchmarks/combine_replay.py benchmarks/results/agentic-oracle.json ...
+
+Writes `benchmarks/results/combine-replay.json`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent.combine import evidence_keys, select_context  # noqa: E402
+from tools.metrics import chunk_doc_id, gold_passage_recall, unique_in_order  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+ANCHORS = (0, 1, 2, 3, 4)  # capped at final_k - 1 = 4
+DEPTHS = (0, 10, 20)
+
+
+def load_gold(set_name: str) -> dict[str, list[str]]:
+    gold: dict[str, list[str]] = {}
+    with open(DATA / set_name / "qa.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            if "gold_doc_ids" in r:
+                gold[r["id"]] = list(r["gold_doc_ids"])
+            elif not r.get("is_impossible"):
+                gold[r["id"]] = [r["gold_doc_id"]]
+    return gold
+
+
+def both_gold(chunk_ids: list[str], gold: list[str]) -> bool:
+    return gold_passage_recall(unique_in_order(chunk_doc_id(c) for c in chunk_ids), gold).all_found
+
+
+def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
+    usable = [r for r in rows if r["plan"] == "agentic" and r.get("selection_inputs") and gold.get(r["qid"])]
+    rules: dict[str, dict] = {}
+    fast_hits = {r["qid"]: both_gold(r["selection_inputs"]["first_stage"][:final_k], gold[r["qid"]]) for r in usable}
+    for anchor in ANCHORS:
+        for depth in DEPTHS:
+            worse, better, hits = [], [], 0
+            for r in usable:
+                s = r["selection_inputs"]
+                keys = evidence_keys(s["first_stage"], s["discovered"], s["neighbour_of"])
+                chosen, _ = select_context(s["first_stage"], keys, s["trusted"], final_k,
+                                           anchor_k=anchor, admit_depth=depth)
+                hit = both_gold(chosen, gold[r["qid"]])
+                hits += hit
+                if hit < fast_hits[r["qid"]]:
+                    worse.append(r["qid"])
+                elif hit > fast_hits[r["qid"]]:
+                    better.append(r["qid"])
+            rules[f"anchor_k={anchor},admit_depth={depth}"] = {
+                "anchor_k": anchor, "admit_depth": depth, "both_gold@5": hits / len(usable) if usable else None,
+                "worse": len(worse), "better": len(better), "worse_qids": worse}
+    fast = sum(fast_hits.values()) / len(usable) if usable else None
+    return {"questions": len(usable), "fast_both_gold@5": fast, "rules": rules}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+", help="benchmarks/agentic.py result files")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "combine-replay.json"))
+    args = ap.parse_args(argv)
+    report: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "files": {}}
+    for path in args.results:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        final_k = data["config"]["loop"]["final_k"]
+        for set_name, block in data["sets"].items():
+            result = replay(block["rows"], load_gold(set_name), final_k)
+            if not result["questions"]:
+                print(f"{path} [{set_name}]: no rows with selection_inputs (rerun benchmarks/agentic.py)")
+                continue
+            report["files"][f"{Path(path).name}:{set_name}"] = {"llm": data.get("llm"), **result}
+            print(f"\n{Path(path).name} [{set_name}] {data.get('llm')}: {result['questions']} questions, "
+                  f"fast both-gold@5 {result['fast_both_gold@5']:.3f}")
+            print("  anchor_k  admit_depth  both-gold@5  worse  better")
+            for rule in result["rules"].values():
+                print(f"  {rule['anchor_k']:8d}  {rule['admit_depth']:11d}  {rule['both_gold@5']:11.3f}  "
+                      f"{rule['worse']:5d}  {rule['better']:6d}")
+    Path(args.out).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
