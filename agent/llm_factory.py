@@ -11,7 +11,8 @@ from typing import Callable
 from agent.cache import DiskCache
 from agent.config import LLMConfig
 from agent.llm import LLM
-from agent.local_llm import MODELS, LocalLLMServer, resolve_local_model
+from agent.local_llm import LocalLLMServer
+from agent.model_packages import MODELS, resolve_local_model
 from agent.openai_chat import OpenAIChat, OutputMode
 from tools.modes import parse_enum
 

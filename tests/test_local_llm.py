@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from agent.config import LLMConfig
 from agent.errors import ModelUnavailableError, UsageError
 from agent.llm_factory import describe_endpoint, open_llm
-from agent.local_llm import (LocalLLMServer, PackagedModel, assemble_model, cache_root, default_threads,
-                             resolve_local_model)
+from agent.local_llm import LocalLLMServer, default_threads
+from agent.model_packages import PackagedModel, assemble_model, cache_root, resolve_local_model
 from agent.openai_chat import OpenAIChat
 
 
