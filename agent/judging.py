@@ -132,7 +132,7 @@ class JudgeRound:
     reason: str = ""
     decoys: int = 0  # control chunks shown
     decoys_relevant: int = 0  # of those, judged relevant
-    order_check: dict[str, Any] | None = None  # the reversed-order pass: compared, flipped ids, calls
+    order_check: dict[str, Any] | None = None  # reversed-order pass: compared, flipped ids, decoys_relevant, batches
 
     @property
     def trusted(self) -> dict[str, bool]:

@@ -135,6 +135,8 @@ def agentic_section(folder: Path) -> list[str]:
             plans = {k: v for k, v in summary.items() if isinstance(v, dict) and k != "agentic_vs_fast"}
             keys = sorted({k for v in plans.values() for k, x in v.items() if not isinstance(x, (list, dict))})
             lines += [f"### {name} ({path.name})", ""]
+            if data.get("note"):
+                lines += [f"Note: {data['note']}", ""]
             lines += table(["plan"] + keys + ["command", "machine"],
                            [[plan] + [v.get(k) for k in keys] + [command(data), machine(data)] for plan, v in plans.items()])
             scalars = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
