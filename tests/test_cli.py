@@ -1,8 +1,6 @@
 """The CLI end to end over the real openai client and a local stub server."""
 import json
 
-import pytest
-
 from agent.cli import main
 from stub_openai import StubOpenAI, StubReply, error_body, ok
 

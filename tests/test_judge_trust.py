@@ -12,7 +12,7 @@ import agent.steps.validate  # noqa: F401
 from agent.errors import EndpointError
 from agent.fake_chat import FakeChat
 
-from loop_fakes import CHAIN, FakeIndex, FakeRetriever, Script, WORD, chain_judge, make_deps, run, steps
+from loop_fakes import CHAIN, FakeIndex, FakeRetriever, Script, WORD, chain_judge, make_deps, run
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():

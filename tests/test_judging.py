@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from agent.chat import Usage
 from agent.config import LoopConfig
 from agent.fake_chat import FakeChat
-from agent.judge_checks import assess_verdicts, interleave, order_agreement, pick_decoys, rank_sum_pvalue
+from agent.judge_checks import assess_verdicts, interleave, pick_decoys, rank_sum_pvalue
 from agent.judging import batch_schema, budget_reason, judge_candidates, make_batches
 from agent.llm import LLM
 from agent.prompts import PromptRenderer

@@ -9,7 +9,6 @@ import agent.steps.fallback  # noqa: F401
 import agent.steps.judge  # noqa: F401
 import agent.steps.validate  # noqa: F401
 from agent.fake_chat import FakeChat
-from agent.llm import LLM
 
 from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
