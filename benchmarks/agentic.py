@@ -66,6 +66,11 @@ def load_squad2(folder: Path, sample: int, unanswerable: int, seed: int) -> list
              "type": "unanswerable" if r["is_impossible"] else "answerable"} for r in picked]
 
 
+def docs_of(chunk_ids) -> list[str]:
+    """The documents of `chunk_ids`, first occurrence order."""
+    return unique_in_order(chunk_doc_id(c) for c in chunk_ids)
+
+
 def both_gold(doc_ids: list[str], gold: list[str]) -> float | None:
     return float(gold_passage_recall(doc_ids, gold).all_found) if gold else None
 
@@ -74,8 +79,8 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
     started = time.perf_counter()
     result = orch.ask(q["question"], plan=plan)
     wall = time.perf_counter() - started
-    ctx_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in result.context)
-    top5_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in result.context[:5])
+    ctx_docs = docs_of(h.chunk_id for h in result.context)
+    top5_docs = docs_of(h.chunk_id for h in result.context[:5])
     row = {"plan": plan, "wall_s": round(wall, 2), "calls": result.usage.calls,
            "prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens,
            "context": [h.chunk_id for h in result.context], "answer": result.answer,
@@ -98,7 +103,7 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
                                          "trusted": {} if notes.get("judge_distrusted") else notes.get("trusted", {}),
                                          "discovered": notes.get("discovered", []),
                                          "neighbour_of": notes.get("neighbour_of", {})}})
-    first_docs = unique_in_order(chunk_doc_id(c) for c in result.first_stage)
+    first_docs = docs_of(result.first_stage)
     row["first_stage_both_gold@5"] = both_gold(first_docs[:5], q["gold"])
     row["first_stage_both_gold@10"] = both_gold(first_docs[:10], q["gold"])
     return row

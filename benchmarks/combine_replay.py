@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.combine import evidence_keys, select_context  # noqa: E402
-from tools.metrics import chunk_doc_id, gold_passage_recall, unique_in_order  # noqa: E402
+from agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
 
 DATA = REPO.parent / "shared" / "data"
 ANCHORS = (0, 1, 2, 3, 4)  # capped at final_k - 1 = 4
@@ -42,14 +42,11 @@ def load_gold(set_name: str) -> dict[str, list[str]]:
     return gold
 
 
-def both_gold(chunk_ids: list[str], gold: list[str]) -> bool:
-    return gold_passage_recall(unique_in_order(chunk_doc_id(c) for c in chunk_ids), gold).all_found
-
-
 def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
     usable = [r for r in rows if r["plan"] == "agentic" and r.get("selection_inputs") and gold.get(r["qid"])]
     rules: dict[str, dict] = {}
-    fast_hits = {r["qid"]: both_gold(r["selection_inputs"]["first_stage"][:final_k], gold[r["qid"]]) for r in usable}
+    fast_hits = {r["qid"]: both_gold(docs_of(r["selection_inputs"]["first_stage"][:final_k]), gold[r["qid"]])
+                 for r in usable}
     for anchor in ANCHORS:
         for depth in DEPTHS:
             worse, better, hits = [], [], 0
@@ -58,7 +55,7 @@ def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
                 keys = evidence_keys(s["first_stage"], s["discovered"], s["neighbour_of"])
                 chosen, _ = select_context(s["first_stage"], keys, s["trusted"], final_k,
                                            anchor_k=anchor, admit_depth=depth)
-                hit = both_gold(chosen, gold[r["qid"]])
+                hit = both_gold(docs_of(chosen), gold[r["qid"]])
                 hits += hit
                 if hit < fast_hits[r["qid"]]:
                     worse.append(r["qid"])

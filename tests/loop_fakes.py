@@ -5,12 +5,15 @@ import json
 import re
 import threading
 
+import numpy as np
+
 import agent.steps.draft  # noqa: F401  (registers the loop's steps)
 import agent.steps.expand  # noqa: F401
 import agent.steps.fallback  # noqa: F401
 import agent.steps.judge  # noqa: F401
 import agent.steps.validate  # noqa: F401
 from agent.config import Config
+from agent.fake_chat import FakeChat
 from agent.llm import LLM
 from agent.plans import get_plan
 from agent.prompts import PromptRenderer
@@ -139,3 +142,39 @@ CHAIN_RELEVANT = ("alpha project", "bravo person was born", "charlie town lies")
 
 def chain_judge(question, text):
     return any(text.startswith(p) for p in CHAIN_RELEVANT)
+
+
+# -- decoys: certainly-irrelevant control chunks hidden among the candidates --------------------
+class VecIndex(FakeIndex):
+    """FakeIndex with bag-of-words unit vectors, so the least similar chunks can serve as decoys."""
+
+    def __init__(self, docs, sparse_rows=()):
+        super().__init__(docs, sparse_rows)
+        self.vocab = sorted({w for c in self.store.chunks for w in WORD.findall(c.text.lower())})
+        self.vectors = np.stack([self._vec(c.text) for c in self.store.chunks])
+
+    def _vec(self, text):
+        v = np.zeros(len(self.vocab), dtype=np.float32)
+        for w in WORD.findall(text.lower()):
+            if w in self.vocab:
+                v[self.vocab.index(w)] += 1
+        norm = np.linalg.norm(v)
+        return v / norm if norm else v
+
+    def embed_query(self, text):
+        return self._vec(text)
+
+
+DECOY_DOCS = {
+    **{f"d{i}": [f"alpha topic number{i} item"] for i in range(8)},
+    **{f"z{i}": [f"zebra grazing savanna grass herd{i}"] for i in range(9)},
+}
+
+
+def decoy_deps(judge, **loop):
+    script = Script(judge=judge)
+    deps = make_deps({}, FakeChat(default=script), **{"candidates": 6, "final_k": 3, "judge_decoys": 3,
+                                                      "judge_batch_size": 10, **loop})
+    deps.index = VecIndex(DECOY_DOCS)
+    deps.retriever = FakeRetriever(deps.index)
+    return deps, script

@@ -6,8 +6,7 @@ import json
 from agent.fake_chat import FakeChat
 from agent.judge_checks import order_agreement
 
-from loop_fakes import Script, judge_chunks, run
-from test_judge_trust import decoy_deps
+from loop_fakes import Script, decoy_deps, judge_chunks, run
 
 
 def positional(script: Script, favoured=("1", "2")):

@@ -12,7 +12,7 @@ import agent.steps.validate  # noqa: F401
 from agent.errors import EndpointError
 from agent.fake_chat import FakeChat
 
-from loop_fakes import CHAIN, FakeIndex, FakeRetriever, Script, WORD, chain_judge, make_deps, run
+from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():
@@ -72,46 +72,6 @@ def test_judge_disagreeing_with_retrieval_is_not_trusted():
     report = state.notes["judge_rounds"][0]
     assert report["mode"] == "score" and "beyond chance" in report["reason"]
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]
-
-
-# -- decoys: certainly-irrelevant control chunks hidden among the candidates --------------------
-class VecIndex(FakeIndex):
-    """FakeIndex with bag-of-words unit vectors, so the least similar chunks can serve as decoys."""
-
-    def __init__(self, docs, sparse_rows=()):
-        super().__init__(docs, sparse_rows)
-        import numpy as np
-
-        self.vocab = sorted({w for c in self.store.chunks for w in WORD.findall(c.text.lower())})
-        self.vectors = np.stack([self._vec(c.text) for c in self.store.chunks])
-
-    def _vec(self, text):
-        import numpy as np
-
-        v = np.zeros(len(self.vocab), dtype=np.float32)
-        for w in WORD.findall(text.lower()):
-            if w in self.vocab:
-                v[self.vocab.index(w)] += 1
-        norm = np.linalg.norm(v)
-        return v / norm if norm else v
-
-    def embed_query(self, text):
-        return self._vec(text)
-
-
-DECOY_DOCS = {
-    **{f"d{i}": [f"alpha topic number{i} item"] for i in range(8)},
-    **{f"z{i}": [f"zebra grazing savanna grass herd{i}"] for i in range(9)},
-}
-
-
-def decoy_deps(judge, **loop):
-    script = Script(judge=judge)
-    deps = make_deps({}, FakeChat(default=script), **{"candidates": 6, "final_k": 3, "judge_decoys": 3,
-                                                      "judge_batch_size": 10, **loop})
-    deps.index = VecIndex(DECOY_DOCS)
-    deps.retriever = FakeRetriever(deps.index)
-    return deps, script
 
 
 def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
