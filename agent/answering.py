@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from agent.state import Citation
-from tools.ordering import order_for_context
-from tools.types import Hit
+from ragsieve.agent.plan.state import Citation
+from ragsieve.tools.filters.ordering import order_for_context
+from ragsieve.tools.types import Hit
 
 ABSTAIN = "The context does not contain the answer."
 
@@ -49,13 +49,13 @@ def infer_citations(text: str, passages: list[str]) -> list[int]:
 
 
 def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
-                        max_tokens: int | None = None, notes: dict | None = None) -> tuple[str, list[Citation]]:
+                        max_tokens: int | None = None, report: dict | None = None) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
     order and rewritten in the text, so `[1]` in the answer is citation 1. When
     the model cited nothing, citations are inferred by word overlap and
-    `notes["citations_inferred"]` says so.
+    `report["citations_inferred"]` says so.
     """
     ordered = number_passages(hits, order)
     passages = [
@@ -69,8 +69,8 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     if not used and text != ABSTAIN:
         used = infer_citations(text, [h.chunk.text for h in ordered])
         inferred = bool(used)
-    if notes is not None:
-        notes["citations_inferred"] = inferred
+    if report is not None:
+        report["citations_inferred"] = inferred
     renumber = {old: new for new, old in enumerate(used, start=1)}
     text = _CITE.sub(lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "", text)
     citations = []

@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.errors import UsageError
-from tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
-from tools.ordering import ContextOrder
-from tools.rerank import FLASHRANK_MODELS
+from ragsieve.agent.errors import UsageError
+from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
+from ragsieve.tools.filters.ordering import ContextOrder
+from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
 
 
 class _Section(BaseModel):

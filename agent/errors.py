@@ -1,5 +1,5 @@
-"""Errors of the agent layer; the base and input errors live in `tools.errors`."""
-from tools.errors import IndexMissingError, ModelUnavailableError, RagsieveError, UsageError
+"""Errors of the agent layer; the base and input errors live in `ragsieve.tools.errors`."""
+from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, RagsieveError, UsageError
 
 
 class LLMError(RagsieveError):

@@ -7,15 +7,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.chat import ChatModel, Usage
-from agent.config import Config
-from agent.errors import UsageError
-from agent.llm import LLM
-from agent.plans import get_plan
-from agent.prompts import PromptRenderer
-from agent.runner import Deps, run_plan
-from agent.state import Citation, RunState, TraceEvent
-from tools.types import Hit
+from ragsieve.agent.llm.chat import ChatModel, Usage
+from ragsieve.agent.config import Config
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.plan.plans import get_plan
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.runner import Deps, run_plan
+from ragsieve.agent.plan.state import (Citation, ConformalRecord, FallbackRecord, JudgeLoop, RunState, SegmentRecord,
+                                        TraceEvent)
+from ragsieve.tools.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,18 @@ class Answer(BaseModel):
     first_stage: list[str] = Field(default_factory=list)
     trace: list[TraceEvent] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-    notes: dict[str, Any] = Field(default_factory=dict)
+    loop: JudgeLoop = Field(default_factory=JudgeLoop)
+    fallback: FallbackRecord | None = None
+    conformal: ConformalRecord | None = None
+    segments: list[SegmentRecord] = Field(default_factory=list)
+    citations_inferred: bool = False
+    stopped: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def coverage(self) -> float | None:
+        """The calibrated coverage of the context (1 - alpha) when the conformal step applied a threshold."""
+        return self.conformal.coverage if self.conformal is not None else None
 
     def public(self) -> dict[str, Any]:
         """The `--json` shape: answer, citations, trace, usage (plus plan and context ids)."""
@@ -45,6 +57,12 @@ class Answer(BaseModel):
             "resolved": self.resolved,
             "trace": [e.model_dump() for e in self.trace],
             "usage": self.usage.model_dump(),
+            "loop": self.loop.model_dump(),
+            "fallback": self.fallback.model_dump() if self.fallback else None,
+            "conformal": self.conformal.model_dump() if self.conformal else None,
+            "segments": [s.model_dump() for s in self.segments],
+            "citations_inferred": self.citations_inferred,
+            "stopped": self.stopped,
             "notes": self.notes,
         }
 
@@ -78,8 +96,8 @@ class Orchestrator:
     @classmethod
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None) -> "Orchestrator":
-        from tools.hybrid_index import HybridIndex
-        from tools.retriever import HybridRetriever
+        from ragsieve.tools.index.hybrid import HybridIndex
+        from ragsieve.tools.index.retriever import HybridRetriever
 
         config = config or Config()
         index = HybridIndex.open(index_dir)
@@ -94,7 +112,7 @@ class Orchestrator:
     def llm(self) -> LLM:
         with self._lock:
             if self._llm is None:
-                from agent.llm_factory import open_llm
+                from ragsieve.agent.llm.factory import open_llm
 
                 self._llm, self._close_llm = open_llm(self.config.llm)
             return self._llm
@@ -113,7 +131,9 @@ class Orchestrator:
         run_plan(spec, state, deps, self.config.max_steps)
         return Answer(question=question, answer=state.answer or "", citations=state.citations, plan=plan_name,
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
-                      trace=state.trace, usage=deps.llm.meter.snapshot(), notes=state.notes)
+                      trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
+                      fallback=state.fallback, conformal=state.conformal, segments=state.segments,
+                      citations_inferred=state.citations_inferred, stopped=state.stopped, notes=state.notes)
 
     def close(self) -> None:
         if self._close_llm is not None:

@@ -28,20 +28,19 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import agent.steps.draft  # noqa: E402,F401  (registers the loop's steps)
-import agent.steps.expand  # noqa: E402,F401
-import agent.steps.fallback  # noqa: E402,F401
-import agent.steps.judge  # noqa: E402,F401
-import agent.steps.validate  # noqa: E402,F401
-from agent.config import Config  # noqa: E402
-from agent.llm_factory import describe_endpoint, open_llm  # noqa: E402
-from agent.orchestrator import Orchestrator  # noqa: E402
-from tools.index_builder import IndexBuilder  # noqa: E402
-from tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
+import ragsieve.agent.steps.draft  # noqa: E402,F401  (registers the loop's steps)
+import ragsieve.agent.steps.expand  # noqa: E402,F401
+import ragsieve.agent.steps.fallback  # noqa: E402,F401
+import ragsieve.agent.steps.judge  # noqa: E402,F401
+import ragsieve.agent.steps.validate  # noqa: E402,F401
+from ragsieve.agent.config import Config  # noqa: E402
+from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
+from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
+from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 PLANS = ("fast", "agentic")
@@ -89,20 +88,21 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
            **answer_scores(result.answer, q["answers"], q["impossible"]),
            "steps": [f"{e.step}:{e.outcome}" for e in result.trace]}
     if plan == "agentic":
-        notes = result.notes
-        row.update({"loop_stop": notes.get("loop_stop"),
-                    "judge_modes": [r["mode"] for r in notes.get("judge_rounds", [])],
-                    "judge_reasons": [r["reason"] for r in notes.get("judge_rounds", [])],
-                    "order_check": [{"compared": r["order_check"]["compared"], "flipped": len(r["order_check"]["flipped"])}
-                                    for r in notes.get("judge_rounds", []) if r.get("order_check")],
-                    "same_as_fast": notes.get("selection", {}).get("same_as_fast"),
-                    "fallback": notes.get("fallback"), "resolved": result.resolved,
+        loop = result.loop
+        row.update({"loop_stop": loop.stop_reason,
+                    "judge_modes": [r.mode for r in loop.rounds],
+                    "judge_reasons": [r.reason for r in loop.rounds],
+                    "order_check": [{"compared": r.order_check["compared"], "flipped": len(r.order_check["flipped"])}
+                                    for r in loop.rounds if r.order_check],
+                    "same_as_fast": loop.selection.get("same_as_fast"),
+                    "fallback": result.fallback.model_dump() if result.fallback else None,
+                    "resolved": result.resolved,
                     # what the combination rule saw: lets benchmarks/combine_replay.py score other rules
                     # on the same verdicts (the loop's verdicts do not depend on the rule)
                     "selection_inputs": {"first_stage": list(result.first_stage),
-                                         "trusted": {} if notes.get("judge_distrusted") else notes.get("trusted", {}),
-                                         "discovered": notes.get("discovered", []),
-                                         "neighbour_of": notes.get("neighbour_of", {})}})
+                                         "trusted": {} if loop.distrusted else loop.trusted,
+                                         "discovered": loop.discovered,
+                                         "neighbour_of": loop.neighbour_of}})
     first_docs = docs_of(result.first_stage)
     row["first_stage_both_gold@5"] = both_gold(first_docs[:5], q["gold"])
     row["first_stage_both_gold@10"] = both_gold(first_docs[:10], q["gold"])
@@ -160,7 +160,7 @@ class OracleChat:
         self.qid, self.gold = "", set()
 
     def complete(self, messages, *, json_schema=None, schema_name="reply", max_tokens=None, temperature=None):
-        from agent.chat import ChatReply
+        from ragsieve.agent.llm.chat import ChatReply
 
         prompt = messages[-1]["content"] if len(messages) == 1 else messages[0]["content"]
         if "mapping an index to the chunk's text:\n" in prompt:
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if oracle is None:
         llm, close = open_llm(config.llm)
     else:
-        from agent.llm import LLM
+        from ragsieve.agent.llm.client import LLM
 
         llm, close = LLM(oracle), (lambda: None)
     report: dict = {"command": " ".join([sys.executable, *sys.argv]), "llm": endpoint,

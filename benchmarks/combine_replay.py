@@ -1,7 +1,7 @@
 """Score combination rules on recorded judge verdicts (no LLM, seconds).
 
 The judge/expand loop's verdicts do not depend on the combination rule: the
-rule only runs once the loop has stopped (`agent.combine.select_context`).
+rule only runs once the loop has stopped (`ragsieve.agent.judging.combine.select_context`).
 So the `selection_inputs` that `benchmarks/agentic.py` records per agentic
 row (first-stage ranking, trusted verdicts, discovery order, neighbours)
 let every rule be scored on exactly the same verdicts: both-gold recall at
@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from agent.combine import evidence_keys, select_context  # noqa: E402
+from ragsieve.agent.judging.combine import evidence_keys, select_context  # noqa: E402
 from agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
 
 DATA = REPO.parent / "shared" / "data"

@@ -10,7 +10,7 @@ nonconformity score: held-out coverage against 1-alpha (binomial tolerance 2 s.e
 mean number of chunks kept, plus the fixed top-k reaching the same coverage.
 
 GMM (Bulgakov 2024, Table 1): for each question the top NRD chunks by dense similarity are
-filtered by `tools.gmm` (config defaults: interaction, alpha 0.5, PCA [2,3], K [4,5,6],
+filtered by `ragsieve.tools.filters.gmm` (config defaults: interaction, alpha 0.5, PCA [2,3], K [4,5,6],
 percentile 15, min_outlier_freq 2). NRD = chunks retrieved; ANFD = mean chunks left after
 filtering; AR = mean(left / NRD). Emb% and TFIDF% (eq. 14-15): the LLM answers from the
 filtered chunks and from the same number of top chunks; each answer is compared with the
@@ -33,21 +33,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from agent.calibration import Calibrator, GeneratedQA  # noqa: E402
-from agent.config import Config  # noqa: E402
-from agent.prompts import PromptRenderer  # noqa: E402
-from agent.steps.outliers import build_filter  # noqa: E402
-from tools.conformal import binomial_tolerance  # noqa: E402
-from tools.gmm import plot_outliers  # noqa: E402
-from tools.hybrid_index import HybridIndex  # noqa: E402
-from tools.index_builder import IndexBuilder  # noqa: E402
-from tools.metrics import strip_citations, token_f1  # noqa: E402
+from ragsieve.agent.calibration import Calibrator, GeneratedQA  # noqa: E402
+from ragsieve.agent.config import Config  # noqa: E402
+from ragsieve.agent.llm.templates import PromptRenderer  # noqa: E402
+from ragsieve.agent.steps.outliers import build_filter  # noqa: E402
+from ragsieve.tools.filters.conformal import binomial_tolerance  # noqa: E402
+from ragsieve.tools.filters.gmm import plot_outliers  # noqa: E402
+from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
+from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.metrics import strip_citations, token_f1  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "squad2"
 
@@ -241,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             report["conformal"] = conformal_part(index, args)
         if "gmm" in parts:
             if not args.no_llm:
-                from agent.llm_factory import describe_endpoint, open_llm
+                from ragsieve.agent.llm.factory import describe_endpoint, open_llm
 
                 report["llm"] = describe_endpoint(config.llm)
                 llm, close = open_llm(config.llm)

@@ -23,16 +23,15 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from agent.beir import read_qrels, read_queries  # noqa: E402
-from tools.bm25 import BM25Index  # noqa: E402
-from tools.hybrid_index import HybridIndex  # noqa: E402
-from tools.index_builder import IndexBuilder, _version, indexed_text  # noqa: E402
-from tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
-from tools.retriever import HybridRetriever  # noqa: E402
+from ragsieve.agent.eval.beir import read_qrels, read_queries  # noqa: E402
+from ragsieve.tools.index.bm25 import BM25Index  # noqa: E402
+from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
+from ragsieve.tools.index.builder import IndexBuilder, _version, indexed_text  # noqa: E402
+from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
+from ragsieve.tools.index.retriever import HybridRetriever  # noqa: E402
 
 
 def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[str]:

@@ -1,1 +1,1 @@
-"""Prompt templates (*.j2) shipped inside the wheel; rendered by agent.prompts."""
+"""Prompt templates (*.j2) shipped inside the wheel; rendered by ragsieve.agent.llm.templates."""

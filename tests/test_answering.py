@@ -1,15 +1,15 @@
 """Answer composition: context order, citation parsing and renumbering."""
-from agent.answering import ABSTAIN, answer_from_context, cited_numbers
-from agent.config import Config
-from agent.fake_chat import FakeChat
-from agent.llm import LLM
-from agent.prompts import PromptRenderer
-from agent.runner import Deps
-from tools.ordering import edges_order, order_for_context
-from tools.types import Chunk, Hit
+from ragsieve.agent.answering import ABSTAIN, answer_from_context, cited_numbers
+from ragsieve.agent.config import Config
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.runner import Deps
+from ragsieve.tools.filters.ordering import edges_order, order_for_context
+from ragsieve.tools.types import Chunk, Hit
 
 import pytest
-from tools.errors import UsageError
+from ragsieve.tools.errors import UsageError
 
 
 def _hit(i: int) -> Hit:
@@ -56,15 +56,15 @@ def test_uncited_answer_gets_citations_inferred_by_overlap():
     hits[1].chunk.text = "The old secret stays valid for a 24-hour grace period, then it is revoked."
     chat = FakeChat(["The old secret stays valid for a grace period and is then revoked."])
     deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
-    notes = {}
-    text, citations = answer_from_context("q?", hits, deps, notes=notes)
+    report = {}
+    text, citations = answer_from_context("q?", hits, deps, report=report)
     assert [c.chunk_id for c in citations] == ["d1#0"]
-    assert notes["citations_inferred"] is True
+    assert report["citations_inferred"] is True
     assert text == "The old secret stays valid for a grace period and is then revoked."
 
 
 def test_infer_citations_threshold_and_order():
-    from agent.answering import infer_citations
+    from ragsieve.agent.answering import infer_citations
 
     passages = ["alpha beta gamma delta", "alpha beta", "zeta eta"]
     assert infer_citations("alpha beta gamma delta", passages) == [1, 2]
@@ -73,8 +73,8 @@ def test_infer_citations_threshold_and_order():
 
 
 def test_answer_step_reuses_a_draft_of_the_same_context_only():
-    from agent.state import Citation, RunState
-    from agent.steps.answer import Answer
+    from ragsieve.agent.plan.state import Citation, RunState
+    from ragsieve.agent.steps.answer import Answer
 
     hits = [_hit(0), _hit(1)]
     chat = FakeChat(["fresh answer [1]"])

@@ -1,12 +1,12 @@
-"""agent.beir: the BEIR readers shared by eval, calibrate and the benchmarks."""
+"""ragsieve.agent.eval.beir: the BEIR readers shared by eval, calibrate and the benchmarks."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from agent.beir import read_jsonl, read_qrels, read_queries
-from agent.errors import UsageError
+from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
+from ragsieve.agent.errors import UsageError
 
 
 def test_read_qrels_header_blank_lines_and_grades(tmp_path):

@@ -7,11 +7,11 @@ import threading
 import pytest
 from pydantic import BaseModel
 
-from agent.cache import DiskCache
-from agent.chat import ChatReply
-from agent.errors import UsageError
-from agent.llm import LLM, cache_key
-from agent.openai_chat import OpenAIChat
+from ragsieve.agent.llm.cache import DiskCache
+from ragsieve.agent.llm.chat import ChatReply
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.client import LLM, cache_key
+from ragsieve.agent.llm.openai_chat import OpenAIChat
 from stub_openai import StubOpenAI, ok
 
 KEY = "ab12" + "0" * 60
@@ -39,7 +39,7 @@ def test_corrupted_entry_is_a_logged_miss(tmp_path, caplog, content):
     cache = DiskCache(tmp_path)
     cache.put(KEY, ChatReply(text="t"))
     cache.path_for(KEY).write_text(content, encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="agent.cache"):
+    with caplog.at_level(logging.WARNING, logger="ragsieve.agent.llm.cache"):
         assert cache.get(KEY) is None
     assert "corrupted entry" in caplog.text
     cache.put(KEY, ChatReply(text="fixed"))

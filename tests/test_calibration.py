@@ -9,14 +9,14 @@ import zlib
 import numpy as np
 import pytest
 
-from agent.calibration import (CALIBRATION_FILE, Calibrator, ContainsVerdict, GeneratedQA, format_report,
+from ragsieve.agent.calibration import (CALIBRATION_FILE, Calibrator, ContainsVerdict, GeneratedQA, format_report,
                                load_calibration, read_qrels, save_calibration)
-from agent.errors import UsageError
-from agent.fake_chat import FakeChat
-from agent.llm import LLM
-from agent.prompts import PromptRenderer
-from tools.conformal import ScoreKind, conformal_quantile, positive_scores
-from tools.types import Chunk
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
+from ragsieve.tools.types import Chunk
 
 DIM = 64
 
@@ -209,7 +209,7 @@ def test_inputs_are_checked(index):
 def test_cli_parser_has_calibrate():
     import argparse
 
-    from agent.cli_calibrate import add_parser, handler
+    from ragsieve.agent.cli.calibrate import add_parser, handler
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
@@ -222,8 +222,8 @@ def test_cli_parser_has_calibrate():
 def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     import shutil
 
-    from agent.cli import main
-    from tools.hybrid_index import HybridIndex
+    from ragsieve.agent.cli.main import main
+    from ragsieve.tools.index.hybrid import HybridIndex
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)

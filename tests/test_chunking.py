@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.chunking import Chunker, count_tokens, pack
-from tools.errors import UsageError
-from tools.loaders import load_documents
-from tools.types import Chunk, Document
+from ragsieve.tools.ingest.chunking import Chunker, count_tokens, pack
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.loaders import load_documents
+from ragsieve.tools.types import Chunk, Document
 
 REPO = Path(__file__).resolve().parent.parent
 

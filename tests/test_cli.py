@@ -1,7 +1,7 @@
 """The CLI end to end over the real openai client and a local stub server."""
 import json
 
-from agent.cli import main
+from ragsieve.agent.cli.main import main
 from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 

@@ -1,7 +1,7 @@
-"""agent.combine: the score-based decision and the rule that combines verdicts with retrieval."""
+"""ragsieve.agent.judging.combine: the score-based decision and the rule that combines verdicts with retrieval."""
 from __future__ import annotations
 
-from agent.combine import evidence_keys, score_based_relevant, select_context
+from ragsieve.agent.judging.combine import evidence_keys, score_based_relevant, select_context
 
 FIRST = [f"c{i}" for i in range(10)]
 

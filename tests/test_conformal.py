@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from tools.conformal import (KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
+from ragsieve.tools.filters.conformal import (KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
                              conformal_quantile, conformal_rank, empirical_coverage, evaluate_kinds, keep_mask,
                              nonconformity, ranks_of, smallest_k_for_coverage)
-from tools.errors import UsageError
+from ragsieve.tools.errors import UsageError
 
 
 def brute_quantile(scores, alpha):

@@ -14,10 +14,10 @@ pytestmark = pytest.mark.llm
 def test_index_then_ask_with_the_embedded_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     index = tmp_path / "idx"
-    built = subprocess.run([sys.executable, "-m", "agent.cli", "index", str(EXAMPLES), "--index", str(index),
+    built = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "index", str(EXAMPLES), "--index", str(index),
                             "--no-progress"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert built.returncode == 0, built.stderr
-    asked = subprocess.run([sys.executable, "-m", "agent.cli", "ask",
+    asked = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "ask",
                             "How do I rotate the API key of a Lumen workspace?", "--index", str(index), "--json"],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert asked.returncode == 0, asked.stderr
@@ -32,7 +32,7 @@ def test_index_then_ask_with_the_embedded_model(tmp_path):
 
 
 def test_orchestrator_fast_plan_with_local_llm(examples_index, local_llm):
-    from agent import Config, Orchestrator
+    from ragsieve import Config, Orchestrator
 
     with Orchestrator.open(examples_index, Config(), llm=local_llm) as orch:
         answer = orch.ask("How are webhook signatures verified?")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Config, PlanSpec
-from agent.errors import UsageError
-from agent.eval_data import load_dataset, sample_questions
-from agent.evaluate import Evaluation
-from agent.fake_chat import FakeChat
-from tools.metrics import ndcg_at_k
+from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.eval.data import load_dataset, sample_questions
+from ragsieve.agent.eval.evaluate import Evaluation
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.tools.metrics import ndcg_at_k
 
 DOCS = {
     "d1": ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889 for the World's Fair."),
@@ -74,7 +74,7 @@ def dataset(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def index(dataset, embedder, tmp_path_factory) -> Path:
-    from tools.index_builder import IndexBuilder
+    from ragsieve.tools.index.builder import IndexBuilder
 
     folder = tmp_path_factory.mktemp("tinyindex")
     IndexBuilder(folder, embedder=embedder, progress=False).build([dataset / "corpus.jsonl"])
@@ -182,12 +182,12 @@ def test_cache_makes_a_rerun_free_and_judge_is_metered_apart(dataset, index, tmp
 
 
 def test_retrieval_only_makes_no_llm_call(dataset, index, tmp_path, monkeypatch):
-    import agent.llm_factory
+    from ragsieve.agent.llm import factory as llm_factory
 
     def refuse(*_a, **_k):
         raise AssertionError("retrieval-only opened an LLM")
 
-    monkeypatch.setattr(agent.llm_factory, "open_llm", refuse)
+    monkeypatch.setattr(llm_factory, "open_llm", refuse)
     chat = FakeChat()
     results = Evaluation(dataset, index, out=tmp_path / "r", retrieval_only=True, chat=chat, progress=False).run()
     assert chat.history == []
@@ -201,7 +201,7 @@ def test_retrieval_only_makes_no_llm_call(dataset, index, tmp_path, monkeypatch)
 
 
 def test_cli_eval_retrieval_only(dataset, index, tmp_path):
-    from agent.cli import main
+    from ragsieve.agent.cli.main import main
 
     out = tmp_path / "cli"
     code = main(["eval", str(dataset), "--index", str(index), "--retrieval-only", "--out", str(out), "--limit", "3"])
@@ -249,10 +249,10 @@ def test_benchmark_report_names_commands_and_says_not_run(tmp_path):
 
 
 def test_configured_llm_gets_the_cache_inside_out_and_is_closed(dataset, index, tmp_path, monkeypatch):
-    """Without `chat=`, the LLM comes from the config (agent.llm_factory), lazily, with <out>/llm-cache."""
-    import agent.llm_factory
-    from agent.cache import DiskCache
-    from agent.llm import LLM
+    """Without `chat=`, the LLM comes from the config (ragsieve.agent.llm.factory), lazily, with <out>/llm-cache."""
+    from ragsieve.agent.llm import factory as llm_factory
+    from ragsieve.agent.llm.cache import DiskCache
+    from ragsieve.agent.llm.client import LLM
 
     opened, closed, chat = [], [], FakeChat(default=respond)
 
@@ -260,7 +260,7 @@ def test_configured_llm_gets_the_cache_inside_out_and_is_closed(dataset, index, 
         opened.append(cfg.cache_dir)
         return LLM(chat, cache=DiskCache(cfg.cache_dir)), lambda: closed.append(True)
 
-    monkeypatch.setattr(agent.llm_factory, "open_llm", fake_open)
+    monkeypatch.setattr(llm_factory, "open_llm", fake_open)
     out = tmp_path / "run"
     results = Evaluation(dataset, index, plans=["fast"], out=out, limit=2, progress=False).run()
     assert opened == [str(out / "llm-cache")] and closed == [True]
@@ -269,7 +269,7 @@ def test_configured_llm_gets_the_cache_inside_out_and_is_closed(dataset, index, 
 
 
 def test_running_postfix_shows_running_means_per_plan():
-    from agent.eval_report import running_postfix
+    from ragsieve.agent.eval.report import running_postfix
 
     rows = [{"plan": "fast", "f1": 1.0, "calls": 1}, {"plan": "fast", "f1": 0.0, "calls": 1},
             {"plan": "agentic", "f1": 0.25, "calls": 3}, {"plan": "agentic", "f1": None, "calls": 5},

@@ -9,26 +9,26 @@ import shutil
 import numpy as np
 import pytest
 
-import agent.steps.conformal  # noqa: F401  (registers the filter steps)
-import agent.steps.draft  # noqa: F401  (and the loop's steps, for the full plan)
-import agent.steps.expand  # noqa: F401
-import agent.steps.fallback  # noqa: F401
-import agent.steps.judge  # noqa: F401
-import agent.steps.outliers  # noqa: F401
-import agent.steps.segments  # noqa: F401
-import agent.steps.validate  # noqa: F401
-from agent.calibration import Calibrator, save_calibration
-from agent.config import Config
-from agent.fake_chat import FakeChat
-from agent.llm import LLM
-from agent.plans import BUILTIN_PLANS
-from agent.prompts import PromptRenderer
-from agent.runner import END, STEPS, Deps
-from agent.state import RunState
+import ragsieve.agent.steps.conformal  # noqa: F401  (registers the filter steps)
+import ragsieve.agent.steps.draft  # noqa: F401  (and the loop's steps, for the full plan)
+import ragsieve.agent.steps.expand  # noqa: F401
+import ragsieve.agent.steps.fallback  # noqa: F401
+import ragsieve.agent.steps.judge  # noqa: F401
+import ragsieve.agent.steps.outliers  # noqa: F401
+import ragsieve.agent.steps.segments  # noqa: F401
+import ragsieve.agent.steps.validate  # noqa: F401
+from ragsieve.agent.calibration import Calibrator, save_calibration
+from ragsieve.agent.config import Config
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.plan.plans import BUILTIN_PLANS
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.runner import END, STEPS, Deps
+from ragsieve.agent.plan.state import RunState
 from test_calibration import FACTS, TinyIndex, bow, scripted_llm
-from tools.conformal import ScoreKind, nonconformity
-from tools.gmm import GMMOutlierFilter
-from tools.types import Hit
+from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
+from ragsieve.tools.filters.gmm import GMMOutlierFilter
+from ragsieve.tools.types import Hit
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
 
@@ -83,7 +83,7 @@ def test_conformal_without_calibration_passes_through(tmp_path):
     before = [h.chunk_id for h in state.context]
     summary = run_step("conformal", state, deps)
     assert summary["status"] == "uncalibrated" and "ragsieve calibrate" in summary["note"]
-    assert [h.chunk_id for h in state.context] == before and "coverage" not in state.notes
+    assert [h.chunk_id for h in state.context] == before and state.conformal is None
 
 
 @pytest.mark.parametrize("kind", [k.value for k in ScoreKind])
@@ -104,7 +104,7 @@ def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
         assert "min_keep_applied" in summary and len(summary["kept"]) == 1
     assert set(summary["kept"]) | set(summary["removed"]) == {h.chunk_id for h in hits_for(index, state.question)}
     assert [h.chunk_id for h in state.context] == summary["kept"]
-    assert state.notes["coverage"] == pytest.approx(1 - cal.alpha)
+    assert state.conformal.coverage == pytest.approx(1 - cal.alpha)
 
 
 def test_conformal_alpha_override_recomputes_the_threshold(tmp_path):
@@ -112,7 +112,7 @@ def test_conformal_alpha_override_recomputes_the_threshold(tmp_path):
     cal = calibrate(index)
     state, deps = make(index, "beta bridge toll", conformal={"score_kind": "rank", "alpha": 0.6})
     summary = run_step("conformal", state, deps)
-    assert summary["alpha"] == 0.6 and state.notes["coverage"] == pytest.approx(0.4)
+    assert summary["alpha"] == 0.6 and state.conformal.coverage == pytest.approx(0.4)
     expected = cal.threshold(ScoreKind.RANK, 0.6)
     assert (summary["qhat"] is None and math.isinf(expected)) or summary["qhat"] == pytest.approx(expected)
 
@@ -218,7 +218,7 @@ def fake_model(messages):
 
 @pytest.fixture
 def calibrated_index(examples_index, tmp_path):
-    from tools.hybrid_index import HybridIndex
+    from ragsieve.tools.index.hybrid import HybridIndex
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)
@@ -240,7 +240,7 @@ def check_trace(answer, plan_name="full"):
 
 
 def test_full_plan_with_fake_llm(calibrated_index):
-    from agent.orchestrator import Orchestrator
+    from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()
     with Orchestrator.open(calibrated_index, config, chat=FakeChat(default=fake_model)) as orch:
@@ -258,12 +258,12 @@ def test_full_plan_with_fake_llm(calibrated_index):
     assert set(seg["kept"]) | set(seg["removed"]) == set(out["kept"])
     if seg["status"] == "applied":
         assert [h.chunk_id for h in answer.context] == seg["context"]
-    assert answer.notes["coverage"] == pytest.approx(0.8)
+    assert answer.coverage == pytest.approx(0.8)
     assert answer.answer.strip()
 
 
 def test_full_plan_with_filters_off(examples_index):
-    from agent.orchestrator import Orchestrator
+    from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()
     for name in ("conformal", "outliers", "segments"):
@@ -279,7 +279,7 @@ def test_full_plan_with_filters_off(examples_index):
 
 @pytest.mark.llm
 def test_full_plan_with_local_llm(calibrated_index, local_llm):
-    from agent.orchestrator import Orchestrator
+    from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()  # small candidate sets keep the prompts short on a CPU
     config.loop = config.loop.model_copy(update={"candidates": 4, "final_k": 3, "max_iterations": 1})
@@ -287,7 +287,7 @@ def test_full_plan_with_local_llm(calibrated_index, local_llm):
     with Orchestrator.open(calibrated_index, config, llm=local_llm) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)
-    assert s["conformal"]["status"] == "applied" and answer.notes["coverage"] == pytest.approx(0.8)
+    assert s["conformal"]["status"] == "applied" and answer.coverage == pytest.approx(0.8)
     assert answer.answer.strip() and answer.context
     assert all(c.chunk_id in {h.chunk_id for h in answer.context} for c in answer.citations)
 

@@ -1,8 +1,8 @@
 """Fusion functions against hand-computed values."""
 import pytest
 
-from tools.errors import UsageError
-from tools.fusion import minmax_normalise, rrf, weighted_fusion
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.fusion import minmax_normalise, rrf, weighted_fusion
 
 
 def test_rrf_matches_hand_computation():

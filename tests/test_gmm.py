@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from tools.errors import UsageError
-from tools.gmm import GMMOutlierFilter, distance_features, distances, plot_outliers
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.gmm import GMMOutlierFilter, distance_features, distances, plot_outliers
 
 # three 2-D vectors: centroid c = (1, 1); query q = (0, 0)
 V = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])

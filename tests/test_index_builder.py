@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-import tools.index_builder as ib
-from tools.errors import IndexMissingError, UsageError
-from tools.hybrid_index import HybridIndex
-from tools.index_builder import IndexBuilder
+import ragsieve.tools.index.builder as ib
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.builder import IndexBuilder
 
 FILES = {
     "alpha.md": "# Alpha\n\nThe alpha service rotates API keys every ninety days.",

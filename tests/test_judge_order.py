@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from agent.fake_chat import FakeChat
-from agent.judge_checks import order_agreement
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.judging.checks import order_agreement
 
 from loop_fakes import Script, decoy_deps, judge_chunks, run
 
@@ -34,12 +34,12 @@ def test_a_consistent_judge_passes_and_pays_one_more_pass_in_round_one_only():
                               max_iterations=2, judge_order_check=True, anchor_k=0)
     chat = deps.llm.chat
     state = run(deps, "alpha topic item")
-    rounds = state.notes["judge_rounds"]
-    assert [r["mode"] for r in rounds] == ["judge", "judge"]
+    rounds = state.loop.rounds
+    assert [r.mode for r in rounds] == ["judge", "judge"]
     first, second = rounds
-    assert first["order_check"]["compared"] == 4 and first["order_check"]["flipped"] == []
-    assert first["decoys"] == 6 and first["decoys_relevant"] == 0  # decoys shown in both orders
-    assert second["order_check"] is None  # later rounds are not re-judged
+    assert first.order_check["compared"] == 4 and first.order_check["flipped"] == []
+    assert first.decoys == 6 and first.decoys_relevant == 0  # decoys shown in both orders
+    assert second.order_check is None  # later rounds are not re-judged
     # round 1: 4 candidates + 3 decoys in one batch, twice; round 2: one batch
     assert judge_calls(chat) == 3
     assert state.relevant == ["d1#0", "d5#0"]
@@ -50,14 +50,14 @@ def test_a_position_biased_judge_is_caught_and_the_context_stays_fast():
     deps, _ = decoy_deps(None, candidates=6, judge_decoys=0, judge_order_check=True, anchor_k=0)
     deps.llm.chat.default = positional(script)
     state = run(deps, "alpha topic item")
-    report = state.notes["judge_rounds"][0]
+    report = state.loop.rounds[0]
     # forward: items 1, 2 relevant; reversed: the last two; 4 of 6 verdicts changed
-    assert report["mode"] == "score"
-    assert "changed 4 of 6 verdicts when the order was reversed" in report["reason"]
-    assert len(report["order_check"]["flipped"]) == 4
-    assert "round 1" in state.notes["judge_distrusted"]
+    assert report.mode == "score"
+    assert "changed 4 of 6 verdicts when the order was reversed" in report.reason
+    assert len(report.order_check["flipped"]) == 4
+    assert "round 1" in state.loop.distrusted
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]
-    assert state.notes["selection"]["same_as_fast"] is True
+    assert state.loop.selection["same_as_fast"] is True
 
 
 def test_without_the_check_the_same_biased_judge_is_trusted():
@@ -65,8 +65,8 @@ def test_without_the_check_the_same_biased_judge_is_trusted():
     deps, _ = decoy_deps(None, candidates=6, judge_decoys=0, judge_order_check=False, anchor_k=0)
     deps.llm.chat.default = positional(script)
     state = run(deps, "alpha topic item")
-    assert state.notes["judge_rounds"][0]["mode"] == "judge"
-    assert state.notes["judge_rounds"][0]["order_check"] is None
+    assert state.loop.rounds[0].mode == "judge"
+    assert state.loop.rounds[0].order_check is None
 
 
 def test_few_changed_verdicts_are_decided_by_retrieval_score():
@@ -84,10 +84,10 @@ def test_few_changed_verdicts_are_decided_by_retrieval_score():
 
     chat.push(script, second_pass_differs)
     state = run(deps, "alpha topic item")
-    report = state.notes["judge_rounds"][0]
-    assert report["mode"] == "judge"
-    assert report["order_check"]["flipped"] == ["d6#0"]
-    assert "d6#0" in report["decided_by_score"]
+    report = state.loop.rounds[0]
+    assert report.mode == "judge"
+    assert report.order_check["flipped"] == ["d6#0"]
+    assert "d6#0" in report.decided_by_score
     assert state.judged["d6#0"] is ("d6#0" in state.first_stage[:3])
     assert state.judged["d1#0"] is True
 
@@ -104,6 +104,6 @@ def test_a_decoy_called_relevant_in_reversed_order_distrusts_the_judge():
 
     chat.push(script, calls_a_decoy)
     state = run(deps, "alpha topic item")
-    report = state.notes["judge_rounds"][0]
-    assert report["mode"] == "score" and "reversed order" in report["reason"] and "decoys" in report["reason"]
+    report = state.loop.rounds[0]
+    assert report.mode == "score" and "reversed order" in report.reason and "decoys" in report.reason
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-import agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import agent.steps.expand  # noqa: F401
-import agent.steps.fallback  # noqa: F401
-import agent.steps.judge  # noqa: F401
-import agent.steps.validate  # noqa: F401
-from agent.errors import EndpointError
-from agent.fake_chat import FakeChat
+import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
+import ragsieve.agent.steps.expand  # noqa: F401
+import ragsieve.agent.steps.fallback  # noqa: F401
+import ragsieve.agent.steps.judge  # noqa: F401
+import ragsieve.agent.steps.validate  # noqa: F401
+from ragsieve.agent.errors import EndpointError
+from ragsieve.agent.llm.fake import FakeChat
 
 from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
@@ -28,7 +28,7 @@ def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():
     assert "not valid" in reask and '"1"' in reask
     # score-based decision: the first-stage top final_k chunk is relevant, the other not
     assert state.judged == {state.first_stage[0]: True, state.first_stage[1]: False}
-    assert "no usable verdicts" in state.notes["loop_stop"]
+    assert "no usable verdicts" in state.loop.stop_reason
     assert [h.chunk_id for h in state.context] == state.first_stage[:1]
     assert state.answer is not None
 
@@ -39,10 +39,10 @@ def test_endpoint_error_in_one_batch_is_recorded_and_the_rest_is_trusted():
     deps = make_deps(CHAIN, chat, candidates=4, judge_batch_size=2, final_k=2, neighbours=False,
                      max_iterations=1, uninformative_min_n=10)
     state = run(deps, "alpha project leader born bravo")
-    report = state.notes["judge_rounds"][0]
-    assert report["batches"][0]["failed"].startswith("EndpointError")
-    assert report["mode"] == "judge" and "decided by retrieval score" in report["reason"]
-    assert set(report["decided_by_score"]) == set(state.first_stage[:2])
+    report = state.loop.rounds[0]
+    assert report.batches[0]["failed"].startswith("EndpointError")
+    assert report.mode == "judge" and "decided by retrieval score" in report.reason
+    assert set(report.decided_by_score) == set(state.first_stage[:2])
 
 
 @pytest.mark.parametrize("verdict", [True, False])
@@ -51,13 +51,13 @@ def test_uninformative_judge_falls_back_to_the_fast_context(verdict):
     docs = {f"d{i}": [f"alpha topic number{i}"] for i in range(12)}
     deps = make_deps(docs, FakeChat(default=script), candidates=10, final_k=5)
     state = run(deps, "alpha topic?")
-    report = state.notes["judge_rounds"][0]
-    assert report["mode"] == "score"
-    assert report["reason"].startswith("all 10")
+    report = state.loop.rounds[0]
+    assert report.mode == "score"
+    assert report.reason.startswith("all 10")
     assert [h.chunk_id for h in state.context] == state.first_stage[:5]
-    assert state.notes["selection"]["same_as_fast"] is True
+    assert state.loop.selection["same_as_fast"] is True
     assert state.relevant == state.first_stage[:5]
-    assert "no usable verdicts" in state.notes["loop_stop"]
+    assert "no usable verdicts" in state.loop.stop_reason
     assert script.kinds.count("judge") == 2  # batches of 8 + 2, no second round
 
 
@@ -69,8 +69,8 @@ def test_judge_disagreeing_with_retrieval_is_not_trusted():
     deps = make_deps(docs, FakeChat(default=script), candidates=10, final_k=3, judge_batch_size=10)
     state = run(deps, question)
     assert state.first_stage[-2:] == ["d8#0", "d9#0"]
-    report = state.notes["judge_rounds"][0]
-    assert report["mode"] == "score" and "beyond chance" in report["reason"]
+    report = state.loop.rounds[0]
+    assert report.mode == "score" and "beyond chance" in report.reason
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]
 
 
@@ -84,10 +84,10 @@ def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
 
     deps, script = decoy_deps(alternating)
     state = run(deps, "alpha topic item")
-    report = state.notes["judge_rounds"][0]
-    assert report["decoys"] == 3 and report["decoys_relevant"] >= 1
-    assert report["mode"] == "score" and "decoys" in report["reason"]
-    assert "round 1" in state.notes["judge_distrusted"]
+    report = state.loop.rounds[0]
+    assert report.decoys == 3 and report.decoys_relevant >= 1
+    assert report.mode == "score" and "decoys" in report.reason
+    assert "round 1" in state.loop.distrusted
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]
     assert not any(cid.startswith("z") for cid in state.judged)  # decoys are never recorded
     assert sum("zebra" in t for t in script.judged_texts) == 3
@@ -98,10 +98,10 @@ def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
     deps, script = decoy_deps(lambda q, t: "number5" in t or "number1" in t, candidates=4, expand_k=2,
                               max_iterations=2, anchor_k=0)
     state = run(deps, "alpha topic item")
-    rounds = state.notes["judge_rounds"]
-    assert [r["mode"] for r in rounds] == ["judge", "judge"]
-    assert all(r["decoys"] == 3 and r["decoys_relevant"] == 0 for r in rounds)
-    assert "judge_distrusted" not in state.notes
+    rounds = state.loop.rounds
+    assert [r.mode for r in rounds] == ["judge", "judge"]
+    assert all(r.decoys == 3 and r.decoys_relevant == 0 for r in rounds)
+    assert state.loop.distrusted is None
     assert state.relevant == ["d1#0", "d5#0"]
     assert [h.chunk_id for h in state.context][:2] == ["d1#0", "d5#0"]
     zebras = [t for t in script.judged_texts if "zebra" in t]
@@ -118,8 +118,8 @@ def test_distrust_in_a_later_round_withdraws_earlier_verdicts():
 
     deps, script = decoy_deps(judge, candidates=4, expand_k=2, max_iterations=3)
     state = run(deps, "alpha topic item")
-    rounds = state.notes["judge_rounds"]
-    assert [r["mode"] for r in rounds] == ["judge", "score"]
-    assert "round 2" in state.notes["judge_distrusted"]
+    rounds = state.loop.rounds
+    assert [r.mode for r in rounds] == ["judge", "score"]
+    assert "round 2" in state.loop.distrusted
     assert [h.chunk_id for h in state.context] == state.first_stage[:3]
-    assert state.notes["selection"]["same_as_fast"] is True
+    assert state.loop.selection["same_as_fast"] is True

@@ -1,4 +1,4 @@
-"""agent.judging: batching, per-batch schema, concurrency, and the trust checks."""
+"""ragsieve.agent.judging.rounds: batching, per-batch schema, concurrency, and the trust checks."""
 from __future__ import annotations
 
 import itertools
@@ -9,14 +9,14 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from agent.chat import Usage
-from agent.config import LoopConfig
-from agent.fake_chat import FakeChat
-from agent.judge_checks import assess_verdicts, interleave, pick_decoys, rank_sum_pvalue
-from agent.judging import batch_schema, budget_reason, judge_candidates, make_batches
-from agent.llm import LLM
-from agent.prompts import PromptRenderer
-from tools.types import Chunk, Hit
+from ragsieve.agent.llm.chat import Usage
+from ragsieve.agent.config import LoopConfig
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.judging.checks import assess_verdicts, interleave, pick_decoys, rank_sum_pvalue
+from ragsieve.agent.judging.rounds import batch_schema, budget_reason, judge_candidates, make_batches
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.tools.types import Chunk, Hit
 
 
 def hit(i: int, text: str = "") -> Hit:
@@ -171,7 +171,7 @@ def test_pick_decoys_are_the_least_similar_chunks():
 
 
 def test_a_refusal_fails_only_its_batch():
-    from agent.errors import LLMError
+    from ragsieve.agent.errors import LLMError
 
     def yes_to_first(messages):
         prompt = messages[0]["content"]

@@ -6,9 +6,9 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from agent.errors import StructuredOutputError
-from agent.llm import LLM
-from agent.openai_chat import OpenAIChat
+from ragsieve.agent.errors import StructuredOutputError
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.openai_chat import OpenAIChat
 from stub_openai import StubOpenAI, ok
 
 

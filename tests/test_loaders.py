@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.errors import UsageError
-from tools.gitignore import IgnoreSet, parse_gitignore, parse_line
-from tools.html_text import html_to_text
-from tools.loaders import display_path, load_documents
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.gitignore import IgnoreSet, parse_gitignore, parse_line
+from ragsieve.tools.ingest.html_text import html_to_text
+from ragsieve.tools.ingest.loaders import display_path, load_documents
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"

@@ -14,12 +14,12 @@ from urllib.parse import urlparse
 import pytest
 from pydantic import BaseModel
 
-from agent.config import LLMConfig
-from agent.errors import ModelUnavailableError, UsageError
-from agent.llm_factory import describe_endpoint, open_llm
-from agent.local_llm import LocalLLMServer, default_threads
-from agent.model_packages import PackagedModel, assemble_model, cache_root, resolve_local_model
-from agent.openai_chat import OpenAIChat
+from ragsieve.agent.config import LLMConfig
+from ragsieve.agent.errors import ModelUnavailableError, UsageError
+from ragsieve.agent.llm.factory import describe_endpoint, open_llm
+from ragsieve.agent.llm.local_server import LocalLLMServer, default_threads
+from ragsieve.agent.llm.model_packages import PackagedModel, assemble_model, cache_root, resolve_local_model
+from ragsieve.agent.llm.openai_chat import OpenAIChat
 
 
 def fake_model(tmp_path, monkeypatch, chunks: list[bytes], *, sha: str | None = None, install: bool = True):

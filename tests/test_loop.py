@@ -3,12 +3,12 @@ from __future__ import annotations
 
 
 
-import agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import agent.steps.expand  # noqa: F401
-import agent.steps.fallback  # noqa: F401
-import agent.steps.judge  # noqa: F401
-import agent.steps.validate  # noqa: F401
-from agent.fake_chat import FakeChat
+import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
+import ragsieve.agent.steps.expand  # noqa: F401
+import ragsieve.agent.steps.fallback  # noqa: F401
+import ragsieve.agent.steps.judge  # noqa: F401
+import ragsieve.agent.steps.validate  # noqa: F401
+from ragsieve.agent.llm.fake import FakeChat
 
 from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
@@ -22,9 +22,9 @@ def test_converges_when_relevant_set_stops_growing():
         ("judge", "next"), ("expand", "grew"), ("judge", "next"), ("expand", "converged"),
         ("draft", "next"), ("validate", "resolved"), ("answer", "next"),
     ]
-    assert state.notes["loop_stop"] == "relevant set did not grow in the last judge round"
+    assert state.loop.stop_reason == "relevant set did not grow in the last judge round"
     assert state.relevant == ["a#0", "b#0", "c#0"]
-    assert [r["new_relevant"] for r in state.notes["judge_rounds"]] == [["a#0"], ["b#0"], ["c#0"], []]
+    assert [r.new_relevant for r in state.loop.rounds] == [["a#0"], ["b#0"], ["c#0"], []]
     assert {h.chunk_id for h in state.context} >= {"a#0", "b#0", "c#0"}
     # never re-judged: every judged text appears once
     assert len(script.judged_texts) == len(set(script.judged_texts))
@@ -41,7 +41,7 @@ def test_budget_stop_bounds_the_loop():
     deps = make_deps(docs, FakeChat(default=script), candidates=2, expand_k=2, max_iterations=20,
                      max_llm_calls=3, uninformative_min_n=10, neighbours=False)
     state = run(deps, "alpha?")
-    assert "LLM-call budget reached" in state.notes["loop_stop"]
+    assert "LLM-call budget reached" in state.loop.stop_reason
     assert script.kinds.count("judge") == 3
     assert [s for s, _ in steps(state)].count("judge") == 3
 
@@ -52,7 +52,7 @@ def test_max_iterations_stop():
     deps = make_deps(docs, FakeChat(default=script), candidates=2, expand_k=2, max_iterations=2,
                      uninformative_min_n=10, neighbours=False)
     state = run(deps, "alpha?")
-    assert state.notes["loop_stop"] == "max_iterations=2 reached"
+    assert state.loop.stop_reason == "max_iterations=2 reached"
     assert script.kinds.count("judge") == 2
 
 
@@ -79,7 +79,7 @@ def test_neighbour_expansion_recovers_a_function_split_across_chunks():
     assert "lumen/keys.py#1" in grew.summary["neighbours"]
     assert state.relevant == ["lumen/keys.py#0", "lumen/keys.py#1"]
     assert [h.chunk_id for h in state.context] == ["lumen/keys.py#0", "lumen/keys.py#1"]
-    assert state.notes["selection"]["promoted"] == ["lumen/keys.py#1"]
+    assert state.loop.selection["promoted"] == ["lumen/keys.py#1"]
 
 
 FALLBACK_DOCS = {
@@ -91,7 +91,7 @@ FALLBACK_Q = "What is the alpha code?"
 
 
 def fallback_deps(script, tmp_path):
-    from tools.rerank import Reranker
+    from ragsieve.tools.filters.rerank import Reranker
 
     deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2,
                      max_iterations=1)
@@ -109,7 +109,7 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
         ("validate", "unresolved"), ("fallback", "next"), ("draft", "next"), ("validate", "resolved"),
         ("answer", "next"),
     ]
-    assert state.notes["loop_stop"] == "max_iterations=1 reached"
+    assert state.loop.stop_reason == "max_iterations=1 reached"
     fb = next(e for e in state.trace if e.step == "fallback").summary
     assert deps.retriever.calls[-1]["rows"] == [2, 3]
     assert fb["rerank"] == "embedding" and "unavailable" in fb["rerank_note"]

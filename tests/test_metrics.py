@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from tools.errors import UsageError
-from tools.metrics import (
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.metrics import (
     chunk_doc_id, dcg_at_k, docs_from_chunks, exact_match, gold_passage_recall, is_abstention, mean,
     ndcg_at_k, normalize_answer, p50_p95, percentile, rank_by_score, recall_at_k, reciprocal_rank,
     strip_citations, token_f1,
@@ -126,7 +126,7 @@ def test_abstention_variants(text):
 
 
 def test_abstention_matches_the_answer_prompt_sentence():
-    from agent.answering import ABSTAIN
+    from ragsieve.agent.answering import ABSTAIN
 
     assert is_abstention(ABSTAIN) and is_abstention(ABSTAIN.upper()) and is_abstention(ABSTAIN + " [1]")
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agent.errors import EndpointError, LLMError, UsageError
-from agent.openai_chat import OpenAIChat, OutputMode, retry_after_s, strict_schema
+from ragsieve.agent.errors import EndpointError, LLMError, UsageError
+from ragsieve.agent.llm.openai_chat import OpenAIChat, OutputMode, retry_after_s, strict_schema
 from stub_openai import StubOpenAI, StubReply, chat_body, error_body, ok
 
 MSGS = [{"role": "user", "content": "hi"}]

@@ -1,8 +1,8 @@
 """Every packaged template renders; missing or unexpected variables fail loudly."""
 import pytest
 
-from agent.errors import TemplateError
-from agent.prompts import PromptRenderer
+from ragsieve.agent.errors import TemplateError
+from ragsieve.agent.llm.templates import PromptRenderer
 
 SAMPLE = {
     "question": "How do I rotate a key?",

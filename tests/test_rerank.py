@@ -1,13 +1,13 @@
-"""tools.rerank: the FlashRank path (with a stand-in Ranker), the explicit embedding fallback, logging."""
+"""ragsieve.tools.filters.rerank: the FlashRank path (with a stand-in Ranker), the explicit embedding fallback, logging."""
 from __future__ import annotations
 
 import logging
 
 import pytest
 
-from tools.errors import UsageError
-from tools.rerank import Reranker, RerankMethod
-from tools.types import Chunk, Hit
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.rerank import Reranker, RerankMethod
+from ragsieve.tools.types import Chunk, Hit
 
 
 def hits():

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from tools.dense import l2_normalise
-from tools.errors import UsageError
-from tools.hybrid_index import HybridIndex
-from tools.index_builder import IndexBuilder
-from tools.retriever import HybridRetriever
+from ragsieve.tools.index.dense import l2_normalise
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.retriever import HybridRetriever
 
 DOCS = [
     "Photosynthesis converts sunlight into chemical energy in green plants.",
@@ -104,7 +104,7 @@ def test_settings_validated(index):
 
 
 def test_query_embeddings_are_remembered_and_returned_as_copies(index, monkeypatch):
-    from tools import hybrid_index
+    from ragsieve.tools.index import hybrid as hybrid_index
 
     calls = []
     real = index.embedder.embed

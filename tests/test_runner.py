@@ -1,13 +1,13 @@
 """The state machine: plans as data, traced steps, bounded runs."""
 import pytest
 
-from agent.config import Config, PlanSpec
-from agent.errors import UsageError
-from agent.fake_chat import FakeChat
-from agent.llm import LLM
-from agent.plans import get_plan, plan_names
-from agent.runner import END, STEPS, Deps, Step, StepResult, register, run_plan
-from agent.state import RunState
+from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.plan.plans import get_plan, plan_names
+from ragsieve.agent.plan.runner import END, STEPS, Deps, Step, StepResult, register, run_plan
+from ragsieve.agent.plan.state import RunState
 
 
 @register
@@ -16,9 +16,9 @@ class _Loop(Step):
     outcomes = ("again", "done")
 
     def run(self, state, deps):
-        state.notes["n"] = state.notes.get("n", 0) + 1
+        state.notes.append(f"count {len(state.notes) + 1}")
         deps.llm.text([{"role": "user", "content": "hi"}])
-        return StepResult("again" if state.notes["n"] < 3 else "done", {"n": state.notes["n"]})
+        return StepResult("again" if len(state.notes) < 3 else "done", {"n": len(state.notes)})
 
 
 @register
@@ -50,14 +50,14 @@ def test_trace_records_sequence_outcomes_and_usage():
 
 
 def test_max_steps_bounds_a_cycle_and_still_answers():
-    from agent.prompts import PromptRenderer
+    from ragsieve.agent.llm.templates import PromptRenderer
 
     cyclic = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}})
     deps = _deps(FakeChat(default="an answer"))
     deps.prompts = PromptRenderer()
     state = run_plan(cyclic, RunState(question="q", plan="t"), deps, max_steps=5)
     assert [e.step for e in state.trace] == ["test_loop"] * 5 + ["answer"]
-    assert "max_steps=5" in state.notes["stopped"]
+    assert "max_steps=5" in state.stopped
     assert state.answer == "an answer"
 
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from tools.errors import UsageError
-from tools.segments import (PRESETS, RSEPreset, beta_transform, best_segments, chunk_values, preset_params,
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.segments import (PRESETS, RSEPreset, beta_transform, best_segments, chunk_values, preset_params,
                             relevance_from_calibration, relevance_from_cosine)
 
 

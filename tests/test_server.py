@@ -5,10 +5,10 @@ import urllib.request
 
 import pytest
 
-from agent import Config, Orchestrator
-from agent.errors import EndpointError
-from agent.fake_chat import FakeChat
-from agent.server import AskServer
+from ragsieve import Config, Orchestrator
+from ragsieve.agent.errors import EndpointError
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.service.server import AskServer
 
 
 def _post(url, body: bytes):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tools.errors import UsageError
-from tools.sparse import find_sparse_rows, nearest_neighbour_similarity, unique_term_counts
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.sparse import find_sparse_rows, nearest_neighbour_similarity, unique_term_counts
 
 
 def _normalised(rng, n, d):

@@ -1,9 +1,9 @@
 """ChunkStore round trip and row bookkeeping."""
 import pytest
 
-from tools.errors import IndexMissingError, UsageError
-from tools.store import ChunkStore
-from tools.types import Chunk
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.types import Chunk
 
 
 def _chunks(doc_id, n, source="s"):

@@ -1,1 +1,1 @@
-"""ragsieve tools: chunking, stores, retrieval, fusion, rerank and statistical filters."""
+"""What the agent calls: ingestion, the index, statistical filters, metrics."""

@@ -19,7 +19,7 @@ import string
 from collections import Counter
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from tools.errors import UsageError
+from ragsieve.tools.errors import UsageError
 
 
 def _check_k(k: int | None) -> None:

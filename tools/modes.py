@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tools.errors import UsageError
+from ragsieve.tools.errors import UsageError
 
 
 class BM25Engine(str, Enum):

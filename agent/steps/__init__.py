@@ -1,6 +1,6 @@
-"""Agent steps; importing this package registers every step."""
-from agent.steps import (answer, conformal, draft, expand, fallback, judge, outliers, retrieve, segments,
-                         validate)
+"""Plan steps, one per file; importing this package registers every step."""
+from ragsieve.agent.steps import (answer, conformal, draft, expand, fallback, judge, outliers, retrieve, segments,
+                                  validate)
 
 __all__ = ["answer", "conformal", "draft", "expand", "fallback", "judge", "outliers", "retrieve", "segments",
            "validate"]

@@ -1,9 +1,9 @@
 """The final answer, from `state.context`, with numbered citations."""
 from __future__ import annotations
 
-from agent.answering import answer_from_context
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
+from ragsieve.agent.answering import answer_from_context
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState
 
 
 @register
@@ -25,9 +25,11 @@ class Answer(Step):
             state.citations = [c.model_copy() for c in state.draft_citations]
             return StepResult("next", {"reused_draft": True, "context": context_ids,
                                        "cited": [c.chunk_id for c in state.citations]})
+        report: dict = {}
         text, citations = answer_from_context(state.question, state.context, deps,
-                                              order=deps.config.loop.context_order, notes=state.notes)
+                                              order=deps.config.loop.context_order, report=report)
         state.answer, state.citations = text, citations
+        state.citations_inferred = bool(report.get("citations_inferred"))
         return StepResult("next", {"context": context_ids, "order": deps.config.loop.context_order,
                                    "cited": [c.chunk_id for c in citations],
-                                   "citations_inferred": state.notes.get("citations_inferred", False)})
+                                   "citations_inferred": state.citations_inferred})

@@ -18,11 +18,11 @@ import math
 
 import numpy as np
 
-from agent.calibration import calibration_path, load_calibration
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
-from tools.conformal import ScoreKind, nonconformity, ranks_of
-from tools.types import Hit
+from ragsieve.agent.calibration import calibration_path, load_calibration
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import ConformalRecord, RunState
+from ragsieve.tools.filters.conformal import ScoreKind, nonconformity, ranks_of
+from ragsieve.tools.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,6 @@ class Conformal(Step):
         if warnings:
             summary["warnings"] = warnings
         state.context = kept
-        state.notes["coverage"] = round(1 - alpha, 4)
-        state.notes["conformal"] = {"kind": kind.value, "alpha": alpha, "qhat": summary["qhat"],
-                                    "calibration_n": cal.n_calibration}
+        state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
+                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4))
         return StepResult("next", summary)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import logging
 
-from agent.answering import answer_from_context
-from agent.errors import LLMError
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
+from ragsieve.agent.answering import answer_from_context
+from ragsieve.agent.errors import LLMError
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class Draft(Step):
         ids = [h.chunk_id for h in state.context]
         try:
             text, citations = answer_from_context(state.question, state.context, deps,
-                                                  order=deps.config.loop.context_order, notes=state.notes)
+                                                  order=deps.config.loop.context_order, report={})
         except LLMError as exc:
             log.warning("draft failed (%s): %s", type(exc).__name__, exc)
             state.draft, state.draft_citations, state.draft_context = None, [], ids

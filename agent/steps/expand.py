@@ -1,11 +1,11 @@
 """Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
 from __future__ import annotations
 
-from agent.combine import evidence_keys, select_context
-from agent.judging import budget_reason
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
-from tools.types import Hit
+from ragsieve.agent.judging.combine import evidence_keys, select_context
+from ragsieve.agent.judging.rounds import budget_reason
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.tools.types import Hit
 
 
 @register
@@ -17,7 +17,7 @@ class Expand(Step):
     set did not grow in the last round; `loop.max_iterations` judge rounds
     done; the LLM-call/token budget is reached; expansion found no new
     candidates. On `converged` the context becomes the combination rule's
-    selection of `loop.final_k` chunks (`agent.combine`).
+    selection of `loop.final_k` chunks (`ragsieve.agent.judging.combine`).
     """
 
     name = "expand"
@@ -25,12 +25,12 @@ class Expand(Step):
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         loop = deps.config.loop
-        rounds = state.notes.get("judge_rounds", [])
-        last = rounds[-1] if rounds else {"mode": "judge", "new_relevant": [], "round": 0}
+        rounds = state.loop.rounds
+        last = rounds[-1] if rounds else JudgeRoundReport(round=0, judged=0, mode="judge", reason="")
         reason = None
-        if last["mode"] != "judge":
-            reason = f"judge gave no usable verdicts ({last['mode']}: {last['reason']}); score-based selection"
-        elif not last["new_relevant"]:
+        if last.mode != "judge":
+            reason = f"judge gave no usable verdicts ({last.mode}: {last.reason}); score-based selection"
+        elif not last.new_relevant:
             reason = "relevant set did not grow in the last judge round"
         elif len(rounds) >= loop.max_iterations:
             reason = f"max_iterations={loop.max_iterations} reached"
@@ -47,8 +47,8 @@ class Expand(Step):
 
     def _expand(self, state: RunState, deps: Deps) -> tuple[list[Hit], list[str]]:
         loop = deps.config.loop
-        trusted = state.notes.get("trusted", {})
-        keys = evidence_keys(state.first_stage, state.notes.get("discovered", []), state.notes.get("neighbour_of", {}))
+        trusted = state.loop.trusted
+        keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
         relevant = sorted(state.relevant, key=lambda c: (not trusted.get(c, False), keys.get(c, float("inf"))))
         texts = [state.pool[c].chunk.text for c in relevant[: loop.expand_max_texts] if c in state.pool]
         # ask deep enough that judged chunks cannot crowd out the `expand_k` new ones
@@ -61,7 +61,7 @@ class Expand(Step):
                 seen.add(hit.chunk_id)
         offered: list[str] = []
         if loop.neighbours:
-            neighbour_of: dict[str, str] = state.notes.setdefault("neighbour_of", {})
+            neighbour_of = state.loop.neighbour_of
             store = deps.index.store
             for cid in relevant:
                 parent = state.pool.get(cid)
@@ -82,13 +82,13 @@ class Expand(Step):
 
     def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult:
         loop = deps.config.loop
-        trusted = {} if state.notes.get("judge_distrusted") else state.notes.get("trusted", {})
-        keys = evidence_keys(state.first_stage, state.notes.get("discovered", []), state.notes.get("neighbour_of", {}))
+        trusted = {} if state.loop.distrusted else state.loop.trusted
+        keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
         chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k,
                                          anchor_k=loop.anchor_k, admit_depth=loop.admit_depth)
         state.context = [state.pool[c] for c in chosen if c in state.pool]
         state.candidates = []
-        state.notes["loop_stop"] = reason
-        state.notes["selection"] = summary
-        return StepResult("converged", {"stop": reason, "iterations": len(state.notes.get("judge_rounds", [])),
+        state.loop.stop_reason = reason
+        state.loop.selection = summary
+        return StepResult("converged", {"stop": reason, "iterations": len(state.loop.rounds),
                                         "relevant": list(state.relevant), "context": chosen, **summary})

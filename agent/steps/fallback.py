@@ -1,11 +1,11 @@
 """The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
 from __future__ import annotations
 
-from agent.judge_checks import pick_decoys
-from agent.judging import budget_reason, judge_candidates
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
-from tools.rerank import Reranker
+from ragsieve.agent.judging.checks import pick_decoys
+from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import FallbackRecord, RunState
+from ragsieve.tools.filters.rerank import Reranker
 
 
 @register
@@ -17,7 +17,7 @@ class Fallback(Step):
     out). Reranking: `deps.extras["reranker"]` or a `tools.rerank.Reranker`
     built from `FallbackConfig` (kept in `deps.extras` for later questions);
     when FlashRank is unavailable the embedding order is used and the trace
-    says so. Judging: `agent.judging` as in the loop (one round with decoys;
+    says so. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after
     the loop's selection: the trusted-relevant ones in rerank order, or, when
     the judge gave no usable verdict, the top reranked ones (score-based).
@@ -50,7 +50,7 @@ class Fallback(Step):
         todo = [h for h in ordered if h.chunk_id not in known]
         spent = budget_reason(deps.llm.meter.snapshot(), cfg.loop)
         verdicts: dict[str, bool] = dict(known)
-        distrusted = state.notes.get("judge_distrusted")
+        distrusted = state.loop.distrusted
         if todo and distrusted:
             mode, reason = "skipped", f"not judged: the judge is not trusted for this question ({distrusted})"
         elif todo and spent:
@@ -65,7 +65,7 @@ class Fallback(Step):
             verdicts.update(result.trusted)
             summary["decoys_relevant"] = f"{result.decoys_relevant} of {result.decoys}"
             if mode == "score":
-                state.notes["judge_distrusted"] = f"fallback: {reason}"
+                state.loop.distrusted = f"fallback: {reason}"
             for cid, value in result.verdicts.items():
                 state.judged[cid] = value if mode == "judge" else state.judged.get(cid, False)
         else:
@@ -82,5 +82,5 @@ class Fallback(Step):
                 state.relevant.append(hit.chunk_id)
         summary.update({"judge_mode": mode, "judge_reason": reason, "added": [h.chunk_id for h in added],
                         "context_size": len(state.context)})
-        state.notes["fallback"] = summary
+        state.fallback = FallbackRecord.model_validate(summary, strict=False)
         return StepResult("next", summary)

@@ -1,30 +1,28 @@
-"""Judge the unjudged candidates (see `agent.judging` for batching, fallbacks and trust)."""
+"""Judge the unjudged candidates (see `ragsieve.agent.judging.rounds` for batching, fallbacks and trust)."""
 from __future__ import annotations
 
-from agent.combine import score_based_relevant
-from agent.judge_checks import pick_decoys
-from agent.judging import JudgeRound, budget_reason, judge_candidates
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
+from ragsieve.agent.judging.combine import score_based_relevant
+from ragsieve.agent.judging.checks import pick_decoys
+from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import JudgeRoundReport, RunState
 
 
 @register
 class Judge(Step):
     """Judges `state.candidates` never judged before; appends new relevant ids to `state.relevant`.
 
-    Notes kept for the expand step and the trace: `judge_rounds` (one report
-    per round), `trusted` (id -> verdict of informative rounds), `discovered`
-    (every candidate id in the order it was offered), `judge_distrusted` (why
-    the judge is not trusted for this question, once a round was uninformative).
+    Kept in `state.loop` for the expand step and the trace: `rounds` (one
+    report per round), `trusted` (id -> verdict of informative rounds),
+    `discovered` (every candidate id in the order it was offered), `distrusted`
+    (why the judge is not trusted for this question, once a round was uninformative).
     """
 
     name = "judge"
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         loop = deps.config.loop
-        rounds: list[dict] = state.notes.setdefault("judge_rounds", [])
-        trusted: dict[str, bool] = state.notes.setdefault("trusted", {})
-        discovered: list[str] = state.notes.setdefault("discovered", [])
+        rounds, trusted, discovered = state.loop.rounds, state.loop.trusted, state.loop.discovered
         todo, seen = [], set()
         for hit in state.candidates:
             if hit.chunk_id not in state.judged and hit.chunk_id not in seen:
@@ -42,7 +40,7 @@ class Judge(Step):
             outcome = JudgeRound(mode="skipped", reason=f"not judged: {spent}")
             outcome.failed = list(ids)
         else:
-            neighbours = state.notes.get("neighbour_of", {})
+            neighbours = state.loop.neighbour_of
             ranked = [cid for cid in ids if cid not in neighbours]
             decoys = pick_decoys(deps.index, state.question, set(ids), loop.judge_decoys,
                                  skip=(number - 1) * loop.judge_decoys)
@@ -50,7 +48,7 @@ class Judge(Step):
                                        ranked_ids=ranked, first_round=number == 1, decoys=decoys,
                                        seed=str(number), order_check=number == 1 and loop.judge_order_check)
         if outcome.mode == "score":
-            state.notes["judge_distrusted"] = f"round {number}: {outcome.reason}"
+            state.loop.distrusted = f"round {number}: {outcome.reason}"
         decided = dict(outcome.trusted)
         undecided = [cid for cid in ids if cid not in decided]
         by_score = set(score_based_relevant(undecided, state.first_stage, loop.final_k))
@@ -60,19 +58,11 @@ class Judge(Step):
             state.judged[cid] = decided[cid]
         trusted.update(outcome.trusted)
         state.relevant.extend(new_relevant)
-        report = {
-            "round": number,
-            "judged": len(ids),
-            "mode": outcome.mode,
-            "reason": outcome.reason,
-            "batches": [b.public() for b in outcome.batches],
-            "decoys": outcome.decoys,
-            "decoys_relevant": outcome.decoys_relevant,
-            "order_check": outcome.order_check,
-            "raw_true": sorted(c for c, v in outcome.verdicts.items() if v),
-            "decided_by_score": undecided if undecided else [],
-            "new_relevant": new_relevant,
-            "relevant_total": len(state.relevant),
-        }
+        report = JudgeRoundReport(
+            round=number, judged=len(ids), mode=outcome.mode, reason=outcome.reason,
+            batches=[b.public() for b in outcome.batches], decoys=outcome.decoys,
+            decoys_relevant=outcome.decoys_relevant, order_check=outcome.order_check,
+            raw_true=sorted(c for c, v in outcome.verdicts.items() if v), decided_by_score=list(undecided),
+            new_relevant=new_relevant, relevant_total=len(state.relevant))
         rounds.append(report)
-        return StepResult("next", report)
+        return StepResult("next", report.model_dump())

@@ -1,4 +1,4 @@
-"""GMM outlier removal on the context (Bulgakov 2024, `tools.gmm`).
+"""GMM outlier removal on the context (Bulgakov 2024, `ragsieve.tools.filters.gmm`).
 
 The mixture needs more points than a context usually has, so it is fitted on the
 context plus the best pool chunks (by dense similarity) up to `fit_candidates` — the
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
-from agent.steps.conformal import candidate_hits, dense_similarities, query_vector
-from tools.gmm import GMMOutlierFilter, plot_outliers
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.steps.conformal import candidate_hits, dense_similarities, query_vector
+from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 
 
 def build_filter(cfg) -> GMMOutlierFilter:

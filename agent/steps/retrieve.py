@@ -1,8 +1,8 @@
 """First-stage hybrid retrieval (BM25 + dense, fused)."""
 from __future__ import annotations
 
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState
 
 
 @register

@@ -1,4 +1,4 @@
-"""Relevant segment extraction on the context (dsRAG RSE, `tools.segments`).
+"""Relevant segment extraction on the context (dsRAG RSE, `ragsieve.tools.filters.segments`).
 
 Absolute relevance: RRF/hybrid scores are ranks, so each context chunk's dense cosine
 is mapped to [0, 1] — by the empirical CDF of the calibration positives' similarities
@@ -18,13 +18,13 @@ from collections import OrderedDict
 
 import numpy as np
 
-from agent.errors import UsageError
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
-from agent.steps.conformal import cached_calibration, candidate_hits, dense_similarities
-from tools.segments import (RSEParams, best_segments, chunk_values, preset_params, relevance_from_calibration,
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState, SegmentRecord
+from ragsieve.agent.steps.conformal import cached_calibration, candidate_hits, dense_similarities
+from ragsieve.tools.filters.segments import (RSEParams, best_segments, chunk_values, preset_params, relevance_from_calibration,
                             relevance_from_cosine)
-from tools.types import Chunk, Hit
+from ragsieve.tools.types import Chunk, Hit
 
 
 def params_of(cfg) -> RSEParams:
@@ -93,7 +93,7 @@ class Segments(Step):
                                for r, c in zip(seg_rows, chunks))
         members = [cid for d in described for cid in d["chunk_ids"]]
         state.context = context
-        state.notes["segments"] = [d for d in described]
+        state.segments = [SegmentRecord(**d) for d in described]
         summary.update(segments=sorted(described, key=lambda d: -d["value"]), kept=[i for i in before if i in members],
                        removed=[i for i in before if i not in members], added=[i for i in members if i not in before],
                        context=[h.chunk_id for h in context])

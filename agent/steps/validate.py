@@ -5,10 +5,10 @@ import logging
 
 from pydantic import BaseModel
 
-from agent.answering import ABSTAIN
-from agent.errors import LLMError
-from agent.runner import Deps, Step, StepResult, register
-from agent.state import RunState
+from ragsieve.agent.answering import ABSTAIN
+from ragsieve.agent.errors import LLMError
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,208 @@
+"""The `calibrate` workflow (CONFLARE): measure where answers sit in the similarity ranking.
+
+Generated questions: sample chunks (seeded); `calibrate_question.j2` makes the LLM
+write one question and its answer per chunk. For each question walk the chunks in
+order of dense similarity and stop at the first that contains the answer — the LLM
+judges each chunk with `calibrate_contains.j2`; the source chunk is the known positive,
+so the walk ends there at the latest. Its similarity, the query's top-1 similarity and
+its rank are recorded. A question whose positive lies beyond `depth` chunks is *not
+found*: counted, reported and kept with an infinite score (conservative: the
+threshold grows instead of the calibration set being silently biased).
+
+Qrels questions (BEIR queries.jsonl + qrels tsv): the positive is the best-ranked chunk
+of any document with a positive grade; no LLM is needed.
+
+The records are split (seeded) into calibration and held-out halves; the conformal
+threshold of each score kind comes from the calibration half, its coverage and mean set
+size from the held-out half (`ragsieve.tools.filters.conformal`). The result is `calibration.json` in the
+index root folder, with the corpus fingerprint to detect a changed corpus later.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
+from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
+from ragsieve.agent.errors import StructuredOutputError, UsageError
+from ragsieve.tools.filters.conformal import (ScoreKind, check_alpha, choose_kind, evaluate_kinds,
+                                            smallest_k_for_coverage, CalibrationReport, binomial_tolerance)
+from ragsieve.tools.modes import parse_enum
+
+log = logging.getLogger(__name__)
+
+SIZE_DEPTH = 1000  # similarities kept per held-out query to measure set sizes
+
+
+class GeneratedQA(BaseModel):
+    question: str = Field(min_length=3)
+    answer: str = Field(min_length=1)
+
+
+class ContainsVerdict(BaseModel):
+    contains: bool
+
+
+def _top(sims: np.ndarray) -> np.ndarray:
+    """The SIZE_DEPTH largest similarities (enough to count a query's kept set), best first."""
+    if sims.size > SIZE_DEPTH:
+        sims = np.partition(sims, sims.size - SIZE_DEPTH)[-SIZE_DEPTH:]
+    return np.sort(sims)[::-1]
+
+
+def read_qrels(queries_path: str | Path, qrels_path: str | Path) -> list[tuple[str, str, list[str]]]:
+    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (`ragsieve.agent.eval.beir`)."""
+    texts = read_queries(queries_path)
+    positives = {qid: [doc for doc, grade in docs.items() if grade > 0] for qid, docs in beir_qrels(qrels_path).items()}
+    return [(qid, texts[qid], docs) for qid, docs in positives.items() if docs and qid in texts]
+
+
+class Calibrator:
+    """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
+
+    def __init__(self, index, *, llm=None, prompts=None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
+                 heldout_fraction: float = 0.5, passage_chars: int = 1500, min_chunk_chars: int = 80,
+                 score_kind: str = "auto", llm_name: str = ""):
+        self.alpha = check_alpha(alpha)
+        if depth < 1:
+            raise UsageError(f"search depth must be >= 1, got {depth}")
+        if not 0.0 < heldout_fraction < 1.0:
+            raise UsageError(f"heldout fraction must be in (0, 1), got {heldout_fraction}")
+        self.forced = None if score_kind == "auto" else parse_enum(ScoreKind, score_kind, "score kind")
+        self.index, self.llm, self.prompts = index, llm, prompts
+        self.depth, self.seed, self.heldout_fraction = int(depth), int(seed), float(heldout_fraction)
+        self.passage_chars, self.min_chunk_chars, self.llm_name = passage_chars, min_chunk_chars, llm_name
+        self.counters = {"generation_failed": 0, "judge_errors": 0}
+
+    def run(self, *, questions: int | None = None, queries_path=None, qrels_path=None) -> Calibration:
+        if (queries_path is None) != (qrels_path is None):
+            raise UsageError("a qrels calibration set needs both queries.jsonl and the qrels tsv")
+        if queries_path is not None:
+            origin = "qrels"
+            records, sims = self._from_qrels(queries_path, qrels_path, questions)
+        else:
+            if not questions or questions < 2:
+                raise UsageError(f"--questions must be >= 2 to split calibration and held-out, got {questions}")
+            if self.llm is None or self.prompts is None:
+                raise UsageError("generated calibration questions need an LLM and the prompt templates")
+            origin = "generated"
+            records, sims = self._generated(questions)
+        if len(records) < 2:
+            raise UsageError(f"only {len(records)} usable calibration questions: need at least 2")
+        return self._finish(records, sims, origin)
+
+    # -- building records ------------------------------------------------------------
+    def _similarities(self, qvec: np.ndarray) -> np.ndarray:
+        return np.asarray(self.index.vectors, dtype=np.float64) @ np.asarray(qvec, dtype=np.float64)
+
+    def _record(self, qid, question, answer, origin, sims, positive_rows, source_row=None, judge=None):
+        order = np.argsort(-sims, kind="stable")
+        found_row, calls = None, 0
+        for position, row in enumerate(order[: self.depth]):
+            row = int(row)
+            if row in positive_rows:
+                found_row = row
+                break
+            if judge is not None:
+                calls += 1
+                if judge(row):
+                    found_row = row
+                    break
+        rank = None if found_row is None else int(np.flatnonzero(order == found_row)[0]) + 1
+        return CalibrationRecord(qid=qid, question=question, answer=answer, origin=origin, source_row=source_row,
+                                 found=found_row is not None, positive_row=found_row,
+                                 similarity=None if found_row is None else float(sims[found_row]),
+                                 top1=float(sims[order[0]]), rank=rank, judge_calls=calls)
+
+    def _from_qrels(self, queries_path, qrels_path, limit):
+        items = read_qrels(queries_path, qrels_path)
+        if limit:
+            rng = np.random.default_rng(self.seed)
+            items = [items[i] for i in sorted(rng.choice(len(items), size=min(limit, len(items)), replace=False))]
+        vecs = self.index.embed([text for _, text, _ in items]) if items else []
+        records, sims_list = [], []
+        for (qid, text, docs), qvec in zip(items, vecs):
+            rows = {r for d in docs for r in self.index.store.doc_rows(d)}
+            sims = self._similarities(qvec)
+            records.append(self._record(qid, text, "", "qrels", sims, rows))
+            sims_list.append(_top(sims))
+        return records, sims_list
+
+    def _generated(self, n_questions: int):
+        store = self.index.store
+        rng = np.random.default_rng(self.seed)
+        order = rng.permutation(store.count())
+        qas: list[tuple[int, GeneratedQA]] = []
+        for row in (int(r) for r in order):
+            if len(qas) >= n_questions:
+                break
+            chunk = store.get(row)
+            if len(chunk.text.strip()) < self.min_chunk_chars:
+                continue
+            prompt = self.prompts.render("calibrate_question", passage=chunk.text[: self.passage_chars],
+                                         source=chunk.source)
+            try:
+                qas.append((row, self.llm.structured([{"role": "user", "content": prompt}], GeneratedQA)))
+            except StructuredOutputError as exc:
+                self.counters["generation_failed"] += 1
+                log.info("question generation failed for row %d: %s", row, exc)
+        if not qas:
+            return [], []
+        vecs = self.index.embed([qa.question for _, qa in qas])
+        records, sims_list = [], []
+        for (row, qa), qvec in zip(qas, vecs):
+            sims = self._similarities(qvec)
+            records.append(self._record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row},
+                                        source_row=row, judge=lambda r, qa=qa: self._contains(qa, r)))
+            sims_list.append(_top(sims))
+        return records, sims_list
+
+    def _contains(self, qa: GeneratedQA, row: int) -> bool:
+        text = self.index.store.get(row).text[: self.passage_chars]
+        prompt = self.prompts.render("calibrate_contains", question=qa.question, answer=qa.answer, passage=text)
+        try:
+            return self.llm.structured([{"role": "user", "content": prompt}], ContainsVerdict).contains
+        except StructuredOutputError as exc:
+            self.counters["judge_errors"] += 1
+            log.info("contains-judge failed on row %d: %s", row, exc)
+            return False
+
+    # -- split, thresholds, report -------------------------------------------------------
+    def _finish(self, records: list[CalibrationRecord], sims: list[np.ndarray], origin: str) -> Calibration:
+        rng = np.random.default_rng(self.seed + 1)
+        perm = rng.permutation(len(records))
+        n_held = min(max(1, int(round(len(records) * self.heldout_fraction))), len(records) - 1)
+        held_idx = set(int(i) for i in perm[:n_held])
+        for i, rec in enumerate(records):
+            rec.split = "heldout" if i in held_idx else "calibration"
+        cal_rows = [r for r in records if r.split == "calibration"]
+        held = [(r, s) for r, s in zip(records, sims) if r.split == "heldout"]
+        held_rows = [r for r, _ in held]
+        held_sims = [s for _, s in held]
+        kinds = evaluate_kinds(record_arrays(cal_rows), record_arrays(held_rows), held_sims, self.alpha)
+        chosen, notes = (self.forced, ["score kind forced by the caller"]) if self.forced else \
+            choose_kind(kinds, self.alpha, len(held_rows))
+        chosen_cov = next(k.coverage for k in kinds if k.kind is chosen)
+        fixed_k = smallest_k_for_coverage(record_arrays(held_rows)["rank"], chosen_cov)
+        n_not_found = sum(1 for r in records if not r.found)
+        if n_not_found:
+            notes.append(f"{n_not_found} of {len(records)} questions had no chunk containing the answer within "
+                         f"depth {self.depth}: kept with an infinite score (counted as not covered)")
+        if len(self.index.vectors) > SIZE_DEPTH:
+            notes.append(f"set sizes are counted within the top {SIZE_DEPTH} chunks of each query")
+        report = CalibrationReport(self.alpha, len(cal_rows), len(held_rows),
+                                   binomial_tolerance(1 - self.alpha, len(held_rows)), kinds, chosen, fixed_k, notes)
+        manifest = getattr(self.index, "manifest", {}) or {}
+        return Calibration(
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"), alpha=self.alpha,
+            score_kind=chosen.value, qhat={k.kind.value: None if math.isinf(k.qhat) else k.qhat for k in kinds},
+            n_calibration=len(cal_rows), n_heldout=len(held_rows), n_not_found=n_not_found,
+            n_generation_failed=self.counters["generation_failed"], judge_errors=self.counters["judge_errors"],
+            depth=self.depth, seed=self.seed, origin=origin,
+            models={"embedding": str(getattr(self.index, "model_name", "")), "llm": self.llm_name if origin == "generated" else ""},
+            corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records)

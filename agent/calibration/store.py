@@ -1,0 +1,125 @@
+"""The saved calibration: `calibration.json` in the index folder (records, thresholds, report)."""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from ragsieve.agent.errors import UsageError
+from ragsieve.tools.filters.conformal import ScoreKind, check_alpha, conformal_quantile, positive_scores
+
+log = logging.getLogger(__name__)
+
+CALIBRATION_FILE = "calibration.json"
+FORMAT_VERSION = 1
+
+
+class CalibrationRecord(BaseModel):
+    qid: str
+    question: str
+    answer: str = ""
+    origin: str  # generated | qrels
+    source_row: int | None = None
+    found: bool
+    positive_row: int | None = None
+    similarity: float | None = None
+    top1: float
+    rank: int | None = None
+    judge_calls: int = 0
+    split: str = "calibration"  # calibration | heldout
+
+
+class Calibration(BaseModel):
+    version: int = FORMAT_VERSION
+    created: str
+    alpha: float
+    score_kind: str
+    qhat: dict[str, float | None]  # None means +inf (keep every candidate)
+    n_calibration: int
+    n_heldout: int
+    n_not_found: int
+    n_generation_failed: int = 0
+    judge_errors: int = 0
+    depth: int
+    seed: int
+    origin: str
+    models: dict[str, str]
+    corpus_fingerprint: str | None
+    report: dict
+    records: list[CalibrationRecord]
+
+    @property
+    def kind(self) -> ScoreKind:
+        return ScoreKind(self.score_kind)
+
+    def arrays(self, split: str | None = "calibration") -> dict[str, np.ndarray]:
+        rows = [r for r in self.records if split is None or r.split == split]
+        return record_arrays(rows)
+
+    def threshold(self, kind: ScoreKind | None = None, alpha: float | None = None) -> float:
+        """q for `kind` at `alpha` (defaults: the calibrated ones), from the calibration split."""
+        kind = kind or self.kind
+        if alpha is None and kind.value in self.qhat:
+            value = self.qhat[kind.value]
+            return math.inf if value is None else float(value)
+        return conformal_quantile(positive_scores(kind, **self.arrays()), check_alpha(alpha or self.alpha))
+
+    def positive_similarities(self) -> list[float]:
+        return [float(r.similarity) for r in self.records if r.found and r.similarity is not None]
+
+
+def record_arrays(rows: list[CalibrationRecord]) -> dict[str, np.ndarray]:
+    return {"similarity": np.array([r.similarity if r.found else 0.0 for r in rows], dtype=float),
+            "top1": np.array([r.top1 for r in rows], dtype=float),
+            "rank": np.array([r.rank if r.found else math.inf for r in rows], dtype=float),
+            "found": np.array([r.found for r in rows], dtype=bool)}
+
+
+def calibration_path(root: str | Path) -> Path:
+    return Path(root) / CALIBRATION_FILE
+
+
+def save_calibration(calibration: Calibration, root: str | Path) -> Path:
+    path = calibration_path(root)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(calibration.model_dump_json(indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load_calibration(root: str | Path, fingerprint: str | None = None) -> tuple[Calibration | None, list[str]]:
+    """The saved calibration (or None) and warnings, e.g. a corpus changed since calibrating."""
+    path = calibration_path(root)
+    if not path.is_file():
+        return None, []
+    try:
+        cal = Calibration.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UsageError(f"{path} is not a valid calibration file ({exc}); run `ragsieve calibrate` again") from exc
+    warnings = []
+    if fingerprint and cal.corpus_fingerprint and fingerprint != cal.corpus_fingerprint:
+        warnings.append(f"the corpus changed since calibration ({cal.corpus_fingerprint[:12]} -> {fingerprint[:12]}): "
+                        f"the threshold may no longer hold; run `ragsieve calibrate` again")
+        log.warning("%s: %s", path, warnings[-1])
+    return cal, warnings
+
+
+def format_report(cal: Calibration) -> str:
+    """Human-readable summary printed by `ragsieve calibrate`."""
+    r = cal.report
+    lines = [f"calibration: {cal.origin} questions, n={cal.n_calibration} calibration / {cal.n_heldout} held-out, "
+             f"alpha={cal.alpha} (target coverage {1 - cal.alpha:.2f}, tolerance ±{r['tolerance']:.3f})",
+             f"not found within depth {cal.depth}: {cal.n_not_found}; generation failures: {cal.n_generation_failed}; "
+             f"judge errors: {cal.judge_errors}",
+             f"{'score':<7}{'q':>10}{'coverage':>10}{'mean kept':>11}{'median':>8}"]
+    for k in r["kinds"]:
+        q = "inf" if k["qhat"] is None else f"{k['qhat']:.4f}"
+        mark = "  <- chosen" if k["kind"] == cal.score_kind else ""
+        lines.append(f"{k['kind']:<7}{q:>10}{k['coverage']:>10.3f}{k['mean_set_size']:>11.2f}{k['median_set_size']:>8}{mark}")
+    fk = r["fixed_top_k_at_equal_coverage"]
+    lines.append(f"fixed top-k reaching the same held-out coverage: k = {'n/a' if fk is None else int(fk)}")
+    lines.extend(f"note: {n}" for n in r["notes"])
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""`ragsieve ask`: answer a question from an index, with citations."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ragsieve.agent.cli.common import add_common, add_llm_options, load_config
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("ask", help="answer a question from an index, with citations")
+    p.add_argument("question")
+    add_common(p)
+    add_llm_options(p)
+    p.add_argument("--plan", help="plan name (fast, agentic, full, or one from the config)")
+    p.add_argument("--json", action="store_true", help="print {answer, citations, trace, usage} as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragsieve.agent.orchestrator import Orchestrator
+
+    config = load_config(args)
+    if args.plot:
+        config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
+    with Orchestrator.open(args.index, config) as orch:
+        answer = orch.ask(args.question, plan=args.plan)
+    if args.json:
+        print(json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str))
+        return 0
+    print(answer.answer)
+    if answer.citations:
+        print("\nSources:")
+        for c in answer.citations:
+            print(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else ""))
+    if answer.coverage is not None:
+        print(f"\n(context calibrated for coverage {answer.coverage})")
+    u = answer.usage
+    print(f"\n(plan {answer.plan}: {u.calls} LLM calls, {u.prompt_tokens}+{u.completion_tokens} tokens, "
+          f"{u.latency_s:.1f}s in the model)", file=sys.stderr)
+    return 0

@@ -1,0 +1,66 @@
+"""`ragsieve calibrate`: conformal calibration of an index (see `ragsieve.agent.calibration`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from ragsieve.agent.cli.common import add_common, add_llm_options, load_config
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+
+    p = subparsers.add_parser(
+        "calibrate", help="calibrate the conformal context threshold of an index",
+        description="Generate one question per sampled chunk with the LLM (or read a BEIR qrels set), find the "
+                    "first chunk by similarity that contains each answer, and store conformal thresholds with a "
+                    "held-out coverage report in <index>/calibration.json.")
+    add_common(p)
+    add_llm_options(p)
+    p.add_argument("--alpha", type=float, default=0.1, help="miscoverage: keep the answer's chunk with "
+                                                             "probability >= 1-alpha (default 0.1)")
+    p.add_argument("--questions", type=int, default=None,
+                   help="questions to generate (default 50), or to sample from --qrels (default: all)")
+    p.add_argument("--depth", type=int, default=20, help="chunks walked per question to find the answer (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="sampling and split seed (default 0)")
+    p.add_argument("--heldout", type=float, default=0.5, help="held-out fraction for the coverage report (default 0.5)")
+    p.add_argument("--score", default="auto", choices=["auto", "raw", "gap", "ratio", "rank"],
+                   help="nonconformity score (default auto: the one keeping fewest chunks at coverage)")
+    p.add_argument("--qrels", metavar="TSV", help="BEIR qrels file: use these questions instead of generating")
+    p.add_argument("--queries", metavar="JSONL", help="BEIR queries.jsonl for --qrels")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=handler)
+    return p
+
+
+def handler(args: argparse.Namespace) -> int:
+    from ragsieve.agent.calibration import Calibrator, format_report, load_calibration, save_calibration
+    from ragsieve.agent.errors import UsageError
+    from ragsieve.agent.orchestrator import Orchestrator
+
+    if bool(args.qrels) != bool(args.queries):
+        raise UsageError("--qrels and --queries go together (a BEIR qrels tsv and its queries.jsonl)")
+    config = load_config(args)
+    with Orchestrator.open(args.index, config) as orch:
+        index = orch.index
+        previous, warnings = load_calibration(index.root, index.manifest.get("corpus_fingerprint"))
+        for w in warnings:
+            print(f"ragsieve: warning: previous calibration: {w}", file=sys.stderr)
+        llm = None if args.qrels else orch.llm
+        llm_name = "" if llm is None else str(getattr(llm.chat, "model_name", ""))
+        calibrator = Calibrator(index, llm=llm, prompts=orch.prompts, alpha=args.alpha, depth=args.depth,
+                                seed=args.seed, heldout_fraction=args.heldout, score_kind=args.score,
+                                llm_name=llm_name)
+        questions = args.questions if args.questions is not None else (None if args.qrels else 50)
+        cal = calibrator.run(questions=questions, queries_path=args.queries, qrels_path=args.qrels)
+        path = save_calibration(cal, index.root)
+    if args.json:
+        print(json.dumps({"path": str(path), "score_kind": cal.score_kind, "n_not_found": cal.n_not_found,
+                          "n_generation_failed": cal.n_generation_failed, "report": cal.report}, indent=2))
+    else:
+        print(format_report(cal))
+        print(f"saved {path}" + (" (replacing the previous calibration)" if previous is not None else ""))
+    return 0

@@ -1,0 +1,43 @@
+"""`ragsieve index`: index files, folders and BEIR corpora."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ragsieve.agent.cli.common import add_common, load_config
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("index", help="index files, folders and BEIR corpus.jsonl[.gz]")
+    p.add_argument("paths", nargs="+", help="files or folders")
+    add_common(p)
+    p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
+    p.add_argument("--embedding-model", help="sentence-transformers model name or path")
+    p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
+    p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
+    p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    config = load_config(args)
+    ic = config.index
+    builder = IndexBuilder(
+        args.index,
+        chunk_tokens=args.chunk_tokens or ic.chunk_tokens,
+        embedding_model=args.embedding_model or ic.embedding_model,
+        faiss_index=args.faiss or ic.faiss_index,
+        bm25_engine=args.bm25 or ic.bm25_engine,
+        batch_size=ic.embed_batch_size,
+        sparse_threshold=ic.sparse_threshold,
+        sparse_rare_terms=ic.sparse_rare_terms,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    report = builder.build(args.paths, rebuild=args.rebuild)
+    print(report.load_summary)
+    print(report.summary())
+    return 0

@@ -1,0 +1,44 @@
+"""`ragsieve` command line: index, ask, plans, serve, calibrate, eval (one module per command)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ragsieve.agent.cli import ask, calibrate, eval as evaluate, index, plans, serve
+from ragsieve.agent.errors import RagsieveError
+
+COMMANDS = (index, ask, plans, serve, calibrate, evaluate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragsieve", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The application (not the library) quiets third-party download/loading bars.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
+                            format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except RagsieveError as exc:
+        print(f"ragsieve: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ragsieve: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation on BEIR-layout datasets: readers, question sampling, the evaluation run and its report."""

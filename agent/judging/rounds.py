@@ -1,0 +1,250 @@
+"""Listwise JSON relevance judging: batches, schema, failures, and when verdicts are trusted.
+
+Judging (semi-supervised retrieval, Minnaar 2023)
+    Candidates are split into batches of at most `loop.judge_batch_size`
+    chunks and `loop.judge_batch_chars` characters of chunk text (each chunk
+    cut to `loop.judge_chunk_chars`). Each batch is one `judge.j2` prompt
+    holding `{index: text}` (indexes 1..b of that batch) and the question; the
+    reply must match a pydantic model built for exactly those indexes:
+    required boolean fields, extra keys forbidden. Batches run concurrently on
+    a ThreadPoolExecutor of `loop.judge_concurrency` workers.
+
+Failure fallback
+    When a batch fails (`StructuredOutputError` after the LLM's one re-ask, a
+    refusal, or `EndpointError` after the client's retries: any `LLMError`),
+    its chunks get no verdict and are decided by retrieval score like an
+    uninformative round (below). The error is recorded in the round report;
+    nothing is re-asked beyond the LLM's own re-ask, so a round costs at most
+    two calls per batch.
+
+A judge that knows when it is no judge
+    Each round hides `loop.judge_decoys` control chunks among the candidates
+    (at seeded random positions): the chunks whose embeddings are least
+    similar to the question's, i.e. certainly irrelevant (the "gold question"
+    / honeypot check of crowdsourcing quality control; Oleson et al. 2011,
+    "Programmatic gold"). Decoy verdicts are never recorded as judgments.
+    A round's verdicts are *uninformative* when
+    (0) the judge calls any decoy relevant (a judge answering at random with
+        rate p passes d decoys with probability (1-p)^d per round); or
+    (a) at least `loop.uninformative_min_n` chunks were judged and every one
+        came back true, or every one false in the first round (the first
+        round's candidates are retrieval's best, so "nothing is relevant" is
+        not believable there; in later rounds all-false just means nothing
+        new was found); or
+    (b) the judge disagrees with retrieval far beyond chance: the chunks it
+        calls relevant sit so low in the retrieval ranking that the exact
+        one-sided rank-sum test (Wilcoxon 1945; Mann & Whitney 1947) gives
+        p <= `loop.disagreement_alpha` under the null hypothesis that the
+        verdicts are unrelated to the ranking.
+    (c) order check (`loop.judge_order_check`, first round only, and only
+        when (0)-(b) passed): the same candidates and decoys are judged again
+        in reversed order (so in other batches and positions). A decoy called
+        relevant there, or more than `loop.order_max_flips` of the verdicts
+        changing, makes the round uninformative (position bias, not
+        relevance); otherwise only the verdicts both orders agree on are
+        trusted and the changed ones are decided by retrieval score. It costs
+        the first round's calls once more.
+    The checks live in `ragsieve.agent.judging.checks`.
+    Such a round (and a failed batch) falls back to *score-based selection*
+    (`ragsieve.agent.judging.combine.score_based_relevant`). Verdicts
+    of informative rounds are *trusted*; but a judge caught once is not
+    trusted for the rest of the question: an uninformative round withdraws
+    the verdicts of earlier rounds from the combination rule too (the loop
+    stops there), and the fallback does not ask it again.
+
+Combination with retrieval
+    `ragsieve.agent.judging.combine` turns trusted verdicts and the first-stage ranking into
+    the final context (the rule, and why the judge alone never decides).
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ragsieve.agent.llm.chat import Usage
+from ragsieve.agent.config import LoopConfig
+from ragsieve.agent.errors import LLMError
+from ragsieve.agent.judging.checks import assess_verdicts, interleave, order_agreement
+from ragsieve.tools.types import Hit
+
+log = logging.getLogger(__name__)
+
+
+# -- batching and schema --------------------------------------------------
+def make_batches(hits: list[Hit], batch_size: int, max_chars: int, chunk_chars: int) -> list[list[Hit]]:
+    """Greedy, order-keeping split: a batch closes at `batch_size` chunks or `max_chars` text."""
+    batches: list[list[Hit]] = []
+    current: list[Hit] = []
+    used = 0
+    for hit in hits:
+        size = min(len(hit.chunk.text), chunk_chars)
+        if current and (len(current) >= batch_size or used + size > max_chars):
+            batches.append(current)
+            current, used = [], 0
+        current.append(hit)
+        used += size
+    if current:
+        batches.append(current)
+    return batches
+
+
+@lru_cache(maxsize=64)
+def batch_schema(n: int) -> type[BaseModel]:
+    """A model with required boolean fields "1".."n" and no other keys allowed."""
+    fields: dict[str, Any] = {f"i{i}": (bool, Field(..., alias=str(i))) for i in range(1, n + 1)}
+    return create_model(f"Relevance{n}", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def render_judge_prompt(prompts: Any, question: str, hits: list[Hit], chunk_chars: int) -> str:
+    chunks = {str(i): hit.chunk.text[:chunk_chars] for i, hit in enumerate(hits, start=1)}
+    return prompts.render("judge", question=question, chunks=chunks)
+
+
+# -- one round ------------------------------------------------------------
+@dataclass
+class BatchReport:
+    ids: list[str]
+    verdicts: dict[str, bool] | None  # None: the batch failed
+    error: str = ""
+
+    def public(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"size": len(self.ids)}
+        if self.verdicts is None:
+            out["failed"] = self.error
+        else:
+            out["true"] = sum(self.verdicts.values())
+        return out
+
+
+@dataclass
+class JudgeRound:
+    """Verdicts of one round. `mode`: "judge" (trusted), "score" (uninformative) or "failed"."""
+
+    batches: list[BatchReport] = field(default_factory=list)
+    verdicts: dict[str, bool] = field(default_factory=dict)  # raw verdicts of successful batches
+    failed: list[str] = field(default_factory=list)  # ids whose batch failed
+    mode: str = "judge"
+    reason: str = ""
+    decoys: int = 0  # control chunks shown
+    decoys_relevant: int = 0  # of those, judged relevant
+    order_check: dict[str, Any] | None = None  # reversed-order pass: compared, flipped ids, decoys_relevant, batches
+
+    @property
+    def trusted(self) -> dict[str, bool]:
+        return dict(self.verdicts) if self.mode == "judge" else {}
+
+
+def judge_batch(question: str, hits: list[Hit], *, llm: Any, prompts: Any, chunk_chars: int) -> BatchReport:
+    ids = [h.chunk_id for h in hits]
+    schema = batch_schema(len(hits))
+    prompt = render_judge_prompt(prompts, question, hits, chunk_chars)
+    try:
+        reply = llm.structured([{"role": "user", "content": prompt}], schema, max_tokens=16 + 8 * len(hits))
+    except LLMError as exc:  # malformed JSON after the re-ask, refusal, endpoint down after retries
+        log.warning("judge batch of %d failed (%s): %s", len(hits), type(exc).__name__, exc)
+        return BatchReport(ids, None, f"{type(exc).__name__}: {str(exc)[:300]}")
+    values = reply.model_dump(by_alias=True)
+    return BatchReport(ids, {cid: bool(values[str(i)]) for i, cid in enumerate(ids, start=1)})
+
+
+def run_pass(question: str, items: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig) -> list[BatchReport]:
+    """Judge `items` in order-keeping batches on a bounded thread pool."""
+    batches = make_batches(items, loop.judge_batch_size, loop.judge_batch_chars, loop.judge_chunk_chars)
+    workers = min(loop.judge_concurrency, len(batches))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+        futures = [pool.submit(judge_batch, question, b, llm=llm, prompts=prompts,
+                               chunk_chars=loop.judge_chunk_chars) for b in batches]
+        return [f.result() for f in futures]
+
+
+def split_verdicts(reports: list[BatchReport], decoy_ids: set[str]) -> tuple[dict[str, bool], list[str], int, int]:
+    """(verdicts on real chunks, ids of failed batches, decoys shown, decoys called relevant)."""
+    verdicts: dict[str, bool] = {}
+    failed: list[str] = []
+    shown = called = 0
+    for report in reports:
+        if report.verdicts is None:
+            failed.extend(c for c in report.ids if c not in decoy_ids)
+            continue
+        for cid, verdict in report.verdicts.items():
+            if cid in decoy_ids:
+                shown, called = shown + 1, called + int(verdict)
+            else:
+                verdicts[cid] = verdict
+    return verdicts, failed, shown, called
+
+
+def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig,
+                     ranked_ids: list[str], first_round: bool, decoys: list[Hit] | None = None,
+                     seed: str = "", order_check: bool = False) -> JudgeRound:
+    """Judge `hits` (with `decoys` hidden among them) in concurrent batches; assess the verdicts.
+
+    `ranked_ids` are the hits that have a retrieval rank, best first (the
+    disagreement test uses only those). `seed` fixes the decoy positions.
+    `order_check` runs check (c) of the module docstring.
+    """
+    if not hits:
+        return JudgeRound(mode="judge", reason="nothing to judge")
+    decoys = [d for d in (decoys or []) if d.chunk_id not in {h.chunk_id for h in hits}]
+    decoy_ids = {d.chunk_id for d in decoys}
+    items = interleave(hits, decoys, f"{question}\n{seed}")
+    reports = run_pass(question, items, llm=llm, prompts=prompts, loop=loop)
+    result = JudgeRound(batches=reports)
+    result.verdicts, result.failed, result.decoys, result.decoys_relevant = split_verdicts(reports, decoy_ids)
+    if not result.verdicts:
+        result.mode, result.reason = "failed", "every judge batch failed"
+        return result
+    if result.decoys_relevant:
+        result.mode = "score"
+        result.reason = (f"judge called {result.decoys_relevant} of {result.decoys} decoys "
+                         "(chunks least similar to the question) relevant")
+        return result
+    informative, reason = assess_verdicts(result.verdicts, ranked_ids, first_round=first_round,
+                                          min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha)
+    if not informative:
+        result.mode, result.reason = "score", reason
+        return result
+    if order_check and len(items) > 1:
+        check_order(question, items, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
+        if result.mode != "judge":
+            return result
+    if result.failed:
+        result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
+    return result
+
+
+def check_order(question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *,
+                llm: Any, prompts: Any, loop: LoopConfig) -> None:
+    """Check (c): judge `items` again in reversed order; update `result` in place."""
+    reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
+    second, _failed, shown, called = split_verdicts(reports, decoy_ids)
+    agreed, flipped = order_agreement(result.verdicts, second)
+    compared = len(agreed) + len(flipped)
+    result.order_check = {"compared": compared, "flipped": flipped, "decoys_relevant": called,
+                          "batches": [b.public() for b in reports]}
+    result.decoys, result.decoys_relevant = result.decoys + shown, result.decoys_relevant + called
+    if called:
+        result.mode = "score"
+        result.reason = f"in reversed order the judge called {called} of {shown} decoys relevant"
+    elif compared and len(flipped) > loop.order_max_flips * compared:
+        result.mode = "score"
+        result.reason = (f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
+                         f"(> {loop.order_max_flips:.0%}: position bias, not relevance)")
+    else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict
+        for cid in flipped:
+            result.verdicts.pop(cid, None)
+
+
+def budget_reason(usage: Usage, loop: LoopConfig) -> str | None:
+    """Why the LLM budget is spent, or None."""
+    if usage.calls >= loop.max_llm_calls:
+        return f"LLM-call budget reached ({usage.calls} >= {loop.max_llm_calls})"
+    tokens = usage.prompt_tokens + usage.completion_tokens
+    if tokens >= loop.max_total_tokens:
+        return f"token budget reached ({tokens} >= {loop.max_total_tokens})"
+    return None

@@ -1,0 +1,277 @@
+"""`ChatModel` over any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, the embedded server).
+
+Transport faults (429, 5xx, timeouts, refused connections) are retried by
+tenacity with exponential backoff and full jitter (AWS Architecture Blog,
+"Exponential Backoff and Jitter", 2015: sleep = U(0, min(cap, base * 2**n))),
+honouring `Retry-After` / `retry-after-ms`; attempts and total time are both
+bounded. Structured output uses `response_format` json_schema (strict), or
+json_object, or a schema described in the prompt; `auto` downgrades in that
+order when the server rejects a format, and remembers what works.
+"""
+from __future__ import annotations
+
+import copy
+import email.utils
+import json
+import logging
+import random
+import threading
+import time
+from enum import Enum
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import openai
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
+
+from ragsieve.agent.llm.chat import ChatReply
+from ragsieve.agent.errors import EndpointError, LLMError, UsageError
+from ragsieve.tools.modes import parse_enum
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 20.0
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
+_NAMED_SUBSCHEMAS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+class OutputMode(str, Enum):
+    AUTO = "auto"
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"
+    TEXT = "text"
+
+
+_DOWNGRADE = [OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT]
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Copy of `schema` made OpenAI-strict-compatible: every object with `properties`
+    closed (additionalProperties false) with all of them required; `default` dropped.
+    Maps (`additionalProperties` given as a schema) are left as they are."""
+    def fix(node: Any) -> Any:
+        if isinstance(node, list):
+            return [fix(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "default":
+                continue
+            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
+                out[key] = {name: fix(sub) for name, sub in value.items()}
+            else:
+                out[key] = fix(value)
+        is_object = "properties" in out or out.get("type") == "object"
+        if is_object and not isinstance(out.get("additionalProperties"), dict):
+            out["additionalProperties"] = False
+            out["required"] = list(out.get("properties", {}))
+        return out
+    return fix(copy.deepcopy(schema))
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds asked by `retry-after-ms` or `Retry-After` (delta-seconds or HTTP date), else None."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class OpenAIChat:
+    """One chat completion per `complete` call, retried on transport faults.
+
+    `model` None asks the server (`GET /models`) and uses the first id.
+    `sleep` replaces `time.sleep` between retries (tests record the waits)."""
+
+    def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
+                 max_attempts: int = 5, max_retry_s: float = 120.0, output_mode: str | OutputMode = "auto",
+                 sleep: Callable[[float], None] | None = None):
+        if not base_url or not str(base_url).startswith(("http://", "https://")):
+            raise UsageError(f"invalid LLM base_url {base_url!r}: expected an http:// or https:// URL")
+        if timeout_s <= 0:
+            raise UsageError(f"invalid timeout_s {timeout_s!r}: must be > 0")
+        if max_attempts < 1:
+            raise UsageError(f"invalid max_attempts {max_attempts!r}: must be >= 1")
+        if max_retry_s <= 0:
+            raise UsageError(f"invalid max_retry_s {max_retry_s!r}: must be > 0")
+        self.base_url = str(base_url).rstrip("/")
+        self.timeout_s = float(timeout_s)
+        self.max_attempts = int(max_attempts)
+        self.max_retry_s = float(max_retry_s)
+        self.output_mode = parse_enum(OutputMode, output_mode, "output_mode")
+        self._mode: OutputMode = (OutputMode.JSON_SCHEMA if self.output_mode is OutputMode.AUTO
+                                  else self.output_mode)
+        self._sleep = sleep if sleep is not None else time.sleep
+        self._lock = threading.Lock()
+        self._model = model
+        loopback = urlparse(self.base_url).hostname in ("127.0.0.1", "localhost", "::1")
+        self._client = openai.OpenAI(  # a loopback server is never reached through an HTTP proxy
+            base_url=self.base_url, api_key=api_key or "not-needed", timeout=self.timeout_s, max_retries=0,
+            http_client=openai.DefaultHttpxClient(trust_env=False) if loopback else None)
+
+    # ------------------------------------------------------------------ public
+    @property
+    def model_name(self) -> str:
+        with self._lock:
+            if self._model is None:
+                self._model = self._discover_model()
+            return self._model
+
+    @property
+    def current_mode(self) -> OutputMode:
+        """The structured-output mode in use now (after any `auto` downgrade)."""
+        return self._mode
+
+    def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
+                 schema_name: str = "reply", max_tokens: int | None = None,
+                 temperature: float | None = None) -> ChatReply:
+        model = self.model_name
+        started = time.monotonic()
+        while True:
+            mode = self._mode
+            kwargs = self._request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)
+            try:
+                response = self._call(lambda: self._client.chat.completions.create(**kwargs), model)
+            except openai.BadRequestError as exc:
+                if self._downgrade(mode, exc, json_schema is not None):
+                    continue
+                raise LLMError(f"LLM endpoint {self.base_url} (model {model}) rejected the request: "
+                               f"{_describe(exc)}") from exc
+            except openai.APIStatusError as exc:
+                raise LLMError(f"LLM endpoint {self.base_url} (model {model}) rejected the request: "
+                               f"{_describe(exc)}") from exc
+            return self._reply(response, model, time.monotonic() - started)
+
+    # ----------------------------------------------------------------- helpers
+    def _discover_model(self) -> str:
+        page = self._call(lambda: self._client.models.list(), "<discovering>")
+        ids = [m.id for m in getattr(page, "data", []) or []]
+        if not ids:
+            raise LLMError(f"LLM endpoint {self.base_url} lists no models; set the model name explicitly")
+        return ids[0]
+
+    def _call(self, fn: Callable[[], Any], model: str) -> Any:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s),
+            wait=self._wait, retry=retry_if_exception(_retryable), sleep=self._sleep, reraise=False,
+            before_sleep=lambda s: log.warning(
+                "LLM endpoint %s attempt %d failed (%s); retrying", self.base_url, s.attempt_number,
+                _describe(s.outcome.exception())),
+        )
+        started = time.monotonic()
+        try:
+            return retrying(fn)
+        except RetryError as exc:
+            attempt = exc.last_attempt
+            last = attempt.exception()
+            raise EndpointError(
+                f"LLM endpoint {self.base_url} (model {model}) failed after {attempt.attempt_number} "
+                f"attempt(s) in {time.monotonic() - started:.1f}s (limits: {self.max_attempts} attempts, "
+                f"{self.max_retry_s:g}s); last error: {_describe(last)}",
+                base_url=self.base_url, attempts=attempt.attempt_number,
+            ) from last
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = None
+        if isinstance(exc, openai.APIStatusError):
+            asked = retry_after_s(exc.response.headers)
+        remaining = max(0.0, self.max_retry_s - (state.seconds_since_start or 0.0))  # total time is bounded
+        if asked is not None:
+            return min(asked, remaining)
+        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
+        return min(random.uniform(0.0, ceiling), remaining)
+
+    def _downgrade(self, mode: OutputMode, exc: openai.APIStatusError, structured: bool) -> bool:
+        if self.output_mode is not OutputMode.AUTO or not structured or mode is OutputMode.TEXT:
+            return False
+        text = f"{exc.message} {exc.body}".lower()
+        if not any(word in text for word in _FORMAT_WORDS):
+            return False
+        with self._lock:
+            if self._mode is mode:
+                self._mode = _DOWNGRADE[_DOWNGRADE.index(mode) + 1]
+                log.warning("LLM endpoint %s rejected response_format %s (%s); using %s from now on",
+                            self.base_url, mode.value, _describe(exc), self._mode.value)
+        return True
+
+    def _request(self, model, messages, json_schema, schema_name, mode, max_tokens, temperature) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        if json_schema is None:
+            return kwargs
+        if mode is OutputMode.JSON_SCHEMA:
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": _safe_name(schema_name), "strict": True, "schema": strict_schema(json_schema)}}
+            return kwargs
+        if mode is OutputMode.JSON_OBJECT:
+            kwargs["response_format"] = {"type": "json_object"}
+        kwargs["messages"] = _with_schema_instruction(kwargs["messages"], json_schema)
+        return kwargs
+
+    def _reply(self, response: Any, model: str, latency_s: float) -> ChatReply:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise LLMError(f"LLM endpoint {self.base_url} (model {model}) returned no choices")
+        message = choices[0].message
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise LLMError(f"model {model} refused: {refusal}")
+        if message is None or message.content is None:
+            raise LLMError(f"LLM endpoint {self.base_url} (model {model}) returned no message content "
+                           f"(finish_reason={getattr(choices[0], 'finish_reason', None)})")
+        usage = getattr(response, "usage", None)
+        return ChatReply(text=message.content,
+                         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                         latency_s=latency_s)
+
+
+def _safe_name(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64]
+    return cleaned or "reply"
+
+
+def _with_schema_instruction(messages: list[dict[str, str]], json_schema: dict[str, Any]) -> list[dict[str, str]]:
+    note = ("Reply with only a JSON object (no prose, no code fence) matching this JSON schema:\n"
+            + json.dumps(json_schema, separators=(",", ":")))
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        first["content"] = f"{first.get('content', '')}\n\n{note}"
+        return [first] + list(messages[1:])
+    return [{"role": "system", "content": note}] + list(messages)

@@ -1,0 +1,67 @@
+"""Prompt templates: Jinja files in the `prompts` package, rendered in the sandbox.
+
+Every template declares what it needs; rendering fails loudly on a missing
+variable (StrictUndefined) and on an unexpected one (checked against the
+template's own undeclared-variable set), as haystack's PromptBuilder does.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ragsieve.agent.errors import TemplateError
+
+
+def _tojson_compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+class PromptRenderer:
+    """Loads `NAME.j2` from the packaged prompts (or `directory`) and renders it."""
+
+    def __init__(self, directory: str | Path | None = None):
+        self._directory = Path(directory) if directory else Path(str(resources.files("ragsieve.prompts")))
+        if not self._directory.is_dir():
+            raise TemplateError(f"prompt folder not found: {self._directory}")
+        self._env = ImmutableSandboxedEnvironment(
+            loader=jinja2.FileSystemLoader(str(self._directory)),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._env.filters["json"] = _tojson_compact
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self._directory.glob("*.j2"))
+
+    def variables(self, name: str) -> set[str]:
+        source = self._source(name)
+        return meta.find_undeclared_variables(self._env.parse(source))
+
+    def render(self, name: str, **variables: Any) -> str:
+        expected = self.variables(name)
+        unexpected = set(variables) - expected
+        missing = expected - set(variables)
+        if unexpected or missing:
+            raise TemplateError(
+                f"template {name!r}: missing variables {sorted(missing)}, unexpected {sorted(unexpected)}"
+            )
+        try:
+            return self._env.get_template(f"{name}.j2").render(**variables).strip()
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"template {name!r} failed to render: {exc}") from exc
+
+    def _source(self, name: str) -> str:
+        path = self._directory / f"{name}.j2"
+        if not path.is_file():
+            raise TemplateError(f"no prompt template {name!r} in {self._directory} (have: {self.names()})")
+        return path.read_text(encoding="utf-8")

@@ -1,0 +1,48 @@
+"""Shipped plans, as data. A config may add or override plans by name."""
+from __future__ import annotations
+
+from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.errors import UsageError
+import ragsieve.agent.steps  # noqa: F401  (registers the steps)
+from ragsieve.agent.plan.runner import END, validate_plan
+
+BUILTIN_PLANS: dict[str, PlanSpec] = {
+    "fast": PlanSpec(start="retrieve", transitions={
+        "retrieve": {"next": "answer"},
+        "answer": {"next": END},
+    }),
+    "agentic": PlanSpec(start="retrieve", transitions={
+        "retrieve": {"next": "judge"},
+        "judge": {"next": "expand"},
+        "expand": {"grew": "judge", "converged": "draft"},
+        "draft": {"next": "validate"},
+        "validate": {"resolved": "answer", "unresolved": "fallback", "exhausted": "answer"},
+        "fallback": {"next": "draft"},
+        "answer": {"next": END},
+    }),
+    "full": PlanSpec(start="retrieve", transitions={
+        "retrieve": {"next": "judge"},
+        "judge": {"next": "expand"},
+        "expand": {"grew": "judge", "converged": "draft"},
+        "draft": {"next": "validate"},
+        "validate": {"resolved": "conformal", "unresolved": "fallback", "exhausted": "conformal"},
+        "fallback": {"next": "draft"},
+        "conformal": {"next": "outliers"},
+        "outliers": {"next": "segments"},
+        "segments": {"next": "answer"},
+        "answer": {"next": END},
+    }),
+}
+
+
+def get_plan(name: str, config: Config) -> PlanSpec:
+    plans = {**BUILTIN_PLANS, **config.plans}
+    if name not in plans:
+        raise UsageError(f"unknown plan {name!r}: choose one of {', '.join(sorted(plans))}")
+    plan = plans[name]
+    validate_plan(name, plan)
+    return plan
+
+
+def plan_names(config: Config) -> list[str]:
+    return sorted({**BUILTIN_PLANS, **config.plans})

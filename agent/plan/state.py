@@ -1,0 +1,135 @@
+"""The run's changing data, in one serialisable object (clients live in `Deps`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ragsieve.agent.llm.chat import Usage
+from ragsieve.tools.types import Hit
+
+
+class TraceEvent(BaseModel):
+    step: str
+    outcome: str
+    summary: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+
+
+class Citation(BaseModel):
+    number: int
+    chunk_id: str
+    source: str
+    title: str = ""
+    line_start: int | None = None
+    line_end: int | None = None
+
+    def label(self) -> str:
+        where = self.source
+        if self.line_start is not None:
+            where += f":{self.line_start}" + (f"-{self.line_end}" if self.line_end and self.line_end != self.line_start else "")
+        return where
+
+
+class JudgeRoundReport(BaseModel):
+    """One judge round: what was judged, how, and what it added to the relevant set."""
+
+    round: int
+    judged: int
+    mode: str  # judge | score | skipped (see ragsieve.agent.judging.rounds)
+    reason: str
+    batches: list[dict[str, Any]] = Field(default_factory=list)
+    decoys: int = 0
+    decoys_relevant: int = 0
+    order_check: dict[str, Any] | None = None
+    raw_true: list[str] = Field(default_factory=list)
+    decided_by_score: list[str] = Field(default_factory=list)
+    new_relevant: list[str] = Field(default_factory=list)
+    relevant_total: int = 0
+
+
+class JudgeLoop(BaseModel):
+    """What the judge, expand and fallback steps pass each other."""
+
+    rounds: list[JudgeRoundReport] = Field(default_factory=list)
+    trusted: dict[str, bool] = Field(default_factory=dict)  # chunk id -> verdict of informative rounds
+    discovered: list[str] = Field(default_factory=list)  # every candidate id, in the order it was offered
+    neighbour_of: dict[str, str] = Field(default_factory=dict)  # neighbour chunk id -> the relevant chunk it came from
+    distrusted: str | None = None  # why the judge is not trusted for this question
+    stop_reason: str | None = None  # why the loop stopped
+    selection: dict[str, Any] = Field(default_factory=dict)  # the combination rule's account of the context
+
+
+class FallbackRecord(BaseModel):
+    """The sparse-information fallback: what it looked at and what it added."""
+
+    sparse_rows: int = 0
+    candidates: list[str] = Field(default_factory=list)
+    rerank: str = ""
+    rerank_note: str | None = None
+    judge_mode: str = ""
+    judge_reason: str = ""
+    added: list[str] = Field(default_factory=list)
+    context_size: int = 0
+    batches: list[dict[str, Any]] = Field(default_factory=list)
+    decoys_relevant: str | None = None  # "k of n" decoys the judge called relevant
+    score_based: bool = False  # added by rerank order because the judge was not used
+
+
+class ConformalRecord(BaseModel):
+    """The conformal threshold applied to the context (CONFLARE)."""
+
+    kind: str
+    alpha: float
+    qhat: float | None  # None: +inf, every chunk passes
+    calibration_n: int
+    coverage: float  # 1 - alpha: the probability the answer-bearing chunk is kept
+
+
+class SegmentRecord(BaseModel):
+    """One relevant segment (dsRAG RSE): consecutive chunks of one document."""
+
+    doc_id: str
+    chunk_ids: list[str]
+    value: float
+
+
+class RunState(BaseModel):
+    """Everything a step reads or writes. `pool` holds every hit seen, by chunk id."""
+
+    question: str
+    plan: str
+    first_stage: list[str] = Field(default_factory=list)  # chunk ids of the first retrieval, ranked
+    candidates: list[Hit] = Field(default_factory=list)
+    pool: dict[str, Hit] = Field(default_factory=dict)
+    judged: dict[str, bool] = Field(default_factory=dict)
+    relevant: list[str] = Field(default_factory=list)
+    context: list[Hit] = Field(default_factory=list)
+    draft: str | None = None
+    draft_citations: list[Citation] = Field(default_factory=list)
+    draft_context: list[str] = Field(default_factory=list)  # chunk ids the draft was written from
+    resolved: bool | None = None
+    fallback_used: bool = False
+    answer: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    loop: JudgeLoop = Field(default_factory=JudgeLoop)
+    fallback: FallbackRecord | None = None
+    conformal: ConformalRecord | None = None
+    segments: list[SegmentRecord] = Field(default_factory=list)
+    citations_inferred: bool = False  # citations chosen by word overlap because the model cited none
+    stopped: str | None = None  # why the runner stopped early (step bound)
+    notes: list[str] = Field(default_factory=list)  # free-form text for the trace reader only
+    trace: list[TraceEvent] = Field(default_factory=list)
+    steps_taken: int = 0
+
+    def remember(self, hits: list[Hit]) -> None:
+        for hit in hits:
+            self.pool.setdefault(hit.chunk_id, hit)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for event in self.trace:
+            total = total.plus(event.usage)
+        return total

@@ -1,0 +1,1 @@
+"""Context shaping: conformal threshold, GMM outliers, segment extraction, sparse subset, reranking, ordering."""

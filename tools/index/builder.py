@@ -1,0 +1,278 @@
+"""Build or update an index folder atomically and incrementally.
+
+Every build writes a fresh generation folder `gen-<n>/`, fsyncs it, then
+atomically replaces `CURRENT` (temp file + os.replace) and only then deletes
+older generations: an interruption at any point leaves the previous
+generation loadable. Unchanged documents (same doc_id and content hash, same
+chunking and embedding settings) keep their chunks and vectors; only added or
+changed documents are chunked and embedded. BM25, FAISS and the sparse subset
+are rebuilt from all rows each generation (they are cheap next to embedding).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.ingest.chunking import Chunker
+from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
+from ragsieve.tools.ingest.loaders import load_documents
+from ragsieve.tools.modes import BM25Engine, FaissKind
+from ragsieve.tools.filters.sparse import find_sparse_rows
+from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.types import Chunk, Document
+
+log = logging.getLogger(__name__)
+FORMAT_VERSION = 1
+_GEN = re.compile(r"^gen-(\d+)$")
+
+
+class BuildReport(BaseModel):
+    index_dir: str
+    generation: str
+    written: bool
+    load: dict
+    load_summary: str
+    docs_added: int
+    docs_updated: int
+    docs_removed: int
+    docs_unchanged: int
+    chunks_total: int
+    chunks_embedded: int
+    embed_seconds: float = 0.0
+    sparse_rows: int
+    seconds: float
+
+    def summary(self) -> str:
+        state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
+        return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
+                f"{self.docs_unchanged} unchanged documents; {self.chunks_total} chunks, "
+                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s")
+
+
+def indexed_text(chunk: Chunk) -> str:
+    """What BM25 and the embedder see: the document title, then the chunk text."""
+    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
+    """sha256 over the sorted (doc_id, content_hash) pairs."""
+    h = hashlib.sha256()
+    for doc_id in sorted(doc_hashes):
+        h.update(f"{doc_id}\0{doc_hashes[doc_id]}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in sorted(folder.rglob("*")) + [folder]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class IndexBuilder:
+    """Index files and folders into `index_dir`; one public method, `build(paths)`."""
+
+    def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
+                 faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
+                 batch_size: int = 64, sparse_threshold: float = 0.5, sparse_rare_terms: int = 10,
+                 progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
+                 bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
+                 index_titles: bool = True) -> None:
+        self.root = Path(index_dir)
+        self.chunker = Chunker(chunk_tokens)
+        if embedder is not None and embedding_model is not None and \
+                canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
+            raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
+        self.model = canonical_model_name(embedding_model or (embedder.name if embedder else DEFAULT_MODEL))
+        if batch_size < 1:
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        if not -1.0 <= sparse_threshold <= 1.0:
+            raise UsageError(f"sparse_threshold must be a cosine in [-1, 1], got {sparse_threshold}")
+        if sparse_rare_terms < 0:
+            raise UsageError(f"sparse_rare_terms must be >= 0, got {sparse_rare_terms}")
+        self.dense_proto = DenseIndex(faiss_index, hnsw_m=hnsw_m, ef_search=hnsw_ef_search)
+        self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem)
+        self.batch_size, self.progress, self._embedder = batch_size, progress, embedder
+        self.sparse_threshold, self.sparse_rare_terms = sparse_threshold, sparse_rare_terms
+        self.index_titles = index_titles
+
+    def _settings(self) -> dict:
+        """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
+        return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
+                             "index_titles": self.index_titles},
+                "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
+                "sparse": {"threshold": self.sparse_threshold, "rare_terms": self.sparse_rare_terms}}
+
+    def _embedder_for(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.model, batch_size=self.batch_size)
+        return self._embedder
+
+    def build(self, paths: list[str | Path], rebuild: bool = False) -> BuildReport:
+        """Index `paths`; `rebuild=True` ignores the previous generation (required to change model)."""
+        start = time.perf_counter()
+        loaded = load_documents(paths, progress=self.progress)
+        docs = loaded.documents
+        if not docs:
+            raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
+        ids = [d.doc_id for d in docs]
+        if len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            raise UsageError(f"duplicate document ids: {dup}")
+        settings = self._settings()
+        prev_gen = None if rebuild else current_generation(self.root)
+        prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
+        if prev is not None and prev["embedding"]["model"] != self.model:
+            raise UsageError(f"index {self.root} was built with {prev['embedding']['model']!r}; refusing to mix in "
+                             f"{self.model!r} (rebuild from scratch with rebuild=True / --rebuild)")
+        reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
+        prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
+        try:
+            prev_docs = prev_store.documents() if prev_store else {}
+            new_hashes = {d.doc_id: d.content_hash for d in docs}
+            unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
+            counts = {"docs_added": sum(1 for i in new_hashes if i not in prev_docs),
+                      "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
+                      "docs_removed": sum(1 for i in prev_docs if i not in new_hashes),
+                      "docs_unchanged": len(unchanged)}
+            common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
+                      "load_summary": loaded.stats.summary(), **counts}
+            if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
+                    and counts["docs_removed"] == 0:
+                return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
+                                   chunks_embedded=0, sparse_rows=prev["sparse"]["rows"],
+                                   seconds=time.perf_counter() - start, **common)
+            gen = self._new_generation()
+            try:
+                manifest = self._write(gen, docs, unchanged, prev_store, prev_gen, settings, new_hashes)
+            except BaseException:
+                shutil.rmtree(gen, ignore_errors=True)
+                raise
+        finally:
+            if prev_store is not None:
+                prev_store.close()
+        self._publish(gen)
+        return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
+                           chunks_embedded=manifest["counts"]["embedded_this_run"],
+                           embed_seconds=manifest["counts"]["embed_seconds"],
+                           sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start, **common)
+
+    def _new_generation(self) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        numbers = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
+        gen = self.root / f"gen-{max(numbers, default=0) + 1}"
+        gen.mkdir()
+        return gen
+
+    def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
+               prev_gen: Path | None, settings: dict, hashes: dict[str, str]) -> dict:
+        store = ChunkStore(gen / "chunks.sqlite")
+        prev_rows = prev_store.document_rows() if prev_store else {}
+        prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store else None
+        texts: list[str] = []
+        reused: list[tuple[int, int, int]] = []  # (new first row, old first row, n)
+        to_embed: list[int] = []
+        try:
+            for doc in docs:
+                if doc.doc_id in unchanged:
+                    chunks = prev_store.chunks_of(doc.doc_id)
+                    reused.append((store.count(), prev_rows[doc.doc_id][0], len(chunks)))
+                else:
+                    chunks = self.chunker.run(doc)
+                    to_embed.extend(range(store.count(), store.count() + len(chunks)))
+                store.add_document(doc.doc_id, doc.source, doc.content_hash, chunks)
+                texts.extend(indexed_text(c) if self.index_titles else c.text for c in chunks)
+            store.commit()
+            n = store.count()
+        finally:
+            store.close()
+        if n == 0:
+            raise UsageError("the documents produced no chunks to index")
+        t0 = time.perf_counter()
+        vectors = self._vectors(n, texts, reused, to_embed, prev_vectors)
+        embed_seconds = round(time.perf_counter() - t0, 3)
+        self.bm25_proto.build(texts).save(gen / "bm25")
+        self.dense_proto.build(vectors).save(gen)
+        sparse = find_sparse_rows(vectors, texts, self.sparse_threshold, self.sparse_rare_terms)
+        (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
+        manifest = {
+            "format_version": FORMAT_VERSION, "ragsieve_version": _version("ragsieve"), "generation": gen.name,
+            "embedding": {"model": self.model, "dimension": int(vectors.shape[1])},
+            "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
+            "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
+            "counts": {"documents": len(docs), "chunks": n, "embedded_this_run": len(to_embed),
+                       "embed_seconds": embed_seconds},
+            "sparse": {"rows": len(sparse.rows), "by_neighbour": sparse.by_neighbour,
+                       "by_rare_terms": sparse.by_rare_terms},
+            "corpus_fingerprint": corpus_fingerprint(hashes),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "versions": {d: _version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
+        }
+        (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        _fsync_tree(gen)
+        return manifest
+
+    def _vectors(self, n: int, texts: list[str], reused: list[tuple[int, int, int]], to_embed: list[int],
+                 prev_vectors: np.ndarray | None) -> np.ndarray:
+        dim = prev_vectors.shape[1] if prev_vectors is not None else None
+        if to_embed:
+            dim = self._embedder_for().dimension
+        vectors = np.zeros((n, dim), dtype=np.float32)
+        for new, old, count in reused:
+            vectors[new:new + count] = prev_vectors[old:old + count]
+        if to_embed:
+            bar = None
+            if self.progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=len(to_embed), desc="embedding", unit="chunk")
+            step = self.batch_size * 4
+            for s in range(0, len(to_embed), step):
+                rows = to_embed[s:s + step]
+                vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
+                if bar is not None:
+                    bar.update(len(rows))
+            if bar is not None:
+                bar.close()
+        return vectors
+
+    def _publish(self, gen: Path) -> None:
+        """Point CURRENT at `gen` atomically, then delete the other generations."""
+        tmp = self.root / f".{CURRENT}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(gen.name + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.root / CURRENT)
+        log.info("index %s: CURRENT -> %s", self.root, gen.name)
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for old in self.root.iterdir():
+            if _GEN.match(old.name) and old.name != gen.name:
+                shutil.rmtree(old, ignore_errors=True)

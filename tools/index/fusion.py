@@ -1,0 +1,97 @@
+"""Rank fusion: pure functions that merge ranked lists from several retrievers.
+
+Items are any hashable ids (the retriever uses index rows). Every function is
+deterministic: ties are broken by first appearance across the input lists.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+from ragsieve.tools.errors import UsageError
+
+
+def _check_weights(n_lists: int, weights: Sequence[float] | None) -> list[float]:
+    if weights is None:
+        return [1.0] * n_lists
+    w = [float(x) for x in weights]
+    if len(w) != n_lists:
+        raise UsageError(f"fusion: {len(w)} weights for {n_lists} lists")
+    if any(x < 0 for x in w):
+        raise UsageError(f"fusion weights must be >= 0, got {w}")
+    if not any(x > 0 for x in w):
+        raise UsageError(f"fusion needs at least one positive weight, got {w}")
+    return w
+
+
+def _ordered(scores: dict[Hashable, float], first_seen: dict[Hashable, int]) -> list[tuple[Hashable, float]]:
+    return sorted(scores.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
+
+
+def rrf(ranked_lists: Sequence[Sequence[Hashable]], k: int = 60,
+        weights: Sequence[float] | None = None) -> list[tuple[Hashable, float]]:
+    """Reciprocal Rank Fusion, best first.
+
+    score(d) = sum_i w_i / (k + rank_i(d)), rank 1-based, summed over the lists
+    that contain d (Cormack, Clarke & Buettcher, "Reciprocal Rank Fusion
+    outperforms Condorcet and individual Rank Learning Methods", SIGIR 2009;
+    k = 60 as in the paper). `weights` (default all 1) multiply each list's
+    term; a list with weight 0 contributes nothing.
+    """
+    if k < 1:
+        raise UsageError(f"rrf k must be >= 1, got {k}")
+    w = _check_weights(len(ranked_lists), weights)
+    scores: dict[Hashable, float] = {}
+    first_seen: dict[Hashable, int] = {}
+    pos = 0
+    for weight, ranked in zip(w, ranked_lists):
+        for rank, item in enumerate(ranked, start=1):
+            if item not in first_seen:
+                first_seen[item] = pos
+                pos += 1
+            if weight > 0:
+                scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+            else:
+                scores.setdefault(item, 0.0)
+    return _ordered(scores, first_seen)
+
+
+def minmax_normalise(scores: Sequence[float]) -> list[float]:
+    """Min-max scaling to [0, 1]: (s - min) / (max - min).
+
+    The score normalisation of Lee, "Analyses of multiple evidence combination"
+    (SIGIR 1997), as used for CombSUM-style fusion (Fox & Shaw 1994). When all
+    scores are equal (max == min) every score maps to 1.0 (each item is as good
+    as the best one of its list); an empty list stays empty.
+    """
+    values = [float(s) for s in scores]
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return [1.0] * len(values)
+    return [(v - lo) / (hi - lo) for v in values]
+
+
+def weighted_fusion(score_lists: Sequence[Mapping[Hashable, float]],
+                    weights: Sequence[float] | None = None) -> list[tuple[Hashable, float]]:
+    """Weighted sum of min-max normalised scores (CombSUM with weights), best first.
+
+    score(d) = sum_i w_i * minmax_i(s_i(d)) / sum_i w_i, where an item missing
+    from list i gets 0 for it (Fox & Shaw, "Combination of multiple searches",
+    TREC-2 1994; normalisation as in Lee 1997). Dividing by the weight total
+    keeps the fused score in [0, 1]; it does not change the order.
+    """
+    w = _check_weights(len(score_lists), weights)
+    total = sum(w)
+    fused: dict[Hashable, float] = {}
+    first_seen: dict[Hashable, int] = {}
+    pos = 0
+    for weight, scores in zip(w, score_lists):
+        items = list(scores.keys())
+        normed = minmax_normalise([scores[i] for i in items])
+        for item, value in zip(items, normed):
+            if item not in first_seen:
+                first_seen[item] = pos
+                pos += 1
+            fused[item] = fused.get(item, 0.0) + weight * value / total
+    return _ordered(fused, first_seen)

@@ -1,0 +1,142 @@
+"""Open the current generation of an index folder for searching.
+
+Layout (written by `tools.index_builder.IndexBuilder`)::
+
+    index_dir/CURRENT            one line: the name of the live generation, e.g. gen-3
+    index_dir/gen-3/manifest.json, chunks.sqlite, bm25/, dense.faiss, vectors.npy, sparse.json
+
+`CURRENT` is replaced atomically, so a reader sees either the old or the new
+generation, never a half-written one.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.dense import DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.store import ChunkStore
+
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
+
+
+QUERY_CACHE_SIZE = 64
+
+
+def current_generation(root: Path) -> Path | None:
+    """The generation folder CURRENT points at, or None when there is no CURRENT file."""
+    pointer = root / CURRENT
+    if not pointer.is_file():
+        return None
+    name = pointer.read_text(encoding="utf-8").strip()
+    if not name or "/" in name or name.startswith("."):
+        raise IndexMissingError(f"index {root}: CURRENT holds an invalid generation name {name!r}")
+    return root / name
+
+
+def read_manifest(gen: Path) -> dict:
+    try:
+        return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexMissingError(f"index generation {gen} is incomplete: no {MANIFEST}") from None
+    except json.JSONDecodeError as exc:
+        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is not valid JSON ({exc})") from exc
+
+
+class HybridIndex:
+    """Chunk store + BM25 + FAISS + vectors of one generation; open with `HybridIndex.open`."""
+
+    def __init__(self, root: Path, path: Path, manifest: dict, store: ChunkStore, bm25: BM25Index,
+                 dense: DenseIndex, sparse_rows: list[int], embedder: Embedder | None = None,
+                 batch_size: int = 64) -> None:
+        self.root, self.path, self.manifest = root, path, manifest
+        self.store, self.bm25, self.dense = store, bm25, dense
+        self.vectors: np.ndarray = dense.vectors
+        self.sparse_rows = sparse_rows
+        self.model_name: str = manifest["embedding"]["model"]
+        self._embedder = embedder
+        self._batch_size = batch_size
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
+        """Open the live generation of `index_dir`.
+
+        `embedder` (optional) shares an already loaded model; it must be the
+        model the index was built with. Raises IndexMissingError when the
+        folder, its CURRENT pointer or any part of the generation is missing.
+        """
+        root = Path(index_dir)
+        if not root.is_dir():
+            raise IndexMissingError(f"no index at {root}: the folder does not exist (build it with `ragsieve index`)")
+        gen = current_generation(root)
+        if gen is None:
+            raise IndexMissingError(f"no index at {root}: no {CURRENT} file (build it with `ragsieve index`)")
+        if not gen.is_dir():
+            raise IndexMissingError(f"index {root}: CURRENT points at {gen.name}, which does not exist")
+        missing = [name for name in REQUIRED if not (gen / name).exists()]
+        if missing:
+            raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")
+        manifest = read_manifest(gen)
+        if embedder is not None and canonical_model_name(embedder.name) != manifest["embedding"]["model"]:
+            raise UsageError(f"index {root} was built with {manifest['embedding']['model']!r}, "
+                             f"not with the given embedder {embedder.name!r}")
+        store = ChunkStore(gen / "chunks.sqlite", read_only=True)
+        bm25 = BM25Index.load(gen / "bm25")
+        dense = DenseIndex.load(gen)
+        sparse = json.loads((gen / "sparse.json").read_text(encoding="utf-8"))
+        n = store.count()
+        if bm25.n_docs != n or len(dense) != n:
+            store.close()
+            raise IndexMissingError(f"index generation {gen} is inconsistent: {n} chunks, "
+                                    f"{bm25.n_docs} BM25 rows, {len(dense)} vectors")
+        return cls(root, gen, manifest, store, bm25, dense, list(sparse["rows"]), embedder, batch_size)
+
+    def __len__(self) -> int:
+        return self.store.count()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The manifest's embedding model, loaded on first use."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.model_name, batch_size=self._batch_size)
+        return self._embedder
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The normalised query vector (1-D float32), a fresh copy each call.
+
+        The last QUERY_CACHE_SIZE queries are remembered: one agentic question
+        embeds the same question for retrieval, expansion, decoys, the fallback
+        and the filters, and embedding dominates retrieval latency.
+        """
+        with self._query_lock:
+            cached = self._query_cache.get(text)
+            if cached is not None:
+                self._query_cache.move_to_end(text)
+                return cached.copy()
+        vector = self.embedder.embed([text])[0]
+        with self._query_lock:
+            self._query_cache[text] = vector.copy()
+            while len(self._query_cache) > QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
+        return vector
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed(texts)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "HybridIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

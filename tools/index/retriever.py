@@ -1,0 +1,126 @@
+"""Hybrid retrieval: BM25 and dense candidates fused into one ranked list of Hits.
+
+Query expansion (`extra_texts`, e.g. chunks an LLM judged relevant):
+* BM25 query = the question followed by the extra texts (one bag of words;
+  repeated terms count again, as in Lucene);
+* dense query = normalise((q + mean(e_1..e_n)) / 2): the question keeps half
+  of the weight however many texts are added (Rocchio's relevance feedback,
+  1971, with alpha = beta). An extra text that is a stored chunk text reuses
+  that chunk's stored vector; other texts are embedded.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ragsieve.tools.index.bm25 import top_positive
+from ragsieve.tools.index.dense import l2_normalise
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.fusion import rrf, weighted_fusion
+from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.modes import FusionMode, parse_enum
+from ragsieve.tools.types import Hit
+
+Ranked = list[tuple[int, float]]
+
+
+def _fuse_rrf(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    return rrf([[r for r, _ in lst] for lst in lists], k=k, weights=weights)
+
+
+def _fuse_weighted(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    return weighted_fusion([dict(lst) for lst in lists], weights=weights)
+
+
+_FUSERS: dict[FusionMode, Callable[[Sequence[Ranked], Sequence[float], int], list[tuple[int, float]]]] = {
+    FusionMode.RRF: _fuse_rrf,
+    FusionMode.WEIGHTED: _fuse_weighted,
+}
+
+
+def _check_weights(bm25_weight: float, dense_weight: float) -> tuple[float, float]:
+    for name, w in (("bm25_weight", bm25_weight), ("dense_weight", dense_weight)):
+        if not (isinstance(w, (int, float)) and w >= 0):
+            raise UsageError(f"{name} must be a number >= 0, got {w!r}")
+    if bm25_weight == 0 and dense_weight == 0:
+        raise UsageError("bm25_weight and dense_weight are both 0: at least one retriever must be on")
+    return float(bm25_weight), float(dense_weight)
+
+
+class HybridRetriever:
+    """BM25 top `candidate_k` + dense top `candidate_k`, fused by RRF or weighted min-max sum."""
+
+    def __init__(self, index: HybridIndex, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
+                 bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100) -> None:
+        self.index = index
+        self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
+        if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
+            raise UsageError(f"rrf_k must be an integer >= 1, got {rrf_k!r}")
+        if isinstance(candidate_k, bool) or not isinstance(candidate_k, int) or candidate_k < 1:
+            raise UsageError(f"candidate_k must be an integer >= 1, got {candidate_k!r}")
+        self.rrf_k, self.candidate_k = rrf_k, candidate_k
+        self.weights = _check_weights(bm25_weight, dense_weight)
+
+    def query_vector(self, query: str, extra_texts: Sequence[str] = ()) -> np.ndarray:
+        """The dense query: the question's vector, blended with the extra texts' (see module doc)."""
+        q = self.index.embed_query(query)
+        if not extra_texts:
+            return q
+        stored = [self.index.store.row_of_text(t) for t in extra_texts]
+        missing = [t for t, r in zip(extra_texts, stored) if r is None]
+        parts = [np.asarray(self.index.vectors[r], dtype=np.float32) for r in stored if r is not None]
+        if missing:
+            parts.extend(self.index.embed(missing))
+        return l2_normalise((q + np.mean(parts, axis=0)) / 2.0)
+
+    def run(self, query: str, top_k: int = 10, *, rows: list[int] | None = None,
+            extra_texts: list[str] | None = None, weights: tuple[float, float] | None = None,
+            query_vector: np.ndarray | None = None) -> list[Hit]:
+        """The `top_k` fused hits for `query`, best first.
+
+        `rows` restricts both retrievers to those index rows; `extra_texts`
+        expands the query; `weights` = (bm25, dense) overrides the constructor
+        weights for this call; `query_vector` supplies a precomputed dense
+        query vector (then `extra_texts` only expand the BM25 side).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError("the query must be a non-empty string")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
+        w_bm25, w_dense = _check_weights(*weights) if weights is not None else self.weights
+        n = len(self.index)
+        if rows is not None:
+            rows = sorted({int(r) for r in rows})
+            bad = [r for r in rows if not 0 <= r < n]
+            if bad:
+                raise UsageError(f"rows {bad[:5]} outside the index (0..{n - 1})")
+            if not rows:
+                return []
+        extra = [t for t in (extra_texts or []) if t and t.strip()]
+        bm25_query = " ".join([query, *extra])
+        bm25_all = self.index.bm25.scores(bm25_query)
+        qvec = query_vector if query_vector is not None else self.query_vector(query, extra)
+        qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
+
+        bm25_list: Ranked = top_positive(bm25_all, self.candidate_k, rows) if w_bm25 > 0 else []
+        dense_list: Ranked = []
+        if w_dense > 0:
+            dense_list = (self.index.dense.search_rows(qvec, rows, self.candidate_k) if rows is not None
+                          else self.index.dense.search(qvec, self.candidate_k))
+        lists, ws = [], []
+        for lst, w in ((bm25_list, w_bm25), (dense_list, w_dense)):
+            if w > 0:
+                lists.append(lst)
+                ws.append(w)
+        fused = _FUSERS[self.fusion](lists, ws, self.rrf_k)[:top_k]
+        if not fused:
+            return []
+        bm25_rank = {r: i for i, (r, _) in enumerate(bm25_list, start=1)}
+        dense_rank = {r: i for i, (r, _) in enumerate(dense_list, start=1)}
+        hit_rows = [int(r) for r, _ in fused]
+        dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
+        chunks = self.index.store.get_many(hit_rows)
+        return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(bm25_all[r]),
+                    bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r))
+                for i, (c, r, (_, s), d) in enumerate(zip(chunks, hit_rows, fused, dense_scores), start=1)]

@@ -1,0 +1,168 @@
+"""SQLite chunk store: the row order shared by BM25 and FAISS lives here.
+
+Row r (0..N-1) of the store is row r of the BM25 index and of the FAISS index
+/ `vectors.npy`. Chunks are keyed by (doc_id, chunk_index); a document's
+chunks occupy consecutive rows starting at `documents.first_row`.
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.types import Chunk
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    doc_id TEXT NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    row INTEGER NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    line_start INTEGER,
+    line_end INTEGER,
+    PRIMARY KEY (doc_id, chunk_index)
+);
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL,
+    first_row INTEGER NOT NULL
+);
+"""
+_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end"
+
+
+def text_hash(text: str) -> str:
+    """sha1 of the UTF-8 text: lets callers find a chunk by its exact text."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _to_chunk(r: tuple) -> Chunk:
+    return Chunk(doc_id=r[0], chunk_index=r[1], text=r[2], source=r[3], title=r[4], kind=r[5],
+                 line_start=r[6], line_end=r[7])
+
+
+class ChunkStore:
+    """Chunks and documents of one index generation in `path` (a SQLite file).
+
+    `read_only=True` (used when loading an index) opens the file with
+    `mode=ro` and fails with IndexMissingError when it does not exist.
+    """
+
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            if not self.path.is_file():
+                raise IndexMissingError(f"chunk store not found: {self.path}")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db.executescript(_SCHEMA)
+        self._count: int | None = None
+
+    # -- writing -----------------------------------------------------------
+    def add_document(self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk]) -> list[int]:
+        """Append one document's chunks at the next rows; returns those rows."""
+        if self.read_only:
+            raise UsageError(f"chunk store {self.path} is open read-only")
+        first = self.count()
+        rows = list(range(first, first + len(chunks)))
+        self._db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+                         (doc_id, source, content_hash, len(chunks), first))
+        self._db.executemany(
+            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(c.doc_id, c.chunk_index, r, c.text, text_hash(c.text), c.source, c.title, c.kind,
+              c.line_start, c.line_end) for r, c in zip(rows, chunks)])
+        self._count = first + len(chunks)
+        return rows
+
+    def commit(self) -> None:
+        self._db.commit()
+
+    # -- reading -----------------------------------------------------------
+    def count(self) -> int:
+        if self._count is None:
+            self._count = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return self._count
+
+    def get(self, row: int) -> Chunk:
+        r = self._db.execute(f"SELECT {_COLS} FROM chunks WHERE row = ?", (int(row),)).fetchone()
+        if r is None:
+            raise UsageError(f"row {row} not in the chunk store (0..{self.count() - 1})")
+        return _to_chunk(r)
+
+    def get_many(self, rows: Iterable[int]) -> list[Chunk]:
+        """Chunks of `rows`, in the order given (duplicates allowed)."""
+        wanted = [int(r) for r in rows]
+        found: dict[int, Chunk] = {}
+        unique = sorted(set(wanted))
+        for start in range(0, len(unique), 500):
+            part = unique[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for r in self._db.execute(f"SELECT row, {_COLS} FROM chunks WHERE row IN ({marks})", part):
+                found[r[0]] = _to_chunk(r[1:])
+        missing = [r for r in unique if r not in found]
+        if missing:
+            raise UsageError(f"rows {missing[:5]} not in the chunk store (0..{self.count() - 1})")
+        return [found[r] for r in wanted]
+
+    def row_of(self, doc_id: str, chunk_index: int) -> int | None:
+        r = self._db.execute("SELECT row FROM chunks WHERE doc_id = ? AND chunk_index = ?",
+                             (doc_id, int(chunk_index))).fetchone()
+        return None if r is None else r[0]
+
+    def row_of_text(self, text: str) -> int | None:
+        """Lowest row whose chunk text equals `text` exactly, or None."""
+        r = self._db.execute("SELECT MIN(row) FROM chunks WHERE text_hash = ? AND text = ?",
+                             (text_hash(text), text)).fetchone()
+        return None if r is None else r[0]
+
+    def neighbours(self, row: int, radius: int = 1) -> list[int]:
+        """Rows of the same document within `radius` chunks of `row`, in order, `row` excluded."""
+        if radius < 0:
+            raise UsageError(f"neighbour radius must be >= 0, got {radius}")
+        r = self._db.execute("SELECT doc_id FROM chunks WHERE row = ?", (int(row),)).fetchone()
+        if r is None:
+            raise UsageError(f"row {row} not in the chunk store")
+        return [x[0] for x in self._db.execute(
+            "SELECT row FROM chunks WHERE doc_id = ? AND row BETWEEN ? AND ? AND row != ? ORDER BY row",
+            (r[0], int(row) - radius, int(row) + radius, int(row)))]
+
+    def doc_rows(self, doc_id: str) -> list[int]:
+        return [x[0] for x in self._db.execute(
+            "SELECT row FROM chunks WHERE doc_id = ? ORDER BY chunk_index", (doc_id,))]
+
+    def texts(self) -> list[str]:
+        return [x[0] for x in self._db.execute("SELECT text FROM chunks ORDER BY row")]
+
+    def documents(self) -> dict[str, str]:
+        """doc_id -> content_hash."""
+        return dict(self._db.execute("SELECT doc_id, content_hash FROM documents ORDER BY first_row"))
+
+    def document_rows(self) -> dict[str, tuple[int, int]]:
+        """doc_id -> (first_row, n_chunks)."""
+        return {d: (f, n) for d, f, n in self._db.execute(
+            "SELECT doc_id, first_row, n_chunks FROM documents ORDER BY first_row")}
+
+    def chunks_of(self, doc_id: str) -> list[Chunk]:
+        return [_to_chunk(r) for r in self._db.execute(
+            f"SELECT {_COLS} FROM chunks WHERE doc_id = ? ORDER BY chunk_index", (doc_id,))]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "ChunkStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Ingestion: finding files, reading formats into documents, chunking."""

@@ -1,0 +1,185 @@
+"""Split Documents into contiguous, non-overlapping chunks under a token budget.
+
+A document is cut into small *units* that tile its text exactly (lines; for
+prose, over-long lines further cut at sentence ends, then at token starts).
+Units are packed greedily; when a chunk is full it ends at the best boundary
+inside its last two thirds: for prose a markdown heading, then a paragraph
+break, then a line break; for code a top-level definition, then a blank
+line; else as late as possible. Chunk texts are
+the packed spans with surrounding blank space trimmed, so concatenating them
+gives back the document modulo whitespace at the cuts. Code lines are never
+split, so one over-long line is the only chunk allowed over the budget.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.types import Chunk, Document
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+")
+_MD_HEADING = re.compile(r"#{1,6}[ \t]")
+_FENCE = re.compile(r"[ \t]*(```|~~~)")
+_CODE_DEF = re.compile(
+    r"(?:(?:export|public|private|protected|internal|static|async|pub|abstract|final|default)\s+)*"
+    r"(?:def|class|function|func|fn|interface|struct|enum|impl|trait|module|object|type|const|let|var)\b"
+)
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
+
+# Boundary preferences; higher wins. A unit's score is that of the cut before it.
+NONE, LINE, PARAGRAPH, SECTION = 0, 1, 2, 3
+MIN_FILL = 1 / 3
+
+Unit = tuple[int, int, int, int]  # (start char, end char, tokens, boundary score before it)
+
+
+def count_tokens(text: str) -> int:
+    """Number of `\\w+|[^\\w\\s]` tokens: words plus single punctuation marks.
+
+    An approximation of subword-tokenizer counts (words of ordinary prose are
+    mostly one subword token; rare words and code run higher), cheap and
+    additive across cuts at whitespace or token starts.
+    """
+    return len(_TOKEN.findall(text))
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) char spans of each line, newline included; they tile `text`."""
+    spans, start = [], 0
+    for m in re.finditer("\n", text):
+        spans.append((start, m.end()))
+        start = m.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    return spans
+
+
+def _cut_long(text: str, start: int, end: int, budget: int, score: int) -> list[Unit]:
+    """Cut one over-long line at sentence ends, then sentences at every `budget`-th token start."""
+    cuts = [start] + [m.end() for m in _SENTENCE_END.finditer(text, start, end) if start < m.end() < end] + [end]
+    units: list[Unit] = []
+    for a, b in zip(cuts, cuts[1:]):
+        tokens = len(_TOKEN.findall(text, a, b))
+        if tokens <= budget:
+            units.append((a, b, tokens, score if a == start else NONE))
+            continue
+        starts = [m.start() for m in _TOKEN.finditer(text, a, b)]
+        bounds = [a] + starts[budget::budget] + [b]
+        for x, y in zip(bounds, bounds[1:]):
+            units.append((x, y, len(_TOKEN.findall(text, x, y)), score if x == start else NONE))
+    return units
+
+
+def _prose_units(text: str, budget: int, markdown: bool) -> list[Unit]:
+    units: list[Unit] = []
+    previous_blank, in_fence = True, False
+    for start, end in _lines(text):
+        line = text[start:end]
+        blank = not line.strip()
+        heading = markdown and not in_fence and _MD_HEADING.match(line) is not None
+        if markdown and _FENCE.match(line):
+            in_fence = not in_fence
+        score = SECTION if heading else PARAGRAPH if previous_blank else LINE
+        previous_blank = blank
+        tokens = count_tokens(line)
+        if tokens > budget:
+            units.extend(_cut_long(text, start, end, budget, score))
+        else:
+            units.append((start, end, tokens, score))
+    return units
+
+
+def _code_units(text: str) -> list[Unit]:
+    units: list[Unit] = []
+    previous_blank, previous_decorator = True, False
+    for start, end in _lines(text):
+        line = text[start:end]
+        blank = not line.strip()
+        top_level = not blank and not line[0].isspace()
+        definition = top_level and (_CODE_DEF.match(line) is not None or line.startswith("@"))
+        if definition and not previous_decorator:
+            score = SECTION
+        elif previous_blank and not previous_decorator:
+            score = PARAGRAPH
+        else:
+            score = NONE
+        units.append((start, end, count_tokens(line), score))
+        if not blank:
+            previous_decorator = top_level and line.startswith("@")
+        previous_blank = blank
+    return units
+
+
+def pack(tokens: list[int], scores: list[int], budget: int) -> list[tuple[int, int]]:
+    """Greedy packing of units into [i, j) ranges of at most `budget` tokens.
+
+    A full range ends before the highest-scoring unit whose cut leaves the
+    range at least `MIN_FILL` full (the latest on ties); a single unit over
+    the budget stands alone.
+    """
+    prefix = [0]
+    for t in tokens:
+        prefix.append(prefix[-1] + t)
+    ranges, start, n = [], 0, len(tokens)
+    while start < n:
+        end = max(start + 1, bisect.bisect_right(prefix, prefix[start] + budget, lo=start) - 1)
+        if end >= n:
+            ranges.append((start, n))
+            break
+        best, best_score = end, scores[end]
+        floor = prefix[start] + budget * MIN_FILL
+        for cut in range(end - 1, start, -1):
+            if prefix[cut] < floor:
+                break
+            if scores[cut] > best_score:
+                best, best_score = cut, scores[cut]
+        ranges.append((start, best))
+        start = best
+    return ranges
+
+
+_UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
+    "code": lambda text, budget: _code_units(text),
+    "markdown": lambda text, budget: _prose_units(text, budget, markdown=True),
+    "text": lambda text, budget: _prose_units(text, budget, markdown=False),
+}  # html and beir text is prose without markdown headings
+
+
+class Chunker:
+    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`)."""
+
+    def __init__(self, chunk_tokens: int = 200) -> None:
+        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
+            raise UsageError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
+        self.chunk_tokens = chunk_tokens
+
+    def run(self, doc: Document) -> list[Chunk]:
+        """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
+        text = doc.text
+        units = _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens)
+        ranges = pack([u[2] for u in units], [u[3] for u in units], self.chunk_tokens)
+        newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
+        chunks: list[Chunk] = []
+        for i, j in ranges:
+            start, end = units[i][0], units[j - 1][1]
+            piece = text[start:end]
+            if doc.kind == "code":
+                body = _LEADING_BLANK_LINES.sub("", piece).rstrip()
+            else:
+                body = piece.strip()
+            if not body:
+                continue
+            line_start = line_end = None
+            if doc.line_start is not None:
+                first = start + len(piece) - len(piece.lstrip())
+                last = start + len(piece.rstrip()) - 1
+                line_start = doc.line_start + bisect.bisect_left(newlines, first)
+                line_end = doc.line_start + bisect.bisect_left(newlines, last)
+            chunks.append(Chunk(
+                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
+                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end,
+            ))
+        return chunks

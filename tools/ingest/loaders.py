@@ -1,0 +1,206 @@
+"""Turn files, folders and BEIR corpora into `Document`s, counting everything skipped.
+
+Which files are read is decided in `ragsieve.tools.ingest.walk`. A file's
+`doc_id` (and `source`) is its path in posix form, relative to the current
+directory when under it, else absolute, so re-indexing the same tree gives the
+same ids.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.html_text import html_to_text
+from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
+from ragsieve.tools.types import Document
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {".txt": "text", ".rst": "text", ".md": "markdown", ".markdown": "markdown",
+                 ".html": "html", ".htm": "html"}
+CODE_SUFFIXES = frozenset(
+    ".py .js .ts .tsx .jsx .java .go .rs .c .h .cpp .hpp .cs .rb .php .sh .sql .kt .swift .scala"
+    " .yaml .yml .toml".split()
+)
+BEIR_KEYS = ("_id", "title", "text")
+_SNIFF_BYTES = 8192
+_MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass
+class LoadResult:
+    documents: list[Document]
+    stats: LoadStats
+
+
+def _kind_of(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
+        return "beir"
+    suffix = path.suffix.lower()
+    if suffix in TEXT_SUFFIXES:
+        return TEXT_SUFFIXES[suffix]
+    return "code" if suffix in CODE_SUFFIXES else None
+
+
+def decode_bytes(raw: bytes) -> tuple[str | None, bool]:
+    """Decode file bytes: (text, used_replacement), or (None, _) when the bytes look binary.
+
+    Binary means a NUL byte in the first 8 KiB, or bytes that are not UTF-8
+    and whose sample is mostly control characters or replacement characters.
+    """
+    sample = raw[:_SNIFF_BYTES]
+    if b"\x00" in sample:
+        return None, False
+    try:
+        return raw.decode("utf-8-sig"), False
+    except UnicodeDecodeError:
+        pass
+    controls = sum(1 for b in sample if (b < 32 and b not in b"\t\n\r\f\v\b\x1b") or b == 127)
+    decoded_sample = sample.decode("utf-8", errors="replace")
+    bad = decoded_sample.count("\ufffd")
+    if sample and (controls / len(sample) > 0.10 or bad / max(len(decoded_sample), 1) > 0.30):
+        return None, False
+    return raw.decode("utf-8", errors="replace"), True
+
+
+def markdown_title(text: str) -> str | None:
+    """The first level-1 ATX heading outside code fences, if any."""
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (m := _MD_TITLE.match(line)):
+            return m.group(1).strip()
+    return None
+
+
+def _load_file(path: Path, kind: str, stats: LoadStats) -> Document | None:
+    doc_id = display_path(path)
+    raw = path.read_bytes()
+    text, replaced = decode_bytes(raw)
+    if text is None:
+        stats._skip("skipped_binary", doc_id, "binary content")
+        return None
+    text = text.replace("\r\n", "\n")
+    title: str | None = None
+    line_start: int | None = 1
+    if kind == "html":
+        title, text = html_to_text(text)
+        line_start = None  # extracted text has no line correspondence with the file
+    elif kind == "markdown":
+        title = markdown_title(text)
+    if not text.strip():
+        stats._skip("skipped_empty", doc_id, "empty or whitespace-only")
+        return None
+    if replaced:
+        stats.decoded_with_replacement += 1
+    return Document(
+        doc_id=doc_id, source=doc_id, title=title or path.name, text=text, kind=kind,
+        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start,
+    )
+
+
+def _open_lines(path: Path) -> Iterator[str]:
+    if path.name.lower().endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
+            yield from fh
+    else:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            yield from fh
+
+
+def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
+    """One Document per record of a BEIR `corpus.jsonl(.gz)`, streamed line by line.
+
+    The first record decides: without `_id`, `title` and `text` the file is
+    skipped as unsupported. Later malformed or duplicate records are skipped
+    and listed one by one.
+    """
+    shown = display_path(path)
+    docs: list[Document] = []
+    checked = False
+    try:
+        for number, line in enumerate(_open_lines(path), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not checked:
+                    stats._skip("skipped_unsupported", shown, f"not JSON lines ({exc.msg} at line {number})")
+                    return []
+                stats._skip("skipped_records", f"{shown}:{number}", f"invalid JSON: {exc.msg}")
+                continue
+            has_keys = isinstance(record, dict) and all(k in record for k in BEIR_KEYS)
+            if not checked:
+                checked = True
+                if not has_keys:
+                    stats._skip("skipped_unsupported", shown,
+                                f"JSON lines without the BEIR keys {', '.join(BEIR_KEYS)}")
+                    return []
+            if not has_keys:
+                stats._skip("skipped_records", f"{shown}:{number}", "record lacks a BEIR key")
+                continue
+            doc_id, title, text = str(record["_id"]), str(record["title"] or ""), str(record["text"] or "")
+            if doc_id in ids:
+                stats._skip("skipped_records", f"{shown}#{doc_id}", "duplicate doc_id")
+                continue
+            if not (title.strip() or text.strip()):
+                stats._skip("skipped_empty", f"{shown}#{doc_id}", "record with empty title and text")
+                continue
+            ids.add(doc_id)
+            text = text if text.strip() else title  # a title-only record still gets searched
+            digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
+            docs.append(Document(doc_id=doc_id, source=f"{shown}#{doc_id}", title=title, text=text,
+                                 kind="beir", content_hash=digest, line_start=None))
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"cannot read BEIR corpus {shown}: {exc}") from exc
+    if not checked:
+        stats._skip("skipped_empty", shown, "no records")
+    return docs
+
+
+def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadResult:
+    """Load every supported file under `paths` (files or folders) as Documents.
+
+    Raises `UsageError` naming any path that does not exist. Skipped files are
+    counted in `LoadResult.stats` and listed with their reason.
+    """
+    if isinstance(paths, (str, Path)):
+        raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")
+    stats = LoadStats()
+    files = collect_files(list(paths), stats)
+    if progress:
+        from tqdm import tqdm
+
+        files_iter = tqdm(files, desc="loading", unit="file")
+    else:
+        files_iter = files
+    documents: list[Document] = []
+    ids = {display_path(f) for f in files}
+    for path in files_iter:
+        stats.files_seen += 1
+        kind = _kind_of(path)
+        if kind is None:
+            stats._skip("skipped_unsupported", display_path(path), f"unsupported file type {path.suffix or path.name!r}")
+            continue
+        if kind == "beir":
+            new = _load_beir(path, stats, ids)
+        else:
+            doc = _load_file(path, kind, stats)
+            new = [doc] if doc is not None else []
+        if new:
+            stats.files_loaded += 1
+            documents.extend(new)
+    stats.documents = len(documents)
+    logger.debug("load_documents: %s", stats.summary())
+    return LoadResult(documents=documents, stats=stats)
