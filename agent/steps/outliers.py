@@ -1,8 +1,11 @@
 """GMM outlier removal on the context (Bulgakov 2024, `ragsieve.tools.filters.gmm`).
 
-The mixture needs more points than a context usually has, so it is fitted on the
-context plus the best pool chunks (by dense similarity) up to `fit_candidates` — the
-paper's retrieved set of 20 — and only context chunks are removed. If every context
+The mixture is fitted on the question's pool (the paper filters 20 retrieved
+documents): the context plus the best pool chunks by dense similarity up to
+`fit_candidates` (20), and only context chunks are removed. A chunk is an outlier
+when flagged in at least `min_outlier_freq` = 4 of the K x PCA runs (3 x 2 by
+default): the paper's better setting, and the conservative one, since a gold chunk
+wrongly removed costs more than a distractor kept. If every context
 chunk is flagged, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 def build_filter(cfg) -> GMMOutlierFilter:
     return GMMOutlierFilter(method=cfg.method, alpha=cfg.alpha, pca_dims=cfg.pca_dims, n_components=cfg.n_components,
                             percentile=cfg.percentile, min_outlier_freq=cfg.min_outlier_freq, degree=cfg.degree,
-                            seed=cfg.seed, protect_top=cfg.protect_top)
+                            seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
 
 
 @register
