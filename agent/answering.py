@@ -11,7 +11,7 @@ ABSTAIN = "The context does not contain the answer."
 NO_EVIDENCE = "No passage in the index passed the relevance evidence for this question, so there is no answer to give."
 PASSAGES_INTRO = "The model did not answer from the passages below, although they are the most relevant ones found:"
 _ABSTAIN_RE = re.compile(r"(the )?context does not contain (the|an|this|that) answer\.?", re.IGNORECASE)
-MIXED_MIN_WORDS = 5
+MIXED_MIN_WORDS = 3
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
 _WORD = re.compile(r"\w{3,}")
