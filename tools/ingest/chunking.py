@@ -185,7 +185,8 @@ class Chunker:
         text = doc.text
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
-        ranges = pack([u[2] for u in units], [u[3] for u in units], self.chunk_tokens)
+        weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
+        ranges = pack(weights, [u[3] for u in units], self.chunk_tokens)
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
         chunks: list[Chunk] = []
         for i, j in ranges:
