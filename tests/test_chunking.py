@@ -46,7 +46,8 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
         first, last = c.text.split("\n")[0], c.text.split("\n")[-1]
         assert first.strip() and first in span[0]
         assert last.strip() and last in span[-1]
-        if d.kind == "code" and all(count_tokens(x) <= budget for x in span):  # whole lines, indentation kept
+        if d.kind == "code" and all(count_tokens(x) <= budget and len(x) <= budget * MAX_CHARS_PER_TOKEN
+                                    for x in span):  # whole lines, indentation kept
             assert c.text.split("\n")[:-1] == span[:-1] and last == span[-1].rstrip()
 
 
