@@ -6,6 +6,8 @@ template's own undeclared-variable set), as haystack's PromptBuilder does.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,13 @@ class PromptRenderer:
         )
         self._env.filters["json"] = _tojson_compact
 
+    def fingerprint(self) -> str:
+        """sha256 over every template's name and text: part of the LLM cache key."""
+        digest = hashlib.sha256()
+        for path in sorted(self._directory.glob("*.j2")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        return digest.hexdigest()
+
     def names(self) -> list[str]:
         return sorted(p.stem for p in self._directory.glob("*.j2"))
 
@@ -65,3 +74,9 @@ class PromptRenderer:
         if not path.is_file():
             raise TemplateError(f"no prompt template {name!r} in {self._directory} (have: {self.names()})")
         return path.read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def default_renderer() -> PromptRenderer:
+    """The packaged templates, loaded once (for the LLM client's own texts: re-ask, schema note)."""
+    return PromptRenderer()
