@@ -87,12 +87,20 @@ def test_folders_1000_deep_do_not_recurse(tmp_path):
     for _ in range(1000):
         deep = deep / "d"
         deep.mkdir()
-    write(tmp_path / "d" / "top.md", "near the top")
-    (deep / "bottom.md").write_text("very deep")
-    result = load_documents([tmp_path])
-    assert [Path(d.doc_id).name for d in result.documents] == ["top.md"]
-    assert result.stats.skipped_too_deep == 1
-    assert f"more than {walk.MAX_DEPTH}" in result.stats.problems()[0][1]
+    try:
+        write(tmp_path / "d" / "top.md", "near the top")
+        (deep / "bottom.md").write_text("very deep")
+        result = load_documents([tmp_path])
+        assert [Path(d.doc_id).name for d in result.documents] == ["top.md"]
+        assert result.stats.skipped_too_deep == 1
+        assert f"more than {walk.MAX_DEPTH}" in result.stats.problems()[0][1]
+    finally:  # remove bottom-up: pytest's own (recursive) cleanup would overflow on 1,000 levels
+        (deep / "bottom.md").unlink()
+        while deep != tmp_path:
+            for leftover in deep.iterdir():
+                leftover.unlink()
+            deep.rmdir()
+            deep = deep.parent
 
 
 def test_bad_ignore_pattern_is_reported_and_the_rest_apply(tmp_path):
