@@ -1,5 +1,8 @@
 """Prompt templates: Jinja files in the `prompts` package, rendered in the sandbox.
 
+Document text is data, never instructions: templates that show passages wrap
+each in a per-rendering random fence (`new_fence()`, 64 random bits) that a
+document cannot know in advance, or pass them as escaped JSON (`| json`).
 Every template declares what it needs; rendering fails loudly on a missing
 variable (StrictUndefined) and on an unexpected one (checked against the
 template's own undeclared-variable set), as haystack's PromptBuilder does.
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import secrets
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,14 @@ from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ragsieve.agent.errors import TemplateError
+
+
+FENCE_PREFIX = "@@"
+
+
+def new_fence() -> str:
+    """A fresh, unguessable delimiter for one rendering: document text cannot forge it."""
+    return f"{FENCE_PREFIX}{secrets.token_hex(8)}"
 
 
 def _tojson_compact(value: Any) -> str:
@@ -41,6 +53,7 @@ class PromptRenderer:
             lstrip_blocks=True,
         )
         self._env.filters["json"] = _tojson_compact
+        self._env.globals["new_fence"] = new_fence  # `{% set fence = new_fence() %}`: data delimiters
 
     def fingerprint(self) -> str:
         """sha256 over every template's name and text: part of the LLM cache key."""
@@ -54,7 +67,7 @@ class PromptRenderer:
 
     def variables(self, name: str) -> set[str]:
         source = self._source(name)
-        return meta.find_undeclared_variables(self._env.parse(source))
+        return meta.find_undeclared_variables(self._env.parse(source)) - set(self._env.globals)
 
     def render(self, name: str, **variables: Any) -> str:
         expected = self.variables(name)
