@@ -30,6 +30,7 @@ def _mode(enum_cls, what: str):
 
 class IndexConfig(_Section):
     chunk_tokens: int = Field(200, ge=16, le=8192)
+    lock_wait_s: float | None = Field(300.0, ge=0)  # another build holds the index: wait this long (None: for ever)
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     faiss_index: str = "flat"  # flat | hnsw
     bm25_engine: str = "bm25s"  # bm25s | rank_bm25

@@ -60,6 +60,7 @@ class BuildReport(BaseModel):
     embed_seconds: float = 0.0
     sparse_rows: int
     seconds: float
+    problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
@@ -177,7 +178,7 @@ class IndexBuilder:
                       "docs_removed": sum(1 for i in prev_docs if i not in new_hashes),
                       "docs_unchanged": len(unchanged)}
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
-                      "load_summary": loaded.stats.summary(), **counts}
+                      "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(), **counts}
             if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
                     and counts["docs_removed"] == 0:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
