@@ -1,8 +1,8 @@
 """Prompt templates: Jinja files in the `prompts` package, rendered in the sandbox.
 
 Document text is data, never instructions: templates that show passages wrap
-each in a per-rendering random fence (`new_fence()`, 64 random bits) that a
-document cannot know in advance, or pass them as escaped JSON (`| json`).
+each in a fence derived from the fenced data (`new_fence(...)`, a sha256
+prefix) that no document can contain, or pass them as escaped JSON (`| json`).
 Every template declares what it needs; rendering fails loudly on a missing
 variable (StrictUndefined) and on an unexpected one (checked against the
 template's own undeclared-variable set), as haystack's PromptBuilder does.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import secrets
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,14 +26,18 @@ from ragsieve.agent.errors import TemplateError
 FENCE_PREFIX = "@@"
 
 
-def new_fence() -> str:
-    """A fresh, unguessable delimiter for one rendering: document text cannot forge it."""
-    return f"{FENCE_PREFIX}{secrets.token_hex(8)}"
+def new_fence(*data: Any) -> str:
+    """A delimiter for one rendering, derived from the data it fences (sha256, 64 bits shown).
+
+    A document cannot contain it: the fence depends on the document's own text, and
+    no text can hold a hash of itself. Being deterministic, the same request renders
+    the same prompt, so the reply cache still works.
+    """
+    blob = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+    return f"{FENCE_PREFIX}{hashlib.sha256(blob).hexdigest()[:16]}"
 
 
 def _tojson_compact(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -53,7 +57,7 @@ class PromptRenderer:
             lstrip_blocks=True,
         )
         self._env.filters["json"] = _tojson_compact
-        self._env.globals["new_fence"] = new_fence  # `{% set fence = new_fence() %}`: data delimiters
+        self._env.globals["new_fence"] = new_fence  # `{% set fence = new_fence(passages) %}`
 
     def fingerprint(self) -> str:
         """sha256 over every template's name and text: part of the LLM cache key."""
