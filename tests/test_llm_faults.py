@@ -140,6 +140,8 @@ def test_step_settings_are_checked_up_front():
     with pytest.raises(UsageError, match="segments"):
         get_plan("full", config)
     get_plan("fast", config)  # a plan without the step does not care
+    with pytest.raises(UsageError, match="step 'outliers' refuses its settings: pca_dims"):
+        get_plan("full", Config.model_validate({"outliers": {"pca_dims": [0]}}))
 
 
 def test_budget_stop_ends_with_the_last_draft_marked():
