@@ -17,8 +17,6 @@ URL's password and the API key never appear in a message.
 """
 from __future__ import annotations
 
-import copy
-import email.utils
 import json
 import logging
 import random
@@ -34,6 +32,9 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, s
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.redact import redact, redact_url
+from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
+
+__all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "retry_after_s", "strict_schema"]
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 20.0
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
-_NAMED_SUBSCHEMAS = ("properties", "$defs", "definitions", "patternProperties")
 
 
 class OutputMode(str, Enum):
@@ -52,57 +52,6 @@ class OutputMode(str, Enum):
 
 
 _DOWNGRADE = [OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT]
-
-
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Copy of `schema` made OpenAI-strict-compatible: every object with `properties`
-    closed (additionalProperties false) with all of them required; `default` dropped.
-    Maps (`additionalProperties` given as a schema) are left as they are."""
-    def fix(node: Any) -> Any:
-        if isinstance(node, list):
-            return [fix(v) for v in node]
-        if not isinstance(node, dict):
-            return node
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "default":
-                continue
-            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
-                out[key] = {name: fix(sub) for name, sub in value.items()}
-            else:
-                out[key] = fix(value)
-        is_object = "properties" in out or out.get("type") == "object"
-        if is_object and not isinstance(out.get("additionalProperties"), dict):
-            out["additionalProperties"] = False
-            out["required"] = list(out.get("properties", {}))
-        return out
-    return fix(copy.deepcopy(schema))
-
-
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds asked by `retry-after-ms` or `Retry-After` (delta-seconds or HTTP date), else None."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class MalformedReply(LLMError):
@@ -187,7 +136,11 @@ class OpenAIChat:
     def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
                  schema_name: str = "reply", max_tokens: int | None = None,
                  temperature: float | None = None, deadline: float | None = None) -> ChatReply:
-        model = self.model_name
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._discover_model(deadline)
+        model = self._model
         started = time.monotonic()
         while True:
             mode = self._mode
@@ -205,8 +158,14 @@ class OpenAIChat:
             return self._reply(body, model, time.monotonic() - started)
 
     # ----------------------------------------------------------------- helpers
-    def _discover_model(self) -> str:
-        page = self._call(lambda: self._client.models.list(), "<discovering>")
+    def _discover_model(self, deadline: float | None = None) -> str:
+        def listing():
+            timeout = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
+            if timeout <= 0:
+                raise BudgetExceeded("deadline per question reached before the model list was read")
+            return self._client.models.list(timeout=timeout)
+
+        page = self._call(listing, "<discovering>", deadline)
         ids = [m.id for m in getattr(page, "data", []) or []]
         if not ids:
             raise LLMError(f"LLM endpoint {self.shown_url} lists no models; set the model name explicitly")
@@ -327,26 +286,3 @@ class OpenAIChat:
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
                          completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s)
-
-
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _safe_name(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64]
-    return cleaned or "reply"
-
-
-def _with_schema_instruction(messages: list[dict[str, str]], json_schema: dict[str, Any]) -> list[dict[str, str]]:
-    from ragsieve.agent.llm.templates import default_renderer
-
-    note = default_renderer().render("json_schema_note", schema=json.dumps(json_schema, separators=(",", ":")))
-    if messages and messages[0].get("role") == "system":
-        first = dict(messages[0])
-        first["content"] = f"{first.get('content', '')}\n\n{note}"
-        return [first] + list(messages[1:])
-    return [{"role": "system", "content": note}] + list(messages)
