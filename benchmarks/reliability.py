@@ -8,6 +8,8 @@ Three parts, all on real files and real processes:
 - concurrent build/read trials in one process: two builder threads rebuild one index
   with changing content (`--builds` in all) while a reader thread re-opens it in a
   loop; every build and every open is a trial, every exception a failure;
+- control (`--control-builds N`): the same in-process trials with the write lock
+  patched out, to show that the trials do detect what the lock prevents;
 - concurrent CLI builds: `--cli-pairs` pairs of `ragsieve index` processes started
   together on one index; a trial fails if either exits non-zero or the index does not open.
 The embedder is shared by the in-process trials; corpora are two small files.
@@ -52,13 +54,41 @@ def run_cases(work: Path) -> dict:
             "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_inprocess(work: Path, builds: int) -> dict:
+class _NoLock:
+    """The control: builds without the write lock, to show the trials can see failures."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def run_inprocess(work: Path, builds: int, lock: bool = True) -> dict:
+    import ragsieve.tools.index.builder as builder_module
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.dense import Embedder
     from ragsieve.tools.index.hybrid import HybridIndex
 
-    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    real_lock = builder_module.IndexLock
+    if not lock:
+        builder_module.IndexLock = _NoLock
+    try:
+        return _inprocess(work, builds, IndexBuilder, HybridIndex, Embedder)
+    finally:
+        builder_module.IndexLock = real_lock
+
+
+def _inprocess(work: Path, builds: int, IndexBuilder, HybridIndex, Embedder) -> dict:  # noqa: N803
+    embedder = _embedder(Embedder)
     root = work / "idx"
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
     IndexBuilder(root, embedder=embedder, progress=False).build([corpus(work / "c0", 0)])
     failures: list[str] = []
     counts = {"builds": 0, "opens": 0}
@@ -102,6 +132,15 @@ def run_inprocess(work: Path, builds: int) -> dict:
             "failure_examples": failures[:5], "seconds": round(time.monotonic() - started, 1)}
 
 
+_EMBEDDER = []
+
+
+def _embedder(Embedder):  # noqa: N803 - one model for every in-process trial
+    if not _EMBEDDER:
+        _EMBEDDER.append(Embedder("sentence-transformers/all-MiniLM-L6-v2"))
+    return _EMBEDDER[0]
+
+
 def run_cli(work: Path, pairs: int) -> dict:
     from ragsieve.tools.index.hybrid import HybridIndex
 
@@ -131,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--builds", type=int, default=60)
     parser.add_argument("--cli-pairs", type=int, default=2)
     parser.add_argument("--skip-cases", action="store_true")
+    parser.add_argument("--control-builds", type=int, default=0,
+                        help="also run this many builds WITHOUT the lock (control: should show failures)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "reliability.json"))
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -139,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         cases = None if args.skip_cases else run_cases(work)
         inproc = run_inprocess(work, args.builds)
         cli = run_cli(work, args.cli_pairs)
+        control = run_inprocess(work, args.control_builds, lock=False) if args.control_builds else None
     trials = inproc["trials"] + cli["trials"]
     result = {
         "command": " ".join(["benchmarks/reliability.py"] + (argv if argv is not None else sys.argv[1:])),
-        "cases": cases, "concurrent_inprocess": inproc, "concurrent_cli": cli,
+        "cases": cases, "concurrent_inprocess": inproc, "concurrent_cli": cli, "control_without_lock": control,
         "concurrency_trials": trials, "concurrency_failures": inproc["failures"] + cli["failures"],
         "target": "0 failures in >= 100 concurrent build/read trials",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
