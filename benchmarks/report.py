@@ -248,6 +248,12 @@ def conformal_section(folder: Path) -> list[str]:
     return lines + table(header, rows)
 
 
+def _control(control: dict[str, Any] | None) -> str:
+    if not control:
+        return "not run"
+    return f"{control.get('failures')} failures in {control.get('build_trials')} builds + {control.get('read_trials')} opens"
+
+
 def reliability_section(folder: Path) -> list[str]:
     """Issue 10: hostile cases tried/passed and concurrent build/read trials/failures (reliability*.json)."""
     lines = ["## Reliability: hostile cases and concurrent builds (reliability*.json)", ""]
@@ -257,16 +263,17 @@ def reliability_section(folder: Path) -> list[str]:
     rows = []
     for path, data, error in files:
         if data is None:
-            rows.append([f"{path.name}: unreadable ({error})"] + [None] * 7)
+            rows.append([f"{path.name}: unreadable ({error})"] + [None] * 8)
             continue
         cases = data.get("cases") or {}
         inproc, cli = data.get("concurrent_inprocess") or {}, data.get("concurrent_cli") or {}
         rows.append([path.name, f"{cases.get('passed', '–')} / {cases.get('tried', '–')}",
                      f"{inproc.get('build_trials')} builds + {inproc.get('read_trials')} opens",
                      f"{cli.get('trials')} processes", data.get("concurrency_trials"),
-                     data.get("concurrency_failures"), command(data), machine(data)])
+                     data.get("concurrency_failures"), _control(data.get("control_without_lock")),
+                     command(data), machine(data)])
     return lines + table(["file", "cases passed / tried", "in-process trials", "CLI trials", "concurrency trials",
-                          "failures", "command", "machine"], rows) + [
+                          "failures", "control: same trials without the lock", "command", "machine"], rows) + [
         "Target: 0 failures in >= 100 concurrent build/read trials.", ""]
 
 

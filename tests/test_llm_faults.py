@@ -44,6 +44,16 @@ def test_trickling_server_is_cut_by_the_question_deadline():
         assert llm.budget.exhausted is not None
 
 
+def test_trickling_server_is_cut_by_timeout_s_without_a_deadline():
+    body = '{"choices": [{"message": {"content": "' + "x" * 200 + '"}}]}'
+    replies = [StubReply(200, body, trickle_s=0.05, content_type="application/json")] * 2
+    with StubOpenAI(replies) as stub:
+        started = time.monotonic()
+        with pytest.raises(EndpointError, match="timeout_s=0.5"):
+            LLM(chat(stub, timeout_s=0.5, max_attempts=2)).text(MSGS)
+        assert time.monotonic() - started < 3.0 and len(stub.chat_requests()) == 2
+
+
 def test_retries_stop_at_the_deadline():
     replies = [StubReply(500, {"error": {"message": "down"}}, delay_s=0.4) for _ in range(20)]
     with StubOpenAI(replies) as stub:

@@ -34,7 +34,7 @@ from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, Usage
 from ragsieve.agent.llm.redact import redact, redact_url
 from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
 
-__all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "retry_after_s", "strict_schema"]
+__all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "SlowReply", "retry_after_s", "strict_schema"]
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -58,12 +58,16 @@ class MalformedReply(LLMError):
     """The endpoint answered 2xx with a body that is not a chat completion (retried)."""
 
 
+class SlowReply(LLMError):
+    """The reply took longer than `timeout_s` in all (e.g. trickled byte by byte): retried like a timeout."""
+
+
 class ReplyTooLarge(LLMError):
     """The reply body exceeded `max_reply_bytes` (not retried: the same request would do it again)."""
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, MalformedReply):
+    if isinstance(exc, (MalformedReply, SlowReply)):
         return True
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
         return True
@@ -174,6 +178,7 @@ class OpenAIChat:
     def _post(self, kwargs: dict[str, Any], deadline: float | None) -> dict[str, Any]:
         """One chat request; the body read in chunks under the deadline and the size bound, then parsed."""
         timeout = self.timeout_s
+        call_ends = time.monotonic() + self.timeout_s  # timeout_s bounds the whole call, not only each read
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -188,6 +193,8 @@ class OpenAIChat:
                                         f"{self.max_reply_bytes}; stopped reading")
                 if deadline is not None and time.monotonic() >= deadline:
                     raise BudgetExceeded(f"deadline per question reached while reading the reply ({size} bytes in)")
+                if time.monotonic() >= call_ends:
+                    raise SlowReply(f"reply not complete after timeout_s={self.timeout_s:g}s ({size} bytes in)")
                 chunks.append(chunk)
         raw = b"".join(chunks)
         try:
