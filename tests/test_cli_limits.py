@@ -100,3 +100,17 @@ def test_answers_as_a_string_is_refused(tmp_path):
     assert "\n" not in str(caught.value)
     root = _dataset(tmp_path / "ok", "q1\td1\t1\n", [{"id": "q1", "question": "what?", "answers": ["forty two"]}])
     assert load_dataset(root).questions[0].answers == ["forty two"]
+
+
+def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys):
+    import time
+
+    with StubOpenAI([StubReply(200, {"choices": []}, delay_s=30)]) as stub:
+        started = time.monotonic()
+        code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
+                     "--deadline", "1", "--json"])
+        elapsed = time.monotonic() - started
+    assert code == 0 and elapsed < 10
+    out = json.loads(capsys.readouterr().out)
+    assert out["stopped"].startswith("budget: deadline") and out["trace"][-1]["outcome"] == "stopped"
+    assert out["answer"] == "" and out["citations"] == []
