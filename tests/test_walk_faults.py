@@ -183,3 +183,15 @@ def test_build_survives_every_fault_at_once(tmp_path, embedder):
     assert "problems:" in report.load_summary
     with HybridIndex.open(tmp_path / "idx") as index:
         assert len(index) == 1
+
+
+def test_oversized_file_is_skipped_unread(tmp_path, monkeypatch):
+    import ragsieve.tools.ingest.loaders as loaders
+
+    monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 1000)
+    write(tmp_path / "big.txt", "word " * 300)
+    write(tmp_path / "small.txt", "word " * 10)
+    result = load_documents([tmp_path])
+    assert [Path(d.doc_id).name for d in result.documents] == ["small.txt"]
+    assert result.stats.skipped_too_large == 1 and "too large: over 1000 bytes" in reasons(result)["big.txt"]
+    assert "1 too large" in result.stats.summary()

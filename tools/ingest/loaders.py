@@ -33,6 +33,7 @@ CODE_SUFFIXES = frozenset(
 )
 BEIR_KEYS = ("_id", "title", "text")
 _SNIFF_BYTES = 8192
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a text or code file larger than this is skipped, named (BEIR corpora stream)
 _MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -124,7 +125,11 @@ def markdown_title(text: str) -> str | None:
 
 def _load_file(path: Path, kind: str, stats: LoadStats) -> Document | None:
     doc_id = display_path(path)
-    raw = path.read_bytes()
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        stats._skip("skipped_too_large", doc_id, f"too large: over {MAX_FILE_BYTES} bytes (not read)")
+        return None
     text, replaced = decode_bytes(raw)
     if text is None:
         stats._skip("skipped_binary", doc_id, "binary content")

@@ -43,12 +43,13 @@ class LoadStats:
     skipped_special: int = 0  # FIFOs, sockets, devices, symlinked folders
     skipped_bad_names: int = 0  # names that are not valid UTF-8
     skipped_too_deep: int = 0
+    skipped_too_large: int = 0
     bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
     PROBLEMS = ("skipped_unreadable", "skipped_special", "skipped_bad_names", "skipped_too_deep",
-                "bad_ignore_patterns")
+                "skipped_too_large", "bad_ignore_patterns")
 
     def summary(self) -> str:
         """One line for humans."""
@@ -72,7 +73,7 @@ class LoadStats:
         self.skipped.append((path, reason))
 
 
-_PROBLEM_PREFIXES = ("unreadable", "special file", "name is not UTF-8", "too deep", "bad ignore pattern",
+_PROBLEM_PREFIXES = ("unreadable", "special file", "name is not UTF-8", "too deep", "too large", "bad ignore pattern",
                      "symlink", "corrupt")
 
 
