@@ -29,7 +29,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py"]
+CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py",
+              "tests/test_cli_limits.py"]
 
 
 def corpus(folder: Path, version: int) -> Path:
