@@ -91,6 +91,18 @@ def test_call_and_token_budgets_span_every_step():
         QuestionBudget(deadline_s=0)
 
 
+def test_deadline_is_checked_between_steps_without_llm_calls():
+    now = [0.0]
+    budget = QuestionBudget(deadline_s=5, clock=lambda: now[0])
+    script = Script()
+    deps = make_deps(CHAIN, FakeChat(default=script))
+    deps.llm = LLM(deps.llm.chat, budget=budget)
+    now[0] = 10.0  # the deadline passed (e.g. during a slow embedding) before the first step
+    state = run(deps, "Where was the alpha project leader born?", plan="fast")
+    assert script.kinds == [] and state.trace[-1].outcome == "stopped"
+    assert state.stopped.startswith("budget: deadline of 5s per question reached (at step 'retrieve'")
+
+
 def test_prompt_over_the_token_budget_is_refused_before_sending():
     fake = FakeChat(["never"])
     with pytest.raises(PromptTooLarge, match="max_prompt_tokens=50"):

@@ -32,6 +32,13 @@ class QuestionBudget:
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - self._clock()
 
+    def spent(self) -> bool:
+        """Whether the plan must stop now: a call was refused, or the deadline passed (checked between steps)."""
+        with self._lock:
+            if self.exhausted is None and self.deadline is not None and self._clock() >= self.deadline:
+                self.exhausted = f"deadline of {self.deadline_s:g}s per question reached"
+            return self.exhausted is not None
+
     def check(self) -> None:
         """Raise `BudgetExceeded` (and remember why) when no further call may start."""
         with self._lock:

@@ -155,7 +155,7 @@ def run_plan(plan: PlanSpec, state: RunState, deps: Deps, max_steps: int) -> Run
 
 def _budget_spent(deps: Deps) -> bool:
     budget = getattr(deps.llm, "budget", None)
-    return budget is not None and budget.exhausted is not None
+    return budget is not None and budget.spent()
 
 
 def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
