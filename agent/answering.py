@@ -51,6 +51,16 @@ def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hi
     return order_for_context(hits_best_first, order)
 
 
+_REFUSAL = re.compile(r"\b(does not contain|do not contain|doesn't contain|don't contain|cannot answer|can't answer|"
+                      r"no information|not (?:mentioned|provided|stated)|unable to answer|i don't know)\b", re.I)
+
+
+def is_refusal(text: str) -> bool:
+    """The abstention sentence in any wording: such a reply never gets inferred citations."""
+    core = text.strip().rstrip(".").lower()
+    return core == ABSTAIN.rstrip(".").lower() or bool(_REFUSAL.search(text))
+
+
 def cited_numbers(text: str, n_passages: int) -> list[int]:
     """Distinct passage numbers cited as `[n]`, in order of first use; out-of-range ones dropped."""
     seen: list[int] = []
@@ -97,7 +107,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     text = deps.llm.text([{"role": "user", "content": prompt}], max_tokens=max_tokens).strip()
     used = cited_numbers(text, len(ordered))
     inferred = False
-    if not used and not is_abstention(text):
+    if not used and not is_refusal(text):
         used = infer_citations(text, [h.chunk.text for h in ordered])
         inferred = bool(used)
     if report is not None:

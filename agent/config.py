@@ -31,6 +31,7 @@ def _mode(enum_cls, what: str):
 
 class IndexConfig(_Section):
     chunk_tokens: int = Field(200, ge=16, le=8192)
+    lock_wait_s: float | None = Field(300.0, ge=0)  # another build holds the index: wait this long (None: for ever)
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     faiss_index: str = "flat"  # flat | hnsw
     bm25_engine: str = "bm25s"  # bm25s | rank_bm25
@@ -48,7 +49,7 @@ class RetrievalConfig(_Section):
     bm25_weight: float = Field(1.0, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)
     top_k: int = Field(5, ge=1, le=1000)  # the `fast` plan's context
-    candidate_k: int = Field(100, ge=1, le=10000)  # first-stage depth (metrics, expansion)
+    candidate_k: int = Field(100, ge=1, le=100_000)  # first-stage depth (metrics, expansion)
     pool: int = Field(20, ge=1, le=1000)  # the candidate pool every stage works from (judge, conformal, GMM, RSE)
     exclude_sparse: bool = False  # COS-Mix: first stage over R (the non-sparse rest); the fallback searches S
 
@@ -62,7 +63,9 @@ class LLMConfig(_Section):
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0)  # bounds each call attempt in all (wait + reading the body)
+    max_reply_bytes: int = Field(4_000_000, ge=1024, le=1_000_000_000)  # a longer reply body is refused
+    max_prompt_tokens: int = Field(32_000, ge=256)  # a prompt over this (count_tokens) is refused before sending
     max_attempts: int = Field(5, ge=1, le=20)
     max_retry_s: float = Field(120.0, gt=0)
     output_mode: str = "auto"  # auto | json_schema | json_object | text
@@ -75,6 +78,14 @@ class LLMConfig(_Section):
             "api_key": self.api_key or env.get("RAGSIEVE_API_KEY") or env.get("OPENAI_API_KEY"),
             "model": self.model or env.get("RAGSIEVE_MODEL") or env.get("OPENAI_MODEL"),
         })
+
+
+class BudgetConfig(_Section):
+    """What one question may spend across every step (`ragsieve.agent.llm.budget`); None: no limit."""
+
+    deadline_s: float | None = Field(600.0, gt=0)  # wall clock for the whole question, retries included
+    llm_calls: int | None = Field(100, ge=1)
+    tokens: int | None = Field(400_000, ge=1000)
 
 
 class LoopConfig(_Section):
@@ -180,6 +191,7 @@ class Config(_Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
     conformal: ConformalConfig = Field(default_factory=ConformalConfig)

@@ -24,11 +24,19 @@ class StructuredOutputError(LLMError):
         self.errors = errors
 
 
+class BudgetExceeded(LLMError):
+    """The question's deadline, LLM-call or token budget is spent (`reason` says which)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class TemplateError(RagsieveError):
     """A prompt template is missing or was rendered with missing/unexpected variables."""
 
 
 __all__ = [
     "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError",
-    "LLMError", "EndpointError", "StructuredOutputError", "TemplateError",
+    "LLMError", "EndpointError", "BudgetExceeded", "StructuredOutputError", "TemplateError",
 ]

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.llm.templates import PromptRenderer
@@ -108,7 +109,8 @@ class Orchestrator:
         retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                                     dense_weight=r.dense_weight, candidate_k=r.candidate_k)
         if chat is not None and llm is None:
-            llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature)
+            llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
+                      max_prompt_tokens=config.llm.max_prompt_tokens)
         return cls(index, retriever, config, llm=llm, prompts=prompts)
 
     @property
@@ -124,12 +126,17 @@ class Orchestrator:
         question = check_question(question)
         return self.retriever.run(question, top_k=top_k or self.config.retrieval.top_k)
 
-    def ask(self, question: str, *, plan: str | None = None) -> Answer:
+    def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None) -> Answer:
+        """Run a plan; `deadline_s` overrides `budget.deadline_s` for this question."""
         question = check_question(question)
         plan_name = plan or self.config.plan
         spec = get_plan(plan_name, self.config)
+        base = self.llm  # started before the clock runs: an embedded model's start-up is not the question's
+        b = self.config.budget
+        budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
         deps = Deps(config=self.config, retriever=self.retriever, index=self.index,
-                    llm=self.llm.fork(), prompts=self.prompts, extras=self.extras)
+                    llm=base.fork(budget=budget, templates=self.prompts.fingerprint()), prompts=self.prompts,
+                    extras=self.extras)
         state = RunState(question=question, plan=plan_name)
         run_plan(spec, state, deps, self.config.max_steps)
         return Answer(question=question, answer=state.answer or "", citations=state.citations, plan=plan_name,

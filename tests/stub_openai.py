@@ -23,6 +23,8 @@ class StubReply:
     body: Any = None  # dict/list -> JSON; str -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    trickle_s: float = 0.0  # > 0: send the body one byte at a time, this many seconds apart
+    content_type: str | None = None  # None: application/json for dict/list bodies, else text/plain
 
 
 @dataclass
@@ -152,6 +154,7 @@ class StubOpenAI:
                     data, ctype = json.dumps(reply.body).encode("utf-8"), "application/json"
                 else:
                     data, ctype = str(reply.body or "").encode("utf-8"), "text/plain"
+                ctype = reply.content_type or ctype
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", ctype)
@@ -159,7 +162,13 @@ class StubOpenAI:
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if reply.trickle_s <= 0:
+                        self.wfile.write(data)
+                    for i in range(len(data) if reply.trickle_s > 0 else 0):
+                        if stub._closing.wait(reply.trickle_s):
+                            return
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 

@@ -37,7 +37,8 @@ def test_answer_renumbers_citations_to_cited_passages():
     deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
     text, citations = answer_from_context("q?", hits, deps)
     prompt = chat.history[0]["messages"][0]["content"]
-    assert prompt.index("[1] (from docs/d0.md") < prompt.index("[2] (from docs/d2.md") < prompt.index("[4] (from docs/d1.md")
+    assert prompt.index('[1] from "docs/d0.md') < prompt.index('[2] from "docs/d2.md') < \
+        prompt.index('[4] from "docs/d1.md')
     assert text == "Rotate it [1]. The old key lasts a day [2][1]. Ignore ."
     assert [c.chunk_id for c in citations] == ["d2#0", "d1#0"]
     assert citations[0].label() == "docs/d2.md:2-4"

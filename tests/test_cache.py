@@ -98,7 +98,7 @@ def test_corrupted_cache_file_means_a_new_request(tmp_path):
         cache = DiskCache(tmp_path)
         llm = LLM(chat, cache=cache)
         assert llm.text(MSGS) == "first"
-        key = cache_key("m", MSGS, {"json_schema": None, "schema_name": "reply", "max_tokens": 512,
+        key = cache_key({"model": "m", **chat.cache_identity, "templates": ""}, MSGS, {"json_schema": None, "schema_name": "reply", "max_tokens": 512,
                                     "temperature": 0.0})
         assert cache.path_for(key).is_file()
         cache.path_for(key).write_bytes(b"\x00\xff garbage")

@@ -8,6 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
+from loop_fakes import fenced_text
 
 from ragsieve.agent.calibration import (CALIBRATION_FILE, Calibrator, ContainsVerdict, GeneratedQA, format_report,
                                load_calibration, read_qrels, save_calibration)
@@ -83,13 +84,13 @@ def scripted_llm(contains_says=None, fixed_question=None):
     def reply(messages):
         prompt = messages[-1]["content"]
         if "write ONE question" in prompt:
-            passage = prompt.split('"""')[1].strip()
+            passage = fenced_text(prompt)
             words = re.findall(r"[A-Za-z]+", passage)
             question = fixed_question or f"What about {' '.join(words[:6])}?"
             return json.dumps({"question": question, "answer": " ".join(words[4:8])})
         question = re.search(r"Question: (.*)", prompt).group(1)
         answer = re.search(r"Expected answer: (.*)", prompt).group(1)
-        passage = prompt.split('"""')[1]
+        passage = fenced_text(prompt)
         verdict = answer.lower() in passage.lower() if contains_says is None else contains_says(question, passage)
         return json.dumps({"contains": verdict})
 

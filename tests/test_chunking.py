@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragsieve.tools.ingest.chunking import Chunker, count_tokens, pack
+from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, Chunker, count_tokens, pack
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.loaders import load_documents
 from ragsieve.tools.types import Chunk, Document
@@ -32,8 +32,8 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
         pos = found + len(c.text)
         assert (c.doc_id, c.source, c.title, c.kind) == (d.doc_id, d.source, d.title, d.kind)
         n = count_tokens(c.text)
-        single_code_line = d.kind == "code" and "\n" not in c.text.strip("\n")
-        assert n <= budget or single_code_line, f"chunk {c.chunk_index} has {n} > {budget} tokens"
+        assert n <= budget, f"chunk {c.chunk_index} has {n} > {budget} tokens"
+        assert len(c.text) <= budget * MAX_CHARS_PER_TOKEN
     assert d.text[pos:].strip() == ""
     if d.line_start is None:
         assert all(c.line_start is None and c.line_end is None for c in chunks)
@@ -46,7 +46,8 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
         first, last = c.text.split("\n")[0], c.text.split("\n")[-1]
         assert first.strip() and first in span[0]
         assert last.strip() and last in span[-1]
-        if d.kind == "code":  # whole lines only, indentation kept
+        if d.kind == "code" and all(count_tokens(x) <= budget and len(x) <= budget * MAX_CHARS_PER_TOKEN
+                                    for x in span):  # whole lines, indentation kept
             assert c.text.split("\n")[:-1] == span[:-1] and last == span[-1].rstrip()
 
 
@@ -146,15 +147,28 @@ def test_code_prefers_top_level_definitions():
     assert [(c.line_start, c.line_end) for c in chunks] == [(1, 6), (9, 14), (17, 19)]
 
 
-def test_code_never_splits_a_line():
+def test_code_splits_only_an_over_long_line():
     long_line = "values = [" + ", ".join(str(i) for i in range(60)) + "]"
     text = "a = 1\n" + long_line + "\nb = 2\n"
     d = doc(text, kind="code")
     chunks = Chunker(20).run(d)
     check_invariants(d, chunks, 20)
-    assert [c.text for c in chunks] == ["a = 1", long_line, "b = 2"]
-    assert count_tokens(chunks[1].text) > 20
-    assert chunks[1].line_start == chunks[1].line_end == 2
+    assert chunks[0].text == "a = 1"  # short lines stay whole
+    on_line_2 = [c for c in chunks if c.line_start == c.line_end == 2]
+    assert len(on_line_2) >= 2  # the long line was cut
+    assert "".join(c.text for c in chunks).replace(" ", "").replace("\n", "") == \
+        text.replace(" ", "").replace("\n", "")
+
+
+def test_one_huge_line_is_bounded_in_tokens_and_characters():
+    minified = "var a=" + ";".join(f"f{i}(x)" for i in range(20000)) + ";"  # ~100k tokens on one line
+    blob = "x" * 50_000  # one token, no boundary at all
+    for text, kind in ((minified, "code"), (blob, "text"), (blob, "code")):
+        d = doc(text, kind=kind)
+        chunks = Chunker(200).run(d)
+        check_invariants(d, chunks, 200)
+        assert max(len(c.text) for c in chunks) <= 200 * MAX_CHARS_PER_TOKEN
+        assert "".join(c.text for c in chunks).replace(" ", "") == text.replace(" ", "")
 
 
 def test_code_keeps_indentation_of_first_line():

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from loop_fakes import fenced_text
 
 import ragsieve.agent.steps.conformal  # noqa: F401  (registers the filter steps)
 import ragsieve.agent.steps.draft  # noqa: F401  (and the loop's steps, for the full plan)
@@ -229,11 +230,11 @@ def fake_model(messages):
     if "Draft answer:" in prompt:
         return json.dumps({"resolved": True, "reason": "scripted"})
     if "write ONE question" in prompt:
-        words = re.findall(r"[A-Za-z]{3,}", prompt.split('"""')[1])
+        words = re.findall(r"[A-Za-z]{3,}", fenced_text(prompt))
         return json.dumps({"question": " ".join(words[:10]), "answer": " ".join(words[:3])})
     if "Expected answer:" in prompt:
         answer = re.search(r"Expected answer: (.*)", prompt).group(1)
-        return json.dumps({"contains": answer.lower() in prompt.split('"""')[1].lower()})
+        return json.dumps({"contains": answer.lower() in fenced_text(prompt).lower()})
     return "Rotate the key in the workspace settings [1]."
 
 

@@ -47,7 +47,7 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
     assert manifest["counts"]["chunks"] == 3 and manifest["versions"]["faiss-cpu"]
     again = _builder(root, embedder).build([corpus])
     assert not again.written and again.chunks_embedded == 0 and again.docs_unchanged == 3
-    assert again.generation == "gen-1" and sorted(p.name for p in root.iterdir()) == ["CURRENT", "gen-1"]
+    assert again.generation == "gen-1" and sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1"]
     with HybridIndex.open(root) as index:
         assert index.manifest["corpus_fingerprint"] == manifest["corpus_fingerprint"]
         assert len(index) == 3 and index.vectors.shape == (3, 384)
@@ -65,7 +65,7 @@ def test_changed_added_deleted_only_touch_those_docs(tmp_path, corpus, embedder)
     report = _builder(root, embedder).build([corpus])
     assert (report.docs_added, report.docs_updated, report.docs_removed, report.docs_unchanged) == (1, 1, 1, 1)
     assert report.chunks_embedded == 2 and report.chunks_total == 3 and report.generation == "gen-2"
-    assert not (root / "gen-1").exists()
+    assert (root / "gen-1").exists()  # the replaced generation is kept for readers still opening it
     with HybridIndex.open(root) as index:
         after = _vectors_by_doc(index)
         alpha_text = ib.indexed_text(index.store.get(0))
@@ -92,7 +92,7 @@ def test_failure_mid_build_keeps_the_old_index(tmp_path, corpus, embedder, monke
     monkeypatch.setattr(ib, "find_sparse_rows", boom)
     with pytest.raises(KeyboardInterrupt):
         _builder(root, embedder).build([corpus])
-    assert sorted(p.name for p in root.iterdir()) == ["CURRENT", "gen-1"]
+    assert sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1"]
     with HybridIndex.open(root) as index:
         assert index.path.name == "gen-1" and "Gamma is the billing job" in index.store.texts()[2]
 
@@ -109,7 +109,7 @@ def test_crash_before_current_switch_keeps_old_then_recovers(tmp_path, corpus, e
         assert index.path.name == "gen-1"
     report = _builder(root, embedder).build([corpus])
     assert report.generation == "gen-3" and report.chunks_embedded == 1
-    assert sorted(p.name for p in root.iterdir()) == ["CURRENT", "gen-3"]
+    assert sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1", "gen-3"]  # orphan gen-2 gone
 
 
 def test_model_mismatch_refused_and_settings_change_rebuilds(tmp_path, corpus, embedder):

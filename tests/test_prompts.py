@@ -1,4 +1,6 @@
 """Every packaged template renders; missing or unexpected variables fail loudly."""
+import re
+
 import pytest
 
 from ragsieve.agent.errors import TemplateError
@@ -18,6 +20,8 @@ SAMPLES = {
     "calibrate_question": {"passage": "Lumen keys rotate daily.", "source": "docs/keys.md"},
     "calibrate_contains": {"question": "q?", "answer": "a", "passage": "p"},
     "judge_answer": {"question": "q?", "gold_answers": ["a", "b"], "answer": "a"},
+    "reask": {"error": "value: field required", "schema": '{"type": "object"}'},
+    "json_schema_note": {"schema": '{"type": "object"}'},
 }
 
 
@@ -34,7 +38,7 @@ def test_every_template_renders():
 
 def test_answer_template_contents():
     text = PromptRenderer().render("answer", **SAMPLE)
-    assert "[1] (from docs/keys.md — Keys)" in text
+    assert re.search(r'^@@[0-9a-f]{16} SOURCE \[1\] from "docs/keys.md", titled "Keys"$', text, re.M)
     assert "Run lumen keys rotate." in text
     assert "reply exactly: The context does not contain the answer." in text
 

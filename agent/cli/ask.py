@@ -5,7 +5,9 @@ import argparse
 import json
 import sys
 
-from ragsieve.agent.cli.common import add_common, add_llm_options, load_config
+import re
+
+from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, range_checked
 
 
 ABSTENTION_TEXT = {
@@ -23,6 +25,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_llm_options(p)
     p.add_argument("--plan", help="plan name (fast, agentic, full, or one from the config)")
     p.add_argument("--json", action="store_true", help="print {answer, citations, trace, usage} as JSON")
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="wall-clock limit for this question, every LLM call and retry included (default: budget.deadline_s)")
     p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
     p.set_defaults(func=run)
     return p
@@ -32,18 +36,23 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.orchestrator import Orchestrator
 
     config = load_config(args)
+    budget = range_checked(config.budget, deadline_s=args.deadline)
+    config = config.model_copy(update={"budget": budget})
     if args.plot:
         config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
         answer = orch.ask(args.question, plan=args.plan)
-    if args.json:
-        print(json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str))
+    if args.json:  # JSON escapes C0 controls itself; C1 controls (e.g. \x9b, a one-byte CSI) are escaped here
+        text = json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str)
+        print(re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text))
         return 0
-    print(answer.answer)
+    print(for_terminal(answer.answer))
+    if answer.stopped:
+        print(for_terminal(f"\n(stopped early: {answer.stopped})"), file=sys.stderr)
     if answer.citations:
         print("\nSources:")
         for c in answer.citations:
-            print(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else ""))
+            print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")))
     if answer.coverage is not None:
         print(f"\n(context calibrated for coverage {answer.coverage})")
     if answer.abstention:

@@ -3,7 +3,36 @@ from __future__ import annotations
 
 import argparse
 
+import re
+
 from ragsieve.agent.config import Config
+
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def for_terminal(text: str) -> str:
+    """Model or document text made safe to print: escape sequences and control characters removed
+    (newlines and tabs kept), so no reply can clear the screen, retitle the window or reorder text."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
+
+
+def range_checked(section, **values):
+    """`section` (a config model) with the command-line `values` that were given, validated by the
+    same field constraints as the config file: `--chunk-tokens 0` is refused, never replaced."""
+    given = {k: v for k, v in values.items() if v is not None}
+    if not given:
+        return section
+    from pydantic import ValidationError
+
+    from ragsieve.agent.errors import UsageError
+
+    try:
+        return type(section).model_validate(section.model_dump() | given)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')} {e['input']!r}: {e['msg']}"
+                             for e in exc.errors())
+        raise UsageError(f"invalid option: {problems}") from None
 
 
 def load_config(args: argparse.Namespace) -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragsieve.agent.cli.common import add_common, load_config
+from ragsieve.agent.cli.common import add_common, for_terminal, load_config, range_checked
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,6 +17,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--lock-wait", type=float, metavar="SECONDS",
+                   help="wait this long for another build of the same index (0: fail at once; default from config)")
     p.set_defaults(func=run)
     return p
 
@@ -25,10 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.builder import IndexBuilder
 
     config = load_config(args)
-    ic = config.index
+    ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
     builder = IndexBuilder(
         args.index,
-        chunk_tokens=args.chunk_tokens or ic.chunk_tokens,
+        lock_wait_s=ic.lock_wait_s,
+        chunk_tokens=ic.chunk_tokens,
         embedding_model=args.embedding_model or ic.embedding_model,
         faiss_index=args.faiss or ic.faiss_index,
         bm25_engine=args.bm25 or ic.bm25_engine,
@@ -37,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),
     )
     report = builder.build(args.paths, rebuild=args.rebuild)
-    print(report.load_summary)
+    print(for_terminal(report.load_summary))
+    for path, reason in report.problems:
+        print(for_terminal(f"  skipped {path}: {reason}"))
     print(report.summary())
     return 0

@@ -7,7 +7,9 @@ import os
 import sys
 
 from ragsieve.agent.cli import ask, calibrate, eval as evaluate, index, plans, serve
+from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
+from ragsieve.agent.llm.redact import RedactingFilter, redact
 
 COMMANDS = (index, ask, plans, serve, calibrate, evaluate)
 
@@ -27,13 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.verbose:
-        logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
-                            format="%(levelname)s %(name)s: %(message)s")
+    secrets: tuple[str, ...] = ()  # URL passwords and the API keys in the environment are always masked
+    logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # warnings too: secrets are masked in every record
+        handler.addFilter(RedactingFilter(secrets))
     try:
         return args.func(args)
     except RagsieveError as exc:
-        print(f"ragsieve: error: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).split("\n"))  # one line
+        print(for_terminal(f"ragsieve: error: {redact(message, secrets)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ragsieve: interrupted", file=sys.stderr)

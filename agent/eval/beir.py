@@ -6,6 +6,7 @@ benchmarks; every malformed line is refused with its file and line number.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,5 +65,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, float]]:
             if number == 1:
                 continue  # the header line
             raise UsageError(f"{path}:{number}: score {parts[2]!r} is not a number") from None
+        if not math.isfinite(grade):
+            raise UsageError(f"{path}:{number}: score {parts[2]!r} is not a finite number")
         qrels.setdefault(parts[0], {})[parts[1]] = int(grade) if grade.is_integer() else grade
     return qrels

@@ -69,7 +69,7 @@ def load_dataset(folder: str | Path, split: str = "test") -> Dataset:
             skipped += 1
             continue
         questions.append(Question(qid=qid, text=text, qrels=qrels.get(qid, {}),
-                                  answers=list(row.get("answers") or []) if row else None,
+                                  answers=_answers(qa_path, qid, row) if row else None,
                                   impossible=bool(row and row.get("is_impossible"))))
     if not questions:
         raise UsageError(f"{root}: no question of split {split!r} has a text in queries.jsonl or qa.jsonl")
@@ -78,6 +78,17 @@ def load_dataset(folder: str | Path, split: str = "test") -> Dataset:
         digest.update(f"{path.name}:{_sha256(path)}\n".encode())
     return Dataset(folder=str(root), corpus=str(corpus), split=split, fingerprint=digest.hexdigest(),
                    has_answers=bool(qa), questions=questions, skipped=skipped)
+
+
+def _answers(path: Path, qid: str, row: dict) -> list[str]:
+    """The row's gold answers: a list of strings (a bare string would be split into characters)."""
+    answers = row.get("answers") or []
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise UsageError(f"{path}: question {qid!r}: 'answers' must be a list of strings, "
+                         f"got {type(answers).__name__} {str(answers)[:80]!r}")
+    if not isinstance(row.get("is_impossible", False), bool):
+        raise UsageError(f"{path}: question {qid!r}: 'is_impossible' must be true or false")
+    return list(answers)
 
 
 def sample_questions(questions: list[Question], limit: int | None, seed: int) -> list[Question]:

@@ -2,8 +2,14 @@
 
 Structured replies follow instructor's pattern: ask with the JSON schema,
 parse and validate; on failure ask once more carrying the validation error;
-then raise `StructuredOutputError` keeping the raw reply. Model output is
-only ever parsed as JSON, never evaluated.
+then raise `StructuredOutputError` keeping the raw reply (the re-ask is the
+`reask.j2` template; the raw reply sent back is cut to `REASK_REPLY_CHARS`).
+Model output is only ever parsed as JSON, never evaluated.
+
+Every uncached call is checked against the question's `QuestionBudget`
+(deadline, calls, tokens) and its prompt against `max_prompt_tokens`. The
+cache key covers the endpoint, the model, every sampling setting, the output
+mode and the templates' fingerprint, so no setting can return another's reply.
 """
 from __future__ import annotations
 
@@ -14,12 +20,20 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ragsieve.agent.errors import LLMError, StructuredOutputError
+from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, ChatReply, UsageMeter
-from ragsieve.agent.errors import StructuredOutputError
+from ragsieve.agent.llm.templates import default_renderer
+from ragsieve.tools.ingest.chunking import count_tokens
 
 T = TypeVar("T", bound=BaseModel)
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+REASK_REPLY_CHARS = 4000  # the invalid reply quoted back in the re-ask is cut to this
+
+
+class PromptTooLarge(LLMError):
+    """A prompt over the per-call token budget (`max_prompt_tokens`): refused before sending."""
 
 
 class ReplyCache(Protocol):
@@ -72,19 +86,25 @@ def _matching(text: str, start: int, opener: str, closer: str) -> int:
 
 
 class LLM:
-    """Wraps a `ChatModel` with usage metering, an optional reply cache and structured parsing."""
+    """Wraps a `ChatModel` with usage metering, an optional reply cache, budgets and structured parsing."""
 
     def __init__(self, chat: ChatModel, *, cache: ReplyCache | None = None,
-                 max_tokens: int = 512, temperature: float = 0.0):
+                 max_tokens: int = 512, temperature: float = 0.0, max_prompt_tokens: int | None = None,
+                 budget: QuestionBudget | None = None, templates: str = ""):
         self.chat = chat
         self.cache = cache
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.max_prompt_tokens = max_prompt_tokens
+        self.budget = budget or QuestionBudget()
+        self.templates = templates  # the prompt templates' fingerprint, part of the cache key
         self.meter = UsageMeter()
 
-    def fork(self) -> "LLM":
-        """Same model and cache, fresh usage meter (one per question)."""
-        return LLM(self.chat, cache=self.cache, max_tokens=self.max_tokens, temperature=self.temperature)
+    def fork(self, budget: QuestionBudget | None = None, templates: str | None = None) -> "LLM":
+        """Same model and cache, fresh usage meter and budget (one per question)."""
+        return LLM(self.chat, cache=self.cache, max_tokens=self.max_tokens, temperature=self.temperature,
+                   max_prompt_tokens=self.max_prompt_tokens, budget=budget,
+                   templates=self.templates if templates is None else templates)
 
     def text(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
              temperature: float | None = None) -> str:
@@ -99,12 +119,10 @@ class LLM:
             return _parse(reply.text, schema)
         except (ValueError, ValidationError) as first:
             error = _describe(first)
+        note = default_renderer().render("reask", error=error[:1000], schema=json.dumps(json_schema))
         retry = messages + [
-            {"role": "assistant", "content": reply.text},
-            {"role": "user", "content": (
-                f"That reply was not valid: {error}\n"
-                f"Reply again with only a JSON object matching this schema:\n{json.dumps(json_schema)}"
-            )},
+            {"role": "assistant", "content": reply.text[:REASK_REPLY_CHARS]},
+            {"role": "user", "content": note},
         ]
         second = self._complete(retry, json_schema, name, max_tokens, None)
         try:
@@ -121,23 +139,45 @@ class LLM:
             "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
             "temperature": temperature if temperature is not None else self.temperature,
         }
+        if self.max_prompt_tokens is not None:
+            size = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+            if size > self.max_prompt_tokens:
+                raise PromptTooLarge(f"prompt of ~{size} tokens is over max_prompt_tokens={self.max_prompt_tokens} "
+                                     f"(lower retrieval.top_k or loop.final_k, or raise llm.max_prompt_tokens)")
         key = None
         if self.cache is not None:
-            key = cache_key(getattr(self.chat, "model_name", "?"), messages, params)
+            identity = {"model": getattr(self.chat, "model_name", "?"),
+                        **(getattr(self.chat, "cache_identity", None) or {}), "templates": self.templates}
+            key = cache_key(identity, messages, params)
             hit = self.cache.get(key)
             if hit is not None:
                 hit = hit.model_copy(update={"cached": True})
                 self.meter.record(hit)
                 return hit
-        reply = self.chat.complete(messages, **params)
+        self.budget.check()
+        call = dict(params)
+        if getattr(self.chat, "accepts_deadline", False):
+            call["deadline"] = self.budget.deadline
+        try:
+            reply = self.chat.complete(messages, **call)
+        except LLMError as exc:
+            if type(exc).__name__ == "BudgetExceeded":
+                self.budget.mark(str(exc))
+            raise
+        self.budget.charge(reply.prompt_tokens, reply.completion_tokens)
         self.meter.record(reply)
         if self.cache is not None and key is not None:
             self.cache.put(key, reply)
         return reply
 
 
-def cache_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
-    blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False)
+def cache_key(identity: str | dict[str, Any], messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    """sha256 over who answers (`identity`: model, endpoint, output mode, templates), the messages and
+    every sampling setting; a bare model name is accepted for older callers."""
+    if isinstance(identity, str):
+        identity = {"model": identity}
+    blob = json.dumps({"identity": identity, "messages": messages, "params": params}, sort_keys=True,
+                      ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

@@ -14,6 +14,7 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.local_server import LocalLLMServer
 from ragsieve.agent.llm.model_packages import MODELS, resolve_local_model
 from ragsieve.agent.llm.openai_chat import OpenAIChat, OutputMode
+from ragsieve.agent.llm.redact import redact_url
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ def describe_endpoint(config: LLMConfig) -> str:
     """One line naming the endpoint `config` points at (for error messages and logs)."""
     cfg = config.resolved()
     if cfg.base_url:
-        return f"OpenAI-compatible endpoint {cfg.base_url} (model {cfg.model or 'first listed by the server'})"
+        return f"OpenAI-compatible endpoint {redact_url(cfg.base_url)} (model {cfg.model or 'first listed by the server'})"
     kind = "packaged model" if cfg.local_model in MODELS else "GGUF file"
     return f"embedded llama.cpp server with {kind} {cfg.local_model} (n_ctx {cfg.n_ctx})"
 
@@ -42,9 +43,10 @@ def open_llm(config: LLMConfig) -> tuple[LLM, Callable[[], None]]:
         base_url, api_key = server.base_url, "not-needed"
     try:
         chat = OpenAIChat(base_url, api_key, cfg.model, timeout_s=cfg.timeout_s, max_attempts=cfg.max_attempts,
-                          max_retry_s=cfg.max_retry_s, output_mode=mode)
+                          max_retry_s=cfg.max_retry_s, output_mode=mode, max_reply_bytes=cfg.max_reply_bytes)
         cache = DiskCache(cfg.cache_dir) if cfg.cache_dir else None
-        llm = LLM(chat, cache=cache, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+        llm = LLM(chat, cache=cache, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                  max_prompt_tokens=cfg.max_prompt_tokens)
     except BaseException:
         if server is not None:
             server.close()

@@ -7,11 +7,16 @@ honouring `Retry-After` / `retry-after-ms`; attempts and total time are both
 bounded. Structured output uses `response_format` json_schema (strict), or
 json_object, or a schema described in the prompt; `auto` downgrades in that
 order when the server rejects a format, and remembers what works.
+
+Every reply body is read by this module, chunk by chunk, so that a question's
+`deadline` (absolute `time.monotonic()` value) bounds the whole call — the
+wait, each retry's sleep and a body trickling in byte by byte — and a body
+over `max_reply_bytes` is refused instead of held in memory. A body that is
+not JSON is retried like a transport fault, then reported in one line. The
+URL's password and the API key never appear in a message.
 """
 from __future__ import annotations
 
-import copy
-import email.utils
 import json
 import logging
 import random
@@ -25,7 +30,11 @@ import openai
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from ragsieve.agent.llm.chat import ChatReply
-from ragsieve.agent.errors import EndpointError, LLMError, UsageError
+from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
+from ragsieve.agent.llm.redact import redact, redact_url
+from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
+
+__all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "SlowReply", "retry_after_s", "strict_schema"]
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -33,7 +42,6 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 20.0
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
-_NAMED_SUBSCHEMAS = ("properties", "$defs", "definitions", "patternProperties")
 
 
 class OutputMode(str, Enum):
@@ -46,58 +54,21 @@ class OutputMode(str, Enum):
 _DOWNGRADE = [OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT]
 
 
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Copy of `schema` made OpenAI-strict-compatible: every object with `properties`
-    closed (additionalProperties false) with all of them required; `default` dropped.
-    Maps (`additionalProperties` given as a schema) are left as they are."""
-    def fix(node: Any) -> Any:
-        if isinstance(node, list):
-            return [fix(v) for v in node]
-        if not isinstance(node, dict):
-            return node
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "default":
-                continue
-            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
-                out[key] = {name: fix(sub) for name, sub in value.items()}
-            else:
-                out[key] = fix(value)
-        is_object = "properties" in out or out.get("type") == "object"
-        if is_object and not isinstance(out.get("additionalProperties"), dict):
-            out["additionalProperties"] = False
-            out["required"] = list(out.get("properties", {}))
-        return out
-    return fix(copy.deepcopy(schema))
+class MalformedReply(LLMError):
+    """The endpoint answered 2xx with a body that is not a chat completion (retried)."""
 
 
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds asked by `retry-after-ms` or `Retry-After` (delta-seconds or HTTP date), else None."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
+class SlowReply(LLMError):
+    """The reply took longer than `timeout_s` in all (e.g. trickled byte by byte): retried like a timeout."""
+
+
+class ReplyTooLarge(LLMError):
+    """The reply body exceeded `max_reply_bytes` (not retried: the same request would do it again)."""
 
 
 def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (MalformedReply, SlowReply)):
+        return True
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
@@ -105,8 +76,8 @@ def _retryable(exc: BaseException) -> bool:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
+        return redact(f"HTTP {exc.status_code}: {exc.message}")[:500]
+    return redact(f"{type(exc).__name__}: {exc}")[:500]
 
 
 class OpenAIChat:
@@ -117,16 +88,21 @@ class OpenAIChat:
 
     def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
                  max_attempts: int = 5, max_retry_s: float = 120.0, output_mode: str | OutputMode = "auto",
-                 sleep: Callable[[float], None] | None = None):
+                 sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000):
         if not base_url or not str(base_url).startswith(("http://", "https://")):
-            raise UsageError(f"invalid LLM base_url {base_url!r}: expected an http:// or https:// URL")
+            raise UsageError(f"invalid LLM base_url {redact_url(str(base_url))!r}: expected an http:// or https:// URL")
         if timeout_s <= 0:
             raise UsageError(f"invalid timeout_s {timeout_s!r}: must be > 0")
         if max_attempts < 1:
             raise UsageError(f"invalid max_attempts {max_attempts!r}: must be >= 1")
         if max_retry_s <= 0:
             raise UsageError(f"invalid max_retry_s {max_retry_s!r}: must be > 0")
+        if max_reply_bytes < 1024:
+            raise UsageError(f"invalid max_reply_bytes {max_reply_bytes!r}: must be >= 1024")
+        self.max_reply_bytes = int(max_reply_bytes)
         self.base_url = str(base_url).rstrip("/")
+        self.shown_url = redact_url(self.base_url)  # what messages and cache keys name
+        self._api_key = api_key
         self.timeout_s = float(timeout_s)
         self.max_attempts = int(max_attempts)
         self.max_retry_s = float(max_retry_s)
@@ -154,40 +130,92 @@ class OpenAIChat:
         """The structured-output mode in use now (after any `auto` downgrade)."""
         return self._mode
 
+    accepts_deadline = True  # `LLM` passes the question's deadline to `complete`
+
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides the request, decides a reply: the endpoint (password masked) and output mode."""
+        return {"endpoint": self.shown_url, "output_mode": self._mode.value}
+
     def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
                  schema_name: str = "reply", max_tokens: int | None = None,
-                 temperature: float | None = None) -> ChatReply:
-        model = self.model_name
+                 temperature: float | None = None, deadline: float | None = None) -> ChatReply:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._discover_model(deadline)
+        model = self._model
         started = time.monotonic()
         while True:
             mode = self._mode
             kwargs = self._request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)
             try:
-                response = self._call(lambda: self._client.chat.completions.create(**kwargs), model)
+                body = self._call(lambda: self._post(kwargs, deadline), model, deadline)
             except openai.BadRequestError as exc:
                 if self._downgrade(mode, exc, json_schema is not None):
                     continue
-                raise LLMError(f"LLM endpoint {self.base_url} (model {model}) rejected the request: "
+                raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
                                f"{_describe(exc)}") from exc
             except openai.APIStatusError as exc:
-                raise LLMError(f"LLM endpoint {self.base_url} (model {model}) rejected the request: "
+                raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
                                f"{_describe(exc)}") from exc
-            return self._reply(response, model, time.monotonic() - started)
+            return self._reply(body, model, time.monotonic() - started)
 
     # ----------------------------------------------------------------- helpers
-    def _discover_model(self) -> str:
-        page = self._call(lambda: self._client.models.list(), "<discovering>")
+    def _discover_model(self, deadline: float | None = None) -> str:
+        def listing():
+            timeout = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
+            if timeout <= 0:
+                raise BudgetExceeded("deadline per question reached before the model list was read")
+            return self._client.models.list(timeout=timeout)
+
+        page = self._call(listing, "<discovering>", deadline)
         ids = [m.id for m in getattr(page, "data", []) or []]
         if not ids:
-            raise LLMError(f"LLM endpoint {self.base_url} lists no models; set the model name explicitly")
+            raise LLMError(f"LLM endpoint {self.shown_url} lists no models; set the model name explicitly")
         return ids[0]
 
-    def _call(self, fn: Callable[[], Any], model: str) -> Any:
+    def _post(self, kwargs: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+        """One chat request; the body read in chunks under the deadline and the size bound, then parsed."""
+        timeout = self.timeout_s
+        call_ends = time.monotonic() + self.timeout_s  # timeout_s bounds the whole call, not only each read
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BudgetExceeded("deadline per question reached before an LLM call")
+            timeout = min(timeout, remaining)
+        chunks, size = [], 0
+        with self._client.chat.completions.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_reply_bytes:
+                    raise ReplyTooLarge(f"LLM endpoint {self.shown_url} sent a reply over max_reply_bytes="
+                                        f"{self.max_reply_bytes}; stopped reading")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise BudgetExceeded(f"deadline per question reached while reading the reply ({size} bytes in)")
+                if time.monotonic() >= call_ends:
+                    raise SlowReply(f"reply not complete after timeout_s={self.timeout_s:g}s ({size} bytes in)")
+                chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise MalformedReply(f"reply body is not JSON ({type(exc).__name__} at byte "
+                                 f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))}, {len(raw)} bytes)") from None
+        if not isinstance(body, dict):
+            raise MalformedReply(f"reply body is JSON {type(body).__name__}, not an object")
+        return body
+
+    def _call(self, fn: Callable[[], Any], model: str, deadline: float | None = None) -> Any:
+        def past_deadline(state: RetryCallState) -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s),
-            wait=self._wait, retry=retry_if_exception(_retryable), sleep=self._sleep, reraise=False,
+            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s) | past_deadline,
+            wait=lambda state: self._wait(state, deadline), retry=retry_if_exception(_retryable),
+            sleep=self._sleep, reraise=False,
             before_sleep=lambda s: log.warning(
-                "LLM endpoint %s attempt %d failed (%s); retrying", self.base_url, s.attempt_number,
+                "LLM endpoint %s attempt %d failed (%s); retrying", self.shown_url, s.attempt_number,
                 _describe(s.outcome.exception())),
         )
         started = time.monotonic()
@@ -196,19 +224,24 @@ class OpenAIChat:
         except RetryError as exc:
             attempt = exc.last_attempt
             last = attempt.exception()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise BudgetExceeded(f"deadline per question reached after {attempt.attempt_number} attempt(s) "
+                                     f"at {self.shown_url}; last error: {_describe(last)}") from None
             raise EndpointError(
-                f"LLM endpoint {self.base_url} (model {model}) failed after {attempt.attempt_number} "
+                f"LLM endpoint {self.shown_url} (model {model}) failed after {attempt.attempt_number} "
                 f"attempt(s) in {time.monotonic() - started:.1f}s (limits: {self.max_attempts} attempts, "
                 f"{self.max_retry_s:g}s); last error: {_describe(last)}",
-                base_url=self.base_url, attempts=attempt.attempt_number,
+                base_url=self.shown_url, attempts=attempt.attempt_number,
             ) from last
 
-    def _wait(self, state: RetryCallState) -> float:
+    def _wait(self, state: RetryCallState, deadline: float | None = None) -> float:
         exc = state.outcome.exception() if state.outcome else None
         asked = None
         if isinstance(exc, openai.APIStatusError):
             asked = retry_after_s(exc.response.headers)
         remaining = max(0.0, self.max_retry_s - (state.seconds_since_start or 0.0))  # total time is bounded
+        if deadline is not None:
+            remaining = min(remaining, max(0.0, deadline - time.monotonic()))
         if asked is not None:
             return min(asked, remaining)
         ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
@@ -224,7 +257,7 @@ class OpenAIChat:
             if self._mode is mode:
                 self._mode = _DOWNGRADE[_DOWNGRADE.index(mode) + 1]
                 log.warning("LLM endpoint %s rejected response_format %s (%s); using %s from now on",
-                            self.base_url, mode.value, _describe(exc), self._mode.value)
+                            self.shown_url, mode.value, _describe(exc), self._mode.value)
         return True
 
     def _request(self, model, messages, json_schema, schema_name, mode, max_tokens, temperature) -> dict[str, Any]:
@@ -244,34 +277,19 @@ class OpenAIChat:
         kwargs["messages"] = _with_schema_instruction(kwargs["messages"], json_schema)
         return kwargs
 
-    def _reply(self, response: Any, model: str, latency_s: float) -> ChatReply:
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise LLMError(f"LLM endpoint {self.base_url} (model {model}) returned no choices")
-        message = choices[0].message
-        refusal = getattr(message, "refusal", None)
+    def _reply(self, body: dict[str, Any], model: str, latency_s: float) -> ChatReply:
+        choices = body.get("choices") or []
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        if first is None:
+            raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no choices")
+        message = first.get("message") if isinstance(first.get("message"), dict) else {}
+        refusal = message.get("refusal")
         if refusal:
-            raise LLMError(f"model {model} refused: {refusal}")
-        if message is None or message.content is None:
-            raise LLMError(f"LLM endpoint {self.base_url} (model {model}) returned no message content "
-                           f"(finish_reason={getattr(choices[0], 'finish_reason', None)})")
-        usage = getattr(response, "usage", None)
-        return ChatReply(text=message.content,
-                         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                         latency_s=latency_s)
-
-
-def _safe_name(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64]
-    return cleaned or "reply"
-
-
-def _with_schema_instruction(messages: list[dict[str, str]], json_schema: dict[str, Any]) -> list[dict[str, str]]:
-    note = ("Reply with only a JSON object (no prose, no code fence) matching this JSON schema:\n"
-            + json.dumps(json_schema, separators=(",", ":")))
-    if messages and messages[0].get("role") == "system":
-        first = dict(messages[0])
-        first["content"] = f"{first.get('content', '')}\n\n{note}"
-        return [first] + list(messages[1:])
-    return [{"role": "system", "content": note}] + list(messages)
+            raise LLMError(f"model {model} refused: {str(refusal)[:500]}")
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no message content "
+                           f"(finish_reason={first.get('finish_reason')})")
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
+                         completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s)

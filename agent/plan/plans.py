@@ -39,7 +39,7 @@ def get_plan(name: str, config: Config) -> PlanSpec:
     if name not in plans:
         raise UsageError(f"unknown plan {name!r}: choose one of {', '.join(sorted(plans))}")
     plan = plans[name]
-    validate_plan(name, plan)
+    validate_plan(name, plan, config)
     return plan
 
 

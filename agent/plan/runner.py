@@ -4,6 +4,15 @@ A step (pydantic-graph style) is a small class with one `run(state, deps)`
 method that mutates the serialisable `RunState` and returns a `StepResult`
 whose `outcome` the plan maps to the next step. Clients, indexes and
 templates are dependencies (`Deps`), never part of the state.
+
+`validate_plan` refuses, before any call, a plan that could fail or waste
+calls: unknown steps or outcomes, an outcome with no transition, a step that
+cannot be reached from `start` or from which `end` cannot be reached, a path
+to `end` that skips the `answer` step, and step settings the steps would
+refuse (each step's `check_config`). When the question's LLM budget
+(deadline, calls, tokens) runs out, the plan stops at once with the best
+answer so far (the answer, else the last draft), marked in `state.stopped`
+and in a `stopped` trace event.
 """
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ragsieve.agent.config import Config, PlanSpec
-from ragsieve.agent.errors import UsageError
+from ragsieve.agent.errors import BudgetExceeded, UsageError
 from ragsieve.agent.plan.state import RunState, TraceEvent
 
 log = logging.getLogger(__name__)
@@ -48,6 +57,10 @@ class Step:
     def run(self, state: RunState, deps: Deps) -> StepResult:  # pragma: no cover - interface
         raise NotImplementedError
 
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        """Raise UsageError for settings this step would refuse at run time (called before any call)."""
+
 
 STEPS: dict[str, type[Step]] = {}
 
@@ -60,8 +73,8 @@ def register(cls: type[Step]) -> type[Step]:
     return cls
 
 
-def validate_plan(name: str, plan: PlanSpec) -> None:
-    """Refuse a plan naming unknown steps or outcomes a step cannot produce."""
+def validate_plan(name: str, plan: PlanSpec, config: Config | None = None) -> None:
+    """Refuse a plan that is not a complete, reachable state machine ending through `answer`."""
     if plan.start not in STEPS:
         raise UsageError(f"plan {name!r}: unknown start step {plan.start!r} (known: {sorted(STEPS)})")
     for step, edges in plan.transitions.items():
@@ -72,27 +85,90 @@ def validate_plan(name: str, plan: PlanSpec) -> None:
                 raise UsageError(f"plan {name!r}: step {step!r} has no outcome {outcome!r} ({STEPS[step].outcomes})")
             if target != END and target not in STEPS:
                 raise UsageError(f"plan {name!r}: {step!r} leads to unknown step {target!r}")
+    reachable = _reachable(plan, plan.start, skip=None)
+    for step in sorted(reachable - {END}):
+        missing = [o for o in STEPS[step].outcomes if o not in plan.transitions.get(step, {})]
+        if missing:
+            raise UsageError(f"plan {name!r}: step {step!r} has no transition for outcome(s) {missing}: "
+                             f"the run would stop there after paying for it")
+    unreachable = sorted(set(plan.transitions) - reachable)
+    if unreachable:
+        raise UsageError(f"plan {name!r}: step(s) {unreachable} cannot be reached from start {plan.start!r}")
+    dead = sorted(s for s in reachable - {END} if END not in _reachable(plan, s, skip=None))
+    if dead:
+        raise UsageError(f"plan {name!r}: from step(s) {dead} the run can never reach {END!r}")
+    if END in _reachable(plan, plan.start, skip="answer"):
+        raise UsageError(f"plan {name!r}: a path reaches {END!r} without the 'answer' step (the reply would be empty)")
+    if config is not None:
+        for step in sorted(reachable - {END}):
+            try:
+                STEPS[step].check_config(config)
+            except (UsageError, ValueError) as exc:
+                raise UsageError(f"plan {name!r}: step {step!r} refuses its settings: {exc}") from None
+
+
+def _reachable(plan: PlanSpec, start: str, skip: str | None) -> set[str]:
+    """Steps (and END) reachable from `start`, never passing through `skip`."""
+    seen: set[str] = set()
+    todo = [start] if start != skip else []
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node == END:
+            continue
+        todo.extend(t for t in plan.transitions.get(node, {}).values() if t != skip and t not in seen)
+    return seen
 
 
 def run_plan(plan: PlanSpec, state: RunState, deps: Deps, max_steps: int) -> RunState:
-    """Run from `plan.start` until a transition reaches END or `max_steps` is spent.
+    """Run from `plan.start` until a transition reaches END, the budget is spent or `max_steps` is spent.
 
     When the step bound is hit before an answer exists, the `answer` step runs
     once so the caller still gets a (traced) answer.
     """
     current = plan.start
     while current != END:
+        if _budget_spent(deps):
+            _stop_on_budget(current, state, deps)
+            break
         if state.steps_taken >= max_steps:
             state.stopped = f"max_steps={max_steps} reached before {current!r}"
             if state.answer is None and current != "answer" and "answer" in STEPS:
-                _run_one("answer", state, deps)
+                try:
+                    _run_one("answer", state, deps)
+                except BudgetExceeded:
+                    _stop_on_budget("answer", state, deps)
             break
-        result = _run_one(current, state, deps)
+        try:
+            result = _run_one(current, state, deps)
+        except BudgetExceeded:
+            _stop_on_budget(current, state, deps)
+            break
         edges = plan.transitions.get(current, {})
         if result.outcome not in edges:
             raise UsageError(f"plan {state.plan!r}: no transition for {current!r} outcome {result.outcome!r}")
         current = edges[result.outcome]
     return state
+
+
+def _budget_spent(deps: Deps) -> bool:
+    budget = getattr(deps.llm, "budget", None)
+    return budget is not None and budget.spent()
+
+
+def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
+    """End the plan with the best answer so far (the answer, else the last draft), marked and traced."""
+    reason = deps.llm.budget.exhausted or "LLM budget spent"
+    if state.answer is None and state.draft is not None:
+        state.answer = state.draft
+        state.citations = [c.model_copy() for c in state.draft_citations]
+        best = "last draft"
+    else:
+        best = "answer" if state.answer is not None else "none"
+    state.stopped = f"budget: {reason} (at step {at!r}; best answer so far: {best})"
+    state.trace.append(TraceEvent(step=at, outcome="stopped", summary={"reason": reason, "best_answer": best}))
 
 
 def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:

@@ -28,6 +28,11 @@ def build_filter(cfg) -> GMMOutlierFilter:
 class Outliers(Step):
     name = "outliers"
 
+    @classmethod
+    def check_config(cls, config) -> None:
+        if config.outliers.enabled:
+            build_filter(config.outliers)  # the filter checks its settings in __init__
+
     def run(self, state: RunState, deps: Deps) -> StepResult:
         cfg = deps.config.outliers
         before = [h.chunk_id for h in state.context]

@@ -41,6 +41,14 @@ def params_of(cfg) -> RSEParams:
 class Segments(Step):
     name = "segments"
 
+    @classmethod
+    def check_config(cls, config) -> None:
+        cfg = config.segments
+        if cfg.enabled:
+            params_of(cfg)
+            if cfg.relevance == "cosine" and cfg.cosine_low >= cfg.cosine_high:
+                raise UsageError(f"segments.cosine_low {cfg.cosine_low} must be below cosine_high {cfg.cosine_high}")
+
     def run(self, state: RunState, deps: Deps) -> StepResult:
         cfg = deps.config.segments
         before = [h.chunk_id for h in state.context]

@@ -2,8 +2,12 @@
 
 Every build writes a fresh generation folder `gen-<n>/`, fsyncs it, then
 atomically replaces `CURRENT` (temp file + os.replace) and only then deletes
-older generations: an interruption at any point leaves the previous
-generation loadable. Unchanged documents (same doc_id and content hash, same
+older generations, keeping the one it replaced: an interruption at any point
+leaves the previous generation loadable, and a reader that read the old
+`CURRENT` just before the switch still finds its files (`HybridIndex.open`
+re-reads `CURRENT` if they vanish anyway). One builder writes an index at a
+time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
+`lock_wait_s` seconds (None: for ever), then fails with `IndexBusyError`. Unchanged documents (same doc_id and content hash, same
 chunking and embedding settings) keep their chunks and vectors; only added or
 changed documents are chunked and embedded. BM25, FAISS and the sparse subset
 are rebuilt from all rows each generation (they are cheap next to embedding).
@@ -27,8 +31,9 @@ from pydantic import BaseModel
 from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
-from ragsieve.tools.errors import UsageError
+from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
+from ragsieve.tools.index.lock import IndexLock
 from ragsieve.tools.ingest.loaders import load_documents
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.filters.sparse import find_sparse_rows
@@ -55,6 +60,7 @@ class BuildReport(BaseModel):
     embed_seconds: float = 0.0
     sparse_rows: int
     seconds: float
+    problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
@@ -92,6 +98,13 @@ def _fsync_tree(folder: Path) -> None:
             os.close(fd)
 
 
+def _live_generation(root: Path) -> Path | None:
+    try:
+        return current_generation(root)
+    except IndexMissingError:
+        return None
+
+
 class IndexBuilder:
     """Index files and folders into `index_dir`; one public method, `build(paths)`."""
 
@@ -100,8 +113,10 @@ class IndexBuilder:
                  batch_size: int = 64, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
-                 index_titles: bool = True) -> None:
+                 index_titles: bool = True, lock_wait_s: float | None = 300.0) -> None:
         self.root = Path(index_dir)
+        self.lock_wait_s = lock_wait_s
+        IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens)
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
@@ -140,6 +155,10 @@ class IndexBuilder:
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise UsageError(f"duplicate document ids: {dup}")
+        with IndexLock(self.root, self.lock_wait_s):
+            return self._build_locked(docs, loaded, paths, rebuild, start)
+
+    def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float) -> BuildReport:
         settings = self._settings()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
@@ -157,7 +176,7 @@ class IndexBuilder:
                       "docs_removed": sum(1 for i in prev_docs if i not in new_hashes),
                       "docs_unchanged": len(unchanged)}
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
-                      "load_summary": loaded.stats.summary(), **counts}
+                      "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(), **counts}
             if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
                     and counts["docs_removed"] == 0:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
@@ -172,7 +191,7 @@ class IndexBuilder:
         finally:
             if prev_store is not None:
                 prev_store.close()
-        self._publish(gen)
+        self._publish(gen, keep=prev_gen if prev_gen is not None else _live_generation(self.root))
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
@@ -256,8 +275,8 @@ class IndexBuilder:
                 bar.close()
         return vectors
 
-    def _publish(self, gen: Path) -> None:
-        """Point CURRENT at `gen` atomically, then delete the other generations."""
+    def _publish(self, gen: Path, keep: Path | None = None) -> None:
+        """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""
         tmp = self.root / f".{CURRENT}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(gen.name + "\n")
@@ -271,5 +290,5 @@ class IndexBuilder:
         finally:
             os.close(fd)
         for old in self.root.iterdir():
-            if _GEN.match(old.name) and old.name != gen.name:
+            if _GEN.match(old.name) and old.name not in (gen.name, keep.name if keep else None):
                 shutil.rmtree(old, ignore_errors=True)

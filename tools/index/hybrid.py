@@ -6,7 +6,11 @@ Layout (written by `tools.index_builder.IndexBuilder`)::
     index_dir/gen-3/manifest.json, chunks.sqlite, bm25/, dense.faiss, vectors.npy, sparse.json
 
 `CURRENT` is replaced atomically, so a reader sees either the old or the new
-generation, never a half-written one.
+generation, never a half-written one. The builder keeps the generation it
+replaced; should a reader still lose a race (two builds in a row while it
+opens), `open` re-reads `CURRENT` and tries the new generation, a bounded
+number of times. A damaged file gives one `IndexMissingError` line naming
+the file, never a raw exception from the library that reads it.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sp
 
 
 QUERY_CACHE_SIZE = 64
+OPEN_ATTEMPTS = 5  # re-reads of CURRENT when the generation changed under an opening reader
 
 
 def current_generation(root: Path) -> Path | None:
@@ -35,19 +40,41 @@ def current_generation(root: Path) -> Path | None:
     pointer = root / CURRENT
     if not pointer.is_file():
         return None
-    name = pointer.read_text(encoding="utf-8").strip()
-    if not name or "/" in name or name.startswith("."):
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IndexMissingError(f"index {root}: cannot read {CURRENT} ({exc}); rebuild with --rebuild") from None
+    if not name or "/" in name or "\\" in name or name.startswith(".") or len(name) > 255:
         raise IndexMissingError(f"index {root}: CURRENT holds an invalid generation name {name!r}")
     return root / name
 
 
 def read_manifest(gen: Path) -> dict:
     try:
-        return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise IndexMissingError(f"index generation {gen} is incomplete: no {MANIFEST}") from None
-    except json.JSONDecodeError as exc:
-        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is not valid JSON ({exc})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is not valid JSON ({exc})") from None
+    try:
+        model = manifest["embedding"]["model"]
+        if not isinstance(model, str):
+            raise TypeError("embedding.model is not a string")
+    except (KeyError, TypeError) as exc:
+        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is malformed ({exc!r} missing or wrong)") from None
+    return manifest
+
+
+def _load_part(gen: Path, name: str, loader):
+    """Run one part's loader; any failure of the third-party reader becomes one clear line."""
+    try:
+        return loader()
+    except (IndexMissingError, UsageError):
+        raise
+    except Exception as exc:  # faiss, numpy, bm25s, json and sqlite each raise their own types
+        raise IndexMissingError(f"index generation {gen}: {name} is damaged ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0][:200] if str(exc) else 'unreadable'}); "
+                                f"rebuild with `ragsieve index ... --rebuild`") from None
 
 
 class HybridIndex:
@@ -77,9 +104,19 @@ class HybridIndex:
         root = Path(index_dir)
         if not root.is_dir():
             raise IndexMissingError(f"no index at {root}: the folder does not exist (build it with `ragsieve index`)")
-        gen = current_generation(root)
-        if gen is None:
-            raise IndexMissingError(f"no index at {root}: no {CURRENT} file (build it with `ragsieve index`)")
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            gen = current_generation(root)
+            if gen is None:
+                raise IndexMissingError(f"no index at {root}: no {CURRENT} file (build it with `ragsieve index`)")
+            try:
+                return cls._open_generation(root, gen, embedder, batch_size)
+            except IndexMissingError:
+                if attempt == OPEN_ATTEMPTS or current_generation(root) == gen:
+                    raise  # CURRENT did not move: the generation itself is broken
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @classmethod
+    def _open_generation(cls, root: Path, gen: Path, embedder: Embedder | None, batch_size: int) -> "HybridIndex":
         if not gen.is_dir():
             raise IndexMissingError(f"index {root}: CURRENT points at {gen.name}, which does not exist")
         missing = [name for name in REQUIRED if not (gen / name).exists()]
@@ -89,16 +126,22 @@ class HybridIndex:
         if embedder is not None and canonical_model_name(embedder.name) != manifest["embedding"]["model"]:
             raise UsageError(f"index {root} was built with {manifest['embedding']['model']!r}, "
                              f"not with the given embedder {embedder.name!r}")
-        store = ChunkStore(gen / "chunks.sqlite", read_only=True)
-        bm25 = BM25Index.load(gen / "bm25")
-        dense = DenseIndex.load(gen)
-        sparse = json.loads((gen / "sparse.json").read_text(encoding="utf-8"))
-        n = store.count()
-        if bm25.n_docs != n or len(dense) != n:
+        store = _load_part(gen, "chunks.sqlite", lambda: ChunkStore(gen / "chunks.sqlite", read_only=True))
+        try:
+            n = _load_part(gen, "chunks.sqlite", store.count)
+            bm25 = _load_part(gen, "bm25/", lambda: BM25Index.load(gen / "bm25"))
+            dense = _load_part(gen, "dense.faiss / vectors.npy", lambda: DenseIndex.load(gen))
+            sparse = _load_part(gen, "sparse.json", lambda: [int(r) for r in json.loads(
+                (gen / "sparse.json").read_text(encoding="utf-8"))["rows"]])
+            if bm25.n_docs != n or len(dense) != n or dense.vectors.ndim != 2:
+                raise IndexMissingError(f"index generation {gen} is inconsistent: {n} chunks, "
+                                        f"{bm25.n_docs} BM25 rows, {len(dense)} vectors; rebuild with --rebuild")
+            if any(not 0 <= r < n for r in sparse):
+                raise IndexMissingError(f"index generation {gen}: sparse.json names rows outside 0..{n - 1}")
+        except BaseException:
             store.close()
-            raise IndexMissingError(f"index generation {gen} is inconsistent: {n} chunks, "
-                                    f"{bm25.n_docs} BM25 rows, {len(dense)} vectors")
-        return cls(root, gen, manifest, store, bm25, dense, list(sparse["rows"]), embedder, batch_size)
+            raise
+        return cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
 
     def __len__(self) -> int:
         return self.store.count()

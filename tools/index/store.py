@@ -54,7 +54,8 @@ class ChunkStore:
     """Chunks and documents of one index generation in `path` (a SQLite file).
 
     `read_only=True` (used when loading an index) opens the file with
-    `mode=ro` and fails with IndexMissingError when it does not exist.
+    `mode=ro` and fails with IndexMissingError when it does not exist or is
+    not a readable chunk store (checked on open, one line naming the file).
     """
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
@@ -63,7 +64,14 @@ class ChunkStore:
         if read_only:
             if not self.path.is_file():
                 raise IndexMissingError(f"chunk store not found: {self.path}")
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            try:
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                           check_same_thread=False)
+                self._db.execute("SELECT doc_id, chunk_index, row, text FROM chunks LIMIT 1").fetchall()
+                self._db.execute("SELECT doc_id, content_hash, first_row FROM documents LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                raise IndexMissingError(f"chunk store {self.path} is damaged or not a ragsieve chunk store "
+                                        f"({exc}); rebuild with `ragsieve index ... --rebuild`") from None
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False)

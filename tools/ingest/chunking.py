@@ -7,8 +7,11 @@ inside its last two thirds: for prose a markdown heading, then a paragraph
 break, then a line break; for code a top-level definition, then a blank
 line; else as late as possible. Chunk texts are
 the packed spans with surrounding blank space trimmed, so concatenating them
-gives back the document modulo whitespace at the cuts. Code lines are never
-split, so one over-long line is the only chunk allowed over the budget.
+gives back the document modulo whitespace at the cuts. Code is cut at line
+ends only, except a line over the budget (minified JavaScript, a data blob),
+which is cut at token starts like prose. Every chunk is at most `chunk_tokens`
+tokens and `chunk_tokens * MAX_CHARS_PER_TOKEN` characters, whatever the input:
+a run of characters with no token boundary is cut by length.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ _LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 # Boundary preferences; higher wins. A unit's score is that of the cut before it.
 NONE, LINE, PARAGRAPH, SECTION = 0, 1, 2, 3
 MIN_FILL = 1 / 3
+MAX_CHARS_PER_TOKEN = 16  # character bound per budgeted token (a 200-token chunk holds <= 3,200 chars)
 
 Unit = tuple[int, int, int, int]  # (start char, end char, tokens, boundary score before it)
 
@@ -71,6 +75,26 @@ def _cut_long(text: str, start: int, end: int, budget: int, score: int) -> list[
         for x, y in zip(bounds, bounds[1:]):
             units.append((x, y, len(_TOKEN.findall(text, x, y)), score if x == start else NONE))
     return units
+
+
+def _bounded(text: str, units: list[Unit], budget: int) -> list[Unit]:
+    """Units cut until none exceeds `budget` tokens or `budget * MAX_CHARS_PER_TOKEN` characters."""
+    max_chars = budget * MAX_CHARS_PER_TOKEN
+    out: list[Unit] = []
+    for unit in units:
+        start, end, tokens, score = unit
+        if tokens <= budget and end - start <= max_chars:
+            out.append(unit)
+            continue
+        pieces = _cut_long(text, start, end, budget, score) if tokens > budget else [unit]
+        for a, b, t, sc in pieces:
+            if b - a <= max_chars and t <= budget:
+                out.append((a, b, t, sc))
+                continue
+            for x in range(a, b, max_chars):
+                y = min(b, x + max_chars)
+                out.append((x, y, len(_TOKEN.findall(text, x, y)), sc if x == a else NONE))
+    return out
 
 
 def _prose_units(text: str, budget: int, markdown: bool) -> list[Unit]:
@@ -159,8 +183,10 @@ class Chunker:
     def run(self, doc: Document) -> list[Chunk]:
         """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
         text = doc.text
-        units = _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens)
-        ranges = pack([u[2] for u in units], [u[3] for u in units], self.chunk_tokens)
+        units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
+                         self.chunk_tokens)
+        weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
+        ranges = pack(weights, [u[3] for u in units], self.chunk_tokens)
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
         chunks: list[Chunk] = []
         for i, j in ranges:

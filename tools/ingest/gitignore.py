@@ -1,13 +1,15 @@
-"""The common subset of `.gitignore` semantics, for skipping files while scanning folders.
+"""`.gitignore` rules for skipping files while scanning folders, matched by `pathspec`.
 
-Supported (see `git help gitignore`): comments and blank lines, `\\#`/`\\!`
-escapes, trailing-space trimming, `!` negation, a trailing `/` matching
-directories only, anchoring by a leading or inner `/`, `*`, `?`, `[...]`
-classes (with `!`/`^` negation) and `**` (leading `**/`, inner `/**/`,
-trailing `/**`). Nested `.gitignore` files apply below their folder and win
-over their parents; within one file the last matching pattern wins. As in
-git, a file below an ignored directory cannot be re-included: the scanner
-never descends into ignored directories.
+Each line is compiled by pathspec's `GitIgnoreSpecPattern` (git's own
+semantics: comments, `\\#`/`\\!` escapes, `!` negation, trailing `/` for
+directories, anchoring by a leading or inner `/`, `*`, `?`, `[...]`, `**`).
+pathspec collapses runs of `**/` into one group, so matching stays linear in
+the path length however many `**/` a line repeats. A line that does not
+compile (e.g. `[z-a]`) is reported and skipped; it never stops a scan.
+Nested `.gitignore` files apply below their folder and win over their
+parents; within one file the last matching pattern wins. As in git, a file
+below an ignored directory cannot be re-included: the scanner never descends
+into ignored directories.
 """
 from __future__ import annotations
 
@@ -15,110 +17,65 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+MAX_GITIGNORE_BYTES = 1_000_000
+MAX_PATTERN_CHARS = 4096
+
+
+class BadPattern(ValueError):
+    """A `.gitignore` line that cannot be compiled."""
+
 
 @dataclass(frozen=True)
 class IgnoreRule:
     """One parsed pattern of one `.gitignore` file."""
 
     pattern: str
-    regex: re.Pattern[str]
+    compiled: GitIgnoreSpecPattern
     negated: bool
     dir_only: bool
     origin: str  # "path/to/.gitignore:line" for messages
 
     def matches(self, rel_path: str, is_dir: bool) -> bool:
         """Whether `rel_path` (posix, relative to the rule's folder) matches."""
-        if self.dir_only and not is_dir:
+        if self.compiled.match_file(rel_path) is not None:
+            return not self.dir_only or is_dir
+        if not is_dir:
             return False
-        return self.regex.fullmatch(rel_path) is not None
-
-
-def _translate_class(pat: str, i: int) -> tuple[str, int]:
-    """Translate the `[...]` class starting at `pat[i]`; return (regex, next index)."""
-    j = i + 1
-    if j < len(pat) and pat[j] in "!^":
-        j += 1
-    if j < len(pat) and pat[j] == "]":
-        j += 1
-    while j < len(pat) and pat[j] != "]":
-        j += 1
-    if j >= len(pat):
-        return re.escape("["), i + 1
-    body = pat[i + 1:j]
-    negate = body[:1] in ("!", "^")
-    if negate:
-        body = body[1:]
-    body = body.replace("\\", "\\\\").replace("^", "\\^")
-    return ("[^/" if negate else "[") + body + "]", j + 1
-
-
-def _translate(pat: str) -> str:
-    """Translate a gitignore glob (without anchoring `/` and trailing `/`) to a regex body."""
-    out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if pat.startswith("**/", i) and (i == 0 or pat[i - 1] == "/"):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("**", i) and (i == 0 or pat[i - 1] == "/") and i + 2 == n:
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            piece, i = _translate_class(pat, i)
-            out.append(piece)
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(pat[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
+        # a folder also matches a directory-only pattern through pathspec's trailing-slash group,
+        # but not `abc/**` (which means "everything inside abc", as in git)
+        found = self.compiled.match_file(rel_path + "/")
+        return found is not None and found.match.groupdict().get("ps_d") is not None
 
 
 def parse_line(line: str, origin: str = "") -> IgnoreRule | None:
-    """Parse one `.gitignore` line into a rule, or `None` for comments and blanks."""
+    """Parse one `.gitignore` line into a rule; `None` for comments and blanks; `BadPattern` if invalid."""
     line = line.rstrip("\n").rstrip("\r")
-    if not line or line.startswith("#"):
+    if len(line) > MAX_PATTERN_CHARS:
+        raise BadPattern(f"pattern longer than {MAX_PATTERN_CHARS} characters")
+    try:
+        compiled = GitIgnoreSpecPattern(line)
+    except (re.error, ValueError, TypeError) as exc:
+        raise BadPattern(f"invalid pattern {line!r}: {exc}") from None
+    if compiled.include is None:
         return None
-    stripped = line.rstrip(" ")
-    if stripped.endswith("\\") and len(stripped) < len(line):
-        stripped += " "
-    line = stripped
-    negated = line.startswith("!")
-    if negated:
-        line = line[1:]
-    elif line.startswith("\\!") or line.startswith("\\#"):
-        line = line[1:]
-    dir_only = line.endswith("/")
-    body = line.rstrip("/")
-    if not body:
-        return None
-    anchored = "/" in body
-    body = body.lstrip("/")
-    regex = _translate(body)
-    if not anchored:
-        regex = "(?:.*/)?" + regex
-    return IgnoreRule(
-        pattern=line if not negated else "!" + line,
-        regex=re.compile(regex, re.DOTALL),
-        negated=negated,
-        dir_only=dir_only,
-        origin=origin,
-    )
+    shown = line.rstrip(" ")
+    return IgnoreRule(pattern=shown, compiled=compiled, negated=compiled.include is False,
+                      dir_only=shown.endswith("/"), origin=origin)
 
 
-def parse_gitignore(text: str, origin: str = "") -> list[IgnoreRule]:
-    """Parse the text of one `.gitignore` file into its rules, in file order."""
+def parse_gitignore(text: str, origin: str = "", bad: list[tuple[str, str]] | None = None) -> list[IgnoreRule]:
+    """The rules of one `.gitignore` text, in file order; invalid lines go to `bad` as (origin, why)."""
     rules = []
     for number, line in enumerate(text.splitlines(), start=1):
-        rule = parse_line(line, f"{origin}:{number}" if origin else str(number))
+        where = f"{origin}:{number}" if origin else str(number)
+        try:
+            rule = parse_line(line, where)
+        except BadPattern as exc:
+            if bad is not None:
+                bad.append((where, str(exc)))
+            continue
         if rule is not None:
             rules.append(rule)
     return rules
@@ -130,13 +87,22 @@ class IgnoreSet:
 
     layers: tuple[tuple[Path, tuple[IgnoreRule, ...]], ...] = ()
 
-    def child(self, folder: Path) -> "IgnoreSet":
-        """The rules in force in `folder`: these plus `folder/.gitignore` if it exists."""
+    def child(self, folder: Path, bad: list[tuple[str, str]] | None = None) -> "IgnoreSet":
+        """The rules in force in `folder`: these plus `folder/.gitignore` if it exists and is readable."""
         path = folder / ".gitignore"
-        if not path.is_file():
+        try:
+            if not path.is_file():
+                return self
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_GITIGNORE_BYTES + 1)
+        except OSError as exc:
+            if bad is not None:
+                bad.append((path.as_posix(), f"unreadable .gitignore: {exc.strerror or exc}"))
             return self
-        text = path.read_text(encoding="utf-8", errors="replace")
-        rules = tuple(parse_gitignore(text, origin=path.as_posix()))
+        if len(raw) > MAX_GITIGNORE_BYTES and bad is not None:
+            bad.append((path.as_posix(), f"only the first {MAX_GITIGNORE_BYTES} bytes are read"))
+        text = raw[:MAX_GITIGNORE_BYTES].decode("utf-8", errors="replace")
+        rules = tuple(parse_gitignore(text, origin=path.as_posix(), bad=bad))
         return IgnoreSet(self.layers + ((folder, rules),)) if rules else self
 
     def match(self, path: Path, is_dir: bool) -> IgnoreRule | None:

@@ -7,11 +7,13 @@ same ids.
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import json
 import logging
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ CODE_SUFFIXES = frozenset(
 )
 BEIR_KEYS = ("_id", "title", "text")
 _SNIFF_BYTES = 8192
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a text or code file larger than this is skipped, named (BEIR corpora stream)
 _MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -51,12 +54,49 @@ def _kind_of(path: Path) -> str | None:
     return "code" if suffix in CODE_SUFFIXES else None
 
 
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+         (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+def sniff_encoding(raw: bytes) -> tuple[str | None, int]:
+    """(encoding, BOM length) from a byte-order mark, or UTF-16 recognised by its NUL pattern.
+
+    BOM-less UTF-16 text in a Latin script has a NUL in every other byte; when
+    at least 90% of the even (or odd) bytes of the sample are NUL and almost
+    none of the others are, it is UTF-16-BE (or -LE). Else (None, 0).
+    """
+    for bom, name in _BOMS:
+        if raw.startswith(bom):
+            return name, len(bom)
+    sample = raw[:_SNIFF_BYTES - _SNIFF_BYTES % 2]
+    if len(sample) >= 4:
+        even, odd = sample[0::2], sample[1::2]
+        share = lambda part: part.count(0) / len(part)  # noqa: E731
+        if share(even) >= 0.9 and share(odd) <= 0.1:
+            return "utf-16-be", 0
+        if share(odd) >= 0.9 and share(even) <= 0.1:
+            return "utf-16-le", 0
+    return None, 0
+
+
 def decode_bytes(raw: bytes) -> tuple[str | None, bool]:
     """Decode file bytes: (text, used_replacement), or (None, _) when the bytes look binary.
 
-    Binary means a NUL byte in the first 8 KiB, or bytes that are not UTF-8
-    and whose sample is mostly control characters or replacement characters.
+    A byte-order mark (UTF-8/16/32) or the NUL pattern of UTF-16 selects the
+    encoding. Otherwise binary means a NUL byte in the first 8 KiB, or bytes
+    that are not UTF-8 and whose sample is mostly control characters or
+    replacement characters.
     """
+    encoding, skip = sniff_encoding(raw)
+    if encoding is not None:
+        body = raw[skip:]
+        try:
+            text = body.decode(encoding)
+            replaced = False
+        except UnicodeDecodeError:
+            text, replaced = body.decode(encoding, errors="replace"), True
+        if "\x00" not in text[:_SNIFF_BYTES]:
+            return text, replaced
     sample = raw[:_SNIFF_BYTES]
     if b"\x00" in sample:
         return None, False
@@ -85,7 +125,11 @@ def markdown_title(text: str) -> str | None:
 
 def _load_file(path: Path, kind: str, stats: LoadStats) -> Document | None:
     doc_id = display_path(path)
-    raw = path.read_bytes()
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        stats._skip("skipped_too_large", doc_id, f"too large: over {MAX_FILE_BYTES} bytes (not read)")
+        return None
     text, replaced = decode_bytes(raw)
     if text is None:
         stats._skip("skipped_binary", doc_id, "binary content")
@@ -162,8 +206,12 @@ def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
             digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
             docs.append(Document(doc_id=doc_id, source=f"{shown}#{doc_id}", title=title, text=text,
                                  kind="beir", content_hash=digest, line_start=None))
-    except (OSError, EOFError) as exc:
-        raise UsageError(f"cannot read BEIR corpus {shown}: {exc}") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        stats._skip("skipped_unreadable", shown, f"corrupt or unreadable archive after {len(docs)} records "
+                                                 f"(none kept): {type(exc).__name__}: {exc}")
+        for doc in docs:
+            ids.discard(doc.doc_id)
+        return []
     if not checked:
         stats._skip("skipped_empty", shown, "no records")
     return docs
@@ -193,11 +241,16 @@ def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadRe
         if kind is None:
             stats._skip("skipped_unsupported", display_path(path), f"unsupported file type {path.suffix or path.name!r}")
             continue
-        if kind == "beir":
-            new = _load_beir(path, stats, ids)
-        else:
-            doc = _load_file(path, kind, stats)
-            new = [doc] if doc is not None else []
+        try:
+            if kind == "beir":
+                new = _load_beir(path, stats, ids)
+            else:
+                doc = _load_file(path, kind, stats)
+                new = [doc] if doc is not None else []
+        except (OSError, EOFError, zlib.error) as exc:
+            stats._skip("skipped_unreadable", display_path(path),
+                        f"unreadable: {getattr(exc, 'strerror', None) or exc}")
+            continue
         if new:
             stats.files_loaded += 1
             documents.extend(new)

@@ -1,14 +1,21 @@
 """Finding the files to index: folders walked in sorted order, ignore rules applied, skips counted.
 
-Folders are walked recursively, honouring `.gitignore` files found in the scanned
-folders (`ragsieve.tools.ingest.gitignore`) and never entering `.git`, `.venv`,
-`node_modules` or `__pycache__`. Files named explicitly are always read. Symlinked
-folders are not followed, and only the `.gitignore` files at or below a scanned
-folder apply (not its parents').
+Folders are walked iteratively (an explicit stack, so depth never exhausts
+Python's recursion), honouring `.gitignore` files found in the scanned folders
+(`ragsieve.tools.ingest.gitignore`) and never entering `.git`, `.venv`,
+`node_modules` or `__pycache__`. Files named explicitly are always read.
+Symlinked folders are not followed, and only the `.gitignore` files at or
+below a scanned folder apply (not its parents').
+
+Nothing found on the way is fatal: a name that is not valid UTF-8, a broken
+or looping symlink, an unreadable file or folder, a FIFO, socket or device,
+a folder deeper than `MAX_DEPTH` or an invalid ignore pattern is counted,
+named with its reason in `LoadStats.skipped`, and skipped.
 """
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +24,7 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.gitignore import IgnoreSet
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
+MAX_DEPTH = 256  # folders below this many levels under a scanned folder are skipped, named
 
 
 @dataclass
@@ -31,22 +39,48 @@ class LoadStats:
     skipped_ignored: int = 0
     skipped_unsupported: int = 0
     skipped_records: int = 0
+    skipped_unreadable: int = 0  # permissions, I/O errors, symlink loops, corrupt archives
+    skipped_special: int = 0  # FIFOs, sockets, devices, symlinked folders
+    skipped_bad_names: int = 0  # names that are not valid UTF-8
+    skipped_too_deep: int = 0
+    skipped_too_large: int = 0
+    bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
+    PROBLEMS = ("skipped_unreadable", "skipped_special", "skipped_bad_names", "skipped_too_deep",
+                "skipped_too_large", "bad_ignore_patterns")
+
     def summary(self) -> str:
         """One line for humans."""
-        return (
+        line = (
             f"{self.documents} documents from {self.files_loaded} of {self.files_seen} files; "
             f"skipped {self.skipped_binary} binary, {self.skipped_empty} empty, "
             f"{self.skipped_ignored} gitignored, {self.skipped_unsupported} unsupported, "
             f"{self.skipped_records} bad records; "
             f"{self.decoded_with_replacement} decoded with replacement characters"
         )
+        problems = [f"{getattr(self, name)} {name.replace('skipped_', '').replace('_', ' ')}"
+                    for name in self.PROBLEMS if getattr(self, name)]
+        return line + (f"; problems: {', '.join(problems)}" if problems else "")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """The skipped paths a user should look at (not the ordinary binary/empty/ignored/unsupported)."""
+        return [(p, r) for p, r in self.skipped if r.startswith(_PROBLEM_PREFIXES)]
 
     def _skip(self, counter: str, path: str, reason: str) -> None:
         setattr(self, counter, getattr(self, counter) + 1)
         self.skipped.append((path, reason))
+
+
+_PROBLEM_PREFIXES = ("unreadable", "special file", "name is not UTF-8", "too deep", "too large", "bad ignore pattern",
+                     "symlink", "corrupt")
+
+
+def printable(path: str | Path) -> str:
+    """A path as text that always encodes: undecodable bytes shown as \\xNN escapes."""
+    raw = os.fsencode(path)
+    return raw.decode("utf-8", errors="backslashreplace")
 
 
 def display_path(path: Path) -> str:
@@ -58,37 +92,109 @@ def display_path(path: Path) -> str:
         return absolute.as_posix()
 
 
+def name_ok(path: Path) -> bool:
+    """Whether the path is valid UTF-8 (sqlite, JSON and terminals need it)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_regular(path: Path, stats: LoadStats) -> bool:
+    """Whether `path` is a readable regular file (following symlinks); else counted and named."""
+    shown = printable(display_path(path))
+    if not name_ok(path):
+        stats._skip("skipped_bad_names", shown, "name is not UTF-8")
+        return False
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        kind = "symlink loop or broken symlink" if os.path.islink(path) else "unreadable"
+        stats._skip("skipped_unreadable", shown, f"{kind}: {exc.strerror or exc}")
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        stats._skip("skipped_special", shown, f"special file ({_kind(st.st_mode)}), not read")
+        return False
+    return True
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _entries(folder: Path, stats: LoadStats) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        stats._skip("skipped_unreadable", printable(display_path(folder)), f"unreadable folder: {exc.strerror or exc}")
+        return []
+
+
 def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[Path]:
-    """Files under `folder`, sorted, with gitignored entries counted and pruned."""
-    ignores = ignores.child(folder)
-    with os.scandir(folder) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
+    """Files under `folder`, sorted depth-first, with skipped entries counted and pruned."""
+    bad: list[tuple[str, str]] = []
+
+    def enter(path: Path, parent: IgnoreSet, depth: int):
+        child = parent.child(path, bad)
+        for where, why in bad:
+            stats._skip("bad_ignore_patterns", printable(where), f"bad ignore pattern skipped: {why}")
+        bad.clear()
+        return iter(_entries(path, stats)), child, depth
+
+    stack = [enter(folder, ignores, 0)]
+    while stack:
+        entries, layer, depth = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
         path = Path(entry.path)
-        is_dir = entry.is_dir(follow_symlinks=False)
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_link = entry.is_symlink()
+        except OSError as exc:
+            stats._skip("skipped_unreadable", printable(display_path(path)), f"unreadable: {exc.strerror or exc}")
+            continue
         if is_dir and entry.name in ALWAYS_SKIPPED_DIRS:
             continue
-        if not is_dir and not entry.is_file():
+        if not name_ok(path):
+            stats._skip("skipped_bad_names", printable(display_path(path)), "name is not UTF-8")
             continue
-        rule = ignores.match(path, is_dir)
+        rule = layer.match(path, is_dir)
         if rule is not None:
             stats._skip("skipped_ignored", display_path(path), f"gitignored by {rule.pattern!r} ({rule.origin})")
             continue
         if is_dir:
-            yield from walk_folder(path, ignores, stats)
-        else:
+            if depth + 1 > MAX_DEPTH:
+                stats._skip("skipped_too_deep", display_path(path), f"too deep: more than {MAX_DEPTH} levels")
+                continue
+            stack.append(enter(path, layer, depth + 1))
+            continue
+        if is_link and os.path.isdir(path):
+            stats._skip("skipped_special", display_path(path), "special file (symlinked folder), not followed")
+            continue
+        if check_regular(path, stats):
             yield path
 
 
 def collect_files(paths: list[str | Path], stats: LoadStats) -> list[Path]:
-    missing = [str(p) for p in paths if not Path(p).exists()]
+    missing = [printable(p) for p in paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path(s) not found: {', '.join(missing)}")
     files: list[Path] = []
     seen: set[str] = set()
     for given in paths:
         path = Path(given)
-        found = walk_folder(path, IgnoreSet(), stats) if path.is_dir() else iter([path])
+        if path.is_dir():
+            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats)
+        else:
+            found = iter([path]) if check_regular(path, stats) else iter([])
         for file in found:
             key = os.path.abspath(file)
             if key not in seen:
