@@ -62,16 +62,22 @@ PLANS: dict[str, PlanSpec | None] = {
     "full-R": None,  # `full` with retrieval.exclude_sparse
 }
 SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
+OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
 COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
                                                        "conformal": {"next": "answer"}, "answer": {"next": END}})
 
 
-def config_for(plan: str, alpha: float | None = None, kind: str | None = None) -> Config:
+def config_for(plan: str, alpha: float | None = None, kind: str | None = None, combine: str | None = None) -> Config:
     cfg = Config()
     cfg.plans = {k: v for k, v in PLANS.items() if v is not None} | {"coverage": COVERAGE_PLAN}
-    cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1})
+    cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, **({"combine": combine} if combine else {})})
     if plan == "full-R":
         cfg.retrieval = cfg.retrieval.model_copy(update={"exclude_sparse": True})
+    for item in OVERRIDES:
+        section, _, rest = item.partition(".")
+        field, _, value = rest.partition("=")
+        parsed = json.loads(value) if value not in ("", None) else None
+        setattr(cfg, section, getattr(cfg, section).model_validate({**getattr(cfg, section).model_dump(), field: parsed}))
     if alpha is not None or kind is not None:
         cfg.conformal = cfg.conformal.model_copy(update={"alpha": alpha, "score_kind": kind})
     return cfg
@@ -137,7 +143,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 rows = []
                 for q in questions:
                     orch = orchs[q["fold"]]
-                    orch.config, orch._llm = config_for(plan), llm
+                    orch.config, orch._llm = config_for(plan, combine=args.combine), llm
                     if chat is not None:
                         chat.q = q
                     started = time.perf_counter()
@@ -190,7 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-pipeline-index"))
     ap.add_argument("--label", default="")
+    ap.add_argument("--combine", default=None, choices=["relevant", "union", "anchored"],
+                    help="loop.combine for every plan (default: the shipped default)")
+    ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
+                    help="a config setting for every plan, e.g. segments.keep_evidence=false")
     args = ap.parse_args(argv)
+    OVERRIDES.extend(args.override)
     args.judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     args.plans = [p.strip() for p in args.plans.split(",") if p.strip()]
     bad = [p for p in args.plans if p not in PLANS] + \
@@ -199,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
     report = {"command": " ".join([sys.executable, *sys.argv]), "load_average": os.getloadavg(),
+              "combine": args.combine or Config().loop.combine, "overrides": args.override,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "defaults": Config().model_dump(include={"loop", "conformal", "outliers", "segments", "fallback",
                                                        "retrieval"}), "sets": {}}

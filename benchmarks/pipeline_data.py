@@ -3,7 +3,7 @@
 Calibration never sees the questions it is evaluated on:
 - SciFact: calibrated on the train qrels (809 claims), evaluated on test (300).
 - HotpotQA (103 questions, one qrels file): two folds; each half is evaluated on an index copy
-  calibrated on the other half.
+  calibrated on the other half, one calibration record per gold paragraph (both hops matter).
 - SQuAD 2.0: calibrated on answerable questions outside the evaluated sample.
 """
 from __future__ import annotations
@@ -94,10 +94,12 @@ def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path)
                 qrels_lines.append(f"{r['id']}\t{r['gold_doc_id']}\t1")
                 queries.append({"_id": r["id"], "text": r["question"]})
     else:
+        # two-hop: one calibration record per gold paragraph, so the cutoff keeps *each* with 1 - alpha
         for r in _jsonl(folder / "qa.jsonl"):
             if r["id"] not in evaluated:
-                qrels_lines.extend(f"{r['id']}\t{d}\t1" for d in r["gold_doc_ids"])
-                queries.append({"_id": r["id"], "text": r["question"]})
+                for d in r["gold_doc_ids"]:
+                    qrels_lines.append(f"{r['id']}:{d}\t{d}\t1")
+                    queries.append({"_id": f"{r['id']}:{d}", "text": r["question"]})
     (target / "cal-qrels.tsv").write_text("\n".join(qrels_lines) + "\n", encoding="utf-8")
     (target / "cal-queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
     return target / "cal-qrels.tsv", target / "cal-queries.jsonl"

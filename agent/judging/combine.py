@@ -1,6 +1,6 @@
 """How the judge's verdicts and retrieval evidence are combined into the final context.
 
-The default (`loop.combine = "union"`, measured in `benchmarks/pipeline.py`) follows
+The default (`loop.combine = "relevant"`, measured in `benchmarks/pipeline.py`) follows
 semi-supervised retrieval (Minnaar 2023): a trusted judge's *relevant set* is the
 context, of whatever size it is, best evidence first, cut by the token budget
 `loop.context_tokens` (`fit_budget`). When the plan has the conformal step, the

@@ -85,6 +85,7 @@ class ConformalRecord(BaseModel):
     qhat: float | None  # None: +inf, every chunk passes
     calibration_n: int
     coverage: float  # 1 - alpha: the probability the answer-bearing chunk is kept
+    passing: list[str] = Field(default_factory=list)  # the conformal set: pool chunks under the cutoff
 
 
 class SegmentRecord(BaseModel):

@@ -143,7 +143,8 @@ class Conformal(Step):
         state.context = kept
         state.evidence = "none" if not kept else ("strong" if passing else "judged")
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
-                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4))
+                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
+                                          passing=[h.chunk_id for h in passing])
         return StepResult("next", summary)
 
 

@@ -13,7 +13,9 @@ around are worth it (sandwiched chunks).
 The context becomes the chosen segments, most valuable document first, each segment's
 chunks in document order; with `merge` each segment is one passage whose text is
 rebuilt from the chunk store. Context chunks a trusted judge called relevant, or the
-sparse fallback added, stay even outside every segment. With no segment worth
+sparse fallback added, stay even outside every segment; so do the conformal set's chunks
+with `keep_evidence` (default): RSE then shapes the context (segments, sandwiched chunks)
+without undoing the conformal coverage. With no segment worth
 `minimum_value`, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState, SegmentRecord
+from ragsieve.agent.steps.outliers import judged_evidence
 from ragsieve.agent.steps.conformal import cached_calibration, candidate_hits, dense_similarities
 from ragsieve.tools.filters.segments import (RSEParams, adjust_for_chunk_length, best_segments, chunk_values,
                                              preset_params, relevance_from_calibration, relevance_from_cosine)
@@ -109,7 +112,7 @@ class Segments(Step):
                 context.extend(by_row.get(r) or Hit(chunk=c, row=r, score=0.0, extra={"sandwiched": 1.0})
                                for r, c in zip(seg_rows, chunks))
         members = [cid for d in described for cid in d["chunk_ids"]]
-        protected = _protected(state, set(members))
+        protected = _protected(state, set(members), cfg.keep_evidence)
         context.extend(protected)
         members.extend(h.chunk_id for h in protected)
         state.context = context
@@ -143,9 +146,11 @@ def _merged(rows: list[int], chunks: list[Chunk], value: float, sims: list[float
                extra={"segment_value": float(value), "segment_chunks": float(len(chunks))})
 
 
-def _protected(state: RunState, members: set[str]) -> list[Hit]:
-    """Context chunks outside every segment that stay: a trusted judge called them relevant, or the
-    sparse fallback added them (their evidence is not similarity, which RSE values)."""
-    trusted = {} if state.loop.distrusted else state.loop.trusted
-    added = set(state.fallback.added) if state.fallback else set()
-    return [h for h in state.context if h.chunk_id not in members and (trusted.get(h.chunk_id) or h.chunk_id in added)]
+def _protected(state: RunState, members: set[str], keep_evidence: bool) -> list[Hit]:
+    """Context chunks outside every segment that stay: a trusted judge called them relevant or the
+    sparse fallback added them (evidence RSE's similarity values do not see) and, with
+    `keep_evidence`, they passed the conformal cutoff (RSE must not undo its coverage)."""
+    keep = judged_evidence(state)
+    if keep_evidence and state.conformal is not None:
+        keep |= set(state.conformal.passing)
+    return [h for h in state.context if h.chunk_id not in members and h.chunk_id in keep]
