@@ -8,11 +8,42 @@ from ragsieve.tools.filters.ordering import order_for_context
 from ragsieve.tools.types import Hit
 
 ABSTAIN = "The context does not contain the answer."
+NO_EVIDENCE = "No passage in the index passed the relevance evidence for this question, so there is no answer to give."
+PASSAGES_INTRO = "The model did not answer from the passages below, although they are the most relevant ones found:"
+_ABSTAIN_RE = re.compile(r"(the )?context does not contain (the|an|this|that) answer\.?", re.IGNORECASE)
+MIXED_MIN_WORDS = 3
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
 _WORD = re.compile(r"\w{3,}")
 INFER_MIN_OVERLAP = 0.5
 INFER_MAX = 3
+
+
+def is_abstention(text: str) -> bool:
+    """The whole reply is the abstention sentence (case, final period and spacing aside)."""
+    return bool(_ABSTAIN_RE.fullmatch(" ".join(text.split()).strip()))
+
+
+def answers_and_abstains(text: str) -> bool:
+    """A deterministic check: the reply holds the abstention sentence AND at least
+    MIXED_MIN_WORDS other words (an answer that also says the context lacks the answer)."""
+    if not _ABSTAIN_RE.search(text) or is_abstention(text):
+        return False
+    rest = _ABSTAIN_RE.sub(" ", _CITE.sub(" ", text))
+    return len(_WORD.findall(rest)) >= MIXED_MIN_WORDS
+
+
+def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300) -> tuple[str, list[Citation]]:
+    """A search-page answer: the `n` most relevant passages, each cited, with a snippet."""
+    lines, citations = [PASSAGES_INTRO], []
+    for number, hit in enumerate(hits_best_first[:n], start=1):
+        chunk = hit.chunk
+        snippet = " ".join(chunk.text.split())
+        snippet = snippet if len(snippet) <= chars else snippet[:chars].rsplit(" ", 1)[0] + " ..."
+        lines.append(f"[{number}] {snippet}")
+        citations.append(Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
+                                  line_start=chunk.line_start, line_end=chunk.line_end))
+    return "\n".join(lines), citations
 
 
 def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:

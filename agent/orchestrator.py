@@ -39,6 +39,8 @@ class Answer(BaseModel):
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
     citations_inferred: bool = False
+    evidence: str | None = None
+    abstention: str | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
 
@@ -63,6 +65,7 @@ class Answer(BaseModel):
             "conformal": self.conformal.model_dump() if self.conformal else None,
             "segments": [s.model_dump() for s in self.segments],
             "citations_inferred": self.citations_inferred,
+            "evidence": self.evidence, "abstention": self.abstention,
             "stopped": self.stopped,
             "notes": self.notes,
         }
@@ -140,7 +143,8 @@ class Orchestrator:
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
                       trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,
-                      citations_inferred=state.citations_inferred, stopped=state.stopped, notes=state.notes)
+                      citations_inferred=state.citations_inferred, evidence=state.evidence,
+                      abstention=state.abstention, stopped=state.stopped, notes=state.notes)
 
     def close(self) -> None:
         if self._close_llm is not None:

@@ -119,6 +119,11 @@ class Script:
 
 def make_deps(docs, chat, *, sparse_rows=(), **loop):
     cfg = Config()
+    pool = loop.pop("candidates", None)  # the candidate pool (retrieval.pool) the judge sees first
+    if pool is not None:
+        cfg.retrieval = cfg.retrieval.model_copy(update={"pool": pool})
+    if "final_k" in loop:  # these tests call the first final_k chunks "the fast context"
+        cfg.retrieval = cfg.retrieval.model_copy(update={"top_k": loop["final_k"]})
     # the order check doubles round 1's calls: off here so call counts stay readable; its own tests turn it on
     cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, "judge_order_check": False, **loop})
     index = FakeIndex(docs, sparse_rows)

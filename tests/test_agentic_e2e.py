@@ -28,18 +28,20 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
     llm = LLM(chat, max_tokens=256)
     # a light loop so the 0.5B model on a busy 2-core machine stays inside the client's timeout
     config = Config()
-    config.loop = config.loop.model_copy(update={"candidates": 4, "judge_chunk_chars": 500, "judge_decoys": 2,
-                                                 "judge_concurrency": 1, "max_iterations": 2})
+    config.retrieval = config.retrieval.model_validate({**config.retrieval.model_dump(), "pool": 4})
+    config.loop = config.loop.model_validate({**config.loop.model_dump(), "judge_chunk_chars": 500, "judge_decoys": 2,
+                                              "judge_concurrency": 1, "max_iterations": 2})
     with Orchestrator.open(examples_index, config, llm=llm) as orch:
         result = orch.ask(QUESTION, plan="agentic")
 
     steps = [e.step for e in result.trace]
     # the visited steps follow the plan's transitions, start to end
     plan = BUILTIN_PLANS["agentic"]
-    assert steps[0] == plan.start and steps[-1] == "answer"
+    # the final answer is the one validated: the run ends at `validate` (resolved, or exhausted after a fallback)
+    assert steps[0] == plan.start and steps[-1] == "validate"
     for event, nxt in zip(result.trace, steps[1:] + [END]):
         assert plan.transitions[event.step][event.outcome] == nxt
-    assert steps[:2] == ["retrieve", "judge"] and "draft" in steps and "validate" in steps
+    assert steps[:2] == ["retrieve", "judge"] and "answer" in steps and "validate" in steps
     assert steps.count("judge") <= config.loop.max_iterations  # the loop is bounded
     loop = result.loop
     assert loop.stop_reason  # the reason the loop stopped is recorded
@@ -48,7 +50,7 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
         assert report.judged >= 0
     # the context: the loop's selection (plus at most the fallback's additions)
     ids = [h.chunk_id for h in result.context]
-    assert 1 <= len(ids) <= config.loop.final_k + config.fallback.max_added
+    assert 1 <= len(ids) <= config.retrieval.pool + config.fallback.max_added
     assert any("api-keys" in i or "keys.py" in i for i in ids)
     # a real answer with citations pointing into the context, and metered usage
     assert result.answer.strip()

@@ -78,7 +78,7 @@ def test_plans_command_lists_transitions(capsys):
     assert main(["plans"]) == 0
     out = capsys.readouterr().out
     assert "fast: start retrieve; retrieve -> next:answer; answer -> next:end" in out
-    assert "agentic:" in out and "expand -> grew:judge, converged:draft" in out
+    assert "agentic:" in out and "expand -> grew:judge, converged:answer" in out
 
 
 def test_bad_config_file(tmp_path, capsys):

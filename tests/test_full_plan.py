@@ -99,12 +99,11 @@ def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
     expected = [h.chunk_id for h in hits_for(index, state.question)
                 if nonconformity(ScoreKind(kind), sims[h.row], sims.max(), order.index(h.row) + 1) <= qhat]
     assert summary["status"] == "applied" and summary["kind"] == kind
-    if expected:
-        assert summary["kept"] == expected
-    else:
-        assert "min_keep_applied" in summary and len(summary["kept"]) == 1
+    # CONFLARE: every pool chunk passing the cutoff, of whatever size, best similarity first; nothing else
+    assert summary["kept"] == expected == summary["passing"]
     assert set(summary["kept"]) | set(summary["removed"]) == {h.chunk_id for h in hits_for(index, state.question)}
     assert [h.chunk_id for h in state.context] == summary["kept"]
+    assert state.evidence == ("strong" if expected else "none")
     assert state.conformal.coverage == pytest.approx(1 - cal.alpha)
 
 
@@ -118,18 +117,40 @@ def test_conformal_alpha_override_recomputes_the_threshold(tmp_path):
     assert (summary["qhat"] is None and math.isinf(expected)) or summary["qhat"] == pytest.approx(expected)
 
 
-def test_conformal_budget_binds_and_says_so(tmp_path):
+def test_conformal_keeps_every_passing_pool_chunk_up_to_the_token_budget(tmp_path):
     index = TinyIndex(tmp_path, FACTS)
     calibrate(index)
     saved = json.loads((tmp_path / "calibration.json").read_text())
     saved["qhat"]["raw"] = 2.0  # every cosine >= -1 passes
     (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    state, deps = make(index, "beta bridge toll", context_rows=range(6),
-                       conformal={"score_kind": "raw", "max_chunks": 2})
+    state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"})
     summary = run_step("conformal", state, deps)
-    best_two = [h.chunk_id for h in hits_for(index, state.question)[:2]]
-    assert summary["budget_bound"] and "max_chunks=2" in summary["budget_bound"] and len(summary["over_budget"]) == 4
-    assert summary["kept"] == best_two and [h.chunk_id for h in state.context] == best_two
+    everything = [h.chunk_id for h in hits_for(index, state.question)]
+    assert summary["kept"] == everything and summary["over_budget"] == []  # not the 2-chunk context: the pool
+    state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"},
+                       loop={"context_tokens": 40})
+    summary = run_step("conformal", state, deps)
+    assert summary["kept"] == everything[:len(summary["kept"])] and len(summary["kept"]) < len(everything)
+    assert summary["over_budget"] == everything[len(summary["kept"]):]
+
+
+def test_conformal_adds_the_trusted_relevant_set_under_union(tmp_path):
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    saved["qhat"]["raw"] = -2.0  # nothing passes
+    (tmp_path / "calibration.json").write_text(json.dumps(saved))
+    from ragsieve.agent.plan.state import JudgeRoundReport
+
+    for rule, expected in (("union", ["gamma.md#1"]), ("relevant", ["gamma.md#1"])):
+        state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"}, loop={"combine": rule})
+        state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
+        state.loop.trusted.update({"gamma.md#1": True, "beta.md#1": False})
+        summary = run_step("conformal", state, deps)
+        assert summary["kept"] == expected and state.evidence == "judged"
+    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"})
+    summary = run_step("conformal", state, deps)  # no judge, nothing passes: no evidence at all
+    assert summary["kept"] == [] and state.evidence == "none"
 
 
 def test_conformal_warns_when_corpus_changed(tmp_path):
@@ -231,12 +252,15 @@ def calibrated_index(examples_index, tmp_path):
 
 
 def check_trace(answer, plan_name="full"):
+    """The full plan's order: every answer written from filtered context, the last one validated."""
     steps = [e.step for e in answer.trace]
     plan = BUILTIN_PLANS[plan_name]
-    assert steps[0] == plan.start and steps[-1] == "answer"
+    assert steps[0] == plan.start and steps[-1] == "validate"
     for event, nxt in zip(answer.trace, steps[1:] + [END]):
         assert plan.transitions[event.step][event.outcome] == nxt
-    assert steps[-4:] == ["conformal", "outliers", "segments", "answer"]
+    assert steps[-5:] == ["conformal", "outliers", "segments", "answer", "validate"]
+    last = answer.trace[-1]
+    assert last.summary["validated"] == "answer" and answer.resolved == last.summary["resolved"]
     return {e.step: e.summary for e in answer.trace}
 
 
@@ -247,13 +271,9 @@ def test_full_plan_with_fake_llm(calibrated_index):
     with Orchestrator.open(calibrated_index, config, chat=FakeChat(default=fake_model)) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)
-    drafted = [e.summary for e in answer.trace if e.step == "draft"][-1]["context"]
     conf, out, seg = s["conformal"], s["outliers"], s["segments"]
     assert conf["status"] == "applied"
-    assert conf["kept"] == [i for i in drafted if i in conf["kept"]]  # context order kept
-    assert set(conf["kept"]) | set(conf["removed"]) == set(drafted)
-    passing = [i for i in drafted if conf["scores"][i] <= (math.inf if conf["qhat"] is None else conf["qhat"])]
-    assert conf["kept"] == passing[: config.conformal.max_chunks] or "min_keep_applied" in conf
+    assert set(conf["passing"]) <= set(conf["kept"]) | set(conf["over_budget"])
     assert set(out["kept"]) | set(out["removed"]) == set(conf["kept"])
     assert all(out["flag_counts"][i] >= config.outliers.min_outlier_freq for i in out["removed"])
     assert set(seg["kept"]) | set(seg["removed"]) == set(out["kept"])
@@ -272,10 +292,10 @@ def test_full_plan_with_filters_off(examples_index):
     with Orchestrator.open(examples_index, config, chat=FakeChat(default=fake_model)) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)
-    drafted = [e.summary for e in answer.trace if e.step == "draft"][-1]["context"]
+    converged = [e.summary for e in answer.trace if e.step == "expand"][-1]["context"]
     for name in ("conformal", "outliers", "segments"):
-        assert s[name]["status"] == "disabled" and s[name]["kept"] == drafted
-    assert [h.chunk_id for h in answer.context] == drafted
+        assert s[name]["status"] == "disabled" and s[name]["kept"] == converged
+    assert [h.chunk_id for h in answer.context] == converged
 
 
 @pytest.mark.llm
@@ -283,8 +303,8 @@ def test_full_plan_with_local_llm(calibrated_index, local_llm):
     from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()  # small candidate sets keep the prompts short on a CPU
-    config.loop = config.loop.model_copy(update={"candidates": 4, "final_k": 3, "max_iterations": 1})
-    config.retrieval = config.retrieval.model_copy(update={"top_k": 3})
+    config.loop = config.loop.model_copy(update={"max_iterations": 1})
+    config.retrieval = config.retrieval.model_copy(update={"top_k": 3, "pool": 4})
     with Orchestrator.open(calibrated_index, config, llm=local_llm) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)

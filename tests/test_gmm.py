@@ -22,16 +22,27 @@ def test_distances_hand_computed():
 
 
 def test_feature_methods_hand_computed():
-    assert np.allclose(distance_features(V, Q, "concatenate"), np.column_stack([DC, DQ]))
+    """Eqs. 3-4: the distances are weighted first, d_c by (1 - alpha) and d_q by alpha, then combined."""
     a = 0.3
+    wc, wq = [(1 - a) * c for c in DC], [a * q for q in DQ]
+    assert np.allclose(distance_features(V, Q, "concatenate", alpha=a), np.column_stack([wc, wq]))
     assert np.allclose(distance_features(V, Q, "weighted_sum", alpha=a)[:, 0],
                        [a * q + (1 - a) * c for c, q in zip(DC, DQ)])
     eps = 1e-8
-    expected = [[c, q, c * q, c / (q + eps)] for c, q in zip(DC, DQ)]
-    assert np.allclose(distance_features(V, Q, "interaction"), expected)
-    poly = distance_features(V, Q, "polynomial", degree=2)
-    assert np.allclose(poly, [[c, q, c * c, c * q, q * q] for c, q in zip(DC, DQ)])
+    expected = [[c, q, c * q, c / (q + eps)] for c, q in zip(wc, wq)]
+    assert np.allclose(distance_features(V, Q, "interaction", alpha=a), expected)
+    poly = distance_features(V, Q, "polynomial", alpha=a, degree=2)
+    assert np.allclose(poly, [[c, q, c * c, c * q, q * q] for c, q in zip(wc, wq)])
     assert distance_features(V, Q, "polynomial", degree=3).shape == (3, 9)
+
+
+def test_alpha_changes_every_feature_method_and_the_interaction_flags():
+    v, q = _cloud(seed=5)
+    for method in ("concatenate", "weighted_sum", "interaction", "polynomial"):
+        f0, f5, f1 = (distance_features(v, q, method, alpha=a) for a in (0.0, 0.5, 1.0))
+        assert not np.allclose(f0, f5) and not np.allclose(f5, f1)
+    flags = {a: GMMOutlierFilter(method="interaction", alpha=a, seed=3).run(v, q).counts for a in (0.0, 0.5, 1.0)}
+    assert len({tuple(c) for c in flags.values()}) > 1  # alpha moves the PCA axes, hence the flags
 
 
 def test_bad_method_lists_valid_values():
@@ -52,13 +63,13 @@ def _cloud(seed=0, n=30, far=3):
 
 
 def reference_flags(v, q, k, dim, seed, percentile=15.0):
-    """The paper's pipeline written out with sklearn directly: scale, PCA, GMM, percentile."""
+    """The paper's pipeline written out with sklearn directly: centre, PCA, GMM, percentile."""
     from sklearn.decomposition import PCA
     from sklearn.mixture import GaussianMixture
     from sklearn.preprocessing import StandardScaler
     from threadpoolctl import threadpool_limits
 
-    x = StandardScaler().fit_transform(distance_features(v, q, "interaction", alpha=0.5))
+    x = StandardScaler(with_std=False).fit_transform(distance_features(v, q, "interaction", alpha=0.5))
     x = PCA(n_components=dim, svd_solver="full").fit_transform(x)
     with threadpool_limits(limits=1):
         ll = GaussianMixture(n_components=k, covariance_type="full", random_state=seed).fit(x).score_samples(x)

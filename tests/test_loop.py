@@ -3,7 +3,6 @@ from __future__ import annotations
 
 
 
-import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
 import ragsieve.agent.steps.expand  # noqa: F401
 import ragsieve.agent.steps.fallback  # noqa: F401
 import ragsieve.agent.steps.judge  # noqa: F401
@@ -20,19 +19,21 @@ def test_converges_when_relevant_set_stops_growing():
     assert steps(state) == [
         ("retrieve", "next"), ("judge", "next"), ("expand", "grew"), ("judge", "next"), ("expand", "grew"),
         ("judge", "next"), ("expand", "grew"), ("judge", "next"), ("expand", "converged"),
-        ("draft", "next"), ("validate", "resolved"), ("answer", "next"),
+        ("answer", "next"), ("validate", "resolved"),
     ]
     assert state.loop.stop_reason == "relevant set did not grow in the last judge round"
     assert state.relevant == ["a#0", "b#0", "c#0"]
     assert [r.new_relevant for r in state.loop.rounds] == [["a#0"], ["b#0"], ["c#0"], []]
-    assert {h.chunk_id for h in state.context} >= {"a#0", "b#0", "c#0"}
+    # a trusted judge: the context IS the relevant set, of whatever size (semi-supervised retrieval)
+    assert [h.chunk_id for h in state.context] == ["a#0", "b#0", "c#0"]
+    assert state.loop.selection["source"] == "relevant set"
     # never re-judged: every judged text appears once
     assert len(script.judged_texts) == len(set(script.judged_texts))
     # the expansion query carried the relevant chunk texts
     assert deps.retriever.calls[1]["extra_texts"] == [CHAIN["a"][0]]
     assert state.trace[2].summary["new_candidates"]
-    # the resolved draft is reused by the answer step: one answer call only
-    assert script.kinds.count("answer") == 1
+    # the final answer is the validated one: one answer call, then one validation
+    assert script.kinds[-2:] == ["answer", "validate"] and script.kinds.count("answer") == 1
 
 
 def test_budget_stop_bounds_the_loop():
@@ -79,7 +80,7 @@ def test_neighbour_expansion_recovers_a_function_split_across_chunks():
     assert "lumen/keys.py#1" in grew.summary["neighbours"]
     assert state.relevant == ["lumen/keys.py#0", "lumen/keys.py#1"]
     assert [h.chunk_id for h in state.context] == ["lumen/keys.py#0", "lumen/keys.py#1"]
-    assert state.loop.selection["promoted"] == ["lumen/keys.py#1"]
+    assert state.loop.selection["relevant_set"] == ["lumen/keys.py#0", "lumen/keys.py#1"]
 
 
 FALLBACK_DOCS = {
@@ -105,9 +106,8 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
     deps = fallback_deps(script, tmp_path)
     state = run(deps, FALLBACK_Q)
     assert steps(state) == [
-        ("retrieve", "next"), ("judge", "next"), ("expand", "converged"), ("draft", "next"),
-        ("validate", "unresolved"), ("fallback", "next"), ("draft", "next"), ("validate", "resolved"),
-        ("answer", "next"),
+        ("retrieve", "next"), ("judge", "next"), ("expand", "converged"), ("answer", "next"),
+        ("validate", "unresolved"), ("fallback", "next"), ("answer", "next"), ("validate", "resolved"),
     ]
     assert state.loop.stop_reason == "max_iterations=1 reached"
     fb = next(e for e in state.trace if e.step == "fallback").summary
@@ -115,7 +115,7 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
     assert fb["rerank"] == "embedding" and "unavailable" in fb["rerank_note"]
     assert fb["candidates"] == ["noise#0", "rare#0"]  # dense_score order: 1/2 > 1/6
     assert fb["added"] == ["rare#0"] and fb["judge_mode"] == "judge"
-    assert [h.chunk_id for h in state.context] == ["main#0", "main#1", "rare#0"]
+    assert [h.chunk_id for h in state.context] == ["main#0", "rare#0"]  # the relevant set + the fallback's
     assert state.fallback_used and state.resolved is True
     assert state.answer == "The value is 42 [1]."
     assert script.kinds == ["judge", "answer", "validate", "judge", "answer", "validate"]
@@ -125,9 +125,8 @@ def test_second_failed_validation_is_exhausted_and_still_answers(tmp_path):
     script = Script(judge=lambda q, t: "overview" in t, validate=[False, False], answer="Not sure [1].")
     deps = fallback_deps(script, tmp_path)
     state = run(deps, FALLBACK_Q)
-    tail = steps(state)[-5:]
-    assert tail == [("validate", "unresolved"), ("fallback", "next"), ("draft", "next"),
-                    ("validate", "exhausted"), ("answer", "next")]
+    tail = steps(state)[-4:]
+    assert tail == [("validate", "unresolved"), ("fallback", "next"), ("answer", "next"), ("validate", "exhausted")]
     assert state.answer == "Not sure [1]."
     assert script.kinds.count("validate") == 2
 

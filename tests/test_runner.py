@@ -55,7 +55,10 @@ def test_max_steps_bounds_a_cycle_and_still_answers():
     cyclic = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}})
     deps = _deps(FakeChat(default="an answer"))
     deps.prompts = PromptRenderer()
-    state = run_plan(cyclic, RunState(question="q", plan="t"), deps, max_steps=5)
+    from ragsieve.tools.types import Chunk, Hit
+
+    context = [Hit(chunk=Chunk(doc_id="d", chunk_index=0, text="some text", source="d"), row=0, score=1.0)]
+    state = run_plan(cyclic, RunState(question="q", plan="t", context=context), deps, max_steps=5)
     assert [e.step for e in state.trace] == ["test_loop"] * 5 + ["answer"]
     assert "max_steps=5" in state.stopped
     assert state.answer == "an answer"

@@ -62,6 +62,26 @@ def read_qrels(queries_path: str | Path, qrels_path: str | Path) -> list[tuple[s
     return [(qid, texts[qid], docs) for qid, docs in positives.items() if docs and qid in texts]
 
 
+def needed_calibration_questions(alpha: float) -> int:
+    """The fewest calibration questions with a finite conformal threshold at `alpha`:
+    the quantile level ceil((n + 1)(1 - alpha)) / n is <= 1 only when n >= 1/alpha - 1."""
+    return max(1, math.ceil(1.0 / alpha - 1.0 - 1e-9))
+
+
+def calibration_warnings(n_calibration: int, alpha: float, chosen_qhat: float) -> list[str]:
+    """Warnings `ragsieve calibrate` prints: too few questions for alpha, an infinite threshold."""
+    warnings = []
+    need = needed_calibration_questions(alpha)
+    if n_calibration < need:
+        warnings.append(f"WARNING: {n_calibration} calibration questions are too few for alpha={alpha}: at least "
+                        f"{need} are needed (ceil(1/alpha) - 1), and about twice that with the held-out half; "
+                        f"the threshold keeps every chunk")
+    if math.isinf(chosen_qhat):
+        warnings.append("WARNING: the calibrated threshold is +inf (keep every chunk): the conformal step will not "
+                        "narrow the context; calibrate with more questions or a larger alpha")
+    return warnings
+
+
 class Calibrator:
     """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
 
@@ -193,6 +213,8 @@ class Calibrator:
         if n_not_found:
             notes.append(f"{n_not_found} of {len(records)} questions had no chunk containing the answer within "
                          f"depth {self.depth}: kept with an infinite score (counted as not covered)")
+        notes.extend(calibration_warnings(len(cal_rows), self.alpha,
+                                          next(k.qhat for k in kinds if k.kind is chosen)))
         if len(self.index.vectors) > SIZE_DEPTH:
             notes.append(f"set sizes are counted within the top {SIZE_DEPTH} chunks of each query")
         report = CalibrationReport(self.alpha, len(cal_rows), len(held_rows),

@@ -10,6 +10,14 @@ import re
 from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, range_checked
 
 
+ABSTENTION_TEXT = {
+    "no_evidence": "no passage passed the relevance evidence; the model was not asked",
+    "passages": "the model abstained although the evidence is strong; the most relevant passages are shown instead",
+    "mixed": "the answer both answers and says the context lacks the answer",
+    "model": "the model found no answer in the passages",
+}
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("ask", help="answer a question from an index, with citations")
     p.add_argument("question")
@@ -47,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
             print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")))
     if answer.coverage is not None:
         print(f"\n(context calibrated for coverage {answer.coverage})")
+    if answer.abstention:
+        print(f"(abstention: {ABSTENTION_TEXT.get(answer.abstention, answer.abstention)})")
+    if answer.resolved is not None:
+        print(f"(validated: {'resolved' if answer.resolved else 'not resolved'})")
+    for note in answer.notes:
+        print(f"(note: {note})")
     u = answer.usage
     print(f"\n(plan {answer.plan}: {u.calls} LLM calls, {u.prompt_tokens}+{u.completion_tokens} tokens, "
           f"{u.latency_s:.1f}s in the model)", file=sys.stderr)

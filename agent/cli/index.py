@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
         faiss_index=args.faiss or ic.faiss_index,
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
-        sparse_threshold=ic.sparse_threshold,
-        sparse_rare_terms=ic.sparse_rare_terms,
+        sparse_percentile=ic.sparse_percentile,
         progress=not args.no_progress and sys.stderr.isatty(),
     )
     report = builder.build(args.paths, rebuild=args.rebuild)

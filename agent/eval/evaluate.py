@@ -157,8 +157,8 @@ class Evaluation:
         log.info("no index at %s: indexing %s", self.index_dir, ds.corpus)
         self.index_report = IndexBuilder(
             self.index_dir, chunk_tokens=ic.chunk_tokens, embedding_model=ic.embedding_model, faiss_index=ic.faiss_index,
-            bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size, sparse_threshold=ic.sparse_threshold,
-            sparse_rare_terms=ic.sparse_rare_terms, progress=self.progress).build([ds.corpus]).summary()
+            bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size, sparse_percentile=ic.sparse_percentile,
+            progress=self.progress).build([ds.corpus]).summary()
 
     def _evaluate(self, orch, plan: str, q: Question) -> dict[str, Any]:
         row: dict[str, Any] = {"plan": plan, "qid": q.qid, "question": q.text, "impossible": q.impossible,

@@ -1,5 +1,14 @@
 """How the judge's verdicts and retrieval evidence are combined into the final context.
 
+The default (`loop.combine = "relevant"`, measured in `benchmarks/pipeline.py`) follows
+semi-supervised retrieval (Minnaar 2023): a trusted judge's *relevant set* is the
+context, of whatever size it is, best evidence first, cut by the token budget
+`loop.context_tokens` (`fit_budget`). When the plan has the conformal step, the
+chunks of the pool that pass the calibrated cutoff are added to it (`union`) or not
+(`relevant`). An untrusted judge decides nothing: the conformal set is the context
+(or, in plans without the conformal step, the `fast` context). The fixed-size
+rule below (`anchored`) is kept as an option.
+
 Two sources of evidence disagree sometimes: the first-stage hybrid ranking
 (strong at the top: on HotpotQA the fused top-5 holds both gold paragraphs
 for ~60 % of questions) and the LLM judge (strong when the model is capable,
@@ -41,6 +50,8 @@ Combination rule (final context of `final_k` chunks), "anchored"
 from __future__ import annotations
 
 from typing import Any
+
+from ragsieve.tools.ingest.chunking import count_tokens
 
 
 def score_based_relevant(ids: list[str], first_stage: list[str], final_k: int) -> list[str]:
@@ -93,3 +104,23 @@ def select_context(first_stage: list[str], keys: dict[str, float], trusted: dict
         "same_as_fast": chosen == fast,
     }
     return chosen, summary
+
+
+def relevant_set(keys: dict[str, float], trusted: dict[str, bool], relevant: list[str]) -> list[str]:
+    """The relevant chunks, best retrieval evidence first: trusted verdicts and chunks added as relevant."""
+    ids = list(dict.fromkeys([c for c, v in trusted.items() if v] + list(relevant)))
+    return sorted(ids, key=lambda c: keys.get(c, float("inf")))
+
+
+def fit_budget(hits: list, budget_tokens: int) -> tuple[list, list]:
+    """(kept, dropped): hits in the given order while their texts fit `budget_tokens`;
+    the first hit is always kept so a single long chunk still reaches the answer."""
+    kept, dropped, used = [], [], 0
+    for hit in hits:
+        size = count_tokens(hit.chunk.text)
+        if kept and used + size > budget_tokens:
+            dropped.append(hit)
+            continue
+        kept.append(hit)
+        used += size
+    return kept, dropped

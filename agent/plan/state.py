@@ -85,6 +85,7 @@ class ConformalRecord(BaseModel):
     qhat: float | None  # None: +inf, every chunk passes
     calibration_n: int
     coverage: float  # 1 - alpha: the probability the answer-bearing chunk is kept
+    passing: list[str] = Field(default_factory=list)  # the conformal set: pool chunks under the cutoff
 
 
 class SegmentRecord(BaseModel):
@@ -117,6 +118,8 @@ class RunState(BaseModel):
     fallback: FallbackRecord | None = None
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
+    evidence: str | None = None  # after the conformal step: none | judged | strong (a chunk passed the cutoff)
+    abstention: str | None = None  # how an abstention was decided: no_evidence | passages | mixed
     citations_inferred: bool = False  # citations chosen by word overlap because the model cited none
     stopped: str | None = None  # why the runner stopped early (step bound)
     notes: list[str] = Field(default_factory=list)  # free-form text for the trace reader only

@@ -1,15 +1,18 @@
-"""Conformal threshold on the context (CONFLARE-style split conformal retrieval).
+"""Conformal threshold retrieval (CONFLARE, split conformal retrieval).
 
 Reads `calibration.json` from the index root (written by `ragsieve calibrate`). Every
-candidate — the union of `state.pool` and `state.context` — gets its dense similarity
-to the question (from the index vectors, as in calibration),
-the top-1 similarity and its rank over the whole index, hence a nonconformity
-score of the calibrated kind; a chunk passes when its score is <= q. With
-`candidates = "context"` (default) the context is narrowed to the passing chunks; with
-"pool" it becomes every passing pool chunk. At most `max_chunks` pass (best similarity
-first) — the trace says when that budget binds.
+chunk of the pool (and the context) gets its dense similarity to the question (from the
+index vectors, as in calibration), the top-1 similarity and its rank over the whole
+index, hence a nonconformity score of the calibrated kind; a chunk passes when its score
+is <= q. With `candidates = "pool"` (default) the *conformal set* is every passing pool
+chunk, of whatever size: that is where the 1 - alpha coverage comes from. It is then
+combined with the judge's relevant set (`loop.combine`, `combine_with_judge`) and cut
+by the token budget `loop.context_tokens`. When nothing passes and nothing was judged
+relevant, the context is empty and the answer step says there is no evidence, without
+asking the model (`min_keep` > 0 keeps the best chunks instead).
 
-Documented behaviour without a calibration file: pass-through, status "uncalibrated".
+Without a calibration file the context passes through and a note says the index is
+uncalibrated (shown by `ragsieve ask`).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import numpy as np
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
+from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.plan.state import ConformalRecord, RunState
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity, ranks_of
 from ragsieve.tools.types import Hit
@@ -102,9 +107,12 @@ class Conformal(Step):
             return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
         cal, warnings, path = cached_calibration(deps)
         if cal is None:
-            return StepResult("next", {"status": "uncalibrated", "kept": before, "removed": [],
-                                       "note": f"no calibration at {path}: context passed through unchanged "
-                                               f"(run `ragsieve calibrate --index DIR`)", "warnings": warnings})
+            note = (f"uncalibrated index: the conformal threshold was not applied (no {path}); "
+                    f"run `ragsieve calibrate --index DIR` to keep every chunk passing a calibrated cutoff")
+            if note not in state.notes:
+                state.notes.append(note)
+            return StepResult("next", {"status": "uncalibrated", "kept": before, "removed": [], "note": note,
+                                       "warnings": warnings})
         kind = ScoreKind(cfg.score_kind) if cfg.score_kind else cal.kind
         alpha = cfg.alpha if cfg.alpha is not None else cal.alpha
         qhat = cal.threshold(kind, cfg.alpha)
@@ -115,29 +123,53 @@ class Conformal(Step):
         scores = nonconformity(kind, sims, top1, ranks)
         by_id = {h.chunk_id: (float(s), float(c)) for h, s, c in zip(hits, sims, scores)}
         source = state.context if cfg.candidates == "context" else sorted(hits, key=lambda h: -by_id[h.chunk_id][0])
-        kept = [h for h in source if by_id[h.chunk_id][1] <= qhat]
+        passing = [h for h in source if by_id[h.chunk_id][1] <= qhat]
         summary: dict = {"status": "applied", "kind": kind.value, "alpha": alpha, "coverage": round(1 - alpha, 4),
                          "qhat": None if math.isinf(qhat) else round(qhat, 6),
                          "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
-                         "candidates": cfg.candidates, "pool_passing": int(np.sum(scores <= qhat)),
-                         "scores": {h.chunk_id: round(by_id[h.chunk_id][1], 5) for h in state.context}}
+                         "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing]}
+        kept, how = combine_with_judge(state, deps, passing)
+        summary["combined_with"] = how
         if not kept and cfg.min_keep and source:
             kept = sorted(source, key=lambda h: -by_id[h.chunk_id][0])[: cfg.min_keep]
             summary["min_keep_applied"] = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
-        if len(kept) > cfg.max_chunks:
-            best = {h.chunk_id for h in sorted(kept, key=lambda h: -by_id[h.chunk_id][0])[: cfg.max_chunks]}
-            summary["budget_bound"] = (f"{len(kept)} chunks passed; the context budget max_chunks="
-                                       f"{cfg.max_chunks} kept the best {cfg.max_chunks}")
-            summary["over_budget"] = [h.chunk_id for h in kept if h.chunk_id not in best]
-            kept = [h for h in kept if h.chunk_id in best]
-        else:
-            summary["budget_bound"] = False
+        kept, dropped = fit_budget(kept, deps.config.loop.context_tokens) if kept else ([], [])
+        summary["over_budget"] = [h.chunk_id for h in dropped]
         kept_ids = [h.chunk_id for h in kept]
         summary["kept"] = kept_ids
         summary["removed"] = [i for i in before if i not in set(kept_ids)]
         if warnings:
             summary["warnings"] = warnings
         state.context = kept
+        state.evidence = "none" if not kept else ("strong" if passing else "judged")
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
-                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4))
+                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
+                                          passing=[h.chunk_id for h in passing])
         return StepResult("next", summary)
+
+
+def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple[list[Hit], str]:
+    """The conformal set combined with the judge's evidence (`loop.combine`), best evidence first.
+
+    Chunks the sparse fallback added are kept whatever their similarity: they were found
+    because similarity misses them (COS-Mix)."""
+    rule = ContextRule(deps.config.loop.combine)
+    added = [state.pool[c] for c in (state.fallback.added if state.fallback else []) if c in state.pool]
+    judge_trusted = bool(state.loop.rounds) and not state.loop.distrusted and bool(state.loop.trusted)
+    if rule is ContextRule.ANCHORED:
+        narrowed = {h.chunk_id for h in passing}
+        return _unique([h for h in state.context if h.chunk_id in narrowed] + added), "anchored: context narrowed"
+    if not judge_trusted:
+        return _unique(passing + added), "conformal set (no trusted judge)"
+    keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
+    judged = [state.pool[c] for c in relevant_set(keys, state.loop.trusted, []) if c in state.pool]
+    if rule is ContextRule.RELEVANT:
+        return _unique(judged + added), "relevant set"
+    return _unique(judged + passing + added), "relevant set + conformal set"
+
+
+def _unique(hits: list[Hit]) -> list[Hit]:
+    seen: dict[str, Hit] = {}
+    for hit in hits:
+        seen.setdefault(hit.chunk_id, hit)
+    return list(seen.values())

@@ -1,7 +1,8 @@
 """Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
 from __future__ import annotations
 
-from ragsieve.agent.judging.combine import evidence_keys, select_context
+from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
+from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
@@ -16,8 +17,7 @@ class Expand(Step):
     verdicts (uninformative judge, every batch failed, budget); the relevant
     set did not grow in the last round; `loop.max_iterations` judge rounds
     done; the LLM-call/token budget is reached; expansion found no new
-    candidates. On `converged` the context becomes the combination rule's
-    selection of `loop.final_k` chunks (`ragsieve.agent.judging.combine`).
+    candidates. On `converged` the context is made by `converged_context`.
     """
 
     name = "expand"
@@ -81,14 +81,38 @@ class Expand(Step):
         return new, offered
 
     def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult:
-        loop = deps.config.loop
-        trusted = {} if state.loop.distrusted else state.loop.trusted
-        keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
-        chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k,
-                                         anchor_k=loop.anchor_k, admit_depth=loop.admit_depth)
-        state.context = [state.pool[c] for c in chosen if c in state.pool]
-        state.candidates = []
         state.loop.stop_reason = reason
+        state.candidates = []
+        chosen, summary = converged_context(state, deps)
+        state.context = [state.pool[c] for c in chosen if c in state.pool]
         state.loop.selection = summary
         return StepResult("converged", {"stop": reason, "iterations": len(state.loop.rounds),
                                         "relevant": list(state.relevant), "context": chosen, **summary})
+
+
+def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
+    """The context when the loop stops (`loop.combine`, see `ragsieve.agent.judging.combine`).
+
+    A trusted judge: its relevant set, best evidence first, cut by `loop.context_tokens`.
+    An untrusted judge (or no verdict at all): the `fast` context; a later conformal
+    step replaces it with the conformal set. `anchored`: the first release's rule.
+    """
+    loop = deps.config.loop
+    keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
+    fast = state.first_stage[: deps.config.retrieval.top_k]
+    rule = ContextRule(loop.combine)
+    if rule is ContextRule.ANCHORED:
+        trusted = {} if state.loop.distrusted else state.loop.trusted
+        chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k,
+                                         anchor_k=loop.anchor_k, admit_depth=loop.admit_depth)
+        return chosen, {"combine": rule.value, **summary}
+    if state.loop.distrusted or not state.loop.trusted:
+        why = state.loop.distrusted or "no trusted verdict"
+        return fast, {"combine": rule.value, "judge": f"untrusted ({why})", "source": "fast context",
+                      "same_as_fast": True}
+    ids = relevant_set(keys, state.loop.trusted, [])
+    kept, dropped = fit_budget([state.pool[c] for c in ids if c in state.pool], loop.context_tokens)
+    chosen = [h.chunk_id for h in kept]
+    return chosen, {"combine": rule.value, "judge": "trusted", "source": "relevant set",
+                    "relevant_set": ids, "over_budget": [h.chunk_id for h in dropped],
+                    "context_tokens": loop.context_tokens, "same_as_fast": chosen == fast}

@@ -1,20 +1,26 @@
 """The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
 from __future__ import annotations
 
+import numpy as np
+
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import FallbackRecord, RunState
 from ragsieve.tools.filters.rerank import Reranker
+from ragsieve.tools.filters.sparse import cosmix_scores
+from ragsieve.tools.types import Hit
 
 
 @register
 class Fallback(Step):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 
-    Retrieval: the hybrid retriever restricted to `deps.index.sparse_rows`
-    (`fallback.sparse_candidates` hits, chunks already in the context left
-    out). Reranking: `deps.extras["reranker"]` or a `tools.rerank.Reranker`
+    Retrieval over S = `deps.index.sparse_rows` (chunks already in the context
+    left out), `fallback.sparse_candidates` of them by the COS-Mix score
+    cos(q, c) + w * (1 - nearest-neighbour cosine of c)
+    (`ragsieve.tools.filters.sparse.cosmix_scores`, w = `fallback.distance_weight`);
+    an index without vectors (a test double) uses the hybrid retriever on S. Reranking: `deps.extras["reranker"]` or a `tools.rerank.Reranker`
     built from `FallbackConfig` (kept in `deps.extras` for later questions);
     when FlashRank is unavailable the embedding order is used and the trace
     says so. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
@@ -32,8 +38,7 @@ class Fallback(Step):
         if not rows:
             return StepResult("next", {"added": [], "reason": "the index has no sparse chunks"})
         in_context = {h.chunk_id for h in state.context}
-        hits = deps.retriever.run(state.question, top_k=cfg.fallback.sparse_candidates + len(in_context), rows=rows)
-        hits = [h for h in hits if h.chunk_id not in in_context][: cfg.fallback.sparse_candidates]
+        hits, scoring = sparse_candidates(state, deps, rows, in_context)
         if not hits:
             return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
         reranker = deps.extras.get("reranker")
@@ -43,7 +48,7 @@ class Fallback(Step):
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits
         state.remember(ordered)
-        summary = {"sparse_rows": len(rows), "candidates": [h.chunk_id for h in ordered],
+        summary = {"sparse_rows": len(rows), "scoring": scoring, "candidates": [h.chunk_id for h in ordered],
                    "rerank": reranked.method.value, "rerank_note": reranked.note}
 
         known = {h.chunk_id: state.judged[h.chunk_id] for h in ordered if h.chunk_id in state.judged}
@@ -84,3 +89,44 @@ class Fallback(Step):
                         "context_size": len(state.context)})
         state.fallback = FallbackRecord.model_validate(summary, strict=False)
         return StepResult("next", summary)
+
+
+def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set[str]) -> tuple[list[Hit], str]:
+    """The best sparse chunks for the question by the COS-Mix score (see the step's docstring)."""
+    cfg = deps.config.fallback
+    vectors = getattr(deps.index, "vectors", None)
+    if vectors is None:
+        hits = deps.retriever.run(state.question, top_k=cfg.sparse_candidates + len(exclude), rows=rows)
+        return [h for h in hits if h.chunk_id not in exclude][: cfg.sparse_candidates], "hybrid retriever on S"
+    cached = deps.extras.get("_sparse_nn")
+    if cached is None or cached[0] != tuple(rows):
+        cached = (tuple(rows), _nn_of_rows(np.asarray(vectors, dtype=np.float32), rows))
+        deps.extras["_sparse_nn"] = cached
+    qvec = np.asarray(deps.index.embed_query(state.question), dtype=np.float32)
+    sims = np.asarray(vectors[rows], dtype=np.float32) @ qvec
+    scores = cosmix_scores(sims, cached[1], cfg.distance_weight)
+    order = np.argsort(-scores, kind="stable")
+    picked: list[Hit] = []
+    for i in order:
+        row = rows[int(i)]
+        chunk = deps.index.store.get_many([row])[0]
+        if chunk.chunk_id in exclude:
+            continue
+        picked.append(Hit(chunk=chunk, row=row, score=float(scores[i]), dense_score=float(sims[i]),
+                          extra={"neighbour_similarity": float(cached[1][i])}))
+        if len(picked) >= cfg.sparse_candidates:
+            break
+    return picked, f"cos(q,c) + {cfg.distance_weight} * (1 - nearest-neighbour cos)"
+
+
+def _nn_of_rows(vectors: np.ndarray, rows: list[int]) -> np.ndarray:
+    """Nearest-other-chunk similarity of `rows` (blockwise, exact)."""
+    out = np.full(len(rows), -1.0, dtype=np.float32)
+    if len(vectors) < 2:
+        return out
+    for start in range(0, len(rows), 512):
+        block = rows[start: start + 512]
+        sims = vectors[block] @ vectors.T
+        sims[np.arange(len(block)), block] = -np.inf
+        out[start: start + len(block)] = sims.max(axis=1)
+    return out

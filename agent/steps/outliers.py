@@ -1,8 +1,13 @@
 """GMM outlier removal on the context (Bulgakov 2024, `ragsieve.tools.filters.gmm`).
 
-The mixture needs more points than a context usually has, so it is fitted on the
-context plus the best pool chunks (by dense similarity) up to `fit_candidates` — the
-paper's retrieved set of 20 — and only context chunks are removed. If every context
+The mixture is fitted on the question's pool (the paper filters 20 retrieved
+documents): the context plus the best pool chunks by dense similarity up to
+`fit_candidates` (20), and only context chunks are removed. A chunk is an outlier
+when flagged in at least `min_outlier_freq` = 4 of the K x PCA runs (3 x 2 by
+default): the paper's better setting, and the conservative one, since a gold chunk
+wrongly removed costs more than a distractor kept. Chunks a trusted judge called relevant, or
+the sparse fallback added, are never removed: their evidence is not the similarity
+geometry the mixture models. If every context
 chunk is flagged, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
@@ -18,7 +23,7 @@ from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 def build_filter(cfg) -> GMMOutlierFilter:
     return GMMOutlierFilter(method=cfg.method, alpha=cfg.alpha, pca_dims=cfg.pca_dims, n_components=cfg.n_components,
                             percentile=cfg.percentile, min_outlier_freq=cfg.min_outlier_freq, degree=cfg.degree,
-                            seed=cfg.seed, protect_top=cfg.protect_top)
+                            seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
 
 
 @register
@@ -55,11 +60,13 @@ class Outliers(Step):
         result = flt.run(vectors, qvec)
         flagged = {h.chunk_id for h, out in zip(chosen, result.outliers) if out}
         counts = {h.chunk_id: c for h, c in zip(chosen, result.counts)}
-        removed = [i for i in before if i in flagged]
+        kept_by_judge = judged_evidence(state)
+        removed = [i for i in before if i in flagged and i not in kept_by_judge]
         summary = {"status": "applied", "method": flt.method.value, "fit_size": len(chosen),
                    "runs_completed": result.completed_runs, "runs": [r.as_dict() for r in result.runs],
                    "min_outlier_freq": flt.min_outlier_freq, "percentile": flt.percentile,
-                   "flag_counts": {i: counts[i] for i in before}, "pool_outliers": sorted(flagged - context_ids)}
+                   "flag_counts": {i: counts[i] for i in before}, "pool_outliers": sorted(flagged - context_ids),
+                   "kept_by_judge": sorted(flagged & context_ids & kept_by_judge)}
         if result.notes:
             summary["notes"] = result.notes
         if removed and len(removed) == len(before):
@@ -73,3 +80,10 @@ class Outliers(Step):
                                  labels=[h.chunk_id for h in chosen], title=state.question[:80])
             summary["plot"] = str(path)
         return StepResult("next", summary)
+
+
+def judged_evidence(state: RunState) -> set[str]:
+    """Chunk ids with evidence beyond similarity: trusted-relevant verdicts and the fallback's additions."""
+    trusted = {} if state.loop.distrusted else state.loop.trusted
+    added = set(state.fallback.added) if state.fallback else set()
+    return {c for c, v in trusted.items() if v} | added

@@ -1,26 +1,44 @@
-"""First-stage hybrid retrieval (BM25 + dense, fused)."""
+"""First-stage hybrid retrieval (BM25 + dense, fused) and the question's candidate pool."""
 from __future__ import annotations
 
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
 
 
+def rest_rows(deps: Deps) -> list[int] | None:
+    """COS-Mix's R: every row outside the sparse subset S (None: search everything)."""
+    sparse = set(getattr(deps.index, "sparse_rows", []) or [])
+    if not sparse:
+        return None
+    cached = deps.extras.get("_rest_rows")
+    if cached is None or cached[0] != len(deps.index):
+        cached = (len(deps.index), [r for r in range(len(deps.index)) if r not in sparse])
+        deps.extras["_rest_rows"] = cached
+    return cached[1]
+
+
 @register
 class Retrieve(Step):
-    """Fills `first_stage` (ranked ids, for metrics), `candidates` (for judging) and `context` (for answering)."""
+    """Fills `first_stage` (ranked ids: metrics, evidence order), the pool (`retrieval.pool`
+    best hits, what every later stage works from; `candidates` = the pool, for judging)
+    and `context` (the `fast` context: the first `retrieval.top_k`). With
+    `retrieval.exclude_sparse`, the first stage searches R only (COS-Mix)."""
 
     name = "retrieve"
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
-        cfg = deps.config
-        depth = max(cfg.retrieval.candidate_k, cfg.retrieval.top_k, cfg.loop.candidates)
-        hits = deps.retriever.run(state.question, top_k=depth)
-        state.remember(hits)
+        cfg = deps.config.retrieval
+        depth = max(cfg.candidate_k, cfg.top_k, cfg.pool)
+        rows = rest_rows(deps) if cfg.exclude_sparse else None
+        hits = deps.retriever.run(state.question, top_k=depth, rows=rows) if rows is not None else \
+            deps.retriever.run(state.question, top_k=depth)
+        pool = hits[: cfg.pool]
+        state.remember(pool)
         state.first_stage = [h.chunk_id for h in hits]
-        state.candidates = hits[: cfg.loop.candidates]
-        state.context = hits[: cfg.retrieval.top_k]
+        state.candidates = list(pool)
+        state.context = hits[: cfg.top_k]
         return StepResult("next", {
-            "retrieved": len(hits),
+            "retrieved": len(hits), "pool": len(pool), "searched": "R (non-sparse)" if rows is not None else "all",
             "top": [{"id": h.chunk_id, "score": round(h.score, 5), "bm25_rank": h.bm25_rank,
-                     "dense_rank": h.dense_rank} for h in hits[: cfg.retrieval.top_k]],
+                     "dense_rank": h.dense_rank} for h in hits[: cfg.top_k]],
         })

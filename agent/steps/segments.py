@@ -1,16 +1,22 @@
 """Relevant segment extraction on the context (dsRAG RSE, `ragsieve.tools.filters.segments`).
 
-Absolute relevance: RRF/hybrid scores are ranks, so each context chunk's dense cosine
+The candidate documents are those of the context; every pool chunk of them is valued
+(dsRAG values every retrieved chunk, not only the few in the context). Absolute
+relevance: RRF/hybrid scores are ranks, so each valued chunk's dense cosine
 is mapped to [0, 1] — by the empirical CDF of the calibration positives' similarities
 when `calibration.json` exists ("calibrated"), else by a fixed cosine window and
 dsRAG's Beta transform ("cosine"). Rank is the chunk's 0-based rank by similarity among
-all candidates (pool and context). Chunks outside the context are worth -penalty, so a
-segment only bridges them when the chunks around are worth it (sandwiched chunks).
+all candidates (pool and context); values get dsRAG's chunk-length adjustment. Chunks
+outside the pool are worth -penalty, so a segment only bridges them when the chunks
+around are worth it (sandwiched chunks).
 
 The context becomes the chosen segments, most valuable document first, each segment's
 chunks in document order; with `merge` each segment is one passage whose text is
-rebuilt from the chunk store. With no segment worth `minimum_value`, the context is
-left unchanged and the trace says so.
+rebuilt from the chunk store. Context chunks a trusted judge called relevant, or the
+sparse fallback added, stay even outside every segment; so do the conformal set's chunks
+with `keep_evidence` (default): RSE then shapes the context (segments, sandwiched chunks)
+without undoing the conformal coverage. With no segment worth
+`minimum_value`, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
 
@@ -21,9 +27,10 @@ import numpy as np
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState, SegmentRecord
+from ragsieve.agent.steps.outliers import judged_evidence
 from ragsieve.agent.steps.conformal import cached_calibration, candidate_hits, dense_similarities
-from ragsieve.tools.filters.segments import (RSEParams, best_segments, chunk_values, preset_params, relevance_from_calibration,
-                            relevance_from_cosine)
+from ragsieve.tools.filters.segments import (RSEParams, adjust_for_chunk_length, best_segments, chunk_values,
+                                             preset_params, relevance_from_calibration, relevance_from_cosine)
 from ragsieve.tools.types import Chunk, Hit
 
 
@@ -57,14 +64,19 @@ class Segments(Step):
         sims = dense_similarities(state, deps, hits)
         rank0 = {h.chunk_id: r for r, h in enumerate(hits[i] for i in np.argsort(-sims, kind="stable"))}
         sim_of = {h.chunk_id: float(s) for h, s in zip(hits, sims)}
-        mode, relevance = self._relevance(cfg, deps, [sim_of[i] for i in before])
-        values = chunk_values(relevance, [rank0[i] for i in before], params)
-        value_of = {h.row: float(v) for h, v in zip(state.context, values)}
-        by_row = {h.row: h for h in state.context}
+        docs = list(OrderedDict.fromkeys(h.chunk.doc_id for h in state.context))
+        # every pool chunk of a candidate document is valued from its own relevance evidence
+        valued = [h for h in hits if h.chunk.doc_id in set(docs)]
+        mode, relevance = self._relevance(cfg, deps, [sim_of[h.chunk_id] for h in valued])
+        values = chunk_values(relevance, [rank0[h.chunk_id] for h in valued], params)
+        if cfg.chunk_length_adjustment:
+            values = adjust_for_chunk_length(values, [len(h.chunk.text) for h in valued])
+        value_of = {h.row: float(v) for h, v in zip(valued, values)}
+        by_row = {h.row: h for h in valued}
 
         store = deps.index.store
         array, rows_at, splits = [], [], []
-        for doc_id in OrderedDict.fromkeys(h.chunk.doc_id for h in state.context):
+        for doc_id in docs:
             doc_rows = store.doc_rows(doc_id)
             positions = [p for p, r in enumerate(doc_rows) if r in value_of]
             lo, hi = max(0, min(positions) - params.max_length), min(len(doc_rows), max(positions) + params.max_length + 1)
@@ -75,7 +87,7 @@ class Segments(Step):
                 array.append(value_of.get(r, -params.irrelevant_chunk_penalty))
         segments = best_segments(array, params.max_length, params.overall_max_length, params.minimum_value, splits)
         summary = {"status": "applied", "preset": cfg.preset, "params": params.__dict__, "relevance": mode,
-                   "values": {h.chunk_id: round(value_of[h.row], 4) for h in state.context}}
+                   "values": {h.chunk_id: round(value_of[h.row], 4) for h in valued}}
         if not segments:
             summary.update(status="no_segment", kept=before, removed=[],
                            note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged")
@@ -100,11 +112,14 @@ class Segments(Step):
                 context.extend(by_row.get(r) or Hit(chunk=c, row=r, score=0.0, extra={"sandwiched": 1.0})
                                for r, c in zip(seg_rows, chunks))
         members = [cid for d in described for cid in d["chunk_ids"]]
+        protected = _protected(state, set(members), cfg.keep_evidence)
+        context.extend(protected)
+        members.extend(h.chunk_id for h in protected)
         state.context = context
         state.segments = [SegmentRecord(**d) for d in described]
         summary.update(segments=sorted(described, key=lambda d: -d["value"]), kept=[i for i in before if i in members],
                        removed=[i for i in before if i not in members], added=[i for i in members if i not in before],
-                       context=[h.chunk_id for h in context])
+                       context=[h.chunk_id for h in context], protected=[h.chunk_id for h in protected])
         return StepResult("next", summary)
 
     @staticmethod
@@ -129,3 +144,13 @@ def _merged(rows: list[int], chunks: list[Chunk], value: float, sims: list[float
     known = [s for s in sims if s is not None]
     return Hit(chunk=chunk, row=rows[0], score=float(value), dense_score=max(known) if known else None,
                extra={"segment_value": float(value), "segment_chunks": float(len(chunks))})
+
+
+def _protected(state: RunState, members: set[str], keep_evidence: bool) -> list[Hit]:
+    """Context chunks outside every segment that stay: a trusted judge called them relevant or the
+    sparse fallback added them (evidence RSE's similarity values do not see) and, with
+    `keep_evidence`, they passed the conformal cutoff (RSE must not undo its coverage)."""
+    keep = judged_evidence(state)
+    if keep_evidence and state.conformal is not None:
+        keep |= set(state.conformal.passing)
+    return [h for h in state.context if h.chunk_id not in members and h.chunk_id in keep]

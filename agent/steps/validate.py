@@ -1,11 +1,14 @@
-"""Validate the draft: a structured verdict `{resolved, reason}` from `validate.j2`."""
+"""Validate the latest answer (or draft): a structured verdict `{resolved, reason}` from `validate.j2`.
+
+`resolved` always describes the text the plan returns: in the shipped plans the
+answer step runs before validate, so the final answer is what is validated."""
 from __future__ import annotations
 
 import logging
 
 from pydantic import BaseModel
 
-from ragsieve.agent.answering import ABSTAIN
+from ragsieve.agent.answering import answers_and_abstains, is_abstention
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
@@ -26,7 +29,8 @@ class Validate(Step):
     draft call failed) and a validator failure (malformed JSON after the
     re-ask, refusal, endpoint error after retries) count as *unresolved*:
     when in doubt, consult the sparse chunks, which happens at most once.
-    A draft that is exactly the abstention sentence is unresolved without
+    An abstaining text, one that both answers and abstains (a deterministic check),
+    and an answer the answer step marked as an abstention are unresolved without
     asking the model.
     """
 
@@ -35,14 +39,18 @@ class Validate(Step):
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         summary: dict = {}
-        if state.draft is None:
-            resolved, reason = False, "no draft to validate"
+        text, citations, what = _latest(state)
+        summary["validated"] = what
+        if text is None:
+            resolved, reason = False, f"no {what} to validate"
             summary["default"] = "unresolved"
-        elif state.draft.strip().rstrip(".") == ABSTAIN.rstrip("."):
-            resolved, reason = False, "the draft abstains"
+        elif what == "answer" and state.abstention in ("no_evidence", "passages", "mixed", "model"):
+            resolved, reason = False, f"deterministic: the answer abstains ({state.abstention})"
+        elif is_abstention(text) or answers_and_abstains(text):
+            resolved, reason = False, f"deterministic: the {what} abstains"
         else:
-            passages = _passages(state)
-            prompt = deps.prompts.render("validate", question=state.question, draft=state.draft, passages=passages)
+            passages = _passages(state, citations)
+            prompt = deps.prompts.render("validate", question=state.question, draft=text, passages=passages)
             try:
                 verdict = deps.llm.structured([{"role": "user", "content": prompt}], Verdict, max_tokens=256)
                 resolved, reason = verdict.resolved, verdict.reason
@@ -59,9 +67,16 @@ class Validate(Step):
         return StepResult(outcome, summary)
 
 
-def _passages(state: RunState) -> list[dict]:
-    """The cited chunks numbered as the draft cites them, then the rest of the context."""
+def _latest(state: RunState):
+    """What to validate: the answer when the plan has written one, else the draft."""
+    if state.answer is not None:
+        return state.answer, state.citations, "answer"
+    return state.draft, state.draft_citations, "draft"
+
+
+def _passages(state: RunState, citations) -> list[dict]:
+    """The cited chunks numbered as the text cites them, then the rest of the context."""
     by_id = {h.chunk_id: h for h in state.context}
-    cited = [c.chunk_id for c in sorted(state.draft_citations, key=lambda c: c.number) if c.chunk_id in by_id]
+    cited = [c.chunk_id for c in sorted(citations, key=lambda c: c.number) if c.chunk_id in by_id]
     rest = [h.chunk_id for h in state.context if h.chunk_id not in cited]
     return [{"number": i, "text": by_id[cid].chunk.text} for i, cid in enumerate(cited + rest, start=1)]

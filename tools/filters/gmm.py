@@ -4,13 +4,17 @@ V. Bulgakov, "Optimization of Retrieval-Augmented Generation Context with Outlie
 Detection", arXiv:2407.01403 (2024). For retrieved vectors v_i, the query q and the
 centroid c of the retrieved vectors:
 
-    d_c = ||v_i - c||,  d_q = ||v_i - q||
+    d_c = (1 - alpha) * ||v_i - c||,  d_q = alpha * ||v_i - q||     (eqs. 3-4: weighted first)
     concatenate  : [d_c, d_q]
-    weighted_sum : alpha * d_q + (1 - alpha) * d_c
+    weighted_sum : d_q + d_c
     interaction  : [d_c, d_q, d_c * d_q, d_c / (d_q + eps)]
     polynomial   : all monomials of [d_c, d_q] up to `degree` (no bias term)
 
-Features are standardised; for each PCA dimension in a list and each GMM component
+The weighting comes before any combination, so alpha changes every method: it moves
+the principal axes the PCA keeps (features are centred, not standardised, by default;
+`standardize=True` scales each column to unit variance, which undoes a per-column
+weight and leaves alpha acting only through weighted_sum and the cross terms'
+relative size). For each PCA dimension in a list and each GMM component
 count in a list a GaussianMixture (full covariance, seeded) is fitted, every chunk's
 log-likelihood computed, and chunks below the `percentile`-th log-likelihood flagged.
 A chunk is an outlier when flagged at least `min_outlier_freq` times over the runs.
@@ -53,6 +57,12 @@ def distances(vectors: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.linalg.norm(v - c, axis=1), np.linalg.norm(v - q, axis=1)
 
 
+def weighted_distances(vectors: np.ndarray, query: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """((1 - alpha) * d_c, alpha * d_q): the paper's weighting, applied before any feature is formed."""
+    d_c, d_q = distances(vectors, query)
+    return (1.0 - alpha) * d_c, alpha * d_q
+
+
 def _polynomial(d_c: np.ndarray, d_q: np.ndarray, degree: int) -> np.ndarray:
     cols = [d_c ** (total - j) * d_q ** j for total in range(1, degree + 1) for j in range(total + 1)]
     return np.column_stack(cols)
@@ -62,11 +72,11 @@ def distance_features(vectors: np.ndarray, query: np.ndarray, method: "FeatureMe
                       alpha: float = 0.5, degree: int = 2, eps: float = EPS) -> np.ndarray:
     """The paper's feature matrix (n x f) for one feature method."""
     method = parse_enum(FeatureMethod, method, "feature method")
-    d_c, d_q = distances(vectors, query)
+    d_c, d_q = weighted_distances(vectors, query, alpha)
     if method is FeatureMethod.CONCATENATE:
         return np.column_stack([d_c, d_q])
     if method is FeatureMethod.WEIGHTED_SUM:
-        return (alpha * d_q + (1.0 - alpha) * d_c).reshape(-1, 1)
+        return (d_q + d_c).reshape(-1, 1)
     if method is FeatureMethod.INTERACTION:
         return np.column_stack([d_c, d_q, d_c * d_q, d_c / (d_q + eps)])
     return _polynomial(d_c, d_q, degree)
@@ -107,7 +117,7 @@ class GMMOutlierFilter:
     def __init__(self, method: "FeatureMethod | str" = FeatureMethod.INTERACTION, alpha: float = 0.5,
                  pca_dims: tuple[int, ...] | list[int] = (2, 3), n_components: tuple[int, ...] | list[int] = (4, 5, 6),
                  percentile: float = 15.0, min_outlier_freq: int = 2, degree: int = 2, seed: int = 0,
-                 protect_top: int = 0):
+                 protect_top: int = 0, standardize: bool = False):
         self.method = parse_enum(FeatureMethod, method, "feature method")
         if not 0.0 <= alpha <= 1.0:
             raise UsageError(f"GMM feature alpha must be in [0, 1], got {alpha}")
@@ -127,13 +137,14 @@ class GMMOutlierFilter:
         self.pca_dims = [int(d) for d in pca_dims]
         self.n_components = [int(k) for k in n_components]
         self.percentile, self.min_outlier_freq, self.protect_top = float(percentile), int(min_outlier_freq), int(protect_top)
+        self.standardize = bool(standardize)
 
     def features(self, vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Standardised features (zero-variance columns stay 0)."""
+        """Centred features (standardised with `standardize`; zero-variance columns stay 0)."""
         from sklearn.preprocessing import StandardScaler
 
         raw = distance_features(vectors, query, self.method, self.alpha, self.degree)
-        return StandardScaler().fit_transform(raw)
+        return StandardScaler(with_std=self.standardize).fit_transform(raw)
 
     def run(self, vectors: np.ndarray, query: np.ndarray) -> OutlierResult:
         """Flag outliers among `vectors` (best first when `protect_top` > 0) for `query`."""

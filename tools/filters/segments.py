@@ -39,6 +39,7 @@ BETA_A = BETA_B = 0.4
 
 
 class RSEPreset(str, Enum):
+    DEFAULT = "default"
     BALANCED = "balanced"
     PRECISION = "precision"
     FIND_ALL = "find_all"
@@ -62,11 +63,15 @@ class RSEParams:
             raise UsageError(f"RSE irrelevant_chunk_penalty must be >= 0, got {self.irrelevant_chunk_penalty}")
 
 
-PRESETS: dict[RSEPreset, RSEParams] = {  # dsRAG's RSE_PARAMS_PRESETS
+PRESETS: dict[RSEPreset, RSEParams] = {
+    # dsRAG's defaults when a query gives no rse_params (max_length 20, overall 30, minimum 0.7, penalty 0.2, decay 30)
+    RSEPreset.DEFAULT: RSEParams(20, 30, 0.7, 0.2, 30),
+    # dsRAG's RSE_PARAMS_PRESETS (rse.py)
     RSEPreset.BALANCED: RSEParams(15, 30, 0.5, 0.18, 30),
-    RSEPreset.PRECISION: RSEParams(15, 30, 0.5, 0.2, 30),
-    RSEPreset.FIND_ALL: RSEParams(40, 200, 0.7, 0.18, 200),
+    RSEPreset.PRECISION: RSEParams(15, 30, 0.7, 0.2, 30),
+    RSEPreset.FIND_ALL: RSEParams(40, 200, 0.4, 0.18, 200),
 }
+REFERENCE_CHUNK_CHARS = 700  # dsRAG: the average chunk length at its default chunk size
 
 
 def preset_params(preset: "RSEPreset | str", **overrides) -> RSEParams:
@@ -108,6 +113,14 @@ def chunk_values(relevance, ranks, params: RSEParams) -> np.ndarray:
     rel = np.asarray(relevance, dtype=float)
     rank = np.asarray(ranks, dtype=float)
     return np.exp(-rank / params.decay_rate) * rel - params.irrelevant_chunk_penalty
+
+
+def adjust_for_chunk_length(values, chunk_chars, reference: int = REFERENCE_CHUNK_CHARS) -> np.ndarray:
+    """dsRAG's chunk-length adjustment: value * max(chars, reference) / reference, so a long
+    chunk counts for the several standard chunks it spans (shorter ones are not scaled down)."""
+    v = np.asarray(values, dtype=float)
+    chars = np.maximum(np.asarray(chunk_chars, dtype=float), float(reference))
+    return v * (chars / float(reference))
 
 
 @dataclass(frozen=True)

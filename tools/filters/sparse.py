@@ -1,42 +1,31 @@
-"""The sparse-information subset of an index (COS-Mix, arXiv 2406.00638, §3).
+"""The sparse-information subset of an index (COS-Mix, arXiv 2406.00638).
 
-COS-Mix falls back to "sparse" chunks when similarity retrieval fails: chunks
-whose information is found nowhere else in the corpus, which a similarity
-search ranks low because nothing reinforces them. We define the subset
-concretely, at index time:
+COS-Mix falls back to "sparse" chunks when similarity retrieval fails: chunks whose
+information occurs only in them, which a similarity search ranks low because nothing
+reinforces them. The criterion here is relative to the corpus: a chunk is sparse when
+the cosine similarity to its nearest *other* chunk (exact self-search over the
+normalised vectors) is below the `percentile`-th percentile of that similarity over
+the whole corpus. So S is about `percentile` % of the chunks whatever the corpus or
+the embedding model (default 10 %); R is the rest. An absolute cut-off would flag half
+of a corpus of near-duplicates or none of a diverse one; a rare-term count flags
+chunks whose information is merely phrased uniquely, not found nowhere else.
 
-* nearest-neighbour rule: a chunk is sparse when the cosine similarity to its
-  nearest *other* chunk (exact k-NN self-search over the normalised vectors)
-  is below `threshold`; and/or
-* rare-term rule: a chunk is sparse when it holds at least `rare_terms`
-  distinct terms (lower-cased `\\w+`, 3+ characters, not pure digits) that
-  occur in no other chunk (document frequency 1). `rare_terms=0` disables it.
-
-Both are pure functions of the index contents, so the subset is rebuilt with
-every index generation. Defaults (threshold 0.5, rare_terms 10) measured on
-SciFact (5,336 chunks of 512 tokens, MiniLM): 142 chunks by the neighbour
-rule, 196 by the rare-term rule (rare_terms 3 would flag 2,412: most
-scientific abstracts hold a few unique terms, so a low count says little).
+The subset is a pure function of the vectors, rebuilt with every index generation.
+The fallback's score over S (`cosmix_scores`) uses both the cosine similarity to
+the question and the chunk's cosine *distance* to its nearest neighbour.
 """
 from __future__ import annotations
-
-import re
-from collections import Counter
 
 import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.errors import UsageError
 
-_TERM = re.compile(r"\w{3,}")
-
 
 class SparseSubset(BaseModel):
     rows: list[int]
-    by_neighbour: int
-    by_rare_terms: int
-    threshold: float
-    rare_terms: int
+    percentile: float
+    cutoff: float  # nearest-neighbour similarity at the percentile: sparse when below
 
 
 def nearest_neighbour_similarity(vectors: np.ndarray, block: int = 1024) -> np.ndarray:
@@ -54,24 +43,30 @@ def nearest_neighbour_similarity(vectors: np.ndarray, block: int = 1024) -> np.n
     return best
 
 
-def unique_term_counts(texts: list[str]) -> np.ndarray:
-    """For each text, how many of its distinct terms occur in no other text."""
-    term_sets = [{t for t in _TERM.findall(text.lower()) if not t.isdigit()} for text in texts]
-    df = Counter(t for terms in term_sets for t in terms)
-    return np.array([sum(1 for t in terms if df[t] == 1) for terms in term_sets], dtype=np.int64)
+def find_sparse_rows(vectors: np.ndarray, percentile: float = 10.0) -> SparseSubset:
+    """Rows whose nearest-neighbour similarity is below the corpus `percentile` (see the module docstring)."""
+    if not 0.0 < percentile < 100.0:
+        raise UsageError(f"sparse percentile must be in (0, 100), got {percentile}")
+    near = nearest_neighbour_similarity(vectors)
+    if near.size < 2:
+        return SparseSubset(rows=[], percentile=percentile, cutoff=float("nan"))
+    cutoff = float(np.percentile(near, percentile))
+    rows = np.flatnonzero(near < cutoff).tolist()
+    return SparseSubset(rows=rows, percentile=percentile, cutoff=cutoff)
 
 
-def find_sparse_rows(vectors: np.ndarray, texts: list[str], threshold: float = 0.5,
-                     rare_terms: int = 10) -> SparseSubset:
-    """Rows of the sparse-information subset (see the module docstring for the rule)."""
-    if len(texts) != vectors.shape[0]:
-        raise UsageError(f"sparse subset: {vectors.shape[0]} vectors but {len(texts)} texts")
-    if not -1.0 <= threshold <= 1.0:
-        raise UsageError(f"sparse threshold must be a cosine in [-1, 1], got {threshold}")
-    if rare_terms < 0:
-        raise UsageError(f"rare_terms must be >= 0, got {rare_terms}")
-    near = nearest_neighbour_similarity(vectors) < threshold
-    rare = unique_term_counts(texts) >= rare_terms if rare_terms > 0 else np.zeros(len(texts), dtype=bool)
-    rows = np.flatnonzero(near | rare).tolist()
-    return SparseSubset(rows=rows, by_neighbour=int(near.sum()), by_rare_terms=int(rare.sum()),
-                        threshold=threshold, rare_terms=rare_terms)
+def cosmix_scores(similarity, neighbour_similarity, distance_weight: float = 0.5) -> np.ndarray:
+    """The fallback's score of a sparse chunk c for question q (COS-Mix: similarity and distance):
+
+        score(c) = cos(q, c) + w * (1 - max_{c' != c} cos(c, c'))
+
+    the similarity to the question plus w times the chunk's cosine distance to its nearest
+    neighbour: among chunks equally close to the question, the one whose information is
+    found nowhere else ranks first."""
+    if distance_weight < 0:
+        raise UsageError(f"distance_weight must be >= 0, got {distance_weight}")
+    sim = np.asarray(similarity, dtype=float)
+    nn = np.asarray(neighbour_similarity, dtype=float)
+    if sim.shape != nn.shape:
+        raise UsageError(f"cosmix_scores: {sim.shape} similarities but {nn.shape} neighbour similarities")
+    return sim + distance_weight * (1.0 - nn)

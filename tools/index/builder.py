@@ -110,7 +110,7 @@ class IndexBuilder:
 
     def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
-                 batch_size: int = 64, sparse_threshold: float = 0.5, sparse_rare_terms: int = 10,
+                 batch_size: int = 64, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0) -> None:
@@ -124,14 +124,12 @@ class IndexBuilder:
         self.model = canonical_model_name(embedding_model or (embedder.name if embedder else DEFAULT_MODEL))
         if batch_size < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
-        if not -1.0 <= sparse_threshold <= 1.0:
-            raise UsageError(f"sparse_threshold must be a cosine in [-1, 1], got {sparse_threshold}")
-        if sparse_rare_terms < 0:
-            raise UsageError(f"sparse_rare_terms must be >= 0, got {sparse_rare_terms}")
+        if not 0.0 < sparse_percentile < 100.0:
+            raise UsageError(f"sparse_percentile must be in (0, 100), got {sparse_percentile}")
         self.dense_proto = DenseIndex(faiss_index, hnsw_m=hnsw_m, ef_search=hnsw_ef_search)
         self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem)
         self.batch_size, self.progress, self._embedder = batch_size, progress, embedder
-        self.sparse_threshold, self.sparse_rare_terms = sparse_threshold, sparse_rare_terms
+        self.sparse_percentile = sparse_percentile
         self.index_titles = index_titles
 
     def _settings(self) -> dict:
@@ -139,7 +137,7 @@ class IndexBuilder:
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
                              "index_titles": self.index_titles},
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
-                "sparse": {"threshold": self.sparse_threshold, "rare_terms": self.sparse_rare_terms}}
+                "sparse": {"percentile": self.sparse_percentile}}
 
     def _embedder_for(self) -> Embedder:
         if self._embedder is None:
@@ -235,7 +233,7 @@ class IndexBuilder:
         embed_seconds = round(time.perf_counter() - t0, 3)
         self.bm25_proto.build(texts).save(gen / "bm25")
         self.dense_proto.build(vectors).save(gen)
-        sparse = find_sparse_rows(vectors, texts, self.sparse_threshold, self.sparse_rare_terms)
+        sparse = find_sparse_rows(vectors, self.sparse_percentile)
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
         manifest = {
             "format_version": FORMAT_VERSION, "ragsieve_version": _version("ragsieve"), "generation": gen.name,
@@ -244,8 +242,7 @@ class IndexBuilder:
             "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
             "counts": {"documents": len(docs), "chunks": n, "embedded_this_run": len(to_embed),
                        "embed_seconds": embed_seconds},
-            "sparse": {"rows": len(sparse.rows), "by_neighbour": sparse.by_neighbour,
-                       "by_rare_terms": sparse.by_rare_terms},
+            "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
             "corpus_fingerprint": corpus_fingerprint(hashes),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "versions": {d: _version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},

@@ -1,0 +1,14 @@
+"""How judged and statistical evidence make the context (`loop.combine`)."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ContextRule(str, Enum):
+    """`relevant`: the trusted relevant set alone (a capable judge decides).
+    `union`: the trusted relevant set plus the conformal set (default: measured in benchmarks/pipeline.py).
+    `anchored`: the first release's fixed-size rule (`final_k` chunks, first-stage head anchored)."""
+
+    RELEVANT = "relevant"
+    UNION = "union"
+    ANCHORED = "anchored"

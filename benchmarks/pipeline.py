@@ -1,0 +1,234 @@
+"""Stage ablation of the card's pipeline on HotpotQA, SQuAD 2.0 and SciFact, per judge.
+
+    .venv/bin/python benchmarks/pipeline.py [--sets hotpotqa,squad2,scifact] [--judges oracle,oracle-flip10,oracle-flip25]
+    .venv/bin/python benchmarks/pipeline.py --sets hotpotqa --judges embedded-0.5b --limit 5 --label embedded
+
+Plans (cumulative): fast; +judge (judge <-> expand, answer); +judge+fallback (the `agentic` plan:
+validation and the COS-Mix fallback); +conformal, +gmm, +rse (each stage added after the judge,
+no validation); full (the `full` plan: +rse with the final answer validated and the fallback);
+full-R (full, with the first stage over R and the fallback over S). Judges: `oracle` knows the
+gold, `oracle-flipN` flips N % of its verdicts (seeded), `embedded-0.5b` is the packaged model
+(or any endpoint in OPENAI_BASE_URL/OPENAI_MODEL, unchanged). The oracle also reads and validates
+(see `pipeline_data.OracleChat`): its EM/F1 say whether the context holds the answer.
+
+Also, per dataset: the sparse subset's share, and the conformal set's held-out coverage on the
+final context at alpha 0.05 / 0.1 / 0.2 (plan retrieve -> conformal -> answer) for the calibrated
+score kind and for raw similarity (CONFLARE's own score). Writes benchmarks/results/pipeline[-LABEL].json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from pipeline_data import REPO, OracleChat, build_index, calibrated_copies, load_questions  # noqa: E402
+from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
+from ragsieve.agent.llm.client import LLM  # noqa: E402
+from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
+from ragsieve.tools.index.dense import Embedder  # noqa: E402
+from ragsieve.tools.ingest.chunking import count_tokens  # noqa: E402
+from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
+
+END = "end"
+LOOP = {"retrieve": {"next": "judge"}, "judge": {"next": "expand"}}
+VALIDATED = {"answer": {"next": "validate"}, "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END}}
+
+
+def _chain(*stages: str) -> dict:
+    steps = ["expand", *stages, "answer"]
+    edges = {**LOOP, "expand": {"grew": "judge", "converged": steps[1]}}
+    for a, b in zip(steps[1:], steps[2:]):
+        edges[a] = {"next": b}
+    edges["answer"] = {"next": END}
+    return edges
+
+
+PLANS: dict[str, PlanSpec | None] = {
+    "fast": None,
+    "+judge": PlanSpec(start="retrieve", transitions=_chain()),
+    "+judge+fallback": None,  # the shipped `agentic` plan
+    "+conformal": PlanSpec(start="retrieve", transitions=_chain("conformal")),
+    "+gmm": PlanSpec(start="retrieve", transitions=_chain("conformal", "outliers")),
+    "+rse": PlanSpec(start="retrieve", transitions=_chain("conformal", "outliers", "segments")),
+    "full": None,
+    "full-R": None,  # `full` with retrieval.exclude_sparse
+}
+SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
+OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
+COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
+                                                       "conformal": {"next": "answer"}, "answer": {"next": END}})
+
+
+def config_for(plan: str, alpha: float | None = None, kind: str | None = None, combine: str | None = None) -> Config:
+    cfg = Config()
+    cfg.plans = {k: v for k, v in PLANS.items() if v is not None} | {"coverage": COVERAGE_PLAN}
+    cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, **({"combine": combine} if combine else {})})
+    if plan == "full-R":
+        cfg.retrieval = cfg.retrieval.model_copy(update={"exclude_sparse": True})
+    for item in OVERRIDES:
+        section, _, rest = item.partition(".")
+        field, _, value = rest.partition("=")
+        parsed = json.loads(value) if value not in ("", None) else None
+        setattr(cfg, section, getattr(cfg, section).model_validate({**getattr(cfg, section).model_dump(), field: parsed}))
+    if alpha is not None or kind is not None:
+        cfg.conformal = cfg.conformal.model_copy(update={"alpha": alpha, "score_kind": kind})
+    return cfg
+
+
+def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str) -> dict:
+    ctx_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in answer.context)
+    recall = gold_passage_recall(ctx_docs, q["gold"]) if q["gold"] else None
+    scores = answer_scores(answer.answer, q["answers"], q["impossible"]) if dataset != "scifact" else {}
+    return {"dataset": dataset, "judge": judge, "plan": plan, "qid": q["id"], "impossible": q["impossible"],
+            "gold_recall": recall.fraction if recall else None,
+            "both_gold": float(recall.all_found) if recall and dataset == "hotpotqa" else None,
+            "context_chunks": len(answer.context), "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
+            "llm_calls": answer.usage.calls, "seconds": round(seconds, 3),
+            "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
+            "resolved": answer.resolved, "abstention": answer.abstention}
+
+
+def summarise(rows: list[dict]) -> dict:
+    ans = [r for r in rows if not r["impossible"]]
+    unans = [r for r in rows if r["impossible"]]
+    return {"n": len(rows), "gold_recall": mean(r["gold_recall"] for r in ans),
+            "both_gold_recall": mean(r["both_gold"] for r in ans),
+            "context_chunks": mean(r["context_chunks"] for r in rows), "context_tokens": mean(r["context_tokens"] for r in rows),
+            "llm_calls": mean(r["llm_calls"] for r in rows), "seconds": mean(r["seconds"] for r in rows),
+            "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
+            "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
+            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None)}
+
+
+def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
+    if judge.startswith("oracle"):
+        flip = int(judge.split("flip")[1]) / 100 if "flip" in judge else 0.0
+        chat = OracleChat(doc_of_text, text_of_doc, flip)
+        return LLM(chat), chat, (lambda: None)
+    from ragsieve.agent.llm.factory import open_llm
+
+    cfg = Config().llm.model_copy(update={"timeout_s": timeout, "max_retry_s": timeout})
+    llm, close = open_llm(cfg)
+    return llm, None, close
+
+
+def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None:
+    questions = load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=args.squad_unanswerable,
+                               seed=args.seed)
+    questions = questions[: args.limit] if args.limit else questions
+    index_dir = build_index(name, Path(args.index_root), embedder)
+    folds = calibrated_copies(name, index_dir, questions, alpha=0.1)
+    orchs = {f: Orchestrator.open(p, Config()) for f, p in folds.items()}
+    first = next(iter(orchs.values())).index
+    texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
+    doc_text = {d: t for t, d in texts.items()}
+    report["sets"][name] = {"questions": len(questions), "chunks": len(first),
+                            "sparse_rows": len(first.sparse_rows),
+                            "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {}}
+    print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
+          f"{report['sets'][name]['sparse_share']}", flush=True)
+    for judge in args.judges:
+        llm, chat, close = make_llm(judge, texts, doc_text, args.timeout)
+        try:
+            plans = [p for p in args.plans if not (judge == "embedded-0.5b" and p == "full-R")]
+            for plan in plans:
+                rows = []
+                for q in questions:
+                    orch = orchs[q["fold"]]
+                    orch.config, orch._llm = config_for(plan, combine=args.combine), llm
+                    if chat is not None:
+                        chat.q = q
+                    started = time.perf_counter()
+                    answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
+                    rows.append(row_for(q, answer, time.perf_counter() - started, name, judge, plan))
+                out_rows.extend(rows)
+                report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows)
+                print(f"  {judge:14} {plan:16} {json.dumps(summarise(rows))}", flush=True)
+        finally:
+            close()
+    if args.coverage:
+        report["sets"][name]["coverage"] = coverage(questions, orchs, texts, doc_text)
+    for orch in orchs.values():
+        orch._llm = None
+        orch.close()
+
+
+def coverage(questions, orchs, texts, doc_text) -> dict:
+    """Held-out coverage of the conformal set on the final context (no judge), calibrated kind vs raw."""
+    out = {}
+    chat = OracleChat(texts, doc_text, 0.0)
+    for alpha in (0.05, 0.1, 0.2):
+        for kind in (None, "raw"):
+            covered, sizes = [], []
+            for q in questions:
+                if not q["gold"]:
+                    continue
+                orch = orchs[q["fold"]]
+                orch.config, orch._llm = config_for("coverage", alpha, kind), LLM(chat)
+                chat.q = q
+                answer = orch.ask(q["question"], plan="coverage")
+                docs = {chunk_doc_id(h.chunk_id) for h in answer.context}
+                covered.append(float(bool(docs & set(q["gold"]))))
+                sizes.append(len(answer.context))
+            out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
+                                                            "mean_context": mean(sizes), "target": 1 - alpha}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", default="hotpotqa,squad2,scifact")
+    ap.add_argument("--judges", default="oracle,oracle-flip10,oracle-flip25")
+    ap.add_argument("--plans", default=",".join(PLANS))
+    ap.add_argument("--limit", type=int, default=None, help="first N questions of each set (state n)")
+    ap.add_argument("--squad-answerable", type=int, default=200)
+    ap.add_argument("--squad-unanswerable", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--no-coverage", dest="coverage", action="store_false")
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-pipeline-index"))
+    ap.add_argument("--label", default="")
+    ap.add_argument("--combine", default=None, choices=["relevant", "union", "anchored"],
+                    help="loop.combine for every plan (default: the shipped default)")
+    ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
+                    help="a config setting for every plan, e.g. segments.keep_evidence=false")
+    args = ap.parse_args(argv)
+    OVERRIDES.extend(args.override)
+    args.judges = [j.strip() for j in args.judges.split(",") if j.strip()]
+    args.plans = [p.strip() for p in args.plans.split(",") if p.strip()]
+    bad = [p for p in args.plans if p not in PLANS] + \
+        [j for j in args.judges if j not in ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")]
+    if bad:
+        ap.error(f"unknown plans/judges: {bad}")
+    out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
+    report = {"command": " ".join([sys.executable, *sys.argv]), "load_average": os.getloadavg(),
+              "combine": args.combine or Config().loop.combine, "overrides": args.override,
+              "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+              "defaults": Config().model_dump(include={"loop", "conformal", "outliers", "segments", "fallback",
+                                                       "retrieval"}), "sets": {}}
+    rows: list[dict] = []
+    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    started = time.time()
+    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        run_dataset(name, args, embedder, rows, report)
+    report["seconds"] = round(time.time() - started, 1)
+    report["load_average_end"] = os.getloadavg()
+    report["rows"] = [{"dataset": d, "judge": k.split("|")[0], "plan": k.split("|")[1], **v}
+                      for d, s in report["sets"].items() for k, v in s["rows"].items()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    (out.with_suffix(".questions.jsonl")).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

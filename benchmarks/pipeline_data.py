@@ -1,0 +1,170 @@
+"""Data, indexes, calibration folds and the scripted oracle for `benchmarks/pipeline.py`.
+
+Calibration never sees the questions it is evaluated on:
+- SciFact: calibrated on the train qrels (809 claims), evaluated on test (300).
+- HotpotQA (103 questions, one qrels file): two folds; each half is evaluated on an index copy
+  calibrated on the other half, one calibration record per gold paragraph (both hops matter).
+- SQuAD 2.0: calibrated on answerable questions outside the evaluated sample.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+from ragsieve.agent.calibration import Calibrator, save_calibration
+from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.hybrid import HybridIndex
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data"
+ABSTAIN = "The context does not contain the answer."
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def _qrels(path: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in open(path, encoding="utf-8").read().splitlines()[1:]:
+        qid, doc, grade = line.split("\t")
+        if int(grade) > 0:
+            out.setdefault(qid, []).append(doc)
+    return out
+
+
+def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int) -> list[dict]:
+    """Rows {id, question, answers, gold (doc ids), impossible, fold}."""
+    folder = DATA / name
+    if name == "hotpotqa":
+        rows = _jsonl(folder / "qa.jsonl")
+        return [{"id": r["id"], "question": r["question"], "answers": r["answers"], "gold": r["gold_doc_ids"],
+                 "impossible": False, "fold": i % 2} for i, r in enumerate(rows)]
+    if name == "squad2":
+        rows = _jsonl(folder / "qa.jsonl")
+        rng = random.Random(seed)
+        picked = rng.sample([r for r in rows if not r["is_impossible"]], squad_answerable) + \
+            rng.sample([r for r in rows if r["is_impossible"]], squad_unanswerable)
+        return [{"id": r["id"], "question": r["question"], "answers": r["answers"],
+                 "gold": [] if r["is_impossible"] else [r["gold_doc_id"]], "impossible": bool(r["is_impossible"]),
+                 "fold": 0} for r in picked]
+    queries = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
+    gold = _qrels(folder / "qrels" / "test.tsv")
+    return [{"id": qid, "question": queries[qid], "answers": [], "gold": docs, "impossible": False, "fold": 0}
+            for qid, docs in gold.items() if qid in queries]
+
+
+def build_index(name: str, root: Path, embedder) -> Path:
+    folder = root / name
+    if not (folder / "CURRENT").exists():
+        corpus = DATA / name / ("corpus.jsonl.gz" if name == "scifact" else "corpus.jsonl")
+        IndexBuilder(folder, embedder=embedder, progress=False).build([str(corpus)])
+    return folder
+
+
+def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: float) -> dict[int, Path]:
+    """fold -> an index folder calibrated without that fold's questions (qrels calibration)."""
+    folder = DATA / name
+    out: dict[int, Path] = {}
+    for fold in sorted({q["fold"] for q in questions}):
+        target = index_dir.parent / f"{index_dir.name}-cal{fold}"
+        if not (target / "calibration.json").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(index_dir, target)
+            evaluated = {q["id"] for q in questions if q["fold"] == fold}
+            qrels_path, queries_path = _calibration_set(name, folder, evaluated, target)
+            with HybridIndex.open(target) as index:
+                cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(queries_path=queries_path,
+                                                                           qrels_path=qrels_path)
+            save_calibration(cal, target)
+        out[fold] = target
+    return out
+
+
+def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path) -> tuple[Path, Path]:
+    if name == "scifact":
+        return folder / "qrels" / "train.tsv", folder / "queries.jsonl"
+    qrels_lines = [f"query-id\tcorpus-id\tscore"]
+    queries = []
+    if name == "squad2":
+        for r in _jsonl(folder / "qa.jsonl"):
+            if not r["is_impossible"] and r["id"] not in evaluated:
+                qrels_lines.append(f"{r['id']}\t{r['gold_doc_id']}\t1")
+                queries.append({"_id": r["id"], "text": r["question"]})
+    else:
+        # two-hop: one calibration record per gold paragraph, so the cutoff keeps *each* with 1 - alpha
+        for r in _jsonl(folder / "qa.jsonl"):
+            if r["id"] not in evaluated:
+                for d in r["gold_doc_ids"]:
+                    qrels_lines.append(f"{r['id']}:{d}\t{d}\t1")
+                    queries.append({"_id": f"{r['id']}:{d}", "text": r["question"]})
+    (target / "cal-qrels.tsv").write_text("\n".join(qrels_lines) + "\n", encoding="utf-8")
+    (target / "cal-queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    return target / "cal-qrels.tsv", target / "cal-queries.jsonl"
+
+
+class OracleChat:
+    """A scripted model that knows the gold: judge, reader and validator (each judge verdict
+    flipped with probability `flip`, seeded per question and chunk).
+
+    Judge: a chunk is relevant iff its document is gold. Reader: it answers with the gold
+    answer when some passage in its prompt contains it (for SciFact, when a gold abstract is
+    in the prompt: "supported"), else abstains - so EM/F1 measure whether the context holds
+    the answer, not a model's reading. Validator: resolved iff the reader's condition holds.
+    Prompts are parsed only for the judge's one-line JSON mapping of indexes to texts.
+    """
+
+    def __init__(self, doc_of_text: dict[str, str], text_of_doc: dict[str, str], flip: float):
+        self.doc_of_text, self.text_of_doc, self.flip = doc_of_text, text_of_doc, flip
+        self.q: dict = {}
+
+    @property
+    def model_name(self) -> str:
+        return f"oracle-flip{int(self.flip * 100)}" if self.flip else "oracle"
+
+    def _supported(self, prompt: str) -> str | None:
+        low = prompt.lower()
+        for answer in self.q.get("answers") or []:
+            if answer and answer.lower() in low:
+                return answer
+        if not self.q.get("answers"):
+            for doc in self.q.get("gold") or []:
+                if self.text_of_doc.get(doc, "\0")[:120].lower() in low:
+                    return "The claim is supported"
+        return None
+
+    def complete(self, messages, *, json_schema=None, schema_name="reply", max_tokens=None, temperature=None):
+        from ragsieve.agent.llm.chat import ChatReply
+
+        prompt = "\n".join(m.get("content", "") for m in messages)
+        keys = list(((json_schema or {}).get("properties") or {}).keys())
+        if keys and "resolved" in keys:
+            text = json.dumps({"resolved": self._supported(prompt) is not None, "reason": "oracle"})
+        elif keys:
+            mapping = _mapping_line(prompt, keys)
+            verdicts = {}
+            for key in keys:
+                body = mapping.get(key, "")
+                truth = self.doc_of_text.get(body[:200]) in set(self.q.get("gold") or [])
+                draw = random.Random(f"{self.q.get('id')}|{body[:200]}").random()
+                verdicts[key] = (not truth) if draw < self.flip else truth
+            text = json.dumps(verdicts)
+        else:
+            found = self._supported(prompt.split("Question:")[0])
+            text = f"{found} [1]." if found else ABSTAIN
+        return ChatReply(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()))
+
+
+def _mapping_line(prompt: str, keys: list[str]) -> dict[str, str]:
+    for line in prompt.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and set(keys) <= set(obj):
+                return {k: str(v) for k, v in obj.items()}
+    return {}

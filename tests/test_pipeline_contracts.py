@@ -1,0 +1,148 @@
+"""Stage contracts of the card's pipeline with a scripted LLM: abstention decided with evidence,
+the final answer validated, the relevant set passed through, RSE and calibration as their methods."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragsieve.agent.answering import ABSTAIN, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains, is_abstention
+from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.plan.runner import STEPS
+from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.tools.filters.segments import PRESETS, RSEPreset, adjust_for_chunk_length, preset_params
+
+from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
+
+
+def _state_with_context(deps, question, ids):
+    state = RunState(question=question, plan="t")
+    hits = deps.retriever.run(question, top_k=20)
+    state.remember(hits)
+    state.context = [h for h in hits if h.chunk_id in ids]
+    return state
+
+
+def test_empty_context_says_there_is_no_evidence_without_asking_the_model():
+    chat = FakeChat()  # any model call would fail: nothing is scripted
+    deps = make_deps(CHAIN, chat)
+    state = RunState(question="Where was the alpha project leader born?", plan="t")
+    result = STEPS["answer"]().run(state, deps)
+    assert state.answer == NO_EVIDENCE and state.citations == [] and state.abstention == "no_evidence"
+    assert result.summary["llm"] is False and chat.history == []
+
+
+def test_a_model_abstaining_on_strong_evidence_gets_the_passages_with_citations():
+    deps = make_deps(CHAIN, FakeChat(default=ABSTAIN))
+    state = _state_with_context(deps, "alpha project leader", {"a#0", "n2#0"})
+    state.evidence = "strong"  # a chunk passed the calibrated cutoff
+    STEPS["answer"]().run(state, deps)
+    assert state.abstention == "passages" and state.answer.startswith(PASSAGES_INTRO)
+    assert [c.chunk_id for c in state.citations] == [h.chunk_id for h in state.context]
+    assert "[1]" in state.answer and "[2]" in state.answer and not state.citations_inferred
+
+
+def test_a_model_abstaining_on_weak_evidence_keeps_its_abstention_without_citations():
+    deps = make_deps(CHAIN, FakeChat(default="the context does not contain the answer"))
+    state = _state_with_context(deps, "alpha project leader", {"a#0"})
+    STEPS["answer"]().run(state, deps)
+    assert state.abstention == "model" and state.citations == [] and not state.citations_inferred
+
+
+def test_an_answer_that_also_abstains_is_caught_before_validation():
+    mixed = "The leader is bravo person [1]. The context does not contain the answer."
+    assert answers_and_abstains(mixed) and not is_abstention(mixed)
+    assert is_abstention(" the CONTEXT does not contain the answer ") and not answers_and_abstains(ABSTAIN)
+    chat = FakeChat([mixed])
+    deps = make_deps(CHAIN, chat)
+    state = _state_with_context(deps, "alpha project leader", {"a#0"})
+    STEPS["answer"]().run(state, deps)
+    assert state.abstention == "mixed"
+    result = STEPS["validate"]().run(state, deps)  # deterministic: no validation call
+    assert result.outcome == "unresolved" and "deterministic" in result.summary["reason"]
+    assert len(chat.history) == 1
+
+
+def test_the_final_answer_is_what_is_validated_and_resolved_describes_it():
+    script = Script(judge=chain_judge, validate=[False, True], answer="Born in charlie town [1].")
+    deps = make_deps(CHAIN, FakeChat(default=script), candidates=2, max_iterations=1, neighbours=False)
+    state = run(deps, "Where was the alpha project leader born?")
+    names = [s for s, _ in steps(state)]
+    assert names[-2:] == ["answer", "validate"]  # the plan ends on the validation of the answer it returns
+    validations = [e for e in state.trace if e.step == "validate"]
+    assert all(v.summary["validated"] == "answer" for v in validations)
+    assert state.resolved is validations[-1].summary["resolved"]
+    assert names.index("answer") < names.index("validate")  # never validated before the answer is written
+
+
+def test_a_trusted_relevant_set_passes_through_whatever_its_size():
+    script = Script(judge=lambda q, t: not t.startswith("unrelated") and not t.startswith("weather"))
+    deps = make_deps(CHAIN, FakeChat(default=script), candidates=6, max_iterations=1, neighbours=False,
+                     uninformative_min_n=10, judge_decoys=0)
+    state = run(deps, "alpha bravo charlie")
+    assert state.loop.distrusted is None
+    relevant = {c for c, v in state.loop.trusted.items() if v}
+    assert {h.chunk_id for h in state.context} == relevant and len(relevant) == 4
+
+
+def test_an_untrusted_judge_decides_nothing_the_fast_context_stays():
+    deps = make_deps(CHAIN, FakeChat(default=Script(judge=lambda q, t: True)), candidates=6, final_k=2,
+                     uninformative_min_n=4, neighbours=False)
+    state = run(deps, "alpha bravo charlie")
+    assert state.loop.distrusted
+    assert [h.chunk_id for h in state.context][:2] == state.first_stage[:2]
+
+
+def test_rse_presets_are_dsrag_exactly_and_the_default_is_dsrag_query_default():
+    assert PRESETS[RSEPreset.DEFAULT].__dict__ == dict(max_length=20, overall_max_length=30, minimum_value=0.7,
+                                                       irrelevant_chunk_penalty=0.2, decay_rate=30)
+    assert (PRESETS[RSEPreset.BALANCED].minimum_value, PRESETS[RSEPreset.BALANCED].irrelevant_chunk_penalty) == (0.5, 0.18)
+    assert (PRESETS[RSEPreset.PRECISION].minimum_value, PRESETS[RSEPreset.PRECISION].irrelevant_chunk_penalty) == (0.7, 0.2)
+    assert (PRESETS[RSEPreset.FIND_ALL].max_length, PRESETS[RSEPreset.FIND_ALL].minimum_value,
+            PRESETS[RSEPreset.FIND_ALL].overall_max_length) == (40, 0.4, 200)
+    assert preset_params("precision", max_length=5).max_length == 5
+
+
+def test_chunk_length_adjustment_scales_long_chunks_only():
+    values = adjust_for_chunk_length([0.5, 0.5, -0.2], [350, 1400, 2100])
+    assert np.allclose(values, [0.5, 1.0, -0.6])
+
+
+def test_rse_values_every_pool_chunk_of_the_candidate_documents():
+    from test_full_plan import FACTS, TinyIndex, make, run_step  # noqa: F401  (shared tiny index)
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        index = TinyIndex(Path(tmp), FACTS)
+        state, deps = make(index, "beta bridge toll coins", context_rows=[3])  # one context chunk
+        summary = run_step("segments", state, deps)
+        valued = set(summary["values"])
+        assert {"beta.md#0", "beta.md#1"} <= valued  # the other pool chunk of the same document is valued too
+        assert not {c for c in valued if not c.startswith("beta.md")}  # only candidate documents
+
+
+def test_calibration_warns_on_too_few_questions_and_on_an_infinite_threshold():
+    assert needed_calibration_questions(0.1) == 9 and needed_calibration_questions(0.05) == 19
+    assert needed_calibration_questions(0.2) == 4
+    warnings = calibration_warnings(3, 0.1, math.inf)
+    assert any("at least 9" in w for w in warnings) and any("+inf" in w for w in warnings)
+    assert calibration_warnings(50, 0.1, 0.3) == []
+
+
+@pytest.mark.parametrize("rule", ["relevant", "union", "anchored"])
+def test_context_rules_are_a_mode_with_valid_values(rule):
+    from ragsieve.agent.config import LoopConfig
+    from ragsieve.agent.errors import UsageError
+
+    assert LoopConfig(combine=rule).combine == rule
+    with pytest.raises((UsageError, ValueError), match="relevant"):
+        LoopConfig(combine="judge-first")
+
+
+def test_judge_round_records_are_typed():
+    report = JudgeRoundReport(round=1, judged=2, mode="judge", reason="")
+    assert report.model_dump()["new_relevant"] == []
