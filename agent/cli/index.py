@@ -16,6 +16,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="index only files matching this gitignore-style glob (repeat); overrides default excludes")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeat)")
+    p.add_argument("--no-default-excludes", action="store_true",
+                   help="also index build output, minified/generated files, lock files and vendored folders")
+    p.add_argument("--sync", action="store_true",
+                   help="make the index exactly these paths: documents indexed before from other paths are removed")
+    p.add_argument("--base-url", metavar="URL",
+                   help="a saved website: cite pages as URL + their path below the folder given (+ #anchor)")
+    p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -25,6 +35,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.ingest.selection import Selection
 
     config = load_config(args)
     ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
@@ -38,10 +49,21 @@ def run(args: argparse.Namespace) -> int:
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
         progress=not args.no_progress and sys.stderr.isatty(),
+        syntax_chunks=not args.no_syntax,
     )
-    report = builder.build(args.paths, rebuild=args.rebuild)
+    selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
+    if args.base_url and not args.base_url.startswith(("http://", "https://")):
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync, selection=selection,
+                           base_url=args.base_url)
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
+    excluded = report.excluded
+    if excluded:
+        shown = "; ".join(f"{n} {why}" for why, n in excluded.items())
+        print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
     return 0

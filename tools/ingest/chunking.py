@@ -173,15 +173,41 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
 
 
 class Chunker:
-    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`)."""
+    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
 
-    def __init__(self, chunk_tokens: int = 200) -> None:
+    `syntax=True` cuts source code with a tree-sitter grammar on syntax (cAST,
+    `ragsieve.tools.ingest.syntax`) and records each chunk's enclosing symbols;
+    code without a grammar, and every other kind, is cut by the line packer."""
+
+    def __init__(self, chunk_tokens: int = 200, syntax: bool = True) -> None:
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
             raise UsageError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
         self.chunk_tokens = chunk_tokens
+        self.syntax = syntax
 
     def run(self, doc: Document) -> list[Chunk]:
         """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
+        if self.syntax and doc.kind == "code":
+            from ragsieve.tools.ingest.syntax import available, cast_spans, language_of
+
+            language = language_of(doc.source)
+            if available(language):
+                return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
+        return self._by_lines(doc)
+
+    def _by_syntax(self, doc: Document, spans) -> list[Chunk]:
+        """Each cAST span is one chunk, or several by the line packer when a leaf is over the budget."""
+        lines = doc.text.splitlines(keepends=True)
+        chunks: list[Chunk] = []
+        first = doc.line_start if doc.line_start is not None else 1
+        for span in spans:
+            piece = "".join(lines[span.start_line:span.end_line + 1])
+            part = doc.model_copy(update={"text": piece, "line_start": first + span.start_line})
+            for chunk in self._by_lines(part):
+                chunks.append(chunk.model_copy(update={"chunk_index": len(chunks), "symbol": span.symbol()}))
+        return chunks
+
+    def _by_lines(self, doc: Document) -> list[Chunk]:
         text = doc.text
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
@@ -204,8 +230,12 @@ class Chunker:
                 last = start + len(piece.rstrip()) - 1
                 line_start = doc.line_start + bisect.bisect_left(newlines, first)
                 line_end = doc.line_start + bisect.bisect_left(newlines, last)
+            symbol = ""
+            if doc.locators:  # a page, cell or section: the one in force at the chunk's first character
+                at = bisect.bisect_right([o for o, _ in doc.locators], start + len(piece) - len(piece.lstrip()))
+                symbol = doc.locators[at - 1][1] if at else ""
             chunks.append(Chunk(
                 doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
-                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end,
+                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end, symbol=symbol,
             ))
         return chunks
