@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ragsieve.tools.ingest.chunking import count_tokens
+from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, count_tokens
 
 LANGUAGES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
@@ -111,8 +111,10 @@ class _Sizer:
 
     def tokens(self, start: int, end: int) -> int:
         key = (start, end)
-        if key not in self.cache:
-            self.cache[key] = count_tokens(self.source[start:end].decode("utf-8", "replace"))
+        if key not in self.cache:  # the line packer's weight: per line, tokens or characters / 16
+            text = self.source[start:end].decode("utf-8", "replace")
+            self.cache[key] = sum(max(count_tokens(line), -(-len(line) // MAX_CHARS_PER_TOKEN))
+                                  for line in text.splitlines(keepends=True))
         return self.cache[key]
 
 
@@ -171,13 +173,16 @@ def cast_spans(text: str, language: str, budget: int) -> list[CodeSpan]:
     return spans
 
 
+_WRAPPERS = {"decorated_definition", "export_statement", "template_declaration", "package_clause",
+             "namespace_definition", "declaration_list", "linkage_specification"}
+
+
 def _splittable(node) -> bool:
-    """Worth splitting on syntax: not a string/comment and with named children on several lines."""
+    """Worth splitting on syntax: not a string/comment, over several lines, with named children."""
     if node.type in _NO_SPLIT or (node.type == "expression_statement" and node.named_child_count == 1
                                   and node.named_children[0].type in _NO_SPLIT):
         return False
-    rows = {c.start_point[0] for c in node.named_children}
-    return len(rows) >= 2
+    return node.named_child_count >= 1 and node.end_point[0] > node.start_point[0]
 
 
 def _defined(nodes, enclosing: list[str]) -> list[str]:
@@ -193,6 +198,6 @@ def _defined(nodes, enclosing: list[str]) -> list[str]:
                 body = node.child_by_field_name("body")
                 if body is not None:
                     todo.extend((c, outer + [name]) for c in body.children)
-        elif node.type in ("decorated_definition", "export_statement", "template_declaration"):
+        elif node.parent is None or node.type in _WRAPPERS:
             todo.extend((c, outer) for c in node.children)
     return names
