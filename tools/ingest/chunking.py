@@ -172,6 +172,19 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
 }  # html and beir text is prose without markdown headings
 
 
+def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
+    """The locator in force at a chunk's first character; but when a new page, cell or section starts
+    within the chunk's first third, that one (most of the chunk is there)."""
+    offsets = [o for o, _ in locators]
+    at = bisect.bisect_right(offsets, first)
+    label = locators[at - 1][1] if at else ""
+    limit = first + (end - first) / 3
+    while at < len(locators) and locators[at][0] <= limit:
+        label = locators[at][1]
+        at += 1
+    return label
+
+
 class Chunker:
     """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
 
@@ -231,9 +244,8 @@ class Chunker:
                 line_start = doc.line_start + bisect.bisect_left(newlines, first)
                 line_end = doc.line_start + bisect.bisect_left(newlines, last)
             symbol = ""
-            if doc.locators:  # a page, cell or section: the one in force at the chunk's first character
-                at = bisect.bisect_right([o for o, _ in doc.locators], start + len(piece) - len(piece.lstrip()))
-                symbol = doc.locators[at - 1][1] if at else ""
+            if doc.locators:  # a page, cell or section: see `locator_for`
+                symbol = locator_for(doc.locators, start + len(piece) - len(piece.lstrip()), end)
             chunks.append(Chunk(
                 doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
                 title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end, symbol=symbol,

@@ -33,8 +33,8 @@ def norm(text: str) -> str:
     return _SPACE.sub(" ", text.replace(_PILCROW, "").replace("`", "").replace("*", "")).strip().lower()
 
 
-def heading_anchors(html: str) -> dict[str, str]:
-    """Normalised heading text -> the anchor a link to that heading uses."""
+def heading_anchors(html: str, levels: dict[str, int] | None = None) -> dict[str, str]:
+    """Normalised heading text -> the anchor a link to that heading uses (`levels` gets each heading's level)."""
     try:
         import lxml.html
     except ImportError:  # pragma: no cover - lxml comes with trafilatura
@@ -55,6 +55,8 @@ def heading_anchors(html: str) -> dict[str, str]:
                 next((a for a in links if "backref" not in (a.get("class") or "")), None)
             anchor = link.get("href")[1:] if link is not None else None
         text = norm(h.text_content())
+        if levels is not None and text:
+            levels.setdefault(text, int(h.tag[1]))
         if anchor and text and text not in anchors:
             anchors[text] = anchor
     return anchors
@@ -67,13 +69,53 @@ def extract_page(html: str) -> PageText:
         import trafilatura
     except ImportError:
         return PageText(title or "", plain, markdown=False)
-    text = trafilatura.extract(html, output_format="markdown", include_formatting=True, include_tables=True,
+    text = trafilatura.extract(main_part(html), output_format="markdown", include_formatting=True, include_tables=True,
                                include_comments=False, include_links=False, include_images=False,
                                favor_recall=True, with_metadata=False, deduplicate=False)
     if not text or not text.strip():
         return PageText(title or "", plain, markdown=False)
     text = text.replace(_PILCROW, "")  # Sphinx permalink marks
-    return PageText(title or "", text, markdown=True, anchors=heading_anchors(html))
+    levels: dict[str, int] = {}
+    anchors = heading_anchors(html, levels)
+    return PageText(title or "", restore_headings(text, levels), markdown=True, anchors=anchors)
+
+
+_MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
+               "//div[@id='content']")
+
+
+def main_part(html: str) -> str:
+    """The page's main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) as a page of
+    its own when it has one: extraction then keeps its headings and never sees the sidebars; else the page."""
+    try:
+        import lxml.html
+    except ImportError:  # pragma: no cover
+        return html
+    try:
+        root = lxml.html.fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return html
+    for xpath in _MAIN_XPATH:
+        found = root.xpath(xpath)
+        if found:
+            inner = lxml.html.tostring(found[0], encoding="unicode")
+            return f"<html><head><title></title></head><body><main>{inner}</main></body></html>"
+    return html
+
+
+def restore_headings(text: str, levels: dict[str, int]) -> str:
+    """Mark as markdown headings the lines that are the page's headings but came out as plain lines
+    (trafilatura's fallback extractor drops the markup on short pages)."""
+    out = []
+    in_fence = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        key = norm(line)
+        if not in_fence and key in levels and not line.lstrip().startswith("#"):
+            line = "#" * levels[key] + " " + line.strip()
+        out.append(line)
+    return "\n".join(out)
 
 
 def heading_locators(text: str, anchors: dict[str, str]) -> list[tuple[int, str]]:
