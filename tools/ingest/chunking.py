@@ -173,11 +173,14 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
 
 
 def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
-    """The locator in force at a chunk's first character; but when a new page, cell or section starts
-    within the chunk's first third, that one (most of the chunk is there)."""
+    """The locator in force at a chunk's first character; pages as a range when the chunk crosses
+    pages (`pp. 2-3`); when another section starts within the chunk's first third, that one."""
     offsets = [o for o, _ in locators]
     at = bisect.bisect_right(offsets, first)
     label = locators[at - 1][1] if at else ""
+    if label.startswith("p. "):
+        last = locators[bisect.bisect_left(offsets, end) - 1][1]
+        return label if last == label else f"pp. {label[3:]}-{last[3:]}"
     limit = first + (end - first) / 3
     while at < len(locators) and locators[at][0] <= limit:
         label = locators[at][1]
