@@ -9,7 +9,7 @@ from ragsieve.agent.cli.common import add_common, for_terminal, load_config, ran
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("index", help="index files, folders and BEIR corpus.jsonl[.gz]")
-    p.add_argument("paths", nargs="+", help="files or folders")
+    p.add_argument("paths", nargs="+", help="files, folders, or website URLs (a start page or a sitemap.xml)")
     add_common(p)
     p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
     p.add_argument("--embedding-model", help="sentence-transformers model name or path")
@@ -25,6 +25,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="make the index exactly these paths: documents indexed before from other paths are removed")
     p.add_argument("--base-url", metavar="URL",
                    help="a saved website: cite pages as URL + their path below the folder given (+ #anchor)")
+    p.add_argument("--max-pages", type=int, default=200, help="website: pages to crawl at most (default 200)")
+    p.add_argument("--same-domain", action="store_true",
+                   help="website: crawl the whole host, not only the start URL's folder")
+    p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
@@ -56,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
         from ragsieve.agent.errors import UsageError
 
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
+    if any(p.startswith(("http://", "https://")) for p in args.paths):
+        crawl["progress"] = crawl_progress()
     report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync, selection=selection,
-                           base_url=args.base_url)
+                           base_url=args.base_url, crawl=crawl)
+    for crawled in getattr(builder, "crawl_reports", []):
+        print(for_terminal(crawled.summary()))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
@@ -67,3 +76,33 @@ def run(args: argparse.Namespace) -> int:
         print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
     return 0
+
+
+def parse_rate(text: str) -> float:
+    """`2/s`, `30/m` or `2` -> requests per second."""
+    from ragsieve.agent.errors import UsageError
+
+    value, _, unit = text.strip().partition("/")
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m") from None
+    per = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}.get(unit.strip())
+    if per is None or number <= 0:
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m")
+    return number / per
+
+
+def crawl_progress(every_s: float = 5.0):
+    """A crawl's progress on stderr: a line per page on a terminal, else a line every `every_s` seconds."""
+    import time
+
+    last = [0.0]
+    tty = sys.stderr.isatty()
+
+    def report(done: int, known: int, url: str) -> None:
+        now = time.monotonic()
+        if tty or now - last[0] >= every_s:
+            last[0] = now
+            print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
+    return report

@@ -34,7 +34,7 @@ from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, cano
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.lock import IndexLock
-from ragsieve.tools.ingest.loaders import load_documents
+from ragsieve.tools.ingest.loaders import load_documents, page_document
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.filters.sparse import find_sparse_rows
@@ -180,23 +180,50 @@ class IndexBuilder:
         return self._embedder
 
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
-              selection=None, base_url: str | None = None) -> BuildReport:
+              selection=None, base_url: str | None = None, crawl: dict | None = None) -> BuildReport:
         """Index `paths`, adding to the index: documents indexed before from other paths stay
         (`docs_kept`). `sync=True` makes the index exactly `paths` (the others are removed);
         `rebuild=True` ignores the previous generation (required to change model)."""
         start = time.perf_counter()
-        base = self._source_root(paths, rebuild)
-        loaded = load_documents(paths, progress=self.progress, selection=selection, base=base, base_url=base_url)
-        docs = loaded.documents
+        urls = [str(p) for p in paths if str(p).startswith(("http://", "https://"))]
+        paths = [p for p in paths if str(p) not in urls]
+        base = self._source_root(paths, rebuild) if paths else None
+        if paths:
+            loaded = load_documents(paths, progress=self.progress, selection=selection, base=base, base_url=base_url)
+        else:
+            from ragsieve.tools.ingest.loaders import LoadResult
+            from ragsieve.tools.ingest.walk import LoadStats
+
+            loaded = LoadResult(documents=[], stats=LoadStats())
+        docs = list(loaded.documents)
+        web_scopes, self.crawl_reports = [], []
+        for url in urls:  # websites: crawled politely, each page a document cited by its URL
+            crawler = self._crawler(url, crawl or {})
+            report = crawler.run()
+            self.crawl_reports.append(report)
+            web_scopes.append(crawler.scope)
+            for page in report.pages:
+                doc = page_document(page.url, page.html, page.content_hash)
+                if doc is not None:
+                    docs.append(doc)
+            loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
         if not docs:
             raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
         ids = [d.doc_id for d in docs]
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise UsageError(f"duplicate document ids: {dup}")
-        scopes = _scopes(paths, base)
+        scopes = _scopes(paths, base) + web_scopes
         with IndexLock(self.root, self.lock_wait_s):
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
+
+    def _crawler(self, url: str, options: dict):
+        import hashlib as _hashlib
+
+        from ragsieve.tools.ingest.crawler import Crawler
+
+        state_dir = self.root / "crawl" / _hashlib.sha1(url.encode()).hexdigest()[:12]
+        return Crawler(url, state_dir=state_dir, **options)
 
     def _source_root(self, paths, rebuild: bool) -> Path | None:
         """Ids are paths below the index's source root: the one recorded at its first build, else the

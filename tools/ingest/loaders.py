@@ -302,3 +302,13 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
     stats.documents = len(documents)
     logger.debug("load_documents: %s", stats.summary())
     return LoadResult(documents=documents, stats=stats)
+
+
+def page_document(url: str, html: str, content_hash: str) -> Document | None:
+    """A crawled page as a Document: its main text (markdown, headings kept), cited by URL + #anchor."""
+    page = extract_page(html)
+    if not page.text.strip():
+        return None
+    return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
+                    kind="markdown" if page.markdown else "html", content_hash=content_hash, line_start=None,
+                    locators=heading_locators(page.text, page.anchors))
