@@ -121,3 +121,32 @@ def test_cli_index_summary_search_and_remove(tmp_path):
     assert out.returncode == 0 and "1 removed" in out.stdout
     out = cli("search", "x", "--index", str(tmp_path / "nope"))
     assert out.returncode == 2 and "no index" in out.stderr.lower()
+
+
+def test_a_killed_first_build_resumes_its_embeddings(tmp_path, embedder, monkeypatch):
+    docs = tmp_path / "docs"
+    for i in range(12):
+        write(docs / f"d{i:02d}.md", f"# Doc {i}\n\nDocument number {i} talks about topic {i * 7}.\n")
+    calls: list[int] = []
+    real = embedder.embed
+
+    def dying(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the build is killed after its first batch
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed", dying)
+    progress: list[tuple[str, int, int]] = []
+    builder = IndexBuilder(tmp_path / "idx", embedder=embedder, batch_size=1, progress=lambda *a: progress.append(a))
+    with pytest.raises(KeyboardInterrupt):
+        builder.build([docs])
+    assert progress[:2] == [("embedding", 0, 12), ("embedding", 4, 12)]  # one batch of 4 done and reported  # 4 chunks (one batch) done and reported
+    monkeypatch.setattr(embedder, "embed", real)
+    calls.clear()
+    embedded: list[int] = []
+    monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(len(texts)) or real(texts))
+    report = builder.build([docs])
+    assert report.written and sum(embedded) == 8 and builder.resumed_embeddings == 4  # only the rest
+    with HybridIndex.open(tmp_path / "idx") as index:
+        assert len(index) == 12

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
@@ -105,4 +105,24 @@ def crawl_progress(every_s: float = 5.0):
         if tty or now - last[0] >= every_s:
             last[0] = now
             print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
+    return report
+
+
+def log_progress(every_s: float = 10.0):
+    """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
+    import time
+
+    state = {"start": None, "last": 0.0}
+
+    def report(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if state["start"] is None:
+            state["start"] = now
+        if done < total and now - state["last"] < every_s:
+            return
+        state["last"] = now
+        elapsed = max(now - state["start"], 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("inf")
+        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta:.0f}s", file=sys.stderr, flush=True)
     return report

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.embed_cache import EmbeddingCache, text_key
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
 from ragsieve.tools.errors import IndexMissingError, UsageError
@@ -189,7 +190,8 @@ class IndexBuilder:
         paths = [p for p in paths if str(p) not in urls]
         base = self._source_root(paths, rebuild) if paths else None
         if paths:
-            loaded = load_documents(paths, progress=self.progress, selection=selection, base=base, base_url=base_url)
+            loaded = load_documents(paths, progress=self.progress is True, selection=selection, base=base,
+                                    base_url=base_url)
         else:
             from ragsieve.tools.ingest.loaders import LoadResult
             from ragsieve.tools.ingest.walk import LoadStats
@@ -307,6 +309,12 @@ class IndexBuilder:
             if prev_store is not None:
                 prev_store.close()
         self._publish(gen, keep=prev_gen if prev_gen is not None else _live_generation(self.root))
+        if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model)
+            try:
+                cache.prune(getattr(self, "_last_keys", set()))
+            finally:
+                cache.close()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
@@ -344,6 +352,7 @@ class IndexBuilder:
                 texts.extend(indexed_text(c) if self.index_titles else c.text for c in chunks)
             store.commit()
             n = store.count()
+            self._last_keys = {text_key(t) for t in texts}
         finally:
             store.close()
         if n == 0:
@@ -387,20 +396,48 @@ class IndexBuilder:
         for new, old, count in reused:
             vectors[new:new + count] = prev_vectors[old:old + count]
         if to_embed:
-            bar = None
-            if self.progress:
-                from tqdm import tqdm
-
-                bar = tqdm(total=len(to_embed), desc="embedding", unit="chunk")
-            step = self.batch_size * 4
-            for s in range(0, len(to_embed), step):
-                rows = to_embed[s:s + step]
-                vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
-                if bar is not None:
-                    bar.update(len(rows))
-            if bar is not None:
-                bar.close()
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model, dim)
+            try:
+                keys = {r: text_key(texts[r]) for r in to_embed}
+                cached = cache.get_many(sorted(set(keys.values())))
+                for r in to_embed:  # embedded by a build that was stopped: not embedded again
+                    if keys[r] in cached:
+                        vectors[r] = cached[keys[r]]
+                missing = [r for r in to_embed if keys[r] not in cached]
+                self.resumed_embeddings = len(to_embed) - len(missing)
+                report = self._progress_reporter(len(missing))
+                report(0)
+                step = self.batch_size * 4
+                for s in range(0, len(missing), step):
+                    rows = missing[s:s + step]
+                    vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
+                    cache.put_many([keys[r] for r in rows], vectors[rows])  # the checkpoint
+                    report(min(s + step, len(missing)))
+                report(None)
+            finally:
+                cache.close()
         return vectors
+
+    def _progress_reporter(self, total: int):
+        """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing."""
+        if callable(self.progress):
+            def call(done):
+                self.progress("embedding", total if done is None else done, total)
+            return call
+        if self.progress and total:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, desc="embedding", unit="chunk")
+            last = [0]
+
+            def tick(done):
+                if done is None:
+                    bar.close()
+                    return
+                bar.update(done - last[0])
+                last[0] = done
+            return tick
+        return lambda done: None
 
     def _publish(self, gen: Path, keep: Path | None = None) -> None:
         """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""
