@@ -73,10 +73,10 @@ class BuildReport(BaseModel):
                 f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s")
 
 
-def indexed_text(chunk: Chunk) -> str:
+def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
     """What BM25 and the embedder see: a header (the title; for code the path and the enclosing
     symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text."""
-    if chunk.symbol:
+    if chunk.symbol and symbol_headers:
         return f"{chunk.source} {chunk.symbol}\n{chunk.text}"
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 
@@ -148,11 +148,13 @@ class IndexBuilder:
                  batch_size: int = 64, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
-                 index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True) -> None:
+                 index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
+                 symbol_headers: bool = True) -> None:
         self.root = Path(index_dir)
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
+        self.symbol_headers = symbol_headers
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -171,7 +173,8 @@ class IndexBuilder:
         """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
                              "index_titles": self.index_titles,
-                             "code": "cast-1" if self.chunker.syntax else "lines"},
+                             "code": "cast-1" if self.chunker.syntax else "lines",
+                             "symbol_headers": self.symbol_headers},
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
 
@@ -344,12 +347,12 @@ class IndexBuilder:
                     chunks = self.chunker.run(doc)
                     to_embed.extend(range(store.count(), store.count() + len(chunks)))
                 store.add_document(doc.doc_id, doc.source, doc.content_hash, chunks)
-                texts.extend(indexed_text(c) if self.index_titles else c.text for c in chunks)
+                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
             for doc_id in kept:  # indexed before from other paths: carried over, never re-embedded
                 chunks = prev_store.chunks_of(doc_id)
                 reused.append((store.count(), prev_rows[doc_id][0], len(chunks)))
                 store.add_document(doc_id, prev_store.source_of(doc_id), hashes[doc_id], chunks)
-                texts.extend(indexed_text(c) if self.index_titles else c.text for c in chunks)
+                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
             store.commit()
             n = store.count()
             self._last_keys = {text_key(t) for t in texts}
