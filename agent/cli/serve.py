@@ -69,12 +69,17 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.service.app import create_app
     from ragsieve.agent.service.server import bind
 
-    bind(settings.host, settings.port).close()  # a busy port is reported before the indexes load
-    registry = IndexRegistry(indexes, config, llm_parallel=settings.llm_parallel)
+    sock = bind(settings.host, settings.port)  # a busy port is reported before the indexes load
+    try:
+        registry = IndexRegistry(indexes, config, llm_parallel=settings.llm_parallel)
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(registry, settings, keys, close_registry=True)
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
+    where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
           f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth})",
           file=sys.stderr)
-    serve_foreground(app, settings)
+    serve_foreground(app, settings, sock)
     return 0

@@ -44,6 +44,15 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown (the process then dies by the signal);
+    `ragsieve serve` has finished its work by then and exits with status 0."""
+
+    def handle_exit(self, sig, frame) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
 def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                           limit_concurrency=settings.max_connections, backlog=BACKLOG,
@@ -51,9 +60,9 @@ def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
                           h11_max_incomplete_event_size=64 * 1024, **more)
 
 
-def serve_foreground(app, settings: ServiceSettings) -> None:
-    sock = bind(settings.host, settings.port)
-    server = uvicorn.Server(uvicorn_config(app, settings))
+def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None = None) -> None:
+    sock = sock or bind(settings.host, settings.port)
+    server = _Server(uvicorn_config(app, settings))
     server.run(sockets=[sock])
 
 
