@@ -180,3 +180,51 @@ def test_serve_command_busy_port_and_open_public_bind(examples_index):
     out = subprocess.run(_serve_cmd(examples_index, "--host", "0.0.0.0", "--port", "0"), capture_output=True,
                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "RAGSIEVE_API_KEYS"})
     assert out.returncode == 2 and "without API keys" in out.stderr
+
+
+def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
+    gate = threading.Event()
+
+    def slow(messages):
+        gate.wait(20)
+        return ANSWER
+
+    with served({"demo": examples_index}, FakeChat(default=slow), max_concurrent=1, queue_limit=4,
+                request_timeout_s=1.0) as svc:
+        first = threading.Thread(target=lambda: httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION},
+                                                           timeout=60))
+        first.start()
+        time.sleep(0.3)
+        threading.Timer(1.5, gate.set).start()  # the first question holds the only thread for 1.5 s
+        r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=60)  # waits > 1 s queued
+        first.join(30)
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+
+
+def test_several_worker_processes(examples_index):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with StubOpenAI([ok(ANSWER)] * 4) as upstream:
+        env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
+        proc = subprocess.Popen(_serve_cmd(examples_index, "--port", str(port), "--workers", "2"), env=env,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(base + "/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.3)
+            c = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=60)
+            for _ in range(2):
+                reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
+                assert "lumen keys rotate" in reply.choices[0].message.content
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()

@@ -56,6 +56,13 @@ def as_api_error(exc: BaseException) -> ApiError:
     return ApiError(500, f"internal error ({type(exc).__name__}); the server keeps running", code="internal_error")
 
 
+def check_answered(answer):
+    """A plan stopped by its budget before any answer (e.g. the deadline passed in the queue) is a 504."""
+    if answer.stopped and not (answer.answer or "").strip():
+        raise ApiError(504, f"no answer within the request's limits: {answer.stopped}", code="timeout")
+    return answer
+
+
 class QuestionJob:
     def __init__(self, orch, request: QuestionRequest, budget: QuestionBudget):
         self.orch, self.request, self.budget = orch, request, budget
@@ -76,7 +83,7 @@ class QuestionJob:
                 await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
                 if not task.done() and await is_disconnected():
                     self.budget.cancel("the client disconnected")
-            return task.result()
+            return check_answered(task.result())
         finally:
             if not task.done():  # cancelled from outside (shutdown): let the thread stop early
                 self.budget.cancel("the request was cancelled")
@@ -104,7 +111,7 @@ class QuestionJob:
                     self.first_token_s = time.monotonic() - self.started
                 yield item
             try:
-                yield ("done", task.result())
+                yield ("done", check_answered(task.result()))
             except Exception as exc:  # the plan failed: reported in the stream, the server stays up
                 yield ("error", as_api_error(exc))
         finally:

@@ -39,6 +39,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         reason = "is in use" if exc.errno in (98, 48) else f"cannot be bound ({exc.strerror})"
         raise UsageError(f"port {port} on {host} {reason}: choose another with --port") from None
+    if family in (socket.AF_INET, socket.AF_INET6):  # inherited by accepted sockets on Linux: a small
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # response body is not held for an ACK
     sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
