@@ -59,7 +59,8 @@ class LLMConfig(_Section):
     api_key: str | None = None
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
-    n_ctx: int = Field(8192, ge=512)
+    n_ctx: int = Field(8192, ge=512)  # context of each parallel slot of the embedded server
+    parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
@@ -130,6 +131,7 @@ class FallbackConfig(_Section):
             raise UsageError(f"invalid rerank_model {value!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         return value
     rerank_cache_dir: str | None = None
+    rerank_download: bool = False  # fetch an uncached FlashRank model from its hub (the only network use)
     sparse_candidates: int = Field(10, ge=1)
     max_added: int = Field(2, ge=1)  # sparse chunks the fallback may add to the context
     distance_weight: float = Field(0.5, ge=0.0, le=10.0)  # COS-Mix score: cos(q, c) + w * (1 - nearest-neighbour cos)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_sections import pipeline_section, service_section  # noqa: E402
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [
@@ -287,6 +289,8 @@ def render(folder: Path) -> str:
     lines += generic_section("Filter benchmark: conformal, outliers, segments (filters*.json)", folder, "filters*.json")
     lines += eval_section(folder)
     lines += reliability_section(folder)
+    lines += pipeline_section(folder, load, command, machine)
+    lines += service_section(folder, load, command, machine)
     return "\n".join(lines)
 
 
