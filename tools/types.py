@@ -18,6 +18,9 @@ class Document(BaseModel):
     kind: str = "text"  # text | markdown | html | code | beir
     content_hash: str = ""
     line_start: int | None = 1
+    # where a page, cell or section starts: (char offset in `text`, label), sorted; a chunk is cited with the
+    # label in force at its first character (`#anchor` of a web page, `p. 3` of a PDF, `cell 4` of a notebook)
+    locators: list[tuple[int, str]] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):
@@ -31,6 +34,7 @@ class Chunk(BaseModel):
     kind: str = "text"
     line_start: int | None = None
     line_end: int | None = None
+    symbol: str = ""  # code: the definitions around or in the chunk (`Session.request`), else ""
 
     @property
     def chunk_id(self) -> str:

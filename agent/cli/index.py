@@ -9,13 +9,27 @@ from ragsieve.agent.cli.common import add_common, for_terminal, load_config, ran
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("index", help="index files, folders and BEIR corpus.jsonl[.gz]")
-    p.add_argument("paths", nargs="+", help="files or folders")
+    p.add_argument("paths", nargs="+", help="files, folders, or website URLs (a start page or a sitemap.xml)")
     add_common(p)
     p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
     p.add_argument("--embedding-model", help="sentence-transformers model name or path")
     p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="index only files matching this gitignore-style glob (repeat); overrides default excludes")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeat)")
+    p.add_argument("--no-default-excludes", action="store_true",
+                   help="also index build output, minified/generated files, lock files and vendored folders")
+    p.add_argument("--sync", action="store_true",
+                   help="make the index exactly these paths: documents indexed before from other paths are removed")
+    p.add_argument("--base-url", metavar="URL",
+                   help="a saved website: cite pages as URL + their path below the folder given (+ #anchor)")
+    p.add_argument("--max-pages", type=int, default=200, help="website: pages to crawl at most (default 200)")
+    p.add_argument("--same-domain", action="store_true",
+                   help="website: crawl the whole host, not only the start URL's folder")
+    p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
+    p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -25,6 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.ingest.selection import Selection
 
     config = load_config(args)
     ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
@@ -37,11 +52,77 @@ def run(args: argparse.Namespace) -> int:
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
+        syntax_chunks=not args.no_syntax,
     )
-    report = builder.build(args.paths, rebuild=args.rebuild)
+    selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
+    if args.base_url and not args.base_url.startswith(("http://", "https://")):
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
+    if any(p.startswith(("http://", "https://")) for p in args.paths):
+        crawl["progress"] = crawl_progress()
+    report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync, selection=selection,
+                           base_url=args.base_url, crawl=crawl)
+    for crawled in getattr(builder, "crawl_reports", []):
+        print(for_terminal(crawled.summary()))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
+    excluded = report.excluded
+    if excluded:
+        shown = "; ".join(f"{n} {why}" for why, n in excluded.items())
+        print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
     return 0
+
+
+def parse_rate(text: str) -> float:
+    """`2/s`, `30/m` or `2` -> requests per second."""
+    from ragsieve.agent.errors import UsageError
+
+    value, _, unit = text.strip().partition("/")
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m") from None
+    per = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}.get(unit.strip())
+    if per is None or number <= 0:
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m")
+    return number / per
+
+
+def crawl_progress(every_s: float = 5.0):
+    """A crawl's progress on stderr: a line per page on a terminal, else a line every `every_s` seconds."""
+    import time
+
+    last = [0.0]
+    tty = sys.stderr.isatty()
+
+    def report(done: int, known: int, url: str) -> None:
+        now = time.monotonic()
+        if tty or now - last[0] >= every_s:
+            last[0] = now
+            print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
+    return report
+
+
+def log_progress(every_s: float = 10.0):
+    """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
+    import time
+
+    state = {"start": None, "last": 0.0}
+
+    def report(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if state["start"] is None:
+            state["start"] = now
+        if done < total and now - state["last"] < every_s:
+            return
+        state["last"] = now
+        elapsed = max(now - state["start"], 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("inf")
+        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta:.0f}s", file=sys.stderr, flush=True)
+    return report

@@ -24,12 +24,16 @@ class Citation(BaseModel):
     title: str = ""
     line_start: int | None = None
     line_end: int | None = None
+    symbol: str = ""
 
     def label(self) -> str:
+        """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""
         where = self.source
         if self.line_start is not None:
             where += f":{self.line_start}" + (f"-{self.line_end}" if self.line_end and self.line_end != self.line_start else "")
-        return where
+        if self.symbol.startswith("#"):  # a web page's section anchor
+            return f"{self.source}{self.symbol}"
+        return f"{where} ({self.symbol})" if self.symbol else where
 
 
 class JudgeRoundReport(BaseModel):

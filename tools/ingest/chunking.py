@@ -172,16 +172,58 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
 }  # html and beir text is prose without markdown headings
 
 
-class Chunker:
-    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`)."""
+def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
+    """The locator in force at a chunk's first character; pages as a range when the chunk crosses
+    pages (`pp. 2-3`); when another section starts within the chunk's first third, that one."""
+    offsets = [o for o, _ in locators]
+    at = bisect.bisect_right(offsets, first)
+    label = locators[at - 1][1] if at else ""
+    if label.startswith("p. "):
+        last = locators[bisect.bisect_left(offsets, end) - 1][1]
+        return label if last == label else f"pp. {label[3:]}-{last[3:]}"
+    limit = first + (end - first) / 3
+    while at < len(locators) and locators[at][0] <= limit:
+        label = locators[at][1]
+        at += 1
+    return label
 
-    def __init__(self, chunk_tokens: int = 200) -> None:
+
+class Chunker:
+    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
+
+    `syntax=True` cuts source code with a tree-sitter grammar on syntax (cAST,
+    `ragsieve.tools.ingest.syntax`) and records each chunk's enclosing symbols;
+    code without a grammar, and every other kind, is cut by the line packer."""
+
+    def __init__(self, chunk_tokens: int = 200, syntax: bool = True) -> None:
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
             raise UsageError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
         self.chunk_tokens = chunk_tokens
+        self.syntax = syntax
 
     def run(self, doc: Document) -> list[Chunk]:
         """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
+        if self.syntax and doc.kind == "code":
+            from ragsieve.tools.ingest.syntax import available, cast_spans, language_of
+
+            language = language_of(doc.source)
+            if available(language):
+                return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
+        return self._by_lines(doc)
+
+    def _by_syntax(self, doc: Document, spans) -> list[Chunk]:
+        """Each cAST span is one chunk, or several by the line packer when a leaf is over the budget."""
+        lines = doc.text.splitlines(keepends=True)
+        chunks: list[Chunk] = []
+        first = doc.line_start if doc.line_start is not None else 1
+        for span in spans:
+            piece = "".join(lines[span.start_line:span.end_line + 1])
+            part = doc.model_copy(update={"text": piece, "line_start": first + span.start_line})
+            for chunk in self._by_lines(part):
+                chunks.append(chunk.model_copy(update={"chunk_index": len(chunks), "symbol": span.symbol()}))
+        return chunks
+
+    def _by_lines(self, doc: Document) -> list[Chunk]:
         text = doc.text
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
@@ -204,8 +246,11 @@ class Chunker:
                 last = start + len(piece.rstrip()) - 1
                 line_start = doc.line_start + bisect.bisect_left(newlines, first)
                 line_end = doc.line_start + bisect.bisect_left(newlines, last)
+            symbol = ""
+            if doc.locators:  # a page, cell or section: see `locator_for`
+                symbol = locator_for(doc.locators, start + len(piece) - len(piece.lstrip()), end)
             chunks.append(Chunk(
                 doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
-                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end,
+                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end, symbol=symbol,
             ))
         return chunks

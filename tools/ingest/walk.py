@@ -44,6 +44,7 @@ class LoadStats:
     skipped_bad_names: int = 0  # names that are not valid UTF-8
     skipped_too_deep: int = 0
     skipped_too_large: int = 0
+    skipped_excluded: int = 0  # --include / --exclude / the default excludes (ragsieve.tools.ingest.selection)
     bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -56,7 +57,8 @@ class LoadStats:
         line = (
             f"{self.documents} documents from {self.files_loaded} of {self.files_seen} files; "
             f"skipped {self.skipped_binary} binary, {self.skipped_empty} empty, "
-            f"{self.skipped_ignored} gitignored, {self.skipped_unsupported} unsupported, "
+            f"{self.skipped_ignored} gitignored, {self.skipped_excluded} excluded, "
+            f"{self.skipped_unsupported} unsupported, "
             f"{self.skipped_records} bad records; "
             f"{self.decoded_with_replacement} decoded with replacement characters"
         )
@@ -136,7 +138,32 @@ def _entries(folder: Path, stats: LoadStats) -> list[os.DirEntry]:
         return []
 
 
-def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[Path]:
+def source_root(path: str | Path) -> Path:
+    """Where ids are counted from when an index is first built: the enclosing git checkout of `path`,
+    else the folder holding it (so `examples` gives ids `examples/...`)."""
+    start = Path(os.path.abspath(path))
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start.parent
+
+
+def doc_id_for(root: Path, path: Path, base: Path | None = None) -> str:
+    """A file's id: its path below `base` (the index's source root) when under it, else the indexed
+    folder's name then the path below it (`examples/docs/a.md`); the same from any working directory."""
+    if base is not None:
+        try:
+            return Path(os.path.abspath(path)).relative_to(base).as_posix()
+        except ValueError:
+            pass
+    if root == path:
+        return path.name
+    name = Path(os.path.abspath(root)).name
+    rel = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(root))).as_posix()
+    return f"{name}/{rel}" if name else rel
+
+
+def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection=None) -> Iterator[Path]:
     """Files under `folder`, sorted depth-first, with skipped entries counted and pruned."""
     bad: list[tuple[str, str]] = []
 
@@ -170,6 +197,12 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[
         if rule is not None:
             stats._skip("skipped_ignored", display_path(path), f"gitignored by {rule.pattern!r} ({rule.origin})")
             continue
+        if selection is not None:
+            rel = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(folder))).as_posix()
+            why = selection.skip_folder(rel) if is_dir else selection.skip_file(rel)
+            if why is not None:
+                stats._skip("skipped_excluded", display_path(path), why)
+                continue
         if is_dir:
             if depth + 1 > MAX_DEPTH:
                 stats._skip("skipped_too_deep", display_path(path), f"too deep: more than {MAX_DEPTH} levels")
@@ -183,21 +216,25 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[
             yield path
 
 
-def collect_files(paths: list[str | Path], stats: LoadStats) -> list[Path]:
+def collect_files(paths: list[str | Path], stats: LoadStats, selection=None,
+                  base: Path | None = None) -> list[tuple[Path, str, str]]:
+    """(file, doc id, path below the folder given) for every file to read under `paths`."""
     missing = [printable(p) for p in paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path(s) not found: {', '.join(missing)}")
-    files: list[Path] = []
+    files: list[tuple[Path, str, str]] = []
     seen: set[str] = set()
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats)
+            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats, selection)
         else:
             found = iter([path]) if check_regular(path, stats) else iter([])
         for file in found:
             key = os.path.abspath(file)
             if key not in seen:
                 seen.add(key)
-                files.append(file)
+                below = file.name if file == path else \
+                    Path(os.path.abspath(file)).relative_to(Path(os.path.abspath(path))).as_posix()
+                files.append((file, doc_id_for(path, file, base), below))
     return files
