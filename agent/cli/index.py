@@ -30,6 +30,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="website: crawl the whole host, not only the start URL's folder")
     p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
+    p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
+                   help="how chunks are embedded (default from config: torch); onnx is the same model on ONNX Runtime")
     p.add_argument("--backend", choices=["local", "milvus"],
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         sparse_percentile=ic.sparse_percentile,
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
+        encoder=args.encoder or ic.encoder,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     if args.base_url and not args.base_url.startswith(("http://", "https://")):

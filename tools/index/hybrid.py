@@ -153,7 +153,8 @@ class HybridIndex:
     def embedder(self) -> Embedder:
         """The manifest's embedding model, loaded on first use."""
         if self._embedder is None:
-            self._embedder = Embedder(self.model_name, batch_size=self._batch_size)
+            self._embedder = Embedder(self.model_name, batch_size=self._batch_size,
+                                      encoder=self.manifest["embedding"].get("encoder", "torch"))
         return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:

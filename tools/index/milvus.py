@@ -344,7 +344,7 @@ class MilvusIndex:
             if self._embedder is None:
                 from ragsieve.tools.index.dense import Embedder
 
-                self._embedder = Embedder(self.model_name)
+                self._embedder = Embedder(self.model_name, encoder=self.manifest["embedding"].get("encoder", "torch"))
             return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:
