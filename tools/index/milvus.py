@@ -66,8 +66,6 @@ def read_pointer(root: Path) -> dict:
 def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
             tenant: str = "default", index_type: str = "FLAT") -> dict:
     """Copy the live local generation of `root` into a new Milvus collection and switch to it atomically."""
-    from pymilvus import DataType, Function, FunctionType
-
     from ragsieve.tools.index.hybrid import HybridIndex
 
     root = Path(root)
@@ -82,28 +80,7 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
             if client.has_collection(collection):
                 client.drop_collection(collection)
             dim = int(local.vectors.shape[1])
-            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("row", DataType.INT64, is_primary=True)
-            for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
-                                  ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
-                schema.add_field(field, DataType.VARCHAR, max_length=length)
-            schema.add_field("tenant", DataType.VARCHAR, max_length=128, is_partition_key=True)
-            schema.add_field("chunk_index", DataType.INT64)
-            schema.add_field("line_start", DataType.INT64)
-            schema.add_field("line_end", DataType.INT64)
-            schema.add_field("sparse_flag", DataType.BOOL)
-            schema.add_field("text", DataType.VARCHAR, max_length=65535)
-            schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                             analyzer_params=ANALYZER)
-            schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
-            schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)
-            schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
-                                         input_field_names=["search_text"], output_field_names=["bm25"]))
-            params = client.prepare_index_params()
-            params.add_index("dense", index_type=index_type, metric_type="IP")
-            params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                             params={"bm25_k1": 0.9, "bm25_b": 0.4})
-            client.create_collection(collection, schema=schema, index_params=params)
+            create_collection(client, collection, dim, index_type)
             _copy(client, collection, local, tenant)
             client.load_collection(collection)
         except Exception as exc:
@@ -122,6 +99,35 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
             client.drop_collection(old)
         client.close()
     return pointer
+
+
+def create_collection(client, collection: str, dim: int, index_type: str = "FLAT") -> None:
+    """The chunk collection: metadata, text, a dense vector and Milvus' BM25 function over the indexed text."""
+    from pymilvus import DataType, Function, FunctionType
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("row", DataType.INT64, is_primary=True)
+    for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
+                          ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
+        schema.add_field(field, DataType.VARCHAR, max_length=length)
+    schema.add_field("tenant", DataType.VARCHAR, max_length=128, is_partition_key=True)
+    schema.add_field("chunk_index", DataType.INT64)
+    schema.add_field("line_start", DataType.INT64)
+    schema.add_field("line_end", DataType.INT64)
+    schema.add_field("sparse_flag", DataType.BOOL)
+    schema.add_field("text", DataType.VARCHAR, max_length=65535)
+    schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
+                     analyzer_params=ANALYZER)
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
+                                 input_field_names=["search_text"], output_field_names=["bm25"]))
+    params = client.prepare_index_params()
+    dense_params = {"M": 32, "efConstruction": 200} if index_type == "HNSW" else {}
+    params.add_index("dense", index_type=index_type, metric_type="IP", params=dense_params)
+    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                     params={"bm25_k1": 0.9, "bm25_b": 0.4})
+    client.create_collection(collection, schema=schema, index_params=params)
 
 
 def _copy(client, collection: str, local, tenant: str) -> None:
@@ -247,6 +253,7 @@ class MilvusBM25:
 
     def __init__(self, client, collection: str):
         self.client, self.collection = client, collection
+        self._last: tuple[str, list] | None = None  # the last unfiltered ranking (score_rows reads it)
 
     def search(self, query: str, k: int = 10, rows: list[int] | None = None) -> list[tuple[int, float]]:
         """Top `k` (row, BM25 score). Restricted to `rows`, the scores stay those of the whole collection:
@@ -271,14 +278,21 @@ class MilvusBM25:
                                    output_fields=["row"], search_params={"metric_type": "BM25"}, **kwargs)
         # milvus-lite reports the BM25 score negated; the order is best first either way
         pairs = [(int(h["entity"]["row"]), abs(float(h["distance"]))) for h in (found[0] if found else [])]
-        return sorted((p for p in pairs if p[1] > 0), key=lambda p: (-p[1], p[0]))
+        ranked = sorted((p for p in pairs if p[1] > 0), key=lambda p: (-p[1], p[0]))
+        if rows is None:
+            self._last = (query, ranked)
+        return ranked
 
     def score_rows(self, query: str, rows) -> np.ndarray:
         """BM25 scores of `rows` as in an unfiltered search (0 for rows outside its top 16,384)."""
         rows = [int(r) for r in rows]
         if not rows or not query.strip():
             return np.zeros(len(rows), dtype=np.float64)
-        scores = dict(self._search(query, 16384 if len(rows) > 100 else 1000, None))
+        last = self._last
+        if last is not None and last[0] == query:  # the ranking the retriever just read: no second round trip
+            scores = dict(last[1])
+        else:
+            scores = dict(self._search(query, 1000, None))
         return np.asarray([scores.get(r, 0.0) for r in rows], dtype=np.float64)
 
 
