@@ -19,13 +19,15 @@ import gzip
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_io  # noqa: E402
 
 import numpy as np
 
@@ -145,7 +147,6 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from ragsieve.tools.index.bm25 import BM25Index
     from ragsieve.tools.index.dense import DenseIndex
     from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.retriever import HybridRetriever
     from ragsieve.tools.index.store import ChunkStore
     from ragsieve.tools.types import Chunk
 
@@ -164,6 +165,16 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     dense.save(folder)
     build_s = time.perf_counter() - started
     index = HybridIndex(folder, folder, {"embedding": {"model": "synthetic"}}, store, bm25, dense, [])
+    row = measure(index, queries, qvecs, vectors)
+    store.close()
+    return {"build_s": round(build_s, 1), "disk_mb": round(disk_mb(folder), 1),
+            "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "FAISS HNSW M=32 efSearch=128"}
+
+
+def measure(index, queries, qvecs, vectors) -> dict:
+    """Hybrid top-10 latency through the real retriever, and the ANN index's recall@10 against exact search."""
+    from ragsieve.tools.index.retriever import HybridRetriever
+
     retriever = HybridRetriever(index, fusion="rrf", candidate_k=100)
     times, recalls = [], []
     for q, qv in zip(queries, qvecs):
@@ -171,18 +182,15 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
         retriever.run(q, top_k=10, query_vector=qv)
         times.append(time.perf_counter() - t)
         exact = set(np.argsort(-(vectors @ qv))[:10].tolist())
-        recalls.append(len(exact & {r for r, _ in dense.search(qv, 10)}) / 10)
-    store.close()
-    return {"build_s": round(build_s, 1), "disk_mb": round(disk_mb(folder), 1), "rss_growth_mb": round(rss_mb() - rss0, 1),
-            "hybrid_p50_ms": round(1000 * pct(times, 0.5), 2), "hybrid_p95_ms": round(1000 * pct(times, 0.95), 2),
-            "ann_recall@10": round(float(np.mean(recalls)), 4), "ann": "FAISS HNSW M=32 efSearch=128"}
+        recalls.append(len(exact & {r for r, _ in index.dense.search(qv, 10)}) / 10)
+    return {"hybrid_p50_ms": round(1000 * pct(times, 0.5), 2), "hybrid_p95_ms": round(1000 * pct(times, 0.95), 2),
+            "ann_recall@10": round(float(np.mean(recalls)), 4)}
 
 
 def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusStore, MilvusVectors, create_collection
-    from ragsieve.tools.index.retriever import HybridRetriever
 
     uri = str(work / f"milvus-{n}.db")
     client = MilvusClient(uri)
@@ -206,19 +214,11 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
 
     index = Synthetic()
     index.vectors = MilvusVectors(client, "synthetic", n, vectors.shape[1])
-    retriever = HybridRetriever(index, fusion="rrf", candidate_k=100)
-    times, recalls = [], []
-    for q, qv in zip(queries, qvecs):
-        t = time.perf_counter()
-        retriever.run(q, top_k=10, query_vector=qv)
-        times.append(time.perf_counter() - t)
-        exact = set(np.argsort(-(vectors @ qv))[:10].tolist())
-        recalls.append(len(exact & {r for r, _ in index.dense.search(qv, 10)}) / 10)
+    row = measure(index, queries, qvecs, vectors)
     client.close()
-    return {"build_s": round(build_s, 1), "disk_mb": round(disk_mb(work) - sum(
-        disk_mb(p) for p in work.glob("local-*")), 1), "rss_growth_mb": round(rss_mb() - rss0, 1),
-            "hybrid_p50_ms": round(1000 * pct(times, 0.5), 2), "hybrid_p95_ms": round(1000 * pct(times, 0.95), 2),
-            "ann_recall@10": round(float(np.mean(recalls)), 4), "ann": "Milvus HNSW M=32 efConstruction=200"}
+    db = Path(uri)
+    return {"build_s": round(build_s, 1), "disk_mb": round(db.stat().st_size / 1e6 if db.is_file() else disk_mb(db), 1),
+            "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "Milvus HNSW M=32 efConstruction=200"}
 
 
 def main(argv=None) -> int:
@@ -232,9 +232,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     skip = set(filter(None, args.skip.split(",")))
-    result = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
-              "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-              "load_average_at_start": os.getloadavg()}
+    result = {**bench_io.header()}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-scale-"))
     try:
         if "parity" not in skip:
@@ -265,11 +263,7 @@ def main(argv=None) -> int:
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["load_average_at_end"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return bench_io.write(result, args.out)
 
 
 if __name__ == "__main__":
