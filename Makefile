@@ -23,7 +23,7 @@ $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install --quiet -e '.[local,dev]'
+	$(PIP) install --quiet -e '.[local,dev,milvus,fast]'
 	touch $@
 
 install: $(VENV)/.installed

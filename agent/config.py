@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragsieve.agent.errors import UsageError
+from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.agent.judging.rule import ContextRule
@@ -40,6 +41,14 @@ class IndexConfig(_Section):
     embed_batch_size: int = Field(64, ge=1)
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
     sparse_percentile: float = Field(10.0, gt=0.0, lt=100.0)
+    # where the index is served from (ragsieve.tools.index.backend): local | milvus; for milvus, `uri` is a
+    # milvus-lite file (default <index>/milvus.db), http://host:19530 or a Zilliz URI, the token from the
+    # environment variable RAGSIEVE_MILVUS_TOKEN
+    encoder: Literal["torch", "onnx", "onnx-int8"] = "torch"  # torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    backend: str = "local"
+    _backend = _mode(Backend, "backend")
+    uri: str | None = None
+    milvus_index: str = "FLAT"  # FLAT (exact) | HNSW | IVF_FLAT ... (Milvus index types)
 
 
 class RetrievalConfig(_Section):

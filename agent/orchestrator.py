@@ -106,11 +106,11 @@ class Orchestrator:
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
              llm_factory: Callable[[], LLM] | None = None) -> "Orchestrator":
-        from ragsieve.tools.index.hybrid import HybridIndex
+        from ragsieve.tools.index.backend import open_index
         from ragsieve.tools.index.retriever import HybridRetriever
 
         config = config or Config()
-        index = HybridIndex.open(index_dir)
+        index = open_index(index_dir)  # local, or the Milvus collection the index was published to
         r = config.retrieval
         retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                                     dense_weight=r.dense_weight, candidate_k=r.candidate_k)

@@ -20,7 +20,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_sections import pipeline_section, service_section, sources_section  # noqa: E402
+from report_sections import pipeline_section, scale_section, service_section, sources_section  # noqa: E402
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [
@@ -292,6 +292,7 @@ def render(folder: Path) -> str:
     lines += pipeline_section(folder, load, command, machine)
     lines += service_section(folder, load, command, machine)
     lines += sources_section(folder, load, command, machine)
+    lines += scale_section(folder, load, command, machine)
     return "\n".join(lines)
 
 

@@ -120,3 +120,68 @@ def sources_section(folder: Path, load, command, machine) -> list[str]:
                               web.get("main_kept_share"), r.get("n"), r.get("recall@1"), r.get("recall@5"),
                               r.get("recall@10"), r.get("mrr")]])
     return lines
+
+
+def scale_section(folder: Path, load, command, machine) -> list[str]:
+    lines = ["## Scale: backends, encoders, synthetic corpora (scale*.json)", ""]
+    files = load(folder, "scale*.json")
+    if not files:
+        return lines + ["not run (no benchmarks/results/scale*.json).", ""]
+    for path, data, error in files:
+        if data is None:
+            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            continue
+        lines += [f"Command: {command(data)}; {machine(data)}; load average "
+                  f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start.", ""]
+        parity = data.get("parity")
+        if parity:
+            rows = [[b, m, (parity[b][m] or {}).get("ndcg@10"), (parity[b][m] or {}).get("recall@100"),
+                     (parity[b][m] or {}).get("query_p50_ms")] for b in ("local", "milvus") if b in parity
+                    for m in ("hybrid", "dense", "bm25")]
+            lines += [f"SciFact parity ({parity.get('queries')} test queries, same vectors; target: within 0.005):", ""]
+            lines += _table(["backend", "retrieval", "nDCG@10", "Recall@100", "query p50 ms"], rows)
+        enc = data.get("encoders")
+        if enc:
+            rows = [[name, (enc.get(name) or {}).get("docs_per_s"), (enc.get(name) or {}).get("speedup_vs_torch"),
+                     (enc.get(name) or {}).get("cosine_mean"), (enc.get(name) or {}).get("cosine_min"),
+                     (enc.get(name) or {}).get("load_average")] for name in ("torch", "onnx", "onnx-int8")]
+            lines += [f"Encoders on {enc.get('docs')} SciFact abstracts, one run (target: >= 2x torch with cosine "
+                      f">= 0.99):", ""]
+            lines += _table(["encoder", "docs/s", "x torch", "cosine mean", "cosine min", "load average"], rows)
+        rows = []
+        for n, row in (data.get("scale") or {}).items():
+            for backend, r in row.items():
+                rows.append([n, backend, r.get("build_s"), r.get("disk_mb"), r.get("rss_growth_mb"),
+                             r.get("hybrid_p50_ms"), r.get("hybrid_p95_ms"), r.get("ann_recall@10"), r.get("ann")])
+        if rows:
+            lines += _table(["chunks", "backend", "build s", "disk MB", "RSS growth MB", "hybrid p50 ms",
+                             "hybrid p95 ms", "ANN recall@10", "ANN index"], rows)
+        lines += extrapolation(data)
+    return lines
+
+
+def extrapolation(data: dict) -> list[str]:
+    """100M chunks on a Milvus cluster, from the vector arithmetic and the measured per-chunk disk."""
+    dim, n = 384, 100_000_000
+    raw = dim * 4 * n / 1e9
+    hnsw = 32 * 2 * 4 * n / 1e9  # level-0 links: 2M neighbours x 4-byte ids per vector
+    pq = 48 * n / 1e9  # IVF_PQ with m = 48 sub-quantisers of 8 bits
+    measured = None
+    for size, row in (data.get("scale") or {}).items():
+        milvus = row.get("milvus-lite") or {}
+        if milvus.get("disk_mb"):
+            measured = (int(size), milvus["disk_mb"])
+    lines = ["Extrapolation to 100M chunks on a Milvus cluster (384-d MiniLM vectors):", "",
+             "| quantity | arithmetic | result |", "|---|---|---|",
+             f"| float32 vectors | 384 dims x 4 B x 100M | {raw:.1f} GB |",
+             f"| HNSW graph (M=32) | 2 x 32 links x 4 B x 100M | {hnsw:.1f} GB |",
+             f"| HNSW in memory | vectors + graph | {raw + hnsw:.1f} GB per replica |",
+             f"| IVF_PQ (m=48) instead | 48 B x 100M (+ raw vectors on disk) | {pq:.1f} GB in memory |"]
+    if measured:
+        per_chunk = measured[1] * 1e6 / measured[0]
+        lines.append(f"| everything on disk (measured) | {measured[1]:.0f} MB / {measured[0]:,} chunks = "
+                     f"{per_chunk:.0f} B per chunk x 100M | {per_chunk * n / 1e9:.0f} GB |")
+    shards = int(-(-(raw + hnsw) // 48))
+    lines += [f"| query nodes for HNSW | {raw + hnsw:.0f} GB / 48 GB usable per 64 GB node | {shards} nodes "
+              f"(+1 replica set for availability) |", ""]
+    return lines

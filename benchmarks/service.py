@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_io  # noqa: E402
 
 import httpx
 
@@ -169,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     index = build_index(args.index)
     levels = [int(x) for x in args.levels.split(",")]
-    result = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
-              "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-              "load_average_at_start": os.getloadavg(), "backends": []}
+    result = {**bench_io.header(), "backends": []}
     print("fake instant LLM", flush=True)
     result["backends"].append(run_backend("fake-instant-llm", index, LLM(FakeChat(default=ANSWER)), levels,
                                           args.requests, None, args.llm_parallel, max_concurrent=8))
@@ -186,12 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             close()
         result["backends"].append(row)
-    result["load_average_at_end"] = os.getloadavg()
     result["elapsed_s"] = round(time.time() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return bench_io.write(result, args.out)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import ast
 import contextlib
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -29,6 +28,9 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_io  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -248,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragsieve.tools.index.dense import Embedder
 
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
-    result = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
-              "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-              "load_average_at_start": os.getloadavg(), "stdlib": str(STDLIB)}
+    result = {**bench_io.header(), "stdlib": str(STDLIB)}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
     try:
         result["code"] = code_benchmark(work, args.modules.split(","), embedder)
@@ -262,11 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  web: {json.dumps(result['web'])}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["load_average_at_end"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return bench_io.write(result, args.out)
 
 
 if __name__ == "__main__":

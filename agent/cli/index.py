@@ -30,6 +30,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="website: crawl the whole host, not only the start URL's folder")
     p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
+    p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
+                   help="how chunks are embedded (default from config: torch); onnx is the same model on ONNX Runtime")
+    p.add_argument("--backend", choices=["local", "milvus"],
+                   help="serve the index from this engine (default from config: local); milvus also publishes")
+    p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
+                                 "(default <index>/milvus.db; token from env RAGSIEVE_MILVUS_TOKEN)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         sparse_percentile=ic.sparse_percentile,
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
+        encoder=args.encoder or ic.encoder,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     if args.base_url and not args.base_url.startswith(("http://", "https://")):
@@ -67,6 +74,16 @@ def run(args: argparse.Namespace) -> int:
                            base_url=args.base_url, crawl=crawl)
     for crawled in getattr(builder, "crawl_reports", []):
         print(for_terminal(crawled.summary()))
+    backend = args.backend or ic.backend
+    if backend == "milvus":
+        import os
+
+        from ragsieve.tools.index.milvus import publish
+
+        pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
+                          index_type=ic.milvus_index)
+        print(for_terminal(f"published {pointer['rows']} chunks of {pointer['generation']} to Milvus "
+                           f"{pointer['uri']} as {pointer['collection']}"))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))

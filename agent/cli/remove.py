@@ -17,7 +17,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.store import ChunkStore  # noqa: F401  (the builder reads the store)
 
     config = load_config(args)
     ic = config.index

@@ -190,11 +190,24 @@ class BM25Index:
             return np.zeros(self.n_docs, dtype=np.float64)
         return np.asarray(self._model.get_scores(q), dtype=np.float64)
 
+    def score_rows(self, query: str, rows) -> np.ndarray:
+        """BM25 scores of `rows` only (the backend-neutral way to score hits)."""
+        scores = self._last_scores(query)
+        return scores[np.asarray(list(rows), dtype=np.int64)] if len(rows) else np.zeros(0)
+
+    def _last_scores(self, query: str) -> np.ndarray:
+        cached = getattr(self, "_last", None)
+        if cached is not None and cached[0] == query:
+            return cached[1]
+        scores = self.scores(query)
+        self._last = (query, scores)  # search + score_rows of one query compute the scores once
+        return scores
+
     def search(self, query: str, k: int = 10, rows: list[int] | None = None) -> list[tuple[int, float]]:
         """Top `k` (row, score) with a positive score, best first; `rows` restricts the candidates."""
         if k < 1:
             raise UsageError(f"BM25 search k must be >= 1, got {k}")
-        return top_positive(self.scores(query), k, rows)
+        return top_positive(self._last_scores(query), k, rows)
 
 
 def top_positive(scores: np.ndarray, k: int, rows: list[int] | None = None) -> list[tuple[int, float]]:

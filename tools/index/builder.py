@@ -149,12 +149,15 @@ class IndexBuilder:
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
-                 symbol_headers: bool = True) -> None:
+                 symbol_headers: bool = True, encoder: str = "torch") -> None:
         self.root = Path(index_dir)
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
+        if encoder not in Embedder.ENCODERS:
+            raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
+        self.encoder = embedder.encoder if embedder is not None else encoder
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -174,13 +177,15 @@ class IndexBuilder:
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
                              "index_titles": self.index_titles,
                              "code": "cast-1" if self.chunker.syntax else "lines",
-                             "symbol_headers": self.symbol_headers},
+                             "symbol_headers": self.symbol_headers,
+                             # torch and onnx agree to float precision (one embedding space); int8 does not
+                             "precision": "int8" if self.encoder == "onnx-int8" else "fp32"},
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
 
     def _embedder_for(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = Embedder(self.model, batch_size=self.batch_size)
+            self._embedder = Embedder(self.model, batch_size=self.batch_size, encoder=self.encoder)
         return self._embedder
 
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
@@ -369,7 +374,7 @@ class IndexBuilder:
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
         manifest = {
             "format_version": FORMAT_VERSION, "ragsieve_version": _version("ragsieve"), "generation": gen.name,
-            "embedding": {"model": self.model, "dimension": int(vectors.shape[1])},
+            "embedding": {"model": self.model, "dimension": int(vectors.shape[1]), "encoder": self.encoder},
             "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
             "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
             "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),

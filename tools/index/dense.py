@@ -47,7 +47,13 @@ def packaged_model_dir(package: str) -> Path | None:
 class Embedder:
     """Sentence-transformers embedder; the default MiniLM loads offline from its PyPI package."""
 
-    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 64, device: str = "cpu") -> None:
+    ENCODERS = ("torch", "onnx", "onnx-int8")
+
+    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 64, device: str = "cpu",
+                 encoder: str = "torch") -> None:
+        if encoder not in self.ENCODERS:
+            raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(self.ENCODERS)}")
+        self.encoder = encoder
         if not model_name_or_path:
             raise UsageError("embedding model name must not be empty")
         if batch_size < 1:
@@ -59,6 +65,12 @@ class Embedder:
         get_dim = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
         self.dimension = int(get_dim())
+        self._fast = None
+        if encoder != "torch":  # same model, run by ONNX Runtime (ragsieve.tools.index.onnx_encoder)
+            from ragsieve.tools.index.onnx_encoder import OnnxEncoder
+
+            self._fast = OnnxEncoder(self._model, self.name, quantized=encoder == "onnx-int8",
+                                     batch_size=min(batch_size, 32))
 
     def _load(self):
         try:
@@ -88,6 +100,8 @@ class Embedder:
         """float32 array (len(texts), dimension), rows L2-normalised."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if self._fast is not None:
+            return l2_normalise(self._fast.encode(list(texts)))
         vecs = self._model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=progress,
                                   convert_to_numpy=True, normalize_embeddings=True)
         return l2_normalise(vecs)

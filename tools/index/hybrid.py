@@ -83,6 +83,9 @@ class HybridIndex:
     def __init__(self, root: Path, path: Path, manifest: dict, store: ChunkStore, bm25: BM25Index,
                  dense: DenseIndex, sparse_rows: list[int], embedder: Embedder | None = None,
                  batch_size: int = 64) -> None:
+        from ragsieve.tools.index.backend import Backend
+
+        self.backend = Backend.LOCAL
         self.root, self.path, self.manifest = root, path, manifest
         self.store, self.bm25, self.dense = store, bm25, dense
         self.vectors: np.ndarray = dense.vectors
@@ -150,7 +153,8 @@ class HybridIndex:
     def embedder(self) -> Embedder:
         """The manifest's embedding model, loaded on first use."""
         if self._embedder is None:
-            self._embedder = Embedder(self.model_name, batch_size=self._batch_size)
+            self._embedder = Embedder(self.model_name, batch_size=self._batch_size,
+                                      encoder=self.manifest["embedding"].get("encoder", "torch"))
         return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:

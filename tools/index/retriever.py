@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ragsieve.tools.index.bm25 import top_positive
 from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
@@ -99,11 +98,10 @@ class HybridRetriever:
                 return []
         extra = [t for t in (extra_texts or []) if t and t.strip()]
         bm25_query = " ".join([query, *extra])
-        bm25_all = self.index.bm25.scores(bm25_query)
         qvec = query_vector if query_vector is not None else self.query_vector(query, extra)
         qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
 
-        bm25_list: Ranked = top_positive(bm25_all, self.candidate_k, rows) if w_bm25 > 0 else []
+        bm25_list: Ranked = self.index.bm25.search(bm25_query, self.candidate_k, rows) if w_bm25 > 0 else []
         dense_list: Ranked = []
         if w_dense > 0:
             dense_list = (self.index.dense.search_rows(qvec, rows, self.candidate_k) if rows is not None
@@ -120,7 +118,8 @@ class HybridRetriever:
         dense_rank = {r: i for i, (r, _) in enumerate(dense_list, start=1)}
         hit_rows = [int(r) for r, _ in fused]
         dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
+        bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
         chunks = self.index.store.get_many(hit_rows)
-        return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(bm25_all[r]),
+        return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(b),
                     bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r))
-                for i, (c, r, (_, s), d) in enumerate(zip(chunks, hit_rows, fused, dense_scores), start=1)]
+                for i, (c, r, (_, s), d, b) in enumerate(zip(chunks, hit_rows, fused, dense_scores, bm25_hit), start=1)]

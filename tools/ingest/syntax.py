@@ -191,7 +191,7 @@ def _defined(nodes, enclosing: list[str]) -> list[str]:
     todo = [(n, enclosing) for n in nodes]
     while todo and len(names) < 50:
         node, outer = todo.pop(0)
-        if node.type in DEFINITIONS and node.is_named:
+        if node.type in DEFINITIONS and node.is_named and node.parent is not None:  # not Python's root `module`
             name = node_name(node) or node.type
             names.append(".".join(outer + [name]))
             if len(outer) < len(enclosing) + 1:  # look one level in (a class's methods)

@@ -1,0 +1,23 @@
+"""What every benchmark records: the command, the machine, the load average, and the JSON it writes."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+
+def header() -> dict:
+    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+            "load_average_at_start": os.getloadavg()}
+
+
+def write(result: dict, out: Path) -> int:
+    """Add the load average at the end, write `out` (folders made), say so; 0 for `sys.exit`."""
+    result["load_average_at_end"] = os.getloadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0

