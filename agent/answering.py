@@ -42,7 +42,7 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300) ->
         snippet = snippet if len(snippet) <= chars else snippet[:chars].rsplit(" ", 1)[0] + " ..."
         lines.append(f"[{number}] {snippet}")
         citations.append(Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                                  line_start=chunk.line_start, line_end=chunk.line_end))
+                                  line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
     return "\n".join(lines), citations
 
 
@@ -118,5 +118,5 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     for new, old in enumerate(used, start=1):
         chunk = ordered[old - 1].chunk
         citations.append(Citation(number=new, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                                  line_start=chunk.line_start, line_end=chunk.line_end))
+                                  line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
     return text, citations

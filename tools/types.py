@@ -36,6 +36,24 @@ class Chunk(BaseModel):
     def chunk_id(self) -> str:
         return f"{self.doc_id}#{self.chunk_index}"
 
+    @property
+    def symbol(self) -> str | None:
+        """The enclosing symbols of a code chunk (`Class.method`), kept in its title as `file (Class.method)`."""
+        if self.kind != "code" or not self.title.endswith(")") or " (" not in self.title:
+            return None
+        return self.title[self.title.rindex(" (") + 2:-1] or None
+
+    def label(self) -> str:
+        """The citation: `path:start-end (Class.method)`, `page.html#anchor` or the source."""
+        return citation_label(self.source, self.line_start, self.line_end, self.symbol)
+
+
+def citation_label(source: str, line_start: int | None, line_end: int | None, symbol: str | None) -> str:
+    where = source
+    if line_start is not None:
+        where += f":{line_start}" + (f"-{line_end}" if line_end and line_end != line_start else "")
+    return f"{where} ({symbol})" if symbol else where
+
 
 class Hit(BaseModel):
     """A chunk with the scores and ranks that put it in a result list.

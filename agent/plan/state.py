@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.llm.chat import Usage
-from ragsieve.tools.types import Hit
+from ragsieve.tools.types import Hit, citation_label
 
 
 class TraceEvent(BaseModel):
@@ -24,12 +24,10 @@ class Citation(BaseModel):
     title: str = ""
     line_start: int | None = None
     line_end: int | None = None
+    symbol: str | None = None  # enclosing code symbols, `Class.method`
 
     def label(self) -> str:
-        where = self.source
-        if self.line_start is not None:
-            where += f":{self.line_start}" + (f"-{self.line_end}" if self.line_end and self.line_end != self.line_start else "")
-        return where
+        return citation_label(self.source, self.line_start, self.line_end, self.symbol)
 
 
 class JudgeRoundReport(BaseModel):

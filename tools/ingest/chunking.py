@@ -19,7 +19,11 @@ import bisect
 import re
 from collections.abc import Callable
 
+from enum import Enum
+
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.code_chunks import code_spans, symbol_label
+from ragsieve.tools.modes import parse_enum
 from ragsieve.tools.types import Chunk, Document
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -172,16 +176,54 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
 }  # html and beir text is prose without markdown headings
 
 
-class Chunker:
-    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`)."""
+class CodeChunking(str, Enum):
+    """How source code is cut: on syntax (cAST over tree-sitter, line chunks without a grammar) or lines."""
 
-    def __init__(self, chunk_tokens: int = 200) -> None:
+    SYNTAX = "syntax"
+    LINES = "lines"
+
+
+class Chunker:
+    """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
+
+    Code is cut on syntax by default (`ragsieve.tools.ingest.code_chunks`);
+    with `symbol_headers` its chunks are titled `file (Class.method)`, a header
+    that BM25, the embedding and citations see (`Chunk.symbol`).
+    """
+
+    def __init__(self, chunk_tokens: int = 200, code_chunking: str | CodeChunking = CodeChunking.SYNTAX,
+                 symbol_headers: bool = True) -> None:
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
             raise UsageError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
         self.chunk_tokens = chunk_tokens
+        self.code_chunking = parse_enum(CodeChunking, code_chunking, "code chunking")
+        self.symbol_headers = bool(symbol_headers)
 
     def run(self, doc: Document) -> list[Chunk]:
         """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
+        if doc.kind == "code" and self.code_chunking is CodeChunking.SYNTAX:
+            chunks = self._syntax_chunks(doc)
+            if chunks is not None:
+                return chunks
+        return self._line_chunks(doc)
+
+    def _syntax_chunks(self, doc: Document) -> list[Chunk] | None:
+        lines = doc.text.split("\n")
+        spans = code_spans(doc.text, doc.source, [count_tokens(line) for line in lines], self.chunk_tokens)
+        if spans is None:
+            return None
+        first_line = doc.line_start or 1
+        chunks: list[Chunk] = []
+        for span in spans:
+            part = Document(doc_id=doc.doc_id, source=doc.source, title=doc.title, kind="code",
+                            text="\n".join(lines[span.start:span.end]), line_start=first_line + span.start)
+            label = symbol_label(span)
+            title = f"{doc.title} ({label})" if label and self.symbol_headers else doc.title
+            for piece in self._line_chunks(part):
+                chunks.append(piece.model_copy(update={"chunk_index": len(chunks), "title": title}))
+        return chunks
+
+    def _line_chunks(self, doc: Document) -> list[Chunk]:
         text = doc.text
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
