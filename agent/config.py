@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragsieve.agent.errors import UsageError
-from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
+from ragsieve.tools.modes import BM25Engine, CodeChunking, FaissKind, FusionMode, parse_enum
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
@@ -40,6 +40,12 @@ class IndexConfig(_Section):
     embed_batch_size: int = Field(64, ge=1)
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
     sparse_percentile: float = Field(10.0, gt=0.0, lt=100.0)
+    code_chunking: str = "syntax"  # syntax (cAST over tree-sitter; lines without a grammar) | lines
+    _code = _mode(CodeChunking, "code_chunking")
+    symbol_headers: bool = True  # code chunks titled `file (Class.method)`: seen by BM25, embedding, citations
+    include: list[str] = Field(default_factory=list)  # globs relative to each indexed folder (none: all files)
+    exclude: list[str] = Field(default_factory=list)  # globs added to the default excludes
+    default_excludes: bool = True  # build output, minified, vendored, generated, lock files (path_filter.py)
 
 
 class RetrievalConfig(_Section):

@@ -62,7 +62,7 @@ def test_changed_added_deleted_only_touch_those_docs(tmp_path, corpus, embedder)
     (corpus / "alpha.md").write_text("# Alpha\n\nAlpha now rotates keys weekly.", encoding="utf-8")
     (corpus / "beta.md").unlink()
     (corpus / "delta.md").write_text("# Delta\n\nDelta is the search cluster.", encoding="utf-8")
-    report = _builder(root, embedder).build([corpus])
+    report = _builder(root, embedder).build([corpus], sync=True)  # without sync, beta.md would stay
     assert (report.docs_added, report.docs_updated, report.docs_removed, report.docs_unchanged) == (1, 1, 1, 1)
     assert report.chunks_embedded == 2 and report.chunks_total == 3 and report.generation == "gen-2"
     assert (root / "gen-1").exists()  # the replaced generation is kept for readers still opening it
@@ -92,7 +92,8 @@ def test_failure_mid_build_keeps_the_old_index(tmp_path, corpus, embedder, monke
     monkeypatch.setattr(ib, "find_sparse_rows", boom)
     with pytest.raises(KeyboardInterrupt):
         _builder(root, embedder).build([corpus])
-    assert sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1"]
+    # the embedding done before the failure is kept for the next build (tools/index/checkpoint.py)
+    assert sorted(p.name for p in root.iterdir()) == [".embed-checkpoint", ".lock", "CURRENT", "gen-1"]
     with HybridIndex.open(root) as index:
         assert index.path.name == "gen-1" and "Gamma is the billing job" in index.store.texts()[2]
 

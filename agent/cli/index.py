@@ -1,4 +1,4 @@
-"""`ragsieve index`: index files, folders and BEIR corpora."""
+"""`ragsieve index`: index files, folders, BEIR corpora and websites (a start URL or a sitemap)."""
 from __future__ import annotations
 
 import argparse
@@ -8,40 +8,73 @@ from ragsieve.agent.cli.common import add_common, for_terminal, load_config, ran
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("index", help="index files, folders and BEIR corpus.jsonl[.gz]")
-    p.add_argument("paths", nargs="+", help="files or folders")
+    p = subparsers.add_parser("index", help="index files, folders, BEIR corpus.jsonl[.gz] or a website URL")
+    p.add_argument("paths", nargs="+", help="files, folders, or an http(s) start page / sitemap.xml")
     add_common(p)
     p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
     p.add_argument("--embedding-model", help="sentence-transformers model name or path")
     p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
+    p.add_argument("--code-chunking", choices=["syntax", "lines"],
+                   help="cut source code on syntax (tree-sitter, default) or on lines")
+    p.add_argument("--no-symbol-headers", action="store_true",
+                   help="do not title code chunks with their enclosing symbols")
+    p.add_argument("--include", action="append", metavar="GLOB",
+                   help="index only files matching this glob (relative to each folder; repeatable)")
+    p.add_argument("--exclude", action="append", metavar="GLOB", help="skip files or folders matching this glob")
+    p.add_argument("--no-default-excludes", action="store_true",
+                   help="also index build output, minified, vendored, generated and lock files")
+    p.add_argument("--base-url", metavar="URL",
+                   help="local HTML folder: cite pages as URL + path + #anchor (a saved copy of a site)")
+    p.add_argument("--sync", action="store_true",
+                   help="also remove indexed documents under these paths that no longer exist")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress output")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
     p.set_defaults(func=run)
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def make_builder(args: argparse.Namespace, config, progress: bool):
     from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.agent.cli.progress import make_progress
+    from ragsieve.tools.ingest.path_filter import PathFilter
 
-    config = load_config(args)
-    ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
-    builder = IndexBuilder(
+    ic = range_checked(config.index, chunk_tokens=getattr(args, "chunk_tokens", None),
+                       lock_wait_s=getattr(args, "lock_wait", None),
+                       code_chunking=getattr(args, "code_chunking", None))
+    path_filter = PathFilter(include=ic.include + (getattr(args, "include", None) or []),
+                             exclude=ic.exclude + (getattr(args, "exclude", None) or []),
+                             use_defaults=ic.default_excludes and not getattr(args, "no_default_excludes", False))
+    return IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
         chunk_tokens=ic.chunk_tokens,
-        embedding_model=args.embedding_model or ic.embedding_model,
-        faiss_index=args.faiss or ic.faiss_index,
-        bm25_engine=args.bm25 or ic.bm25_engine,
+        embedding_model=getattr(args, "embedding_model", None) or ic.embedding_model,
+        faiss_index=getattr(args, "faiss", None) or ic.faiss_index,
+        bm25_engine=getattr(args, "bm25", None) or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        code_chunking=ic.code_chunking,
+        symbol_headers=ic.symbol_headers and not getattr(args, "no_symbol_headers", False),
+        path_filter=path_filter,
+        progress=make_progress(progress),
+        base_url=getattr(args, "base_url", None),
     )
-    report = builder.build(args.paths, rebuild=args.rebuild)
+
+
+def print_report(report) -> None:
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
     print(report.summary())
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    progress = False if args.no_progress else ("bar" if sys.stderr.isatty() else "lines")
+    builder = make_builder(args, config, progress)
+    report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync)
+    print_report(report)
     return 0

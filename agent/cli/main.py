@@ -1,4 +1,4 @@
-"""`ragsieve` command line: index, ask, plans, serve, calibrate, eval (one module per command)."""
+"""`ragsieve` command line: index, remove, search, ask, plans, serve, calibrate, eval (one module per command)."""
 from __future__ import annotations
 
 import argparse
@@ -6,12 +6,12 @@ import logging
 import os
 import sys
 
-from ragsieve.agent.cli import ask, calibrate, eval as evaluate, index, plans, serve
+from ragsieve.agent.cli import ask, calibrate, eval as evaluate, index, plans, remove, search, serve
 from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.llm.redact import RedactingFilter, redact
 
-COMMANDS = (index, ask, plans, serve, calibrate, evaluate)
+COMMANDS = (index, remove, search, ask, plans, serve, calibrate, evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

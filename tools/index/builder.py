@@ -11,6 +11,11 @@ time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
 chunking and embedding settings) keep their chunks and vectors; only added or
 changed documents are chunked and embedded. BM25, FAISS and the sparse subset
 are rebuilt from all rows each generation (they are cheap next to embedding).
+
+Indexing adds: documents already in the index and not among the paths given
+are kept. Removal is explicit: `sync=True` removes the indexed documents
+under the given folders (ids with their prefix) that are no longer found
+there, and `remove=[...]` removes documents by id, folder prefix or glob.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +39,11 @@ from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
+from ragsieve.tools.index.checkpoint import EmbedCheckpoint, text_key
 from ragsieve.tools.index.lock import IndexLock
-from ragsieve.tools.ingest.loaders import load_documents
+from ragsieve.tools.ingest.loaders import LoadResult, load_documents
+from ragsieve.tools.ingest.path_filter import PathFilter, matches_any
+from ragsieve.tools.ingest.walk import LoadStats, root_id
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.filters.sparse import find_sparse_rows
 from ragsieve.tools.index.store import ChunkStore
@@ -111,13 +120,17 @@ class IndexBuilder:
     def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
                  batch_size: int = 64, sparse_percentile: float = 10.0,
-                 progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
+                 progress: bool | Callable[[str, int, int], None] = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
-                 index_titles: bool = True, lock_wait_s: float | None = 300.0) -> None:
+                 index_titles: bool = True, lock_wait_s: float | None = 300.0,
+                 code_chunking: str = "syntax", symbol_headers: bool = True,
+                 path_filter: PathFilter | None = None, base_url: str | None = None) -> None:
         self.root = Path(index_dir)
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
-        self.chunker = Chunker(chunk_tokens)
+        self.chunker = Chunker(chunk_tokens, code_chunking, symbol_headers)
+        self.path_filter = path_filter if path_filter is not None else PathFilter()
+        self.base_url = base_url
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -135,7 +148,8 @@ class IndexBuilder:
     def _settings(self) -> dict:
         """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
-                             "index_titles": self.index_titles},
+                             "index_titles": self.index_titles, "code_chunking": self.chunker.code_chunking.value,
+                             "symbol_headers": self.chunker.symbol_headers},
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
 
@@ -144,21 +158,31 @@ class IndexBuilder:
             self._embedder = Embedder(self.model, batch_size=self.batch_size)
         return self._embedder
 
-    def build(self, paths: list[str | Path], rebuild: bool = False) -> BuildReport:
-        """Index `paths`; `rebuild=True` ignores the previous generation (required to change model)."""
+    def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
+              remove: list[str] | None = None, documents: list[Document] | None = None) -> BuildReport:
+        """Add or update `paths` (and ready-made `documents`, e.g. crawled pages) in the index.
+
+        `rebuild=True` ignores the previous generation (required to change
+        model); `sync=True` also removes documents under `paths` that are gone;
+        `remove` lists ids, id prefixes (`docs/old/`) or globs to remove.
+        """
         start = time.perf_counter()
-        loaded = load_documents(paths, progress=self.progress)
-        docs = loaded.documents
-        if not docs:
+        loaded = load_documents(paths, progress=self._progress_callback(), path_filter=self.path_filter,
+                                base_url=self.base_url) if paths else \
+            LoadResult(documents=[], stats=LoadStats())
+        docs = loaded.documents + list(documents or [])
+        if not docs and not remove and not sync:
             raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
         ids = [d.doc_id for d in docs]
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise UsageError(f"duplicate document ids: {dup}")
+        prefixes = [root_id(p) + ("/" if Path(p).is_dir() else "") for p in paths] if sync else []
         with IndexLock(self.root, self.lock_wait_s):
-            return self._build_locked(docs, loaded, paths, rebuild, start)
+            return self._build_locked(docs, loaded, rebuild, start, prefixes, list(remove or []))
 
-    def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float) -> BuildReport:
+    def _build_locked(self, docs: list[Document], loaded, rebuild: bool, start: float,
+                      sync_prefixes: list[str], remove: list[str]) -> BuildReport:
         settings = self._settings()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
@@ -166,9 +190,28 @@ class IndexBuilder:
             raise UsageError(f"index {self.root} was built with {prev['embedding']['model']!r}; refusing to mix in "
                              f"{self.model!r} (rebuild from scratch with rebuild=True / --rebuild)")
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
+        if prev is not None and not reuse:
+            with ChunkStore(prev_gen / "chunks.sqlite", read_only=True) as old:
+                others = [i for i in old.documents() if i not in {d.doc_id for d in docs}]
+            if others:
+                raise UsageError(f"the chunking settings changed, and the index holds {len(others)} documents not "
+                                 f"among these paths (e.g. {others[0]!r}) that cannot be re-chunked: index every "
+                                 f"path again with --rebuild")
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
         try:
             prev_docs = prev_store.documents() if prev_store else {}
+            loaded_ids = {d.doc_id for d in docs}
+            gone = {i for i in prev_docs if i not in loaded_ids and (
+                any(i.startswith(p) or i == p for p in sync_prefixes) or matches_any(i, remove))}
+            if remove and not any(matches_any(i, remove) for i in prev_docs):
+                raise UsageError(f"nothing in index {self.root} matches {remove} (give document ids, a folder "
+                                 f"prefix ending in '/' or a glob)")
+            sources = prev_store.document_sources() if prev_store else {}
+            kept = [Document(doc_id=i, source=sources[i], text="", content_hash=h)
+                    for i, h in prev_docs.items() if i not in loaded_ids and i not in gone]
+            docs = docs + kept
+            if not docs:
+                raise UsageError("removing these documents would leave the index empty; delete the folder instead")
             new_hashes = {d.doc_id: d.content_hash for d in docs}
             unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
             counts = {"docs_added": sum(1 for i in new_hashes if i not in prev_docs),
@@ -192,6 +235,7 @@ class IndexBuilder:
             if prev_store is not None:
                 prev_store.close()
         self._publish(gen, keep=prev_gen if prev_gen is not None else _live_generation(self.root))
+        EmbedCheckpoint(self.root, self.model).clear()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
@@ -260,20 +304,51 @@ class IndexBuilder:
         for new, old, count in reused:
             vectors[new:new + count] = prev_vectors[old:old + count]
         if to_embed:
-            bar = None
-            if self.progress:
-                from tqdm import tqdm
-
-                bar = tqdm(total=len(to_embed), desc="embedding", unit="chunk")
+            checkpoint = EmbedCheckpoint(self.root, self.model)
+            saved = checkpoint.lookup()
+            todo = []
+            for r in to_embed:
+                vec = saved.get(text_key(texts[r]))
+                if vec is not None and vec.shape == (dim,):
+                    vectors[r] = vec
+                else:
+                    todo.append(r)
+            if saved:
+                log.info("embedding checkpoint: %d of %d chunks already embedded", len(to_embed) - len(todo),
+                         len(to_embed))
+            report = self._progress_callback()
+            done = len(to_embed) - len(todo)
+            report("embedding", done, len(to_embed))
             step = self.batch_size * 4
-            for s in range(0, len(to_embed), step):
-                rows = to_embed[s:s + step]
-                vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
-                if bar is not None:
-                    bar.update(len(rows))
-            if bar is not None:
-                bar.close()
+            for s in range(0, len(todo), step):
+                rows = todo[s:s + step]
+                batch = [texts[r] for r in rows]
+                vectors[rows] = self._embedder_for().embed(batch)
+                checkpoint.save([text_key(t) for t in batch], vectors[rows])
+                done += len(rows)
+                report("embedding", done, len(to_embed))
+            report("embedding", -1, len(to_embed))
         return vectors
+
+    def _progress_callback(self) -> Callable[[str, int, int], None]:
+        """`progress` as a callback (stage, done, total; done == -1 closes): the caller's, a tqdm bar, or none."""
+        if callable(self.progress):
+            return self.progress
+        if not self.progress:
+            return lambda stage, done, total: None
+        from tqdm import tqdm
+
+        bars: dict[str, tqdm] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            bar = bars.get(stage)
+            if bar is None:
+                bar = bars[stage] = tqdm(total=total, desc=stage, unit="chunk")
+            if done < 0:
+                bar.close()
+                return
+            bar.update(done - bar.n)
+        return report
 
     def _publish(self, gen: Path, keep: Path | None = None) -> None:
         """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""

@@ -157,6 +157,10 @@ class ChunkStore:
         """doc_id -> content_hash."""
         return dict(self._db.execute("SELECT doc_id, content_hash FROM documents ORDER BY first_row"))
 
+    def document_sources(self) -> dict[str, str]:
+        """doc_id -> source (kept documents keep their citation source)."""
+        return dict(self._db.execute("SELECT doc_id, source FROM documents"))
+
     def document_rows(self) -> dict[str, tuple[int, int]]:
         """doc_id -> (first_row, n_chunks)."""
         return {d: (f, n) for d, f, n in self._db.execute(

@@ -19,11 +19,9 @@ import bisect
 import re
 from collections.abc import Callable
 
-from enum import Enum
-
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.code_chunks import code_spans, symbol_label
-from ragsieve.tools.modes import parse_enum
+from ragsieve.tools.modes import CodeChunking, parse_enum
 from ragsieve.tools.types import Chunk, Document
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -174,13 +172,6 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
     "markdown": lambda text, budget: _prose_units(text, budget, markdown=True),
     "text": lambda text, budget: _prose_units(text, budget, markdown=False),
 }  # html and beir text is prose without markdown headings
-
-
-class CodeChunking(str, Enum):
-    """How source code is cut: on syntax (cAST over tree-sitter, line chunks without a grammar) or lines."""
-
-    SYNTAX = "syntax"
-    LINES = "lines"
 
 
 class Chunker:

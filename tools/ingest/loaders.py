@@ -1,9 +1,10 @@
 """Turn files, folders and BEIR corpora into `Document`s, counting everything skipped.
 
-Which files are read is decided in `ragsieve.tools.ingest.walk`. A file's
-`doc_id` (and `source`) is its path in posix form, relative to the current
-directory when under it, else absolute, so re-indexing the same tree gives the
-same ids.
+Which files are read is decided in `ragsieve.tools.ingest.walk` (with the
+include/exclude globs of `ragsieve.tools.ingest.path_filter`). A file's
+`doc_id` (and `source`) is its path relative to the indexed folder, prefixed
+by the folder's name (`docs/guide.md`), so the same tree indexed from any
+working directory gives the same ids.
 """
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import json
 import logging
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.html_text import html_to_text
+from ragsieve.tools.ingest.path_filter import PathFilter
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
 from ragsieve.tools.types import Document
 
@@ -123,8 +125,7 @@ def markdown_title(text: str) -> str | None:
     return None
 
 
-def _load_file(path: Path, kind: str, stats: LoadStats) -> Document | None:
-    doc_id = display_path(path)
+def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats) -> Document | None:
     with open(path, "rb") as fh:
         raw = fh.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
@@ -162,14 +163,13 @@ def _open_lines(path: Path) -> Iterator[str]:
             yield from fh
 
 
-def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
+def _load_beir(path: Path, shown: str, stats: LoadStats, ids: set[str]) -> list[Document]:
     """One Document per record of a BEIR `corpus.jsonl(.gz)`, streamed line by line.
 
     The first record decides: without `_id`, `title` and `text` the file is
     skipped as unsupported. Later malformed or duplicate records are skipped
     and listed one by one.
     """
-    shown = display_path(path)
     docs: list[Document] = []
     checked = False
     try:
@@ -217,7 +217,8 @@ def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
     return docs
 
 
-def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadResult:
+def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, int, int], None] = False,
+                   path_filter: PathFilter | None = None, base_url: str | None = None) -> LoadResult:
     """Load every supported file under `paths` (files or folders) as Documents.
 
     Raises `UsageError` naming any path that does not exist. Skipped files are
@@ -226,16 +227,18 @@ def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadRe
     if isinstance(paths, (str, Path)):
         raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")
     stats = LoadStats()
-    files = collect_files(list(paths), stats)
-    if progress:
+    files = collect_files(list(paths), stats, path_filter)
+    if progress is True:
         from tqdm import tqdm
 
         files_iter = tqdm(files, desc="loading", unit="file")
     else:
         files_iter = files
+    report = progress if callable(progress) else (lambda stage, done, total: None)
     documents: list[Document] = []
-    ids = {display_path(f) for f in files}
-    for path in files_iter:
+    ids = {doc_id for _, doc_id in files}
+    for number, (path, doc_id) in enumerate(files_iter):
+        report("loading", number, len(files))
         stats.files_seen += 1
         kind = _kind_of(path)
         if kind is None:
@@ -243,9 +246,9 @@ def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadRe
             continue
         try:
             if kind == "beir":
-                new = _load_beir(path, stats, ids)
+                new = _load_beir(path, doc_id, stats, ids)
             else:
-                doc = _load_file(path, kind, stats)
+                doc = _load_file(path, doc_id, kind, stats)
                 new = [doc] if doc is not None else []
         except (OSError, EOFError, zlib.error) as exc:
             stats._skip("skipped_unreadable", display_path(path),
@@ -254,6 +257,7 @@ def load_documents(paths: list[str | Path], *, progress: bool = False) -> LoadRe
         if new:
             stats.files_loaded += 1
             documents.extend(new)
+    report("loading", -1, len(files))
     stats.documents = len(documents)
     logger.debug("load_documents: %s", stats.summary())
     return LoadResult(documents=documents, stats=stats)

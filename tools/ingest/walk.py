@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.gitignore import IgnoreSet
+from ragsieve.tools.ingest.path_filter import PathFilter
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
 MAX_DEPTH = 256  # folders below this many levels under a scanned folder are skipped, named
@@ -44,6 +45,8 @@ class LoadStats:
     skipped_bad_names: int = 0  # names that are not valid UTF-8
     skipped_too_deep: int = 0
     skipped_too_large: int = 0
+    skipped_excluded: int = 0  # --include / --exclude / default excludes (build output, lock files, ...)
+    excluded_summary: str = ""  # which pattern skipped how many
     bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -56,12 +59,13 @@ class LoadStats:
         line = (
             f"{self.documents} documents from {self.files_loaded} of {self.files_seen} files; "
             f"skipped {self.skipped_binary} binary, {self.skipped_empty} empty, "
-            f"{self.skipped_ignored} gitignored, {self.skipped_unsupported} unsupported, "
+            f"{self.skipped_ignored} gitignored, {self.skipped_excluded} excluded, {self.skipped_unsupported} unsupported, "
             f"{self.skipped_records} bad records; "
             f"{self.decoded_with_replacement} decoded with replacement characters"
         )
         problems = [f"{getattr(self, name)} {name.replace('skipped_', '').replace('_', ' ')}"
                     for name in self.PROBLEMS if getattr(self, name)]
+        line += f" ({self.excluded_summary})" if self.excluded_summary else ""
         return line + (f"; problems: {', '.join(problems)}" if problems else "")
 
     def problems(self) -> list[tuple[str, str]]:
@@ -81,6 +85,11 @@ def printable(path: str | Path) -> str:
     """A path as text that always encodes: undecodable bytes shown as \\xNN escapes."""
     raw = os.fsencode(path)
     return raw.decode("utf-8", errors="backslashreplace")
+
+
+def root_id(given: str | Path) -> str:
+    """The id prefix of an indexed folder or file: its own name, whatever the working directory."""
+    return Path(os.path.abspath(given)).name or "root"
 
 
 def display_path(path: Path) -> str:
@@ -136,7 +145,8 @@ def _entries(folder: Path, stats: LoadStats) -> list[os.DirEntry]:
         return []
 
 
-def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[Path]:
+def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats,
+                filt: PathFilter | None = None) -> Iterator[Path]:
     """Files under `folder`, sorted depth-first, with skipped entries counted and pruned."""
     bad: list[tuple[str, str]] = []
 
@@ -170,6 +180,9 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[
         if rule is not None:
             stats._skip("skipped_ignored", display_path(path), f"gitignored by {rule.pattern!r} ({rule.origin})")
             continue
+        if filt is not None and (why := filt.why_skipped(path.relative_to(folder).as_posix(), is_dir)):
+            stats._skip("skipped_excluded", display_path(path), why)
+            continue
         if is_dir:
             if depth + 1 > MAX_DEPTH:
                 stats._skip("skipped_too_deep", display_path(path), f"too deep: more than {MAX_DEPTH} levels")
@@ -183,21 +196,28 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats) -> Iterator[
             yield path
 
 
-def collect_files(paths: list[str | Path], stats: LoadStats) -> list[Path]:
+def collect_files(paths: list[str | Path], stats: LoadStats,
+                  filt: PathFilter | None = None) -> list[tuple[Path, str]]:
+    """(file, document id) for every file to read; the id is `<folder name>/<path in the folder>`
+    (a file named directly: its name), so it does not depend on the working directory."""
     missing = [printable(p) for p in paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path(s) not found: {', '.join(missing)}")
-    files: list[Path] = []
+    files: list[tuple[Path, str]] = []
     seen: set[str] = set()
     for given in paths:
         path = Path(given)
+        prefix = root_id(path)
         if path.is_dir():
-            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats)
+            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats, filt)
         else:
             found = iter([path]) if check_regular(path, stats) else iter([])
         for file in found:
             key = os.path.abspath(file)
             if key not in seen:
                 seen.add(key)
-                files.append(file)
+                doc_id = f"{prefix}/{file.relative_to(path).as_posix()}" if path.is_dir() else prefix
+                files.append((file, doc_id))
+    if filt is not None:
+        stats.excluded_summary = filt.summary()
     return files
