@@ -31,7 +31,8 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
         assert d.text[pos:found].strip() == "", "non-whitespace text was dropped or duplicated"
         pos = found + len(c.text)
         assert (c.doc_id, c.source, c.kind) == (d.doc_id, d.source, d.kind)
-        assert c.title == d.title or (d.kind == "code" and c.title == f"{d.title} ({c.symbol})")
+        assert c.title == d.title or (d.kind == "code" and c.title == f"{d.title} ({c.symbol})") \
+                or (d.kind == "html" and c.title.startswith(f"{d.title} > "))
         n = count_tokens(c.text)
         assert n <= budget, f"chunk {c.chunk_index} has {n} > {budget} tokens"
         assert len(c.text) <= budget * MAX_CHARS_PER_TOKEN

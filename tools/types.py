@@ -18,6 +18,8 @@ class Document(BaseModel):
     kind: str = "text"  # text | markdown | html | code | beir
     content_hash: str = ""
     line_start: int | None = 1
+    # heading lines of extracted web text: (char offset, anchor or "", heading); chunks cite source#anchor
+    sections: list[tuple[int, str, str]] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):

@@ -171,7 +171,8 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
     "code": lambda text, budget: _code_units(text),
     "markdown": lambda text, budget: _prose_units(text, budget, markdown=True),
     "text": lambda text, budget: _prose_units(text, budget, markdown=False),
-}  # html and beir text is prose without markdown headings
+    "html": lambda text, budget: _prose_units(text, budget, markdown=True),  # main text as Markdown
+}  # beir text is prose without markdown headings
 
 
 class Chunker:
@@ -221,6 +222,7 @@ class Chunker:
         weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
         ranges = pack(weights, [u[3] for u in units], self.chunk_tokens)
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
+        section_starts = [s[0] for s in doc.sections]
         chunks: list[Chunk] = []
         for i, j in ranges:
             start, end = units[i][0], units[j - 1][1]
@@ -237,8 +239,16 @@ class Chunker:
                 last = start + len(piece.rstrip()) - 1
                 line_start = doc.line_start + bisect.bisect_left(newlines, first)
                 line_end = doc.line_start + bisect.bisect_left(newlines, last)
+            source, title = doc.source, doc.title
+            if doc.sections:
+                first = start + len(piece) - len(piece.lstrip())
+                at = bisect.bisect_right(section_starts, first) - 1
+                if at >= 0:
+                    _, anchor, heading = doc.sections[at]
+                    source = f"{doc.source}#{anchor}" if anchor else doc.source
+                    title = f"{doc.title} > {heading}" if heading and heading not in doc.title else doc.title
             chunks.append(Chunk(
-                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
-                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end,
+                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=source,
+                title=title, kind=doc.kind, line_start=line_start, line_end=line_end,
             ))
         return chunks

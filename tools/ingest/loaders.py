@@ -18,8 +18,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.html_main import extract_main
 from ragsieve.tools.ingest.html_text import html_to_text
 from ragsieve.tools.ingest.path_filter import PathFilter
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
@@ -125,7 +127,7 @@ def markdown_title(text: str) -> str | None:
     return None
 
 
-def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats) -> Document | None:
+def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats, base_url: str | None = None) -> Document | None:
     with open(path, "rb") as fh:
         raw = fh.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
@@ -138,9 +140,17 @@ def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats) -> Document
     text = text.replace("\r\n", "\n")
     title: str | None = None
     line_start: int | None = 1
+    source = doc_id
+    sections: list[tuple[int, str, str]] = []
     if kind == "html":
-        title, text = html_to_text(text)
+        main = extract_main(text)
+        if main is not None:
+            title, text, sections = main
+        else:
+            title, text = html_to_text(text)
         line_start = None  # extracted text has no line correspondence with the file
+        if base_url:
+            source = urljoin(base_url.rstrip("/") + "/", doc_id.split("/", 1)[1] if "/" in doc_id else doc_id)
     elif kind == "markdown":
         title = markdown_title(text)
     if not text.strip():
@@ -149,8 +159,8 @@ def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats) -> Document
     if replaced:
         stats.decoded_with_replacement += 1
     return Document(
-        doc_id=doc_id, source=doc_id, title=title or path.name, text=text, kind=kind,
-        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start,
+        doc_id=doc_id, source=source, title=title or path.name, text=text, kind=kind,
+        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, sections=sections,
     )
 
 
@@ -248,7 +258,7 @@ def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, i
             if kind == "beir":
                 new = _load_beir(path, doc_id, stats, ids)
             else:
-                doc = _load_file(path, doc_id, kind, stats)
+                doc = _load_file(path, doc_id, kind, stats, base_url)
                 new = [doc] if doc is not None else []
         except (OSError, EOFError, zlib.error) as exc:
             stats._skip("skipped_unreadable", display_path(path),
