@@ -48,3 +48,27 @@ def test_index_sync_remove_and_globs(tmp_path, capsys, monkeypatch):
     assert main(["remove", "nothing/", "--index", index]) == 2
     assert "nothing in index" in capsys.readouterr().err
     assert main(["remove", "x", "--index", str(tmp_path / "missing")]) == 2
+
+
+def test_index_a_website_url_then_search_cites_url_anchor(tmp_path, capsys):
+    from site_server import serve_folder
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "site", site)
+    index = str(tmp_path / "index")
+    with serve_folder(site) as base:
+        assert main(["index", base + "index.html", "--index", index, "--rate", "50/s", "--max-pages", "10",
+                     "--chunk-tokens", "40", "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        assert "4 new or changed pages" in out and "disallowed by robots.txt" in out and "4 added" in out
+        assert main(["index", base + "index.html", "--index", index, "--rate", "50/s", "--no-progress",
+                     "--chunk-tokens", "48"]) == 0  # new chunk size: every page fetched again and re-chunked
+        assert "4 new or changed pages" in capsys.readouterr().out
+        assert main(["index", base + "index.html", "--index", index, "--rate", "50/s", "--no-progress",
+                     "--chunk-tokens", "48"]) == 0
+        assert "4 unchanged, 0 gone" in capsys.readouterr().out
+        assert main(["index", base + "index.html", "--index", index, "--rate", "fast"]) == 2
+        assert "invalid --rate" in capsys.readouterr().err
+    assert main(["search", "How long do clients wait after 429 Too Many Requests?", "--index", index, "--json"]) == 0
+    top = json.loads(capsys.readouterr().out)["hits"][0]
+    assert top["citation"] == base + "guide.html#retry-policy"

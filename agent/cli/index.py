@@ -26,6 +26,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="also index build output, minified, vendored, generated and lock files")
     p.add_argument("--base-url", metavar="URL",
                    help="local HTML folder: cite pages as URL + path + #anchor (a saved copy of a site)")
+    p.add_argument("--max-pages", type=int, default=200, help="website: fetch at most this many pages (default 200)")
+    p.add_argument("--same-domain", action="store_true",
+                   help="website: follow links anywhere on the start page's host (default: below its folder)")
+    p.add_argument("--rate", default="2/s", metavar="N/s",
+                   help="website: at most N requests per second (default 2/s; robots.txt Crawl-delay may slow it)")
     p.add_argument("--sync", action="store_true",
                    help="also remove indexed documents under these paths that no longer exist")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
@@ -71,10 +76,46 @@ def print_report(report) -> None:
     print(report.summary())
 
 
+def parse_rate(text: str) -> float:
+    """'2/s', '2' or '0.5/s' -> requests per second."""
+    from ragsieve.agent.errors import UsageError
+
+    value = str(text).strip().lower().removesuffix("/s")
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = 0.0
+    if not rate > 0:
+        raise UsageError(f"invalid --rate {text!r}: give requests per second such as 2/s or 0.5/s")
+    return rate
+
+
 def run(args: argparse.Namespace) -> int:
+    from ragsieve.agent.cli.progress import make_progress
+    from ragsieve.agent.errors import UsageError
+    from ragsieve.tools.ingest.urls import is_url
+
     config = load_config(args)
     progress = False if args.no_progress else ("bar" if sys.stderr.isatty() else "lines")
     builder = make_builder(args, config, progress)
-    report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync)
-    print_report(report)
+    urls = [p for p in args.paths if is_url(p)]
+    files = [p for p in args.paths if not is_url(p)]
+    if urls and (args.sync or args.rebuild or args.base_url):
+        raise UsageError("--sync, --rebuild and --base-url apply to files and folders; a re-crawl already removes "
+                         "pages that disappeared")
+    if files:
+        print_report(builder.build(files, rebuild=args.rebuild, sync=args.sync))
+    for url in urls:
+        from ragsieve.tools.ingest.web import crawl_and_index
+
+        callback = make_progress(progress)
+        result, report = crawl_and_index(builder, url, max_pages=args.max_pages, same_domain=args.same_domain,
+                                         rate=parse_rate(args.rate),
+                                         progress=callback if callable(callback) else None)
+        print(for_terminal(result.summary()))
+        for skipped, reason in result.skipped[:20]:
+            print(for_terminal(f"  skipped {skipped}: {reason}"))
+        if len(result.skipped) > 20:
+            print(f"  ... and {len(result.skipped) - 20} more skipped")
+        print(report.summary() if report is not None else "index unchanged")
     return 0
