@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
 from ragsieve.tools.ingest.html_main import extract_main
 from ragsieve.tools.ingest.html_text import html_to_text
 from ragsieve.tools.ingest.path_filter import PathFilter
@@ -48,8 +49,15 @@ class LoadResult:
     stats: LoadStats
 
 
+BINARY_FORMATS = {".pdf": "pdf", ".docx": "docx"}
+
+
 def _kind_of(path: Path) -> str | None:
     name = path.name.lower()
+    if path.suffix.lower() in BINARY_FORMATS:
+        return BINARY_FORMATS[path.suffix.lower()]
+    if path.suffix.lower() == ".ipynb":
+        return "notebook"
     if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
         return "beir"
     suffix = path.suffix.lower()
@@ -133,16 +141,33 @@ def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats, base_url: s
     if len(raw) > MAX_FILE_BYTES:
         stats._skip("skipped_too_large", doc_id, f"too large: over {MAX_FILE_BYTES} bytes (not read)")
         return None
-    text, replaced = decode_bytes(raw)
-    if text is None:
-        stats._skip("skipped_binary", doc_id, "binary content")
-        return None
-    text = text.replace("\r\n", "\n")
     title: str | None = None
     line_start: int | None = 1
     source = doc_id
     sections: list[tuple[int, str, str]] = []
-    if kind == "html":
+    replaced = False
+    if kind in BINARY_FORMATS.values():
+        try:
+            got = (read_pdf if kind == "pdf" else read_docx)(raw)
+        except FormatError as exc:
+            stats._skip("skipped_unreadable", doc_id, f"unreadable {kind}: {exc}")
+            return None
+        text, title, sections, line_start = got.text, got.title, got.sections, None
+        kind = "text" if kind == "pdf" else "markdown"
+    else:
+        text, replaced = decode_bytes(raw)
+        if text is None:
+            stats._skip("skipped_binary", doc_id, "binary content")
+            return None
+        text = text.replace("\r\n", "\n")
+    if kind == "notebook":
+        try:
+            got = read_notebook(text)
+        except FormatError as exc:
+            stats._skip("skipped_unreadable", doc_id, f"unreadable notebook: {exc}")
+            return None
+        text, title, sections, line_start, kind = got.text, got.title, got.sections, None, "markdown"
+    elif kind == "html":
         main = extract_main(text)
         if main is not None:
             title, text, sections = main
@@ -151,8 +176,9 @@ def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats, base_url: s
         line_start = None  # extracted text has no line correspondence with the file
         if base_url:
             source = urljoin(base_url.rstrip("/") + "/", doc_id.split("/", 1)[1] if "/" in doc_id else doc_id)
-    elif kind == "markdown":
-        title = markdown_title(text)
+    elif kind == "markdown" and line_start == 1:
+        title, text, line_start = split_front_matter(text)
+        title = title or markdown_title(text)
     if not text.strip():
         stats._skip("skipped_empty", doc_id, "empty or whitespace-only")
         return None
