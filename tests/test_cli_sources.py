@@ -48,6 +48,9 @@ def test_index_sync_remove_and_globs(tmp_path, capsys, monkeypatch):
     assert main(["remove", "nothing/", "--index", index]) == 2
     assert "nothing in index" in capsys.readouterr().err
     assert main(["remove", "x", "--index", str(tmp_path / "missing")]) == 2
+    capsys.readouterr()
+    assert main(["index", "https://github.com/psf/requests.git", "--index", index]) == 2
+    assert "clone it first" in capsys.readouterr().err
 
 
 def test_index_a_website_url_then_search_cites_url_anchor(tmp_path, capsys):

@@ -98,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     progress = False if args.no_progress else ("bar" if sys.stderr.isatty() else "lines")
     builder = make_builder(args, config, progress)
+    repos = [p for p in args.paths if p.endswith(".git") or p.startswith(("git@", "ssh://"))]
+    if repos:
+        raise UsageError(f"{repos[0]} looks like a git repository: clone it first (git clone {repos[0]}) and index "
+                         "the local folder; ragsieve reads no remote repositories")
     urls = [p for p in args.paths if is_url(p)]
     files = [p for p in args.paths if not is_url(p)]
     if urls and (args.sync or args.rebuild or args.base_url):
