@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ragsieve.agent.citation_stream import CitationStream
 from ragsieve.agent.plan.state import Citation
 from ragsieve.tools.filters.ordering import order_for_context
 from ragsieve.tools.types import Hit
@@ -90,7 +91,9 @@ def infer_citations(text: str, passages: list[str]) -> list[int]:
 
 
 def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
-                        max_tokens: int | None = None, report: dict | None = None) -> tuple[str, list[Citation]]:
+                        max_tokens: int | None = None, report: dict | None = None,
+                        instructions: str | None = None, on_token=None,
+                        temperature: float | None = None) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
@@ -104,7 +107,14 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         for i, h in enumerate(ordered, start=1)
     ]
     prompt = deps.prompts.render("answer", question=question, passages=passages, abstain=ABSTAIN)
-    text = deps.llm.text([{"role": "user", "content": prompt}], max_tokens=max_tokens).strip()
+    messages = [{"role": "user", "content": prompt}]
+    if instructions:  # the client application's system messages (style, language): the answer call only
+        messages.insert(0, {"role": "system", "content": instructions})
+    stream = CitationStream(len(ordered), on_token) if on_token is not None else None
+    text = deps.llm.text(messages, max_tokens=max_tokens, temperature=temperature,
+                         on_token=stream.feed if stream is not None else None).strip()
+    if stream is not None:
+        stream.close()
     used = cited_numbers(text, len(ordered))
     inferred = False
     if not used and not is_refusal(text):

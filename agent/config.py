@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragsieve.agent.errors import UsageError
-from ragsieve.tools.modes import BM25Engine, CodeChunking, FaissKind, FusionMode, parse_enum
+from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
@@ -40,12 +40,6 @@ class IndexConfig(_Section):
     embed_batch_size: int = Field(64, ge=1)
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
     sparse_percentile: float = Field(10.0, gt=0.0, lt=100.0)
-    code_chunking: str = "syntax"  # syntax (cAST over tree-sitter; lines without a grammar) | lines
-    _code = _mode(CodeChunking, "code_chunking")
-    symbol_headers: bool = True  # code chunks titled `file (Class.method)`: seen by BM25, embedding, citations
-    include: list[str] = Field(default_factory=list)  # globs relative to each indexed folder (none: all files)
-    exclude: list[str] = Field(default_factory=list)  # globs added to the default excludes
-    default_excludes: bool = True  # build output, minified, vendored, generated, lock files (path_filter.py)
 
 
 class RetrievalConfig(_Section):
@@ -65,7 +59,8 @@ class LLMConfig(_Section):
     api_key: str | None = None
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
-    n_ctx: int = Field(8192, ge=512)
+    n_ctx: int = Field(8192, ge=512)  # context of each parallel slot of the embedded server
+    parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
@@ -136,6 +131,7 @@ class FallbackConfig(_Section):
             raise UsageError(f"invalid rerank_model {value!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         return value
     rerank_cache_dir: str | None = None
+    rerank_download: bool = False  # fetch an uncached FlashRank model from its hub (the only network use)
     sparse_candidates: int = Field(10, ge=1)
     max_added: int = Field(2, ge=1)  # sparse chunks the fallback may add to the context
     distance_weight: float = Field(0.5, ge=0.0, le=10.0)  # COS-Mix score: cos(q, c) + w * (1 - nearest-neighbour cos)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+import time
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.config import Config
+from ragsieve.agent.conversation import Turn, rewrite_question
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.client import LLM
@@ -43,6 +45,7 @@ class Answer(BaseModel):
     abstention: str | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
+    asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
 
     @property
     def coverage(self) -> float | None:
@@ -66,7 +69,7 @@ class Answer(BaseModel):
             "segments": [s.model_dump() for s in self.segments],
             "citations_inferred": self.citations_inferred,
             "evidence": self.evidence, "abstention": self.abstention,
-            "stopped": self.stopped,
+            "stopped": self.stopped, "asked": self.asked,
             "notes": self.notes,
         }
 
@@ -87,19 +90,22 @@ class Orchestrator:
     """
 
     def __init__(self, index, retriever, config: Config, *, llm: LLM | None = None,
-                 prompts: PromptRenderer | None = None, extras: dict[str, Any] | None = None):
+                 prompts: PromptRenderer | None = None, extras: dict[str, Any] | None = None,
+                 llm_factory: Callable[[], LLM] | None = None):
         self.index = index
         self.retriever = retriever
         self.config = config
         self.prompts = prompts or PromptRenderer()
         self.extras = dict(extras or {})
         self._llm = llm
+        self._llm_factory = llm_factory  # a shared LLM owned elsewhere (the service's, one for every index)
         self._close_llm = None
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
-             llm: LLM | None = None, prompts: PromptRenderer | None = None) -> "Orchestrator":
+             llm: LLM | None = None, prompts: PromptRenderer | None = None,
+             llm_factory: Callable[[], LLM] | None = None) -> "Orchestrator":
         from ragsieve.tools.index.hybrid import HybridIndex
         from ragsieve.tools.index.retriever import HybridRetriever
 
@@ -111,11 +117,13 @@ class Orchestrator:
         if chat is not None and llm is None:
             llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
                       max_prompt_tokens=config.llm.max_prompt_tokens)
-        return cls(index, retriever, config, llm=llm, prompts=prompts)
+        return cls(index, retriever, config, llm=llm, prompts=prompts, llm_factory=llm_factory)
 
     @property
     def llm(self) -> LLM:
         with self._lock:
+            if self._llm is None and self._llm_factory is not None:
+                return self._llm_factory()
             if self._llm is None:
                 from ragsieve.agent.llm.factory import open_llm
 
@@ -126,25 +134,81 @@ class Orchestrator:
         question = check_question(question)
         return self.retriever.run(question, top_k=top_k or self.config.retrieval.top_k)
 
-    def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None) -> Answer:
-        """Run a plan; `deadline_s` overrides `budget.deadline_s` for this question."""
+    def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
+            history: list[Turn] | None = None, instructions: str | None = None,
+            overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,
+            on_event: Callable[[str, dict[str, Any]], None] | None = None,
+            on_token: Callable[[str], None] | None = None,
+            answer_options: dict[str, Any] | None = None) -> Answer:
+        """Run a plan; `deadline_s` overrides `budget.deadline_s` for this question.
+
+        `history` (earlier turns) makes the question a follow-up: it is rewritten into a stand-alone
+        question first (traced as the `rewrite` event). `instructions` reach the answer call only.
+        `overrides` are config sections for this question only (validated: a bad value is refused).
+        `budget` lets the caller cancel the question (`budget.cancel()`); `on_event` / `on_token`
+        receive step events and the answer's tokens as they happen."""
         question = check_question(question)
-        plan_name = plan or self.config.plan
-        spec = get_plan(plan_name, self.config)
+        config = self._config_for(overrides)
+        plan_name = plan or config.plan
+        spec = get_plan(plan_name, config)
         base = self.llm  # started before the clock runs: an embedded model's start-up is not the question's
-        b = self.config.budget
-        budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
-        deps = Deps(config=self.config, retriever=self.retriever, index=self.index,
+        if budget is None:
+            b = config.budget
+            budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
+        deps = Deps(config=config, retriever=self._retriever_for(config), index=self.index,
                     llm=base.fork(budget=budget, templates=self.prompts.fingerprint()), prompts=self.prompts,
-                    extras=self.extras)
-        state = RunState(question=question, plan=plan_name)
-        run_plan(spec, state, deps, self.config.max_steps)
-        return Answer(question=question, answer=state.answer or "", citations=state.citations, plan=plan_name,
+                    extras=self.extras, on_event=on_event, on_token=on_token,
+                    answer_options=dict(answer_options or {}))
+        state = RunState(question=question, plan=plan_name, instructions=instructions)
+        if history:
+            self._rewrite(state, history, deps)
+        run_plan(spec, state, deps, config.max_steps)
+        return Answer(question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
                       trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,
                       citations_inferred=state.citations_inferred, evidence=state.evidence,
-                      abstention=state.abstention, stopped=state.stopped, notes=state.notes)
+                      abstention=state.abstention, stopped=state.stopped, notes=state.notes, asked=state.asked)
+
+    def _config_for(self, overrides: dict[str, dict[str, Any]] | None) -> Config:
+        if not overrides:
+            return self.config
+        data = self.config.model_dump()
+        for section, values in overrides.items():
+            if section not in data or not isinstance(data[section], dict) or not isinstance(values, dict):
+                raise UsageError(f"unknown setting section {section!r}")
+            unknown = sorted(set(values) - set(data[section]))
+            if unknown:
+                raise UsageError(f"unknown setting(s) {section}.{', '.join(unknown)}")
+            data[section] = {**data[section], **values}
+        try:
+            return Config.model_validate(data)
+        except ValueError as exc:
+            raise UsageError(f"invalid setting: {exc}") from None
+
+    def _retriever_for(self, config: Config):
+        if config is self.config or config.retrieval == self.config.retrieval:
+            return self.retriever
+        from ragsieve.tools.index.retriever import HybridRetriever
+
+        r = config.retrieval
+        return HybridRetriever(self.index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
+                               dense_weight=r.dense_weight, candidate_k=r.candidate_k)
+
+    def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
+        """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""
+        before = deps.llm.meter.snapshot()
+        started = time.perf_counter()
+        rewritten, note = rewrite_question(state.question, history, deps.llm, self.prompts)
+        rewritten = check_question(rewritten) if rewritten.strip() else state.question
+        summary = {"asked": state.question, "question": rewritten, "turns": len(history)}
+        if note:
+            summary["note"] = note
+        state.trace.append(TraceEvent(step="rewrite", outcome="rewritten" if rewritten != state.question else "kept",
+                                      summary=summary, duration_s=round(time.perf_counter() - started, 4),
+                                      usage=deps.llm.meter.snapshot().minus(before)))
+        deps.emit("step", {"step": "rewrite", "outcome": state.trace[-1].outcome, "summary": summary})
+        state.asked, state.question = state.question, rewritten
 
     def close(self) -> None:
         if self._close_llm is not None:

@@ -43,3 +43,17 @@ def local_llm():
     llm, close = open_llm(LLMConfig(n_ctx=8192, timeout_s=900.0, max_retry_s=900.0))
     yield llm
     close()
+
+
+@pytest.fixture(scope="session")
+def second_index(tmp_path_factory, embedder) -> Path:
+    """A second, tiny index (another tenant's documents) for multi-index and isolation tests."""
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    docs = tmp_path_factory.mktemp("notes-docs") / "notes"
+    docs.mkdir()
+    (docs / "tea.md").write_text("# Tea ceremony\n\nThe tea ceremony of the notes team starts at four.\n")
+    (docs / "garden.md").write_text("# Garden\n\nThe garden rota changes every Monday morning.\n")
+    folder = tmp_path_factory.mktemp("notes-index")
+    IndexBuilder(folder, embedder=embedder, progress=False).build([str(docs)])
+    return folder

@@ -30,9 +30,7 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
         assert found >= pos, f"chunk {c.chunk_index} not found in order"
         assert d.text[pos:found].strip() == "", "non-whitespace text was dropped or duplicated"
         pos = found + len(c.text)
-        assert (c.doc_id, c.source, c.kind) == (d.doc_id, d.source, d.kind)
-        assert c.title == d.title or (d.kind == "code" and c.title == f"{d.title} ({c.symbol})") \
-                or (d.kind == "html" and c.title.startswith(f"{d.title} > "))
+        assert (c.doc_id, c.source, c.title, c.kind) == (d.doc_id, d.source, d.title, d.kind)
         n = count_tokens(c.text)
         assert n <= budget, f"chunk {c.chunk_index} has {n} > {budget} tokens"
         assert len(c.text) <= budget * MAX_CHARS_PER_TOKEN

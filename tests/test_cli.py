@@ -97,6 +97,6 @@ def test_index_command_reports_summary(tmp_path, capsys):
     assert main(["index", str(docs), "--index", str(tmp_path / "idx"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "1 documents from 1 of 3 files; skipped 1 binary, 1 empty" in out
-    assert "wrote gen-1: 1 added, 0 updated, 0 removed, 0 unchanged documents; 1 chunks, 1 embedded" in out
+    assert "wrote gen-1: 1 added, 0 updated, 0 removed, 0 unchanged, 0 kept documents; 1 chunks, 1 embedded" in out
     assert main(["index", str(tmp_path / "missing"), "--index", str(tmp_path / "idx2"), "--no-progress"]) == 2
     assert "missing" in capsys.readouterr().err

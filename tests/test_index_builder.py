@@ -33,6 +33,11 @@ def _vectors_by_doc(index):
     return {index.store.get(r).doc_id: np.array(index.vectors[r]) for r in range(len(index))}
 
 
+def _entries(root):
+    """The index folder's entries besides the embedding checkpoint (embeddings.sqlite)."""
+    return sorted(p.name for p in root.iterdir() if p.name != "embeddings.sqlite")
+
+
 def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embedder):
     root = tmp_path / "index"
     report = _builder(root, embedder).build([corpus])
@@ -47,7 +52,7 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
     assert manifest["counts"]["chunks"] == 3 and manifest["versions"]["faiss-cpu"]
     again = _builder(root, embedder).build([corpus])
     assert not again.written and again.chunks_embedded == 0 and again.docs_unchanged == 3
-    assert again.generation == "gen-1" and sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1"]
+    assert again.generation == "gen-1" and _entries(root) == [".lock", "CURRENT", "gen-1"]
     with HybridIndex.open(root) as index:
         assert index.manifest["corpus_fingerprint"] == manifest["corpus_fingerprint"]
         assert len(index) == 3 and index.vectors.shape == (3, 384)
@@ -62,7 +67,7 @@ def test_changed_added_deleted_only_touch_those_docs(tmp_path, corpus, embedder)
     (corpus / "alpha.md").write_text("# Alpha\n\nAlpha now rotates keys weekly.", encoding="utf-8")
     (corpus / "beta.md").unlink()
     (corpus / "delta.md").write_text("# Delta\n\nDelta is the search cluster.", encoding="utf-8")
-    report = _builder(root, embedder).build([corpus], sync=True)  # without sync, beta.md would stay
+    report = _builder(root, embedder).build([corpus])
     assert (report.docs_added, report.docs_updated, report.docs_removed, report.docs_unchanged) == (1, 1, 1, 1)
     assert report.chunks_embedded == 2 and report.chunks_total == 3 and report.generation == "gen-2"
     assert (root / "gen-1").exists()  # the replaced generation is kept for readers still opening it
@@ -92,8 +97,7 @@ def test_failure_mid_build_keeps_the_old_index(tmp_path, corpus, embedder, monke
     monkeypatch.setattr(ib, "find_sparse_rows", boom)
     with pytest.raises(KeyboardInterrupt):
         _builder(root, embedder).build([corpus])
-    # the embedding done before the failure is kept for the next build (tools/index/checkpoint.py)
-    assert sorted(p.name for p in root.iterdir()) == [".embed-checkpoint", ".lock", "CURRENT", "gen-1"]
+    assert _entries(root) == [".lock", "CURRENT", "gen-1"]
     with HybridIndex.open(root) as index:
         assert index.path.name == "gen-1" and "Gamma is the billing job" in index.store.texts()[2]
 
@@ -110,7 +114,7 @@ def test_crash_before_current_switch_keeps_old_then_recovers(tmp_path, corpus, e
         assert index.path.name == "gen-1"
     report = _builder(root, embedder).build([corpus])
     assert report.generation == "gen-3" and report.chunks_embedded == 1
-    assert sorted(p.name for p in root.iterdir()) == [".lock", "CURRENT", "gen-1", "gen-3"]  # orphan gen-2 gone
+    assert _entries(root) == [".lock", "CURRENT", "gen-1", "gen-3"]  # orphan gen-2 gone
 
 
 def test_model_mismatch_refused_and_settings_change_rebuilds(tmp_path, corpus, embedder):

@@ -37,7 +37,7 @@ def test_concurrent_api_builds_all_succeed_and_leave_a_good_index(tmp_path, embe
     def build(i: int) -> None:
         try:
             reports.append(IndexBuilder(root, embedder=embedder, progress=False)
-                           .build([corpus(tmp_path / f"v{i}" / "c", i)]))  # same folder name: same ids, new text
+                           .build([corpus(tmp_path / f"c{i}", i)], sync=True))
         except BaseException as exc:  # noqa: BLE001 - the test counts every failure
             errors.append(exc)
 
@@ -75,7 +75,7 @@ def test_second_writer_waits_or_is_refused_with_a_clear_error(tmp_path, embedder
 
 def test_reader_reopening_during_builds_never_fails(tmp_path, embedder):
     root = tmp_path / "idx"
-    IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / "v0" / "c", 0)])
+    IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / "c0", 0)])
     done = threading.Event()
     failures: list[str] = []
     opens = 0
@@ -94,7 +94,7 @@ def test_reader_reopening_during_builds_never_fails(tmp_path, embedder):
     reader.start()
     try:
         for i in range(1, 7):
-            IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / f"v{i}" / "c", i)])
+            IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / f"c{i}", i)], sync=True)
     finally:
         done.set()
         reader.join(timeout=60)
@@ -104,7 +104,7 @@ def test_reader_reopening_during_builds_never_fails(tmp_path, embedder):
 def test_two_cli_builds_at_once_both_succeed(tmp_path):
     root = tmp_path / "idx"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    procs = [subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus(tmp_path / f"v{i}" / "c", i)),
+    procs = [subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus(tmp_path / f"c{i}", i)), "--sync",
                                "--index", str(root), "--no-progress"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

@@ -22,6 +22,7 @@ SAMPLES = {
     "judge_answer": {"question": "q?", "gold_answers": ["a", "b"], "answer": "a"},
     "reask": {"error": "value: field required", "schema": '{"type": "object"}'},
     "json_schema_note": {"schema": '{"type": "object"}'},
+    "rewrite": {"turns": [{"role": "user", "text": "How do I rotate a key?"}], "question": "and the old one?"},
 }
 
 

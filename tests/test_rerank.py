@@ -40,7 +40,7 @@ def test_real_flashrank_download_failure_falls_back_without_touching_root_loggin
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    reranker = Reranker(cache_dir=tmp_path / "fr")
+    reranker = Reranker(cache_dir=tmp_path / "fr", allow_download=True)
     result = reranker.run("api key", hits())  # no network here: flashrank's download fails
     assert result.method is RerankMethod.EMBEDDING and "unavailable" in result.note
     assert root.handlers == handlers and root.level == level
@@ -85,3 +85,16 @@ def test_flashrank_path_scores_with_the_ranker(tmp_path, monkeypatch):
     reranker.run("dogs", hits())
     assert len(FakeRanker.made) == 1  # the model is loaded once
     assert reranker.run("q", []).hits == []
+
+
+def test_no_download_unless_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    import flashrank
+
+    def no_network(*a, **k):
+        raise AssertionError("Ranker() was called: a download would have been attempted")
+
+    monkeypatch.setattr(flashrank, "Ranker", no_network)
+    result = Reranker(cache_dir=tmp_path / "fr").run("api key", hits())
+    assert result.method is RerankMethod.EMBEDDING
+    assert "no download attempted" in result.note and "rerank_download" in result.note

@@ -1,141 +1,152 @@
-"""Indexing any source: ids relative to the indexed folder, additive builds, explicit removal, globs."""
+"""Any source: include/exclude and default excludes, stable ids, additive indexing, --sync, remove, search."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.builder import IndexBuilder, indexed_text
+from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.ingest.loaders import load_documents
-from ragsieve.tools.ingest.path_filter import PathFilter, matches_any
+from ragsieve.tools.ingest.selection import Selection
 
 
-def _write(root, files):
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
-def _ids(root):
-    with HybridIndex.open(root) as index:
-        return sorted(index.store.documents())
+def sphinx_site(root: Path) -> Path:
+    write(root / "html" / "index.html", "<html><body><div role='main'><h1 id='top'>Docs</h1><p>Welcome to the "
+                                         "documentation of the frobnicator.</p></div></body></html>")
+    write(root / "html" / "_sources" / "index.rst.txt", "Docs\n====\nWelcome")
+    write(root / "html" / "genindex-A.html", "<html><body><h1>Index A</h1><p>frobnicate</p></body></html>")
+    write(root / "html" / "_static" / "doctools.js", "function f(){return 1}")
+    write(root / "html" / "searchindex.js", "Search.setIndex({})")
+    write(root / "html" / "app.min.js", "var a=1")
+    write(root / "package-lock.json", "{}")
+    write(root / "html" / "vendor" / "lib.py", "def v(): pass\n")
+    return root
 
 
-def test_additive_index_sync_and_remove(tmp_path, embedder):
-    _write(tmp_path / "docs", {"a.md": "# A\n\nAlpha rotates keys.", "b.md": "# B\n\nBeta backs up.",
-                               "old/c.md": "# C\n\nGamma bills."})
-    _write(tmp_path / "notes", {"n.txt": "Notes about the pager rota."})
-    index = tmp_path / "index"
-    IndexBuilder(index, embedder=embedder, progress=False).build([tmp_path / "docs"])
-    report = IndexBuilder(index, embedder=embedder, progress=False).build([tmp_path / "notes"])
-    assert (report.docs_added, report.docs_removed, report.docs_unchanged, report.chunks_embedded) == (1, 0, 3, 1)
-    assert _ids(index) == ["docs/a.md", "docs/b.md", "docs/old/c.md", "notes/n.txt"]
-    (tmp_path / "docs" / "b.md").unlink()
-    kept = IndexBuilder(index, embedder=embedder, progress=False).build([tmp_path / "docs"])
-    assert not kept.written and "docs/b.md" in _ids(index)  # a vanished file leaves only with --sync
-    synced = IndexBuilder(index, embedder=embedder, progress=False).build([tmp_path / "docs"], sync=True)
-    assert (synced.docs_removed, synced.chunks_embedded) == (1, 0)
-    assert _ids(index) == ["docs/a.md", "docs/old/c.md", "notes/n.txt"]
-    removed = IndexBuilder(index, embedder=embedder, progress=False).build([], remove=["docs/old/"])
-    assert removed.docs_removed == 1 and _ids(index) == ["docs/a.md", "notes/n.txt"]
-    with pytest.raises(UsageError, match="nothing in index"):
-        IndexBuilder(index, embedder=embedder, progress=False).build([], remove=["nope/"])
-    with pytest.raises(UsageError, match="empty"):
-        IndexBuilder(index, embedder=embedder, progress=False).build([], remove=["*"])
+def test_default_excludes_name_what_was_skipped(tmp_path):
+    root = sphinx_site(tmp_path / "site")
+    result = load_documents([root / "html"], selection=Selection())
+    assert [d.doc_id for d in result.documents] == ["html/index.html"]
+    reasons = {Path(p).name: r for p, r in result.stats.skipped}
+    assert "build output" in reasons["_sources"] and "minified" in reasons["app.min.js"]
+    assert "vendored" in reasons["vendor"]
+    assert result.stats.skipped_excluded == 6  # _sources, _static, genindex, searchindex, min.js, vendor
+    off = load_documents([root / "html"], selection=Selection(default_excludes=False))
+    assert len(off.documents) > 3
+
+
+def test_include_and_exclude_globs(tmp_path):
+    root = sphinx_site(tmp_path / "site")
+    only = load_documents([root / "html"], selection=Selection(include=["genindex*.html"]))
+    assert [d.doc_id for d in only.documents] == ["html/genindex-A.html"]  # an include beats a default
+    none = load_documents([root / "html"], selection=Selection(exclude=["*.html"]))
+    assert none.documents == []
 
 
 def test_ids_do_not_depend_on_the_working_directory(tmp_path, embedder, monkeypatch):
-    _write(tmp_path / "repo", {"src/m.py": "def f():\n    return 1\n", "README.md": "# R\n\nread me"})
-    index = tmp_path / "index"
+    docs = write(tmp_path / "proj" / "docs" / "a.md", "# A\n\nAlpha rotates keys.\n").parent
+    write(docs / "b.md", "# B\n\nBeta bills.\n")
     monkeypatch.chdir(tmp_path)
-    IndexBuilder(index, embedder=embedder, progress=False).build(["repo"])
-    monkeypatch.chdir(tmp_path / "repo" / "src")
-    again = IndexBuilder(index, embedder=embedder, progress=False).build([os.path.join("..", "..", "repo")])
-    assert not again.written and again.docs_unchanged == 2 and again.chunks_embedded == 0
-    assert _ids(index) == ["repo/README.md", "repo/src/m.py"]
+    IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False).build([Path("proj/docs")])
+    monkeypatch.chdir(tmp_path / "proj")
+    report = IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False).build([Path("docs")])
+    assert (report.written, report.docs_unchanged, report.chunks_embedded) == (False, 2, 0)
+    monkeypatch.chdir("/")
+    report = IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False).build([tmp_path / "proj" / "docs"])
+    assert report.docs_unchanged == 2 and report.chunks_embedded == 0
 
 
-def test_default_excludes_include_exclude_and_summary(tmp_path):
-    _write(tmp_path / "html", {
-        "index.html": "<html><body><p>Home</p></body></html>",
-        "genindex-A.html": "<p>index</p>", "_sources/index.rst.txt": "Home", "_static/doctools.js": "var a=1;",
-        "searchindex.js": "Search.setIndex({})", "lib/app.min.js": "var b=2;", "lib/app.js": "var c = 3;",
-        "package-lock.json": "{}", "guide/intro.html": "<p>Intro</p>",
-    })
-    result = load_documents([tmp_path / "html"], path_filter=PathFilter())
-    assert sorted(d.doc_id for d in result.documents) == ["html/guide/intro.html", "html/index.html", "html/lib/app.js"]
-    reasons = dict(result.stats.skipped)
-    assert any("excluded by default '_sources/'" in r for r in reasons.values())
-    assert result.stats.skipped_excluded == 6
-    assert "excluded by default 'genindex*.html' (Sphinx general index)" in result.stats.summary()
-    custom = load_documents([tmp_path / "html"], path_filter=PathFilter(include=["*.html", "*.min.js"],
-                                                                        exclude=["guide/"]))
-    assert sorted(d.doc_id for d in custom.documents) == ["html/genindex-A.html", "html/index.html",
-                                                          "html/lib/app.min.js"]
-    everything = load_documents([tmp_path / "html"], path_filter=PathFilter(use_defaults=False))
-    assert len(everything.documents) == 8  # .json is not a supported type
-    with pytest.raises(UsageError, match="invalid glob"):
-        PathFilter(exclude=["!keep.md"])
+def test_adding_paths_adds_removal_is_explicit(tmp_path, embedder):
+    a = write(tmp_path / "src" / "a" / "one.md", "# One\n\nThe first document.\n").parent
+    b = write(tmp_path / "src" / "b" / "two.md", "# Two\n\nThe second document.\n").parent
+    build = IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False)
+    build.build([a])
+    report = build.build([b])  # adds; a's document stays
+    assert (report.docs_added, report.docs_removed, report.docs_kept, report.chunks_embedded) == (1, 0, 1, 1)
+    (a / "one.md").unlink()
+    write(a / "three.md", "# Three\n\nA third document.\n")
+    report = build.build([a])  # in a path indexed now, a deleted file is removed; b's stays
+    assert (report.docs_added, report.docs_removed, report.docs_kept) == (1, 1, 1)
+    report = build.build([b], sync=True)  # --sync: exactly these paths
+    assert (report.docs_removed, report.docs_kept) == (1, 0)
+    with HybridIndex.open(tmp_path / "idx") as index:
+        assert sorted(index.store.documents()) == ["b/two.md"]
+    build.build([a])
+    report = build.remove(["a"])
+    assert report.docs_removed == 1 and report.chunks_embedded == 0
+    with pytest.raises(UsageError, match="no indexed document matches"):
+        build.remove(["nothing/here"])
+    with pytest.raises(UsageError, match="every document"):
+        build.remove(["b"])
 
 
-def test_matches_any():
-    assert matches_any("docs/a.md", ["docs/"]) and matches_any("docs/a.md", ["docs/a.md"])
-    assert matches_any("docs/x/a.md", ["*.md"]) and not matches_any("docs2/a.md", ["docs/"])
-    assert not matches_any("docs", ["docs/"])
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
-class _DyingEmbedder:
-    """The real embedder that dies (like a killed process) after `lives` calls, counting texts embedded."""
+def test_cli_index_summary_search_and_remove(tmp_path):
+    root = sphinx_site(tmp_path / "site")
+    filler = " ".join(f"Background sentence number {i} about the history of frobnication." for i in range(40))
+    write(root / "html" / "howto.html", "<html><body><div role='navigation'>Previous topic | Next topic</div>"
+                                         "<div class='body' role='main'>"
+                                         f"<h1 id='howto'>How to frobnicate</h1><p>{filler}</p><section id='steps'>"
+                                         "<h2>Steps<a class='headerlink' href='#steps'>\u00b6</a></h2>"
+                                         "<p>Turn the frobnicator dial to eleven.</p>"
+                                         f"<p>{filler.replace('Background', 'Safety')}</p></section></div>"
+                                         "<div class='footer'>Copyright 2026. Show Source</div></body></html>")
+    out = cli("index", str(root / "html"), "--index", str(tmp_path / "idx"), "--base-url", "https://docs.example/")
+    assert out.returncode == 0, out.stderr
+    assert "excluded: " in out.stdout and "default: build output" in out.stdout
+    out = cli("search", "frobnicator dial", "--index", str(tmp_path / "idx"), "--top-k", "2", "--json")
+    hits = json.loads(out.stdout)["hits"]
+    assert hits[0]["label"] == "https://docs.example/howto.html#steps"
+    assert "\n## Steps\n" in hits[0]["text"] and "\u00b6" not in hits[0]["text"]  # headings kept as markdown
+    assert all("Show Source" not in h["text"] and "Previous topic" not in h["text"] for h in hits)
+    out = cli("search", "frobnicator", "--index", str(tmp_path / "idx"), "--top-k", "1")
+    assert out.returncode == 0 and out.stdout.startswith("  1. https://docs.example/")
+    out = cli("remove", "html/howto.html", "--index", str(tmp_path / "idx"))
+    assert out.returncode == 0 and "1 removed" in out.stdout
+    out = cli("search", "x", "--index", str(tmp_path / "nope"))
+    assert out.returncode == 2 and "no index" in out.stderr.lower()
 
-    def __init__(self, inner, lives: int) -> None:
-        self.inner, self.lives, self.embedded = inner, lives, 0
-        self.name, self.dimension = inner.name, inner.dimension
 
-    def embed(self, texts):
-        if self.lives == 0:
-            raise KeyboardInterrupt
-        self.lives -= 1
-        self.embedded += len(texts)
-        return self.inner.embed(texts)
+def test_a_killed_first_build_resumes_its_embeddings(tmp_path, embedder, monkeypatch):
+    docs = tmp_path / "docs"
+    for i in range(12):
+        write(docs / f"d{i:02d}.md", f"# Doc {i}\n\nDocument number {i} talks about topic {i * 7}.\n")
+    calls: list[int] = []
+    real = embedder.embed
 
+    def dying(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the build is killed after its first batch
+        return real(texts)
 
-def test_killed_first_build_resumes_embedding_from_the_checkpoint(tmp_path, embedder):
-    _write(tmp_path / "docs", {f"d{i}.md": f"# Doc {i}\n\nDocument number {i} talks about topic {i * 7}."
-                               for i in range(10)})
-    index = tmp_path / "index"
-    dying = _DyingEmbedder(embedder, lives=1)
+    monkeypatch.setattr(embedder, "embed", dying)
+    progress: list[tuple[str, int, int]] = []
+    builder = IndexBuilder(tmp_path / "idx", embedder=embedder, batch_size=1, progress=lambda *a: progress.append(a))
     with pytest.raises(KeyboardInterrupt):
-        IndexBuilder(index, embedder=dying, progress=False, batch_size=1).build([tmp_path / "docs"])
-    assert dying.embedded == 4 and len(list((index / ".embed-checkpoint").glob("part-*.npz"))) == 1
-    resumed = _DyingEmbedder(embedder, lives=-1)
-    seen = []
-    report = IndexBuilder(index, embedder=resumed, batch_size=1,
-                          progress=lambda stage, done, total: seen.append((stage, done, total))).build(
-        [tmp_path / "docs"])
-    assert report.written and report.chunks_total == 10 and resumed.embedded == 6
-    assert ("embedding", 4, 10) in seen and ("embedding", 10, 10) in seen and ("loading", -1, 10) in seen
-    assert not (index / ".embed-checkpoint").exists()
-    with HybridIndex.open(index) as built:  # resumed vectors are the vectors of their own rows
-        fresh = embedder.embed([indexed_text(built.store.get(r)) for r in range(10)])
-        assert np.allclose(np.asarray(built.vectors), fresh, atol=1e-5)
-
-
-def test_line_progress_prints_rate_and_eta():
-    import io
-
-    from ragsieve.agent.cli.progress import LineProgress, eta_line
-
-    clock = iter([0.0, 0.0, 5.0, 10.0, 20.0, 21.0])
-    out = io.StringIO()
-    progress = LineProgress(every_s=10, stream=out, clock=lambda: next(clock))
-    for done in (0, 50, 100, 200):
-        progress("embedding", done, 400)
-    progress("embedding", -1, 400)
-    lines = out.getvalue().splitlines()
-    assert lines == ["embedding 0/400 (0.0%)", "embedding 200/400 (50.0%) 20.0/s, ETA 0m10s",
-                     "embedding 200/400 (50.0%) 10.0/s, ETA 0m20s done"]  # 50 and 100 fell inside 10 s
-    assert eta_line("loading", 0, 0, 1.0) == "loading 0/0"
+        builder.build([docs])
+    assert progress[:2] == [("embedding", 0, 12), ("embedding", 4, 12)]  # one batch of 4 done and reported  # 4 chunks (one batch) done and reported
+    monkeypatch.setattr(embedder, "embed", real)
+    calls.clear()
+    embedded: list[int] = []
+    monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(len(texts)) or real(texts))
+    report = builder.build([docs])
+    assert report.written and sum(embedded) == 8 and builder.resumed_embeddings == 4  # only the rest
+    with HybridIndex.open(tmp_path / "idx") as index:
+        assert len(index) == 12

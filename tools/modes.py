@@ -21,13 +21,6 @@ class FaissKind(str, Enum):
     HNSW = "hnsw"
 
 
-class CodeChunking(str, Enum):
-    """How source code is cut: on syntax (cAST over tree-sitter, line chunks without a grammar) or lines."""
-
-    SYNTAX = "syntax"
-    LINES = "lines"
-
-
 def parse_enum(enum_cls: type[Enum], value: "str | Enum", what: str) -> Enum:
     """Parse a mode string into its Enum, or fail listing the valid values."""
     if isinstance(value, enum_cls):

@@ -18,8 +18,9 @@ class Document(BaseModel):
     kind: str = "text"  # text | markdown | html | code | beir
     content_hash: str = ""
     line_start: int | None = 1
-    # heading lines of extracted web text: (char offset, anchor or "", heading); chunks cite source#anchor
-    sections: list[tuple[int, str, str]] = Field(default_factory=list)
+    # where a page, cell or section starts: (char offset in `text`, label), sorted; a chunk is cited with the
+    # label in force at its first character (`#anchor` of a web page, `p. 3` of a PDF, `cell 4` of a notebook)
+    locators: list[tuple[int, str]] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):
@@ -33,28 +34,11 @@ class Chunk(BaseModel):
     kind: str = "text"
     line_start: int | None = None
     line_end: int | None = None
+    symbol: str = ""  # code: the definitions around or in the chunk (`Session.request`), else ""
 
     @property
     def chunk_id(self) -> str:
         return f"{self.doc_id}#{self.chunk_index}"
-
-    @property
-    def symbol(self) -> str | None:
-        """The enclosing symbols of a code chunk (`Class.method`), kept in its title as `file (Class.method)`."""
-        if self.kind != "code" or not self.title.endswith(")") or " (" not in self.title:
-            return None
-        return self.title[self.title.rindex(" (") + 2:-1] or None
-
-    def label(self) -> str:
-        """The citation: `path:start-end (Class.method)`, `page.html#anchor` or the source."""
-        return citation_label(self.source, self.line_start, self.line_end, self.symbol)
-
-
-def citation_label(source: str, line_start: int | None, line_end: int | None, symbol: str | None) -> str:
-    where = source
-    if line_start is not None:
-        where += f":{line_start}" + (f"-{line_end}" if line_end and line_end != line_start else "")
-    return f"{where} ({symbol})" if symbol else where
 
 
 class Hit(BaseModel):

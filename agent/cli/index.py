@@ -1,4 +1,4 @@
-"""`ragsieve index`: index files, folders, BEIR corpora and websites (a start URL or a sitemap)."""
+"""`ragsieve index`: index files, folders and BEIR corpora."""
 from __future__ import annotations
 
 import argparse
@@ -8,118 +8,121 @@ from ragsieve.agent.cli.common import add_common, for_terminal, load_config, ran
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("index", help="index files, folders, BEIR corpus.jsonl[.gz] or a website URL")
-    p.add_argument("paths", nargs="+", help="files, folders, or an http(s) start page / sitemap.xml")
+    p = subparsers.add_parser("index", help="index files, folders and BEIR corpus.jsonl[.gz]")
+    p.add_argument("paths", nargs="+", help="files, folders, or website URLs (a start page or a sitemap.xml)")
     add_common(p)
     p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
     p.add_argument("--embedding-model", help="sentence-transformers model name or path")
     p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
-    p.add_argument("--code-chunking", choices=["syntax", "lines"],
-                   help="cut source code on syntax (tree-sitter, default) or on lines")
-    p.add_argument("--no-symbol-headers", action="store_true",
-                   help="do not title code chunks with their enclosing symbols")
-    p.add_argument("--include", action="append", metavar="GLOB",
-                   help="index only files matching this glob (relative to each folder; repeatable)")
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="skip files or folders matching this glob")
-    p.add_argument("--no-default-excludes", action="store_true",
-                   help="also index build output, minified, vendored, generated and lock files")
-    p.add_argument("--base-url", metavar="URL",
-                   help="local HTML folder: cite pages as URL + path + #anchor (a saved copy of a site)")
-    p.add_argument("--max-pages", type=int, default=200, help="website: fetch at most this many pages (default 200)")
-    p.add_argument("--same-domain", action="store_true",
-                   help="website: follow links anywhere on the start page's host (default: below its folder)")
-    p.add_argument("--rate", default="2/s", metavar="N/s",
-                   help="website: at most N requests per second (default 2/s; robots.txt Crawl-delay may slow it)")
-    p.add_argument("--sync", action="store_true",
-                   help="also remove indexed documents under these paths that no longer exist")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
-    p.add_argument("--no-progress", action="store_true", help="no progress output")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="index only files matching this gitignore-style glob (repeat); overrides default excludes")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeat)")
+    p.add_argument("--no-default-excludes", action="store_true",
+                   help="also index build output, minified/generated files, lock files and vendored folders")
+    p.add_argument("--sync", action="store_true",
+                   help="make the index exactly these paths: documents indexed before from other paths are removed")
+    p.add_argument("--base-url", metavar="URL",
+                   help="a saved website: cite pages as URL + their path below the folder given (+ #anchor)")
+    p.add_argument("--max-pages", type=int, default=200, help="website: pages to crawl at most (default 200)")
+    p.add_argument("--same-domain", action="store_true",
+                   help="website: crawl the whole host, not only the start URL's folder")
+    p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
+    p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
     p.set_defaults(func=run)
     return p
 
 
-def make_builder(args: argparse.Namespace, config, progress: bool):
+def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.agent.cli.progress import make_progress
-    from ragsieve.tools.ingest.path_filter import PathFilter
+    from ragsieve.tools.ingest.selection import Selection
 
-    ic = range_checked(config.index, chunk_tokens=getattr(args, "chunk_tokens", None),
-                       lock_wait_s=getattr(args, "lock_wait", None),
-                       code_chunking=getattr(args, "code_chunking", None))
-    path_filter = PathFilter(include=ic.include + (getattr(args, "include", None) or []),
-                             exclude=ic.exclude + (getattr(args, "exclude", None) or []),
-                             use_defaults=ic.default_excludes and not getattr(args, "no_default_excludes", False))
-    return IndexBuilder(
+    config = load_config(args)
+    ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
+    builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
         chunk_tokens=ic.chunk_tokens,
-        embedding_model=getattr(args, "embedding_model", None) or ic.embedding_model,
-        faiss_index=getattr(args, "faiss", None) or ic.faiss_index,
-        bm25_engine=getattr(args, "bm25", None) or ic.bm25_engine,
+        embedding_model=args.embedding_model or ic.embedding_model,
+        faiss_index=args.faiss or ic.faiss_index,
+        bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
-        code_chunking=ic.code_chunking,
-        symbol_headers=ic.symbol_headers and not getattr(args, "no_symbol_headers", False),
-        path_filter=path_filter,
-        progress=make_progress(progress),
-        base_url=getattr(args, "base_url", None),
+        progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
+        syntax_chunks=not args.no_syntax,
     )
+    selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
+    if args.base_url and not args.base_url.startswith(("http://", "https://")):
+        from ragsieve.agent.errors import UsageError
 
-
-def print_report(report) -> None:
+        raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
+    if any(p.startswith(("http://", "https://")) for p in args.paths):
+        crawl["progress"] = crawl_progress()
+    report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync, selection=selection,
+                           base_url=args.base_url, crawl=crawl)
+    for crawled in getattr(builder, "crawl_reports", []):
+        print(for_terminal(crawled.summary()))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
+    excluded = report.excluded
+    if excluded:
+        shown = "; ".join(f"{n} {why}" for why, n in excluded.items())
+        print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
+    return 0
 
 
 def parse_rate(text: str) -> float:
-    """'2/s', '2' or '0.5/s' -> requests per second."""
+    """`2/s`, `30/m` or `2` -> requests per second."""
     from ragsieve.agent.errors import UsageError
 
-    value = str(text).strip().lower().removesuffix("/s")
+    value, _, unit = text.strip().partition("/")
     try:
-        rate = float(value)
+        number = float(value)
     except ValueError:
-        rate = 0.0
-    if not rate > 0:
-        raise UsageError(f"invalid --rate {text!r}: give requests per second such as 2/s or 0.5/s")
-    return rate
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m") from None
+    per = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}.get(unit.strip())
+    if per is None or number <= 0:
+        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m")
+    return number / per
 
 
-def run(args: argparse.Namespace) -> int:
-    from ragsieve.agent.cli.progress import make_progress
-    from ragsieve.agent.errors import UsageError
-    from ragsieve.tools.ingest.urls import is_url
+def crawl_progress(every_s: float = 5.0):
+    """A crawl's progress on stderr: a line per page on a terminal, else a line every `every_s` seconds."""
+    import time
 
-    config = load_config(args)
-    progress = False if args.no_progress else ("bar" if sys.stderr.isatty() else "lines")
-    builder = make_builder(args, config, progress)
-    repos = [p for p in args.paths if p.endswith(".git") or p.startswith(("git@", "ssh://"))]
-    if repos:
-        raise UsageError(f"{repos[0]} looks like a git repository: clone it first (git clone {repos[0]}) and index "
-                         "the local folder; ragsieve reads no remote repositories")
-    urls = [p for p in args.paths if is_url(p)]
-    files = [p for p in args.paths if not is_url(p)]
-    if urls and (args.sync or args.rebuild or args.base_url):
-        raise UsageError("--sync, --rebuild and --base-url apply to files and folders; a re-crawl already removes "
-                         "pages that disappeared")
-    if files:
-        print_report(builder.build(files, rebuild=args.rebuild, sync=args.sync))
-    for url in urls:
-        from ragsieve.tools.ingest.web import crawl_and_index
+    last = [0.0]
+    tty = sys.stderr.isatty()
 
-        callback = make_progress(progress)
-        result, report = crawl_and_index(builder, url, max_pages=args.max_pages, same_domain=args.same_domain,
-                                         rate=parse_rate(args.rate),
-                                         progress=callback if callable(callback) else None)
-        print(for_terminal(result.summary()))
-        for skipped, reason in result.skipped[:20]:
-            print(for_terminal(f"  skipped {skipped}: {reason}"))
-        if len(result.skipped) > 20:
-            print(f"  ... and {len(result.skipped) - 20} more skipped")
-        print(report.summary() if report is not None else "index unchanged")
-    return 0
+    def report(done: int, known: int, url: str) -> None:
+        now = time.monotonic()
+        if tty or now - last[0] >= every_s:
+            last[0] = now
+            print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
+    return report
+
+
+def log_progress(every_s: float = 10.0):
+    """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
+    import time
+
+    state = {"start": None, "last": 0.0}
+
+    def report(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if state["start"] is None:
+            state["start"] = now
+        if done < total and now - state["last"] < every_s:
+            return
+        state["last"] = now
+        elapsed = max(now - state["start"], 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("inf")
+        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta:.0f}s", file=sys.stderr, flush=True)
+    return report

@@ -1,4 +1,4 @@
-"""`ragsieve` command line: index, remove, search, ask, plans, serve, calibrate, eval (one module per command)."""
+"""`ragsieve` command line: index, ask, plans, serve, calibrate, eval (one module per command)."""
 from __future__ import annotations
 
 import argparse

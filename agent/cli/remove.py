@@ -1,4 +1,4 @@
-"""`ragsieve remove`: remove documents from an index by id, folder prefix or glob (the rest is kept)."""
+"""`ragsieve remove`: take documents out of an index explicitly (adding paths never removes)."""
 from __future__ import annotations
 
 import argparse
@@ -7,20 +7,23 @@ from ragsieve.agent.cli.common import add_common, load_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("remove", help="remove documents by id, folder prefix (docs/old/) or glob")
-    p.add_argument("selectors", nargs="+", metavar="ID_PREFIX_OR_GLOB")
+    p = subparsers.add_parser("remove", help="remove documents (by id or folder prefix) from an index")
+    p.add_argument("ids", nargs="+", metavar="ID_OR_PREFIX",
+                   help="a document id as cited (examples/docs/api-keys.md) or a folder prefix (examples/docs)")
     add_common(p)
-    p.add_argument("--lock-wait", type=float, metavar="SECONDS", help="wait this long for another build")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsieve.agent.cli.index import make_builder, print_report
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.store import ChunkStore  # noqa: F401  (the builder reads the store)
 
-    with HybridIndex.open(args.index):  # a clear error for a missing index, before any work
-        pass
-    builder = make_builder(args, load_config(args), progress=False)
-    print_report(builder.build([], remove=args.selectors))
+    config = load_config(args)
+    ic = config.index
+    builder = IndexBuilder(args.index, lock_wait_s=ic.lock_wait_s, chunk_tokens=ic.chunk_tokens,
+                           embedding_model=ic.embedding_model, faiss_index=ic.faiss_index,
+                           bm25_engine=ic.bm25_engine, sparse_percentile=ic.sparse_percentile, progress=False)
+    report = builder.remove(args.ids)
+    print(report.summary())
     return 0

@@ -1,4 +1,4 @@
-"""`ragsieve search`: retrieval only (no model started): ranked hits with citation, scores and a snippet."""
+"""`ragsieve search`: retrieval only (no model started): ranked hits with citation labels and snippets."""
 from __future__ import annotations
 
 import argparse
@@ -6,40 +6,53 @@ import json
 
 from ragsieve.agent.cli.common import add_common, for_terminal, load_config
 
+SNIPPET_CHARS = 240
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("search", help="ranked passages for a query, no LLM (\"where is X?\")")
+    p = subparsers.add_parser("search", help="hybrid search without a model: ranked chunks with citations")
     p.add_argument("query")
     add_common(p)
-    p.add_argument("--top-k", type=int, default=10, help="number of hits (default 10)")
-    p.add_argument("--snippet-chars", type=int, default=240, help="snippet length in characters (default 240)")
-    p.add_argument("--json", action="store_true", help="print the hits as JSON")
+    p.add_argument("--top-k", type=int, default=10, help="hits to show (1..100)")
+    p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
     p.set_defaults(func=run)
     return p
 
 
-def snippet(text: str, chars: int) -> str:
+def label(chunk) -> str:
+    where = chunk.source
+    if chunk.line_start is not None:
+        where += f":{chunk.line_start}" + (f"-{chunk.line_end}" if chunk.line_end and chunk.line_end != chunk.line_start
+                                           else "")
+    if chunk.symbol.startswith("#"):
+        return f"{chunk.source}{chunk.symbol}"
+    return f"{where} ({chunk.symbol})" if chunk.symbol else where
+
+
+def snippet(text: str) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= chars else flat[:chars].rsplit(" ", 1)[0] + " ..."
+    return flat if len(flat) <= SNIPPET_CHARS else flat[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " ..."
 
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
 
-    if args.top_k < 1 or args.snippet_chars < 1:
-        raise UsageError(f"--top-k and --snippet-chars must be >= 1, got {args.top_k} and {args.snippet_chars}")
-    with Orchestrator.open(args.index, load_config(args)) as orch:
+    if not 1 <= args.top_k <= 100:
+        raise UsageError(f"--top-k must be in 1..100, got {args.top_k}")
+    config = load_config(args)
+    with Orchestrator.open(args.index, config) as orch:  # the LLM is opened lazily: never here
         hits = orch.retrieve(args.query, top_k=args.top_k)
-    rows = [{"rank": h.rank, "citation": h.chunk.label(), "chunk_id": h.chunk_id, "score": round(h.score, 6),
-             "bm25_score": h.bm25_score, "dense_score": h.dense_score, "title": h.chunk.title,
-             "snippet": snippet(h.chunk.text, args.snippet_chars)} for h in hits]
     if args.json:
-        print(json.dumps({"query": args.query, "hits": rows}, ensure_ascii=False))
+        print(json.dumps({"query": args.query, "hits": [
+            {"rank": h.rank, "label": label(h.chunk), "chunk_id": h.chunk_id, "score": round(h.score, 6),
+             "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank, "source": h.chunk.source,
+             "line_start": h.chunk.line_start, "line_end": h.chunk.line_end, "symbol": h.chunk.symbol,
+             "text": h.chunk.text} for h in hits]}, ensure_ascii=False, indent=2))
         return 0
-    if not rows:
+    for h in hits:
+        print(for_terminal(f"{h.rank:>3}. {label(h.chunk)}  score {h.score:.3f}"))
+        print(for_terminal(f"     {snippet(h.chunk.text)}"))
+    if not hits:
         print("no hits")
-    for row in rows:
-        print(for_terminal(f"{row['rank']:>3}. {row['citation']}  score {row['score']:.4f}"))
-        print(for_terminal(f"     {row['snippet']}"))
     return 0

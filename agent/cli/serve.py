@@ -1,32 +1,85 @@
-"""`ragsieve serve`: answer questions over HTTP."""
+"""`ragsieve serve`: an OpenAI-compatible chat API (and ragsieve's own routes) over one or more indexes."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
-from ragsieve.agent.cli.common import add_common, add_llm_options, load_config
+from ragsieve.agent.cli.common import add_llm_options, load_config
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("serve", help="serve POST /ask over HTTP for a chatbot backend")
-    add_common(p)
+    p = subparsers.add_parser(
+        "serve", help="serve the OpenAI chat API (/v1/chat/completions, /v1/models) and /v1/ask over HTTP",
+        description="Each --index NAME=DIR becomes the model ids NAME and NAME:PLAN for chat front ends.")
+    p.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
+                   help="an index to serve (repeat for several); a bare DIR is named after its folder")
+    p.add_argument("--config", metavar="FILE", help="TOML config file (see README)")
     add_llm_options(p)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--workers", type=int, default=1, help="server processes (each opens the indexes and the model)")
+    p.add_argument("--keys-file", metavar="FILE", help="TOML [keys] table: \"key\" = [\"index\", ...] "
+                                                        "(also: env RAGSIEVE_API_KEYS=key1,key2 for every index)")
+    p.add_argument("--allow-public-without-keys", action="store_true",
+                   help="serve a non-loopback address with no API key (an open API)")
+    p.add_argument("--max-concurrent", type=int, default=4, help="questions answered at once")
+    p.add_argument("--queue-limit", type=int, default=16, help="questions waiting beyond that (more get 429)")
+    p.add_argument("--llm-parallel", type=int, default=4,
+                   help="LLM calls at once; the embedded model gets as many parallel slots")
+    p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per question, queueing included")
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin allowed to call the API (repeat); none by default")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.agent.service.server import AskServer
+    from ragsieve.agent.service.keys import KeyRing
+    from ragsieve.agent.service.registry import IndexRegistry, parse_index_specs
+    from ragsieve.agent.service.server import check_exposure, serve_foreground, serve_workers
+    from ragsieve.agent.service.settings import ServiceSettings
 
+    try:
+        settings = ServiceSettings(host=args.host, port=args.port, workers=args.workers,
+                                   max_concurrent=args.max_concurrent, queue_limit=args.queue_limit,
+                                   llm_parallel=args.llm_parallel, request_timeout_s=args.request_timeout,
+                                   max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
+                                   allow_public_without_keys=args.allow_public_without_keys)
+    except ValueError as exc:
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError(f"invalid serve option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
     config = load_config(args)
-    with Orchestrator.open(args.index, config) as orch:
-        server = AskServer(orch, host=args.host, port=args.port)
-        print(f"ragsieve: serving {args.index} at {server.address} (POST /ask, GET /health)", file=sys.stderr)
-        try:
-            server.serve_forever()
-        finally:
-            server.close()
+    indexes = parse_index_specs(args.index)
+    keys = KeyRing.load(args.keys_file)
+    keys.check_names(set(indexes))
+    check_exposure(settings, keys)
+    names = ", ".join(indexes)
+    where = f"http://{settings.host}:{settings.port}/v1"
+    if settings.workers > 1:
+        spec = {"indexes": {k: str(v) for k, v in indexes.items()}, "config": config.model_dump(mode="json"),
+                "settings": settings.model_dump(mode="json"), "keys_file": args.keys_file}
+        print(f"ragsieve: serving {names} at {where} with {settings.workers} workers", file=sys.stderr)
+        serve_workers(spec, settings)
+        return 0
+    from ragsieve.agent.service.app import create_app
+    from ragsieve.agent.service.server import bind
+
+    sock = bind(settings.host, settings.port)  # a busy port is reported before the indexes load
+    try:
+        registry = IndexRegistry(indexes, config, llm_parallel=settings.llm_parallel)
+    except BaseException:
+        sock.close()
+        raise
+    app = create_app(registry, settings, keys, close_registry=True)
+    auth = "API keys required" if keys.enabled else "no API key (loopback)"
+    where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
+    print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
+          f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth})",
+          file=sys.stderr)
+    serve_foreground(app, settings, sock)
     return 0

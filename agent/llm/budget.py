@@ -63,3 +63,7 @@ class QuestionBudget:
         """Record that a call was cut short (deadline hit inside a call)."""
         with self._lock:
             self.exhausted = self.exhausted or reason
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        """Stop the question: the next check, step boundary or streamed token ends the plan (client gone)."""
+        self.mark(reason)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Protocol, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ragsieve.agent.errors import LLMError, StructuredOutputError
+from ragsieve.agent.errors import BudgetExceeded, LLMError, StructuredOutputError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, ChatReply, UsageMeter
 from ragsieve.agent.llm.templates import default_renderer
@@ -107,8 +107,10 @@ class LLM:
                    templates=self.templates if templates is None else templates)
 
     def text(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-             temperature: float | None = None) -> str:
-        return self._complete(messages, None, "reply", max_tokens, temperature).text
+             temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> str:
+        """A plain-text reply; with `on_token`, streamed token by token as the model writes it (a model
+        without `stream` hands its whole reply at once). A budget spent or cancelled mid-stream stops it."""
+        return self._complete(messages, None, "reply", max_tokens, temperature, on_token).text
 
     def structured(self, messages: list[dict[str, str]], schema: type[T], *,
                    max_tokens: int | None = None) -> T:
@@ -132,7 +134,15 @@ class LLM:
                 f"{name}: reply failed validation twice: {_describe(exc)}", raw=second.text, errors=_describe(exc)
             ) from exc
 
-    def _complete(self, messages, json_schema, name, max_tokens, temperature) -> ChatReply:
+    def _guarded(self, on_token: Callable[[str], None]) -> Callable[[str], None]:
+        """`on_token` that first stops the stream when the question's budget is spent or cancelled."""
+        def emit(token: str) -> None:
+            if self.budget.spent():
+                raise BudgetExceeded(self.budget.exhausted or "budget spent")
+            on_token(token)
+        return emit
+
+    def _complete(self, messages, json_schema, name, max_tokens, temperature, on_token=None) -> ChatReply:
         params = {
             "json_schema": json_schema,
             "schema_name": name,
@@ -153,13 +163,20 @@ class LLM:
             if hit is not None:
                 hit = hit.model_copy(update={"cached": True})
                 self.meter.record(hit)
+                if on_token is not None:
+                    on_token(hit.text)
                 return hit
         self.budget.check()
         call = dict(params)
         if getattr(self.chat, "accepts_deadline", False):
             call["deadline"] = self.budget.deadline
         try:
-            reply = self.chat.complete(messages, **call)
+            if on_token is not None and hasattr(self.chat, "stream"):
+                reply = self.chat.stream(messages, on_token=self._guarded(on_token), **_stream_args(call))
+            else:
+                reply = self.chat.complete(messages, **call)
+                if on_token is not None:
+                    on_token(reply.text)
         except LLMError as exc:
             if type(exc).__name__ == "BudgetExceeded":
                 self.budget.mark(str(exc))
@@ -169,6 +186,10 @@ class LLM:
         if self.cache is not None and key is not None:
             self.cache.put(key, reply)
         return reply
+
+
+def _stream_args(call: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in call.items() if k in ("max_tokens", "temperature", "deadline")}
 
 
 def cache_key(identity: str | dict[str, Any], messages: list[dict[str, str]], params: dict[str, Any]) -> str:

@@ -39,7 +39,9 @@ def open_llm(config: LLMConfig) -> tuple[LLM, Callable[[], None]]:
         base_url, api_key = cfg.base_url, cfg.api_key or "not-needed"
     else:
         gguf = resolve_local_model(cfg.local_model)
-        server = LocalLLMServer(gguf, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads)
+        # llama.cpp divides its context among the slots: each slot gets n_ctx
+        server = LocalLLMServer(gguf, n_ctx=cfg.n_ctx * cfg.parallel, n_threads=cfg.n_threads,
+                                n_parallel=cfg.parallel)
         base_url, api_key = server.base_url, "not-needed"
     try:
         chat = OpenAIChat(base_url, api_key, cfg.model, timeout_s=cfg.timeout_s, max_attempts=cfg.max_attempts,

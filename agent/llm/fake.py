@@ -1,6 +1,8 @@
 """A scripted chat model for tests: replays queued replies and records every request."""
 from __future__ import annotations
 
+import re
+import time
 from collections import deque
 from typing import Any, Callable, Union
 
@@ -15,11 +17,12 @@ class FakeChat:
     When the queue is empty, `default` (if set) answers; otherwise it fails."""
 
     def __init__(self, replies: list[Scripted] | None = None, *, default: Scripted | None = None,
-                 model_name: str = "fake"):
+                 model_name: str = "fake", token_delay_s: float = 0.0):
         self.queue: deque[Scripted] = deque(replies or [])
         self.default = default
         self.model_name = model_name
         self.history: list[dict[str, Any]] = []
+        self.token_delay_s = token_delay_s  # `stream` sleeps this long before each token
 
     def push(self, *replies: Scripted) -> None:
         self.queue.extend(replies)
@@ -38,3 +41,13 @@ class FakeChat:
         text = item(messages) if callable(item) else item
         prompt_tokens = sum(len(m.get("content", "").split()) for m in messages)
         return ChatReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()), latency_s=0.0)
+
+    def stream(self, messages, *, on_token, max_tokens=None, temperature=None) -> ChatReply:
+        """Like `complete`, then hands the reply to `on_token` word by word (with `token_delay_s` between)."""
+        reply = self.complete(messages, max_tokens=max_tokens, temperature=temperature)
+        self.history[-1]["stream"] = True
+        for piece in re.findall(r"\S+\s*|\s+", reply.text):
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            on_token(piece)
+        return reply

@@ -140,11 +140,7 @@ class OpenAIChat:
     def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
                  schema_name: str = "reply", max_tokens: int | None = None,
                  temperature: float | None = None, deadline: float | None = None) -> ChatReply:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    self._model = self._discover_model(deadline)
-        model = self._model
+        model = self.ensure_model(deadline)
         started = time.monotonic()
         while True:
             mode = self._mode
@@ -160,6 +156,22 @@ class OpenAIChat:
                 raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
                                f"{_describe(exc)}") from exc
             return self._reply(body, model, time.monotonic() - started)
+
+    def stream(self, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
+               max_tokens: int | None = None, temperature: float | None = None,
+               deadline: float | None = None) -> ChatReply:
+        """Plain-text completion streamed token by token (`ragsieve.agent.llm.streaming`)."""
+        from ragsieve.agent.llm.streaming import stream_completion
+
+        return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
+                                 temperature=temperature, deadline=deadline)
+
+    def ensure_model(self, deadline: float | None = None) -> str:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._discover_model(deadline)
+        return self._model
 
     # ----------------------------------------------------------------- helpers
     def _discover_model(self, deadline: float | None = None) -> str:

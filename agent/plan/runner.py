@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import BudgetExceeded, UsageError
@@ -46,6 +46,14 @@ class Deps:
     llm: Any
     prompts: Any
     extras: dict[str, Any] = field(default_factory=dict)
+    # streaming (the service): step events as they finish, the answer's tokens as the model writes them
+    on_event: Callable[[str, dict[str, Any]], None] | None = None
+    on_token: Callable[[str], None] | None = None
+    answer_options: dict[str, Any] = field(default_factory=dict)  # max_tokens / temperature of the answer call
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, data)
 
 
 class Step:
@@ -183,5 +191,7 @@ def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:
         event.usage = usage
     state.trace.append(event)
     state.steps_taken += 1
+    deps.emit("step", {"step": name, "outcome": result.outcome, "duration_s": event.duration_s,
+                       "summary": result.summary})
     log.debug("step %s -> %s in %.3fs", name, result.outcome, duration)
     return result

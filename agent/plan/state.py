@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.llm.chat import Usage
-from ragsieve.tools.types import Hit, citation_label
+from ragsieve.tools.types import Hit
 
 
 class TraceEvent(BaseModel):
@@ -24,10 +24,16 @@ class Citation(BaseModel):
     title: str = ""
     line_start: int | None = None
     line_end: int | None = None
-    symbol: str | None = None  # enclosing code symbols, `Class.method`
+    symbol: str = ""
 
     def label(self) -> str:
-        return citation_label(self.source, self.line_start, self.line_end, self.symbol)
+        """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""
+        where = self.source
+        if self.line_start is not None:
+            where += f":{self.line_start}" + (f"-{self.line_end}" if self.line_end and self.line_end != self.line_start else "")
+        if self.symbol.startswith("#"):  # a web page's section anchor
+            return f"{self.source}{self.symbol}"
+        return f"{where} ({self.symbol})" if self.symbol else where
 
 
 class JudgeRoundReport(BaseModel):
@@ -99,6 +105,8 @@ class RunState(BaseModel):
 
     question: str
     plan: str
+    asked: str | None = None  # the user's words when `question` is a rewrite of a follow-up (conversation)
+    instructions: str | None = None  # the client's system messages: honoured by the answer step only
     first_stage: list[str] = Field(default_factory=list)  # chunk ids of the first retrieval, ranked
     candidates: list[Hit] = Field(default_factory=list)
     pool: dict[str, Hit] = Field(default_factory=dict)

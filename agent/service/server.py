@@ -1,113 +1,122 @@
-"""A small JSON-over-HTTP API for chatbot backends (`ragsieve serve`).
+"""Run the app with uvicorn: in the foreground (`ragsieve serve`) or in a thread (tests, benchmarks).
 
-POST /ask      {"question": "...", "plan": "agentic"?}  -> the `--json` answer shape
-GET  /health   -> {"status": "ok", "chunks": N, "plans": [...]}
-
-Questions are answered one at a time (the orchestrator and a local model are
-shared); the standard library server is enough for a backend behind a proxy.
+The listening socket is bound here first, so a busy port is one clear line
+instead of a traceback, and port 0 picks a free port without a race. A public
+address without API keys is refused unless explicitly allowed. Shutdown is
+graceful: the socket stops accepting and in-flight requests may finish
+within `graceful_shutdown_s`.
 """
 from __future__ import annotations
 
 import json
-import logging
+import os
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+import time
 
-from ragsieve.agent.errors import LLMError, RagsieveError, UsageError
-from ragsieve.agent.plan.plans import plan_names
+import uvicorn
 
-log = logging.getLogger(__name__)
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.service.settings import ServiceSettings, is_loopback
 
-MAX_BODY_BYTES = 1_000_000
+SPEC_ENV = "RAGSIEVE_SERVE_SPEC"  # how `--workers N` hands the command line to each worker process
+BACKLOG = 2048
 
 
-class AskServer:
-    """Serves an `Orchestrator` on host:port (port 0 picks a free one)."""
+def check_exposure(settings: ServiceSettings, keys) -> None:
+    if not keys.enabled and not is_loopback(settings.host) and not settings.allow_public_without_keys:
+        raise UsageError(f"refusing to serve on {settings.host} without API keys: set RAGSIEVE_API_KEYS or "
+                         f"--keys-file, or pass --allow-public-without-keys to serve an open API on purpose")
 
-    def __init__(self, orchestrator, host: str = "127.0.0.1", port: int = 8765):
-        self.orchestrator = orchestrator
-        self._ask_lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = "is in use" if exc.errno in (98, 48) else f"cannot be bound ({exc.strerror})"
+        raise UsageError(f"port {port} on {host} {reason}: choose another with --port") from None
+    if family in (socket.AF_INET, socket.AF_INET6):  # inherited by accepted sockets on Linux: a small
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # response body is not held for an ACK
+    sock.listen(BACKLOG)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown (the process then dies by the signal);
+    `ragsieve serve` has finished its work by then and exits with status 0."""
+
+    def handle_exit(self, sig, frame) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
+def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                          limit_concurrency=settings.max_connections, backlog=BACKLOG,
+                          timeout_keep_alive=5, timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
+                          h11_max_incomplete_event_size=64 * 1024, **more)
+
+
+def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None = None) -> None:
+    sock = sock or bind(settings.host, settings.port)
+    server = _Server(uvicorn_config(app, settings))
+    server.run(sockets=[sock])
+
+
+def serve_workers(spec: dict, settings: ServiceSettings) -> None:
+    """`--workers N`: uvicorn starts N processes, each building the app from `spec` (own indexes and model)."""
+    bind(settings.host, settings.port).close()  # a busy port is reported before the workers start
+    os.environ[SPEC_ENV] = json.dumps(spec)
+    uvicorn.run("ragsieve.agent.service.factory:app_from_env", factory=True, host=settings.host,
+                port=settings.port, workers=settings.workers, log_level="warning", access_log=False,
+                limit_concurrency=settings.max_connections, backlog=BACKLOG,
+                timeout_graceful_shutdown=int(settings.graceful_shutdown_s))
+
+
+class ServiceThread:
+    """The app served on 127.0.0.1 in a background thread, for at most `lifetime_s` (then it stops itself)."""
+
+    def __init__(self, app, settings: ServiceSettings | None = None, *, lifetime_s: float = 600.0):
+        self.settings = settings or ServiceSettings(port=0)
+        if not is_loopback(self.settings.host):
+            raise UsageError("ServiceThread serves on loopback only")
+        self._sock = bind(self.settings.host, self.settings.port)
+        self.port = self._sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn_config(app, self.settings))
+        self.server.install_signal_handlers = lambda: None  # not the main thread
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
+                                         name="ragsieve-service", daemon=True)
+        self._stopper = threading.Timer(lifetime_s, self.stop)
+        self._stopper.daemon = True
 
     @property
-    def address(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
-    def serve_forever(self) -> None:
-        self._httpd.serve_forever(poll_interval=0.2)
-
-    def start(self) -> "AskServer":
-        self._thread = threading.Thread(target=self.serve_forever, name="ragsieve-serve", daemon=True)
+    def start(self, timeout_s: float = 30.0) -> "ServiceThread":
         self._thread.start()
+        self._stopper.start()
+        ends = time.monotonic() + timeout_s
+        while not self.server.started:
+            if time.monotonic() > ends or not self._thread.is_alive():
+                raise RuntimeError("the service did not start")
+            time.sleep(0.02)
         return self
 
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stopper.cancel()
+        self.server.should_exit = True
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout_s)
+        self._sock.close()
 
-    def handle_ask(self, payload: Any) -> tuple[int, dict[str, Any]]:
-        if not isinstance(payload, dict):
-            return 400, {"error": "body must be a JSON object with a 'question'"}
-        question, plan = payload.get("question"), payload.get("plan")
-        if not isinstance(question, str) or (plan is not None and not isinstance(plan, str)):
-            return 400, {"error": "'question' must be a string and 'plan' a string when given"}
-        try:
-            with self._ask_lock:
-                answer = self.orchestrator.ask(question, plan=plan)
-        except UsageError as exc:
-            return 400, {"error": str(exc)}
-        except LLMError as exc:
-            return 502, {"error": str(exc)}
-        except RagsieveError as exc:
-            return 500, {"error": str(exc)}
-        return 200, answer.public()
+    def __enter__(self) -> "ServiceThread":
+        return self.start()
 
-    def handle_health(self) -> dict[str, Any]:
-        return {"status": "ok", "chunks": self.orchestrator.index.store.count(),
-                "plans": plan_names(self.orchestrator.config)}
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.info("%s - %s", self.address_string(), format % args)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/health":
-                    self._send(200, server.handle_health())
-                else:
-                    self._send(404, {"error": f"no route GET {self.path}"})
-
-            def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/ask":
-                    self._send(404, {"error": f"no route POST {self.path}"})
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self._send(413, {"error": f"body larger than {MAX_BODY_BYTES} bytes"})
-                    return
-                try:
-                    payload = json.loads(self.rfile.read(length) or b"null")
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    self._send(400, {"error": "body is not valid JSON"})
-                    return
-                self._send(*server.handle_ask(payload))
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body, ensure_ascii=False, default=str).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def __exit__(self, *exc) -> None:
+        self.stop()

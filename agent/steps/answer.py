@@ -45,8 +45,14 @@ class Answer(Step):
             return StepResult("next", {"reused_draft": True, "context": context_ids,
                                        "cited": [c.chunk_id for c in state.citations]})
         report: dict = {}
+        attempt = sum(1 for e in state.trace if e.step == self.name) + 1
+        deps.emit("answer", {"attempt": attempt, "context": context_ids})
+        options = deps.answer_options
         text, citations = answer_from_context(state.question, state.context, deps,
-                                              order=deps.config.loop.context_order, report=report)
+                                              order=deps.config.loop.context_order, report=report,
+                                              instructions=state.instructions, on_token=deps.on_token,
+                                              max_tokens=options.get("max_tokens"),
+                                              temperature=options.get("temperature"))
         state.citations_inferred = bool(report.get("citations_inferred"))
         if is_abstention(text) and evidence_is_strong(state):
             text, citations = passages_answer(state.context)

@@ -43,7 +43,8 @@ class Fallback(Step):
             return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
         reranker = deps.extras.get("reranker")
         if reranker is None:
-            reranker = Reranker(cfg.fallback.rerank_model, cfg.fallback.rerank_cache_dir)
+            reranker = Reranker(cfg.fallback.rerank_model, cfg.fallback.rerank_cache_dir,
+                                allow_download=cfg.fallback.rerank_download)
             deps.extras["reranker"] = reranker
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits

@@ -57,7 +57,7 @@ class Reranker:
     """Reorders hits for a query. `cache_dir=None` uses FlashRank's default folder."""
 
     def __init__(self, model_name: str = "ms-marco-TinyBERT-L-2-v2", cache_dir: str | Path | None = None,
-                 max_length: int = 512):
+                 max_length: int = 512, allow_download: bool = False):
         if model_name not in FLASHRANK_MODELS:
             raise UsageError(f"invalid rerank model {model_name!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         if not 16 <= max_length <= 4096:
@@ -65,6 +65,7 @@ class Reranker:
         self.model_name = model_name
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.max_length = max_length
+        self.allow_download = allow_download  # never reach the network unless asked (fallback.rerank_download)
         self._lock = threading.Lock()
         self._ranker: Any = None
         self._unavailable: str | None = None
@@ -106,6 +107,9 @@ class Reranker:
         model_file = cache / self.model_name / model_file_map[self.model_name]
         if not model_file.is_file() and os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
             raise OSError(f"not cached at {model_file} and HF_HUB_OFFLINE is set (no download attempted)")
+        if not model_file.is_file() and not self.allow_download:
+            raise OSError(f"not cached at {model_file}; no download attempted (set fallback.rerank_download = "
+                          f"true to fetch it from FlashRank's hub once)")
         root = logging.getLogger()
         guard = logging.NullHandler()
         root.addHandler(guard)  # makes flashrank's logging.basicConfig a no-op

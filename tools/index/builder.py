@@ -11,11 +11,6 @@ time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
 chunking and embedding settings) keep their chunks and vectors; only added or
 changed documents are chunked and embedded. BM25, FAISS and the sparse subset
 are rebuilt from all rows each generation (they are cheap next to embedding).
-
-Indexing adds: documents already in the index and not among the paths given
-are kept. Removal is explicit: `sync=True` removes the indexed documents
-under the given folders (ids with their prefix) that are no longer found
-there, and `remove=[...]` removes documents by id, folder prefix or glob.
 """
 from __future__ import annotations
 
@@ -28,22 +23,20 @@ import shutil
 import time
 from datetime import datetime, timezone
 from importlib import metadata
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.embed_cache import EmbeddingCache, text_key
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
-from ragsieve.tools.index.checkpoint import EmbedCheckpoint, text_key
 from ragsieve.tools.index.lock import IndexLock
-from ragsieve.tools.ingest.loaders import LoadResult, load_documents
-from ragsieve.tools.ingest.path_filter import PathFilter, matches_any
-from ragsieve.tools.ingest.walk import LoadStats, root_id
+from ragsieve.tools.ingest.loaders import load_documents, page_document
+from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.filters.sparse import find_sparse_rows
 from ragsieve.tools.index.store import ChunkStore
@@ -63,6 +56,7 @@ class BuildReport(BaseModel):
     docs_added: int
     docs_updated: int
     docs_removed: int
+    docs_kept: int = 0  # indexed before from other paths and left in place (not re-read)
     docs_unchanged: int
     chunks_total: int
     chunks_embedded: int
@@ -70,17 +64,49 @@ class BuildReport(BaseModel):
     sparse_rows: int
     seconds: float
     problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
+    excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
         return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
-                f"{self.docs_unchanged} unchanged documents; {self.chunks_total} chunks, "
+                f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
                 f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s")
 
 
-def indexed_text(chunk: Chunk) -> str:
-    """What BM25 and the embedder see: the document title, then the chunk text."""
+def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
+    """What BM25 and the embedder see: a header (the title; for code the path and the enclosing
+    symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text."""
+    if chunk.symbol and symbol_headers:
+        return f"{chunk.source} {chunk.symbol}\n{chunk.text}"
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+def _scopes(paths, base) -> list[str]:
+    """The id prefixes this build covers: `examples/docs/` for a folder, the id itself for a file."""
+    from ragsieve.tools.ingest.walk import doc_id_for
+
+    out = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            out.append(doc_id_for(path, path / "\0", base)[:-1])
+        elif path.exists():
+            out.append(doc_id_for(path, path, base))
+    return out
+
+
+def _in_scope(doc_id: str, scopes) -> bool:
+    return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#"))
+               for s in scopes)
+
+
+def _excluded(stats) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for _path, why in stats.skipped:
+        if why.startswith(("excluded by", "not matched by", "skipped by default")):
+            key = why.split(";")[0].replace("skipped by default (", "default: ")
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
@@ -120,17 +146,15 @@ class IndexBuilder:
     def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
                  batch_size: int = 64, sparse_percentile: float = 10.0,
-                 progress: bool | Callable[[str, int, int], None] = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
+                 progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
-                 index_titles: bool = True, lock_wait_s: float | None = 300.0,
-                 code_chunking: str = "syntax", symbol_headers: bool = True,
-                 path_filter: PathFilter | None = None, base_url: str | None = None) -> None:
+                 index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
+                 symbol_headers: bool = True) -> None:
         self.root = Path(index_dir)
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
-        self.chunker = Chunker(chunk_tokens, code_chunking, symbol_headers)
-        self.path_filter = path_filter if path_filter is not None else PathFilter()
-        self.base_url = base_url
+        self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
+        self.symbol_headers = symbol_headers
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -148,8 +172,9 @@ class IndexBuilder:
     def _settings(self) -> dict:
         """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
-                             "index_titles": self.index_titles, "code_chunking": self.chunker.code_chunking.value,
-                             "symbol_headers": self.chunker.symbol_headers},
+                             "index_titles": self.index_titles,
+                             "code": "cast-1" if self.chunker.syntax else "lines",
+                             "symbol_headers": self.symbol_headers},
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
 
@@ -159,30 +184,93 @@ class IndexBuilder:
         return self._embedder
 
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
-              remove: list[str] | None = None, documents: list[Document] | None = None) -> BuildReport:
-        """Add or update `paths` (and ready-made `documents`, e.g. crawled pages) in the index.
-
-        `rebuild=True` ignores the previous generation (required to change
-        model); `sync=True` also removes documents under `paths` that are gone;
-        `remove` lists ids, id prefixes (`docs/old/`) or globs to remove.
-        """
+              selection=None, base_url: str | None = None, crawl: dict | None = None) -> BuildReport:
+        """Index `paths`, adding to the index: documents indexed before from other paths stay
+        (`docs_kept`). `sync=True` makes the index exactly `paths` (the others are removed);
+        `rebuild=True` ignores the previous generation (required to change model)."""
         start = time.perf_counter()
-        loaded = load_documents(paths, progress=self._progress_callback(), path_filter=self.path_filter,
-                                base_url=self.base_url) if paths else \
-            LoadResult(documents=[], stats=LoadStats())
-        docs = loaded.documents + list(documents or [])
-        if not docs and not remove and not sync:
+        urls = [str(p) for p in paths if str(p).startswith(("http://", "https://"))]
+        paths = [p for p in paths if str(p) not in urls]
+        base = self._source_root(paths, rebuild) if paths else None
+        if paths:
+            loaded = load_documents(paths, progress=self.progress is True, selection=selection, base=base,
+                                    base_url=base_url)
+        else:
+            from ragsieve.tools.ingest.loaders import LoadResult
+            from ragsieve.tools.ingest.walk import LoadStats
+
+            loaded = LoadResult(documents=[], stats=LoadStats())
+        docs = list(loaded.documents)
+        web_scopes, self.crawl_reports = [], []
+        for url in urls:  # websites: crawled politely, each page a document cited by its URL
+            crawler = self._crawler(url, crawl or {})
+            report = crawler.run()
+            self.crawl_reports.append(report)
+            web_scopes.append(crawler.scope)
+            for page in report.pages:
+                doc = page_document(page.url, page.html, page.content_hash)
+                if doc is not None:
+                    docs.append(doc)
+            loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
+        if not docs:
             raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
         ids = [d.doc_id for d in docs]
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise UsageError(f"duplicate document ids: {dup}")
-        prefixes = [root_id(p) + ("/" if Path(p).is_dir() else "") for p in paths] if sync else []
+        scopes = _scopes(paths, base) + web_scopes
         with IndexLock(self.root, self.lock_wait_s):
-            return self._build_locked(docs, loaded, rebuild, start, prefixes, list(remove or []))
+            return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
-    def _build_locked(self, docs: list[Document], loaded, rebuild: bool, start: float,
-                      sync_prefixes: list[str], remove: list[str]) -> BuildReport:
+    def _crawler(self, url: str, options: dict):
+        import hashlib as _hashlib
+
+        from ragsieve.tools.ingest.crawler import Crawler
+
+        state_dir = self.root / "crawl" / _hashlib.sha1(url.encode()).hexdigest()[:12]
+        return Crawler(url, state_dir=state_dir, **options)
+
+    def _source_root(self, paths, rebuild: bool) -> Path | None:
+        """Ids are paths below the index's source root: the one recorded at its first build, else the
+        git checkout (or the parent folder) of the first path given."""
+        gen = None if rebuild else current_generation(self.root)
+        if gen is not None and (gen / MANIFEST).is_file():
+            recorded = read_manifest(gen).get("source_root")
+            if recorded:
+                return Path(recorded)
+            return None  # an index from before source roots: ids as they were (relative to the cwd)
+        folders = [p for p in paths if Path(p).is_dir()] or list(paths)
+        self._new_root = source_root(folders[0]) if folders else None
+        return self._new_root
+
+    def remove(self, prefixes: list[str]) -> BuildReport:
+        """A new generation without the documents whose id is one of `prefixes` or lies below one
+        (`examples/docs` removes `examples/docs/...`); nothing is embedded. Unknown prefixes are refused."""
+        start = time.perf_counter()
+        with IndexLock(self.root, self.lock_wait_s):
+            prev_gen = current_generation(self.root)
+            if prev_gen is None:
+                raise UsageError(f"no index at {self.root} to remove documents from")
+            store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True)
+            try:
+                ids = list(store.documents())
+            finally:
+                store.close()
+            wanted = [p.rstrip("/") for p in prefixes if p.strip()]
+            hit = {i for i in ids for p in wanted if i == p or i.startswith(p + "/") or i.startswith(p + "#")}
+            unmatched = [p for p in wanted if not any(i == p or i.startswith(p + "/") or i.startswith(p + "#")
+                                                      for i in ids)]
+            if unmatched:
+                raise UsageError(f"no indexed document matches {unmatched} (ids look like {ids[0]!r})")
+            if len(hit) == len(ids):
+                raise UsageError("that would remove every document; delete the index folder instead")
+            from ragsieve.tools.ingest.walk import LoadStats
+
+            loaded = type("Loaded", (), {"stats": LoadStats()})()
+            return self._build_locked([], loaded, [], False, start, False, remove=hit)
+
+    def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,
+                      remove: set[str] | None = None, scopes: list[str] = ()) -> BuildReport:
         settings = self._settings()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
@@ -190,44 +278,33 @@ class IndexBuilder:
             raise UsageError(f"index {self.root} was built with {prev['embedding']['model']!r}; refusing to mix in "
                              f"{self.model!r} (rebuild from scratch with rebuild=True / --rebuild)")
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
-        if prev is not None and not reuse:
-            with ChunkStore(prev_gen / "chunks.sqlite", read_only=True) as old:
-                others = [i for i in old.documents() if i not in {d.doc_id for d in docs}]
-            if others:
-                raise UsageError(f"the chunking settings changed, and the index holds {len(others)} documents not "
-                                 f"among these paths (e.g. {others[0]!r}) that cannot be re-chunked: index every "
-                                 f"path again with --rebuild")
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
         try:
             prev_docs = prev_store.documents() if prev_store else {}
-            loaded_ids = {d.doc_id for d in docs}
-            gone = {i for i in prev_docs if i not in loaded_ids and (
-                any(i.startswith(p) or i == p for p in sync_prefixes) or matches_any(i, remove))}
-            if remove and not any(matches_any(i, remove) for i in prev_docs):
-                raise UsageError(f"nothing in index {self.root} matches {remove} (give document ids, a folder "
-                                 f"prefix ending in '/' or a glob)")
-            sources = prev_store.document_sources() if prev_store else {}
-            kept = [Document(doc_id=i, source=sources[i], text="", content_hash=h)
-                    for i, h in prev_docs.items() if i not in loaded_ids and i not in gone]
-            docs = docs + kept
-            if not docs:
-                raise UsageError("removing these documents would leave the index empty; delete the folder instead")
             new_hashes = {d.doc_id: d.content_hash for d in docs}
             unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
+            gone = [i for i in prev_docs if i not in new_hashes]
+            # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
+            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not _in_scope(i, scopes)]
+            if kept and not reuse:
+                raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
+                                 f"settings changed: index them again too, or pass --sync to keep only these paths")
             counts = {"docs_added": sum(1 for i in new_hashes if i not in prev_docs),
                       "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
-                      "docs_removed": sum(1 for i in prev_docs if i not in new_hashes),
-                      "docs_unchanged": len(unchanged)}
+                      "docs_removed": len(gone) - len(kept),
+                      "docs_unchanged": len(unchanged), "docs_kept": len(kept)}
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
-                      "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(), **counts}
+                      "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
+                      "excluded": _excluded(loaded.stats), **counts}
             if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
-                    and counts["docs_removed"] == 0:
+                    and counts["docs_removed"] == 0 and not remove:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
                                    chunks_embedded=0, sparse_rows=prev["sparse"]["rows"],
                                    seconds=time.perf_counter() - start, **common)
             gen = self._new_generation()
             try:
-                manifest = self._write(gen, docs, unchanged, prev_store, prev_gen, settings, new_hashes)
+                hashes = new_hashes | {i: prev_docs[i] for i in kept}
+                manifest = self._write(gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise
@@ -235,7 +312,12 @@ class IndexBuilder:
             if prev_store is not None:
                 prev_store.close()
         self._publish(gen, keep=prev_gen if prev_gen is not None else _live_generation(self.root))
-        EmbedCheckpoint(self.root, self.model).clear()
+        if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model)
+            try:
+                cache.prune(getattr(self, "_last_keys", set()))
+            finally:
+                cache.close()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
@@ -249,7 +331,7 @@ class IndexBuilder:
         return gen
 
     def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-               prev_gen: Path | None, settings: dict, hashes: dict[str, str]) -> dict:
+               prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
         store = ChunkStore(gen / "chunks.sqlite")
         prev_rows = prev_store.document_rows() if prev_store else {}
         prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store else None
@@ -265,9 +347,15 @@ class IndexBuilder:
                     chunks = self.chunker.run(doc)
                     to_embed.extend(range(store.count(), store.count() + len(chunks)))
                 store.add_document(doc.doc_id, doc.source, doc.content_hash, chunks)
-                texts.extend(indexed_text(c) if self.index_titles else c.text for c in chunks)
+                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
+            for doc_id in kept:  # indexed before from other paths: carried over, never re-embedded
+                chunks = prev_store.chunks_of(doc_id)
+                reused.append((store.count(), prev_rows[doc_id][0], len(chunks)))
+                store.add_document(doc_id, prev_store.source_of(doc_id), hashes[doc_id], chunks)
+                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
             store.commit()
             n = store.count()
+            self._last_keys = {text_key(t) for t in texts}
         finally:
             store.close()
         if n == 0:
@@ -284,16 +372,23 @@ class IndexBuilder:
             "embedding": {"model": self.model, "dimension": int(vectors.shape[1])},
             "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
             "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
-            "counts": {"documents": len(docs), "chunks": n, "embedded_this_run": len(to_embed),
+            "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
                        "embed_seconds": embed_seconds},
             "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
             "corpus_fingerprint": corpus_fingerprint(hashes),
+            "source_root": str(self._recorded_root(prev_gen)) if self._recorded_root(prev_gen) else None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "versions": {d: _version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
         }
         (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         _fsync_tree(gen)
         return manifest
+
+    def _recorded_root(self, prev_gen: Path | None) -> Path | None:
+        if prev_gen is not None and (prev_gen / MANIFEST).is_file():
+            recorded = read_manifest(prev_gen).get("source_root")
+            return Path(recorded) if recorded else None
+        return getattr(self, "_new_root", None)
 
     def _vectors(self, n: int, texts: list[str], reused: list[tuple[int, int, int]], to_embed: list[int],
                  prev_vectors: np.ndarray | None) -> np.ndarray:
@@ -304,51 +399,48 @@ class IndexBuilder:
         for new, old, count in reused:
             vectors[new:new + count] = prev_vectors[old:old + count]
         if to_embed:
-            checkpoint = EmbedCheckpoint(self.root, self.model)
-            saved = checkpoint.lookup()
-            todo = []
-            for r in to_embed:
-                vec = saved.get(text_key(texts[r]))
-                if vec is not None and vec.shape == (dim,):
-                    vectors[r] = vec
-                else:
-                    todo.append(r)
-            if saved:
-                log.info("embedding checkpoint: %d of %d chunks already embedded", len(to_embed) - len(todo),
-                         len(to_embed))
-            report = self._progress_callback()
-            done = len(to_embed) - len(todo)
-            report("embedding", done, len(to_embed))
-            step = self.batch_size * 4
-            for s in range(0, len(todo), step):
-                rows = todo[s:s + step]
-                batch = [texts[r] for r in rows]
-                vectors[rows] = self._embedder_for().embed(batch)
-                checkpoint.save([text_key(t) for t in batch], vectors[rows])
-                done += len(rows)
-                report("embedding", done, len(to_embed))
-            report("embedding", -1, len(to_embed))
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model, dim)
+            try:
+                keys = {r: text_key(texts[r]) for r in to_embed}
+                cached = cache.get_many(sorted(set(keys.values())))
+                for r in to_embed:  # embedded by a build that was stopped: not embedded again
+                    if keys[r] in cached:
+                        vectors[r] = cached[keys[r]]
+                missing = [r for r in to_embed if keys[r] not in cached]
+                self.resumed_embeddings = len(to_embed) - len(missing)
+                report = self._progress_reporter(len(missing))
+                report(0)
+                step = self.batch_size * 4
+                for s in range(0, len(missing), step):
+                    rows = missing[s:s + step]
+                    vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
+                    cache.put_many([keys[r] for r in rows], vectors[rows])  # the checkpoint
+                    report(min(s + step, len(missing)))
+                report(None)
+            finally:
+                cache.close()
         return vectors
 
-    def _progress_callback(self) -> Callable[[str, int, int], None]:
-        """`progress` as a callback (stage, done, total; done == -1 closes): the caller's, a tqdm bar, or none."""
+    def _progress_reporter(self, total: int):
+        """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing."""
         if callable(self.progress):
-            return self.progress
-        if not self.progress:
-            return lambda stage, done, total: None
-        from tqdm import tqdm
+            def call(done):
+                self.progress("embedding", total if done is None else done, total)
+            return call
+        if self.progress and total:
+            from tqdm import tqdm
 
-        bars: dict[str, tqdm] = {}
+            bar = tqdm(total=total, desc="embedding", unit="chunk")
+            last = [0]
 
-        def report(stage: str, done: int, total: int) -> None:
-            bar = bars.get(stage)
-            if bar is None:
-                bar = bars[stage] = tqdm(total=total, desc=stage, unit="chunk")
-            if done < 0:
-                bar.close()
-                return
-            bar.update(done - bar.n)
-        return report
+            def tick(done):
+                if done is None:
+                    bar.close()
+                    return
+                bar.update(done - last[0])
+                last[0] = done
+            return tick
+        return lambda done: None
 
     def _publish(self, gen: Path, keep: Path | None = None) -> None:
         """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""

@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     kind TEXT NOT NULL,
     line_start INTEGER,
     line_end INTEGER,
+    symbol TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (doc_id, chunk_index)
 );
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS documents (
     first_row INTEGER NOT NULL
 );
 """
-_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end"
+_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, symbol"
+_OLD_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, '' AS symbol"  # before `symbol`
 
 
 def text_hash(text: str) -> str:
@@ -47,7 +49,7 @@ def text_hash(text: str) -> str:
 
 def _to_chunk(r: tuple) -> Chunk:
     return Chunk(doc_id=r[0], chunk_index=r[1], text=r[2], source=r[3], title=r[4], kind=r[5],
-                 line_start=r[6], line_end=r[7])
+                 line_start=r[6], line_end=r[7], symbol=r[8] or "")
 
 
 class ChunkStore:
@@ -77,6 +79,8 @@ class ChunkStore:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
         self._count: int | None = None
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}
+        self._cols = _COLS if "symbol" in columns else _OLD_COLS  # an index written before symbols existed
 
     # -- writing -----------------------------------------------------------
     def add_document(self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk]) -> list[int]:
@@ -88,9 +92,10 @@ class ChunkStore:
         self._db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
                          (doc_id, source, content_hash, len(chunks), first))
         self._db.executemany(
-            "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO chunks (doc_id, chunk_index, row, text, text_hash, source, title, kind, line_start, "
+            "line_end, symbol) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(c.doc_id, c.chunk_index, r, c.text, text_hash(c.text), c.source, c.title, c.kind,
-              c.line_start, c.line_end) for r, c in zip(rows, chunks)])
+              c.line_start, c.line_end, c.symbol) for r, c in zip(rows, chunks)])
         self._count = first + len(chunks)
         return rows
 
@@ -104,7 +109,7 @@ class ChunkStore:
         return self._count
 
     def get(self, row: int) -> Chunk:
-        r = self._db.execute(f"SELECT {_COLS} FROM chunks WHERE row = ?", (int(row),)).fetchone()
+        r = self._db.execute(f"SELECT {self._cols} FROM chunks WHERE row = ?", (int(row),)).fetchone()
         if r is None:
             raise UsageError(f"row {row} not in the chunk store (0..{self.count() - 1})")
         return _to_chunk(r)
@@ -117,7 +122,7 @@ class ChunkStore:
         for start in range(0, len(unique), 500):
             part = unique[start:start + 500]
             marks = ",".join("?" * len(part))
-            for r in self._db.execute(f"SELECT row, {_COLS} FROM chunks WHERE row IN ({marks})", part):
+            for r in self._db.execute(f"SELECT row, {self._cols} FROM chunks WHERE row IN ({marks})", part):
                 found[r[0]] = _to_chunk(r[1:])
         missing = [r for r in unique if r not in found]
         if missing:
@@ -157,18 +162,18 @@ class ChunkStore:
         """doc_id -> content_hash."""
         return dict(self._db.execute("SELECT doc_id, content_hash FROM documents ORDER BY first_row"))
 
-    def document_sources(self) -> dict[str, str]:
-        """doc_id -> source (kept documents keep their citation source)."""
-        return dict(self._db.execute("SELECT doc_id, source FROM documents"))
-
     def document_rows(self) -> dict[str, tuple[int, int]]:
         """doc_id -> (first_row, n_chunks)."""
         return {d: (f, n) for d, f, n in self._db.execute(
             "SELECT doc_id, first_row, n_chunks FROM documents ORDER BY first_row")}
 
+    def source_of(self, doc_id: str) -> str:
+        r = self._db.execute("SELECT source FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return r[0] if r else doc_id
+
     def chunks_of(self, doc_id: str) -> list[Chunk]:
         return [_to_chunk(r) for r in self._db.execute(
-            f"SELECT {_COLS} FROM chunks WHERE doc_id = ? ORDER BY chunk_index", (doc_id,))]
+            f"SELECT {self._cols} FROM chunks WHERE doc_id = ? ORDER BY chunk_index", (doc_id,))]
 
     def close(self) -> None:
         self._db.close()

@@ -20,8 +20,6 @@ import re
 from collections.abc import Callable
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.ingest.code_chunks import code_spans, symbol_label
-from ragsieve.tools.modes import CodeChunking, parse_enum
 from ragsieve.tools.types import Chunk, Document
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -171,58 +169,67 @@ _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
     "code": lambda text, budget: _code_units(text),
     "markdown": lambda text, budget: _prose_units(text, budget, markdown=True),
     "text": lambda text, budget: _prose_units(text, budget, markdown=False),
-    "html": lambda text, budget: _prose_units(text, budget, markdown=True),  # main text as Markdown
-}  # beir text is prose without markdown headings
+}  # html and beir text is prose without markdown headings
+
+
+def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
+    """The locator in force at a chunk's first character; pages as a range when the chunk crosses
+    pages (`pp. 2-3`); when another section starts within the chunk's first third, that one."""
+    offsets = [o for o, _ in locators]
+    at = bisect.bisect_right(offsets, first)
+    label = locators[at - 1][1] if at else ""
+    if label.startswith("p. "):
+        last = locators[bisect.bisect_left(offsets, end) - 1][1]
+        return label if last == label else f"pp. {label[3:]}-{last[3:]}"
+    limit = first + (end - first) / 3
+    while at < len(locators) and locators[at][0] <= limit:
+        label = locators[at][1]
+        at += 1
+    return label
 
 
 class Chunker:
     """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
 
-    Code is cut on syntax by default (`ragsieve.tools.ingest.code_chunks`);
-    with `symbol_headers` its chunks are titled `file (Class.method)`, a header
-    that BM25, the embedding and citations see (`Chunk.symbol`).
-    """
+    `syntax=True` cuts source code with a tree-sitter grammar on syntax (cAST,
+    `ragsieve.tools.ingest.syntax`) and records each chunk's enclosing symbols;
+    code without a grammar, and every other kind, is cut by the line packer."""
 
-    def __init__(self, chunk_tokens: int = 200, code_chunking: str | CodeChunking = CodeChunking.SYNTAX,
-                 symbol_headers: bool = True) -> None:
+    def __init__(self, chunk_tokens: int = 200, syntax: bool = True) -> None:
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
             raise UsageError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
         self.chunk_tokens = chunk_tokens
-        self.code_chunking = parse_enum(CodeChunking, code_chunking, "code chunking")
-        self.symbol_headers = bool(symbol_headers)
+        self.syntax = syntax
 
     def run(self, doc: Document) -> list[Chunk]:
         """The document's chunks in order, `chunk_index` 0..n-1; [] for a blank document."""
-        if doc.kind == "code" and self.code_chunking is CodeChunking.SYNTAX:
-            chunks = self._syntax_chunks(doc)
-            if chunks is not None:
-                return chunks
-        return self._line_chunks(doc)
+        if self.syntax and doc.kind == "code":
+            from ragsieve.tools.ingest.syntax import available, cast_spans, language_of
 
-    def _syntax_chunks(self, doc: Document) -> list[Chunk] | None:
-        lines = doc.text.split("\n")
-        spans = code_spans(doc.text, doc.source, [count_tokens(line) for line in lines], self.chunk_tokens)
-        if spans is None:
-            return None
-        first_line = doc.line_start or 1
+            language = language_of(doc.source)
+            if available(language):
+                return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
+        return self._by_lines(doc)
+
+    def _by_syntax(self, doc: Document, spans) -> list[Chunk]:
+        """Each cAST span is one chunk, or several by the line packer when a leaf is over the budget."""
+        lines = doc.text.splitlines(keepends=True)
         chunks: list[Chunk] = []
+        first = doc.line_start if doc.line_start is not None else 1
         for span in spans:
-            part = Document(doc_id=doc.doc_id, source=doc.source, title=doc.title, kind="code",
-                            text="\n".join(lines[span.start:span.end]), line_start=first_line + span.start)
-            label = symbol_label(span)
-            title = f"{doc.title} ({label})" if label and self.symbol_headers else doc.title
-            for piece in self._line_chunks(part):
-                chunks.append(piece.model_copy(update={"chunk_index": len(chunks), "title": title}))
+            piece = "".join(lines[span.start_line:span.end_line + 1])
+            part = doc.model_copy(update={"text": piece, "line_start": first + span.start_line})
+            for chunk in self._by_lines(part):
+                chunks.append(chunk.model_copy(update={"chunk_index": len(chunks), "symbol": span.symbol()}))
         return chunks
 
-    def _line_chunks(self, doc: Document) -> list[Chunk]:
+    def _by_lines(self, doc: Document) -> list[Chunk]:
         text = doc.text
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
         weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
         ranges = pack(weights, [u[3] for u in units], self.chunk_tokens)
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
-        section_starts = [s[0] for s in doc.sections]
         chunks: list[Chunk] = []
         for i, j in ranges:
             start, end = units[i][0], units[j - 1][1]
@@ -239,16 +246,11 @@ class Chunker:
                 last = start + len(piece.rstrip()) - 1
                 line_start = doc.line_start + bisect.bisect_left(newlines, first)
                 line_end = doc.line_start + bisect.bisect_left(newlines, last)
-            source, title = doc.source, doc.title
-            if doc.sections:
-                first = start + len(piece) - len(piece.lstrip())
-                at = bisect.bisect_right(section_starts, first) - 1
-                if at >= 0:
-                    _, anchor, heading = doc.sections[at]
-                    source = f"{doc.source}#{anchor}" if anchor else doc.source
-                    title = f"{doc.title} > {heading}" if heading and heading not in doc.title else doc.title
+            symbol = ""
+            if doc.locators:  # a page, cell or section: see `locator_for`
+                symbol = locator_for(doc.locators, start + len(piece) - len(piece.lstrip()), end)
             chunks.append(Chunk(
-                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=source,
-                title=title, kind=doc.kind, line_start=line_start, line_end=line_end,
+                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
+                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end, symbol=symbol,
             ))
         return chunks

@@ -1,126 +1,137 @@
-"""Enterprise formats beside text, HTML and code: PDF, DOCX, Jupyter notebooks, Markdown front matter.
+"""Enterprise formats beside text, HTML and code: PDF, DOCX, Jupyter notebooks, markdown front matter.
 
-Each reader turns a file's bytes (or text) into `Extracted`: a title, text
-the chunker understands (Markdown headings where the format has them) and
-`sections` that become citation anchors: PDF pages cite `file.pdf#page=N`
-(the PDF open parameter browsers honour), notebook cells `nb.ipynb#cell=N`.
-pypdf and python-docx are imported when a file needs them; without them the
-file is skipped with the extra to install.
+Each reader returns the document's text and its *locators*: (character
+offset, label) pairs saying where a page, cell or section starts, so a chunk
+is cited with the one in force at its first character (`report.pdf (p. 3)`,
+`analysis.ipynb (cell 4)`, `page.html#section`). PDF text comes from `pypdf`,
+DOCX from `python-docx` (headings become markdown headings, tables rows of
+cells); a notebook's markdown cells are kept and its code cells fenced, its
+outputs left out (they are results, often huge, rarely the answer).
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ragsieve.tools.errors import UsageError
-
-_FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
-_FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
-MAX_PDF_PAGES = 5000
+_FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*\n", re.DOTALL)
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
-class FormatError(UsageError):
-    """A file of a supported format that cannot be read (damaged, encrypted, or its reader missing)."""
+class FormatError(Exception):
+    """The file is damaged, encrypted or not what its name says (the loader skips it, named)."""
 
 
 @dataclass
 class Extracted:
-    title: str | None
     text: str
-    sections: list[tuple[int, str, str]] = field(default_factory=list)
+    title: str = ""
+    kind: str = "text"  # text | markdown: how the chunker cuts it
+    locators: list[tuple[int, str]] = field(default_factory=list)
     line_start: int | None = None
 
 
-def read_pdf(raw: bytes) -> Extracted:
-    """Text per page with pypdf; each page is a section `page=N`."""
+def read_pdf(path: Path) -> Extracted:
     try:
         from pypdf import PdfReader
-    except ImportError:
-        raise FormatError("PDF needs pypdf: pip install 'ragsieve[sources]'") from None
+        from pypdf.errors import PdfReadError
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise FormatError(f"pypdf is not installed ({exc})") from None
     try:
-        reader = PdfReader(io.BytesIO(raw))
+        reader = PdfReader(str(path))
         if reader.is_encrypted:
             raise FormatError("encrypted PDF")
-        parts, sections, offset = [], [], 0
-        for number, page in enumerate(reader.pages[:MAX_PDF_PAGES], start=1):
+        parts, locators, offset = [], [], 0
+        for number, page in enumerate(reader.pages, start=1):
             text = (page.extract_text() or "").strip()
             if not text:
                 continue
-            sections.append((offset, f"page={number}", ""))
+            locators.append((offset, f"p. {number}"))
             parts.append(text)
             offset += len(text) + 2
-        title = (reader.metadata.title if reader.metadata else None) or None
-    except FormatError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many types on damaged files
-        raise FormatError(f"damaged PDF: {type(exc).__name__}: {exc}") from None
-    return Extracted(title=str(title).strip() if title else None, text="\n\n".join(parts), sections=sections)
+        title = ""
+        meta = reader.metadata
+        if meta is not None and meta.title:
+            title = str(meta.title)
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise FormatError(f"unreadable PDF ({type(exc).__name__}: {str(exc)[:120]})") from None
+    return Extracted(text="\n\n".join(parts), title=title, kind="text", locators=locators)
 
 
-def read_docx(raw: bytes) -> Extracted:
-    """Paragraphs with headings as Markdown `#`, tables as `a | b` rows, in document order."""
+def read_docx(path: Path) -> Extracted:
     try:
         import docx
-    except ImportError:
-        raise FormatError("DOCX needs python-docx: pip install 'ragsieve[sources]'") from None
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise FormatError(f"python-docx is not installed ({exc})") from None
     try:
-        document = docx.Document(io.BytesIO(raw))
-    except Exception as exc:  # noqa: BLE001 - zip/xml errors of a damaged file
-        raise FormatError(f"damaged DOCX: {type(exc).__name__}: {exc}") from None
+        document = docx.Document(str(path))
+    except Exception as exc:  # python-docx raises PackageNotFoundError, KeyError, zipfile errors ...
+        raise FormatError(f"unreadable DOCX ({type(exc).__name__}: {str(exc)[:120]})") from None
     lines: list[str] = []
-    body = document.element.body
-    for child in body.iterchildren():
-        tag = child.tag.rsplit("}", 1)[-1]
+    title = (document.core_properties.title or "").strip()
+    for block in document.element.body.iterchildren():
+        tag = block.tag.rsplit("}", 1)[-1]
         if tag == "p":
-            para = docx.text.paragraph.Paragraph(child, document)
+            para = docx.text.paragraph.Paragraph(block, document)
             text = para.text.strip()
             if not text:
                 continue
             style = (para.style.name if para.style is not None else "") or ""
-            level = int(style.split()[-1]) if style.startswith("Heading") and style.split()[-1].isdigit() else 0
-            lines.append(f"{'#' * min(level, 6)} {text}" if level else ("# " + text if style == "Title" else text))
+            level = _heading_level(style)
+            if level:
+                lines += ["", "#" * level + " " + text, ""]
+                title = title or (text if level == 1 else "")
+            else:
+                lines.append(text)
         elif tag == "tbl":
-            table = docx.table.Table(child, document)
+            table = docx.table.Table(block, document)
             for row in table.rows:
                 lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-        lines.append("")
-    title = document.core_properties.title or None
-    return Extracted(title=title, text="\n".join(lines).strip())
+            lines.append("")
+    return Extracted(text="\n".join(lines).strip() + "\n", title=title, kind="markdown")
 
 
-def read_notebook(text: str) -> Extracted:
-    """Markdown cells as Markdown, code cells fenced with the kernel's language; each cell `cell=N`."""
+def _heading_level(style: str) -> int:
+    if style == "Title":
+        return 1
+    m = re.match(r"Heading (\d)", style)
+    return min(int(m.group(1)), 6) if m else 0
+
+
+def read_notebook(raw: str) -> Extracted:
     try:
-        nb = json.loads(text)
-        cells = nb["cells"]
-        language = (nb.get("metadata", {}).get("kernelspec", {}) or {}).get("language") or \
-            (nb.get("metadata", {}).get("language_info", {}) or {}).get("name") or ""
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise FormatError(f"not a Jupyter notebook (nbformat 4 JSON): {exc}") from None
-    parts, sections, offset, title = [], [], 0, None
-    for number, cell in enumerate(cells, start=1):
-        source = cell.get("source", "") if isinstance(cell, dict) else ""
-        source = "".join(source) if isinstance(source, list) else str(source)
-        if not source.strip():
+        data = json.loads(raw)
+        cells = data["cells"]
+        language = ((data.get("metadata") or {}).get("kernelspec") or {}).get("language") or "python"
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise FormatError(f"not a Jupyter notebook ({type(exc).__name__})") from None
+    parts, locators, offset, title = [], [], 0, ""
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        if not isinstance(cell, dict):
             continue
-        kind = cell.get("cell_type")
-        if kind == "code":
-            source = f"```{language}\n{source.rstrip()}\n```"
-        elif kind == "markdown" and title is None and (m := re.search(r"^#[ \t]+(.+)$", source, re.M)):
-            title = m.group(1).strip()
-        sections.append((offset, f"cell={number}", ""))
-        parts.append(source.strip("\n"))
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if not text.strip():
+            continue
+        if cell.get("cell_type") == "code":
+            text = f"```{language}\n{text.rstrip()}\n```"
+        elif cell.get("cell_type") == "markdown":
+            if not title and (m := re.search(r"^#[ \t]+(.+)$", text, re.MULTILINE)):
+                title = m.group(1).strip()
+        else:
+            continue
+        locators.append((offset, f"cell {number}"))
+        parts.append(text.strip())
         offset += len(parts[-1]) + 2
-    return Extracted(title=title, text="\n\n".join(parts), sections=sections)
+    return Extracted(text="\n\n".join(parts), title=title, kind="markdown", locators=locators)
 
 
-def split_front_matter(text: str) -> tuple[str | None, str, int]:
-    """(front-matter title or None, text without the front matter, 1-based line of the remaining text)."""
+def split_front_matter(text: str) -> tuple[str, str, int]:
+    """(title from the front matter or '', text without it, lines removed) for markdown with `---` YAML."""
     m = _FRONT.match(text)
     if not m:
-        return None, text, 1
+        return "", text, 0
     title = _FRONT_TITLE.search(m.group(1))
-    value = title.group(1).strip().strip("\"'") if title else None
-    return value or None, text[m.end():], m.group(0).count("\n") + 1
+    value = title.group(1).strip().strip("'\"") if title else ""
+    return value, text[m.end():], m.group(0).count("\n")

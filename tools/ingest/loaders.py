@@ -1,10 +1,10 @@
 """Turn files, folders and BEIR corpora into `Document`s, counting everything skipped.
 
-Which files are read is decided in `ragsieve.tools.ingest.walk` (with the
-include/exclude globs of `ragsieve.tools.ingest.path_filter`). A file's
-`doc_id` (and `source`) is its path relative to the indexed folder, prefixed
-by the folder's name (`docs/guide.md`), so the same tree indexed from any
-working directory gives the same ids.
+Which files are read is decided in `ragsieve.tools.ingest.walk` (and
+`selection`). A file's `doc_id` (and `source`) is the indexed folder's name
+and the path below it in posix form (`examples/docs/api-keys.md`), whatever
+the working directory, so re-indexing the same tree from anywhere gives the
+same ids.
 """
 from __future__ import annotations
 
@@ -13,25 +13,23 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
-from ragsieve.tools.ingest.html_main import extract_main
-from ragsieve.tools.ingest.html_text import html_to_text
-from ragsieve.tools.ingest.path_filter import PathFilter
+from ragsieve.tools.ingest.web_text import extract_page, heading_locators
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
 from ragsieve.tools.types import Document
 
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".txt": "text", ".rst": "text", ".md": "markdown", ".markdown": "markdown",
-                 ".html": "html", ".htm": "html"}
+                 ".html": "html", ".htm": "html", ".ipynb": "notebook", ".pdf": "pdf", ".docx": "docx"}
 CODE_SUFFIXES = frozenset(
     ".py .js .ts .tsx .jsx .java .go .rs .c .h .cpp .hpp .cs .rb .php .sh .sql .kt .swift .scala"
     " .yaml .yml .toml".split()
@@ -49,15 +47,8 @@ class LoadResult:
     stats: LoadStats
 
 
-BINARY_FORMATS = {".pdf": "pdf", ".docx": "docx"}
-
-
 def _kind_of(path: Path) -> str | None:
     name = path.name.lower()
-    if path.suffix.lower() in BINARY_FORMATS:
-        return BINARY_FORMATS[path.suffix.lower()]
-    if path.suffix.lower() == ".ipynb":
-        return "notebook"
     if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
         return "beir"
     suffix = path.suffix.lower()
@@ -135,59 +126,68 @@ def markdown_title(text: str) -> str | None:
     return None
 
 
-def _load_file(path: Path, doc_id: str, kind: str, stats: LoadStats, base_url: str | None = None) -> Document | None:
+def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = None,
+               source: str | None = None) -> Document | None:
+    doc_id = doc_id or display_path(path)
     with open(path, "rb") as fh:
         raw = fh.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
         stats._skip("skipped_too_large", doc_id, f"too large: over {MAX_FILE_BYTES} bytes (not read)")
         return None
+    text, replaced = decode_bytes(raw)
+    if text is None:
+        stats._skip("skipped_binary", doc_id, "binary content")
+        return None
+    text = text.replace("\r\n", "\n")
     title: str | None = None
     line_start: int | None = 1
-    source = doc_id
-    sections: list[tuple[int, str, str]] = []
-    replaced = False
-    if kind in BINARY_FORMATS.values():
-        try:
-            got = (read_pdf if kind == "pdf" else read_docx)(raw)
-        except FormatError as exc:
-            stats._skip("skipped_unreadable", doc_id, f"unreadable {kind}: {exc}")
-            return None
-        text, title, sections, line_start = got.text, got.title, got.sections, None
-        kind = "text" if kind == "pdf" else "markdown"
-    else:
-        text, replaced = decode_bytes(raw)
-        if text is None:
-            stats._skip("skipped_binary", doc_id, "binary content")
-            return None
-        text = text.replace("\r\n", "\n")
-    if kind == "notebook":
+    locators: list[tuple[int, str]] = []
+    if kind == "html":
+        page = extract_page(text)
+        title, text = page.title, page.text
+        locators = heading_locators(text, page.anchors)
+        kind = "markdown" if page.markdown else "html"  # markdown: chunks follow the page's headings
+        line_start = None  # extracted text has no line correspondence with the file
+    elif kind == "notebook":
         try:
             got = read_notebook(text)
         except FormatError as exc:
-            stats._skip("skipped_unreadable", doc_id, f"unreadable notebook: {exc}")
+            stats._skip("skipped_unreadable", doc_id, f"unreadable: {exc}")
             return None
-        text, title, sections, line_start, kind = got.text, got.title, got.sections, None, "markdown"
-    elif kind == "html":
-        main = extract_main(text)
-        if main is not None:
-            title, text, sections = main
-        else:
-            title, text = html_to_text(text)
-        line_start = None  # extracted text has no line correspondence with the file
-        if base_url:
-            source = urljoin(base_url.rstrip("/") + "/", doc_id.split("/", 1)[1] if "/" in doc_id else doc_id)
-    elif kind == "markdown" and line_start == 1:
-        title, text, line_start = split_front_matter(text)
-        title = title or markdown_title(text)
+        title, text, kind, locators, line_start = got.title, got.text, got.kind, got.locators, None
+    elif kind == "markdown":
+        front_title, text, skipped_lines = split_front_matter(text)
+        line_start = 1 + skipped_lines  # citations keep the file's line numbers
+        title = front_title or markdown_title(text)
     if not text.strip():
         stats._skip("skipped_empty", doc_id, "empty or whitespace-only")
         return None
     if replaced:
         stats.decoded_with_replacement += 1
     return Document(
-        doc_id=doc_id, source=source, title=title or path.name, text=text, kind=kind,
-        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, sections=sections,
+        doc_id=doc_id, source=source or doc_id, title=title or path.name, text=text, kind=kind,
+        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, locators=locators,
     )
+
+
+def _load_binary_format(path: Path, kind: str, stats: LoadStats, doc_id: str, source: str | None) -> Document | None:
+    """PDF and DOCX: read by their libraries (page numbers / headings kept)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            stats._skip("skipped_too_large", doc_id, f"too large: over {MAX_FILE_BYTES} bytes (not read)")
+            return None
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        got = read_pdf(path) if kind == "pdf" else read_docx(path)
+    except FormatError as exc:
+        stats._skip("skipped_unreadable", doc_id, f"unreadable: {exc}")
+        return None
+    if not got.text.strip():
+        stats._skip("skipped_empty", doc_id, "no extractable text (a scanned PDF needs OCR first)")
+        return None
+    return Document(doc_id=doc_id, source=source or doc_id, title=got.title or path.name, text=got.text,
+                    kind=got.kind, content_hash=digest, line_start=None, locators=got.locators)
 
 
 def _open_lines(path: Path) -> Iterator[str]:
@@ -199,13 +199,14 @@ def _open_lines(path: Path) -> Iterator[str]:
             yield from fh
 
 
-def _load_beir(path: Path, shown: str, stats: LoadStats, ids: set[str]) -> list[Document]:
+def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
     """One Document per record of a BEIR `corpus.jsonl(.gz)`, streamed line by line.
 
     The first record decides: without `_id`, `title` and `text` the file is
     skipped as unsupported. Later malformed or duplicate records are skipped
     and listed one by one.
     """
+    shown = display_path(path)
     docs: list[Document] = []
     checked = False
     try:
@@ -253,8 +254,8 @@ def _load_beir(path: Path, shown: str, stats: LoadStats, ids: set[str]) -> list[
     return docs
 
 
-def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, int, int], None] = False,
-                   path_filter: PathFilter | None = None, base_url: str | None = None) -> LoadResult:
+def load_documents(paths: list[str | Path], *, progress: bool = False, selection=None,
+                   base: Path | None = None, base_url: str | None = None) -> LoadResult:
     """Load every supported file under `paths` (files or folders) as Documents.
 
     Raises `UsageError` naming any path that does not exist. Skipped files are
@@ -263,18 +264,19 @@ def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, i
     if isinstance(paths, (str, Path)):
         raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")
     stats = LoadStats()
-    files = collect_files(list(paths), stats, path_filter)
-    if progress is True:
+    refs = collect_files(list(paths), stats, selection, base)
+    id_of = {os.path.abspath(f): i for f, i, _ in refs}
+    url_of = {os.path.abspath(f): f"{base_url.rstrip('/')}/{below}" for f, _, below in refs} if base_url else {}
+    files = [f for f, _, _ in refs]
+    if progress:
         from tqdm import tqdm
 
         files_iter = tqdm(files, desc="loading", unit="file")
     else:
         files_iter = files
-    report = progress if callable(progress) else (lambda stage, done, total: None)
     documents: list[Document] = []
-    ids = {doc_id for _, doc_id in files}
-    for number, (path, doc_id) in enumerate(files_iter):
-        report("loading", number, len(files))
+    ids = set(id_of.values())
+    for path in files_iter:
         stats.files_seen += 1
         kind = _kind_of(path)
         if kind is None:
@@ -282,9 +284,13 @@ def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, i
             continue
         try:
             if kind == "beir":
-                new = _load_beir(path, doc_id, stats, ids)
+                new = _load_beir(path, stats, ids)
             else:
-                doc = _load_file(path, doc_id, kind, stats, base_url)
+                key = os.path.abspath(path)
+                if kind in ("pdf", "docx"):
+                    doc = _load_binary_format(path, kind, stats, id_of[key], url_of.get(key))
+                else:
+                    doc = _load_file(path, kind, stats, id_of[key], url_of.get(key))
                 new = [doc] if doc is not None else []
         except (OSError, EOFError, zlib.error) as exc:
             stats._skip("skipped_unreadable", display_path(path),
@@ -293,7 +299,16 @@ def load_documents(paths: list[str | Path], *, progress: bool | Callable[[str, i
         if new:
             stats.files_loaded += 1
             documents.extend(new)
-    report("loading", -1, len(files))
     stats.documents = len(documents)
     logger.debug("load_documents: %s", stats.summary())
     return LoadResult(documents=documents, stats=stats)
+
+
+def page_document(url: str, html: str, content_hash: str) -> Document | None:
+    """A crawled page as a Document: its main text (markdown, headings kept), cited by URL + #anchor."""
+    page = extract_page(html)
+    if not page.text.strip():
+        return None
+    return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
+                    kind="markdown" if page.markdown else "html", content_hash=content_hash, line_start=None,
+                    locators=heading_locators(page.text, page.anchors))

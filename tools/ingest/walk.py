@@ -22,7 +22,6 @@ from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.gitignore import IgnoreSet
-from ragsieve.tools.ingest.path_filter import PathFilter
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
 MAX_DEPTH = 256  # folders below this many levels under a scanned folder are skipped, named
@@ -45,8 +44,7 @@ class LoadStats:
     skipped_bad_names: int = 0  # names that are not valid UTF-8
     skipped_too_deep: int = 0
     skipped_too_large: int = 0
-    skipped_excluded: int = 0  # --include / --exclude / default excludes (build output, lock files, ...)
-    excluded_summary: str = ""  # which pattern skipped how many
+    skipped_excluded: int = 0  # --include / --exclude / the default excludes (ragsieve.tools.ingest.selection)
     bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -59,13 +57,13 @@ class LoadStats:
         line = (
             f"{self.documents} documents from {self.files_loaded} of {self.files_seen} files; "
             f"skipped {self.skipped_binary} binary, {self.skipped_empty} empty, "
-            f"{self.skipped_ignored} gitignored, {self.skipped_excluded} excluded, {self.skipped_unsupported} unsupported, "
+            f"{self.skipped_ignored} gitignored, {self.skipped_excluded} excluded, "
+            f"{self.skipped_unsupported} unsupported, "
             f"{self.skipped_records} bad records; "
             f"{self.decoded_with_replacement} decoded with replacement characters"
         )
         problems = [f"{getattr(self, name)} {name.replace('skipped_', '').replace('_', ' ')}"
                     for name in self.PROBLEMS if getattr(self, name)]
-        line += f" ({self.excluded_summary})" if self.excluded_summary else ""
         return line + (f"; problems: {', '.join(problems)}" if problems else "")
 
     def problems(self) -> list[tuple[str, str]]:
@@ -85,11 +83,6 @@ def printable(path: str | Path) -> str:
     """A path as text that always encodes: undecodable bytes shown as \\xNN escapes."""
     raw = os.fsencode(path)
     return raw.decode("utf-8", errors="backslashreplace")
-
-
-def root_id(given: str | Path) -> str:
-    """The id prefix of an indexed folder or file: its own name, whatever the working directory."""
-    return Path(os.path.abspath(given)).name or "root"
 
 
 def display_path(path: Path) -> str:
@@ -145,8 +138,32 @@ def _entries(folder: Path, stats: LoadStats) -> list[os.DirEntry]:
         return []
 
 
-def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats,
-                filt: PathFilter | None = None) -> Iterator[Path]:
+def source_root(path: str | Path) -> Path:
+    """Where ids are counted from when an index is first built: the enclosing git checkout of `path`,
+    else the folder holding it (so `examples` gives ids `examples/...`)."""
+    start = Path(os.path.abspath(path))
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start.parent
+
+
+def doc_id_for(root: Path, path: Path, base: Path | None = None) -> str:
+    """A file's id: its path below `base` (the index's source root) when under it, else the indexed
+    folder's name then the path below it (`examples/docs/a.md`); the same from any working directory."""
+    if base is not None:
+        try:
+            return Path(os.path.abspath(path)).relative_to(base).as_posix()
+        except ValueError:
+            pass
+    if root == path:
+        return path.name
+    name = Path(os.path.abspath(root)).name
+    rel = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(root))).as_posix()
+    return f"{name}/{rel}" if name else rel
+
+
+def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection=None) -> Iterator[Path]:
     """Files under `folder`, sorted depth-first, with skipped entries counted and pruned."""
     bad: list[tuple[str, str]] = []
 
@@ -180,9 +197,12 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats,
         if rule is not None:
             stats._skip("skipped_ignored", display_path(path), f"gitignored by {rule.pattern!r} ({rule.origin})")
             continue
-        if filt is not None and (why := filt.why_skipped(path.relative_to(folder).as_posix(), is_dir)):
-            stats._skip("skipped_excluded", display_path(path), why)
-            continue
+        if selection is not None:
+            rel = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(folder))).as_posix()
+            why = selection.skip_folder(rel) if is_dir else selection.skip_file(rel)
+            if why is not None:
+                stats._skip("skipped_excluded", display_path(path), why)
+                continue
         if is_dir:
             if depth + 1 > MAX_DEPTH:
                 stats._skip("skipped_too_deep", display_path(path), f"too deep: more than {MAX_DEPTH} levels")
@@ -196,28 +216,25 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats,
             yield path
 
 
-def collect_files(paths: list[str | Path], stats: LoadStats,
-                  filt: PathFilter | None = None) -> list[tuple[Path, str]]:
-    """(file, document id) for every file to read; the id is `<folder name>/<path in the folder>`
-    (a file named directly: its name), so it does not depend on the working directory."""
+def collect_files(paths: list[str | Path], stats: LoadStats, selection=None,
+                  base: Path | None = None) -> list[tuple[Path, str, str]]:
+    """(file, doc id, path below the folder given) for every file to read under `paths`."""
     missing = [printable(p) for p in paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path(s) not found: {', '.join(missing)}")
-    files: list[tuple[Path, str]] = []
+    files: list[tuple[Path, str, str]] = []
     seen: set[str] = set()
     for given in paths:
         path = Path(given)
-        prefix = root_id(path)
         if path.is_dir():
-            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats, filt)
+            found: Iterator[Path] = walk_folder(path, IgnoreSet(), stats, selection)
         else:
             found = iter([path]) if check_regular(path, stats) else iter([])
         for file in found:
             key = os.path.abspath(file)
             if key not in seen:
                 seen.add(key)
-                doc_id = f"{prefix}/{file.relative_to(path).as_posix()}" if path.is_dir() else prefix
-                files.append((file, doc_id))
-    if filt is not None:
-        stats.excluded_summary = filt.summary()
+                below = file.name if file == path else \
+                    Path(os.path.abspath(file)).relative_to(Path(os.path.abspath(path))).as_posix()
+                files.append((file, doc_id_for(path, file, base), below))
     return files

@@ -1,0 +1,91 @@
+"""Conversations: a chat history in, one stand-alone question out (before retrieval).
+
+A chat front end sends the whole message list every turn. The last user
+message is the question; when earlier turns exist it is rewritten by the
+`rewrite.j2` prompt into a question that stands alone ("and what about the
+old key?" -> "What happens to the old API key when a Lumen workspace key is
+rotated?"), as conversational query reformulation does (Yu et al. 2020,
+"Few-Shot Generative Conversational Query Rewriting", SIGIR). The client's
+system messages are kept apart as instructions for the answer step only.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ragsieve.agent.errors import LLMError, UsageError
+
+MAX_TURNS = 12  # the most recent turns the rewrite sees
+MAX_TURN_CHARS = 2000  # each turn is cut to this in the rewrite prompt
+MAX_REWRITE_CHARS = 1000  # a longer rewrite is not a question: the user's words are kept
+
+
+class Turn(BaseModel):
+    role: str  # user | assistant
+    text: str
+
+
+class Conversation(BaseModel):
+    question: str  # the last user message
+    history: list[Turn] = Field(default_factory=list)  # earlier user/assistant turns, oldest first
+    instructions: str | None = None  # the system (and developer) messages, joined
+
+
+def message_text(content, where: str) -> str:
+    """The text of an OpenAI message `content`: a string, or a list of `{"type": "text", "text": ...}` parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise UsageError(f"{where}: only text content parts are supported (got {kind!r})")
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise UsageError(f"{where}: content must be a string or a list of text parts")
+
+
+def from_messages(messages: list[dict]) -> Conversation:
+    """Split OpenAI chat `messages` into question, history and instructions; refuse what cannot be answered."""
+    if not isinstance(messages, list) or not messages:
+        raise UsageError("messages must be a non-empty list")
+    system, turns = [], []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise UsageError(f"messages[{i}] must be an object with a 'role'")
+        role = m["role"]
+        text = message_text(m.get("content"), f"messages[{i}]")
+        if role in ("system", "developer"):
+            if text.strip():
+                system.append(text.strip())
+        elif role in ("user", "assistant"):
+            turns.append(Turn(role=role, text=text))
+        elif role in ("tool", "function"):
+            raise UsageError(f"messages[{i}]: role {role!r} is not supported (ragsieve calls no tools)")
+        else:
+            raise UsageError(f"messages[{i}]: unknown role {role!r}")
+    if not turns or turns[-1].role != "user":
+        raise UsageError("the last message must be the user's question (role 'user')")
+    question = turns[-1].text
+    return Conversation(question=question, history=turns[:-1], instructions="\n\n".join(system) or None)
+
+
+def rewrite_question(question: str, history: list[Turn], llm, prompts) -> tuple[str, str | None]:
+    """(stand-alone question, why the user's words were kept or None). No history: the question as is."""
+    if not any(t.role == "user" for t in history):
+        return question, None
+    turns = [{"role": t.role, "text": t.text[:MAX_TURN_CHARS]} for t in history[-MAX_TURNS:]]
+    prompt = prompts.render("rewrite", turns=turns, question=question)
+    try:
+        text = llm.text([{"role": "user", "content": prompt}], max_tokens=128, temperature=0.0)
+    except LLMError as exc:
+        if type(exc).__name__ == "BudgetExceeded":
+            raise
+        return question, f"rewrite failed ({type(exc).__name__}); the user's words are the question"
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    rewritten = lines[0].strip().strip('"').strip() if lines else ""
+    if not rewritten or len(rewritten) > MAX_REWRITE_CHARS:
+        return question, "the rewrite was empty or too long; the user's words are the question"
+    return rewritten, None

@@ -1,0 +1,75 @@
+"""The FastAPI app of `ragsieve serve`: OpenAI-compatible and native routes over several indexes.
+
+Routes: `GET /v1/models`, `POST /v1/chat/completions` (OpenAI; `stream` true
+gives server-sent events), `POST /v1/ask`, `POST /v1/ask/stream` (native),
+`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus). Every error is in
+OpenAI's shape. Questions run in threads, at most `max_concurrent` at once and
+`queue_limit` waiting; beyond that 429 with Retry-After.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from ragsieve.agent.service import chat_routes, errors, native_routes
+from ragsieve.agent.service.body_limit import BodyLimit
+from ragsieve.agent.service.keys import KeyRing
+from ragsieve.agent.service.limits import Admission
+from ragsieve.agent.service.metrics import ServiceMetrics
+from ragsieve.agent.service.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing | None = None, *,
+               preload_model: bool = True, close_registry: bool = False) -> FastAPI:
+    """The app over an `IndexRegistry`. `preload_model` starts the LLM in the background at start-up
+    (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
+    settings = settings or ServiceSettings()
+    keys = keys or KeyRing()
+    keys.check_names(set(registry.orchestrators))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if preload_model:
+            threading.Thread(target=_preload, args=(registry,), name="ragsieve-model-start", daemon=True).start()
+        try:
+            yield
+        finally:
+            if close_registry:
+                registry.close()
+
+    app = FastAPI(title="ragsieve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    metrics = ServiceMetrics()
+    app.state.registry, app.state.settings, app.state.keys = registry, settings, keys
+    app.state.metrics = metrics
+    app.state.admission = Admission(settings.max_concurrent, settings.queue_limit, settings.retry_after_s, metrics)
+    app.state.started = int(time.time())
+    errors.install(app)
+    app.include_router(chat_routes.router)
+    app.include_router(native_routes.router)
+
+    @app.middleware("http")
+    async def count(request, call_next):
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.requests.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+        return response
+
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"], max_age=600)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    return app
+
+
+def _preload(registry) -> None:
+    try:
+        registry.shared_llm()
+    except Exception as exc:  # reported by /readyz and at the first question
+        log.error("the model did not start: %s", exc)

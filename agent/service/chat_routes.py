@@ -1,0 +1,117 @@
+"""OpenAI-compatible routes: `GET /v1/models`, `POST /v1/chat/completions` (JSON or server-sent events)."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from starlette.background import BackgroundTask
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ragsieve.agent.conversation import from_messages
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.service.auth import Caller, caller
+from ragsieve.agent.service.errors import ApiError
+from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
+from ragsieve.agent.service.render import extension, references, usage
+from ragsieve.agent.service.requests import ChatRequest, check_text
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def list_models(request: Request, who: Caller = Depends(caller)):
+    registry = request.app.state.registry
+    created = request.app.state.started
+    return {"object": "list", "data": [{"id": mid, "object": "model", "created": created, "owned_by": "ragsieve"}
+                                       for mid in registry.model_ids(who.visible(list(registry.orchestrators)))]}
+
+
+def prepare(request: Request, body: ChatRequest, who: Caller):
+    app = request.app.state
+    ignored = body.checked(app.settings.max_messages)
+    name, plan = who.resolve(app.registry, body.model)
+    try:
+        conv = from_messages(body.messages)
+    except UsageError as exc:
+        raise ApiError(400, str(exc), param="messages") from None
+    question = check_text(conv.question, app.settings.max_question_chars)
+    for turn in conv.history:
+        check_text(turn.text or " ", app.settings.max_body_bytes, "history")
+    if conv.instructions:
+        check_text(conv.instructions, app.settings.max_body_bytes, "system message")
+    overrides = {"retrieval": {"top_k": body.top_k}} if body.top_k else {}
+    req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
+                          overrides=overrides, answer_options=body.answer_options())
+    orch = app.registry.orchestrators[name]
+    return orch, req, ignored
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request, body: ChatRequest, who: Caller = Depends(caller)):
+    app = request.app.state
+    orch, req, ignored = prepare(request, body, who)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    headers = {"x-ragsieve-ignored-fields": ",".join(ignored)} if ignored else {}
+    ticket = app.admission.enter()  # a 429 is raised here, before any response starts
+    limiter = ticket.limiter
+    job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s))
+    if not body.stream:
+        try:
+            answer = await job.result(limiter, request.is_disconnected)
+        except Exception as exc:
+            app.metrics.errors.labels(type(exc).__name__).inc()
+            raise as_api_error(exc) from None
+        finally:
+            ticket.release()
+        app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+        return JSONResponse({
+            "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": answer.answer + references(answer)}}],
+            "usage": usage(answer), "ragsieve": extension(answer, ignored=ignored),
+        }, headers=headers)
+
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    def chunk(delta: dict, finish: str | None = None, **more) -> str:
+        data = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": body.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **more}
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+    async def events():
+        streamed: list[str] = []  # the text of the current answer attempt, as sent
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            async for item in job.stream(limiter):
+                if item[0] == "token":
+                    streamed.append(item[1])
+                    yield chunk({"content": item[1]})
+                elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1 and streamed:
+                    streamed = []
+                    yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
+                elif item[0] == "done":
+                    answer = item[1]
+                    tail = ""
+                    if "".join(streamed).strip() != answer.answer.strip():  # replaced after the model wrote
+                        tail = ("\n\n" if streamed else "") + answer.answer
+                    yield chunk({"content": tail + references(answer)})
+                    ttft = job.first_token_s
+                    if ttft is not None:
+                        app.metrics.ttft.labels(answer.plan).observe(ttft)
+                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+                    yield chunk({}, "stop", ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
+                    if include_usage:
+                        yield f"data: {json.dumps({'id': completion_id, 'object': 'chat.completion.chunk', 'created': created, 'model': body.model, 'choices': [], 'usage': usage(answer)})}\n\n"
+                elif item[0] == "error":
+                    err = item[1]
+                    app.metrics.errors.labels(err.code or "error").inc()
+                    yield f"data: {json.dumps(err.body() | {'status': err.status})}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            ticket.release()
+
+    return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})

@@ -1,0 +1,24 @@
+"""Build the app from a serialisable spec (what each `--workers` process receives)."""
+from __future__ import annotations
+
+import json
+import os
+
+from ragsieve.agent.config import Config
+from ragsieve.agent.service.app import create_app
+from ragsieve.agent.service.keys import KeyRing
+from ragsieve.agent.service.registry import IndexRegistry
+from ragsieve.agent.service.settings import ServiceSettings
+
+
+def build(spec: dict):
+    """spec: {"indexes": {name: dir}, "config": Config dump, "settings": ServiceSettings dump, "keys_file"}."""
+    settings = ServiceSettings.model_validate(spec["settings"])
+    config = Config.model_validate(spec["config"])
+    keys = KeyRing.load(spec.get("keys_file"))
+    registry = IndexRegistry(spec["indexes"], config, llm_parallel=settings.llm_parallel)
+    return create_app(registry, settings, keys, preload_model=spec.get("preload_model", True), close_registry=True)
+
+
+def app_from_env():
+    return build(json.loads(os.environ["RAGSIEVE_SERVE_SPEC"]))

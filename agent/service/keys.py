@@ -1,0 +1,82 @@
+"""API keys and their scopes: which key may reach which index.
+
+Keys come from the `RAGSIEVE_API_KEYS` environment variable (comma-separated;
+each reaches every index) and/or a keys file (TOML):
+
+    [keys]
+    "sk-team-docs" = ["docs"]          # this key reaches the `docs` index only
+    "sk-admin" = ["*"]                 # every index
+
+No key configured means an open server, which `serve` allows on a loopback
+address only (or with `--allow-public-without-keys`). A request whose index is
+outside its key's scope is answered exactly like an unknown index (404), so a
+key never learns that another tenant's index exists.
+"""
+from __future__ import annotations
+
+import hmac
+import os
+import tomllib
+from pathlib import Path
+
+from ragsieve.agent.errors import UsageError
+
+ENV_VAR = "RAGSIEVE_API_KEYS"
+ALL = "*"
+
+
+class KeyRing:
+    def __init__(self, scopes: dict[str, set[str]] | None = None):
+        self.scopes = {k: set(v) for k, v in (scopes or {}).items()}
+        for key in self.scopes:
+            if len(key) < 8 or any(c.isspace() for c in key):
+                raise UsageError("every API key must be at least 8 characters without spaces")
+
+    @classmethod
+    def load(cls, keys_file: str | None = None, environ: dict[str, str] | None = None) -> "KeyRing":
+        env = os.environ if environ is None else environ
+        scopes: dict[str, set[str]] = {}
+        for key in (env.get(ENV_VAR) or "").split(","):
+            if key.strip():
+                scopes.setdefault(key.strip(), set()).add(ALL)
+        if keys_file:
+            path = Path(keys_file)
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise UsageError(f"keys file not found: {path}") from None
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
+            table = data.get("keys")
+            if not isinstance(table, dict) or not table:
+                raise UsageError(f"keys file {path} needs a [keys] table: \"key\" = [\"index\", ...]")
+            for key, indexes in table.items():
+                if not isinstance(indexes, list) or not all(isinstance(i, str) for i in indexes):
+                    raise UsageError(f"keys file {path}: the scope of a key must be a list of index names")
+                scopes.setdefault(key, set()).update(indexes)
+        return cls(scopes)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.scopes)
+
+    def scope(self, key: str | None) -> set[str] | None:
+        """The indexes `key` reaches (`{"*"}` = all); None when the key is unknown."""
+        if not self.enabled:
+            return {ALL}
+        if not key:
+            return None
+        for known, indexes in self.scopes.items():  # constant-time comparison for each known key
+            if hmac.compare_digest(known.encode(), key.encode()):
+                return indexes
+        return None
+
+    def check_names(self, names: set[str]) -> None:
+        for key, indexes in self.scopes.items():
+            unknown = sorted(indexes - names - {ALL})
+            if unknown:
+                raise UsageError(f"a key is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
+
+
+def allows(scope: set[str], index: str) -> bool:
+    return ALL in scope or index in scope

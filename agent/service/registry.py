@@ -1,0 +1,102 @@
+"""The indexes one server answers from, sharing one LLM; model ids `index` and `index:plan`."""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import Callable
+
+from ragsieve.agent.config import Config
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.bounded import BoundedChat
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.plan.plans import plan_names
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def parse_index_specs(specs: list[str]) -> dict[str, Path]:
+    """`NAME=DIR` (or a bare DIR, named after its folder) -> {name: dir}; names unique and URL-safe."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, folder = spec.partition("=")
+        if not sep:
+            folder, name = spec, Path(spec).resolve().name.lstrip(".") or "index"
+        if not _NAME.match(name) or ":" in name:
+            raise UsageError(f"invalid index name {name!r}: letters, digits, '_', '.', '-' (no ':'), up to 64")
+        if name in out:
+            raise UsageError(f"index name {name!r} given twice")
+        out[name] = Path(folder)
+    if not out:
+        raise UsageError("give at least one index: --index NAME=DIR")
+    return out
+
+
+class IndexRegistry:
+    """Opens every index at start-up (a missing index is refused then, not at the first question)."""
+
+    def __init__(self, indexes: dict[str, Path], config: Config, *, llm: LLM | None = None, llm_parallel: int = 4):
+        from ragsieve.agent.orchestrator import Orchestrator
+
+        self.config = config
+        self.llm_parallel = llm_parallel
+        self._llm = llm
+        self._close_llm: Callable[[], None] | None = None
+        self._llm_lock = threading.Lock()
+        self.llm_error: str | None = None
+        if llm is not None:
+            llm.chat = BoundedChat(llm.chat, llm_parallel)
+        self.orchestrators = {}
+        try:
+            for name, folder in indexes.items():
+                self.orchestrators[name] = Orchestrator.open(folder, config, llm_factory=self.shared_llm)
+        except BaseException:
+            self.close()
+            raise
+        self.plans = plan_names(config)
+
+    def shared_llm(self) -> LLM:
+        with self._llm_lock:
+            if self._llm is None:
+                from ragsieve.agent.llm.factory import open_llm
+
+                cfg = self.config.llm.model_copy(update={"parallel": self.llm_parallel})
+                try:
+                    self._llm, self._close_llm = open_llm(cfg)
+                except Exception as exc:
+                    self.llm_error = f"{type(exc).__name__}: {exc}"
+                    raise
+                self._llm.chat = BoundedChat(self._llm.chat, self.llm_parallel)
+                self.llm_error = None
+            return self._llm
+
+    @property
+    def llm_ready(self) -> bool:
+        return self._llm is not None
+
+    def model_ids(self, names: list[str] | None = None) -> list[str]:
+        ids = []
+        for name in sorted(names if names is not None else self.orchestrators):
+            ids.append(name)
+            ids.extend(f"{name}:{plan}" for plan in self.plans)
+        return ids
+
+    def resolve(self, model: str) -> tuple[str, str | None]:
+        """`index` or `index:plan` -> (index, plan); KeyError when either is unknown."""
+        name, _, plan = model.partition(":")
+        if name not in self.orchestrators or (plan and plan not in self.plans):
+            raise KeyError(model)
+        return name, plan or None
+
+    def close(self) -> None:
+        for orch in getattr(self, "orchestrators", {}).values():
+            try:
+                orch.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                log.exception("closing an index failed")
+        if self._close_llm is not None:
+            self._close_llm()
+            self._close_llm = None

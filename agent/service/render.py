@@ -1,0 +1,50 @@
+"""How an answer is shown to a chat client: numbered markdown references and an extension field.
+
+`content` ends with the references a plain chat UI renders:
+
+    ...rotated keys stay valid for 24 hours [1].
+
+    **Sources**
+    [1] docs/api-keys.md:10-24 (Rotating keys)
+
+and the same citations, structured, are in the response's `ragsieve` field
+(`citations`: number, label, source, lines, chunk id), with the question
+actually searched (after a conversation rewrite), the plan and the trace.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def references(answer) -> str:
+    if not answer.citations:
+        return ""
+    lines = ["", "", "**Sources**"]
+    for c in answer.citations:
+        title = f" ({c.title})" if c.title else ""
+        lines.append(f"[{c.number}] {c.label()}{title}  ")
+    return "\n".join(lines)
+
+
+def extension(answer, *, ignored: list[str] | None = None, first_token_s: float | None = None) -> dict[str, Any]:
+    data = {
+        "index_question": answer.question,
+        "asked": answer.asked,
+        "plan": answer.plan,
+        "citations": [c.model_dump() | {"label": c.label()} for c in answer.citations],
+        "resolved": answer.resolved,
+        "abstention": answer.abstention,
+        "stopped": answer.stopped,
+        "trace": [{"step": e.step, "outcome": e.outcome, "duration_s": e.duration_s} for e in answer.trace],
+    }
+    if ignored:
+        data["ignored_fields"] = ignored
+    if first_token_s is not None:
+        data["time_to_first_token_s"] = round(first_token_s, 4)
+    return data
+
+
+def usage(answer) -> dict[str, int]:
+    u = answer.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens}

@@ -1,0 +1,93 @@
+"""Request bodies of the service, validated; what a body asks that ragsieve cannot do is refused (400)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragsieve.agent.service.errors import ApiError
+
+# OpenAI fields a chat client may send: applied (temperature, max_tokens, stream ...), accepted when their
+# value changes nothing (top_p 1, penalties 0, n 1 ...), refused otherwise; `user`/`metadata` are labels.
+NEUTRAL = {"top_p": 1, "n": 1, "presence_penalty": 0, "frequency_penalty": 0, "logprobs": False,
+           "parallel_tool_calls": None}
+REFUSED_WHEN_SET = ("tools", "tool_choice", "functions", "function_call", "logit_bias", "stop", "seed",
+                    "top_logprobs", "audio", "modalities", "prediction")
+LABELS = ("user", "metadata", "store", "service_tier", "reasoning_effort")
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1, le=32_000)
+    max_completion_tokens: int | None = Field(None, ge=1, le=32_000)
+    top_k: int | None = Field(None, ge=1, le=100)  # ragsieve extension: chunks retrieved for the context
+
+    def checked(self, max_messages: int) -> list[str]:
+        """Refuse what cannot be applied; return the names of unknown fields (reported, not applied)."""
+        if len(self.messages) > max_messages:
+            raise ApiError(400, f"too many messages ({len(self.messages)}); the limit is {max_messages}",
+                           code="too_many_messages", param="messages")
+        extra = dict(self.model_extra or {})
+        for name, neutral in NEUTRAL.items():
+            if name in extra:
+                value = extra.pop(name)
+                if value is not None and value != neutral:
+                    raise ApiError(400, f"{name}={value!r} is not supported (ragsieve answers with one choice "
+                                        f"from its own sampling); omit it or send {neutral!r}", param=name)
+        for name in REFUSED_WHEN_SET:
+            if name in extra:
+                value = extra.pop(name)
+                if value not in (None, [], {}, "none", "auto" if name == "tool_choice" else object()):
+                    raise ApiError(400, f"{name} is not supported by ragsieve; omit it", param=name)
+        fmt = extra.pop("response_format", None)
+        if fmt not in (None, {"type": "text"}):
+            raise ApiError(400, "response_format other than text is not supported", param="response_format")
+        for name in LABELS:
+            extra.pop(name, None)
+        return sorted(extra)
+
+    def answer_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        limit = self.max_completion_tokens or self.max_tokens
+        if limit is not None:
+            options["max_tokens"] = limit
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        return options
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    index: str | None = Field(None, max_length=64)  # required when the server has several indexes
+    plan: str | None = Field(None, max_length=64)
+    top_k: int | None = Field(None, ge=1, le=100)
+    history: list[dict[str, Any]] = Field(default_factory=list)  # earlier turns: [{"role", "content"}]
+    max_tokens: int | None = Field(None, ge=1, le=32_000)
+    temperature: float | None = Field(None, ge=0, le=2)
+
+
+def check_text(text: str, limit: int, what: str = "question") -> str:
+    """Non-empty, within `limit` characters, valid Unicode (a lone surrogate is refused, not mangled)."""
+    if not text.strip():
+        raise ApiError(400, f"the {what} is empty", code="empty_question", param=what)
+    if len(text) > limit:
+        raise ApiError(400, f"the {what} is {len(text)} characters; the limit is {limit}", code="question_too_long",
+                       param=what)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"the {what} holds invalid Unicode (a lone surrogate such as \\ud800)",
+                       code="invalid_unicode", param=what) from None
+    return text

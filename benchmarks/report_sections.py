@@ -1,0 +1,122 @@
+"""REPORT.md sections for the pipeline stage ablation (pipeline*.json) and the service load test
+(service*.json); `report.py` renders them after its own sections."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_f(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def pipeline_section(folder: Path, load, command, machine) -> list[str]:
+    lines = ["## The card's pipeline, stage by stage (pipeline*.json)", "",
+             "Each plan adds one stage to the one above it (fast -> +judge -> +fallback -> +conformal -> +gmm -> "
+             "+rse = full); judges are the scripted oracle and noisy oracles (flipN: N % of verdicts flipped), "
+             "since no capable model runs here. gold recall: share of gold documents in the final context "
+             "(HotpotQA: both gold paragraphs); tokens: context tokens given to the answer step.", ""]
+    files = load(folder, "pipeline*.json")
+    if not files:
+        return lines + ["not run (no benchmarks/results/pipeline*.json).", ""]
+    for path, data, error in files:
+        if data is None:
+            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            continue
+        lines += [f"### `{path.name}`", "", f"Command: {command(data)}; {machine(data)}; "
+                  f"load average {_f((data.get('load_average') or [None])[0], 2)}.", ""]
+        rows = []
+        for r in data.get("rows") or []:
+            rows.append([r.get("dataset"), r.get("judge"), r.get("plan"), r.get("n"), r.get("gold_recall"),
+                         r.get("both_gold_recall"), r.get("context_tokens"), r.get("llm_calls"), r.get("em"),
+                         r.get("abstain_unanswerable")])
+        lines += _table(["set", "judge", "plan", "n", "gold recall", "both gold", "context tokens", "LLM calls",
+                         "EM", "abstains (unanswerable)"], rows)
+        for name, info in (data.get("sets") or {}).items():
+            cov = (info or {}).get("coverage")
+            if cov:
+                lines += [f"Conformal coverage on {name} (held-out; target 1 - alpha):", ""]
+                lines += _table(["alpha | threshold", "n", "coverage", "mean set size"],
+                                [[k, v.get("n"), v.get("coverage"), v.get("mean_size")] for k, v in cov.items()])
+            if info and info.get("sparse_share") is not None:
+                lines += [f"Sparse subset of {name}: {info.get('sparse_rows')} of {info.get('chunks')} chunks "
+                          f"({_f(info.get('sparse_share'))}).", ""]
+    return lines
+
+
+def service_section(folder: Path, load, command, machine) -> list[str]:
+    lines = ["## Service load test (service*.json)", "",
+             "`ragsieve serve` on loopback, `fast` plan, fixed requests per level; latency in seconds. "
+             "Overhead: server p50 at 1 client minus `Orchestrator.ask` p50 on the same questions in the same "
+             "run (target <= 10 ms); model: throughput at 4 clients / 1 client (target >= 1.5).", ""]
+    files = load(folder, "service*.json")
+    if not files:
+        return lines + ["not run (no benchmarks/results/service*.json).", ""]
+    for path, data, error in files:
+        if data is None:
+            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            continue
+        lines += [f"Command: {command(data)}; {machine(data)}; load average "
+                  f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start, "
+                  f"{_f((data.get('load_average_at_end') or [None])[0], 2)} at end.", ""]
+        rows = []
+        for b in data.get("backends") or []:
+            for r in b.get("levels") or []:
+                rows.append([b.get("backend"), r.get("clients"), "yes" if r.get("stream") else "no", r.get("ok"),
+                             r.get("errors"), r.get("rejected_429"), r.get("throughput_rps"), r.get("p50_s"),
+                             r.get("p95_s"), r.get("p99_s"), r.get("ttft_p50_s")])
+        lines += _table(["backend", "clients", "stream", "ok", "errors", "429", "req/s", "p50", "p95", "p99",
+                         "TTFT p50"], rows)
+        summary = []
+        for b in data.get("backends") or []:
+            ask = b.get("orchestrator_ask") or {}
+            summary.append([b.get("backend"), ask.get("p50_s"), b.get("overhead_p50_ms"),
+                            b.get("throughput_4_over_1")])
+        lines += _table(["backend", "Orchestrator.ask p50 (s)", "server overhead p50 (ms)",
+                         "throughput 4 / 1 clients"], summary)
+    return lines
+
+
+def sources_section(folder: Path, load, command, machine) -> list[str]:
+    lines = ["## Sources: code search and a website crawl (sources*.json)", "",
+             "Code: queries are the first docstring sentence of public stdlib functions, the code indexed with "
+             "docstrings blanked; a hit is a chunk of the gold file overlapping the function. Website: the "
+             "Python 3.11 documentation (Debian python3.11-doc) served on loopback and crawled; boilerplate = "
+             "lines of the whole page that are not in its div.body.", ""]
+    files = load(folder, "sources*.json")
+    if not files:
+        return lines + ["not run (no benchmarks/results/sources*.json).", ""]
+    for path, data, error in files:
+        if data is None:
+            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            continue
+        lines += [f"Command: {command(data)}; {machine(data)}; load average "
+                  f"{_f((data.get('load_average_at_start') or [None])[0], 2)}.", ""]
+        code = data.get("code") or {}
+        rows = [[name, c.get("n"), c.get("recall@1"), c.get("recall@5"), c.get("recall@10"), c.get("mrr"),
+                 c.get("chunks"), c.get("gold_split_share")] for name, c in (code.get("configs") or {}).items()]
+        lines += [f"Code search on {len(code.get('modules') or [])} stdlib modules, {code.get('queries')} queries:",
+                  ""]
+        lines += _table(["chunking", "n", "R@1", "R@5", "R@10", "MRR", "chunks", "gold functions split"], rows)
+        web = data.get("web") or {}
+        if web.get("skipped"):
+            lines += [f"Website: not run ({web['skipped']}).", ""]
+        elif web:
+            r = web.get("retrieval_by_page") or {}
+            lines += _table(["pages crawled", "pages/s", "chunks/page", "chunks with #anchor", "boilerplate removed",
+                             "main text kept", "questions", "page R@1", "page R@5", "page R@10", "MRR"],
+                            [[web.get("pages_crawled"), web.get("pages_per_s"), web.get("chunks_per_page"),
+                              web.get("chunks_with_anchor_share"), web.get("boilerplate_removed_share"),
+                              web.get("main_kept_share"), r.get("n"), r.get("recall@1"), r.get("recall@5"),
+                              r.get("recall@10"), r.get("mrr")]])
+    return lines

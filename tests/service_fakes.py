@@ -1,0 +1,47 @@
+"""Helpers for the service tests (a helper module, not a test file): served apps over scripted models."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+
+from ragsieve import Config
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.service.app import create_app
+from ragsieve.agent.service.keys import KeyRing
+from ragsieve.agent.service.registry import IndexRegistry
+from ragsieve.agent.service.server import ServiceThread
+from ragsieve.agent.service.settings import ServiceSettings
+
+ANSWER = "Rotate it with `lumen keys rotate` [2]; the old key stays valid for 24 hours [1]."
+
+
+class CountingChat(FakeChat):
+    """A FakeChat whose streams count the tokens that reached the caller (a cancelled stream stops early)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.delivered = 0
+        self.lock = threading.Lock()
+
+    def stream(self, messages, *, on_token, max_tokens=None, temperature=None):
+        def counted(token):
+            on_token(token)
+            with self.lock:
+                self.delivered += 1
+        return super().stream(messages, on_token=counted, max_tokens=max_tokens, temperature=temperature)
+
+
+@contextlib.contextmanager
+def served(indexes: dict[str, Path], chat=None, *, config: Config | None = None, keys: KeyRing | None = None,
+           lifetime_s: float = 300.0, **settings):
+    chat = chat if chat is not None else FakeChat(default=ANSWER)
+    registry = IndexRegistry(indexes, config or Config(), llm=LLM(chat), llm_parallel=settings.pop("llm_parallel", 4))
+    app = create_app(registry, ServiceSettings(port=0, **settings), keys, preload_model=False)
+    try:
+        with ServiceThread(app, ServiceSettings(port=0, **settings), lifetime_s=lifetime_s) as svc:
+            svc.chat, svc.registry, svc.app = chat, registry, app
+            yield svc
+    finally:
+        registry.close()

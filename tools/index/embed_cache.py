@@ -1,0 +1,58 @@
+"""Embeddings checkpointed per chunk text, so a killed build resumes where it stopped.
+
+An SQLite table beside the index's generations (`<index>/embeddings.sqlite`)
+maps (model, sha1 of the indexed text) to the float32 vector. The builder looks
+every text up before embedding, embeds only the missing ones and commits each
+batch as it is done. After a successful build the cache keeps only the texts
+of the published generation (`prune`).
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, " \
+          "PRIMARY KEY (model, key))"
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbeddingCache:
+    def __init__(self, path: str | Path, model: str, dimension: int | None = None):
+        self.path, self.model, self.dimension = Path(path), model, dimension
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path)
+        self._db.execute(_SCHEMA)
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for key, blob in self._db.execute(
+                    f"SELECT key, vector FROM vectors WHERE model = ? AND key IN ({marks})", [self.model, *part]):
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if self.dimension is None or vector.shape[0] == self.dimension:
+                    found[key] = vector
+        return found
+
+    def put_many(self, keys: list[str], vectors: np.ndarray) -> None:
+        self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                             [(self.model, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors)])
+        self._db.commit()
+
+    def prune(self, keep: set[str]) -> int:
+        """Delete the vectors of texts not in `keep` (this model's); returns how many were deleted."""
+        rows = [k for (k,) in self._db.execute("SELECT key FROM vectors WHERE model = ?", (self.model,)) if k not in keep]
+        self._db.executemany("DELETE FROM vectors WHERE model = ? AND key = ?", [(self.model, k) for k in rows])
+        self._db.execute("DELETE FROM vectors WHERE model != ?", (self.model,))
+        self._db.commit()
+        return len(rows)
+
+    def close(self) -> None:
+        self._db.close()

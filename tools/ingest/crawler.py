@@ -1,0 +1,324 @@
+"""A polite website crawler on httpx: robots.txt, sitemaps, scope, de-duplication, retries, re-crawls.
+
+- robots.txt is honoured for our User-Agent (`urllib.robotparser`), its
+  `Crawl-delay` too; the request rate never exceeds `rate` per second.
+- The start URL is a page or a `sitemap.xml` (sitemap indexes followed, bounded);
+  robots.txt `Sitemap:` lines are read as well. Links are followed breadth-first.
+- Scope: same scheme and host, and the start URL's folder (`same_domain`: the whole host).
+- De-duplication: fragments and tracking parameters (`utm_*`, `gclid`,
+  `fbclid`, ...) dropped, query sorted, default ports removed; a page's
+  `<link rel="canonical">` names it.
+- Retries: 429 and 5xx and transport errors, with `Retry-After` honoured and
+  bounded attempts; non-HTML responses are counted and skipped.
+- Re-crawls are incremental: each page's ETag / Last-Modified are sent back
+  (a 304 reuses the stored copy), and the page's content hash decides whether
+  it changed. Pages that are gone (404/410, or no longer reached) are not
+  returned, so the index removes them. The state file is rewritten (atomically)
+  after every page: a killed crawl resumes its frontier.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import parse_qsl, urldefrag, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.robotparser import RobotFileParser
+
+import httpx
+
+from ragsieve.tools.errors import UsageError
+
+USER_AGENT = "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"
+TRACKING = re.compile(r"^(utm_\w+|gclid|fbclid|mc_cid|mc_eid|_hsenc|_hsmi|ref_src)$", re.I)
+_HREF = re.compile(r"""<a\s[^>]*?href\s*=\s*["']([^"'#][^"']*|#[^"']*)["']""", re.I)
+_CANONICAL = re.compile(r"""<link\s[^>]*rel\s*=\s*["']canonical["'][^>]*>""", re.I)
+_HREF_ATTR = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
+_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>", re.I)
+MAX_SITEMAPS = 20
+
+
+def normalise(url: str) -> str:
+    """The URL a page is known by: no fragment, no tracking parameters, sorted query, no default port."""
+    url, _ = urldefrag(url.strip())
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port and not ((parts.scheme == "http" and port == 80) or (parts.scheme == "https" and port == 443)):
+        host = f"{host}:{port}"
+    query = urlencode(sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not TRACKING.match(k)))
+    return urlunsplit((parts.scheme.lower(), host, parts.path or "/", query, ""))
+
+
+@dataclass
+class Fetched:
+    status_code: int
+    headers: httpx.Headers
+    url: str
+    content: bytes
+    encoding: str = "utf-8"
+
+    @property
+    def text(self) -> str:
+        try:
+            return self.content.decode(self.encoding, errors="replace")
+        except LookupError:
+            return self.content.decode("utf-8", errors="replace")
+
+
+@dataclass
+class CrawledPage:
+    url: str
+    html: str
+    content_hash: str
+    changed: bool  # new or different since the last crawl
+
+
+@dataclass
+class CrawlReport:
+    pages: list[CrawledPage] = field(default_factory=list)
+    fetched: int = 0
+    not_modified: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (url, why)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        changed = sum(1 for p in self.pages if p.changed)
+        return (f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified) "
+                f"in {self.seconds:.1f}s; skipped {len(self.skipped)}")
+
+
+class Crawler:
+    def __init__(self, start: str, *, state_dir: Path, max_pages: int = 200, rate: float = 2.0,
+                 same_domain: bool = False, scope_prefix: str | None = None, timeout_s: float = 15.0,
+                 max_attempts: int = 3, max_page_bytes: int = 5_000_000, user_agent: str = USER_AGENT,
+                 client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep,
+                 progress: Callable[[int, int, str], None] | None = None):
+        if not start.startswith(("http://", "https://")):
+            raise UsageError(f"a crawl starts at an http:// or https:// URL, got {start!r}")
+        if max_pages < 1 or rate <= 0 or max_attempts < 1:
+            raise UsageError("max_pages >= 1, rate > 0 and max_attempts >= 1 are required")
+        self.start = normalise(start)
+        parts = urlsplit(self.start)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        folder = parts.path if parts.path.endswith("/") else parts.path.rsplit("/", 1)[0] + "/"
+        # scope: the start URL's folder; `same_domain` widens it to the whole host (never another host)
+        self.scope = scope_prefix if scope_prefix is not None else (
+            self.origin + "/" if same_domain else self.origin + folder)
+        self.same_domain = same_domain
+        self.max_pages, self.delay, self.max_attempts = max_pages, 1.0 / rate, max_attempts
+        self.max_page_bytes, self.user_agent = max_page_bytes, user_agent
+        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=True, max_redirects=5,
+                                             headers={"User-Agent": user_agent}, trust_env=False)
+        self.sleep, self.progress = sleep, progress
+        self.state_dir = Path(state_dir)
+        self.state_path = self.state_dir / "crawl-state.json"
+        self._last_request = 0.0
+
+    # ------------------------------------------------------------------ public
+    def run(self) -> CrawlReport:
+        started = time.monotonic()
+        state = self._load_state()
+        robots = self._robots()
+        self.delay = max(self.delay, float(robots.crawl_delay(self.user_agent) or 0))
+        resumed = state.get("frontier") and state.get("start") == self.start
+        frontier = deque(state["frontier"] if resumed else self._seeds(robots))
+        seen = set(state["seen"]) if resumed else set(frontier)
+        done: dict[str, dict] = state.get("done", {}) if resumed else {}
+        report = CrawlReport()
+        pages_meta = state.get("pages", {})
+        while frontier and len(done) < self.max_pages:
+            url = frontier.popleft()
+            if url in done:
+                continue
+            if not robots.can_fetch(self.user_agent, url):
+                report.skipped.append((url, "disallowed by robots.txt"))
+                continue
+            previous = pages_meta.get(url)
+            if previous and previous.get("alias_of"):  # redirected last time: validators of the target
+                previous = pages_meta.get(previous["alias_of"])
+            outcome = self._visit(url, previous, report)
+            final = outcome.pop("final", url) if outcome else url
+            if final != url:  # redirected: the page is known by where it landed
+                done[url] = {"alias_of": final}
+                seen.add(final)
+                if final in done:
+                    continue
+            done[final] = outcome or {"gone": True}
+            if outcome:
+                for link in outcome.pop("links", []):
+                    if link not in seen and self._in_scope(link):
+                        seen.add(link)
+                        frontier.append(link)
+            if self.progress:
+                self.progress(len(done), len(done) + len(frontier), url)
+            self._save_state({"start": self.start, "frontier": list(frontier), "seen": sorted(seen),
+                              "done": done, "pages": pages_meta})
+        for url, meta in done.items():
+            if meta.get("gone") or meta.get("alias_of"):
+                continue
+            html = self._cached(meta["content_hash"])
+            if html is not None:
+                report.pages.append(CrawledPage(url, html, meta["content_hash"], meta.get("changed", True)))
+        new_meta = {u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of") if k in m}
+                    for u, m in done.items() if not m.get("gone")}
+        self._save_state({"start": self.start, "frontier": [], "seen": [], "done": {}, "pages": new_meta})
+        report.seconds = time.monotonic() - started
+        return report
+
+    # ----------------------------------------------------------------- helpers
+    def _in_scope(self, url: str) -> bool:
+        return url.startswith(self.scope)
+
+    def _seeds(self, robots) -> list[str]:
+        if self.start.endswith(".xml"):
+            return self._sitemap_urls([self.start])
+        seeds = [self.start]
+        for sitemap in (robots.site_maps() or []):
+            seeds += [u for u in self._sitemap_urls([normalise(sitemap)]) if u not in seeds]
+        return seeds
+
+    def _sitemap_urls(self, sitemaps: list[str]) -> list[str]:
+        urls, queue, read = [], deque(sitemaps), 0
+        while queue and read < MAX_SITEMAPS:
+            response = self._get(queue.popleft(), {})
+            read += 1
+            if response is None or response.status_code != 200:
+                continue
+            for loc in _LOC.findall(response.text):
+                loc = normalise(loc)
+                if loc.endswith(".xml"):
+                    queue.append(loc)
+                elif self._in_scope(loc) and loc not in urls:
+                    urls.append(loc)
+        return urls
+
+    def _robots(self) -> RobotFileParser:
+        parser = RobotFileParser()
+        response = self._get(self.origin + "/robots.txt", {})
+        if response is not None and response.status_code == 200:
+            parser.parse(response.text.splitlines())
+        elif response is not None and response.status_code in (401, 403):
+            parser.disallow_all = True
+        else:
+            parser.allow_all = True
+        return parser
+
+    def _visit(self, url: str, previous: dict | None, report: CrawlReport) -> dict | None:
+        headers = {}
+        if previous and previous.get("etag"):
+            headers["If-None-Match"] = previous["etag"]
+        if previous and previous.get("last_modified"):
+            headers["If-Modified-Since"] = previous["last_modified"]
+        response = self._get(url, headers)
+        if response is None:
+            report.skipped.append((url, "unreachable after retries"))
+            return None
+        if response.status_code == 304 and previous and self._cached(previous["content_hash"]) is not None:
+            report.not_modified += 1
+            html = self._cached(previous["content_hash"])
+            final = normalise(str(response.url))
+            return {**previous, "changed": False, "links": self._links(final, html), "final": final}
+        if response.status_code in (404, 410):
+            report.skipped.append((url, f"HTTP {response.status_code} (gone: removed from the index)"))
+            return None
+        if response.status_code != 200:
+            report.skipped.append((url, f"HTTP {response.status_code}"))
+            return None
+        final = normalise(str(response.url))
+        if final != url and not self._in_scope(final):
+            report.skipped.append((url, f"redirected out of scope to {final}"))
+            return None
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind not in ("text/html", "application/xhtml+xml"):
+            report.skipped.append((url, f"not HTML ({kind or 'no content type'})"))
+            return None
+        report.fetched += 1
+        html = response.text
+        canonical = self._canonical(url, html)
+        if canonical and canonical != url and self._in_scope(canonical):
+            if canonical != final:
+                return {"alias_of": canonical, "links": [canonical]}
+        digest = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
+        self._store(digest, html)
+        meta = {"content_hash": digest, "changed": not previous or previous.get("content_hash") != digest,
+                "etag": response.headers.get("etag"), "last_modified": response.headers.get("last-modified")}
+        return {k: v for k, v in meta.items() if v is not None} | {"links": self._links(final, html), "final": final}
+
+    def _links(self, base: str, html: str) -> list[str]:
+        out = []
+        for href in _HREF.findall(html):
+            if href.startswith(("#", "mailto:", "javascript:", "tel:")):
+                continue
+            link = normalise(urljoin(base, href))
+            if link.startswith(("http://", "https://")) and link not in out:
+                out.append(link)
+        return out
+
+    def _canonical(self, base: str, html: str) -> str | None:
+        tag = _CANONICAL.search(html)
+        href = _HREF_ATTR.search(tag.group(0)) if tag else None
+        return normalise(urljoin(base, href.group(1))) if href else None
+
+    def _get(self, url: str, headers: dict) -> "Fetched | None":
+        for attempt in range(1, self.max_attempts + 1):
+            wait = self._last_request + self.delay - time.monotonic()
+            if wait > 0:
+                self.sleep(wait)
+            self._last_request = time.monotonic()
+            try:
+                with self.client.stream("GET", url, headers=headers) as streamed:
+                    body, size = [], 0
+                    for chunk in streamed.iter_bytes():
+                        size += len(chunk)
+                        if size > self.max_page_bytes:  # a page over the bound is cut, not held whole
+                            break
+                        body.append(chunk)
+                    response = Fetched(streamed.status_code, streamed.headers, str(streamed.url),
+                                       b"".join(body), streamed.encoding or "utf-8")
+            except httpx.HTTPError:
+                if attempt == self.max_attempts:
+                    return None
+                self.sleep(min(30.0, 2.0 ** attempt))
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                if attempt == self.max_attempts:
+                    return response
+                retry_after = response.headers.get("retry-after", "")
+                self.sleep(min(60.0, float(retry_after)) if retry_after.isdigit() else min(30.0, 2.0 ** attempt))
+                continue
+            return response
+        return None
+
+    # ------------------------------------------------------------------ state
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state(self, state: dict) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(tmp, self.state_path)
+
+    def _store(self, digest: str, html: str) -> None:
+        folder = self.state_dir / "pages"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{digest}.html"
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(html, encoding="utf-8", errors="surrogatepass")
+            os.replace(tmp, path)
+
+    def _cached(self, digest: str) -> str | None:
+        try:
+            return (self.state_dir / "pages" / f"{digest}.html").read_text(encoding="utf-8")
+        except OSError:
+            return None

@@ -1,0 +1,124 @@
+"""Main text of a web page as markdown (headings and code blocks kept), with the anchor of each heading.
+
+Extraction is trafilatura's (Barbaresi 2021, "Trafilatura: A Web Scraping
+Library and Command-Line Tool for Text Discovery and Extraction", ACL demo):
+navigation, headers, footers, sidebars and cookie banners are dropped —
+including Sphinx's `div role="navigation"` and `class="footer"`, which are not
+`<nav>`/`<footer>`. Anchors come from the page itself: a heading's `id`, its
+enclosing `<section id>`, or the `#fragment` of a permalink inside it, so a
+chunk can be cited as `page.html#section`. When trafilatura finds no main
+text, the plain-text extractor (`html_text`) is the fallback.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ragsieve.tools.ingest.html_text import html_to_text
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_SPACE = re.compile(r"\s+")
+_PILCROW = "\u00b6"
+
+
+@dataclass
+class PageText:
+    title: str
+    text: str
+    markdown: bool  # True when `text` is trafilatura's markdown (headings as `#` lines)
+    anchors: dict[str, str] = field(default_factory=dict)  # normalised heading text -> anchor id
+
+
+def norm(text: str) -> str:
+    return _SPACE.sub(" ", text.replace(_PILCROW, "").replace("`", "").replace("*", "")).strip().lower()
+
+
+def heading_anchors(html: str, levels: dict[str, int] | None = None) -> dict[str, str]:
+    """Normalised heading text -> the anchor a link to that heading uses (`levels` gets each heading's level)."""
+    try:
+        import lxml.html
+    except ImportError:  # pragma: no cover - lxml comes with trafilatura
+        return {}
+    try:
+        root = lxml.html.fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return {}
+    anchors: dict[str, str] = {}
+    for h in root.iter("h1", "h2", "h3", "h4", "h5", "h6"):
+        anchor = h.get("id")
+        parent = h.getparent()
+        if not anchor and parent is not None and parent.tag in ("section", "div") and parent.get("id"):
+            anchor = parent.get("id")  # Sphinx: <section id="..."><h2>
+        if not anchor:  # a permalink inside the heading (not a back-link to a table of contents)
+            links = [a for a in h.iter("a") if (a.get("href") or "").startswith("#")]
+            link = next((a for a in links if "headerlink" in (a.get("class") or "")), None) or \
+                next((a for a in links if "backref" not in (a.get("class") or "")), None)
+            anchor = link.get("href")[1:] if link is not None else None
+        text = norm(h.text_content())
+        if levels is not None and text:
+            levels.setdefault(text, int(h.tag[1]))
+        if anchor and text and text not in anchors:
+            anchors[text] = anchor
+    return anchors
+
+
+def extract_page(html: str) -> PageText:
+    """The page's title and main text; markdown from trafilatura, else plain text."""
+    title, plain = html_to_text(html)
+    try:
+        import trafilatura
+    except ImportError:
+        return PageText(title or "", plain, markdown=False)
+    text = trafilatura.extract(main_part(html), output_format="markdown", include_formatting=True, include_tables=True,
+                               include_comments=False, include_links=False, include_images=False,
+                               favor_recall=True, with_metadata=False, deduplicate=False)
+    if not text or not text.strip():
+        return PageText(title or "", plain, markdown=False)
+    text = text.replace(_PILCROW, "")  # Sphinx permalink marks
+    levels: dict[str, int] = {}
+    anchors = heading_anchors(html, levels)
+    return PageText(title or "", restore_headings(text, levels), markdown=True, anchors=anchors)
+
+
+_MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
+               "//div[@id='content']")
+
+
+def main_part(html: str) -> str:
+    """The page's main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) as a page of
+    its own when it has one: extraction then keeps its headings and never sees the sidebars; else the page."""
+    try:
+        import lxml.html
+    except ImportError:  # pragma: no cover
+        return html
+    try:
+        root = lxml.html.fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return html
+    for xpath in _MAIN_XPATH:
+        found = root.xpath(xpath)
+        if found:
+            inner = lxml.html.tostring(found[0], encoding="unicode")
+            return f"<html><head><title></title></head><body><main>{inner}</main></body></html>"
+    return html
+
+
+def restore_headings(text: str, levels: dict[str, int]) -> str:
+    """Mark as markdown headings the lines that are the page's headings but came out as plain lines
+    (trafilatura's fallback extractor drops the markup on short pages)."""
+    out = []
+    in_fence = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        key = norm(line)
+        if not in_fence and key in levels and not line.lstrip().startswith("#"):
+            line = "#" * levels[key] + " " + line.strip()
+        out.append(line)
+    return "\n".join(out)
+
+
+def heading_locators(text: str, anchors: dict[str, str]) -> list[tuple[int, str]]:
+    """(offset, `#anchor`) of every markdown heading of `text` whose anchor the page gives."""
+    return [(m.start(), f"#{anchors[norm(m.group(2))]}") for m in _HEADING.finditer(text)
+            if norm(m.group(2)) in anchors]
