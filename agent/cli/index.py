@@ -63,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
         encoder=args.encoder or ic.encoder,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
+    repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
+             or (p.startswith(("http://", "https://")) and p.rstrip("/").endswith(".git"))]
+    if repos:
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError(f"{repos[0]} is a git repository: clone it yourself (git clone {repos[0]}) and index the "
+                         "local folder; ragsieve never fetches repositories")
     if args.base_url and not args.base_url.startswith(("http://", "https://")):
         from ragsieve.agent.errors import UsageError
 
