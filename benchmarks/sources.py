@@ -243,25 +243,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modules", default=",".join(MODULES))
     ap.add_argument("--pages", type=int, default=120)
-    ap.add_argument("--skip-web", action="store_true")
+    ap.add_argument("--parts", default="code,web", help="code, web or both; a part run alone is merged into an "
+                                                         "existing --out file (its own command recorded)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.tools.index.dense import Embedder
 
+    parts = set(args.parts.split(","))
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
-    result = {**bench_io.header(), "stdlib": str(STDLIB)}
+    result = {}
+    if parts != {"code", "web"} and args.out.is_file():
+        result = json.loads(args.out.read_text(encoding="utf-8"))
+    run = {**bench_io.header(), "stdlib": str(STDLIB)}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
     try:
-        result["code"] = code_benchmark(work, args.modules.split(","), embedder)
-        if args.skip_web or not DOCS.is_dir():
-            result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)"} if not args.skip_web \
-                else {"skipped": "--skip-web"}
-        else:
-            result["web"] = web_benchmark(work, args.pages, embedder)
-            print(f"  web: {json.dumps(result['web'])}", flush=True)
+        if "code" in parts:
+            result["code"] = {**code_benchmark(work, args.modules.split(","), embedder), "run": run}
+        if "web" in parts:
+            if not DOCS.is_dir():
+                result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)", "run": run}
+            else:
+                result["web"] = {**web_benchmark(work, args.pages, embedder), "run": run}
+                print(f"  web: {json.dumps(result['web'])}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    result.update(run)
     return bench_io.write(result, args.out)
 
 
