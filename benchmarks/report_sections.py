@@ -20,19 +20,31 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + [""]
 
 
+def _load(folder: Path, load, pattern: str, lines: list[str]) -> list:
+    """The result files matching `pattern`; none: "not run" is said in `lines`."""
+    files = load(folder, pattern)
+    if not files:
+        lines += [f"not run (no benchmarks/results/{pattern}).", ""]
+    return files
+
+
+def _readable(files, lines: list[str]):
+    """(path, data) of each loaded result file; an unreadable one is named in `lines` and skipped."""
+    for path, data, error in files:
+        if data is None:
+            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            continue
+        yield path, data
+
+
 def pipeline_section(folder: Path, load, command, machine) -> list[str]:
     lines = ["## The card's pipeline, stage by stage (pipeline*.json)", "",
              "Each plan adds one stage to the one above it (fast -> +judge -> +fallback -> +conformal -> +gmm -> "
              "+rse = full); judges are the scripted oracle and noisy oracles (flipN: N % of verdicts flipped), "
              "since no capable model runs here. gold recall: share of gold documents in the final context "
              "(HotpotQA: both gold paragraphs); tokens: context tokens given to the answer step.", ""]
-    files = load(folder, "pipeline*.json")
-    if not files:
-        return lines + ["not run (no benchmarks/results/pipeline*.json).", ""]
-    for path, data, error in files:
-        if data is None:
-            lines += [f"`{path.name}`: unreadable ({error})", ""]
-            continue
+    files = _load(folder, load, "pipeline*.json", lines)
+    for path, data in _readable(files, lines):
         lines += [f"### `{path.name}`", "", f"Command: {command(data)}; {machine(data)}; "
                   f"load average {_f((data.get('load_average') or [None])[0], 2)}.", ""]
         rows = []
@@ -59,13 +71,8 @@ def service_section(folder: Path, load, command, machine) -> list[str]:
              "`ragsieve serve` on loopback, `fast` plan, fixed requests per level; latency in seconds. "
              "Overhead: server p50 at 1 client minus `Orchestrator.ask` p50 on the same questions in the same "
              "run (target <= 10 ms); model: throughput at 4 clients / 1 client (target >= 1.5).", ""]
-    files = load(folder, "service*.json")
-    if not files:
-        return lines + ["not run (no benchmarks/results/service*.json).", ""]
-    for path, data, error in files:
-        if data is None:
-            lines += [f"`{path.name}`: unreadable ({error})", ""]
-            continue
+    files = _load(folder, load, "service*.json", lines)
+    for path, data in _readable(files, lines):
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start, "
                   f"{_f((data.get('load_average_at_end') or [None])[0], 2)} at end.", ""]
@@ -93,13 +100,8 @@ def sources_section(folder: Path, load, command, machine) -> list[str]:
              "docstrings blanked; a hit is a chunk of the gold file overlapping the function. Website: the "
              "Python 3.11 documentation (Debian python3.11-doc) served on loopback and crawled; boilerplate = "
              "lines of the whole page that are not in its div.body.", ""]
-    files = load(folder, "sources*.json")
-    if not files:
-        return lines + ["not run (no benchmarks/results/sources*.json).", ""]
-    for path, data, error in files:
-        if data is None:
-            lines += [f"`{path.name}`: unreadable ({error})", ""]
-            continue
+    files = _load(folder, load, "sources*.json", lines)
+    for path, data in _readable(files, lines):
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)}.", ""]
         code = data.get("code") or {}
@@ -124,13 +126,8 @@ def sources_section(folder: Path, load, command, machine) -> list[str]:
 
 def scale_section(folder: Path, load, command, machine) -> list[str]:
     lines = ["## Scale: backends, encoders, synthetic corpora (scale*.json)", ""]
-    files = load(folder, "scale*.json")
-    if not files:
-        return lines + ["not run (no benchmarks/results/scale*.json).", ""]
-    for path, data, error in files:
-        if data is None:
-            lines += [f"`{path.name}`: unreadable ({error})", ""]
-            continue
+    files = _load(folder, load, "scale*.json", lines)
+    for path, data in _readable(files, lines):
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start.", ""]
         parity = data.get("parity")
