@@ -57,7 +57,7 @@ def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float,
     return (dcg / idcg if idcg else 0.0), recall
 
 
-def parity(index_dir: Path, work: Path) -> dict:
+def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     from ragsieve.agent.eval.beir import read_qrels, read_queries
     from ragsieve.tools.index.backend import open_index
     from ragsieve.tools.index.milvus import publish
@@ -69,7 +69,7 @@ def parity(index_dir: Path, work: Path) -> dict:
     publish(copy, uri=str(work / "scifact-milvus.db"))
     publish_s = time.perf_counter() - started
     queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
-    qids = [q for q in qrels if q in queries]
+    qids = [q for q in qrels if q in queries][:limit]  # the first `limit` test queries (qrels order) when set
     out = {"queries": len(qids), "publish_s": round(publish_s, 1)}
     local_dir = work / "scifact-local"
     shutil.copytree(index_dir, local_dir, ignore=shutil.ignore_patterns("milvus.*", "crawl"))
@@ -228,6 +228,7 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder-docs", type=int, default=1000)
     ap.add_argument("--scifact-index", type=Path, help="a built SciFact index (default: built here)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,scale")
+    ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -242,9 +243,11 @@ def main(argv=None) -> int:
 
                 index_dir = work / "scifact-built"
                 IndexBuilder(index_dir, progress=False).build([SCIFACT / "corpus.jsonl.gz"])
-            result["parity"] = parity(index_dir, work)
+            result["parity"] = parity(index_dir, work, args.parity_queries)
+            bench_io.write(dict(result), args.out)  # each part is kept even if a later one is stopped
         if "encoders" not in skip:
             result["encoders"] = encoders(args.encoder_docs)
+            bench_io.write(dict(result), args.out)
         if "scale" not in skip:
             result["scale"] = {}
             for n in [int(x) for x in args.sizes.split(",")]:
@@ -259,6 +262,7 @@ def main(argv=None) -> int:
                 row["milvus-lite"] = scale_milvus(n, vectors, texts, queries, qvecs, work)
                 print(f"  scale {n} milvus-lite: {json.dumps(row['milvus-lite'])}", flush=True)
                 result["scale"][str(n)] = row
+                bench_io.write(dict(result), args.out)
                 for p in work.glob(f"*-{n}*"):
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
     finally:
