@@ -118,15 +118,25 @@ def parse_rate(text: str) -> float:
 
 
 def crawl_progress(every_s: float = 5.0):
-    """A crawl's progress on stderr: a line per page on a terminal, else a line every `every_s` seconds."""
+    """A crawl's progress on stderr: a bar (pages, rate) on a terminal, else a line every `every_s` seconds."""
     import time
 
     last = [0.0]
-    tty = sys.stderr.isatty()
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc="crawling", unit="page")
 
     def report(done: int, known: int, url: str) -> None:
+        if bar is not None:
+            bar.total = known  # the frontier grows as pages are read
+            bar.update(done - bar.n)
+            if done >= known:
+                bar.close()
+            return
         now = time.monotonic()
-        if tty or now - last[0] >= every_s:
+        if now - last[0] >= every_s:
             last[0] = now
             print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
     return report
