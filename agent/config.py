@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.tools.index.backend import Backend
-from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, parse_enum
+from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, parse_enum
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
@@ -54,6 +54,10 @@ class IndexConfig(_Section):
 class RetrievalConfig(_Section):
     fusion: str = "weighted"  # weighted (min-max 50/50: 0.726 nDCG@10 on SciFact) | rrf (0.719)
     _fusion = _mode(FusionMode, "fusion")
+    # who fuses: client | server (Milvus hybrid_search with its RRF / weighted rankers) | auto (server when
+    # it is the same fusion: rrf with equal weights on milvus); server on a local index is refused
+    fusion_site: str = "auto"
+    _fusion_site = _mode(FusionSite, "fusion_site")
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(1.0, ge=0.0)
     dense_weight: float = Field(1.0, ge=0.0)

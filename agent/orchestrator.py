@@ -19,6 +19,7 @@ from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps, run_plan
 from ragsieve.agent.plan.state import (Citation, ConformalRecord, FallbackRecord, JudgeLoop, RunState, SegmentRecord,
                                         TraceEvent)
+from ragsieve.tools.index.where import Where
 from ragsieve.tools.types import Hit
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,8 @@ class Orchestrator:
         index = open_index(index_dir)  # local, or the Milvus collection the index was published to
         r = config.retrieval
         retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                                    dense_weight=r.dense_weight, candidate_k=r.candidate_k)
+                                    dense_weight=r.dense_weight, candidate_k=r.candidate_k,
+                                    fusion_site=r.fusion_site)
         if chat is not None and llm is None:
             llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
                       max_prompt_tokens=config.llm.max_prompt_tokens)
@@ -130,23 +132,25 @@ class Orchestrator:
                 self._llm, self._close_llm = open_llm(self.config.llm)
             return self._llm
 
-    def retrieve(self, question: str, top_k: int | None = None) -> list[Hit]:
+    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None) -> list[Hit]:
+        """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...)."""
         question = check_question(question)
-        return self.retriever.run(question, top_k=top_k or self.config.retrieval.top_k)
+        return self.retriever.with_filter(where).run(question, top_k=top_k or self.config.retrieval.top_k)
 
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
             overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,
             on_event: Callable[[str, dict[str, Any]], None] | None = None,
             on_token: Callable[[str], None] | None = None,
-            answer_options: dict[str, Any] | None = None) -> Answer:
+            answer_options: dict[str, Any] | None = None, where: Where | None = None) -> Answer:
         """Run a plan; `deadline_s` overrides `budget.deadline_s` for this question.
 
         `history` (earlier turns) makes the question a follow-up: it is rewritten into a stand-alone
         question first (traced as the `rewrite` event). `instructions` reach the answer call only.
         `overrides` are config sections for this question only (validated: a bad value is refused).
         `budget` lets the caller cancel the question (`budget.cancel()`); `on_event` / `on_token`
-        receive step events and the answer's tokens as they happen."""
+        receive step events and the answer's tokens as they happen. `where` (a metadata filter) restricts
+        every search of the plan, the fallback's included, to the chunks it admits."""
         question = check_question(question)
         config = self._config_for(overrides)
         plan_name = plan or config.plan
@@ -155,11 +159,14 @@ class Orchestrator:
         if budget is None:
             b = config.budget
             budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
-        deps = Deps(config=config, retriever=self._retriever_for(config), index=self.index,
+        deps = Deps(config=config, retriever=self._retriever_for(config).with_filter(where), index=self.index,
                     llm=base.fork(budget=budget, templates=self.prompts.fingerprint()), prompts=self.prompts,
                     extras=self.extras, on_event=on_event, on_token=on_token,
                     answer_options=dict(answer_options or {}))
         state = RunState(question=question, plan=plan_name, instructions=instructions)
+        if where is not None and not where.empty():
+            state.notes.append("searched only: " + ", ".join(f"{k}={v}" for k, v in
+                                                             where.model_dump(exclude_none=True).items()))
         if history:
             self._rewrite(state, history, deps)
         run_plan(spec, state, deps, config.max_steps)
@@ -193,7 +200,7 @@ class Orchestrator:
 
         r = config.retrieval
         return HybridRetriever(self.index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                               dense_weight=r.dense_weight, candidate_k=r.candidate_k)
+                               dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site)
 
     def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
         """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""

@@ -1,7 +1,8 @@
 """Filter benchmark on SQuAD 2.0: conformal coverage (no LLM) and the GMM paper's Table-1 measures.
 
     .venv/bin/python benchmarks/filters.py --part conformal                   # seconds after the index exists
-    .venv/bin/python benchmarks/filters.py --part gmm --limit 20 --types simple [--no-llm]
+    .venv/bin/python benchmarks/filters.py --part gmm --limit 60 --types simple,broader,double \
+        --readers extractive,llm --llm-limit 20       # any OpenAI endpoint: OPENAI_BASE_URL / --config
 
 Conformal: the SQuAD qrels (gold paragraph = positive) are the calibration set, so no
 LLM is needed. `--questions` questions are sampled per seed and split half calibration /
@@ -9,16 +10,9 @@ half held-out by `agent.calibration.Calibrator`; for alpha in {0.05, 0.1, 0.2} a
 nonconformity score: held-out coverage against 1-alpha (binomial tolerance 2 s.e.) and the
 mean number of chunks kept, plus the fixed top-k reaching the same coverage.
 
-GMM (Bulgakov 2024, Table 1): for each question the top NRD chunks by dense similarity are
-filtered by `ragsieve.tools.filters.gmm` (config defaults: interaction, alpha 0.5, PCA [2,3], K [4,5,6],
-percentile 15, min_outlier_freq 2). NRD = chunks retrieved; ANFD = mean chunks left after
-filtering; AR = mean(left / NRD). Emb% and TFIDF% (eq. 14-15): the LLM answers from the
-filtered chunks and from the same number of top chunks; each answer is compared with the
-ground truth by MiniLM cosine and by TF-IDF cosine; % = (sum filtered - sum top) / sum top
-* 100. Ground truth: the SQuAD answer for `simple`; the configured LLM's own answer to the
-question it wrote for `broader` (from 3 paragraphs of one article) and `double` (two
-broader questions from different articles joined). LLM-free extra: how often the gold
-paragraph survives the filter vs is in the same number of top chunks (`simple`).
+GMM: the paper's Table 1 (Bulgakov 2024) over alpha x method x min_outlier_freq, with its
+measures exactly (ratio of sums, eqs. 14-15), simple / broader / double questions and two
+readers; see benchmarks/gmm_table.py for the definitions and how questions are written.
 """
 from __future__ import annotations
 
@@ -26,27 +20,25 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from ragsieve.agent.calibration import Calibrator, GeneratedQA  # noqa: E402
+from ragsieve.agent.calibration import Calibrator  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.templates import PromptRenderer  # noqa: E402
 from ragsieve.agent.steps.outliers import build_filter  # noqa: E402
 from ragsieve.tools.filters.conformal import binomial_tolerance  # noqa: E402
-from ragsieve.tools.filters.gmm import plot_outliers  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
 from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
-from ragsieve.tools.metrics import strip_citations, token_f1  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "squad2"
 
@@ -103,104 +95,35 @@ def conformal_part(index, args) -> dict:
     return out
 
 
-def load_simple(limit: int, seed: int) -> list[dict]:
-    rows = [json.loads(x) for x in (DATA / "qa.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
-    rows = [r for r in rows if not r["is_impossible"] and r["answers"]]
-    random.Random(seed).shuffle(rows)
-    return [{"type": "simple", "question": r["question"], "truth": r["answers"][0], "golds": r["answers"],
-             "gold_doc": r["gold_doc_id"]} for r in rows[:limit]]
-
-
-def load_generated(kind: str, limit: int, seed: int, llm, prompts) -> list[dict]:
-    """broader: an LLM question + answer over 3 paragraphs of one article; double: two joined."""
-    corpus = [json.loads(x) for x in (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
-    by_title: dict[str, list[str]] = {}
-    for d in corpus:
-        by_title.setdefault(d["title"], []).append(d["text"])
-    titles = sorted(by_title)
-    random.Random(seed).shuffle(titles)
-    need = limit * (2 if kind == "double" else 1)
-    qas = []
-    for title in titles[:need]:
-        prompt = prompts.render("calibrate_question", passage="\n\n".join(by_title[title][:3]), source=title)
-        qa = llm.structured([{"role": "user", "content": prompt}], GeneratedQA)
-        qas.append((qa.question, qa.answer))
-    if kind == "broader":
-        return [{"type": kind, "question": q, "truth": a, "golds": [a]} for q, a in qas]
-    pairs = zip(qas[0::2], qas[1::2])
-    return [{"type": kind, "question": f"{q1} {q2}", "truth": f"{a1} {a2}", "golds": [f"{a1} {a2}"]}
-            for (q1, a1), (q2, a2) in pairs]
-
-
-def answer(llm, prompts, question: str, chunks, max_tokens: int) -> str:
-    passages = [{"number": i, "source": c.source, "title": c.title, "text": c.text} for i, c in enumerate(chunks, 1)]
-    prompt = prompts.render("answer", question=question, passages=passages,
-                            abstain="The context does not contain the answer.")
-    return strip_citations(llm.text([{"role": "user", "content": prompt}], max_tokens=max_tokens))
-
-
-def tfidf_cosine(a: str, b: str) -> float:
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    try:
-        m = TfidfVectorizer().fit_transform([a, b])
-    except ValueError:  # empty vocabulary
-        return 0.0
-    return float((m[0] @ m[1].T).toarray()[0, 0])
-
-
 def gmm_part(index, args, config: Config, llm, prompts) -> dict:
-    flt = build_filter(config.outliers)
-    out: dict = {"nrd": args.nrd, "filter": config.outliers.model_dump(), "types": {}}
-    for kind in args.types.split(","):
-        qs = load_simple(args.limit, args.seed) if kind == "simple" else load_generated(kind, args.limit, args.seed, llm, prompts)
-        rows = []
-        for i, q in enumerate(qs):
-            qvec = index.embed_query(q["question"])
-            sims = np.asarray(index.vectors, dtype=float) @ qvec
-            top = [int(r) for r in np.argsort(-sims, kind="stable")[: args.nrd]]
-            res = flt.run(np.asarray(index.vectors[top], dtype=float), qvec)
-            kept = [r for r, o in zip(top, res.outliers) if not o]
-            row = {"question": q["question"], "left": len(kept), "runs_completed": res.completed_runs}
-            if kind == "simple":
-                docs = lambda rows_: {index.store.get(r).doc_id for r in rows_}  # noqa: E731
-                row["gold_in_filtered"] = q["gold_doc"] in docs(kept)
-                row["gold_in_top_same_k"] = q["gold_doc"] in docs(top[: len(kept)])
-            if args.plot and i == 0:
-                row["plot"] = str(plot_outliers(index.vectors[top], qvec, res.outliers,
-                                                Path(args.plot) / f"gmm-{kind}-q0.png", flt=flt, title=q["question"][:80]))
-            if llm is not None and kept:
-                a_filt = answer(llm, prompts, q["question"], index.store.get_many(kept), args.max_tokens)
-                a_top = a_filt if len(kept) == len(top) else \
-                    answer(llm, prompts, q["question"], index.store.get_many(top[: len(kept)]), args.max_tokens)
-                e = index.embed([a_filt or " ", a_top or " ", q["truth"]])
-                row.update(answer_filtered=a_filt, answer_top=a_top, truth=q["truth"],
-                           emb_filtered=float(e[0] @ e[2]), emb_top=float(e[1] @ e[2]),
-                           tfidf_filtered=tfidf_cosine(a_filt, q["truth"]), tfidf_top=tfidf_cosine(a_top, q["truth"]),
-                           f1_filtered=token_f1(a_filt, q["golds"]), f1_top=token_f1(a_top, q["golds"]))
-            rows.append(row)
-            print(f"[{kind} {i + 1}/{len(qs)}] left {len(kept)}/{args.nrd}", flush=True)
-        out["types"][kind] = {"summary": summarise(rows, args.nrd), "per_question": rows,
-                              "ground_truth": "SQuAD answer" if kind == "simple" else "configured LLM"}
-        print(json.dumps({kind: out["types"][kind]["summary"]}, indent=1), flush=True)
+    """The paper's Table 1 grid (benchmarks/gmm_table.py) per question type and reader."""
+    import gmm_table
+
+    base = config.outliers.model_dump()
+
+    def factory(alpha, method, freq):
+        return build_filter(config.outliers.model_copy(update={"alpha": alpha, "method": method,
+                                                               "min_outlier_freq": freq}))
+
+    types = args.types.split(",")
+    questions = {"simple": gmm_table.load_simple(DATA, args.limit, args.seed)} if "simple" in types else {}
+    if {"broader", "double"} & set(types):
+        model = config.llm.model or config.llm.local_model
+        generated = gmm_table.generate(DATA, args.limit, args.seed, llm, prompts, Path(args.questions_file), str(model))
+        questions.update({k: v for k, v in generated.items() if k in types})
+    out: dict = {"nrd": args.nrd, "filter_defaults": base, "grid": "alpha x method x min_outlier_freq",
+                 "paper": gmm_table.PAPER, "questions_file": args.questions_file, "types": {}}
+    for reader_kind in args.readers.split(","):
+        read = gmm_table.Readers(reader_kind, index, llm, prompts, args.max_tokens)
+        for kind, qs in questions.items():
+            qs = qs[: args.llm_limit] if reader_kind == "llm" and args.llm_limit else qs
+            result = gmm_table.table(index, qs, factory, read, args.nrd, progress=lambda m: print(m, flush=True))
+            out["types"].setdefault(kind, {})[reader_kind] = result
+            best = result["best_by_emb"]
+            print(f"{kind}/{reader_kind}: best Emb% {best['Emb%']} TFIDF% {best['TFIDF%']} at alpha {best['alpha']} "
+                  f"{best['method']} freq {best['min_outlier_freq']} (n={best['n']})", flush=True)
+        out.setdefault("reader_calls", {})[reader_kind] = read.calls
     return out
-
-
-def summarise(rows: list[dict], nrd: int) -> dict:
-    s: dict = {"questions": len(rows), "NRD": nrd, "ANFD": round(float(np.mean([r["left"] for r in rows])), 3),
-               "AR": round(float(np.mean([r["left"] / nrd for r in rows])), 3)}
-    if rows and "gold_in_filtered" in rows[0]:
-        s["gold_kept_rate_filtered"] = round(float(np.mean([r["gold_in_filtered"] for r in rows])), 3)
-        s["gold_kept_rate_top_same_k"] = round(float(np.mean([r["gold_in_top_same_k"] for r in rows])), 3)
-    scored = [r for r in rows if "emb_filtered" in r]
-    if scored:
-        for m in ("emb", "tfidf"):
-            f, t = sum(r[f"{m}_filtered"] for r in scored), sum(r[f"{m}_top"] for r in scored)
-            s[f"{m.upper() if m == 'tfidf' else 'Emb'}%"] = round((f - t) / t * 100, 2) if t else None
-        s["F1_filtered"] = round(float(np.mean([r["f1_filtered"] for r in scored])), 3)
-        s["F1_top"] = round(float(np.mean([r["f1_top"] for r in scored])), 3)
-        s["answered"] = len(scored)
-    return s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nrd", type=int, default=20, help="chunks retrieved before the GMM filter (paper: 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=96, help="answer length cap (SQuAD answers are short)")
-    ap.add_argument("--no-llm", action="store_true", help="GMM part without answers (NRD, ANFD, AR, gold kept only)")
-    ap.add_argument("--plot", help="folder for a Figure-2 style PNG of the first question per type")
+    ap.add_argument("--readers", default="extractive,llm", help="extractive (no LLM) and/or llm (the configured endpoint)")
+    ap.add_argument("--llm-limit", type=int, default=0, help="llm reader: the first N questions per type (0: all)")
+    ap.add_argument("--questions-file", default=str(REPO / "benchmarks" / "results" / "gmm_questions.json"),
+                    help="cache of the LLM-written broader and double questions (rewritten when the model differs)")
     ap.add_argument("--config", help="TOML config (index, llm and outliers sections are used)")
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-bench-filters"))
     ap.add_argument("--out", default=None)
@@ -225,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
     if not parts or parts - {"conformal", "gmm"}:
         ap.error(f"--part takes conformal and/or gmm, got {args.part!r}")
-    if "gmm" in parts and args.no_llm and set(args.types.split(",")) - {"simple"}:
-        ap.error("broader and double questions are written by the LLM: drop --no-llm or use --types simple")
+    needs_llm = "llm" in args.readers.split(",") or bool(set(args.types.split(",")) - {"simple"})
     config = Config.load(args.config)
     started = time.time()
     index_dir = Path(args.index_root) / "squad2"
@@ -239,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if "conformal" in parts:
             report["conformal"] = conformal_part(index, args)
         if "gmm" in parts:
-            if not args.no_llm:
+            if needs_llm:
                 from ragsieve.agent.llm.factory import describe_endpoint, open_llm
 
                 report["llm"] = describe_endpoint(config.llm)

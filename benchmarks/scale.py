@@ -60,7 +60,7 @@ def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float,
 def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     from ragsieve.agent.eval.beir import read_qrels, read_queries
     from ragsieve.tools.index.backend import open_index
-    from ragsieve.tools.index.milvus import publish
+    from ragsieve.tools.index.milvus_publish import publish
     from ragsieve.tools.index.retriever import HybridRetriever
 
     copy = work / "scifact"
@@ -77,8 +77,10 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
         index = open_index(folder)
         try:
             row = {}
-            for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0)), ("bm25", (1.0, 0.0))):
-                retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
+            for mode, fusion, site, weights in MODES:
+                if site == "server" and backend == "local":
+                    continue  # the local engine has no server-side ranker
+                retriever = HybridRetriever(index, fusion=fusion, fusion_site=site, candidate_k=100)
                 scores, recalls, times = [], [], []
                 for qid in qids:
                     t = time.perf_counter()
@@ -94,9 +96,22 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
             print(f"  parity {backend}: {json.dumps(row)}", flush=True)
         finally:
             index.close()
-    out["hybrid_ndcg_difference"] = round(abs(out["local"]["hybrid"]["ndcg@10"] - out["milvus"]["hybrid"]["ndcg@10"]), 4)
-    out["dense_ndcg_difference"] = round(abs(out["local"]["dense"]["ndcg@10"] - out["milvus"]["dense"]["ndcg@10"]), 4)
+    local_rows = out["local"]
+    out["differences_vs_local"] = {
+        mode: {m: round(abs(row[m] - local_rows[base][m]), 4) for m in ("ndcg@10", "recall@100")}
+        for mode, row in out["milvus"].items()
+        for base in [SERVER_BASE.get(mode, mode)] if base in local_rows}
+    out["hybrid_ndcg_difference"] = out["differences_vs_local"]["hybrid"]["ndcg@10"]
+    out["dense_ndcg_difference"] = out["differences_vs_local"]["dense"]["ndcg@10"]
     return out
+
+
+SERVER_BASE = {"hybrid-rrf-server": "hybrid-rrf-client", "hybrid-weighted-server": "hybrid"}
+# (row name, fusion, fusion site, (bm25, dense) weights): `hybrid` is the default retrieval (weighted min-max,
+# fused here); the -server rows are fused by Milvus' rankers (RRF as here; weighted with Milvus' arctan scaling)
+MODES = (("hybrid", "weighted", "client", (1.0, 1.0)), ("dense", "weighted", "client", (0.0, 1.0)),
+         ("bm25", "weighted", "client", (1.0, 0.0)), ("hybrid-rrf-client", "rrf", "client", (1.0, 1.0)),
+         ("hybrid-rrf-server", "rrf", "server", (1.0, 1.0)), ("hybrid-weighted-server", "weighted", "server", (1.0, 1.0)))
 
 
 def encoders(n_docs: int) -> dict:
@@ -171,6 +186,55 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
             "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "FAISS HNSW M=32 efSearch=128"}
 
 
+def encoder_quality(work: Path) -> dict:
+    """SciFact (all 5,183 abstracts, 300 test queries) indexed with each encoder: hybrid and dense nDCG@10."""
+    from ragsieve.agent.eval.beir import read_qrels, read_queries
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.retriever import HybridRetriever
+
+    queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
+    qids = [q for q in qrels if q in queries]
+    out: dict = {"queries": len(qids)}
+    for encoder in ("torch", "onnx", "onnx-int8"):
+        folder = work / f"scifact-{encoder}"
+        started = time.perf_counter()
+        IndexBuilder(folder, progress=False, encoder=encoder).build([SCIFACT / "corpus.jsonl.gz"])
+        row = {"build_s": round(time.perf_counter() - started, 1), "load_average": os.getloadavg()[0]}
+        with HybridIndex.open(folder) as index:
+            for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
+                retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
+                scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
+                    queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
+                row[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
+        out[encoder] = row
+        print(f"  encoder quality {encoder}: {json.dumps(row)}", flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    for encoder in ("onnx", "onnx-int8"):
+        out[encoder]["hybrid_ndcg_difference"] = round(abs(out[encoder]["hybrid_ndcg@10"] - out["torch"]["hybrid_ndcg@10"]), 4)
+    return out
+
+
+def build_overlap(n_docs: int, work: Path) -> dict:
+    """Index build of `n_docs` SciFact abstracts with BM25 overlapped with encoding, and without (torch)."""
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    source = work / "overlap-corpus.jsonl"
+    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh, source.open("w") as out_fh:
+        for line, _ in zip(fh, range(n_docs)):
+            out_fh.write(line)
+    out: dict = {"docs": n_docs, "load_average_before": os.getloadavg()}
+    for overlap in (False, True, False, True):  # alternated: the machine's load drifts
+        folder = work / f"overlap-{overlap}"
+        shutil.rmtree(folder, ignore_errors=True)
+        started = time.perf_counter()
+        IndexBuilder(folder, progress=False, overlap=overlap).build([source])
+        out.setdefault("overlap" if overlap else "sequential", []).append(round(time.perf_counter() - started, 1))
+    out["speedup"] = round(sum(out["sequential"]) / sum(out["overlap"]), 3)
+    print(f"  build overlap: {json.dumps(out)}", flush=True)
+    return out
+
+
 def measure(index, queries, qvecs, vectors) -> dict:
     """Hybrid top-10 latency through the real retriever, and the ANN index's recall@10 against exact search."""
     from ragsieve.tools.index.retriever import HybridRetriever
@@ -190,7 +254,8 @@ def measure(index, queries, qvecs, vectors) -> dict:
 def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusStore, MilvusVectors, create_collection
+    from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusStore, MilvusVectors
+    from ragsieve.tools.index.milvus_publish import analysed, create_collection
 
     uri = str(work / f"milvus-{n}.db")
     client = MilvusClient(uri)
@@ -198,7 +263,7 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     create_collection(client, "synthetic", vectors.shape[1], "HNSW")
     for start in range(0, n, 5000):
         client.insert("synthetic", [{"row": i, "doc_id": f"d{i}", "chunk_index": 0, "text": texts[i],
-                                     "search_text": texts[i], "source": f"d{i}", "title": "", "kind": "text",
+                                     "search_text": analysed(texts[i], True), "source": f"d{i}", "title": "", "kind": "text",
                                      "symbol": "", "line_start": -1, "line_end": -1, "text_hash": "", "doc_hash": "",
                                      "sparse_flag": False, "tenant": "default", "dense": vectors[i].tolist()}
                                     for i in range(start, min(n, start + 5000))])
@@ -227,7 +292,7 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--encoder-docs", type=int, default=1000)
     ap.add_argument("--scifact-index", type=Path, help="a built SciFact index (default: built here)")
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,scale")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale")
     ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = ap.parse_args(argv)
@@ -247,6 +312,12 @@ def main(argv=None) -> int:
             bench_io.write(dict(result), args.out)  # each part is kept even if a later one is stopped
         if "encoders" not in skip:
             result["encoders"] = encoders(args.encoder_docs)
+            bench_io.write(dict(result), args.out)
+        if "encoder-quality" not in skip:
+            result["encoder_quality"] = encoder_quality(work)
+            bench_io.write(dict(result), args.out)
+        if "build" not in skip:
+            result["build_overlap"] = build_overlap(args.encoder_docs, work)
             bench_io.write(dict(result), args.out)
         if "scale" not in skip:
             result["scale"] = {}

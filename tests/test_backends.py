@@ -19,7 +19,7 @@ from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.tools.index.backend import Backend, open_index  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.milvus import publish, read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_publish import publish, read_pointer  # noqa: E402
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]
@@ -81,7 +81,10 @@ def test_bm25_and_hybrid_agree_across_backends(index, examples_index):
         for query in QUERIES:
             mine = [r for r, _ in index.bm25.search(query, 10)]
             theirs = [r for r, _ in local.bm25.search(query, 10)]
+            # the same tokens (analysed locally) and BM25 parameters; Milvus' document-length normalisation
+            # differs slightly, so the order can differ below the top
             assert mine and len(set(mine[:5]) & set(theirs[:5])) >= 3, query
+            assert set(mine) == set(theirs) or len(set(mine) & set(theirs)) >= 7, query
             restricted = index.bm25.search(query, 5, rows=theirs[:3])
             assert {r for r, _ in restricted} <= set(theirs[:3])
             full = dict(index.bm25.search(query, 10))

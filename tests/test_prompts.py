@@ -19,6 +19,7 @@ SAMPLES = {
     "validate": {"question": "q?", "draft": "a draft [1]", "passages": [{"number": 1, "text": "t"}]},
     "calibrate_question": {"passage": "Lumen keys rotate daily.", "source": "docs/keys.md"},
     "calibrate_contains": {"question": "q?", "answer": "a", "passage": "p"},
+    "broader_question": {"passages": ["Lumen keys rotate daily.", "Old keys expire."], "source": "Lumen"},
     "judge_answer": {"question": "q?", "gold_answers": ["a", "b"], "answer": "a"},
     "reask": {"error": "value: field required", "schema": '{"type": "object"}'},
     "json_schema_note": {"schema": '{"type": "object"}'},

@@ -16,6 +16,16 @@ class FusionMode(str, Enum):
     WEIGHTED = "weighted"
 
 
+class FusionSite(str, Enum):
+    """Where BM25 and dense lists are fused: `client` (ragsieve's fusion functions, every backend), `server`
+    (the engine's own ranker: Milvus `hybrid_search`), `auto` (server when it computes the same fusion as
+    the client, i.e. RRF with equal weights on Milvus; else client)."""
+
+    AUTO = "auto"
+    CLIENT = "client"
+    SERVER = "server"
+
+
 class FaissKind(str, Enum):
     FLAT = "flat"
     HNSW = "hnsw"

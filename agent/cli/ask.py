@@ -28,20 +28,25 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="wall-clock limit for this question, every LLM call and retry included (default: budget.deadline_s)")
     p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
+                   help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
+                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.tools.index.where import Where
 
+    where = Where.parse(args.where)
     config = load_config(args)
     budget = range_checked(config.budget, deadline_s=args.deadline)
     config = config.model_copy(update={"budget": budget})
     if args.plot:
         config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
-        answer = orch.ask(args.question, plan=args.plan)
+        answer = orch.ask(args.question, plan=args.plan, where=where)
     if args.json:  # JSON escapes C0 controls itself; C1 controls (e.g. \x9b, a one-byte CSI) are escaped here
         text = json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str)
         print(re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text))

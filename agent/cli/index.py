@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if backend == "milvus":
         import os
 
-        from ragsieve.tools.index.milvus import publish
+        from ragsieve.tools.index.milvus_publish import publish
 
         pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
                           index_type=ic.milvus_index)

@@ -15,6 +15,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--top-k", type=int, default=10, help="hits to show (1..100)")
     p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
+                   help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
+                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME")
     p.set_defaults(func=run)
     return p
 
@@ -37,12 +40,14 @@ def snippet(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.tools.index.where import Where
 
+    where = Where.parse(args.where)
     if not 1 <= args.top_k <= 100:
         raise UsageError(f"--top-k must be in 1..100, got {args.top_k}")
     config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:  # the LLM is opened lazily: never here
-        hits = orch.retrieve(args.query, top_k=args.top_k)
+        hits = orch.retrieve(args.query, top_k=args.top_k, where=where)
     if args.json:
         print(json.dumps({"query": args.query, "hits": [
             {"rank": h.rank, "label": label(h.chunk), "chunk_id": h.chunk_id, "score": round(h.score, 6),

@@ -103,9 +103,15 @@ def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set
     if cached is None or cached[0] != tuple(rows):
         cached = (tuple(rows), _nn_of_rows(np.asarray(vectors, dtype=np.float32), rows))
         deps.extras["_sparse_nn"] = cached
+    admit = getattr(deps.retriever, "admit", None)  # a metadata filter on the question narrows S too
+    admitted = set(admit(rows)) if admit is not None else set(rows)
+    keep = [i for i, r in enumerate(rows) if r in admitted]
+    nn, rows = cached[1][keep], [rows[i] for i in keep]
+    if not rows:
+        return [], "no sparse chunk passes the question's filter"
     qvec = np.asarray(deps.index.embed_query(state.question), dtype=np.float32)
     sims = np.asarray(vectors[rows], dtype=np.float32) @ qvec
-    scores = cosmix_scores(sims, cached[1], cfg.distance_weight)
+    scores = cosmix_scores(sims, nn, cfg.distance_weight)
     order = np.argsort(-scores, kind="stable")
     picked: list[Hit] = []
     for i in order:
@@ -114,7 +120,7 @@ def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set
         if chunk.chunk_id in exclude:
             continue
         picked.append(Hit(chunk=chunk, row=row, score=float(scores[i]), dense_score=float(sims[i]),
-                          extra={"neighbour_similarity": float(cached[1][i])}))
+                          extra={"neighbour_similarity": float(nn[i])}))
         if len(picked) >= cfg.sparse_candidates:
             break
     return picked, f"cos(q,c) + {cfg.distance_weight} * (1 - nearest-neighbour cos)"

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -149,8 +150,9 @@ class IndexBuilder:
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
-                 symbol_headers: bool = True, encoder: str = "torch") -> None:
+                 symbol_headers: bool = True, encoder: str = "torch", overlap: bool = True) -> None:
         self.root = Path(index_dir)
+        self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
@@ -366,9 +368,13 @@ class IndexBuilder:
         if n == 0:
             raise UsageError("the documents produced no chunks to index")
         t0 = time.perf_counter()
-        vectors = self._vectors(n, texts, reused, to_embed, prev_vectors)
-        embed_seconds = round(time.perf_counter() - t0, 3)
-        self.bm25_proto.build(texts).save(gen / "bm25")
+        with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
+            # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
+            # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
+            bm25_job = pool.submit(self._build_bm25, texts, gen) if self.overlap else None
+            vectors = self._vectors(n, texts, reused, to_embed, prev_vectors)
+            embed_seconds = round(time.perf_counter() - t0, 3)
+            self._build_bm25(texts, gen) if bm25_job is None else bm25_job.result()
         self.dense_proto.build(vectors).save(gen)
         sparse = find_sparse_rows(vectors, self.sparse_percentile)
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
@@ -388,6 +394,10 @@ class IndexBuilder:
         (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         _fsync_tree(gen)
         return manifest
+
+    def _build_bm25(self, texts: list[str], gen: Path) -> None:
+        BM25Index(self.bm25_proto.engine, k1=self.bm25_proto.k1, b=self.bm25_proto.b,
+                  stem=self.bm25_proto.stem).build(texts).save(gen / "bm25")
 
     def _recorded_root(self, prev_gen: Path | None) -> Path | None:
         if prev_gen is not None and (prev_gen / MANIFEST).is_file():

@@ -95,6 +95,7 @@ class HybridIndex:
         self._batch_size = batch_size
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._filter_cache: dict[str, list[int]] = {}
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
@@ -178,6 +179,20 @@ class HybridIndex:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
+
+    def filter_rows(self, where) -> list[int]:
+        """The rows a metadata filter (`ragsieve.tools.index.where.Where`) admits; a local index is tenant
+        `default`. Cached per filter: the chunk store of a generation never changes."""
+        key = where.model_dump_json()
+        with self._query_lock:
+            cached = self._filter_cache.get(key)
+        if cached is None:
+            cached = [r for r, source, kind in self.store.row_metadata() if where.matches(source, kind, "default")]
+            with self._query_lock:
+                self._filter_cache[key] = cached
+                while len(self._filter_cache) > QUERY_CACHE_SIZE:
+                    self._filter_cache.pop(next(iter(self._filter_cache)))
+        return list(cached)
 
     def close(self) -> None:
         self.store.close()

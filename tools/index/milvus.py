@@ -1,154 +1,39 @@
-"""The `milvus` backend: an index served by Milvus (milvus-lite file, standalone, cluster or Zilliz).
+"""Reading the `milvus` backend: an index served by Milvus (milvus-lite file, standalone, cluster or Zilliz).
 
-One collection per published generation holds every chunk: its text, metadata
-(`doc_id`, `source`, `kind`, lines, `symbol`, `tenant`), the dense vector (FLAT or
-HNSW, inner product) and a BM25 sparse vector computed by Milvus' own BM25
-function from the indexed text, so BM25, dense and hybrid search run
-server-side. `tenant` is the partition key. Rows keep the local numbering
-(a document's chunks are consecutive), so the pipeline is unchanged.
-
-Atomic switch: a build writes the local generation first (embeddings reused as
-usual), then `publish` inserts it into a new collection `<name>_g<N>`, loads
-it, and only then rewrites `<index>/milvus.json` (atomically) to point at it;
-readers open the collection that file names, so they see the old generation
-or the new one, never half of one. The previous collection is dropped after
-the switch (readers still on it fail and reopen). `migrate` is `publish` of an
-existing local index: nothing is embedded again.
+`ragsieve.tools.index.milvus_publish` writes the collection (layout, BM25 input, the
+atomic switch); this module reads it. BM25 and dense search run server-side,
+and `hybrid_search` fuses both server-side with Milvus' rankers (`RRFRanker`, or
+`WeightedRanker`, which normalises each list with arctan rather than min-max):
+the retriever uses it when `retrieval.fusion_site` says so (see
+`ragsieve.tools.index.retriever`). Metadata filters (`Where`) are evaluated by
+Milvus as boolean expressions.
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.milvus_publish import analysed, client_for, read_pointer
 from ragsieve.tools.types import Chunk
 
-POINTER = "milvus.json"
-BATCH = 2000
 _FIELDS = ["row", "doc_id", "chunk_index", "text", "source", "title", "kind", "line_start", "line_end", "symbol",
            "text_hash", "doc_hash", "sparse_flag"]
-ANALYZER = {"tokenizer": "standard", "filter": ["lowercase", {"type": "stemmer", "language": "english"}]}
-
-
-def _client(uri: str, token: str | None = None):
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:
-        raise ModelUnavailableError("the milvus backend needs pymilvus (and milvus-lite for a local file): "
-                                    "pip install 'ragsieve[milvus]'") from exc
-    try:
-        return MilvusClient(uri=uri, token=token or "")
-    except Exception as exc:  # pymilvus raises MilvusException / ConnectionError variants
-        raise IndexMissingError(f"cannot reach Milvus at {uri}: {type(exc).__name__}: {str(exc)[:200]}") from None
+PAGE = 16000  # rows per query page (Milvus caps a query's limit at 16,384)
 
 
 def _quote(value: str) -> str:
+    import json
+
     return json.dumps(value)  # a Milvus filter string literal: double quotes, backslash escapes
 
 
 def _in(rows: Sequence[int]) -> str:
     return f"row in [{', '.join(str(int(r)) for r in rows)}]"
-
-
-def read_pointer(root: Path) -> dict:
-    try:
-        return json.loads((root / POINTER).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IndexMissingError(f"index {root}: {POINTER} is missing or damaged ({exc})") from None
-
-
-def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
-            tenant: str = "default", index_type: str = "FLAT") -> dict:
-    """Copy the live local generation of `root` into a new Milvus collection and switch to it atomically."""
-    from ragsieve.tools.index.hybrid import HybridIndex
-
-    root = Path(root)
-    previous = read_pointer(root) if (root / POINTER).is_file() else {}
-    uri = uri or previous.get("uri") or str(root / "milvus.db")
-    name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
-    with HybridIndex.open(root) as local:
-        gen = local.path.name
-        collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}"
-        client = _client(uri, token)
-        try:
-            if client.has_collection(collection):
-                client.drop_collection(collection)
-            dim = int(local.vectors.shape[1])
-            create_collection(client, collection, dim, index_type)
-            _copy(client, collection, local, tenant)
-            client.load_collection(collection)
-        except Exception as exc:
-            if isinstance(exc, (UsageError, IndexMissingError)):
-                raise
-            raise IndexMissingError(f"publishing to Milvus at {uri} failed: {type(exc).__name__}: "
-                                    f"{str(exc)[:300]}") from None
-        pointer = {"uri": uri, "name": name, "collection": collection, "generation": gen, "tenant": tenant,
-                   "rows": len(local), "dimension": dim, "index_type": index_type,
-                   "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None}
-        tmp = root / f".{POINTER}.tmp"
-        tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
-        os.replace(tmp, root / POINTER)  # the switch: readers now open the new collection
-        old = previous.get("collection")
-        if old and old != collection and previous.get("uri") == uri and client.has_collection(old):
-            client.drop_collection(old)
-        client.close()
-    return pointer
-
-
-def create_collection(client, collection: str, dim: int, index_type: str = "FLAT") -> None:
-    """The chunk collection: metadata, text, a dense vector and Milvus' BM25 function over the indexed text."""
-    from pymilvus import DataType, Function, FunctionType
-
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("row", DataType.INT64, is_primary=True)
-    for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
-                          ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
-        schema.add_field(field, DataType.VARCHAR, max_length=length)
-    schema.add_field("tenant", DataType.VARCHAR, max_length=128, is_partition_key=True)
-    schema.add_field("chunk_index", DataType.INT64)
-    schema.add_field("line_start", DataType.INT64)
-    schema.add_field("line_end", DataType.INT64)
-    schema.add_field("sparse_flag", DataType.BOOL)
-    schema.add_field("text", DataType.VARCHAR, max_length=65535)
-    schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                     analyzer_params=ANALYZER)
-    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
-    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
-                                 input_field_names=["search_text"], output_field_names=["bm25"]))
-    params = client.prepare_index_params()
-    dense_params = {"M": 32, "efConstruction": 200} if index_type == "HNSW" else {}
-    params.add_index("dense", index_type=index_type, metric_type="IP", params=dense_params)
-    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                     params={"bm25_k1": 0.9, "bm25_b": 0.4})
-    client.create_collection(collection, schema=schema, index_params=params)
-
-
-def _copy(client, collection: str, local, tenant: str) -> None:
-    from ragsieve.tools.index.builder import indexed_text
-    from ragsieve.tools.index.store import text_hash
-
-    n = len(local)
-    hashes = local.store.documents()
-    sparse = set(local.sparse_rows)
-    headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
-    for start in range(0, n, BATCH):
-        rows = list(range(start, min(n, start + BATCH)))
-        chunks = local.store.get_many(rows)
-        vectors = np.asarray(local.vectors[rows], dtype=np.float32)
-        client.insert(collection, [{
-            "row": r, "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
-            "search_text": indexed_text(c, headers)[:65000], "source": c.source[:4000], "title": c.title[:1000],
-            "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
-            "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
-            "doc_hash": hashes.get(c.doc_id, ""), "sparse_flag": r in sparse, "tenant": tenant,
-            "dense": v.tolist()} for r, c, v in zip(rows, chunks, vectors)])
 
 
 class MilvusStore:
@@ -251,9 +136,14 @@ class MilvusVectors:
 class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
-    def __init__(self, client, collection: str):
+    def __init__(self, client, collection: str, stem: bool | None = True):
         self.client, self.collection = client, collection
+        self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
         self._last: tuple[str, list] | None = None  # the last unfiltered ranking (score_rows reads it)
+
+    def query_text(self, query: str) -> str:
+        """The query as the collection's BM25 input expects it (analysed like the indexed text)."""
+        return query if self.stem is None else analysed(query, self.stem)
 
     def search(self, query: str, k: int = 10, rows: list[int] | None = None) -> list[tuple[int, float]]:
         """Top `k` (row, BM25 score). Restricted to `rows`, the scores stay those of the whole collection:
@@ -274,7 +164,10 @@ class MilvusBM25:
 
     def _search(self, query: str, k: int, rows: list[int] | None) -> list[tuple[int, float]]:
         kwargs = {"filter": _in(rows)} if rows is not None else {}
-        found = self.client.search(self.collection, data=[query], anns_field="bm25", limit=min(k, 16384),
+        text = self.query_text(query)
+        if not text.strip():  # only stopwords: no BM25 match anywhere (as locally)
+            return []
+        found = self.client.search(self.collection, data=[text], anns_field="bm25", limit=min(k, 16384),
                                    output_fields=["row"], search_params={"metric_type": "BM25"}, **kwargs)
         # milvus-lite reports the BM25 score negated; the order is best first either way
         pairs = [(int(h["entity"]["row"]), abs(float(h["distance"]))) for h in (found[0] if found else [])]
@@ -326,7 +219,8 @@ class MilvusIndex:
         self.client = client
         collection, n = pointer["collection"], int(pointer["rows"])
         self.store = MilvusStore(client, collection, n)
-        self.bm25 = MilvusBM25(client, collection)
+        stem = pointer.get("bm25", {}).get("stem", True) if pointer.get("bm25_input") == "pretokenized" else None
+        self.bm25 = MilvusBM25(client, collection, stem)
         self.dense = MilvusDense(client, collection)
         self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]))
         self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
@@ -343,7 +237,7 @@ class MilvusIndex:
         pointer = read_pointer(root)
         gen = current_generation(root)
         manifest = read_manifest(gen) if gen is not None else {"embedding": {"model": ""}}
-        client = _client(pointer["uri"], token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"))
+        client = client_for(pointer["uri"], token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"))
         if not client.has_collection(pointer["collection"]):
             raise IndexMissingError(f"index {root}: Milvus collection {pointer['collection']} not found at "
                                     f"{pointer['uri']}; publish again with `ragsieve migrate`")
@@ -363,6 +257,49 @@ class MilvusIndex:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._model().embed([text])[0]
+
+    def filter_rows(self, where) -> list[int]:
+        """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
+        expr = where.milvus_expr()
+        if not expr:
+            return list(range(len(self)))
+        rows: list[int] = []
+        for start in range(0, len(self), PAGE):
+            found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
+                                      filter=f"row >= {start} and row < {start + PAGE} and ({expr})")
+            rows.extend(int(r["row"]) for r in found)
+        return sorted(rows)
+
+    def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
+                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100) -> list[tuple[int, float]]:
+        """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call).
+
+        fusion "rrf": `RRFRanker(rrf_k)`, sum of 1 / (rrf_k + rank) as the local RRF; Milvus has no per-list
+        weights for it, so unequal weights are refused. fusion "weighted": `WeightedRanker(w_bm25, w_dense)`
+        with Milvus' score normalisation (arctan), not the local min-max one: rankings can differ."""
+        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+        w_bm25, w_dense = weights
+        if fusion == "rrf" and w_bm25 != w_dense:
+            raise UsageError("Milvus' RRF ranker has no per-list weights: use equal bm25/dense weights, "
+                             "weighted fusion, or retrieval.fusion_site = \"client\"")
+        text = self.bm25.query_text(bm25_query)
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        limit = min(candidate_k, 16384)
+        reqs = [AnnSearchRequest(data=[vec], anns_field="dense", param={"metric_type": "IP"}, limit=limit)]
+        if text.strip():
+            reqs.insert(0, AnnSearchRequest(data=[text], anns_field="bm25", param={"metric_type": "BM25"},
+                                            limit=limit))
+        if fusion == "rrf":
+            ranker = RRFRanker(rrf_k)
+        elif len(reqs) == 2:
+            ranker = WeightedRanker(w_bm25, w_dense)
+        else:
+            ranker = WeightedRanker(w_dense)
+        found = self.client.hybrid_search(self.pointer["collection"], reqs, ranker, limit=min(k, 16384),
+                                          output_fields=["row"])
+        pairs = [(int(h["entity"]["row"]), float(h["distance"])) for h in (found[0] if found else [])]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._model().embed(texts)

@@ -7,6 +7,12 @@ Query expansion (`extra_texts`, e.g. chunks an LLM judged relevant):
   of the weight however many texts are added (Rocchio's relevance feedback,
   1971, with alpha = beta). An extra text that is a stored chunk text reuses
   that chunk's stored vector; other texts are embedded.
+
+Metadata filters (`where`, `ragsieve.tools.index.where.Where`) restrict every search to the rows the
+backend says the filter admits (intersected with `rows`). `fusion_site` (`ragsieve.tools.modes.FusionSite`)
+chooses who fuses: `client` (the functions of `fusion.py`), `server` (the backend's `hybrid_search`: one
+round trip to Milvus; unrestricted searches only, a row-restricted search is fused here), `auto` (server
+when it is the same fusion: RRF with equal weights). Server-fused hits carry no per-list ranks.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
 from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.modes import FusionMode, parse_enum
+from ragsieve.tools.modes import FusionMode, FusionSite, parse_enum
 from ragsieve.tools.types import Hit
 
 Ranked = list[tuple[int, float]]
@@ -51,15 +57,47 @@ class HybridRetriever:
     """BM25 top `candidate_k` + dense top `candidate_k`, fused by RRF or weighted min-max sum."""
 
     def __init__(self, index: HybridIndex, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
-                 bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100) -> None:
+                 bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
+                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
+        self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
+        server = getattr(index, "hybrid_search", None)
+        if self.fusion_site is FusionSite.SERVER and server is None:
+            raise UsageError("retrieval.fusion_site = \"server\" needs a backend that fuses (milvus); "
+                             "this index is local: use \"client\" or \"auto\"")
+        self.where = None if where is None or where.empty() else where
         if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
             raise UsageError(f"rrf_k must be an integer >= 1, got {rrf_k!r}")
         if isinstance(candidate_k, bool) or not isinstance(candidate_k, int) or candidate_k < 1:
             raise UsageError(f"candidate_k must be an integer >= 1, got {candidate_k!r}")
         self.rrf_k, self.candidate_k = rrf_k, candidate_k
         self.weights = _check_weights(bm25_weight, dense_weight)
+        if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
+                self.weights[0] != self.weights[1]:
+            raise UsageError("retrieval.fusion_site = \"server\": Milvus' RRF ranker has no per-list weights; "
+                             "use equal bm25/dense weights, weighted fusion, or fusion_site \"client\"")
+
+    def with_filter(self, where) -> "HybridRetriever":
+        """The same retriever restricted by a metadata filter (None: unrestricted)."""
+        clone = HybridRetriever.__new__(HybridRetriever)
+        clone.__dict__.update(self.__dict__)
+        clone.where = None if where is None or where.empty() else where
+        return clone
+
+    def admit(self, rows: Sequence[int]) -> list[int]:
+        """`rows` narrowed to those the retriever's metadata filter admits (all of them without a filter)."""
+        if self.where is None:
+            return list(rows)
+        allowed = set(self.index.filter_rows(self.where))
+        return [r for r in rows if r in allowed]
+
+    def _server_fuses(self, rows, w_bm25: float, w_dense: float) -> bool:
+        if rows is not None or getattr(self.index, "hybrid_search", None) is None or not (w_bm25 > 0 and w_dense > 0):
+            return False
+        if self.fusion_site is FusionSite.SERVER:
+            return True
+        return self.fusion_site is FusionSite.AUTO and self.fusion is FusionMode.RRF and w_bm25 == w_dense
 
     def query_vector(self, query: str, extra_texts: Sequence[str] = ()) -> np.ndarray:
         """The dense query: the question's vector, blended with the extra texts' (see module doc)."""
@@ -89,6 +127,9 @@ class HybridRetriever:
             raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
         w_bm25, w_dense = _check_weights(*weights) if weights is not None else self.weights
         n = len(self.index)
+        if self.where is not None:
+            allowed = self.index.filter_rows(self.where)
+            rows = allowed if rows is None else sorted(set(int(r) for r in rows) & set(allowed))
         if rows is not None:
             rows = sorted({int(r) for r in rows})
             bad = [r for r in rows if not 0 <= r < n]
@@ -101,6 +142,8 @@ class HybridRetriever:
         qvec = query_vector if query_vector is not None else self.query_vector(query, extra)
         qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
 
+        if self._server_fuses(rows, w_bm25, w_dense):
+            return self._server_hits(bm25_query, qvec, top_k, (w_bm25, w_dense))
         bm25_list: Ranked = self.index.bm25.search(bm25_query, self.candidate_k, rows) if w_bm25 > 0 else []
         dense_list: Ranked = []
         if w_dense > 0:
@@ -123,3 +166,14 @@ class HybridRetriever:
         return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(b),
                     bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r))
                 for i, (c, r, (_, s), d, b) in enumerate(zip(chunks, hit_rows, fused, dense_scores, bm25_hit), start=1)]
+
+    def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
+        fused = self.index.hybrid_search(bm25_query, qvec, top_k, self.fusion.value, self.rrf_k, weights,
+                                         self.candidate_k)
+        if not fused:
+            return []
+        hit_rows = [r for r, _ in fused]
+        dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
+        chunks = self.index.store.get_many(hit_rows)
+        return [Hit(chunk=c, row=r, score=float(s), rank=i, dense_score=float(d))
+                for i, (c, (r, s), d) in enumerate(zip(chunks, fused, dense_scores), start=1)]

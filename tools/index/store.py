@@ -167,6 +167,10 @@ class ChunkStore:
         return {d: (f, n) for d, f, n in self._db.execute(
             "SELECT doc_id, first_row, n_chunks FROM documents ORDER BY first_row")}
 
+    def row_metadata(self) -> list[tuple[int, str, str]]:
+        """(row, source, kind) of every chunk, in row order: what metadata filters read."""
+        return [(int(r), s, k) for r, s, k in self._db.execute("SELECT row, source, kind FROM chunks ORDER BY row")]
+
     def source_of(self, doc_id: str) -> str:
         r = self._db.execute("SELECT source FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
         return r[0] if r else doc_id

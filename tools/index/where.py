@@ -1,0 +1,93 @@
+"""Metadata filters on retrieval: which chunks a search may return.
+
+`Where(source=..., path_prefix=..., language=..., kind=..., tenant=...)`; every
+field set must match (AND). `source` is a chunk's source exactly (a path relative
+to the index's source root, or a URL); `path_prefix` a prefix of it (`docs/api/`,
+`https://example.com/guide/`); `language` a code language as the indexer names it
+(`python`, `go`, ...; from the file extension, `ragsieve.tools.ingest.syntax`);
+`kind` the document kind (`text`, `markdown`, `html`, `code`, ...); `tenant` the
+index's tenant (`default` for a local index; a Milvus partition key value).
+The local backend turns a filter into the set of rows it admits; Milvus evaluates
+it server-side as a boolean expression (`milvus_expr`).
+"""
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict
+
+from ragsieve.tools.errors import UsageError
+
+FIELDS = ("source", "path_prefix", "language", "kind", "tenant")
+
+
+class Where(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str | None = None
+    path_prefix: str | None = None
+    language: str | None = None
+    kind: str | None = None
+    tenant: str | None = None
+
+    @classmethod
+    def parse(cls, items: list[str] | None) -> "Where | None":
+        """`["path_prefix=docs/", "language=python"]` (the CLI's `--where`); None when empty."""
+        values: dict[str, str] = {}
+        for item in items or []:
+            key, sep, value = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in FIELDS or not value.strip():
+                raise UsageError(f"--where takes FIELD=VALUE with FIELD one of {', '.join(FIELDS)}; got {item!r}")
+            if key in values:
+                raise UsageError(f"--where {key} given twice")
+            values[key] = value.strip()
+        if values.get("language"):
+            known = languages()
+            if values["language"].lower() not in known:
+                raise UsageError(f"unknown language {values['language']!r}; known: {', '.join(sorted(known))}")
+            values["language"] = values["language"].lower()
+        return cls(**values) if values else None
+
+    def empty(self) -> bool:
+        return not any(getattr(self, f) for f in FIELDS)
+
+    def matches(self, source: str, kind: str, tenant: str = "default") -> bool:
+        from ragsieve.tools.ingest.syntax import language_of
+
+        return ((self.source is None or source == self.source)
+                and (self.path_prefix is None or source.startswith(self.path_prefix))
+                and (self.language is None or language_of(source) == self.language)
+                and (self.kind is None or kind == self.kind)
+                and (self.tenant is None or tenant == self.tenant))
+
+    def milvus_expr(self) -> str:
+        """The same filter as a Milvus boolean expression over the collection's fields."""
+        parts = []
+        if self.source is not None:
+            parts.append(f"source == {json.dumps(self.source)}")
+        if self.path_prefix is not None:
+            parts.append(f"source like {json.dumps(_like_escape(self.path_prefix) + '%')}")
+        if self.language is not None:
+            exts = [e for e, lang in _extension_map().items() if lang == self.language]
+            parts.append("(" + " or ".join(f"source like {json.dumps('%' + _like_escape(e))}" for e in exts) + ")"
+                         if exts else "false")
+        if self.kind is not None:
+            parts.append(f"kind == {json.dumps(self.kind)}")
+        if self.tenant is not None:
+            parts.append(f"tenant == {json.dumps(self.tenant)}")
+        return " and ".join(parts)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _extension_map() -> dict[str, str]:
+    from ragsieve.tools.ingest.syntax import LANGUAGES
+
+    return dict(LANGUAGES)
+
+
+def languages() -> set[str]:
+    return set(_extension_map().values())
