@@ -3,11 +3,15 @@ synthetic corpora of 100k (and 1M) chunks in the `local` and `milvus` (milvus-li
 
     nice -n 5 .venv/bin/python benchmarks/scale.py [--sizes 100000,1000000] [--scifact-index DIR]
 
-1. Parity: SciFact (BEIR test split, 300 queries) retrieved with the same vectors from the local index and
-   from the same index published to milvus-lite: nDCG@10 and Recall@100 (documents), hybrid, dense and BM25.
+1. Parity (scale_parity.py): SciFact (BEIR test split) retrieved with the same vectors from the local index
+   and from the same index published to milvus-lite: nDCG@10 and Recall@100 (documents) for hybrid (fused
+   here, and fused by Milvus' RRF / weighted rankers), dense and BM25; once as built, once with the local
+   BM25 re-fit at milvus-lite's fixed k1 = 1.5, b = 0.75.
 2. Encoders: docs/s on 1,000 SciFact abstracts for torch, onnx and onnx-int8 in one run, with each path's
-   cosine agreement to torch and the load average.
-3. Scale: N random unit vectors (384-d) with generated text (the encoder is not what is measured): build
+   cosine agreement to torch and the load average; then (encoder-quality) the whole of SciFact indexed with
+   each encoder and its hybrid / dense nDCG@10.
+3. Build: the same 1,000 abstracts indexed with BM25 built while encoding and after it (alternated twice).
+4. Scale: N random unit vectors (384-d) with generated text (the encoder is not what is measured): build
    time, disk, RSS growth, hybrid query p50/p95 at top-10, and recall@10 of the ANN dense index (FAISS HNSW /
    Milvus HNSW) against exact search.
 Any OpenAI-compatible endpoint is irrelevant here: no LLM is called.
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import os
 import resource
 import shutil
@@ -28,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_io  # noqa: E402
+import scale_parity  # noqa: E402
+from scale_parity import pct  # noqa: E402
 
 import numpy as np
 
@@ -41,77 +46,6 @@ def rss_mb() -> float:
 
 def disk_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
-
-
-def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float, float]:
-    dcg = sum((2 ** qrels.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked_docs[:10]))
-    ideal = sorted(qrels.values(), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
-    relevant = {d for d, g in qrels.items() if g > 0}
-    recall = len(relevant & set(ranked_docs[:100])) / len(relevant) if relevant else 0.0
-    return (dcg / idcg if idcg else 0.0), recall
-
-
-def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
-    from ragsieve.tools.index.backend import open_index
-    from ragsieve.tools.index.milvus_publish import publish
-    from ragsieve.tools.index.retriever import HybridRetriever
-
-    copy = work / "scifact"
-    shutil.copytree(index_dir, copy, ignore=shutil.ignore_patterns("milvus.*", "crawl"))
-    started = time.perf_counter()
-    publish(copy, uri=str(work / "scifact-milvus.db"))
-    publish_s = time.perf_counter() - started
-    queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
-    qids = [q for q in qrels if q in queries][:limit]  # the first `limit` test queries (qrels order) when set
-    out = {"queries": len(qids), "publish_s": round(publish_s, 1)}
-    local_dir = work / "scifact-local"
-    shutil.copytree(index_dir, local_dir, ignore=shutil.ignore_patterns("milvus.*", "crawl"))
-    for backend, folder in (("local", local_dir), ("milvus", copy)):
-        index = open_index(folder)
-        try:
-            row = {}
-            for mode, fusion, site, weights in MODES:
-                if site == "server" and backend == "local":
-                    continue  # the local engine has no server-side ranker
-                retriever = HybridRetriever(index, fusion=fusion, fusion_site=site, candidate_k=100)
-                scores, recalls, times = [], [], []
-                for qid in qids:
-                    t = time.perf_counter()
-                    hits = retriever.run(queries[qid], top_k=100, weights=weights)
-                    times.append(time.perf_counter() - t)
-                    docs = list(dict.fromkeys(h.chunk.doc_id for h in hits))
-                    n, r = ndcg_recall(docs, qrels[qid])
-                    scores.append(n)
-                    recalls.append(r)
-                row[mode] = {"ndcg@10": round(float(np.mean(scores)), 4), "recall@100": round(float(np.mean(recalls)), 4),
-                             "query_p50_ms": round(1000 * pct(times, 0.5), 2)}
-            out[backend] = row
-            print(f"  parity {backend}: {json.dumps(row)}", flush=True)
-        finally:
-            index.close()
-    local_rows = out["local"]
-    out["differences_vs_local"] = {
-        mode: {m: round(abs(row[m] - local_rows[base][m]), 4) for m in ("ndcg@10", "recall@100")}
-        for mode, row in out["milvus"].items()
-        for base in [SERVER_BASE.get(mode, mode)] if base in local_rows}
-    out["hybrid_ndcg_difference"] = out["differences_vs_local"]["hybrid"]["ndcg@10"]
-    out["dense_ndcg_difference"] = out["differences_vs_local"]["dense"]["ndcg@10"]
-    return out
-
-
-SERVER_BASE = {"hybrid-rrf-server": "hybrid-rrf-client", "hybrid-weighted-server": "hybrid"}
-# (row name, fusion, fusion site, (bm25, dense) weights): `hybrid` is the default retrieval (weighted min-max,
-# fused here); the -server rows are fused by Milvus' rankers (RRF as here; weighted with Milvus' arctan scaling)
-MODES = (("hybrid", "weighted", "client", (1.0, 1.0)), ("dense", "weighted", "client", (0.0, 1.0)),
-         ("bm25", "weighted", "client", (1.0, 0.0)), ("hybrid-rrf-client", "rrf", "client", (1.0, 1.0)),
-         ("hybrid-rrf-server", "rrf", "server", (1.0, 1.0)), ("hybrid-weighted-server", "weighted", "server", (1.0, 1.0)))
 
 
 def encoders(n_docs: int) -> dict:
@@ -186,35 +120,6 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
             "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "FAISS HNSW M=32 efSearch=128"}
 
 
-def encoder_quality(work: Path) -> dict:
-    """SciFact (all 5,183 abstracts, 300 test queries) indexed with each encoder: hybrid and dense nDCG@10."""
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.retriever import HybridRetriever
-
-    queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
-    qids = [q for q in qrels if q in queries]
-    out: dict = {"queries": len(qids)}
-    for encoder in ("torch", "onnx", "onnx-int8"):
-        folder = work / f"scifact-{encoder}"
-        started = time.perf_counter()
-        IndexBuilder(folder, progress=False, encoder=encoder).build([SCIFACT / "corpus.jsonl.gz"])
-        row = {"build_s": round(time.perf_counter() - started, 1), "load_average": os.getloadavg()[0]}
-        with HybridIndex.open(folder) as index:
-            for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
-                retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
-                scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
-                    queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
-                row[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
-        out[encoder] = row
-        print(f"  encoder quality {encoder}: {json.dumps(row)}", flush=True)
-        shutil.rmtree(folder, ignore_errors=True)
-    for encoder in ("onnx", "onnx-int8"):
-        out[encoder]["hybrid_ndcg_difference"] = round(abs(out[encoder]["hybrid_ndcg@10"] - out["torch"]["hybrid_ndcg@10"]), 4)
-    return out
-
-
 def build_overlap(n_docs: int, work: Path) -> dict:
     """Index build of `n_docs` SciFact abstracts with BM25 overlapped with encoding, and without (torch)."""
     from ragsieve.tools.index.builder import IndexBuilder
@@ -267,6 +172,7 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
                                      "symbol": "", "line_start": -1, "line_end": -1, "text_hash": "", "doc_hash": "",
                                      "sparse_flag": False, "tenant": "default", "dense": vectors[i].tolist()}
                                     for i in range(start, min(n, start + 5000))])
+    client.flush("synthetic")  # sealed segments get their HNSW / inverted indexes (as `publish` does)
     client.load_collection("synthetic")
     build_s = time.perf_counter() - started
 
@@ -294,11 +200,18 @@ def main(argv=None) -> int:
     ap.add_argument("--scifact-index", type=Path, help="a built SciFact index (default: built here)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale")
     ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
+    ap.add_argument("--merge", action="store_true", help="update --out: parts not run keep their earlier results")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     skip = set(filter(None, args.skip.split(",")))
     result = {**bench_io.header()}
+    if args.merge and args.out.is_file():  # keep the parts not run this time (their own headers stay inside)
+        previous = json.loads(args.out.read_text(encoding="utf-8"))
+        earlier = dict(previous.pop("earlier_parts", {}))
+        for part in set(previous) - set(result) - {"load_average_at_end"}:
+            earlier.setdefault(part, previous.get("command"))
+        result = {**previous, **result, "earlier_parts": earlier}  # part -> the command that produced it
     work = Path(tempfile.mkdtemp(prefix="ragsieve-scale-"))
     try:
         if "parity" not in skip:
@@ -308,19 +221,24 @@ def main(argv=None) -> int:
 
                 index_dir = work / "scifact-built"
                 IndexBuilder(index_dir, progress=False).build([SCIFACT / "corpus.jsonl.gz"])
-            result["parity"] = parity(index_dir, work, args.parity_queries)
+            result["parity"] = scale_parity.parity(index_dir, work, args.parity_queries)
+            result.get("earlier_parts", {}).pop("parity", None)
             bench_io.write(dict(result), args.out)  # each part is kept even if a later one is stopped
         if "encoders" not in skip:
             result["encoders"] = encoders(args.encoder_docs)
+            result.get("earlier_parts", {}).pop("encoders", None)
             bench_io.write(dict(result), args.out)
         if "encoder-quality" not in skip:
-            result["encoder_quality"] = encoder_quality(work)
+            result["encoder_quality"] = scale_parity.encoder_quality(work)
+            result.get("earlier_parts", {}).pop("encoder_quality", None)
             bench_io.write(dict(result), args.out)
         if "build" not in skip:
             result["build_overlap"] = build_overlap(args.encoder_docs, work)
+            result.get("earlier_parts", {}).pop("build_overlap", None)
             bench_io.write(dict(result), args.out)
         if "scale" not in skip:
-            result["scale"] = {}
+            result["scale"] = dict(result.get("scale", {}))
+            result.get("earlier_parts", {}).pop("scale", None)  # sizes not run now keep their numbers
             for n in [int(x) for x in args.sizes.split(",")]:
                 vectors, texts = synthetic(n, 384)
                 rng = np.random.default_rng(1)
@@ -332,6 +250,7 @@ def main(argv=None) -> int:
                 print(f"  scale {n} local: {json.dumps(row['local'])}", flush=True)
                 row["milvus-lite"] = scale_milvus(n, vectors, texts, queries, qvecs, work)
                 print(f"  scale {n} milvus-lite: {json.dumps(row['milvus-lite'])}", flush=True)
+                row["command"] = result["command"]
                 result["scale"][str(n)] = row
                 bench_io.write(dict(result), args.out)
                 for p in work.glob(f"*-{n}*"):

@@ -121,3 +121,26 @@ def test_milvus_server_fusion_matches_client_rrf(milvus_copy):
         assert weighted and weighted[0].row in {h.row for h in client[:3]}
         with pytest.raises(UsageError, match="no per-list weights"):
             HybridRetriever(remote, fusion="rrf", fusion_site="server", bm25_weight=2.0)
+
+
+def test_service_applies_the_where_filter_and_refuses_a_bad_one(examples_index):
+    import httpx
+    import openai
+
+    from service_fakes import ANSWER, served
+
+    with HybridIndex.open(examples_index) as index:
+        sources = sorted({c.source for c in index.store.get_many(range(len(index)))})
+    md = [s for s in sources if s.endswith(".md")][-1]
+    with served({"demo": examples_index}, FakeChat(default=ANSWER)) as svc:
+        r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUERY, "where": {"source": md}}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["context"] and {cid.split("#")[0] for cid in r.json()["context"]} == {md}
+        for bad in ({"colour": "red"}, {"language": "klingon"}, {"path_prefix": ""}, "docs/"):
+            r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUERY, "where": bad}, timeout=60)
+            assert r.status_code == 400 and r.json()["error"]["param"].startswith("where"), (bad, r.text)
+        client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="unused", max_retries=0)
+        reply = client.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUERY}],
+                                               extra_body={"where": {"source": md}})
+        cited = reply.model_extra["ragsieve"]["citations"]
+        assert cited and {c["source"] for c in cited} == {md}

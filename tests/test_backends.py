@@ -147,3 +147,24 @@ def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
     assert out.returncode == 0 and not (tmp_path / "milvus-demo" / "milvus.json").exists()
     out = cli("migrate", "--to", "milvus", "--index", str(tmp_path / "milvus-demo"))
     assert out.returncode == 0 and "no re-embedding" in out.stdout
+
+
+def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tmp_path, embedder):
+    """Same analysed tokens, same Lucene BM25: with the local index built with milvus-lite's fixed k1/b the
+    rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop)."""
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.milvus_publish import MILVUS_LITE_BM25
+
+    k1, b = MILVUS_LITE_BM25
+    folder = tmp_path / "idx"
+    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b).build(
+        [Path(__file__).resolve().parent.parent / "examples"])
+    with HybridIndex.open(folder) as local:
+        reference = {q: local.bm25.search(q, 10) for q in QUERIES}
+    pointer = publish(folder)
+    assert pointer["bm25"]["k1"] == k1 and pointer["bm25_input"] == "pretokenized"
+    with open_index(folder) as remote:
+        for query, theirs in reference.items():
+            mine = remote.bm25.search(query, 10)
+            assert [r for r, _ in mine] == [r for r, _ in theirs], query
+            assert np.allclose([s for _, s in mine], [(k1 + 1) * s for _, s in theirs], rtol=1e-4), query

@@ -30,6 +30,7 @@ class QuestionRequest:
     instructions: str | None = None
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     answer_options: dict[str, Any] = field(default_factory=dict)
+    where: Any = None  # a `Where` metadata filter, or None
 
 
 def question_budget(orch, timeout_s: float) -> QuestionBudget:
@@ -73,7 +74,7 @@ class QuestionJob:
         r = self.request
         return self.orch.ask(r.question, plan=r.plan, history=r.history or None, instructions=r.instructions,
                              overrides=r.overrides or None, budget=self.budget, on_event=on_event,
-                             on_token=on_token, answer_options=r.answer_options)
+                             on_token=on_token, answer_options=r.answer_options, where=r.where)
 
     async def result(self, limiter, is_disconnected) -> Any:
         """The `Answer`; the question is cancelled when `is_disconnected()` turns true while it runs."""

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.errors import ApiError
+from ragsieve.tools.index.where import Where
 
 # OpenAI fields a chat client may send: applied (temperature, max_tokens, stream ...), accepted when their
 # value changes nothing (top_p 1, penalties 0, n 1 ...), refused otherwise; `user`/`metadata` are labels.
@@ -31,6 +32,7 @@ class ChatRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1, le=32_000)
     max_completion_tokens: int | None = Field(None, ge=1, le=32_000)
     top_k: int | None = Field(None, ge=1, le=100)  # ragsieve extension: chunks retrieved for the context
+    where: Where | None = None  # ragsieve extension: metadata filter (source, path_prefix, language, kind, tenant)
 
     def checked(self, max_messages: int) -> list[str]:
         """Refuse what cannot be applied; return the names of unknown fields (reported, not applied)."""
@@ -76,6 +78,7 @@ class AskRequest(BaseModel):
     history: list[dict[str, Any]] = Field(default_factory=list)  # earlier turns: [{"role", "content"}]
     max_tokens: int | None = Field(None, ge=1, le=32_000)
     temperature: float | None = Field(None, ge=0, le=2)
+    where: Where | None = None  # metadata filter: source, path_prefix, language, kind, tenant (all must match)
 
 
 def check_text(text: str, limit: int, what: str = "question") -> str:

@@ -12,11 +12,12 @@ already analysed by the local BM25 tokenizer (lowercase `\\w+`, bm25s English
 stopwords removed, Snowball stems), one token per word; the analyzer is Milvus'
 `standard` tokenizer, which keeps each such token whole. Queries are analysed
 the same way before they are sent. Both backends therefore score the same
-tokens with the same Lucene BM25 (k1 and b from the index manifest), so their
-BM25 rankings agree; Milvus' own stemmer and tokenizer split words differently
-(SciFact BM25 nDCG@10 0.7035 vs 0.7355 locally, results/scale.json, earlier
-run). A client querying the collection directly must analyse its query the
-same way (`ragsieve.tools.index.bm25.tokenize`).
+tokens with Lucene BM25 and k1, b from the index manifest (Milvus' own stemmer
+and tokenizer split words differently: SciFact BM25 nDCG@10 0.7035 vs 0.7355
+locally in an earlier run). milvus-lite ignores k1 and b and uses 1.5 / 0.75
+(`bm25_params_applied`), so on it the BM25 rankings still differ slightly unless
+the local index is built with those values. A client querying the collection
+directly must analyse its query the same way (`ragsieve.tools.index.bm25.tokenize`).
 
 Atomic switch: a build writes the local generation first (embeddings reused as
 usual), then `publish` inserts it into a new collection `<name>_g<N>`, loads
@@ -29,6 +30,7 @@ existing local index: nothing is embedded again.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -37,9 +39,12 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
 
+log = logging.getLogger(__name__)
+
 POINTER = "milvus.json"
 BATCH = 2000
 ANALYZER = {"tokenizer": "standard"}  # the text arrives analysed (see the module doc)
+MILVUS_LITE_BM25 = (1.5, 0.75)  # what milvus-lite scores with whatever it is given
 BM25_INPUT = "pretokenized"  # recorded in the pointer; older collections ("raw") analysed with Milvus' stemmer
 
 
@@ -93,7 +98,9 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
                 client.drop_collection(collection)
             dim = int(local.vectors.shape[1])
             create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
+            bm25["applied"] = bm25_params_applied(client, collection, bm25)
             _copy(client, collection, local, tenant, bm25["stem"])
+            client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
             client.load_collection(collection)
         except Exception as exc:
             if isinstance(exc, (UsageError, IndexMissingError)):
@@ -111,6 +118,22 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
             client.drop_collection(old)
         client.close()
     return pointer
+
+
+def bm25_params_applied(client, collection: str, bm25: dict) -> bool:
+    """Whether the engine kept the BM25 k1 and b it was given. milvus-lite 3.2.2 drops them and scores with
+    k1 = 1.5, b = 0.75 (measured: its scores fit Lucene BM25 with those values exactly), so BM25 rankings
+    then differ a little from the local index's; a warning says so and the pointer records it."""
+    try:
+        described = client.describe_index(collection, "bm25") or {}
+    except Exception:  # an engine that cannot describe: assume it applied what it accepted
+        return True
+    kept = str(described.get("bm25_k1", "")) and str(described.get("bm25_b", ""))
+    if not kept and (bm25["k1"], bm25["b"]) != MILVUS_LITE_BM25:
+        log.warning("Milvus at this URI ignored bm25_k1=%s bm25_b=%s and scores BM25 with its defaults "
+                    "(milvus-lite: k1=1.5, b=0.75); build the local index with those values for identical "
+                    "BM25 rankings, or use a Milvus server", bm25["k1"], bm25["b"])
+    return bool(kept)
 
 
 def create_collection(client, collection: str, dim: int, index_type: str = "FLAT", *, k1: float = 0.9,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from ragsieve.tools.errors import UsageError
 
@@ -30,6 +30,19 @@ class Where(BaseModel):
     kind: str | None = None
     tenant: str | None = None
 
+    @field_validator(*FIELDS)
+    @classmethod
+    def _check(cls, value: str | None, info) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or len(value) > 4096:
+            raise ValueError(f"{info.field_name} must be 1..4096 characters")
+        if info.field_name == "language":
+            value = value.strip().lower()
+            if value not in languages():
+                raise ValueError(f"unknown language {value!r}; known: {', '.join(sorted(languages()))}")
+        return value
+
     @classmethod
     def parse(cls, items: list[str] | None) -> "Where | None":
         """`["path_prefix=docs/", "language=python"]` (the CLI's `--where`); None when empty."""
@@ -42,12 +55,10 @@ class Where(BaseModel):
             if key in values:
                 raise UsageError(f"--where {key} given twice")
             values[key] = value.strip()
-        if values.get("language"):
-            known = languages()
-            if values["language"].lower() not in known:
-                raise UsageError(f"unknown language {values['language']!r}; known: {', '.join(sorted(known))}")
-            values["language"] = values["language"].lower()
-        return cls(**values) if values else None
+        try:
+            return cls(**values) if values else None
+        except ValueError as exc:
+            raise UsageError(f"--where: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
 
     def empty(self) -> bool:
         return not any(getattr(self, f) for f in FIELDS)
