@@ -20,7 +20,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_sections import pipeline_section, scale_section, service_section, sources_section  # noqa: E402
+from report_sections import (gmm_section, pipeline_section, scale_section, service_section,  # noqa: E402
+                             sources_section)
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [
@@ -293,6 +294,7 @@ def render(folder: Path) -> str:
     lines += service_section(folder, load, command, machine)
     lines += sources_section(folder, load, command, machine)
     lines += scale_section(folder, load, command, machine)
+    lines += gmm_section(folder, load, command, machine)
     return "\n".join(lines)
 
 

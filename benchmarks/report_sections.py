@@ -130,13 +130,7 @@ def scale_section(folder: Path, load, command, machine) -> list[str]:
     for path, data in _readable(files, lines):
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start.", ""]
-        parity = data.get("parity")
-        if parity:
-            rows = [[b, m, (parity[b][m] or {}).get("ndcg@10"), (parity[b][m] or {}).get("recall@100"),
-                     (parity[b][m] or {}).get("query_p50_ms")] for b in ("local", "milvus") if b in parity
-                    for m in ("hybrid", "dense", "bm25")]
-            lines += [f"SciFact parity ({parity.get('queries')} test queries, same vectors; target: within 0.005):", ""]
-            lines += _table(["backend", "retrieval", "nDCG@10", "Recall@100", "query p50 ms"], rows)
+        lines += parity_lines(data.get("parity"))
         enc = data.get("encoders")
         if enc:
             rows = [[name, (enc.get(name) or {}).get("docs_per_s"), (enc.get(name) or {}).get("speedup_vs_torch"),
@@ -145,16 +139,79 @@ def scale_section(folder: Path, load, command, machine) -> list[str]:
             lines += [f"Encoders on {enc.get('docs')} SciFact abstracts, one run (target: >= 2x torch with cosine "
                       f">= 0.99):", ""]
             lines += _table(["encoder", "docs/s", "x torch", "cosine mean", "cosine min", "load average"], rows)
+        quality = data.get("encoder_quality")
+        if quality:
+            rows = [[name, (quality.get(name) or {}).get("hybrid_ndcg@10"), (quality.get(name) or {}).get("dense_ndcg@10"),
+                     (quality.get(name) or {}).get("hybrid_ndcg_difference"), (quality.get(name) or {}).get("build_s"),
+                     (quality.get(name) or {}).get("load_average")] for name in ("torch", "onnx", "onnx-int8")]
+            lines += [f"SciFact indexed with each encoder ({quality.get('queries')} test queries; target: hybrid "
+                      f"nDCG@10 within 0.005 of torch):", ""]
+            lines += _table(["encoder", "hybrid nDCG@10", "dense nDCG@10", "difference", "build s", "load average"],
+                            rows)
+        build = data.get("build_overlap")
+        if build:
+            lines += [f"Index build of {build.get('docs')} abstracts, BM25 built while encoding vs after it "
+                      f"(alternated): sequential {build.get('sequential')} s, overlapped {build.get('overlap')} s, "
+                      f"speed-up {build.get('speedup')}x.", ""]
         rows = []
         for n, row in (data.get("scale") or {}).items():
             for backend, r in row.items():
+                if not isinstance(r, dict):
+                    continue
                 rows.append([n, backend, r.get("build_s"), r.get("disk_mb"), r.get("rss_growth_mb"),
-                             r.get("hybrid_p50_ms"), r.get("hybrid_p95_ms"), r.get("ann_recall@10"), r.get("ann")])
+                             r.get("hybrid_p50_ms"), r.get("hybrid_p95_ms"), r.get("ann_recall@10"), r.get("ann"),
+                             row.get("vectors", "random unit vectors")])
         if rows:
             lines += _table(["chunks", "backend", "build s", "disk MB", "RSS growth MB", "hybrid p50 ms",
-                             "hybrid p95 ms", "ANN recall@10", "ANN index"], rows)
+                             "hybrid p95 ms", "ANN recall@10", "ANN index", "vectors"], rows)
         lines += extrapolation(data)
     return lines
+
+
+def parity_lines(parity: dict | None) -> list[str]:
+    if not parity:
+        return []
+    lines: list[str] = []
+    runs = [(k, parity[k]) for k in ("as_built", "bm25_as_milvus_lite") if k in parity] or [("as_built", parity)]
+    for label, run in runs:
+        rows = [[b, m, (run[b].get(m) or {}).get("ndcg@10"), (run[b].get(m) or {}).get("recall@100"),
+                 (run[b].get(m) or {}).get("query_p50_ms")] for b in ("local", "milvus") if b in run
+                for m in run[b]]
+        what = {"as_built": "the index as built (local BM25 k1 0.9, b 0.4; milvus-lite ignores them: 1.5 / 0.75)",
+                "bm25_as_milvus_lite": "the local BM25 re-fit at milvus-lite's k1 1.5, b 0.75 (same vectors)"}[label]
+        lines += [f"SciFact parity, {what}; {run.get('queries')} test queries (target: within 0.005):", ""]
+        lines += _table(["backend", "retrieval", "nDCG@10", "Recall@100", "query p50 ms"], rows)
+        diffs = run.get("differences_vs_local") or {}
+        if diffs:
+            lines += ["Milvus minus local, absolute: " + "; ".join(
+                f"{m} nDCG {_f(d.get('ndcg@10'), 4)}, R@100 {_f(d.get('recall@100'), 4)}" for m, d in diffs.items()),
+                ""]
+    return lines
+
+
+def gmm_section(folder: Path, load, command, machine) -> list[str]:
+    """The GMM paper's Table 1 grid (filters*.json with a `gmm.types.<kind>.<reader>.rows` table)."""
+    lines = ["## GMM outlier filter: the paper's Table 1 grid (filters*.json)", ""]
+    files = _load(folder, load, "filters*.json", lines)
+    shown = False
+    for path, data in _readable(files, lines):
+        gmm = data.get("gmm") or {}
+        for kind, readers in (gmm.get("types") or {}).items():
+            for reader, result in (readers or {}).items():
+                if not isinstance(result, dict) or "rows" not in result:
+                    continue
+                shown = True
+                lines += [f"`{path.name}`, {kind} questions, {reader} reader. Command: {command(data)}", ""]
+                lines += _table(["alpha", "method", "freq", "n", "NRD", "ANFD", "AR", "Emb%", "TFIDF%",
+                                 "Emb% vs top-k", "TFIDF% vs top-k", "gold kept"],
+                                [[r["alpha"], r["method"], r["min_outlier_freq"], r["n"], r["NRD"], r["ANFD"], r["AR"],
+                                  r["Emb%"], r["TFIDF%"], r["Emb%_vs_topk"], r["TFIDF%_vs_topk"], r.get("gold_kept")]
+                                 for r in result["rows"]])
+        if gmm.get("paper") and shown:
+            best = gmm["paper"]["best_row"]
+            lines += [f"Paper (GPT-4o): best row {best['method']}, alpha {best['alpha']}: Emb% +{best['Emb%']}, "
+                      f"TFIDF% +{best['TFIDF%']} ({best['source']}).", ""]
+    return lines if shown else []
 
 
 def extrapolation(data: dict) -> list[str]:
