@@ -119,6 +119,7 @@ def test_publish_switches_atomically_and_drops_the_old_collection(milvus_index, 
     client = MilvusClient(after["uri"])
     try:
         assert client.has_collection(after["collection"]) and not client.has_collection(before["collection"])
+        assert client.describe_alias(after["alias"])["collection_name"] == after["collection"]
     finally:
         client.close()
     with open_index(milvus_index) as index:

@@ -23,7 +23,8 @@ Atomic switch: a build writes the local generation first (embeddings reused as
 usual), then `publish` inserts it into a new collection `<name>_g<N>`, loads
 it, and only then rewrites `<index>/milvus.json` (atomically) to point at it;
 readers open the collection that file names, so they see the old generation
-or the new one, never half of one. The previous collection is dropped after
+or the new one, never half of one. The Milvus alias `<name>` is moved to the new
+collection at the same moment, for clients that query Milvus directly. The previous collection is dropped after
 the switch (readers still on it fail and reopen). `migrate` is `publish` of an
 existing local index: nothing is embedded again.
 """
@@ -102,13 +103,15 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
             _copy(client, collection, local, tenant, bm25["stem"])
             client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
             client.load_collection(collection)
+            _point_alias(client, name, collection)
         except Exception as exc:
             if isinstance(exc, (UsageError, IndexMissingError)):
                 raise
             raise IndexMissingError(f"publishing to Milvus at {uri} failed: {type(exc).__name__}: "
                                     f"{str(exc)[:300]}") from None
         pointer = {"uri": uri, "name": name, "collection": collection, "generation": gen, "tenant": tenant,
-                   "rows": len(local), "dimension": dim, "index_type": index_type, "bm25_input": BM25_INPUT,
+                   "alias": name, "rows": len(local), "dimension": dim, "index_type": index_type,
+                   "bm25_input": BM25_INPUT,
                    "bm25": bm25, "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None}
         tmp = root / f".{POINTER}.tmp"
         tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
@@ -118,6 +121,27 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
             client.drop_collection(old)
         client.close()
     return pointer
+
+
+def _point_alias(client, alias: str, collection: str) -> None:
+    """Milvus' own atomic switch: the alias `<name>` now names the new collection (for clients that query
+    Milvus directly; ragsieve's readers open the concrete collection named in the pointer file, so a reader
+    keeps one consistent generation until it reopens)."""
+    try:
+        if alias in (client.list_aliases(collection).get("aliases") or []):
+            return
+        described = None
+        try:
+            described = client.describe_alias(alias)
+        except Exception:  # no such alias yet
+            described = None
+        if described:
+            client.alter_alias(collection, alias)
+        else:
+            client.create_alias(collection, alias)
+    except Exception as exc:  # an engine without aliases: the pointer file alone switches
+        log.warning("Milvus alias %s not set (%s: %s); readers still switch by %s", alias, type(exc).__name__,
+                    str(exc)[:120], POINTER)
 
 
 def bm25_params_applied(client, collection: str, bm25: dict) -> bool:
