@@ -422,6 +422,7 @@ class IndexBuilder:
                     if keys[r] in cached:
                         vectors[r] = cached[keys[r]]
                 missing = [r for r in to_embed if keys[r] not in cached]
+                missing.sort(key=lambda r: -len(texts[r]))  # length-sorted across batches: less padding
                 self.resumed_embeddings = len(to_embed) - len(missing)
                 report = self._progress_reporter(len(missing))
                 report(0)

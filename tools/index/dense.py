@@ -70,7 +70,7 @@ class Embedder:
             from ragsieve.tools.index.onnx_encoder import OnnxEncoder
 
             self._fast = OnnxEncoder(self._model, self.name, quantized=encoder == "onnx-int8",
-                                     batch_size=min(batch_size, 32))
+                                     batch_size=min(batch_size, 8))
 
     def _load(self):
         try:
