@@ -128,8 +128,12 @@ class LoopConfig(_Section):
     anchor_k: int = Field(3, ge=0)
     admit_depth: int = Field(0, ge=0)
     # how judged and statistical evidence make the context (ragsieve.agent.judging.combine):
-    # relevant (the trusted relevant set) | union (relevant set + the conformal set) | anchored (fixed final_k)
-    combine: str = "relevant"
+    # auto (relevant or union, from the judge's recall measured by `ragsieve calibrate --judge N`; see
+    # ragsieve.agent.judging.reliability) | relevant (the trusted relevant set) | union (relevant set +
+    # the conformal set) | anchored (fixed final_k)
+    combine: str = "auto"
+    trust_margin: float = Field(0.02, ge=0.0, le=1.0)  # auto: recall the relevant set may lose against fast
+    trust_min_n: int = Field(20, ge=1)  # auto: judge measured on fewer questions -> union
     _combine = _mode(ContextRule, "combine")
     context_tokens: int = Field(3000, ge=100, le=200000)  # token budget of the context, best evidence first
 

@@ -109,10 +109,18 @@ def gmm_part(index, args, config: Config, llm, prompts) -> dict:
     questions = {"simple": gmm_table.load_simple(DATA, args.limit, args.seed)} if "simple" in types else {}
     if {"broader", "double"} & set(types):
         model = config.llm.model or config.llm.local_model
-        generated = gmm_table.generate(DATA, args.limit, args.seed, llm, prompts, Path(args.questions_file), str(model))
+        generated = gmm_table.generate(DATA, args.limit, args.seed, llm, prompts, Path(args.questions_file), str(model),
+                                       progress=lambda m: print(m, flush=True))
         questions.update({k: v for k, v in generated.items() if k in types})
+        generation = {"model": str(model), "windows": generated["windows"], "failed": generated["failed"],
+                      "prompt": "prompts/broader_question.j2",
+                      "double": "two of the broader questions from different articles joined by ' Also, ' "
+                                "(question i with one about n/2 positions on: each broader question is in two)"}
     out: dict = {"nrd": args.nrd, "filter_defaults": base, "grid": "alpha x method x min_outlier_freq",
-                 "paper": gmm_table.PAPER, "questions_file": args.questions_file, "types": {}}
+                 "paper": gmm_table.PAPER, "questions_file": args.questions_file, "types": {},
+                 "question_counts": {k: len(v) for k, v in questions.items()}}
+    if {"broader", "double"} & set(types):
+        out["generation"] = generation
     for reader_kind in args.readers.split(","):
         read = gmm_table.Readers(reader_kind, index, llm, prompts, args.max_tokens)
         for kind, qs in questions.items():

@@ -15,7 +15,7 @@ which separates "less context" from "the filter's choice of context".
 
 Questions: `simple` = SQuAD 2.0 answerable questions, truth = the SQuAD answer; `broader` = one question
 written by the LLM from 3 paragraphs of one article with `prompts/broader_question.j2`, truth = its own
-2-3 sentence answer; `double` = two broader questions from different articles joined by " Also, ", truth
+2-3 sentence answer; `double` = two of the broader questions, from different articles, joined by " Also, ", truth
 = both answers. Generated questions are cached in a JSON file with the model that wrote them.
 
 Readers: `llm` (the configured endpoint; answer.j2, answers cut at `max_tokens` = 96 as in the paper) and
@@ -25,6 +25,7 @@ stand-in that shows what each filter leaves to read when no capable model is at 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -48,15 +49,19 @@ def load_simple(data: Path, limit: int, seed: int) -> list[dict]:
              "gold_doc": r["gold_doc_id"]} for r in rows[:limit]]
 
 
-def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model: str) -> dict[str, list[dict]]:
-    """`broader` and `double` questions, written by `llm` once and cached in `cache` (keyed by model)."""
+def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model: str,
+             progress=print) -> dict[str, list[dict]]:
+    """`broader` and `double` questions, written by `llm` and cached in `cache` (keyed by model and seed).
+
+    Each 3-paragraph window's reply is saved as it comes (atomically, every 5 windows), so a stopped run
+    resumes where it was; windows are drawn until `limit` replies parse (at most 3 x `limit` windows).
+    A double question joins two of them from different articles: question i with the first question
+    from another article at or after position i + n/2 (so each broader question is in two doubles).
+    """
     from ragsieve.agent.calibration import GeneratedQA
 
-    if cache.is_file():
-        stored = json.loads(cache.read_text(encoding="utf-8"))
-        if stored.get("model") == model and len(stored.get("broader", [])) >= limit and \
-                len(stored.get("double", [])) >= limit:
-            return {k: stored[k][:limit] for k in ("broader", "double")}
+    stored = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
+    qas = stored.get("windows", []) if (stored.get("model"), stored.get("seed")) == (model, seed) else []
     corpus = [json.loads(x) for x in (data / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     by_title: dict[str, list[str]] = {}
     for d in corpus:
@@ -68,33 +73,41 @@ def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model
         title = rng.choice(titles)
         start = rng.randrange(max(1, len(by_title[title]) - 2))
         picks.append((title, by_title[title][start:start + 3]))
-    qas = []
-    for title, paragraphs in picks:
+
+    def save():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"model": model, "seed": seed, "prompt": "prompts/broader_question.j2",
+                                   "windows": qas}, indent=1), encoding="utf-8")
+        os.replace(tmp, cache)
+
+    while sum("question" in q for q in qas) < limit and len(qas) < len(picks):
+        title, paragraphs = picks[len(qas)]
         prompt = prompts.render("broader_question", passages=paragraphs, source=title)
         try:
             qa = llm.structured([{"role": "user", "content": prompt}], GeneratedQA)
+            qas.append({"title": title, "question": qa.question.strip(), "answer": qa.answer.strip()})
         except Exception as exc:  # a weak model's malformed JSON: skip the window, count it
             qas.append({"title": title, "error": f"{type(exc).__name__}: {str(exc)[:120]}"})
-            continue
-        qas.append({"title": title, "question": qa.question.strip(), "answer": qa.answer.strip()})
+        if len(qas) % 5 == 0:
+            save()
+            progress(f"  questions: {len(qas)} windows, {sum('question' in q for q in qas)} parsed")
+    save()
     good = [q for q in qas if "question" in q]
     broader = [{"type": "broader", "question": q["question"], "truth": q["answer"], "golds": [q["answer"]],
                 "title": q["title"]} for q in good[:limit]]
-    rest, double = good[limit:], []
-    while len(rest) >= 2 and len(double) < limit:
-        a = rest.pop(0)
-        b = next((x for x in rest if x["title"] != a["title"]), None)
-        if b is None:
+    double: list[dict] = []
+    n = len(broader)
+    for i in range(n if n >= 2 else 0):
+        a = broader[i]
+        b = next((broader[(i + n // 2 + t) % n] for t in range(n - 1)
+                  if broader[(i + n // 2 + t) % n]["title"] != a["title"]), None)
+        if b is None or len(double) >= limit:
             break
-        rest.remove(b)
-        truth = f"{a['answer']} {b['answer']}"
+        truth = f"{a['truth']} {b['truth']}"
         double.append({"type": "double", "question": f"{a['question']} Also, {b['question']}", "truth": truth,
                        "golds": [truth], "title": f"{a['title']} + {b['title']}"})
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"model": model, "prompt": "prompts/broader_question.j2", "windows": len(qas),
-                                 "failed": len(qas) - len(good), "broader": broader, "double": double},
-                                indent=1), encoding="utf-8")
-    return {"broader": broader, "double": double}
+    return {"broader": broader, "double": double, "windows": len(qas), "failed": len(qas) - len(good)}
 
 
 def tfidf_cosine(a: str, b: str) -> float:

@@ -29,7 +29,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from pipeline_data import REPO, OracleChat, build_index, calibrated_copies, load_questions  # noqa: E402
+from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
+                           measure_judge_on_folds)
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
@@ -96,6 +97,13 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
             "resolved": answer.resolved, "abstention": answer.abstention}
 
 
+def answer_rule(answer) -> str:
+    """The context rule applied (loop.combine, auto resolved); "-" when no step chose one."""
+    loop = getattr(answer, "loop", None)
+    why = getattr(loop, "rule_reason", None) or ""
+    return why.split(" (")[0] if why else "-"
+
+
 def summarise(rows: list[dict]) -> dict:
     ans = [r for r in rows if not r["impossible"]]
     unans = [r for r in rows if r["impossible"]]
@@ -138,9 +146,14 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     for judge in args.judges:
         llm, chat, close = make_llm(judge, texts, doc_text, args.timeout)
         try:
+            if (args.combine or Config().loop.combine) == "auto" and args.judge_questions:
+                measured = measure_judge_on_folds(folds, orchs, llm, chat, args.judge_questions)
+                report["sets"][name].setdefault("judge_reliability", {})[judge] = measured
+                print(f"  {judge:14} measured: " + "; ".join(
+                    f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']}" for f, m in measured.items()), flush=True)
             plans = [p for p in args.plans if not (judge == "embedded-0.5b" and p == "full-R")]
             for plan in plans:
-                rows = []
+                rows, rules = [], {}
                 for q in questions:
                     orch = orchs[q["fold"]]
                     orch.config, orch._llm = config_for(plan, combine=args.combine), llm
@@ -149,8 +162,9 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                     started = time.perf_counter()
                     answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
                     rows.append(row_for(q, answer, time.perf_counter() - started, name, judge, plan))
+                    rules[answer_rule(answer)] = rules.get(answer_rule(answer), 0) + 1
                 out_rows.extend(rows)
-                report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows)
+                report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows) | {"rule": rules}
                 print(f"  {judge:14} {plan:16} {json.dumps(summarise(rows))}", flush=True)
         finally:
             close()
@@ -172,7 +186,8 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
                 if not q["gold"]:
                     continue
                 orch = orchs[q["fold"]]
-                orch.config, orch._llm = config_for("coverage", alpha, kind), LLM(chat)
+                # the conformal set itself: `relevant` adds nothing to it without a judge (auto could add fast)
+                orch.config, orch._llm = config_for("coverage", alpha, kind, combine="relevant"), LLM(chat)
                 chat.q = q
                 answer = orch.ask(q["question"], plan="coverage")
                 docs = {chunk_doc_id(h.chunk_id) for h in answer.context}
@@ -196,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-pipeline-index"))
     ap.add_argument("--label", default="")
-    ap.add_argument("--combine", default=None, choices=["relevant", "union", "anchored"],
+    ap.add_argument("--judge-questions", type=int, default=60,
+                    help="combine=auto: calibration questions per fold the judge is measured on (0: not measured)")
+    ap.add_argument("--combine", default=None, choices=["auto", "relevant", "union", "anchored"],
                     help="loop.combine for every plan (default: the shipped default)")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")

@@ -13,7 +13,7 @@ import random
 import shutil
 from pathlib import Path
 
-from ragsieve.agent.calibration import Calibrator, save_calibration
+from ragsieve.agent.calibration import Calibrator, load_calibration, save_calibration
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import HybridIndex
 
@@ -80,6 +80,36 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
                                                                            qrels_path=qrels_path)
             save_calibration(cal, target)
         out[fold] = target
+    return out
+
+
+def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: int) -> dict:
+    """Measure the judge (ragsieve.agent.judging.reliability) on each fold's calibration questions and store
+    it in that fold's calibration.json, as `ragsieve calibrate --judge N` does: `loop.combine = auto` reads it.
+    For the scripted oracle, the record's answer-bearing chunk's document is the gold it knows."""
+    from ragsieve.agent.judging.reliability import llm_judge, measure_judge
+    from ragsieve.tools.metrics import chunk_doc_id
+
+    out = {}
+    for fold, path in folds.items():
+        orch = orchs[fold]
+        cal, _ = load_calibration(path)
+        store, pool, loop = orch.index.store, orch.config.retrieval.pool, orch.config.loop
+        judge = llm_judge(llm, orch.prompts, loop)
+        records = [r for r in cal.records if r.found and r.positive_row is not None]
+        random.Random(fold).shuffle(records)
+
+        def items():
+            for r in records[:n]:
+                positive = store.get(r.positive_row).chunk_id
+                if chat is not None:
+                    chat.q = {"id": f"cal-{r.qid}", "gold": [chunk_doc_id(positive)], "answers": []}
+                yield r.question, {positive}, orch.retrieve(r.question, top_k=pool)
+
+        model = str(getattr(llm.chat, "model_name", "") or "unknown")
+        measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k)
+        save_calibration(cal.model_copy(update={"judges": {**cal.judges, model: measured}}), path)
+        out[str(fold)] = measured.model_dump()
     return out
 
 

@@ -133,7 +133,7 @@ def test_calibration_warns_on_too_few_questions_and_on_an_infinite_threshold():
     assert calibration_warnings(50, 0.1, 0.3) == []
 
 
-@pytest.mark.parametrize("rule", ["relevant", "union", "anchored"])
+@pytest.mark.parametrize("rule", ["auto", "relevant", "union", "anchored"])
 def test_context_rules_are_a_mode_with_valid_values(rule):
     from ragsieve.agent.config import LoopConfig
     from ragsieve.agent.errors import UsageError

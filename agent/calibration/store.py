@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.judging.reliability import JudgeReliability
 from ragsieve.tools.filters.conformal import ScoreKind, check_alpha, conformal_quantile, positive_scores
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Calibration(BaseModel):
     corpus_fingerprint: str | None
     report: dict
     records: list[CalibrationRecord]
+    judges: dict[str, JudgeReliability] = {}  # model name -> its measured recall (`ragsieve calibrate --judge`)
 
     @property
     def kind(self) -> ScoreKind:
@@ -66,6 +68,10 @@ class Calibration(BaseModel):
             value = self.qhat[kind.value]
             return math.inf if value is None else float(value)
         return conformal_quantile(positive_scores(kind, **self.arrays()), check_alpha(alpha or self.alpha))
+
+    def ranks(self) -> np.ndarray:
+        """Similarity rank of each question's answer-bearing chunk (inf: not within the depth)."""
+        return record_arrays(self.records)["rank"]
 
     def positive_similarities(self) -> list[float]:
         return [float(r.similarity) for r in self.records if r.found and r.similarity is not None]

@@ -31,6 +31,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="nonconformity score (default auto: the one keeping fewest chunks at coverage)")
     p.add_argument("--qrels", metavar="TSV", help="BEIR qrels file: use these questions instead of generating")
     p.add_argument("--queries", metavar="JSONL", help="BEIR queries.jsonl for --qrels")
+    p.add_argument("--judge", type=int, default=0, metavar="N",
+                   help="also measure the configured judge on N calibration questions (one judge pass over each "
+                        "question's candidate pool); loop.combine = auto uses its recall (default 0: not measured)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=handler)
     return p
@@ -41,6 +44,8 @@ def handler(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
 
+    if args.judge < 0:
+        raise UsageError(f"--judge takes a number of questions >= 0, got {args.judge}")
     if bool(args.qrels) != bool(args.queries):
         raise UsageError("--qrels and --queries go together (a BEIR qrels tsv and its queries.jsonl)")
     config = load_config(args)
@@ -56,11 +61,33 @@ def handler(args: argparse.Namespace) -> int:
                                 llm_name=llm_name)
         questions = args.questions if args.questions is not None else (None if args.qrels else 50)
         cal = calibrator.run(questions=questions, queries_path=args.queries, qrels_path=args.qrels)
+        if args.judge:
+            measured = measure_configured_judge(orch, cal, args.judge)
+            cal = cal.model_copy(update={"judges": {**(previous.judges if previous else {}), measured.model: measured}})
+        elif previous is not None and previous.judges:
+            cal = cal.model_copy(update={"judges": previous.judges})  # re-measure with --judge N if the corpus changed
         path = save_calibration(cal, index.root)
     if args.json:
         print(json.dumps({"path": str(path), "score_kind": cal.score_kind, "n_not_found": cal.n_not_found,
                           "n_generation_failed": cal.n_generation_failed, "report": cal.report}, indent=2))
     else:
         print(format_report(cal))
+        for name, j in cal.judges.items():
+            recall = "n/a" if j.judge_recall is None else f"{j.judge_recall:.3f}"
+            print(f"judge {name}: recall {recall} on {j.n} questions with the answer's chunk in the pool of {j.pool}"
+                  f" (false positives {j.false_positive_rate}; {j.failed} failed)")
         print(f"saved {path}" + (" (replacing the previous calibration)" if previous is not None else ""))
     return 0
+
+
+def measure_configured_judge(orch, cal, n: int):
+    """The configured judge's recall on the first `n` calibration questions that found their chunk."""
+    from ragsieve.agent.judging.reliability import llm_judge, measure_judge
+
+    llm, store, pool = orch.llm, orch.index.store, orch.config.retrieval.pool
+    records = [r for r in cal.records if r.found and r.positive_row is not None][:n]
+    items = ((r.question, {store.get(r.positive_row).chunk_id}, orch.retrieve(r.question, top_k=pool))
+             for r in records)
+    model = str(getattr(llm.chat, "model_name", "") or "unknown")
+    return measure_judge(items, llm_judge(llm, orch.prompts, orch.config.loop), model=model, pool=pool,
+                         top_k=orch.config.retrieval.top_k)

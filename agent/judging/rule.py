@@ -5,9 +5,12 @@ from enum import Enum
 
 
 class ContextRule(str, Enum):
-    """`relevant`: the trusted relevant set alone (a capable judge decides).
-    `union`: the trusted relevant set plus the conformal set (default: measured in benchmarks/pipeline.py).
-    `anchored`: the first release's fixed-size rule (`final_k` chunks, first-stage head anchored)."""
+    """`auto` (default): `relevant` or `union`, decided from the judge's measured recall
+    (`ragsieve.agent.judging.reliability`). `relevant`: the trusted relevant set alone (a capable
+    judge decides). `union`: the trusted relevant set plus the conformal set. `anchored`: the first
+    release's fixed-size rule (`final_k` chunks, first-stage head anchored)."""
+
+    AUTO = "auto"
 
     RELEVANT = "relevant"
     UNION = "union"

@@ -63,6 +63,9 @@ class JudgeLoop(BaseModel):
     distrusted: str | None = None  # why the judge is not trusted for this question
     stop_reason: str | None = None  # why the loop stopped
     selection: dict[str, Any] = Field(default_factory=dict)  # the combination rule's account of the context
+    rule: str | None = None  # loop.combine as applied (auto resolved: ragsieve.agent.judging.reliability)
+    rule_reason: str | None = None
+    rule_adds_fast: bool = False  # auto: the statistical evidence includes the fast context
 
 
 class FallbackRecord(BaseModel):

@@ -24,6 +24,7 @@ import numpy as np
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
+from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.plan.state import ConformalRecord, RunState
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity, ranks_of
@@ -130,6 +131,7 @@ class Conformal(Step):
                          "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing]}
         kept, how = combine_with_judge(state, deps, passing)
         summary["combined_with"] = how
+        summary["rule"] = state.loop.rule_reason
         if not kept and cfg.min_keep and source:
             kept = sorted(source, key=lambda h: -by_id[h.chunk_id][0])[: cfg.min_keep]
             summary["min_keep_applied"] = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
@@ -153,19 +155,38 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple
 
     Chunks the sparse fallback added are kept whatever their similarity: they were found
     because similarity misses them (COS-Mix)."""
-    rule = ContextRule(deps.config.loop.combine)
+    rule = applied_rule(state, deps)
     added = [state.pool[c] for c in (state.fallback.added if state.fallback else []) if c in state.pool]
     judge_trusted = bool(state.loop.rounds) and not state.loop.distrusted and bool(state.loop.trusted)
     if rule is ContextRule.ANCHORED:
         narrowed = {h.chunk_id for h in passing}
         return _unique([h for h in state.context if h.chunk_id in narrowed] + added), "anchored: context narrowed"
+    fast = [state.pool[c] for c in state.first_stage[: deps.config.retrieval.top_k] if c in state.pool] \
+        if state.loop.rule_adds_fast else []
+    plus = " + fast context" if fast else ""
     if not judge_trusted:
-        return _unique(passing + added), "conformal set (no trusted judge)"
+        return _unique(fast + passing + added), f"conformal set{plus} (no trusted judge)"
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
     judged = [state.pool[c] for c in relevant_set(keys, state.loop.trusted, []) if c in state.pool]
     if rule is ContextRule.RELEVANT:
         return _unique(judged + added), "relevant set"
-    return _unique(judged + passing + added), "relevant set + conformal set"
+    return _unique(judged + fast + passing + added), f"relevant set + conformal set{plus}"
+
+
+def applied_rule(state: RunState, deps: Deps) -> ContextRule:
+    """`loop.combine`, with `auto` resolved once per question from the judge's measured recall."""
+    if state.loop.rule is None:
+        loop, retrieval = deps.config.loop, deps.config.retrieval
+        cal = cached_calibration(deps)[0] if ContextRule(loop.combine) is ContextRule.AUTO else None
+        model = str(getattr(getattr(deps.llm, "chat", None), "model_name", "") or "")
+        alpha = deps.config.conformal.alpha if deps.config.conformal.alpha is not None else \
+            (cal.alpha if cal is not None else None)
+        rule, with_fast, why = decide_rule(
+            loop.combine, (cal.judges.get(model) if cal is not None else None),
+            cal.ranks() if cal is not None else None, top_k=retrieval.top_k, pool=retrieval.pool,
+            margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
+        state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule.value, why, with_fast
+    return ContextRule(state.loop.rule)
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:

@@ -6,6 +6,7 @@ from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.agent.steps.conformal import applied_rule
 from ragsieve.tools.types import Hit
 
 
@@ -100,7 +101,7 @@ def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
     loop = deps.config.loop
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
     fast = state.first_stage[: deps.config.retrieval.top_k]
-    rule = ContextRule(loop.combine)
+    rule = applied_rule(state, deps)
     if rule is ContextRule.ANCHORED:
         trusted = {} if state.loop.distrusted else state.loop.trusted
         chosen, summary = select_context(state.first_stage, keys, trusted, loop.final_k,
@@ -108,11 +109,11 @@ def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
         return chosen, {"combine": rule.value, **summary}
     if state.loop.distrusted or not state.loop.trusted:
         why = state.loop.distrusted or "no trusted verdict"
-        return fast, {"combine": rule.value, "judge": f"untrusted ({why})", "source": "fast context",
+        return fast, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": f"untrusted ({why})", "source": "fast context",
                       "same_as_fast": True}
     ids = relevant_set(keys, state.loop.trusted, [])
     kept, dropped = fit_budget([state.pool[c] for c in ids if c in state.pool], loop.context_tokens)
     chosen = [h.chunk_id for h in kept]
-    return chosen, {"combine": rule.value, "judge": "trusted", "source": "relevant set",
+    return chosen, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": "trusted", "source": "relevant set",
                     "relevant_set": ids, "over_budget": [h.chunk_id for h in dropped],
                     "context_tokens": loop.context_tokens, "same_as_fast": chosen == fast}

@@ -1,0 +1,131 @@
+"""How far to trust the judge, measured: the decision between judged and statistical evidence.
+
+`loop.combine = "auto"` (the default) chooses, per index and per judge model, between the
+judge's relevant set alone (`relevant`, Minnaar 2023) and the relevant set plus the conformal
+set (`union`), from two numbers measured at calibration time:
+
+- `judge_recall`: the share of calibration questions whose answer-bearing chunk, when it is in
+  the candidate pool, the judge calls relevant (one judge pass over the pool, no decoys);
+- `pool_recall` and `fast_recall`: the share of calibration questions whose answer-bearing chunk
+  ranks within the pool (`retrieval.pool`) and within the fast context (`retrieval.top_k`), read
+  from the calibration records' similarity ranks.
+
+The relevant set alone can keep the answer's chunk only if the pool holds it and the judge says
+so, so its expected gold recall is about `judge_recall x pool_recall`; the `fast` context keeps it
+with `fast_recall`. `auto` chooses `relevant` when
+
+    judge_recall x pool_recall >= fast_recall - loop.trust_margin      (default margin 0.02)
+
+and `union` otherwise: the union keeps every chunk the relevant set keeps, so a noisy judge costs
+context tokens, not recall. A judge that was never measured gets `union` and a note saying how to
+measure it (`ragsieve calibrate --judge N`). The statistical side is chosen the same way: when the
+fast context's measured recall is above the conformal coverage 1 - alpha (a strong first stage, as
+on SQuAD), it is the conformal set plus the fast context, else the conformal set alone. The
+recalls are measured with the retriever itself (hybrid ranks) when the judge was measured, else
+read from the calibration records' similarity ranks. benchmarks/pipeline.py measures the rule.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ragsieve.agent.judging.rule import ContextRule
+
+
+class JudgeReliability(BaseModel):
+    """One judge model measured on one index's calibration questions."""
+
+    model: str
+    n: int = Field(ge=0)  # questions whose answer-bearing chunk was in the judged pool
+    questions: int = Field(ge=0)  # questions judged
+    judge_recall: float | None  # None when n == 0
+    false_positive_rate: float | None  # other pool chunks called relevant (an upper bound: some may be relevant)
+    fast_recall: float | None = None  # answer's chunk within the first `top_k` hits of the retriever
+    pool_recall: float | None = None  # answer's chunk within the pool
+    top_k: int = 5
+    failed: int = 0  # questions whose every judge batch failed
+    pool: int
+    created: str = ""
+
+
+def measure_judge(items: Iterable[tuple[str, set[str], list[Any]]], judge: Callable[[str, list[Any]], dict[str, bool]],
+                  *, model: str, pool: int, top_k: int) -> JudgeReliability:
+    """`items`: (question, ids of the answer-bearing chunks, pool hits in retrieval order). `judge(question,
+    hits)` returns chunk id -> verdict (ids missing from it failed). Also measured: how often the answer's
+    chunk is in the retriever's first `top_k` hits (the fast context) and in the pool."""
+    hits_pos = shown_pos = called_neg = shown_neg = questions = failed = in_fast = in_pool_n = 0
+    for question, positives, hits in items:
+        questions += 1
+        ranks = [i for i, h in enumerate(hits[:pool]) if h.chunk_id in positives]
+        in_fast += int(bool(ranks) and ranks[0] < top_k)
+        in_pool_n += int(bool(ranks))
+        verdicts = judge(question, hits)
+        if not verdicts:
+            failed += 1
+            continue
+        in_pool = [h.chunk_id for h in hits if h.chunk_id in positives and h.chunk_id in verdicts]
+        if in_pool:
+            shown_pos += 1
+            hits_pos += int(any(verdicts[c] for c in in_pool))
+        negatives = [c for c, _ in verdicts.items() if c not in positives]
+        shown_neg += len(negatives)
+        called_neg += sum(1 for c in negatives if verdicts[c])
+    return JudgeReliability(
+        model=model, n=shown_pos, questions=questions, failed=failed,
+        judge_recall=round(hits_pos / shown_pos, 4) if shown_pos else None,
+        false_positive_rate=round(called_neg / shown_neg, 4) if shown_neg else None, pool=pool, top_k=top_k,
+        fast_recall=round(in_fast / questions, 4) if questions else None,
+        pool_recall=round(in_pool_n / questions, 4) if questions else None, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], dict[str, bool]]:
+    """The pipeline's own judge prompt and batching, one pass, as a `measure_judge` callback."""
+    from ragsieve.agent.judging.rounds import run_pass, split_verdicts
+
+    def judge(question: str, hits: list[Any]) -> dict[str, bool]:
+        verdicts, _, _, _ = split_verdicts(run_pass(question, hits, llm=llm, prompts=prompts, loop=loop), set())
+        return verdicts
+    return judge
+
+
+def rank_recall(ranks: np.ndarray, k: int) -> float | None:
+    """Share of calibration questions whose answer-bearing chunk ranks within `k` (inf = not found)."""
+    ranks = np.asarray(ranks, dtype=float)
+    return None if ranks.size == 0 else float(np.mean(ranks <= k))
+
+
+def decide_rule(configured: str, reliability: JudgeReliability | None, ranks: np.ndarray | None, *,
+                top_k: int, pool: int, margin: float, min_n: int, coverage: float | None = None
+                ) -> tuple[ContextRule, bool, str]:
+    """(rule to apply, whether the statistical evidence includes the fast context, why).
+
+    Explicit rules are returned as they are (without the fast context). `auto`: see the module note;
+    and when the fast context's measured recall exceeds the conformal coverage 1 - alpha, the
+    statistical evidence is the conformal set plus the fast context (the union of two measured sets
+    keeps at least what either keeps), used whenever the judge is not relied on alone."""
+    rule = ContextRule(configured)
+    if rule is not ContextRule.AUTO:
+        return rule, False, f"loop.combine = {rule.value}"
+    measured = reliability is not None and reliability.fast_recall is not None
+    fast = reliability.fast_recall if measured else (rank_recall(ranks, top_k) if ranks is not None else None)
+    pooled = reliability.pool_recall if measured else (rank_recall(ranks, pool) if ranks is not None else None)
+    with_fast = fast is not None and coverage is not None and fast > coverage
+    stat = (f"; fast recall {fast:.3f} > conformal coverage {coverage:.2f}: statistics = conformal set + fast context"
+            if with_fast else "")
+    if reliability is None or reliability.judge_recall is None:
+        return ContextRule.UNION, with_fast, ("auto: union (this judge was not measured on this index; "
+                                              f"`ragsieve calibrate --judge 60` measures it{stat})")
+    if reliability.n < min_n:
+        return ContextRule.UNION, with_fast, (f"auto: union (judge measured on {reliability.n} questions, "
+                                              f"fewer than loop.trust_min_n = {min_n}{stat})")
+    if fast is None or pooled is None:
+        return ContextRule.UNION, with_fast, "auto: union (no measured recall to compare the judge with the fast context)"
+    expected = reliability.judge_recall * pooled
+    facts = (f"judge recall {reliability.judge_recall:.3f} (n={reliability.n}) x pool recall {pooled:.3f} = "
+             f"{expected:.3f} vs fast recall {fast:.3f} - margin {margin}")
+    if expected >= fast - margin:
+        return ContextRule.RELEVANT, with_fast, f"auto: relevant ({facts}{stat})"
+    return ContextRule.UNION, with_fast, f"auto: union ({facts}{stat})"
