@@ -49,12 +49,21 @@ def pipeline_section(folder: Path, load, command, machine) -> list[str]:
                   f"load average {_f((data.get('load_average') or [None])[0], 2)}.", ""]
         rows = []
         for r in data.get("rows") or []:
+            rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
             rows.append([r.get("dataset"), r.get("judge"), r.get("plan"), r.get("n"), r.get("gold_recall"),
                          r.get("both_gold_recall"), r.get("context_tokens"), r.get("llm_calls"), r.get("em"),
-                         r.get("abstain_unanswerable")])
+                         r.get("abstain_unanswerable"), rule])
         lines += _table(["set", "judge", "plan", "n", "gold recall", "both gold", "context tokens", "LLM calls",
-                         "EM", "abstains (unanswerable)"], rows)
+                         "EM", "abstains (unanswerable)", "context rule applied (questions)"], rows)
         for name, info in (data.get("sets") or {}).items():
+            measured = (info or {}).get("judge_reliability") or {}
+            if measured:
+                lines += [f"Judges measured on {name}'s calibration questions (per fold; `loop.combine = auto` "
+                          "decides from these):", ""]
+                lines += _table(["judge", "fold", "n", "judge recall", "false positives", "fast recall", "pool recall"],
+                                [[j, f, m.get("n"), m.get("judge_recall"), m.get("false_positive_rate"),
+                                  m.get("fast_recall"), m.get("pool_recall")]
+                                 for j, folds in measured.items() for f, m in folds.items()])
             cov = (info or {}).get("coverage")
             if cov:
                 lines += [f"Conformal coverage on {name} (held-out; target 1 - alpha):", ""]
