@@ -322,3 +322,22 @@ def test_outliers_never_remove_the_protected_best_chunks(tmp_path):
     assert summary["runs_completed"] == 6
     assert not set(summary["removed"]) & set(best_four)
     assert set(best_four) <= {h.chunk_id for h in state.context}
+
+
+def test_conformal_corpus_candidates_admit_passing_chunks_beyond_the_pool(tmp_path):
+    """`candidates = "corpus"` is CONFLARE's threshold retrieval: a chunk that passes the cutoff is kept even
+    when the first stage did not put it in the pool; `pool` keeps only pool chunks."""
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    saved["qhat"]["raw"] = 2.0  # every chunk passes
+    (tmp_path / "calibration.json").write_text(json.dumps(saved))
+    everything = [h.chunk_id for h in hits_for(index, "beta bridge toll")]
+    for mode, expected in (("pool", set(everything[:2])), ("corpus", set(everything))):
+        state, deps = make(index, "beta bridge toll", context_rows=[], conformal={"score_kind": "raw", "candidates": mode},
+                           loop={"combine": "relevant"})
+        for cid in everything[2:]:  # the first stage found only the best two
+            del state.pool[cid]
+        summary = run_step("conformal", state, deps)
+        assert set(summary["kept"]) == expected
+        assert set(state.pool) >= expected  # corpus chunks join the pool the later stages work from

@@ -5,7 +5,9 @@ chunk of the pool (and the context) gets its dense similarity to the question (f
 index vectors, as in calibration), the top-1 similarity and its rank over the whole
 index, hence a nonconformity score of the calibrated kind; a chunk passes when its score
 is <= q. With `candidates = "pool"` (default) the *conformal set* is every passing pool
-chunk, of whatever size: that is where the 1 - alpha coverage comes from. It is then
+chunk, of whatever size; `corpus` also admits passing chunks beyond the pool (the best
+`corpus_max` of the whole index by similarity): CONFLARE's threshold retrieval, where the
+1 - alpha coverage is guaranteed (the pool caps coverage at the pool's own recall). It is then
 combined with the judge's relevant set (`loop.combine`, `combine_with_judge`) and cut
 by the token budget `loop.context_tokens`. When nothing passes and nothing was judged
 relevant, the context is empty and the answer step says there is no evidence, without
@@ -76,6 +78,26 @@ def corpus_view(state: RunState, deps: Deps, hits: list[Hit]) -> tuple[np.ndarra
     return sims, float(ordered[-1]), ranks
 
 
+def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str]) -> list[Hit]:
+    """The `limit` chunks of the whole index most similar to the question (the metadata filter applies),
+    those not among `have`; the cutoff then decides which pass. Empty without index vectors."""
+    vectors = getattr(deps.index, "vectors", None)
+    store = getattr(deps.index, "store", None)
+    if vectors is None or store is None:
+        return []
+    everything = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
+    top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
+    admit = getattr(deps.retriever, "admit", None)
+    rows = [int(r) for r in (admit(top.tolist()) if admit is not None else top.tolist())][:limit]
+    out = []
+    for row in rows:
+        chunk = store.get(row)
+        if chunk.chunk_id not in have:
+            out.append(Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=float(everything[row]),
+                           extra={"conformal_corpus": 1.0}))
+    return out
+
+
 def query_vector(state: RunState, deps: Deps) -> np.ndarray:
     """The question's embedding (the index remembers recent queries, so this costs one embedding)."""
     return np.asarray(deps.index.embed_query(state.question), dtype=float)
@@ -118,6 +140,10 @@ class Conformal(Step):
         alpha = cfg.alpha if cfg.alpha is not None else cal.alpha
         qhat = cal.threshold(kind, cfg.alpha)
         hits = candidate_hits(state)
+        if cfg.candidates == "corpus":  # CONFLARE's threshold retrieval: passing chunks beyond the pool too
+            extra = corpus_candidates(state, deps, cfg.corpus_max, {h.chunk_id for h in hits})
+            state.remember(extra)
+            hits += extra
         if not hits:
             return StepResult("next", {"status": "empty", "kept": [], "removed": [], "kind": kind.value})
         sims, top1, ranks = corpus_view(state, deps, hits)
