@@ -41,7 +41,12 @@ SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 
 
 def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Resident memory now (not the peak: a peak reached by an earlier part would hide the growth)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def disk_mb(path: Path) -> float:
