@@ -156,11 +156,11 @@ def build_overlap(n_docs: int, work: Path) -> dict:
     return out
 
 
-def measure(index, queries, qvecs, vectors) -> dict:
+def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict:
     """Hybrid top-10 latency through the real retriever, and the ANN index's recall@10 against exact search."""
     from ragsieve.tools.index.retriever import HybridRetriever
 
-    retriever = HybridRetriever(index, fusion="rrf", candidate_k=100)
+    retriever = HybridRetriever(index, fusion="rrf", candidate_k=100, fusion_site=fusion_site)
     times, recalls = [], []
     for q, qv in zip(queries, qvecs):
         t = time.perf_counter()
@@ -192,16 +192,23 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     client.load_collection("synthetic")
     build_s = time.perf_counter() - started
 
+    from ragsieve.tools.index.milvus import MilvusIndex
+
     class Synthetic:  # the backend surface the retriever uses
         bm25, dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
         store, vectors_ = MilvusStore(client, "synthetic", n), None
+        hybrid_search = MilvusIndex.hybrid_search  # Milvus' own RRF over its BM25 and dense searches
 
         def __len__(self):
             return n
 
     index = Synthetic()
+    index.client, index.pointer = client, {"collection": "synthetic"}
     index.vectors = MilvusVectors(client, "synthetic", n, vectors.shape[1])
-    row = measure(index, queries, qvecs, vectors)
+    row = measure(index, queries, qvecs, vectors, fusion_site="client")
+    server = measure(index, queries, qvecs, vectors, fusion_site="server")
+    row.update({"hybrid_server_p50_ms": server["hybrid_p50_ms"], "hybrid_server_p95_ms": server["hybrid_p95_ms"],
+                "fusion": "hybrid_*: client-side RRF over Milvus BM25 + dense; hybrid_server_*: Milvus hybrid_search"})
     client.close()
     db = Path(uri)
     return {"build_s": round(build_s, 1), "disk_mb": round(db.stat().st_size / 1e6 if db.is_file() else disk_mb(db), 1),
