@@ -121,6 +121,7 @@ def gmm_part(index, args, config: Config, llm, prompts) -> dict:
                  "question_counts": {k: len(v) for k, v in questions.items()}}
     if {"broader", "double"} & set(types):
         out["generation"] = generation
+    index = CachedEmbeddings(index)  # answers and sentences recur across the grid's rows: embed each once
     for reader_kind in args.readers.split(","):
         read = gmm_table.Readers(reader_kind, index, llm, prompts, args.max_tokens)
         for kind, qs in questions.items():

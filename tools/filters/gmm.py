@@ -185,10 +185,15 @@ class GMMOutlierFilter:
                 counts[run.flagged] += 1
         if not any(not r.skipped for r in runs):
             notes.append(f"every run skipped: {n} candidates are too few for the smallest GMM")
-        outliers = counts >= self.min_outlier_freq
+        outliers = self.decide(counts)
+        return OutlierResult([bool(x) for x in outliers], [int(c) for c in counts], runs, notes)
+
+    def decide(self, counts: "np.ndarray | list[int]") -> np.ndarray:
+        """Outlier flags from per-candidate flag counts: at least `min_outlier_freq`, the top `protect_top` exempt."""
+        outliers = np.asarray(counts) >= self.min_outlier_freq
         if self.protect_top:
             outliers[: self.protect_top] = False
-        return OutlierResult([bool(x) for x in outliers], [int(c) for c in counts], runs, notes)
+        return outliers
 
 
 def plot_outliers(vectors: np.ndarray, query: np.ndarray, outliers: list[bool], path: str | Path,
