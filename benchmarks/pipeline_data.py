@@ -1,7 +1,9 @@
 """Data, indexes, calibration folds and the scripted oracle for `benchmarks/pipeline.py`.
 
 Calibration never sees the questions it is evaluated on:
-- SciFact: calibrated on the train qrels (809 claims), evaluated on test (300).
+- SciFact: two folds of the test claims, each evaluated on an index copy calibrated on the other
+  half (exchangeable, as CONFLARE assumes); `scifact_calibration="train"` calibrates on the train
+  qrels (809 claims) instead, which measures what a shift between calibration and use costs.
 - HotpotQA (103 questions, one qrels file): two folds; each half is evaluated on an index copy
   calibrated on the other half, one calibration record per gold paragraph (both hops matter).
 - SQuAD 2.0: calibrated on answerable questions outside the evaluated sample.
@@ -35,7 +37,8 @@ def _qrels(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int) -> list[dict]:
+def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int,
+                   scifact_calibration: str = "crossfit") -> list[dict]:
     """Rows {id, question, answers, gold (doc ids), impossible, fold}."""
     folder = DATA / name
     if name == "hotpotqa":
@@ -52,8 +55,9 @@ def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int,
                  "fold": 0} for r in picked]
     queries = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
     gold = _qrels(folder / "qrels" / "test.tsv")
-    return [{"id": qid, "question": queries[qid], "answers": [], "gold": docs, "impossible": False, "fold": 0}
-            for qid, docs in gold.items() if qid in queries]
+    two = scifact_calibration == "crossfit"
+    return [{"id": qid, "question": queries[qid], "answers": [], "gold": docs, "impossible": False,
+             "fold": i % 2 if two else 0} for i, (qid, docs) in enumerate(q for q in gold.items() if q[0] in queries)]
 
 
 def build_index(name: str, root: Path, embedder) -> Path:
@@ -64,17 +68,19 @@ def build_index(name: str, root: Path, embedder) -> Path:
     return folder
 
 
-def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: float) -> dict[int, Path]:
+def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: float,
+                      scifact_calibration: str = "crossfit") -> dict[int, Path]:
     """fold -> an index folder calibrated without that fold's questions (qrels calibration)."""
     folder = DATA / name
     out: dict[int, Path] = {}
+    train = name == "scifact" and scifact_calibration == "train"
     for fold in sorted({q["fold"] for q in questions}):
-        target = index_dir.parent / f"{index_dir.name}-cal{fold}"
+        target = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
         if not (target / "calibration.json").exists():
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(index_dir, target)
             evaluated = {q["id"] for q in questions if q["fold"] == fold}
-            qrels_path, queries_path = _calibration_set(name, folder, evaluated, target)
+            qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
             with HybridIndex.open(target) as index:
                 cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(queries_path=queries_path,
                                                                            qrels_path=qrels_path)
@@ -113,12 +119,19 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
     return out
 
 
-def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path) -> tuple[Path, Path]:
-    if name == "scifact":
+def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path,
+                     train: bool = False) -> tuple[Path, Path]:
+    if train:
         return folder / "qrels" / "train.tsv", folder / "queries.jsonl"
     qrels_lines = [f"query-id\tcorpus-id\tscore"]
     queries = []
-    if name == "squad2":
+    if name == "scifact":  # the other fold's test claims: one record per claim, any gold abstract
+        texts = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
+        for qid, docs in _qrels(folder / "qrels" / "test.tsv").items():
+            if qid in texts and qid not in evaluated:
+                qrels_lines.extend(f"{qid}\t{d}\t1" for d in docs)
+                queries.append({"_id": qid, "text": texts[qid]})
+    elif name == "squad2":
         for r in _jsonl(folder / "qa.jsonl"):
             if not r["is_impossible"] and r["id"] not in evaluated:
                 qrels_lines.append(f"{r['id']}\t{r['gold_doc_id']}\t1")

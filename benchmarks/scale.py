@@ -225,6 +225,8 @@ def main(argv=None) -> int:
     ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
     ap.add_argument("--vectors", choices=["real", "random"], default="real",
                     help="scale part: real SciFact vectors with noise (needs --scifact-index) or random unit vectors")
+    ap.add_argument("--milvus-sizes", help="sizes also run in milvus-lite (default: all of --sizes)")
+    ap.add_argument("--milvus-queries", type=int, help="queries timed in milvus-lite (default: --queries)")
     ap.add_argument("--merge", action="store_true", help="update --out: parts not run keep their earlier results")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = ap.parse_args(argv)
@@ -270,16 +272,25 @@ def main(argv=None) -> int:
 
                 with HybridIndex.open(args.scifact_index) as scifact:
                     base = np.asarray(scifact.vectors, dtype=np.float32)
-            for n in [int(x) for x in args.sizes.split(",")]:
+            sizes = [int(x) for x in args.sizes.split(",")]
+            milvus_sizes = sizes if args.milvus_sizes is None else [int(x) for x in args.milvus_sizes.split(",") if x]
+            if set(milvus_sizes) - set(sizes):
+                ap.error(f"--milvus-sizes {sorted(set(milvus_sizes) - set(sizes))} are not in --sizes")
+            for n in sizes:
                 vectors, texts = synthetic(n, 384, base=base)
                 rng = np.random.default_rng(1)
                 picks = rng.choice(n, args.queries, replace=False)
                 queries = [" ".join(texts[i].split()[:4]) for i in picks]
                 qvecs = [vectors[i] * 0.8 + 0.2 * rng.standard_normal(384).astype(np.float32) for i in picks]
                 qvecs = [v / np.linalg.norm(v) for v in qvecs]
-                row = {"local": scale_local(n, vectors, texts, queries, qvecs, work)}
+                row = {"local": scale_local(n, vectors, texts, queries, qvecs, work), "queries": len(queries)}
                 print(f"  scale {n} local: {json.dumps(row['local'])}", flush=True)
-                row["milvus-lite"] = scale_milvus(n, vectors, texts, queries, qvecs, work)
+                if n in milvus_sizes:
+                    m = args.milvus_queries or args.queries
+                    row["milvus-lite"] = scale_milvus(n, vectors, texts, queries[:m], qvecs[:m], work)
+                    row["milvus-lite"]["queries"] = min(m, len(queries))
+                else:
+                    row["milvus-lite"] = {"skipped": "not in --milvus-sizes"}
                 print(f"  scale {n} milvus-lite: {json.dumps(row['milvus-lite'])}", flush=True)
                 row["command"] = result["command"]
                 row["vectors"] = (f"SciFact MiniLM vectors ({len(base)}) + noise of norm {NOISE}" if base is not None
