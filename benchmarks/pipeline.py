@@ -134,7 +134,11 @@ def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
 def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None:
     questions = load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=args.squad_unanswerable,
                                seed=args.seed, scifact_calibration=args.scifact_calibration)
-    questions = questions[: args.limit] if args.limit else questions
+    if args.limit and args.spread and len(questions) > args.limit:  # evenly spaced: SQuAD's unanswerable are last
+        questions = [questions[round(i * (len(questions) - 1) / (args.limit - 1))] for i in range(args.limit)] \
+            if args.limit > 1 else questions[:1]
+    elif args.limit:
+        questions = questions[: args.limit]
     index_dir = build_index(name, Path(args.index_root), embedder)
     folds = calibrated_copies(name, index_dir, questions, alpha=0.1, scifact_calibration=args.scifact_calibration)
     orchs = {f: Orchestrator.open(p, Config()) for f, p in folds.items()}
@@ -212,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judges", default="oracle,oracle-flip10,oracle-flip25")
     ap.add_argument("--plans", default=",".join(PLANS))
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each set (state n)")
+    ap.add_argument("--spread", action="store_true", help="with --limit: N evenly spaced questions, not the first N")
     ap.add_argument("--squad-answerable", type=int, default=200)
     ap.add_argument("--squad-unanswerable", type=int, default=50)
     ap.add_argument("--seed", type=int, default=13)
