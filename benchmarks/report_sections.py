@@ -173,13 +173,17 @@ def scale_section(folder: Path, load, command, machine) -> list[str]:
             for backend, r in row.items():
                 if not isinstance(r, dict):
                     continue
+                if r.get("skipped"):
+                    rows.append([n, backend, f"not run: {r['skipped']}"] + [None] * 7 + [row.get("vectors"), None])
+                    continue
                 rows.append([n, backend, r.get("build_s"), r.get("disk_mb"), r.get("rss_growth_mb"),
                              r.get("hybrid_p50_ms"), r.get("hybrid_p95_ms"), r.get("hybrid_server_p50_ms", "-"),
-                             r.get("ann_recall@10"), r.get("ann"), row.get("vectors", "random unit vectors")])
+                             r.get("ann_recall@10"), r.get("ann"), row.get("vectors", "random unit vectors"),
+                             r.get("queries", row.get("queries"))])
         if rows:
             lines += _table(["chunks", "backend", "build s", "disk MB", "RSS growth MB", "hybrid p50 ms",
                              "hybrid p95 ms", "Milvus hybrid_search p50 ms", "ANN recall@10", "ANN index",
-                             "vectors"], rows)
+                             "vectors", "queries timed"], rows)
         lines += extrapolation(data)
     return lines
 
@@ -246,6 +250,7 @@ def extrapolation(data: dict) -> list[str]:
              f"| float32 vectors | 384 dims x 4 B x 100M | {raw:.1f} GB |",
              f"| HNSW graph (M=32) | 2 x 32 links x 4 B x 100M | {hnsw:.1f} GB |",
              f"| HNSW in memory | vectors + graph | {raw + hnsw:.1f} GB per replica |",
+             f"| per million vectors | ({raw:.1f} + {hnsw:.1f}) GB / 100 | {(raw + hnsw) / 100:.2f} GB |",
              f"| IVF_PQ (m=48) instead | 48 B x 100M (+ raw vectors on disk) | {pq:.1f} GB in memory |"]
     if measured:
         per_chunk = measured[1] * 1e6 / measured[0]
