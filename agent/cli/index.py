@@ -146,17 +146,17 @@ def log_progress(every_s: float = 10.0):
     """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
     import time
 
-    state = {"start": None, "last": 0.0}
+    state = {"start": None, "last": 0.0, "printed": None}
 
     def report(stage: str, done: int, total: int) -> None:
         now = time.monotonic()
         if state["start"] is None:
             state["start"] = now
-        if done < total and now - state["last"] < every_s:
+            return  # the first call starts the clock: nothing is measured yet
+        if (done < total and now - state["last"] < every_s) or state["printed"] == (stage, done, total):
             return
-        state["last"] = now
-        elapsed = max(now - state["start"], 1e-9)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else float("inf")
-        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta:.0f}s", file=sys.stderr, flush=True)
+        state["last"], state["printed"] = now, (stage, done, total)
+        rate = done / max(now - state["start"], 1e-9)
+        eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "unknown"
+        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta}", file=sys.stderr, flush=True)
     return report

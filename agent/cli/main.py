@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # warnings too: secrets are masked in every record
         handler.addFilter(RedactingFilter(secrets))
+        handler.setLevel(logging.getLogger().level)  # bm25s sets its own logger to DEBUG when imported
+    # milvus-lite's in-process gRPC server logs a traceback for every RPC it lacks (AllocTimestamp, asked by
+    # pymilvus on connect, which then carries on): not a fault of the user's, so not shown
+    logging.getLogger("grpc._server").addFilter(lambda r: "Method not implemented" not in r.getMessage())
     try:
         return args.func(args)
     except RagsieveError as exc:

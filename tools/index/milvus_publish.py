@@ -130,12 +130,7 @@ def _point_alias(client, alias: str, collection: str) -> None:
     try:
         if alias in (client.list_aliases(collection).get("aliases") or []):
             return
-        described = None
-        try:
-            described = client.describe_alias(alias)
-        except Exception:  # no such alias yet
-            described = None
-        if described:
+        if alias in (client.list_aliases().get("aliases") or []):  # (describe_alias logs an error when absent)
             client.alter_alias(collection, alias)
         else:
             client.create_alias(collection, alias)
