@@ -127,11 +127,14 @@ def test_conformal_keeps_every_passing_pool_chunk_up_to_the_token_budget(tmp_pat
     summary = run_step("conformal", state, deps)
     everything = [h.chunk_id for h in hits_for(index, state.question)]
     assert summary["kept"] == everything and summary["over_budget"] == []  # not the 2-chunk context: the pool
+    assert "budget_note" not in summary and not state.notes
     state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"},
                        loop={"context_tokens": 40})
     summary = run_step("conformal", state, deps)
     assert summary["kept"] == everything[:len(summary["kept"])] and len(summary["kept"]) < len(everything)
     assert summary["over_budget"] == everything[len(summary["kept"]):]
+    cut = len(everything) - len(summary["kept"])
+    assert f"{cut} passing chunks were left out" in summary["budget_note"] and summary["budget_note"] in state.notes
 
 
 def test_conformal_adds_the_trusted_relevant_set_under_union(tmp_path):
