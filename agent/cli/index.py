@@ -151,7 +151,7 @@ def log_progress(every_s: float = 10.0):
     def report(stage: str, done: int, total: int) -> None:
         now = time.monotonic()
         if state["start"] is None:
-            state["start"] = now
+            state["start"] = state["last"] = now
             return  # the first call starts the clock: nothing is measured yet
         if (done < total and now - state["last"] < every_s) or state["printed"] == (stage, done, total):
             return
