@@ -171,9 +171,10 @@ def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, pr
         emb_u, tf_u = scores(read(q["question"], top))
         counts: dict = {}  # the K x PCA fits do not depend on min_outlier_freq: run once per (alpha, method)
         for g in GRID:
+            flt = flt_factory(*g)
             if g[:2] not in counts:
-                counts[g[:2]] = flt_factory(*g).run(vectors[top], qvec).counts
-            outliers = flt_factory(*g).decide(counts[g[:2]])
+                counts[g[:2]] = flt.run(vectors[top], qvec).counts
+            outliers = flt.decide(counts[g[:2]])
             kept = [r for r, o in zip(top, outliers) if not o]
             emb_f, tf_f = scores(read(q["question"], kept)) if kept else (0.0, 0.0)
             emb_k, tf_k = scores(read(q["question"], top[:len(kept)])) if kept else (0.0, 0.0)

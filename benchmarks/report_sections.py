@@ -69,12 +69,14 @@ def pipeline_section(folder: Path, load, command, machine) -> list[str]:
                 lines += [f"Conformal set on {name}, final context, held-out (target 1 - alpha; any gold / every "
                           "gold / per (question, gold) pair; size vs raw: the CONFLARE raw-similarity set's size):", ""]
                 raw = {k.split("|")[0]: v.get("mean_context") for k, v in cov.items() if k.endswith("|raw")}
+                rows = []
+                for key, v in cov.items():
+                    alpha, size, base = key.split("|")[0], v.get("mean_context"), raw.get(key.split("|")[0])
+                    rows.append([key.replace("|", ", "), v.get("n"), v.get("target"), v.get("coverage"),
+                                 v.get("all_gold"), v.get("per_gold"), size,
+                                 _f(size / base) if base and size is not None else None])
                 lines += _table(["alpha, threshold", "n", "target", "any gold", "every gold", "per gold",
-                                 "mean set size", "size vs raw"],
-                                [[k.replace("|", ", "), v.get("n"), v.get("target"), v.get("coverage"), v.get("all_gold"),
-                                  v.get("per_gold"), v.get("mean_context"),
-                                  _f(v["mean_context"] / raw[k.split("|")[0]]) if raw.get(k.split("|")[0]) and
-                                  v.get("mean_context") is not None else None] for k, v in cov.items()])
+                                 "mean set size", "size vs raw"], rows)
             if info and info.get("sparse_share") is not None:
                 lines += [f"Sparse subset of {name}: {info.get('sparse_rows')} of {info.get('chunks')} chunks "
                           f"({_f(info.get('sparse_share'))}).", ""]

@@ -163,7 +163,8 @@ class Conformal(Step):
             summary["min_keep_applied"] = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
         kept, dropped = fit_budget(kept, deps.config.loop.context_tokens) if kept else ([], [])
         summary["over_budget"] = [h.chunk_id for h in dropped]
-        cut = [h.chunk_id for h in dropped if h.chunk_id in set(summary["passing"])]
+        passing_ids = set(summary["passing"])
+        cut = [h.chunk_id for h in dropped if h.chunk_id in passing_ids]
         if cut:  # the guarantee is about the whole passing set: say when the budget cut into it
             note = (f"the conformal set ({len(passing)} chunks) exceeded loop.context_tokens = "
                     f"{deps.config.loop.context_tokens}: {len(cut)} passing chunks were left out, so coverage "

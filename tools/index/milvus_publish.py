@@ -128,12 +128,10 @@ def _point_alias(client, alias: str, collection: str) -> None:
     Milvus directly; ragsieve's readers open the concrete collection named in the pointer file, so a reader
     keeps one consistent generation until it reopens)."""
     try:
-        if alias in (client.list_aliases(collection).get("aliases") or []):
-            return
-        if alias in (client.list_aliases().get("aliases") or []):  # (describe_alias logs an error when absent)
-            client.alter_alias(collection, alias)
-        else:
+        if alias not in (client.list_aliases().get("aliases") or []):  # (describe_alias logs an error when absent)
             client.create_alias(collection, alias)
+        elif alias not in (client.list_aliases(collection).get("aliases") or []):
+            client.alter_alias(collection, alias)
     except Exception as exc:  # an engine without aliases: the pointer file alone switches
         log.warning("Milvus alias %s not set (%s: %s); readers still switch by %s", alias, type(exc).__name__,
                     str(exc)[:120], POINTER)
