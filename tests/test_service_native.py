@@ -177,7 +177,8 @@ def test_serve_command_busy_port_and_open_public_bind(examples_index):
                              timeout=120)
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 2
-    out = subprocess.run(_serve_cmd(examples_index, "--host", "0.0.0.0", "--port", "0"), capture_output=True,
+    # a public address that is not on this machine (TEST-NET-1): refused before binding, and unbindable anyway
+    out = subprocess.run(_serve_cmd(examples_index, "--host", "192.0.2.1", "--port", "0"), capture_output=True,
                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "RAGSIEVE_API_KEYS"})
     assert out.returncode == 2 and "without API keys" in out.stderr
 
