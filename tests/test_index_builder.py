@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ragsieve.tools.index.builder as ib
+import ragsieve.tools.index.generations as generations
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.index.builder import IndexBuilder
@@ -107,7 +108,7 @@ def test_crash_before_current_switch_keeps_old_then_recovers(tmp_path, corpus, e
     root = tmp_path / "index"
     _builder(root, embedder).build([corpus])
     (corpus / "gamma.txt").write_text("Gamma changed.", encoding="utf-8")
-    monkeypatch.setattr(ib.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk gone")))
+    monkeypatch.setattr(generations.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk gone")))
     with pytest.raises(OSError):
         _builder(root, embedder).build([corpus])
     monkeypatch.undo()

@@ -1,7 +1,7 @@
 """Build or update an index folder atomically and incrementally.
 
 Every build writes a fresh generation folder `gen-<n>/`, fsyncs it, then
-atomically replaces `CURRENT` (temp file + os.replace) and only then deletes
+(`ragsieve.tools.index.generations`) atomically replaces `CURRENT` (temp file + os.replace) and only then deletes
 older generations, keeping the one it replaced: an interruption at any point
 leaves the previous generation loadable, and a reader that read the old
 `CURRENT` just before the switch still finds its files (`HybridIndex.open`
@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +28,13 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.index.bm25 import BM25Index
-from ragsieve.tools.index.embed_cache import EmbeddingCache, text_key
+from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
+from ragsieve.tools.index.generations import fsync_tree, live_generation, new_generation, switch_current
+from ragsieve.tools.index.progress import progress_reporter
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
-from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.hybrid import CURRENT, MANIFEST, current_generation, read_manifest
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.lock import IndexLock
 from ragsieve.tools.ingest.loaders import load_documents, page_document
 from ragsieve.tools.ingest.walk import source_root
@@ -45,7 +45,6 @@ from ragsieve.tools.types import Chunk, Document
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
-_GEN = re.compile(r"^gen-(\d+)$")
 
 
 class BuildReport(BaseModel):
@@ -122,22 +121,6 @@ def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
-        return None
-
-
-def _fsync_tree(folder: Path) -> None:
-    for path in sorted(folder.rglob("*")) + [folder]:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _live_generation(root: Path) -> Path | None:
-    try:
-        return current_generation(root)
-    except IndexMissingError:
         return None
 
 
@@ -308,7 +291,7 @@ class IndexBuilder:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
                                    chunks_embedded=0, sparse_rows=prev["sparse"]["rows"],
                                    seconds=time.perf_counter() - start, **common)
-            gen = self._new_generation()
+            gen = new_generation(self.root)
             try:
                 hashes = new_hashes | {i: prev_docs[i] for i in kept}
                 manifest = self._write(gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
@@ -318,7 +301,7 @@ class IndexBuilder:
         finally:
             if prev_store is not None:
                 prev_store.close()
-        self._publish(gen, keep=prev_gen if prev_gen is not None else _live_generation(self.root))
+        switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
             cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model)
             try:
@@ -329,13 +312,6 @@ class IndexBuilder:
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start, **common)
-
-    def _new_generation(self) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
-        numbers = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
-        gen = self.root / f"gen-{max(numbers, default=0) + 1}"
-        gen.mkdir()
-        return gen
 
     def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
@@ -392,7 +368,7 @@ class IndexBuilder:
             "versions": {d: _version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
         }
         (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        _fsync_tree(gen)
+        fsync_tree(gen)
         return manifest
 
     def _build_bm25(self, texts: list[str], gen: Path) -> None:
@@ -416,62 +392,9 @@ class IndexBuilder:
         if to_embed:
             cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model, dim)
             try:
-                keys = {r: text_key(texts[r]) for r in to_embed}
-                cached = cache.get_many(sorted(set(keys.values())))
-                for r in to_embed:  # embedded by a build that was stopped: not embedded again
-                    if keys[r] in cached:
-                        vectors[r] = cached[keys[r]]
-                missing = [r for r in to_embed if keys[r] not in cached]
-                missing.sort(key=lambda r: -len(texts[r]))  # length-sorted across batches: less padding
-                self.resumed_embeddings = len(to_embed) - len(missing)
-                report = self._progress_reporter(len(missing))
-                report(0)
-                step = self.batch_size * 4
-                for s in range(0, len(missing), step):
-                    rows = missing[s:s + step]
-                    vectors[rows] = self._embedder_for().embed([texts[r] for r in rows])
-                    cache.put_many([keys[r] for r in rows], vectors[rows])  # the checkpoint
-                    report(min(s + step, len(missing)))
-                report(None)
+                self.resumed_embeddings = embed_resumable(
+                    cache, texts, to_embed, vectors, lambda batch: self._embedder_for().embed(batch),
+                    self.batch_size * 4, lambda total: progress_reporter(self.progress, total))
             finally:
                 cache.close()
         return vectors
-
-    def _progress_reporter(self, total: int):
-        """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing."""
-        if callable(self.progress):
-            def call(done):
-                self.progress("embedding", total if done is None else done, total)
-            return call
-        if self.progress and total:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, desc="embedding", unit="chunk")
-            last = [0]
-
-            def tick(done):
-                if done is None:
-                    bar.close()
-                    return
-                bar.update(done - last[0])
-                last[0] = done
-            return tick
-        return lambda done: None
-
-    def _publish(self, gen: Path, keep: Path | None = None) -> None:
-        """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""
-        tmp = self.root / f".{CURRENT}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(gen.name + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.root / CURRENT)
-        log.info("index %s: CURRENT -> %s", self.root, gen.name)
-        fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        for old in self.root.iterdir():
-            if _GEN.match(old.name) and old.name not in (gen.name, keep.name if keep else None):
-                shutil.rmtree(old, ignore_errors=True)

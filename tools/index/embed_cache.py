@@ -56,3 +56,26 @@ class EmbeddingCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed,
+                    step: int, reporter) -> int:
+    """Fill `vectors[rows]` with the embeddings of `texts[rows]`: those in `cache` (embedded by a build that
+    was stopped) are not embedded again; the rest go to `embed` longest first (less padding per batch), `step`
+    at a time, each batch checkpointed in `cache` as it is done. `reporter(total)` gives the progress callback.
+    Returns how many came from the cache."""
+    keys = {r: text_key(texts[r]) for r in rows}
+    cached = cache.get_many(sorted(set(keys.values())))
+    for r in rows:
+        if keys[r] in cached:
+            vectors[r] = cached[keys[r]]
+    missing = sorted((r for r in rows if keys[r] not in cached), key=lambda r: -len(texts[r]))
+    report = reporter(len(missing))
+    report(0)
+    for s in range(0, len(missing), step):
+        batch = missing[s:s + step]
+        vectors[batch] = embed([texts[r] for r in batch])
+        cache.put_many([keys[r] for r in batch], vectors[batch])  # the checkpoint
+        report(min(s + step, len(missing)))
+    report(None)
+    return len(rows) - len(missing)

@@ -1,0 +1,66 @@
+"""The generation folders of an index: numbering, durability and the atomic switch of `CURRENT`.
+
+A build writes `gen-<n>/`, fsyncs it (`fsync_tree`), then `switch_current` replaces
+`CURRENT` atomically (temp file + os.replace + fsync of the folder) and only then
+deletes the generations other than the new one and the one it replaced, so a
+reader that read the old `CURRENT` just before the switch still finds its files.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from ragsieve.tools.errors import IndexMissingError
+from ragsieve.tools.index.hybrid import CURRENT, current_generation
+
+log = logging.getLogger(__name__)
+
+GENERATION = re.compile(r"^gen-(\d+)$")
+
+
+def new_generation(root: Path) -> Path:
+    """Create and return the next `gen-<n>` folder of `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    numbers = [int(m.group(1)) for p in root.iterdir() if (m := GENERATION.match(p.name))]
+    gen = root / f"gen-{max(numbers, default=0) + 1}"
+    gen.mkdir()
+    return gen
+
+
+def live_generation(root: Path) -> Path | None:
+    """The generation `CURRENT` names, or None when the index has none yet."""
+    try:
+        return current_generation(root)
+    except IndexMissingError:
+        return None
+
+
+def fsync_tree(folder: Path) -> None:
+    for path in sorted(folder.rglob("*")) + [folder]:
+        _fsync(path)
+
+
+def switch_current(root: Path, gen: Path, keep: Path | None = None) -> None:
+    """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""
+    tmp = root / f".{CURRENT}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(gen.name + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / CURRENT)
+    log.info("index %s: CURRENT -> %s", root, gen.name)
+    _fsync(root)
+    for old in root.iterdir():
+        if GENERATION.match(old.name) and old.name not in (gen.name, keep.name if keep else None):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
