@@ -17,6 +17,7 @@ from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
+from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
 
 DIM = 64
@@ -53,13 +54,15 @@ class TinyIndex:
 
     model_name = "bow-test"
 
-    def __init__(self, root, texts_by_doc: dict[str, list[str]], fingerprint="fp-1"):
+    def __init__(self, root, texts_by_doc: dict[str, list[str]], fingerprint="fp-1", bm25=True):
         chunks = [Chunk(doc_id=d, chunk_index=i, text=t, source=d, title=d)
                   for d, texts in texts_by_doc.items() for i, t in enumerate(texts)]
         self.root = root
         self.manifest = {"corpus_fingerprint": fingerprint, "embedding": {"model": self.model_name}}
         self.store = TinyStore(chunks)
         self.vectors = np.stack([bow(c.text) for c in chunks]).astype(np.float32)
+        # the real BM25 index over the chunk texts: the hybrid score kinds read its whole-corpus scores
+        self.bm25 = BM25Index().build([c.text for c in chunks]) if bm25 else None
 
     def embed(self, texts):
         return np.stack([bow(t) for t in texts])
@@ -249,3 +252,33 @@ def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     assert saved["n_calibration"] + saved["n_heldout"] == 4 and saved["alpha"] == 0.3
     assert saved["models"]["embedding"] and saved["corpus_fingerprint"]
     assert main(["calibrate", "--index", str(folder), "--qrels", str(tmp_path / "qrels.tsv")]) == 2
+
+
+def test_calibration_records_the_hybrid_signal_of_the_best_known_positive(index):
+    from ragsieve.tools.filters.conformal import hybrid_signal, ranks_of
+
+    llm, _ = scripted_llm()
+    cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6, seed=1).run(questions=6)
+    assert cal.hybrid_k == 60
+    for rec in cal.records:
+        h = hybrid_signal(index.vectors.astype(float) @ bow(rec.question), index.bm25.scores(rec.question), 60)
+        # known positives: the source chunk and the chunk the walk found; the better by the hybrid signal
+        known = {rec.source_row, rec.positive_row}
+        assert rec.hybrid_row in known and h[rec.hybrid_row] == max(h[r] for r in known)
+        assert rec.hybrid == pytest.approx(h[rec.hybrid_row]) and rec.hybrid_top1 == pytest.approx(h.max())
+        assert rec.hybrid_rank == ranks_of(h)[rec.hybrid_row]
+    assert {"hybrid-rank", "hybrid-ratio"} <= {k["kind"] for k in cal.report["kinds"]}
+
+
+def test_without_bm25_scores_only_dense_kinds_and_forcing_hybrid_is_refused(tmp_path):
+    plain = TinyIndex(tmp_path, FACTS, bm25=False)
+    llm, _ = scripted_llm()
+    cal = Calibrator(plain, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6, seed=1).run(questions=6)
+    assert cal.hybrid_k is None and all(r.hybrid is None for r in cal.records)
+    assert {k["kind"] for k in cal.report["kinds"]} == {"raw", "gap", "ratio", "rank"}
+    with pytest.raises(UsageError, match="calibrate again"):
+        cal.threshold(ScoreKind.HYBRID_RANK)
+    llm, _ = scripted_llm()
+    with pytest.raises(UsageError, match="BM25"):
+        Calibrator(plain, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6, seed=1,
+                   score_kind="hybrid-rank").run(questions=6)

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from ragsieve.tools.filters.conformal import (KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
+from ragsieve.tools.filters.conformal import (DENSE_KINDS, KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
                              conformal_quantile, conformal_rank, empirical_coverage, evaluate_kinds, keep_mask,
-                             nonconformity, ranks_of, smallest_k_for_coverage)
+                             hybrid_signal, nonconformity, positive_scores, ranks_of, smallest_k_for_coverage)
 from ragsieve.tools.errors import UsageError
 
 
@@ -96,7 +96,7 @@ def test_evaluate_and_choose_kind():
     cal, _ = make(nq)
     held, held_sims = make(nq)
     reports = evaluate_kinds(cal, held, held_sims, 0.1)
-    assert [r.kind for r in reports] == list(ScoreKind)
+    assert [r.kind for r in reports] == list(DENSE_KINDS)  # no hybrid signal in these records
     for r in reports:
         assert abs(r.coverage - 0.9) <= binomial_tolerance(0.9, nq, z=3.0)
         assert 1 <= r.mean_set_size <= nc
@@ -116,3 +116,76 @@ def test_not_found_counts_as_uncovered_and_fixed_k():
     assert empirical_coverage([0.1, math.inf, 0.3], 0.5) == pytest.approx(2 / 3)
     assert smallest_k_for_coverage([1, 3, 2, math.inf], 0.75) == 3
     assert smallest_k_for_coverage([1, 3, 2, math.inf], 1.0) == math.inf
+
+
+def test_hybrid_signal_is_rrf_of_dense_and_bm25_ranks():
+    dense = [0.9, 0.1, 0.5, 0.3]
+    bm25 = [0.0, 4.0, 2.0, 0.0]
+    h = hybrid_signal(dense, bm25, k=60)
+    # dense ranks 1, 4, 2, 3; BM25 ranks (positive scores only) -, 1, 2, -
+    expected = [1 / 61, 1 / 64 + 1 / 61, 1 / 62 + 1 / 62, 1 / 63]
+    assert h == pytest.approx(expected)
+    assert list(ranks_of(h)) == [3.0, 2.0, 1.0, 4.0]  # in both lists beats top of one
+    with pytest.raises(UsageError):
+        hybrid_signal([0.1, 0.2], [1.0])
+    with pytest.raises(UsageError):
+        hybrid_signal([0.1], [1.0], k=0)
+
+
+def test_hybrid_kinds_apply_rank_and_ratio_to_the_hybrid_signal():
+    h = np.array([0.03, 0.02, 0.01])
+    assert ScoreKind.HYBRID_RANK.hybrid and not ScoreKind.RANK.hybrid
+    assert list(candidate_scores(ScoreKind.HYBRID_RANK, h)) == [1.0, 2.0, 3.0]
+    assert candidate_scores(ScoreKind.HYBRID_RATIO, h) == pytest.approx([0.0, 1 / 3, 2 / 3])
+    assert set(DENSE_KINDS) == set(ScoreKind) - {ScoreKind.HYBRID_RANK, ScoreKind.HYBRID_RATIO}
+
+
+def test_hybrid_positive_scores_need_hybrid_records():
+    dense_only = {"similarity": np.array([0.5]), "top1": np.array([0.6]), "rank": np.array([2.0]),
+                  "found": np.array([True])}
+    with pytest.raises(UsageError, match="calibrate again"):
+        positive_scores(ScoreKind.HYBRID_RANK, **dense_only)
+    both = dense_only | {"hybrid": np.array([0.02]), "hybrid_top1": np.array([0.03]),
+                         "hybrid_rank": np.array([4.0]), "hybrid_found": np.array([True])}
+    assert list(positive_scores(ScoreKind.HYBRID_RANK, **both)) == [4.0]
+    assert list(positive_scores(ScoreKind.RANK, **both)) == [2.0]
+    assert positive_scores(ScoreKind.HYBRID_RATIO, **both) == pytest.approx([1 / 3])
+
+
+def test_evaluate_kinds_adds_hybrid_kinds_when_records_carry_them():
+    """Queries whose answer is ranked better by the hybrid signal than by similarity: the hybrid
+    kinds reach coverage with smaller sets, and choose_kind picks one of them."""
+    rng = np.random.default_rng(3)
+    nq, nc = 200, 40
+
+    def make(m):
+        arrays = {k: [] for k in ("similarity", "top1", "rank", "found", "hybrid", "hybrid_top1", "hybrid_rank",
+                                  "hybrid_found")}
+        views = []
+        for _ in range(m):
+            dense = rng.uniform(0, 0.6, nc)
+            bm25 = rng.uniform(0, 3, nc)
+            pos = int(rng.integers(0, nc))
+            dense[pos] += rng.uniform(0.0, 0.3)
+            bm25[pos] += 3.0  # the answer's words are in the question: BM25 ranks it first
+            h = hybrid_signal(dense, bm25)
+            for key, value in (("similarity", dense[pos]), ("top1", dense.max()), ("rank", ranks_of(dense)[pos]),
+                               ("found", True), ("hybrid", h[pos]), ("hybrid_top1", h.max()),
+                               ("hybrid_rank", ranks_of(h)[pos]), ("hybrid_found", True)):
+                arrays[key].append(value)
+            views.append({"dense": dense, "hybrid": h})
+        return {k: np.asarray(v) for k, v in arrays.items()}, views
+
+    cal, _ = make(nq)
+    held, views = make(nq)
+    reports = evaluate_kinds(cal, held, views, 0.1)
+    assert [r.kind for r in reports] == list(ScoreKind)
+    by = {r.kind: r for r in reports}
+    for r in reports:
+        assert abs(r.coverage - 0.9) <= binomial_tolerance(0.9, nq, z=3.0)
+    assert by[ScoreKind.HYBRID_RANK].mean_set_size < by[ScoreKind.RANK].mean_set_size
+    chosen, _ = choose_kind(reports, 0.1, nq)
+    assert chosen.hybrid
+    # dense-only views cannot be counted for a hybrid kind
+    with pytest.raises(UsageError):
+        evaluate_kinds(cal, held, [v["dense"] for v in views], 0.1, kinds=[ScoreKind.HYBRID_RANK])

@@ -27,7 +27,7 @@ from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import END, STEPS, Deps
 from ragsieve.agent.plan.state import RunState
 from test_calibration import FACTS, TinyIndex, bow, scripted_llm
-from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
+from ragsieve.tools.filters.conformal import ScoreKind, hybrid_signal, nonconformity
 from ragsieve.tools.filters.gmm import GMMOutlierFilter
 from ragsieve.tools.types import Hit
 
@@ -94,12 +94,14 @@ def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
     state, deps = make(index, "beta bridge toll coins", context_rows=range(6), conformal={"score_kind": kind})
     summary = run_step("conformal", state, deps)
     qhat = cal.threshold(ScoreKind(kind))
-    sims = index.vectors.astype(float) @ bow(state.question)
-    order = list(np.argsort(-sims, kind="stable"))
-    expected = [h.chunk_id for h in hits_for(index, state.question)
-                if nonconformity(ScoreKind(kind), sims[h.row], sims.max(), order.index(h.row) + 1) <= qhat]
+    signal = index.vectors.astype(float) @ bow(state.question)
+    if ScoreKind(kind).hybrid:  # RRF of the dense and BM25 rankings over the whole index
+        signal = hybrid_signal(signal, index.bm25.scores(state.question), cal.hybrid_k)
+    order = list(np.argsort(-signal, kind="stable"))
+    expected = [h.chunk_id for h in sorted(hits_for(index, state.question), key=lambda h: -signal[h.row])
+                if nonconformity(ScoreKind(kind), signal[h.row], signal.max(), order.index(h.row) + 1) <= qhat]
     assert summary["status"] == "applied" and summary["kind"] == kind
-    # CONFLARE: every pool chunk passing the cutoff, of whatever size, best similarity first; nothing else
+    # CONFLARE: every pool chunk passing the cutoff, of whatever size, best signal first; nothing else
     assert summary["kept"] == expected == summary["passing"]
     assert set(summary["kept"]) | set(summary["removed"]) == {h.chunk_id for h in hits_for(index, state.question)}
     assert [h.chunk_id for h in state.context] == summary["kept"]
@@ -344,3 +346,13 @@ def test_conformal_corpus_candidates_admit_passing_chunks_beyond_the_pool(tmp_pa
         summary = run_step("conformal", state, deps)
         assert set(summary["kept"]) == expected
         assert set(state.pool) >= expected  # corpus chunks join the pool the later stages work from
+
+
+def test_conformal_refuses_a_hybrid_kind_on_a_calibration_without_hybrid_scores(tmp_path):
+    from ragsieve.agent.errors import UsageError
+
+    index = TinyIndex(tmp_path, FACTS, bm25=False)
+    calibrate(index)  # a calibration as older versions wrote it: dense kinds only
+    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "hybrid-ratio"})
+    with pytest.raises(UsageError, match="calibrate again"):
+        STEPS["conformal"]().run(state, deps)

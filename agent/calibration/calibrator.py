@@ -5,7 +5,11 @@ write one question and its answer per chunk. For each question walk the chunks i
 order of dense similarity and stop at the first that contains the answer — the LLM
 judges each chunk with `calibrate_contains.j2`; the source chunk is the known positive,
 so the walk ends there at the latest. Its similarity, the query's top-1 similarity and
-its rank are recorded. A question whose positive lies beyond `depth` chunks is *not
+its rank are recorded; so are the hybrid signal (RRF of the dense and BM25 ranks over the
+corpus), its top-1 and rank for the best-known positive by that signal: for qrels the best gold
+chunk, for generated questions the best of the source chunk and the judged positive (a chunk
+the walk did not judge may also contain the answer: the recorded score is then an upper bound,
+which can only make q larger, i.e. conservative). A question whose positive lies beyond `depth` chunks is *not
 found*: counted, reported and kept with an infinite score (conservative: the
 threshold grows instead of the calibration set being silently biased).
 
@@ -30,8 +34,9 @@ from pydantic import BaseModel, Field
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
 from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
 from ragsieve.agent.errors import StructuredOutputError, UsageError
-from ragsieve.tools.filters.conformal import (ScoreKind, check_alpha, choose_kind, evaluate_kinds,
-                                            smallest_k_for_coverage, CalibrationReport, binomial_tolerance)
+from ragsieve.tools.filters.conformal import (HYBRID_RRF_K, ScoreKind, binomial_tolerance, check_alpha, choose_kind,
+                                            evaluate_kinds, hybrid_signal, ranks_of, smallest_k_for_coverage,
+                                            CalibrationReport)
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -120,7 +125,30 @@ class Calibrator:
     def _similarities(self, qvec: np.ndarray) -> np.ndarray:
         return np.asarray(self.index.vectors, dtype=np.float64) @ np.asarray(qvec, dtype=np.float64)
 
-    def _record(self, qid, question, answer, origin, sims, positive_rows, source_row=None, judge=None):
+    def _hybrid(self, question: str, sims: np.ndarray) -> np.ndarray | None:
+        """The hybrid signal of every chunk, or None when the index has no whole-corpus BM25 scores."""
+        scores = getattr(getattr(self.index, "bm25", None), "scores", None)
+        if scores is None:
+            return None
+        return hybrid_signal(sims, scores(question), HYBRID_RRF_K)
+
+    def _view(self, sims: np.ndarray, hybrid: np.ndarray | None):
+        """What a held-out query keeps is counted on: its best similarities (and hybrid signals)."""
+        return _top(sims) if hybrid is None else {"dense": _top(sims), "hybrid": _top(hybrid)}
+
+    @staticmethod
+    def _add_hybrid(record: CalibrationRecord, hybrid: np.ndarray | None, known: set[int]) -> CalibrationRecord:
+        known = {int(r) for r in known if r is not None}
+        if hybrid is None:
+            return record
+        if not known:  # no positive in the index: not found (+inf), as for the dense kinds
+            return record.model_copy(update={"hybrid_top1": float(hybrid.max())})
+        best = max(known, key=lambda r: (hybrid[r], -r))
+        return record.model_copy(update={"hybrid_row": best, "hybrid": float(hybrid[best]),
+                                         "hybrid_top1": float(hybrid.max()),
+                                         "hybrid_rank": int(ranks_of(hybrid)[best])})
+
+    def _record(self, qid, question, answer, origin, sims, positive_rows, source_row=None, judge=None, hybrid=None):
         order = np.argsort(-sims, kind="stable")
         found_row, calls = None, 0
         for position, row in enumerate(order[: self.depth]):
@@ -134,10 +162,11 @@ class Calibrator:
                     found_row = row
                     break
         rank = None if found_row is None else int(np.flatnonzero(order == found_row)[0]) + 1
-        return CalibrationRecord(qid=qid, question=question, answer=answer, origin=origin, source_row=source_row,
-                                 found=found_row is not None, positive_row=found_row,
-                                 similarity=None if found_row is None else float(sims[found_row]),
-                                 top1=float(sims[order[0]]), rank=rank, judge_calls=calls)
+        record = CalibrationRecord(qid=qid, question=question, answer=answer, origin=origin, source_row=source_row,
+                                   found=found_row is not None, positive_row=found_row,
+                                   similarity=None if found_row is None else float(sims[found_row]),
+                                   top1=float(sims[order[0]]), rank=rank, judge_calls=calls)
+        return self._add_hybrid(record, hybrid, set(positive_rows) | {found_row})
 
     def _from_qrels(self, queries_path, qrels_path, limit):
         items = read_qrels(queries_path, qrels_path)
@@ -149,8 +178,9 @@ class Calibrator:
         for (qid, text, docs), qvec in zip(items, vecs):
             rows = {r for d in docs for r in self.index.store.doc_rows(d)}
             sims = self._similarities(qvec)
-            records.append(self._record(qid, text, "", "qrels", sims, rows))
-            sims_list.append(_top(sims))
+            hybrid = self._hybrid(text, sims)
+            records.append(self._record(qid, text, "", "qrels", sims, rows, hybrid=hybrid))
+            sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
     def _generated(self, n_questions: int):
@@ -177,9 +207,10 @@ class Calibrator:
         records, sims_list = [], []
         for (row, qa), qvec in zip(qas, vecs):
             sims = self._similarities(qvec)
+            hybrid = self._hybrid(qa.question, sims)
             records.append(self._record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row},
-                                        source_row=row, judge=lambda r, qa=qa: self._contains(qa, r)))
-            sims_list.append(_top(sims))
+                                        source_row=row, judge=lambda r, qa=qa: self._contains(qa, r), hybrid=hybrid))
+            sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
     def _contains(self, qa: GeneratedQA, row: int) -> bool:
@@ -193,7 +224,7 @@ class Calibrator:
             return False
 
     # -- split, thresholds, report -------------------------------------------------------
-    def _finish(self, records: list[CalibrationRecord], sims: list[np.ndarray], origin: str) -> Calibration:
+    def _finish(self, records: list[CalibrationRecord], sims: list, origin: str) -> Calibration:
         rng = np.random.default_rng(self.seed + 1)
         perm = rng.permutation(len(records))
         n_held = min(max(1, int(round(len(records) * self.heldout_fraction))), len(records) - 1)
@@ -205,6 +236,9 @@ class Calibrator:
         held_rows = [r for r, _ in held]
         held_sims = [s for _, s in held]
         kinds = evaluate_kinds(record_arrays(cal_rows), record_arrays(held_rows), held_sims, self.alpha)
+        if self.forced and self.forced not in {k.kind for k in kinds}:
+            raise UsageError(f"score kind {self.forced.value!r} needs whole-corpus BM25 scores, which this index "
+                             f"does not provide; choose one of {[k.kind.value for k in kinds]}")
         chosen, notes = (self.forced, ["score kind forced by the caller"]) if self.forced else \
             choose_kind(kinds, self.alpha, len(held_rows))
         chosen_cov = next(k.coverage for k in kinds if k.kind is chosen)
@@ -227,4 +261,5 @@ class Calibrator:
             n_generation_failed=self.counters["generation_failed"], judge_errors=self.counters["judge_errors"],
             depth=self.depth, seed=self.seed, origin=origin,
             models={"embedding": str(getattr(self.index, "model_name", "")), "llm": self.llm_name if origin == "generated" else ""},
-            corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records)
+            corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records,
+            hybrid_k=HYBRID_RRF_K if all(r.hybrid_top1 is not None for r in records) else None)

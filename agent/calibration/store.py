@@ -30,6 +30,11 @@ class CalibrationRecord(BaseModel):
     top1: float
     rank: int | None = None
     judge_calls: int = 0
+    # the hybrid signal (RRF of dense and BM25 ranks, `hybrid_k`) of the best-known positive by that signal
+    hybrid_row: int | None = None
+    hybrid: float | None = None
+    hybrid_top1: float | None = None
+    hybrid_rank: int | None = None
     split: str = "calibration"  # calibration | heldout
 
 
@@ -51,6 +56,7 @@ class Calibration(BaseModel):
     corpus_fingerprint: str | None
     report: dict
     records: list[CalibrationRecord]
+    hybrid_k: int | None = None  # RRF k of the records' hybrid signal; None: no hybrid score kinds
     judges: dict[str, JudgeReliability] = {}  # model name -> its measured recall (`ragsieve calibrate --judge`)
 
     @property
@@ -81,7 +87,11 @@ def record_arrays(rows: list[CalibrationRecord]) -> dict[str, np.ndarray]:
     return {"similarity": np.array([r.similarity if r.found else 0.0 for r in rows], dtype=float),
             "top1": np.array([r.top1 for r in rows], dtype=float),
             "rank": np.array([r.rank if r.found else math.inf for r in rows], dtype=float),
-            "found": np.array([r.found for r in rows], dtype=bool)}
+            "found": np.array([r.found for r in rows], dtype=bool),
+            "hybrid": np.array([math.nan if r.hybrid is None else r.hybrid for r in rows], dtype=float),
+            "hybrid_top1": np.array([math.nan if r.hybrid_top1 is None else r.hybrid_top1 for r in rows], dtype=float),
+            "hybrid_rank": np.array([math.inf if r.hybrid_rank is None else r.hybrid_rank for r in rows], dtype=float),
+            "hybrid_found": np.array([r.hybrid is not None for r in rows], dtype=bool)}
 
 
 def calibration_path(root: str | Path) -> Path:
@@ -120,11 +130,11 @@ def format_report(cal: Calibration) -> str:
              f"alpha={cal.alpha} (target coverage {1 - cal.alpha:.2f}, tolerance ±{r['tolerance']:.3f})",
              f"not found within depth {cal.depth}: {cal.n_not_found}; generation failures: {cal.n_generation_failed}; "
              f"judge errors: {cal.judge_errors}",
-             f"{'score':<7}{'q':>10}{'coverage':>10}{'mean kept':>11}{'median':>8}"]
+             f"{'score':<13}{'q':>10}{'coverage':>10}{'mean kept':>11}{'median':>8}"]
     for k in r["kinds"]:
         q = "inf" if k["qhat"] is None else f"{k['qhat']:.4f}"
         mark = "  <- chosen" if k["kind"] == cal.score_kind else ""
-        lines.append(f"{k['kind']:<7}{q:>10}{k['coverage']:>10.3f}{k['mean_set_size']:>11.2f}{k['median_set_size']:>8}{mark}")
+        lines.append(f"{k['kind']:<13}{q:>10}{k['coverage']:>10.3f}{k['mean_set_size']:>11.2f}{k['median_set_size']:>8}{mark}")
     fk = r["fixed_top_k_at_equal_coverage"]
     lines.append(f"fixed top-k reaching the same held-out coverage: k = {'n/a' if fk is None else int(fk)}")
     lines.extend(f"note: {n}" for n in r["notes"])

@@ -27,8 +27,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=20, help="chunks walked per question to find the answer (default 20)")
     p.add_argument("--seed", type=int, default=0, help="sampling and split seed (default 0)")
     p.add_argument("--heldout", type=float, default=0.5, help="held-out fraction for the coverage report (default 0.5)")
-    p.add_argument("--score", default="auto", choices=["auto", "raw", "gap", "ratio", "rank"],
-                   help="nonconformity score (default auto: the one keeping fewest chunks at coverage)")
+    p.add_argument("--score", default="auto", choices=["auto", "raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"],
+                   help="nonconformity score (default auto: the one keeping fewest chunks at coverage; the hybrid "
+                        "kinds score the fused dense + BM25 ranking)")
     p.add_argument("--qrels", metavar="TSV", help="BEIR qrels file: use these questions instead of generating")
     p.add_argument("--queries", metavar="JSONL", help="BEIR queries.jsonl for --qrels")
     p.add_argument("--judge", type=int, default=0, metavar="N",

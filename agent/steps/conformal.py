@@ -1,12 +1,13 @@
 """Conformal threshold retrieval (CONFLARE, split conformal retrieval).
 
 Reads `calibration.json` from the index root (written by `ragsieve calibrate`). Every
-chunk of the pool (and the context) gets its dense similarity to the question (from the
-index vectors, as in calibration), the top-1 similarity and its rank over the whole
-index, hence a nonconformity score of the calibrated kind; a chunk passes when its score
-is <= q. With `candidates = "pool"` (default) the *conformal set* is every passing pool
-chunk, of whatever size; `corpus` also admits passing chunks beyond the pool (the best
-`corpus_max` of the whole index by similarity): CONFLARE's threshold retrieval, where the
+chunk of the pool (and the context) gets the calibrated kind's signal - its dense
+similarity to the question, or the hybrid (dense + BM25 RRF) signal - with the top-1 value
+and its rank over the whole index, as in calibration (`conformal_signal`), hence a
+nonconformity score; a chunk passes when its score is <= q. With `candidates = "pool"`
+(default) the *conformal set* is every passing pool chunk, of whatever size; `corpus` also
+admits passing chunks beyond the pool (the best `corpus_max` of the whole index by that
+signal): CONFLARE's threshold retrieval, where the
 1 - alpha coverage is guaranteed (the pool caps coverage at the pool's own recall). It is then
 combined with the judge's relevant set (`loop.combine`, `combine_with_judge`) and cut
 by the token budget `loop.context_tokens`. When nothing passes and nothing was judged
@@ -21,7 +22,6 @@ from __future__ import annotations
 import logging
 import math
 
-import numpy as np
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
@@ -29,7 +29,8 @@ from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_s
 from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.plan.state import ConformalRecord, RunState
-from ragsieve.tools.filters.conformal import ScoreKind, nonconformity, ranks_of
+from ragsieve.agent.steps.conformal_signal import corpus_candidates, corpus_view
+from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ _THRESHOLD_TEXT = {
     ScoreKind.GAP: lambda q, top1: f"similarity >= top1 - {q:.4f} = {top1 - q:.4f}",
     ScoreKind.RATIO: lambda q, top1: f"similarity >= top1 * {1 - q:.4f} = {top1 * (1 - q):.4f}",
     ScoreKind.RANK: lambda q, top1: f"rank <= {int(q)}",
+    ScoreKind.HYBRID_RANK: lambda q, top1: f"hybrid rank <= {int(q)}",
+    ScoreKind.HYBRID_RATIO: lambda q, top1: f"hybrid RRF >= top1 * {1 - q:.4f} = {top1 * (1 - q):.6f}",
 }
 
 
@@ -48,59 +51,6 @@ def candidate_hits(state: RunState) -> list[Hit]:
     for hit in state.context:
         seen.setdefault(hit.chunk_id, hit)
     return list(seen.values())
-
-
-def dense_similarities(state: RunState, deps: Deps, hits: list[Hit]) -> np.ndarray:
-    """Each hit's dense cosine to the question, from the index vectors.
-
-    Recomputed rather than read from `Hit.dense_score`: hits found by an expanded query
-    carry the similarity to that expanded query, not to the question the calibration
-    measured. Without vectors (a test double), `Hit.dense_score` is used.
-    """
-    vectors = getattr(deps.index, "vectors", None)
-    if vectors is None:
-        return np.array([math.nan if h.dense_score is None else float(h.dense_score) for h in hits], dtype=float)
-    rows = [h.row for h in hits]
-    return np.asarray(vectors[rows], dtype=float) @ query_vector(state, deps)
-
-
-def corpus_view(state: RunState, deps: Deps, hits: list[Hit]) -> tuple[np.ndarray, float, np.ndarray]:
-    """(similarities, top-1 similarity, 1-based ranks) of the hits against the whole index,
-    as the calibration measured them; over the hits alone when the index has no vectors."""
-    vectors = getattr(deps.index, "vectors", None)
-    if vectors is None:
-        sims = dense_similarities(state, deps, hits)
-        return sims, float(sims.max()), ranks_of(sims)
-    everything = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
-    sims = everything[[h.row for h in hits]]
-    ordered = np.sort(everything)
-    ranks = ordered.size - np.searchsorted(ordered, sims, side="right") + 1.0
-    return sims, float(ordered[-1]), ranks
-
-
-def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str]) -> list[Hit]:
-    """The `limit` chunks of the whole index most similar to the question (the metadata filter applies),
-    those not among `have`; the cutoff then decides which pass. Empty without index vectors."""
-    vectors = getattr(deps.index, "vectors", None)
-    store = getattr(deps.index, "store", None)
-    if vectors is None or store is None:
-        return []
-    everything = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
-    top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
-    admit = getattr(deps.retriever, "admit", None)
-    rows = [int(r) for r in (admit(top.tolist()) if admit is not None else top.tolist())][:limit]
-    out = []
-    for row in rows:
-        chunk = store.get(row)
-        if chunk.chunk_id not in have:
-            out.append(Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=float(everything[row]),
-                           extra={"conformal_corpus": 1.0}))
-    return out
-
-
-def query_vector(state: RunState, deps: Deps) -> np.ndarray:
-    """The question's embedding (the index remembers recent queries, so this costs one embedding)."""
-    return np.asarray(deps.index.embed_query(state.question), dtype=float)
 
 
 def cached_calibration(deps: Deps):
@@ -141,12 +91,12 @@ class Conformal(Step):
         qhat = cal.threshold(kind, cfg.alpha)
         hits = candidate_hits(state)
         if cfg.candidates == "corpus":  # CONFLARE's threshold retrieval: passing chunks beyond the pool too
-            extra = corpus_candidates(state, deps, cfg.corpus_max, {h.chunk_id for h in hits})
+            extra = corpus_candidates(state, deps, cfg.corpus_max, {h.chunk_id for h in hits}, kind, cal.hybrid_k)
             state.remember(extra)
             hits += extra
         if not hits:
             return StepResult("next", {"status": "empty", "kept": [], "removed": [], "kind": kind.value})
-        sims, top1, ranks = corpus_view(state, deps, hits)
+        sims, top1, ranks = corpus_view(state, deps, hits, kind, cal.hybrid_k)
         scores = nonconformity(kind, sims, top1, ranks)
         by_id = {h.chunk_id: (float(s), float(c)) for h, s, c in zip(hits, sims, scores)}
         source = state.context if cfg.candidates == "context" else sorted(hits, key=lambda h: -by_id[h.chunk_id][0])

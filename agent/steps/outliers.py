@@ -16,7 +16,8 @@ import numpy as np
 
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.steps.conformal import candidate_hits, dense_similarities, query_vector
+from ragsieve.agent.steps.conformal import candidate_hits
+from ragsieve.agent.steps.conformal_signal import dense_similarities, query_vector
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 
 

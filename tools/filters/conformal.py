@@ -11,10 +11,19 @@ References
   raw similarity of the first chunk that contains the answer as the score. Its code
   takes a plain percentile (no finite-sample correction); we use the corrected rank.
 
+- G. V. Cormack, C. L. A. Clarke, S. Buettcher, "Reciprocal Rank Fusion outperforms
+  Condorcet and individual Rank Learning Methods" (SIGIR 2009): the hybrid signal.
+
 A calibration question contributes the nonconformity of its *positive*: the first chunk,
-in order of similarity, that contains the answer. Every score kind below is monotone
-decreasing in the chunk's similarity for a fixed query, so the kept set of a query is a
-prefix of its similarity ranking and "covered" means "positive's score <= q".
+in order of the kind's signal, that contains the answer. Every score kind below is monotone
+decreasing in its signal for a fixed query, so the kept set of a query is a prefix of its
+ranking by that signal and "covered" means "positive's score <= q".
+
+Signals: the dense cosine similarity (raw, gap, ratio, rank; CONFLARE's family), or the
+*hybrid* signal (hybrid-rank, hybrid-ratio): the reciprocal-rank fusion of the chunk's dense
+rank and BM25 rank over the whole corpus, the same fusion first-stage retrieval uses. The
+hybrid ranking places answers higher than the dense one (on HotpotQA's second hops and
+SciFact's claims especially), so at equal coverage its conformal set is smaller.
 """
 from __future__ import annotations
 
@@ -37,6 +46,39 @@ class ScoreKind(str, Enum):
     GAP = "gap"      # t - s                (distance below the query's best chunk)
     RATIO = "ratio"  # 1 - s / max(t, eps)  (relative shortfall from the best chunk)
     RANK = "rank"    # r                    (conformal top-k)
+    HYBRID_RANK = "hybrid-rank"    # rank by the hybrid signal h (conformal top-k of hybrid retrieval)
+    HYBRID_RATIO = "hybrid-ratio"  # 1 - h / max(h_top1, eps)
+
+    @property
+    def hybrid(self) -> bool:
+        """True when the kind scores the hybrid (RRF) signal rather than the dense similarity."""
+        return self in (ScoreKind.HYBRID_RANK, ScoreKind.HYBRID_RATIO)
+
+    @property
+    def formula(self) -> "ScoreKind":
+        """The dense kind whose formula this kind applies to its own signal."""
+        return {ScoreKind.HYBRID_RANK: ScoreKind.RANK, ScoreKind.HYBRID_RATIO: ScoreKind.RATIO}.get(self, self)
+
+
+DENSE_KINDS = tuple(k for k in ScoreKind if not k.hybrid)
+HYBRID_RRF_K = 60  # as the retriever's default `rrf_k` (Cormack et al.)
+
+
+def hybrid_signal(dense, bm25, k: int = HYBRID_RRF_K) -> np.ndarray:
+    """RRF score of every chunk of one query: 1/(k + dense rank) + 1/(k + BM25 rank).
+
+    Ranks are 1-based over all the given chunks (ties: earlier position first); a chunk
+    with BM25 score <= 0 matches no query term and gets no BM25 term, as in retrieval,
+    where it is absent from the BM25 list.
+    """
+    d = np.asarray(dense, dtype=float)
+    b = np.asarray(bm25, dtype=float)
+    if d.shape != b.shape or d.ndim != 1:
+        raise UsageError(f"hybrid signal needs two equal-length score vectors, got {d.shape} and {b.shape}")
+    if k < 1:
+        raise UsageError(f"rrf k must be >= 1, got {k}")
+    out = 1.0 / (k + ranks_of(d))
+    return out + np.where(b > 0, 1.0 / (k + ranks_of(b)), 0.0)
 
 
 def check_alpha(alpha: float) -> float:
@@ -72,11 +114,12 @@ def conformal_quantile(scores: Sequence[float], alpha: float) -> float:
 
 
 def nonconformity(kind: ScoreKind, similarity, top1, rank) -> np.ndarray:
-    """Score of chunks given their similarity, the query's top-1 similarity and their 1-based rank."""
+    """Score of chunks given their signal value (dense similarity, or the hybrid signal for the
+    hybrid kinds), the query's top-1 value of that signal and their 1-based rank by it."""
     s = np.asarray(similarity, dtype=float)
     t = np.asarray(top1, dtype=float)
     r = np.asarray(rank, dtype=float)
-    return _SCORES[kind](s, t, r)
+    return _SCORES[kind.formula](s, t, r)
 
 
 _SCORES = {
@@ -97,7 +140,8 @@ def ranks_of(similarities) -> np.ndarray:
 
 
 def candidate_scores(kind: ScoreKind, similarities) -> np.ndarray:
-    """Nonconformity of every candidate of one query, the candidates being all it could keep."""
+    """Nonconformity of every candidate of one query, the candidates being all it could keep
+    (`similarities`: the values of the kind's signal)."""
     sims = np.asarray(similarities, dtype=float)
     if sims.size == 0:
         return sims
@@ -166,27 +210,56 @@ def _num(x: float):
     return None if x is None or math.isinf(x) or math.isnan(x) else round(float(x), 6)
 
 
-def positive_scores(kind: ScoreKind, similarity, top1, rank, found) -> np.ndarray:
-    """Scores of the positives; a question whose answer was not found gets +inf."""
-    scores = nonconformity(kind, similarity, top1, rank)
+def positive_scores(kind: ScoreKind, similarity, top1, rank, found, hybrid=None, hybrid_top1=None,
+                    hybrid_rank=None, hybrid_found=None) -> np.ndarray:
+    """Scores of the positives; a question whose answer was not found gets +inf.
+
+    The hybrid kinds read the positive's hybrid signal, its query's top-1 and its hybrid
+    rank (`hybrid*`); calibrations made without them cannot score those kinds.
+    """
+    if kind.hybrid:
+        if hybrid is None or np.isnan(np.asarray(hybrid_top1, dtype=float)).any():
+            raise UsageError(f"score kind {kind.value!r} needs a calibration with hybrid scores "
+                             f"(made by this version of `ragsieve calibrate` on an index with BM25): calibrate again")
+        similarity, top1, rank, found = hybrid, hybrid_top1, hybrid_rank, hybrid_found
+    scores = nonconformity(kind, np.nan_to_num(np.asarray(similarity, dtype=float)), top1, rank)
     return np.where(np.asarray(found, dtype=bool), scores, math.inf)
 
 
-def evaluate_kinds(cal: dict, held: dict, held_similarities: Sequence[np.ndarray], alpha: float,
-                   kinds: Sequence[ScoreKind] = tuple(ScoreKind)) -> list[KindReport]:
+def has_hybrid(arrays: dict) -> bool:
+    """True when record arrays carry the hybrid signal of every positive (the hybrid kinds apply)."""
+    top1 = arrays.get("hybrid_top1")
+    return top1 is not None and len(top1) > 0 and not np.isnan(np.asarray(top1, dtype=float)).any()
+
+
+def evaluate_kinds(cal: dict, held: dict, held_similarities: Sequence, alpha: float,
+                   kinds: Sequence[ScoreKind] | None = None) -> list[KindReport]:
     """Per score kind: q from the calibration split, coverage and set size on the held-out split.
 
     `cal` / `held` hold equal-length arrays "similarity", "top1", "rank", "found" of the
-    positives; `held_similarities[j]` are all candidate similarities of held-out query j.
+    positives (and "hybrid", "hybrid_top1", "hybrid_rank", "hybrid_found" for the hybrid
+    kinds); `held_similarities[j]` are all candidate similarities of held-out query j, or a
+    dict {"dense": ..., "hybrid": ...} of both signals. Default kinds: the dense ones, and
+    the hybrid ones when both splits carry the hybrid signal.
     """
+    if kinds is None:
+        kinds = tuple(ScoreKind) if has_hybrid(cal) and has_hybrid(held) else DENSE_KINDS
     reports = []
     for kind in kinds:
         qhat = conformal_quantile(positive_scores(kind, **cal), alpha)
         cov = empirical_coverage(positive_scores(kind, **held), qhat)
-        sizes = [int(keep_mask(kind, sims, qhat).sum()) for sims in held_similarities]
+        sizes = [int(keep_mask(kind, _signal(kind, sims), qhat).sum()) for sims in held_similarities]
         reports.append(KindReport(kind, qhat, cov, float(np.mean(sizes)) if sizes else math.nan,
                                   float(np.median(sizes)) if sizes else math.nan))
     return reports
+
+
+def _signal(kind: ScoreKind, values):
+    if isinstance(values, dict):
+        return values["hybrid" if kind.hybrid else "dense"]
+    if kind.hybrid:
+        raise UsageError("hybrid score kinds need the held-out queries' hybrid signal")
+    return values
 
 
 def choose_kind(reports: Sequence[KindReport], alpha: float, n_heldout: int, z: float = 2.0) -> tuple[ScoreKind, list[str]]:
