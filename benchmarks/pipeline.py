@@ -34,6 +34,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
+from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
@@ -147,7 +148,8 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     doc_text = {d: t for t, d in texts.items()}
     report["sets"][name] = {"questions": len(questions), "chunks": len(first),
                             "sparse_rows": len(first.sparse_rows),
-                            "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {}}
+                            "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
+                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()}}
     print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
           f"{report['sets'][name]['sparse_share']}", flush=True)
     for judge in args.judges:

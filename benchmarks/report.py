@@ -227,7 +227,7 @@ def eval_section(folder: Path) -> list[str]:
                          + ["command", "machine"], rows)
 
 
-CONFORMAL_KINDS = ("raw", "gap", "ratio", "rank")
+CONFORMAL_KINDS = ("raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio")
 
 
 def conformal_section(folder: Path) -> list[str]:

@@ -66,8 +66,11 @@ def pipeline_section(folder: Path, load, command, machine) -> list[str]:
                                  for j, folds in measured.items() for f, m in folds.items()])
             cov = (info or {}).get("coverage")
             if cov:
+                kinds = (info or {}).get("calibrated_kinds") or {}
+                chosen = ", ".join(f"fold {f}: {k}" for f, k in kinds.items()) or "not recorded"
                 lines += [f"Conformal set on {name}, final context, held-out (target 1 - alpha; any gold / every "
-                          "gold / per (question, gold) pair; size vs raw: the CONFLARE raw-similarity set's size):", ""]
+                          "gold / per (question, gold) pair; size vs raw: the CONFLARE raw-similarity set's size; "
+                          f"calibrated kind chosen by `ragsieve calibrate` on held-out calibration data: {chosen}):", ""]
                 raw = {k.split("|")[0]: v.get("mean_context") for k, v in cov.items() if k.endswith("|raw")}
                 rows = []
                 for key, v in cov.items():

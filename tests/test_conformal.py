@@ -189,3 +189,11 @@ def test_evaluate_kinds_adds_hybrid_kinds_when_records_carry_them():
     # dense-only views cannot be counted for a hybrid kind
     with pytest.raises(UsageError):
         evaluate_kinds(cal, held, [v["dense"] for v in views], 0.1, kinds=[ScoreKind.HYBRID_RANK])
+
+
+def test_choose_kind_breaks_size_ties_by_coverage():
+    reports = [KindReport(ScoreKind.RANK, 10, 0.92, 10.0, 10), KindReport(ScoreKind.HYBRID_RANK, 10, 0.96, 10.0, 10),
+               KindReport(ScoreKind.RAW, 0.5, 0.98, 19.0, 19)]
+    assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.HYBRID_RANK
+    reports[1] = KindReport(ScoreKind.HYBRID_RANK, 10, 0.92, 10.0, 10)
+    assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.RANK  # all equal: the earlier kind

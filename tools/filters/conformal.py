@@ -263,7 +263,8 @@ def _signal(kind: ScoreKind, values):
 
 
 def choose_kind(reports: Sequence[KindReport], alpha: float, n_heldout: int, z: float = 2.0) -> tuple[ScoreKind, list[str]]:
-    """The kind keeping the fewest chunks among those at coverage on the held-out split.
+    """The kind keeping the fewest chunks among those at coverage on the held-out split (ties: the
+    better-covering kind).
 
     "At coverage" means held-out coverage >= (1-alpha) - z*sqrt(alpha(1-alpha)/m): the
     finite-sample guarantee is marginal, so an exact ">= 1-alpha" would reject correct
@@ -277,4 +278,5 @@ def choose_kind(reports: Sequence[KindReport], alpha: float, n_heldout: int, z: 
         notes.append(f"no score kind reached coverage {floor:.3f} on held-out data; chose the best covering "
                      f"({best.kind.value}, {best.coverage:.3f})")
         return best.kind, notes
-    return min(ok, key=lambda r: (r.mean_set_size, list(ScoreKind).index(r.kind))).kind, notes
+    # equal sets: the better held-out coverage, then the simpler (earlier) kind
+    return min(ok, key=lambda r: (r.mean_set_size, -r.coverage, list(ScoreKind).index(r.kind))).kind, notes
