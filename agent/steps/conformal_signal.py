@@ -44,13 +44,18 @@ def corpus_signal(state: RunState, deps: Deps, kind: ScoreKind, hybrid_k: int | 
     vectors = getattr(deps.index, "vectors", None)
     if vectors is None:
         return None
-    dense = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
-    if not kind.hybrid:
-        return dense
-    scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
-    if scores is None:
-        return None
-    return hybrid_signal(dense, scores(state.question), hybrid_k or HYBRID_RRF_K)
+    key = (id(deps.index), state.question, kind.hybrid, hybrid_k, len(vectors))
+    memo = deps.extras.get("_corpus_signal")  # the step asks twice per question (candidates, then view)
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    signal = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
+    if kind.hybrid:
+        scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
+        if scores is None:
+            return None
+        signal = hybrid_signal(signal, scores(state.question), hybrid_k or HYBRID_RRF_K)
+    deps.extras["_corpus_signal"] = (key, signal)
+    return signal
 
 
 def hits_signal(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind, hybrid_k: int | None) -> np.ndarray:
