@@ -212,6 +212,29 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
     return out
 
 
+def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]:
+    """An earlier run's results with this run's (same keys: this run wins); both commands kept."""
+    old = json.loads(out.read_text(encoding="utf-8"))
+    for name, info in report["sets"].items():
+        into = old["sets"].setdefault(name, info)
+        if into is not info:
+            both = {**into.get("rows", {}), **info["rows"]}
+            judges = list(dict.fromkeys(k.split("|")[0] for k in both))
+            into["rows"] = dict(sorted(both.items(), key=lambda kv: (judges.index(kv[0].split("|")[0]),
+                                                                    list(PLANS).index(kv[0].split("|")[1]))))
+            for key in ("judge_reliability", "coverage"):
+                if info.get(key):
+                    into[key] = info[key]
+    old["command"] = "; ".join(c for c in (old.get("command"), report["command"]) if c)
+    old["seconds"] = round((old.get("seconds") or 0) + report["seconds"], 1)
+    old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
+    done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
+    previous = out.with_suffix(".questions.jsonl")
+    kept = [r for r in map(json.loads, previous.read_text(encoding="utf-8").splitlines() if previous.is_file() else [])
+            if (r["dataset"], r["judge"], r["plan"]) not in done]
+    return old, kept + rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="hotpotqa,squad2,scifact")
@@ -232,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="combine=auto: calibration questions per fold the judge is measured on (0: not measured)")
     ap.add_argument("--combine", default=None, choices=["auto", "relevant", "union", "anchored"],
                     help="loop.combine for every plan (default: the shipped default)")
+    ap.add_argument("--merge", action="store_true",
+                    help="add this run's rows to an existing results file of the same label (other plans or sets)")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")
     args = ap.parse_args(argv)
@@ -256,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         run_dataset(name, args, embedder, rows, report)
     report["seconds"] = round(time.time() - started, 1)
     report["load_average_end"] = os.getloadavg()
+    if args.merge and out.is_file():
+        report, rows = merged(out, report, rows)
     report["rows"] = [{"dataset": d, "judge": k.split("|")[0], "plan": k.split("|")[1], **v}
                       for d, s in report["sets"].items() for k, v in s["rows"].items()]
     out.parent.mkdir(parents=True, exist_ok=True)
