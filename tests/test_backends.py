@@ -69,6 +69,10 @@ def test_rows_chunks_documents(index, reference):
 def test_vectors_and_dense_search(index, reference):
     assert np.allclose(index.vectors[[1, 4]], reference["vectors"][[1, 4]], atol=1e-6)
     assert np.allclose(index.vectors[2], reference["vectors"][2], atol=1e-6)
+    assert np.allclose(index.vectors[3:9], reference["vectors"][3:9], atol=1e-6)  # block reads (conformal view)
+    from ragsieve.tools.index.dense import corpus_similarities
+    q0 = index.embed_query(QUERIES[0])
+    assert np.allclose(corpus_similarities(index.vectors, q0, block=5), reference["vectors"] @ q0, atol=1e-5)
     q = index.embed_query(QUERIES[0])
     exact = np.argsort(-(reference["vectors"] @ q))[:10].tolist()
     assert [r for r, _ in index.dense.search(q, 10)] == exact  # FLAT inner product: exact in both

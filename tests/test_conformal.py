@@ -197,3 +197,14 @@ def test_choose_kind_breaks_size_ties_by_coverage():
     assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.HYBRID_RANK
     reports[1] = KindReport(ScoreKind.HYBRID_RANK, 10, 0.92, 10.0, 10)
     assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.RANK  # all equal: the earlier kind
+
+
+def test_corpus_similarities_in_blocks_equal_one_product():
+    from ragsieve.tools.index.dense import corpus_similarities
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(1000, 16)).astype(np.float32)
+    q = rng.normal(size=16)
+    whole = vectors.astype(np.float64) @ q
+    assert np.allclose(corpus_similarities(vectors, q, block=97), whole, rtol=0, atol=1e-12)
+    assert corpus_similarities(vectors[:0], q).shape == (0,)

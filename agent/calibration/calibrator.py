@@ -37,6 +37,7 @@ from ragsieve.agent.errors import StructuredOutputError, UsageError
 from ragsieve.tools.filters.conformal import (HYBRID_RRF_K, ScoreKind, binomial_tolerance, check_alpha, choose_kind,
                                             evaluate_kinds, hybrid_signal, ranks_of, smallest_k_for_coverage,
                                             CalibrationReport)
+from ragsieve.tools.index.dense import corpus_similarities
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class Calibrator:
 
     # -- building records ------------------------------------------------------------
     def _similarities(self, qvec: np.ndarray) -> np.ndarray:
-        return np.asarray(self.index.vectors, dtype=np.float64) @ np.asarray(qvec, dtype=np.float64)
+        return corpus_similarities(self.index.vectors, qvec)
 
     def _hybrid(self, question: str, sims: np.ndarray) -> np.ndarray | None:
         """The hybrid signal of every chunk, or None when the index has no whole-corpus BM25 scores."""

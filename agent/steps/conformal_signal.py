@@ -16,6 +16,7 @@ import numpy as np
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.filters.conformal import HYBRID_RRF_K, ScoreKind, hybrid_signal, ranks_of
+from ragsieve.tools.index.dense import corpus_similarities
 from ragsieve.tools.types import Hit
 
 
@@ -48,7 +49,7 @@ def corpus_signal(state: RunState, deps: Deps, kind: ScoreKind, hybrid_k: int | 
     memo = deps.extras.get("_corpus_signal")  # the step asks twice per question (candidates, then view)
     if memo is not None and memo[0] == key:
         return memo[1]
-    signal = np.asarray(vectors, dtype=float) @ query_vector(state, deps)
+    signal = corpus_similarities(vectors, query_vector(state, deps))
     if kind.hybrid:
         scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
         if scores is None:

@@ -35,6 +35,17 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return v / np.where(norms == 0, 1.0, norms)
 
 
+def corpus_similarities(vectors, query: np.ndarray, block: int = 65536) -> np.ndarray:
+    """Cosine of `query` with every row of `vectors` (unit rows), float64, `block` rows at a time:
+    a memory-mapped float32 matrix of millions of rows is never copied whole to float64."""
+    q = np.asarray(query, dtype=np.float64).reshape(-1)
+    n = len(vectors)
+    out = np.empty(n, dtype=np.float64)
+    for start in range(0, n, block):
+        out[start:start + block] = np.asarray(vectors[start:start + block], dtype=np.float64) @ q
+    return out
+
+
 def packaged_model_dir(package: str) -> Path | None:
     """The `model/` folder inside an installed model package, found without importing it."""
     spec = importlib.util.find_spec(package)

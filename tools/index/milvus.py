@@ -104,7 +104,8 @@ class MilvusStore:
 
 
 class MilvusVectors:
-    """`vectors[row]`, `vectors[[rows]]`, `len(vectors)`, `np.asarray(vectors)` (all: calibration only)."""
+    """`vectors[row]`, `vectors[[rows]]`, `vectors[a:b]`, `len(vectors)`, `np.asarray(vectors)` (all: calibration
+    and the conformal step's whole-corpus view)."""
 
     def __init__(self, client, collection: str, count: int, dimension: int):
         self.client, self.collection, self._count = client, collection, count
@@ -117,6 +118,8 @@ class MilvusVectors:
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)):
             return self._fetch([int(key)])[0]
+        if isinstance(key, slice):
+            key = range(*key.indices(self._count))
         return self._fetch([int(r) for r in key])
 
     def __array__(self, dtype=None, copy=None):
