@@ -251,6 +251,9 @@ def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     assert shown["score_kind"] == saved["score_kind"] and saved["origin"] == "qrels"
     assert saved["n_calibration"] + saved["n_heldout"] == 4 and saved["alpha"] == 0.3
     assert saved["models"]["embedding"] and saved["corpus_fingerprint"]
+    # a real index has whole-corpus BM25: the hybrid kinds are calibrated beside the dense ones
+    assert saved["hybrid_k"] == 60 and {"hybrid-rank", "hybrid-ratio"} <= set(saved["qhat"])
+    assert all(r["hybrid_rank"] >= 1 and r["hybrid"] > 0 for r in saved["records"])
     assert main(["calibrate", "--index", str(folder), "--qrels", str(tmp_path / "qrels.tsv")]) == 2
 
 
