@@ -177,10 +177,22 @@ def test_serve_command_busy_port_and_open_public_bind(examples_index):
                              timeout=120)
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 2
-    # a public address that is not on this machine (TEST-NET-1): refused before binding, and unbindable anyway
-    out = subprocess.run(_serve_cmd(examples_index, "--host", "192.0.2.1", "--port", "0"), capture_output=True,
-                         text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "RAGSIEVE_API_KEYS"})
-    assert out.returncode == 2 and "without API keys" in out.stderr
+
+
+def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkeypatch, capsys):
+    """In process, with every way the command opens a socket replaced by a failure: the refusal comes
+    before any bind, and no server ever listens beyond loopback in this test."""
+    import ragsieve.agent.service.server as server
+    from ragsieve.agent.cli.main import main
+
+    def must_not_bind(*args, **kwargs):
+        raise AssertionError("serve tried to open a socket for a public address without API keys")
+
+    for name in ("bind", "serve_foreground", "serve_workers"):
+        monkeypatch.setattr(server, name, must_not_bind)
+    monkeypatch.delenv("RAGSIEVE_API_KEYS", raising=False)
+    code = main(["serve", "--index", f"demo={examples_index}", "--host", "0.0.0.0", "--port", "0"])
+    assert code == 2 and "without API keys" in capsys.readouterr().err
 
 
 def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
