@@ -76,8 +76,8 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
     train = name == "scifact" and scifact_calibration == "train"
     for fold in sorted({q["fold"] for q in questions}):
         target = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
-        stale = (target / "calibration.json").exists() and load_calibration(target)[0].hybrid_k is None
-        if stale or not (target / "calibration.json").exists():  # (re)calibrate: older files lack hybrid scores
+        # (re)calibrate when missing, or written before the hybrid score kinds existed
+        if not (target / "calibration.json").exists() or load_calibration(target)[0].hybrid_k is None:
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(index_dir, target)
             evaluated = {q["id"] for q in questions if q["fold"] == fold}

@@ -32,11 +32,16 @@ def dense_similarities(state: RunState, deps: Deps, hits: list[Hit]) -> np.ndarr
     carry the similarity to that expanded query, not to the question the calibration
     measured. Without vectors (a test double), `Hit.dense_score` is used.
     """
-    vectors = getattr(deps.index, "vectors", None)
-    if vectors is None:
+    if getattr(deps.index, "vectors", None) is None:
         return np.array([math.nan if h.dense_score is None else float(h.dense_score) for h in hits], dtype=float)
-    rows = [h.row for h in hits]
-    return np.asarray(vectors[rows], dtype=float) @ query_vector(state, deps)
+    return row_similarities(state, deps, [h.row for h in hits])
+
+
+def row_similarities(state: RunState, deps: Deps, rows: list[int]) -> np.ndarray:
+    """The dense cosine of each of `rows` (index vectors) to the question."""
+    if not rows:
+        return np.zeros(0)
+    return np.asarray(deps.index.vectors[rows], dtype=float) @ query_vector(state, deps)
 
 
 def corpus_signal(state: RunState, deps: Deps, kind: ScoreKind, hybrid_k: int | None) -> np.ndarray | None:
@@ -49,11 +54,11 @@ def corpus_signal(state: RunState, deps: Deps, kind: ScoreKind, hybrid_k: int | 
     memo = deps.extras.get("_corpus_signal")  # the step asks twice per question (candidates, then view)
     if memo is not None and memo[0] == key:
         return memo[1]
+    scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
+    if kind.hybrid and scores is None:
+        return None
     signal = corpus_similarities(vectors, query_vector(state, deps))
     if kind.hybrid:
-        scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
-        if scores is None:
-            return None
         signal = hybrid_signal(signal, scores(state.question), hybrid_k or HYBRID_RRF_K)
     deps.extras["_corpus_signal"] = (key, signal)
     return signal
@@ -94,10 +99,8 @@ def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], k
     top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
     admit = getattr(deps.retriever, "admit", None)
     rows = [int(r) for r in (admit(top.tolist()) if admit is not None else top.tolist())][:limit]
-    vectors = np.asarray(deps.index.vectors[rows], dtype=float) if rows else np.zeros((0, 1))
-    cosines = vectors @ query_vector(state, deps) if rows else []
     out = []
-    for row, cosine in zip(rows, cosines):
+    for row, cosine in zip(rows, row_similarities(state, deps, rows)):
         chunk = store.get(row)
         if chunk.chunk_id not in have:
             out.append(Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=float(cosine),
