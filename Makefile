@@ -8,7 +8,7 @@ DEMO_QUESTION ?= How do I rotate the API key of a Lumen workspace, and what happ
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test install install-dev bench clean
+.PHONY: demo test install install-dev bench clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,16 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/ragsieve index examples/docs examples/code --index $(DEMO_INDEX)
 	$(VENV)/bin/ragsieve ask "$(DEMO_QUESTION)" --index $(DEMO_INDEX)
 
-test: $(VENV)/.installed-dev
+# The browser tests drive Debian's chromium (browsers cannot be downloaded): installed here when missing.
+$(VENV)/.installed-browser: $(VENV)/.installed-dev
+	$(PIP) install --quiet -e '.[local,dev,milvus,fast,browser-test]'
+	touch $@
+
+chromium:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+
+test: $(VENV)/.installed-browser chromium
 	$(PY) -m pytest -q tests
 
 bench: $(VENV)/.installed-dev

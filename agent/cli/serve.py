@@ -33,6 +33,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=int, default=1_000_000)
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeat); none by default")
+    p.add_argument("--data-dir", default=".ragsieve-serve", metavar="DIR",
+                   help="where the chat page's feedback (SQLite) and link secret live (default .ragsieve-serve)")
     p.set_defaults(func=run)
     return p
 
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
                                    max_concurrent=args.max_concurrent, queue_limit=args.queue_limit,
                                    llm_parallel=args.llm_parallel, request_timeout_s=args.request_timeout,
                                    max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
-                                   allow_public_without_keys=args.allow_public_without_keys)
+                                   allow_public_without_keys=args.allow_public_without_keys,
+                                   data_dir=args.data_dir)
     except ValueError as exc:
         from ragsieve.agent.errors import UsageError
 
@@ -57,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     indexes = parse_index_specs(args.index)
     keys = KeyRing.load(args.keys_file)
     keys.check_names(set(indexes))
+    from ragsieve.agent.service.widget_keys import WidgetKeys
+
+    widget_keys = WidgetKeys.load(args.keys_file)
+    widget_keys.check_names(set(indexes))
     check_exposure(settings, keys)
     names = ", ".join(indexes)
     where = f"http://{settings.host}:{settings.port}/v1"
@@ -75,11 +82,12 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         sock.close()
         raise
-    app = create_app(registry, settings, keys, close_registry=True)
+    app = create_app(registry, settings, keys, close_registry=True, widget_keys=widget_keys)
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
           f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth})",
           file=sys.stderr)
+    print(f"ragsieve: chat page at {where[:-3]}/ (widget: {where[:-3]}/widget.js)", file=sys.stderr)
     serve_foreground(app, settings, sock)
     return 0

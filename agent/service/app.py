@@ -2,7 +2,8 @@
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (OpenAI; `stream` true
 gives server-sent events), `POST /v1/ask`, `POST /v1/ask/stream` (native),
-`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus). Every error is in
+`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus), and the assistant's chat page at `/` with
+`/widget.js` (`ragsieve.agent.service.web`). Every error is in
 OpenAI's shape. Questions run in threads, at most `max_concurrent` at once and
 `queue_limit` waiting; beyond that 429 with Retry-After.
 """
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from ragsieve.agent.service import chat_routes, errors, native_routes
+from ragsieve.agent.service import chat_routes, errors, native_routes, web
 from ragsieve.agent.service.body_limit import BodyLimit
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing | None = None, *,
-               preload_model: bool = True, close_registry: bool = False) -> FastAPI:
+               preload_model: bool = True, close_registry: bool = False, widget_keys=None) -> FastAPI:
     """The app over an `IndexRegistry`. `preload_model` starts the LLM in the background at start-up
     (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
     settings = settings or ServiceSettings()
@@ -65,6 +66,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"], max_age=600)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
     return app
 
 

@@ -17,7 +17,10 @@ def build(spec: dict):
     config = Config.model_validate(spec["config"])
     keys = KeyRing.load(spec.get("keys_file"))
     registry = IndexRegistry(spec["indexes"], config, llm_parallel=settings.llm_parallel)
-    return create_app(registry, settings, keys, preload_model=spec.get("preload_model", True), close_registry=True)
+    from ragsieve.agent.service.widget_keys import WidgetKeys
+
+    return create_app(registry, settings, keys, preload_model=spec.get("preload_model", True), close_registry=True,
+                      widget_keys=WidgetKeys.load(spec.get("keys_file")))
 
 
 def app_from_env():

@@ -47,8 +47,8 @@ class KeyRing:
                 raise UsageError(f"keys file not found: {path}") from None
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
-            table = data.get("keys")
-            if not isinstance(table, dict) or not table:
+            table = data.get("keys", {} if "widget_keys" in data else None)  # widget keys: widget_keys.py
+            if not isinstance(table, dict) or (not table and "widget_keys" not in data):
                 raise UsageError(f"keys file {path} needs a [keys] table: \"key\" = [\"index\", ...]")
             for key, indexes in table.items():
                 if not isinstance(indexes, list) or not all(isinstance(i, str) for i in indexes):

@@ -1,0 +1,106 @@
+"""Who calls the assistant routes (`/ui/api/*`): the chat page or a widget key, and from which origin.
+
+- A widget key (sent as `Authorization: Bearer pk-...`) works only from a
+  browser page on one of its origins, only for its indexes, within its rate.
+- Anything else is the chat page: same origin as the server (or a configured
+  `--cors-origin`), with the API key rules of `/v1` (none on an open server).
+
+`WidgetCors` answers CORS preflights and labels responses for origins some
+widget key allows; the key/origin pair itself is checked on every call.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from ragsieve.agent.service.auth import caller
+from ragsieve.agent.service.errors import ApiError
+from ragsieve.agent.service.keys import allows
+from ragsieve.agent.service.widget_keys import WidgetKey, normal_origin
+
+API_PREFIX = "/ui/api/"
+
+
+@dataclass
+class UiCaller:
+    scope: set[str]
+    via: str  # "page" or "widget:<key prefix>" (stored with feedback)
+    widget: WidgetKey | None = None
+
+    def visible(self, names: list[str]) -> list[str]:
+        return [n for n in names if allows(self.scope, n)]
+
+    def index(self, names: list[str], wanted: str | None) -> str:
+        """The index a call names (or the only one it may reach); another one is 'not found', like a missing one."""
+        visible = self.visible(names)
+        if wanted is None:
+            if len(visible) != 1:
+                raise ApiError(400, "name the index: several are served", param="index")
+            return visible[0]
+        if wanted not in visible:
+            raise ApiError(404, f"the index {wanted!r} does not exist or you do not have access to it",
+                           code="model_not_found", param="index")
+        return wanted
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def own_origin(request: Request) -> str | None:
+    host = request.headers.get("host")
+    return normal_origin(f"{request.url.scheme}://{host}") if host else None
+
+
+def ui_caller(request: Request) -> UiCaller:
+    web = request.app.state.web
+    raw_origin = request.headers.get("origin")
+    origin = normal_origin(raw_origin) if raw_origin else None
+    key = web.widget_keys.find(_bearer(request))
+    if key is not None:
+        if origin is None or origin not in key.origins:
+            raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
+                                f"add the site to the key's origins", code="origin_not_allowed")
+        wait = key.limit.take()
+        if wait > 0:
+            raise ApiError(429, f"this widget key allows {key.requests_per_minute} requests per minute; retry later",
+                           code="rate_limited", headers={"Retry-After": str(math.ceil(wait))})
+        return UiCaller(set(key.indexes), key.label, key)
+    if raw_origin is not None and origin != own_origin(request) and origin not in web.page_origins:
+        raise ApiError(403, f"calls from {raw_origin} need a widget key that allows that origin",
+                       code="origin_not_allowed")
+    return UiCaller(caller(request).scope, "page")
+
+
+class WidgetCors:
+    """Pure ASGI middleware: CORS for the assistant routes, for origins some widget key allows."""
+
+    def __init__(self, app, widget_keys):
+        self.app, self.widget_keys = app, widget_keys
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = normal_origin(headers["origin"]) if "origin" in headers else None
+        if not self.widget_keys.any_allows(origin):
+            return await self.app(scope, receive, send)
+        cors = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+        if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+            await send({"type": "http.response.start", "status": 204, "headers": cors + [
+                (b"access-control-allow-methods", b"GET, POST"),
+                (b"access-control-allow-headers", b"Authorization, Content-Type"),
+                (b"access-control-max-age", b"600")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_with_cors(message):
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"access-control-allow-origin"]
+                message = {**message, "headers": kept + cors}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)

@@ -1,0 +1,83 @@
+"""Where a citation opens: a web page at its anchor, else the source view of the indexed text (lines or page).
+
+Source-view links carry a signature over (index, chunk id) made with the
+server's secret: the view opens without an API key (a new tab or the widget
+on another site cannot send one), but only for chunks this server cited.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+SECRET_FILE = "ui-secret"
+_PAGE = re.compile(r"^pp?\. (\d+)")
+
+
+def load_secret(folder: str | Path | None) -> bytes:
+    """The link-signing secret kept in `folder` (created once, mode 0600) so links survive a restart and are
+    shared by `--workers`; a fresh one per process without a folder."""
+    if folder is None:
+        return secrets.token_bytes(32)
+    path = Path(folder) / SECRET_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        data = path.read_bytes()
+        if len(data) >= 32:
+            return data
+        raise OSError(f"{path} is damaged (shorter than 32 bytes): delete it to make a new one") from None
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def sign(secret: bytes, index: str, chunk_id: str) -> str:
+    return hmac.new(secret, f"{index}\0{chunk_id}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def verify(secret: bytes, index: str, chunk_id: str, token: str) -> bool:
+    return hmac.compare_digest(sign(secret, index, chunk_id), token or "")
+
+
+def web_url(source: str) -> str | None:
+    """`source` when it is an http(s) URL (a crawled page), else None."""
+    parts = urlsplit(source)
+    return source if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def page_of(symbol: str) -> int | None:
+    """The first page of a PDF locator (`p. 3`, `pp. 2-3`)."""
+    match = _PAGE.match(symbol or "")
+    return int(match.group(1)) if match else None
+
+
+def citation_href(secret: bytes, index: str, citation) -> tuple[str, str]:
+    """(href, kind): kind is `web`, `lines`, `page` or `chunk`; a source-view href is relative to the server."""
+    url = web_url(citation.source)
+    if url is not None:
+        anchor = citation.symbol if citation.symbol.startswith("#") else ""
+        return url.split("#", 1)[0] + anchor, "web"
+    query = urlencode({"index": index, "chunk": citation.chunk_id, "t": sign(secret, index, citation.chunk_id)})
+    href = f"/ui/source?{query}"
+    if citation.line_start is not None:
+        return f"{href}#L{citation.line_start}", "lines"
+    page = page_of(citation.symbol)
+    if page is not None:
+        return f"{href}#page-{page}", "page"
+    return f"{href}#cited", "chunk"
+
+
+def public_citations(secret: bytes, index: str, citations) -> list[dict]:
+    out = []
+    for c in citations:
+        href, kind = citation_href(secret, index, c)
+        out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
+                    "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
+                    "symbol": c.symbol, "href": href, "kind": kind})
+    return out

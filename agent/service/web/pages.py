@@ -1,0 +1,64 @@
+"""Pages and assets: the chat page (`/`, `/ui`), its script, `/widget.js`, the source view, the licences."""
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+
+from ragsieve.agent.service.errors import ApiError
+from ragsieve.agent.service.web import assets, source_view
+from ragsieve.agent.service.web.links import verify
+
+router = APIRouter()
+
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+            "frame-ancestors 'none'; base-uri 'none'; form-action 'none'; object-src 'none'")
+SOURCE_CSP = "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+SAFE = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+@router.get("/", include_in_schema=False)
+@router.get("/ui", include_in_schema=False)
+async def chat_page():
+    return HTMLResponse(assets.read("chat.html"), headers={"Content-Security-Policy": PAGE_CSP,
+                                                           "Cache-Control": "no-cache", **SAFE})
+
+
+@router.get("/ui/static/{name}", include_in_schema=False)
+async def static(name: str):
+    if name not in assets.FILES:
+        raise ApiError(404, f"no asset {name!r}")
+    return Response(assets.read(name), media_type=assets.FILES[name], headers={"Cache-Control": "max-age=300", **SAFE})
+
+
+@router.get("/ui/assistant.js", include_in_schema=False)
+async def page_script():
+    return Response(assets.bundle("page.js"), media_type="text/javascript; charset=utf-8",
+                    headers={"Cache-Control": "max-age=300", **SAFE})
+
+
+@router.get("/widget.js", include_in_schema=False)
+async def widget_script():
+    return Response(assets.bundle("widget.js"), media_type="text/javascript; charset=utf-8",
+                    headers={"Cache-Control": "max-age=300", "Cross-Origin-Resource-Policy": "cross-origin", **SAFE})
+
+
+@router.get("/ui/licenses", include_in_schema=False)
+async def licenses():
+    return PlainTextResponse(assets.licenses(), headers=SAFE)
+
+
+@router.get("/ui/source", include_in_schema=False)
+async def source(request: Request, index: str = Query(max_length=64), chunk: str = Query(max_length=4000),
+                 t: str = Query(max_length=64)):
+    """A cited document as the index holds it; only for links this server signed (see `links`)."""
+    app = request.app.state
+    if index not in app.registry.orchestrators or not verify(app.web.secret, index, chunk, t):
+        raise ApiError(404, "no such source (the link is not one this server made)", code="source_not_found")
+    doc_id, _, position = chunk.rpartition("#")
+    store = app.registry.orchestrators[index].index.store
+    chunks = await anyio.to_thread.run_sync(store.chunks_of, doc_id)
+    cited = int(position) if position.isdigit() else -1
+    html = source_view.render(index, chunks, cited)
+    return HTMLResponse(html, status_code=200 if chunks else 404,
+                        headers={"Content-Security-Policy": SOURCE_CSP, **SAFE})
