@@ -95,3 +95,20 @@ def test_no_module_imports_the_old_top_level_names():
             for match in OLD_TOP_LEVEL.finditer(path.read_text(encoding="utf-8")):
                 offenders.append(f"{path.relative_to(REPO)}: {match.group(0).strip()}")
     assert offenders == []
+
+
+def test_wheel_ships_the_assistant_assets_with_their_licences(wheel, installed, tmp_path):
+    """The chat page and widget need no build step: our scripts and the vendored libraries are in the wheel."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    web = "ragsieve/agent/service/web/static/"
+    for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "page.js", "widget.js",
+                  "vendor/purify.min.js", "vendor/marked.umd.js", "vendor/LICENSE-dompurify.txt",
+                  "vendor/LICENSE-dompurify-MPL.txt", "vendor/LICENSE-marked.txt", "vendor/README.md"):
+        assert web + asset in names
+    code = ("from ragsieve.agent.service.web import assets; b = assets.bundle('widget.js'); "
+            "print(len(b), 'DOMPurify' in b, 'attachShadow' in b, 'MIT' in assets.licenses())")
+    result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    size, *flags = result.stdout.split()
+    assert int(size) > 50_000 and flags == ["True", "True", "True"]

@@ -41,4 +41,7 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {counts['questions']} approved questions over {counts['documents']} documents "
           f"(of {counts['rated']} rated answers, {counts['thumbs_down']} thumbs down kept in feedback.jsonl); "
           f"evaluate with: ragsieve eval {args.out} --index {folder}", file=sys.stderr)
+    if not counts["questions"]:
+        print("ragsieve: warning: no thumbs-up answer with citations yet, so the dataset has no question for "
+              "`ragsieve eval`; feedback.jsonl holds what was rated", file=sys.stderr)
     return 0
