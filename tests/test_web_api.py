@@ -64,7 +64,7 @@ def test_rate_limit_is_a_token_bucket():
 
 
 def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_index, tmp_path):
-    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 3)])
+    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 4)])
     ring = KeyRing({"sk-admin-key-1": {"*"}})
     chat = FakeChat(default=ANSWER)
     from ragsieve.agent.llm.client import LLM
@@ -88,6 +88,8 @@ def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_in
             assert httpx.post(url + "/v1/ask", json={"question": QUESTION}, headers=widget).status_code == 401
             r = httpx.post(url + "/ui/api/ask", json={"question": QUESTION, "index": "notes"}, headers=widget)
             assert r.status_code == 404
+            r = httpx.post(url + "/ui/api/ask", json={"question": QUESTION, "plan": "full"}, headers=widget)
+            assert r.status_code == 404 and "index default only" in r.json()["error"]["message"]
             with httpx.stream("POST", url + "/ui/api/ask", json={"question": QUESTION}, headers=widget) as resp:
                 events = sse(resp)
             done = events[-1][1]

@@ -12,6 +12,7 @@ another index. They live in the keys file beside the API keys:
     indexes = ["docs"]
     origins = ["https://docs.example.com"]
     requests_per_minute = 30
+    plans = ["fast"]                   # optional: plans the widget may ask for (default: the index's own)
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ class WidgetKey:
     indexes: frozenset[str]
     origins: frozenset[str]
     requests_per_minute: int
+    plans: frozenset[str] = frozenset()  # plans a call may name; none: only the index's default plan
     limit: RateLimit = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +117,12 @@ class WidgetKeys:
             if unknown:
                 raise UsageError(f"widget key {k.label} is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
 
+    def check_plans(self, plans: set[str]) -> None:
+        for k in self.keys:
+            unknown = sorted(k.plans - plans)
+            if unknown:
+                raise UsageError(f"widget key {k.label} names unknown plan(s) {unknown}; plans: {sorted(plans)}")
+
 
 def _parse(path: Path, key: str, spec) -> WidgetKey:
     where = f"keys file {path}: widget key {key[:8]!r}"
@@ -122,9 +130,12 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
         raise UsageError(f"{where}: a widget key must be at least 8 characters without spaces")
     if not isinstance(spec, dict):
         raise UsageError(f"{where}: expected a table with indexes, origins, requests_per_minute")
-    unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute"})
+    unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute", "plans"})
     if unknown:
-        raise UsageError(f"{where}: unknown setting(s) {unknown}; allowed: indexes, origins, requests_per_minute")
+        raise UsageError(f"{where}: unknown setting(s) {unknown}; allowed: indexes, origins, requests_per_minute, plans")
+    plans = spec.get("plans", [])
+    if not isinstance(plans, list) or not all(isinstance(p, str) and p for p in plans):
+        raise UsageError(f"{where}: plans must be a list of plan names")
     indexes, origins = spec.get("indexes"), spec.get("origins")
     if not isinstance(indexes, list) or not indexes or not all(isinstance(i, str) and i and i != "*" for i in indexes):
         raise UsageError(f"{where}: indexes must name one or more indexes (no '*': a public key is never global)")
@@ -139,4 +150,4 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
     rate = spec.get("requests_per_minute", 30)
     if not isinstance(rate, int) or isinstance(rate, bool) or not 1 <= rate <= 100_000:
         raise UsageError(f"{where}: requests_per_minute must be an integer from 1 to 100000")
-    return WidgetKey(key, frozenset(indexes), frozenset(normal), rate)
+    return WidgetKey(key, frozenset(indexes), frozenset(normal), rate, frozenset(plans))

@@ -22,6 +22,7 @@ def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
 
     widget_keys = widget_keys or WidgetKeys()
     widget_keys.check_names(set(app.state.registry.orchestrators))
+    widget_keys.check_plans(set(app.state.registry.plans))
     data_dir = settings.data_dir
     app.state.web = WebState(secret=load_secret(data_dir), widget_keys=widget_keys,
                              feedback=FeedbackStore.in_folder(data_dir) if data_dir else None,

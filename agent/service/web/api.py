@@ -50,7 +50,7 @@ class UiFeedback(BaseModel):
 async def config(request: Request, who: UiCaller = Depends(ui_caller)):
     registry = request.app.state.registry
     names = who.visible(sorted(registry.orchestrators))
-    plans = registry.plans
+    plans = [p for p in registry.plans if p in who.widget.plans] if who.widget else list(registry.plans)
     defaults = {n: registry.orchestrators[n].config.plan for n in names}
     return {"indexes": [{"name": n, "default_plan": defaults[n]} for n in names], "plans": list(plans),
             "feedback": request.app.state.web.feedback is not None, "widget": who.widget is not None}
@@ -71,8 +71,10 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
     web = app.web
     name = who.index(list(app.registry.orchestrators), body.index)
     plan = body.plan
-    if plan is not None and plan not in app.registry.plans:
-        raise ApiError(404, f"no plan {plan!r}; plans: {', '.join(app.registry.plans)}", param="plan")
+    if plan is not None and (plan not in app.registry.plans or (who.widget and plan not in who.widget.plans)):
+        shown = sorted(who.widget.plans) if who.widget else app.registry.plans
+        raise ApiError(404, f"no plan {plan!r} here; plans: {', '.join(shown) or 'the index default only'}",
+                       param="plan")
     question = check_text(body.question, app.settings.max_question_chars)
     history = []
     if body.history:

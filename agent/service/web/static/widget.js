@@ -6,6 +6,7 @@
   if (!script) return;
   var base = new URL(script.src, location.href).origin;
   var index = script.getAttribute("data-index") || null, key = script.getAttribute("data-key") || "";
+  var plan = script.getAttribute("data-plan") || null;
   var title = script.getAttribute("data-title") || "Ask the docs";
   var CSS = ":host{all:initial}" +
     "*{box-sizing:border-box;font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}" +
@@ -58,7 +59,7 @@
     var chat = Core.mount(body, {
       base: base, placeholder: "Ask a question…",
       auth: function () { return key ? { Authorization: "Bearer " + key } : {}; },
-      target: function () { return { index: index, plan: null }; }
+      target: function () { return { index: index, plan: plan }; }
     });
     function toggle(open) {
       panel.hidden = !open;
