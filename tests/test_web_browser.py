@@ -116,7 +116,7 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         assert forged.status_code == 404  # a link this server did not sign opens nothing
 
         # the trace panel lists the plan's steps
-        answer.locator(".rs-trace summary").click()
+        answer.locator(".rs-trace > summary").click()
         steps = answer.locator(".rs-step").evaluate_all("els => els.map(e => e.dataset.step)")
         assert steps == ["retrieve", "answer"]
         assert "Retrieval" in answer.locator(".rs-step").first.inner_text()
@@ -141,7 +141,7 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         rewrite_prompt = next(h["messages"][-1]["content"] for h in chat.history
                               if "stand-alone question" in h["messages"][-1]["content"])
         assert "How do I rotate the API key?" in rewrite_prompt and "lumen keys rotate" in rewrite_prompt
-        answer2.locator(".rs-trace summary").click()
+        answer2.locator(".rs-trace > summary").click()
         assert answer2.locator(".rs-step").first.get_attribute("data-step") == "rewrite"
         page.screenshot(path=str(shots / "07-follow-up.png"))
 
@@ -167,6 +167,33 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         assert not errors
         if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):  # README figure: `RAGSIEVE_UPDATE_DOCS_SCREENSHOT=1`
             shutil.copy(shots / "05-trace.png", REPO / "docs" / "assistant-chat-page.png")
+
+
+def test_trace_panel_shows_the_full_plan(ui_index, tmp_path):
+    """The `full` plan picked on the page: the panel shows what the judge kept, the filters kept or dropped
+    and the validation verdict, step by step."""
+    shots = screenshots_dir("full-plan")
+    chat = FakeChat(default=scripted_reply)
+    with served_ui({"docs": ui_index}, chat, tmp_path / "data") as svc, browser() as b:
+        page = b.new_context(viewport={"width": 1100, "height": 1000}).new_page()
+        page.goto(svc.base_url + "/")
+        page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
+        page.select_option("#rs-plan", "full")
+        answer = ask(page, "How do I rotate the API key?", 0)
+        answer.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
+        answer.locator(".rs-trace > summary").click()
+        steps = answer.locator(".rs-step").evaluate_all("els => els.map(e => e.dataset.step)")
+        assert steps[:3] == ["retrieve", "judge", "expand"]
+        assert steps[-5:] == ["conformal", "outliers", "segments", "answer", "validate"]
+        judge = answer.locator(".rs-step[data-step=judge]").inner_text()
+        assert "LLM judge" in judge and "4 new relevant of 4 judged" in judge
+        assert "kept 4, dropped 0" in answer.locator(".rs-step[data-step=outliers]").inner_text()
+        assert "· resolved" in answer.locator(".rs-step[data-step=validate]").inner_text()
+        answer.locator(".rs-step[data-step=judge] .rs-step-more summary").click()
+        assert "judged: 4" in answer.locator(".rs-step[data-step=judge]").inner_text()
+        page.screenshot(path=str(shots / "01-full-plan-trace.png"), full_page=True)
+        if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):
+            shutil.copy(shots / "01-full-plan-trace.png", REPO / "docs" / "assistant-trace.png")
 
 
 def _widget_page(root: Path, base_url: str, name: str) -> None:
@@ -214,6 +241,8 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         page.wait_for_function("() => document.querySelector('[data-ragsieve-widget]').shadowRoot"
                                ".querySelector('.rs-thanks').textContent.includes('saved')")
         page.screenshot(path=str(shots / "02-answered.png"))
+        if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):
+            shutil.copy(shots / "02-answered.png", REPO / "docs" / "assistant-widget.png")
         rated = FeedbackStore.in_folder(tmp_path / "data").rated()
         assert [(r["rating"], r["via"], r["index"]) for r in rated] == [(-1, "widget:pk-test-", "docs")]
         page.keyboard.press("Escape")
@@ -277,6 +306,6 @@ def test_chat_page_with_the_embedded_model(ui_index, local_llm, tmp_path):
         answer = ask(page, "How do I rotate the API key of a Lumen workspace?", 0)
         answer.locator(".rs-feedback").wait_for(timeout=600_000)
         assert answer.locator(".rs-md").inner_text().strip()
-        answer.locator(".rs-trace summary").click()
+        answer.locator(".rs-trace > summary").click()
         assert answer.locator(".rs-step").evaluate_all("els => els.map(e => e.dataset.step)")[0] == "retrieve"
         page.screenshot(path=str(shots / "01-embedded-answer.png"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import re
 import shutil
 import tempfile
@@ -55,6 +56,11 @@ def scripted_reply(messages) -> str:
     prompt = messages[-1]["content"]
     if "stand-alone question for a search engine" in prompt:
         return REWRITTEN
+    if "mapping an index to the chunk's text" in prompt:  # the judge: every chunk shown is relevant
+        body = prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0]
+        return json.dumps({k: True for k in json.loads(body)})
+    if "Draft answer:" in prompt:  # validation
+        return json.dumps({"resolved": True, "reason": "the sources answer it (scripted)"})
     numbers = {}
     for n, source in re.findall(r'SOURCE \[(\d+)\] from "([^"]+)"', prompt):
         numbers.setdefault(Path(source).name if not source.startswith("http") else "web", n)
