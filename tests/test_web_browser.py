@@ -112,6 +112,22 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         code.goto(code_href)
         assert "def rotate_key" in " ".join(code.locator(".line.hl").all_inner_texts())
         code.close()
+        page.click("#rs-new")  # a new conversation: not a follow-up
+        pdf = ask(page, "How often is a failed webhook delivery retried?", 0)
+        pdf.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
+        pdf_link = pdf.locator(".rs-sources a", has_text="handbook.pdf")
+        assert pdf_link.get_attribute("data-kind") == "page" and pdf_link.get_attribute("href").endswith("#page-2")
+        with page.context.expect_page() as opened:
+            pdf_link.click()
+        pdf_page = opened.value
+        pdf_page.wait_for_load_state()
+        assert pdf_page.locator(":target").inner_text() == "Page 2"
+        assert "retried five times" in pdf_page.locator(".chunk.hl").inner_text()
+        pdf_page.screenshot(path=str(shots / "04b-pdf-page.png"))
+        pdf_page.close()
+        page.click("#rs-new")
+        answer = ask(page, "How do I rotate the API key?", 0)
+        answer.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
         forged = httpx.get(keys_href.split("#")[0].replace("chunk=docs%2Fkeys.md%230", "chunk=docs%2Fhostile.md%230"))
         assert forged.status_code == 404  # a link this server did not sign opens nothing
 

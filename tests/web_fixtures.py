@@ -48,6 +48,11 @@ def write_corpus(folder: Path) -> Path:
         '"""The Lumen client."""\n\n\nclass Client:\n    def rotate_key(self, workspace):\n'
         '        """Rotate the API key of a workspace."""\n        return self.post(f"/workspaces/{workspace}/keys/rotate")\n',
         encoding="utf-8")
+    billing = " ".join(f"Invoices for the billing period number {i} are issued on the first working day."
+                       for i in range(30))
+    hooks = " ".join(f"Webhook endpoint {i} receives events signed with the workspace secret." for i in range(12))
+    write_pdf(docs / "handbook.pdf", [billing, hooks + " Webhook retries: a failed delivery is retried five times "
+                                      "with exponential backoff, then dropped. " + hooks])
     return docs
 
 
@@ -62,9 +67,13 @@ def scripted_reply(messages) -> str:
     if "Draft answer:" in prompt:  # validation
         return json.dumps({"resolved": True, "reason": "the sources answer it (scripted)"})
     numbers = {}
-    for n, source in re.findall(r'SOURCE \[(\d+)\] from "([^"]+)"', prompt):
+    for n, source, text in re.findall(r'SOURCE \[(\d+)\] from "([^"]+)"[^\n]*\n(.*?)\n\S+ END', prompt, re.S):
         numbers.setdefault(Path(source).name if not source.startswith("http") else "web", n)
+        if "retried five times" in text:
+            numbers["retries"] = n
     question = prompt.rsplit("Question:", 1)[-1]
+    if "webhook" in question.lower():
+        return f"A failed delivery is retried five times with exponential backoff [{numbers.get('retries', 1)}]."
     if "hostile" in question.lower():
         return (f"The page shows {HOSTILE} and a [click me](javascript:window.__pwned=2) link "
                 f"[{numbers.get('hostile.md', 1)}]. See also [the site](https://evil.example/steal).")
@@ -129,3 +138,27 @@ def screenshots_dir(name: str) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     return folder
+
+
+def write_pdf(path: Path, pages: list[str]) -> None:
+    """A minimal text PDF (one Helvetica text block per page), written by hand: no PDF library writes text."""
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    kids = []
+    for text in pages:
+        lines = [text[i:i + 90] for i in range(0, len(text), 90)]
+        body = "BT /F1 10 Tf 40 800 Td 12 TL " + " ".join(
+            "(" + ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ") '" for ln in lines) + " ET"
+        objects.append(f"<< /Length {len(body)} >>\nstream\n{body}\nendstream")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {len(objects)} 0 R "
+                       f"/Resources << /Font << /F1 3 0 R >> >> >>")
+        kids.append(f"{len(objects)} 0 R")
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
+    out, offsets = b"%PDF-1.4\n", []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{obj}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(out)
