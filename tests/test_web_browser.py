@@ -4,6 +4,7 @@ loopback with the scripted model (and once with the embedded model, marked `llm`
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -202,11 +203,11 @@ def test_trace_panel_shows_the_full_plan(ui_index, tmp_path):
         assert steps[:3] == ["retrieve", "judge", "expand"]
         assert steps[-5:] == ["conformal", "outliers", "segments", "answer", "validate"]
         judge = answer.locator(".rs-step[data-step=judge]").inner_text()
-        assert "LLM judge" in judge and "4 new relevant of 4 judged" in judge
-        assert "kept 4, dropped 0" in answer.locator(".rs-step[data-step=outliers]").inner_text()
+        assert "LLM judge" in judge and re.search(r"\d+ new relevant of \d+ judged", judge)
+        assert re.search(r"kept \d+, dropped \d+", answer.locator(".rs-step[data-step=outliers]").inner_text())
         assert "· resolved" in answer.locator(".rs-step[data-step=validate]").inner_text()
         answer.locator(".rs-step[data-step=judge] .rs-step-more summary").click()
-        assert "judged: 4" in answer.locator(".rs-step[data-step=judge]").inner_text()
+        assert re.search(r"judged: \d+", answer.locator(".rs-step[data-step=judge]").inner_text())
         page.screenshot(path=str(shots / "01-full-plan-trace.png"), full_page=True)
         if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):
             shutil.copy(shots / "01-full-plan-trace.png", REPO / "docs" / "assistant-trace.png")
