@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from ragsieve.agent.cli.main import main
-from ragsieve.agent.errors import UsageError
+from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.agent.eval.data import load_dataset
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.state import Citation
@@ -64,7 +64,7 @@ def test_rate_limit_is_a_token_bucket():
 
 
 def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_index, tmp_path):
-    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 4)])
+    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 5)])
     ring = KeyRing({"sk-admin-key-1": {"*"}})
     chat = FakeChat(default=ANSWER)
     from ragsieve.agent.llm.client import LLM
@@ -95,6 +95,10 @@ def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_in
             done = events[-1][1]
             assert events[-1][0] == "done" and done["index"] == "demo" and done["answer_id"]
             assert all(c["href"].startswith("/ui/source?") for c in done["citations"])
+            chat.push(EndpointError("endpoint down", base_url="http://x"))
+            with httpx.stream("POST", url + "/ui/api/ask", json={"question": QUESTION}, headers=widget) as resp:
+                failed = sse(resp)
+            assert failed[-1][0] == "error" and failed[-1][1]["status"] == 502  # shown in the answer card
             limited = httpx.get(url + "/ui/api/config", headers=widget)
             assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
             assert limited.headers["access-control-allow-origin"] == SITE  # the widget can read why
