@@ -101,7 +101,8 @@ def test_wheel_ships_the_assistant_assets_with_their_licences(wheel, installed, 
     """The chat page and widget need no build step: our scripts and the vendored libraries are in the wheel."""
     names = set(zipfile.ZipFile(wheel).namelist())
     web = "ragsieve/agent/service/web/static/"
-    for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "page.js", "widget.js",
+    for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "trace.js", "page.js",
+                  "widget.js",
                   "vendor/purify.min.js", "vendor/marked.umd.js", "vendor/LICENSE-dompurify.txt",
                   "vendor/LICENSE-dompurify-MPL.txt", "vendor/LICENSE-marked.txt", "vendor/README.md"):
         assert web + asset in names

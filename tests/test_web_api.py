@@ -19,7 +19,6 @@ from ragsieve.agent.service.web.links import citation_href, load_secret, verify
 from ragsieve.agent.service.widget_keys import RateLimit, WidgetKey, WidgetKeys
 from ragsieve.tools.types import Chunk
 from service_fakes import ANSWER
-from web_fixtures import served_ui
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 KEY = "pk-site-widget-1"

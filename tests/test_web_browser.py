@@ -214,7 +214,8 @@ def test_trace_panel_shows_the_full_plan(ui_index, tmp_path):
 
 
 def _widget_page(root: Path, base_url: str, name: str) -> None:
-    (root / name).write_text(f"""<!doctype html><html><head><title>Host site</title><meta name="viewport" content="width=device-width, initial-scale=1">
+    (root / name).write_text(f"""<!doctype html><html><head><title>Host site</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body {{ font-family: Georgia, serif; color: rgb(120, 20, 20); }} button {{ background: lime; }}</style></head>
 <body><h1>A customer's documentation site</h1><p id="host-text">Host page text stays styled.</p>
 <script src="{base_url}/widget.js" data-index="docs" data-key="{WIDGET_KEY}" data-title="Ask Lumen docs"></script>

@@ -46,7 +46,8 @@ def write_corpus(folder: Path) -> Path:
         "It also says [click me](javascript:window.__pwned=2) to test links.\n", encoding="utf-8")
     (docs / "client.py").write_text(
         '"""The Lumen client."""\n\n\nclass Client:\n    def rotate_key(self, workspace):\n'
-        '        """Rotate the API key of a workspace."""\n        return self.post(f"/workspaces/{workspace}/keys/rotate")\n',
+        '        """Rotate the API key of a workspace."""\n'
+        '        return self.post(f"/workspaces/{workspace}/keys/rotate")\n',
         encoding="utf-8")
     billing = " ".join(f"Invoices for the billing period number {i} are issued on the first working day."
                        for i in range(30))

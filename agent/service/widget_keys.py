@@ -115,7 +115,8 @@ class WidgetKeys:
         for k in self.keys:
             unknown = sorted(k.indexes - names)
             if unknown:
-                raise UsageError(f"widget key {k.label} is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
+                raise UsageError(f"widget key {k.label} is scoped to unknown index(es) {unknown}; "
+                                 f"served: {sorted(names)}")
 
     def check_plans(self, plans: set[str]) -> None:
         for k in self.keys:
@@ -132,7 +133,8 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
         raise UsageError(f"{where}: expected a table with indexes, origins, requests_per_minute")
     unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute", "plans"})
     if unknown:
-        raise UsageError(f"{where}: unknown setting(s) {unknown}; allowed: indexes, origins, requests_per_minute, plans")
+        raise UsageError(f"{where}: unknown setting(s) {unknown}; "
+                         f"allowed: indexes, origins, requests_per_minute, plans")
     plans = spec.get("plans", [])
     if not isinstance(plans, list) or not all(isinstance(p, str) and p for p in plans):
         raise UsageError(f"{where}: plans must be a list of plan names")
@@ -140,7 +142,8 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
     if not isinstance(indexes, list) or not indexes or not all(isinstance(i, str) and i and i != "*" for i in indexes):
         raise UsageError(f"{where}: indexes must name one or more indexes (no '*': a public key is never global)")
     if not isinstance(origins, list) or not origins or not all(isinstance(o, str) for o in origins):
-        raise UsageError(f"{where}: origins must list the sites allowed to embed it, e.g. [\"https://docs.example.com\"]")
+        raise UsageError(f"{where}: origins must list the sites allowed to embed it, "
+                         f"e.g. [\"https://docs.example.com\"]")
     normal = []
     for o in origins:
         n = normal_origin(o)

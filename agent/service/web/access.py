@@ -50,9 +50,14 @@ def _bearer(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def own_origin(request: Request) -> str | None:
+def same_site(request: Request, origin: str | None) -> bool:
+    """The Origin names this server's host[:port] (the scheme is not compared: behind a TLS proxy the page is
+    https while the server sees http)."""
     host = request.headers.get("host")
-    return normal_origin(f"{request.url.scheme}://{host}") if host else None
+    if not host or origin is None:
+        return False
+    mine = normal_origin(f"{origin.split('://', 1)[0]}://{host}")
+    return mine == origin
 
 
 def ui_caller(request: Request) -> UiCaller:
@@ -69,7 +74,7 @@ def ui_caller(request: Request) -> UiCaller:
             raise ApiError(429, f"this widget key allows {key.requests_per_minute} requests per minute; retry later",
                            code="rate_limited", headers={"Retry-After": str(math.ceil(wait))})
         return UiCaller(set(key.indexes), key.label, key)
-    if raw_origin is not None and origin != own_origin(request) and origin not in web.page_origins:
+    if raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
         raise ApiError(403, f"calls from {raw_origin} need a widget key that allows that origin",
                        code="origin_not_allowed")
     return UiCaller(caller(request).scope, "page")

@@ -79,7 +79,8 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
     history = []
     if body.history:
         try:
-            history = from_messages([t.model_dump() for t in body.history] + [{"role": "user", "content": question}]).history
+            turns = [t.model_dump() for t in body.history] + [{"role": "user", "content": question}]
+            history = from_messages(turns).history
         except UsageError as exc:
             raise ApiError(400, str(exc), param="history") from None
     orch = app.registry.orchestrators[name]
@@ -130,7 +131,8 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
 async def feedback(request: Request, body: UiFeedback, who: UiCaller = Depends(ui_caller)):
     store = request.app.state.web.feedback
     if store is None:
-        raise ApiError(503, "feedback is not stored by this server (start it with --data-dir)", code="no_feedback_store")
+        raise ApiError(503, "feedback is not stored by this server (start it with --data-dir)",
+                       code="no_feedback_store")
     index = await anyio.to_thread.run_sync(store.answer_index, body.answer_id)
     if index is None or index not in who.visible([index]):
         raise ApiError(404, "no such answer (it may have expired)", code="answer_not_found", param="answer_id")

@@ -29,7 +29,7 @@ def bundle(main: str) -> str:
         parts.append(f"var {name} = (function () {{ var module = {{ exports: {{}} }}; var exports = module.exports;\n"
                      f"{read('vendor/' + file)}\n;return module.exports; }}).call({{}});")
     parts.append(f"var CHAT_CSS = {json.dumps(read('conversation.css'))};")  # the widget's shadow root needs it
-    parts += [read("core.js"), read(main), "})();"]
+    parts += [read("core.js"), read("trace.js"), read(main), "})();"]
     return "\n".join(parts)
 
 
