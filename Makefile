@@ -40,7 +40,9 @@ $(VENV)/.installed-browser: $(VENV)/.installed-dev
 
 chromium:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	elif [ ! -x /usr/bin/chromium ]; then \
+		echo "chromium is missing and this is not root: the browser tests will be skipped (sudo apt-get install chromium)"; fi
 
 test: $(VENV)/.installed-browser chromium
 	$(PY) -m pytest -q tests

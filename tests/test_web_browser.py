@@ -181,6 +181,15 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         hostile.screenshot(path=str(shots / "08-hostile-source.png"))
         hostile.close()
         page.screenshot(path=str(shots / "09-hostile-answer.png"))
+
+        # Stop: while an answer streams the button reads "Stop"; pressing it closes the stream
+        ask(page, "How do I rotate the API key?", 1)
+        page.wait_for_function("() => document.querySelectorAll('.rs-md')[1].textContent.length > 0")
+        assert page.locator("button.rs-send").inner_text() == "Stop"
+        page.click("button.rs-send")
+        stopped = page.locator("article.rs-answer").nth(1)
+        assert stopped.locator(".rs-status").inner_text() == "Stopped."
+        assert stopped.locator(".rs-feedback").count() == 0 and page.locator("button.rs-send").inner_text() == "Ask"
         assert not errors
         if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):  # README figure: `RAGSIEVE_UPDATE_DOCS_SCREENSHOT=1`
             shutil.copy(shots / "05-trace.png", REPO / "docs" / "assistant-chat-page.png")

@@ -127,7 +127,7 @@ var Core = (function () {
     send.type = "submit";
     form.appendChild(label); form.appendChild(input); form.appendChild(send);
     root.appendChild(log); root.appendChild(form);
-    var busy = false;
+    var busy = false, stopper = null;
 
     input.addEventListener("keydown", function (e) {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit ? form.requestSubmit() : submit(e); }
@@ -136,15 +136,20 @@ var Core = (function () {
 
     function submit(e) {
       if (e) e.preventDefault();
+      if (busy) {  // the button reads "Stop" while an answer streams: closing the stream cancels the question
+        if (stopper) stopper.abort();
+        return;
+      }
       var q = input.value.trim();
-      if (!q || busy) return;
+      if (!q) return;
       input.value = "";
       ask(q);
     }
 
     function ask(question) {
       busy = true;
-      send.disabled = true;
+      stopper = typeof AbortController === "function" ? new AbortController() : null;
+      send.textContent = "Stop";
       var mine = el(doc, "div", "rs-user", question);
       log.appendChild(mine);
       var card = el(doc, "article", "rs-answer");
@@ -170,6 +175,7 @@ var Core = (function () {
       if (target.index) req.index = target.index;
       if (target.plan) req.plan = target.plan;
       streamPost(opts.base + "/ui/api/ask", req, opts.auth(), function (name, data) {
+        if (finished) return;
         if (name === "step") {
           Trace.step(doc, steps, data);
           status.textContent = Trace.name(data.step) + "…";
@@ -188,11 +194,20 @@ var Core = (function () {
           finished = true;
           fail(card, status, data.error ? data.error.message : "the question failed");
         }
-      }).catch(function (err) {
-        fail(card, status, err && err.name === "TypeError" ? "The assistant cannot be reached from this page." : String(err.message || err));
+      }, stopper && stopper.signal).catch(function (err) {
+        finished = true;
+        clearTimeout(pending);
+        if (err && err.name === "AbortError") {
+          status.textContent = "Stopped.";
+          card.classList.add("rs-stopped");
+          return;
+        }
+        fail(card, status, err && err.name === "TypeError" ? "The assistant cannot be reached from this page."
+          : String(err.message || err));
       }).then(function () {
         busy = false;
-        send.disabled = false;
+        stopper = null;
+        send.textContent = "Ask";
         card.setAttribute("aria-busy", "false");
       });
     }
