@@ -62,8 +62,16 @@ def test_rate_limit_is_a_token_bucket():
     assert limit.take(now=130.0) == 0
 
 
+def test_one_visitor_cannot_spend_the_whole_key():
+    key = WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 3, visitor_requests_per_minute=2)
+    assert key.take("10.0.0.1", now=0.0) == 0 and key.take("10.0.0.1", now=0.0) == 0
+    assert key.take("10.0.0.1", now=0.0) == pytest.approx(30.0)  # this visitor waits
+    assert key.take("10.0.0.2", now=0.0) == 0  # another one still gets the key's last call
+    assert key.take("10.0.0.3", now=0.0) == pytest.approx(20.0)  # then the key's own bucket is empty
+
+
 def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_index, tmp_path):
-    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 5)])
+    keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 5, visitor_requests_per_minute=5)])
     ring = KeyRing({"sk-admin-key-1": {"*"}})
     chat = FakeChat(default=ANSWER)
     from ragsieve.agent.llm.client import LLM

@@ -11,7 +11,8 @@ another index. They live in the keys file beside the API keys:
     [widget_keys."pk-docs-site-2f9a61"]
     indexes = ["docs"]
     origins = ["https://docs.example.com"]
-    requests_per_minute = 30
+    requests_per_minute = 30          # the whole key (every visitor together)
+    visitor_requests_per_minute = 10  # optional: one client address (default 10, at most the key's rate)
     plans = ["fast"]                   # optional: plans the widget may ask for (default: the index's own)
 """
 from __future__ import annotations
@@ -20,11 +21,14 @@ import hmac
 import threading
 import time
 import tomllib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsieve.agent.errors import UsageError
+
+MAX_VISITORS = 10_000
 
 
 def normal_origin(origin: str) -> str | None:
@@ -68,10 +72,27 @@ class WidgetKey:
     origins: frozenset[str]
     requests_per_minute: int
     plans: frozenset[str] = frozenset()  # plans a call may name; none: only the index's default plan
+    visitor_requests_per_minute: int = 10
     limit: RateLimit = field(init=False)
+    _visitors: OrderedDict = field(init=False, repr=False)
+    _lock: threading.Lock = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.limit = RateLimit(self.requests_per_minute)
+        self.visitor_requests_per_minute = min(self.visitor_requests_per_minute, self.requests_per_minute)
+        self._visitors = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, visitor: str, now: float | None = None) -> float:
+        """0 when this visitor may call now (counted against the visitor and the key), else seconds to wait.
+        One visitor cannot spend the whole key's rate; the visitors remembered are bounded (LRU)."""
+        with self._lock:
+            bucket = self._visitors.pop(visitor, None) or RateLimit(self.visitor_requests_per_minute)
+            self._visitors[visitor] = bucket
+            while len(self._visitors) > MAX_VISITORS:
+                self._visitors.popitem(last=False)
+        wait = bucket.take(now)
+        return wait if wait > 0 else self.limit.take(now)
 
     @property
     def label(self) -> str:
@@ -131,10 +152,10 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
         raise UsageError(f"{where}: a widget key must be at least 8 characters without spaces")
     if not isinstance(spec, dict):
         raise UsageError(f"{where}: expected a table with indexes, origins, requests_per_minute")
-    unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute", "plans"})
+    unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute", "visitor_requests_per_minute", "plans"})
     if unknown:
         raise UsageError(f"{where}: unknown setting(s) {unknown}; "
-                         f"allowed: indexes, origins, requests_per_minute, plans")
+                         f"allowed: indexes, origins, requests_per_minute, visitor_requests_per_minute, plans")
     plans = spec.get("plans", [])
     if not isinstance(plans, list) or not all(isinstance(p, str) and p for p in plans):
         raise UsageError(f"{where}: plans must be a list of plan names")
@@ -153,4 +174,7 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
     rate = spec.get("requests_per_minute", 30)
     if not isinstance(rate, int) or isinstance(rate, bool) or not 1 <= rate <= 100_000:
         raise UsageError(f"{where}: requests_per_minute must be an integer from 1 to 100000")
-    return WidgetKey(key, frozenset(indexes), frozenset(normal), rate, frozenset(plans))
+    visitor = spec.get("visitor_requests_per_minute", 10)
+    if not isinstance(visitor, int) or isinstance(visitor, bool) or not 1 <= visitor <= 100_000:
+        raise UsageError(f"{where}: visitor_requests_per_minute must be an integer from 1 to 100000")
+    return WidgetKey(key, frozenset(indexes), frozenset(normal), rate, frozenset(plans), visitor)

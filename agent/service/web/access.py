@@ -69,9 +69,10 @@ def ui_caller(request: Request) -> UiCaller:
         if origin is None or origin not in key.origins:
             raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
                                 f"add the site to the key's origins", code="origin_not_allowed")
-        wait = key.limit.take()
+        wait = key.take(request.client.host if request.client else "?")
         if wait > 0:
-            raise ApiError(429, f"this widget key allows {key.requests_per_minute} requests per minute; retry later",
+            raise ApiError(429, f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
+                                f"minute per visitor, {key.requests_per_minute} in all); retry later",
                            code="rate_limited", headers={"Retry-After": str(math.ceil(wait))})
         return UiCaller(set(key.indexes), key.label, key)
     if raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
