@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         spec = {"indexes": {k: str(v) for k, v in indexes.items()}, "config": config.model_dump(mode="json"),
                 "settings": settings.model_dump(mode="json"), "keys_file": args.keys_file}
-        print(f"ragsieve: serving {names} at {where} with {settings.workers} workers", file=sys.stderr)
+        print(f"ragsieve: serving {names} at {where} with {settings.workers} workers; chat page at {where[:-3]}/",
+              file=sys.stderr)
         serve_workers(spec, settings)
         return 0
     from ragsieve.agent.service.app import create_app
