@@ -25,16 +25,21 @@ def load_secret(folder: str | Path | None) -> bytes:
         return secrets.token_bytes(32)
     path = Path(folder) / SECRET_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        data = path.read_bytes()
-        if len(data) >= 32:
-            return data
-        raise OSError(f"{path} is damaged (shorter than 32 bytes): delete it to make a new one") from None
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    if not path.exists():  # written whole under a temporary name, then linked: `--workers` never read half a file
+        tmp = path.with_name(f".{SECRET_FILE}-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another worker made it first: use theirs
+        finally:
+            tmp.unlink()
+    data = path.read_bytes()
+    if len(data) < 32:
+        raise OSError(f"{path} is damaged (shorter than 32 bytes): delete it to make a new one")
+    return data
 
 
 def sign(secret: bytes, index: str, chunk_id: str) -> str:
