@@ -2,7 +2,7 @@
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (OpenAI; `stream` true
 gives server-sent events), `POST /v1/ask`, `POST /v1/ask/stream` (native),
-`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus). Every error is in
+`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus), MCP at `/mcp` (`mcp_server`). Every error is in
 OpenAI's shape. Questions run in threads, at most `max_concurrent` at once and
 `queue_limit` waiting; beyond that 429 with Retry-After.
 """
@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from ragsieve.agent.service import chat_routes, errors, native_routes
+from ragsieve.agent.service import chat_routes, errors, mcp_server, native_routes
 from ragsieve.agent.service.body_limit import BodyLimit
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
@@ -38,8 +38,11 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     async def lifespan(app: FastAPI):
         if preload_model:
             threading.Thread(target=_preload, args=(registry,), name="ragsieve-model-start", daemon=True).start()
+        if hasattr(registry, "watch"):
+            registry.watch()  # new generations are followed without a restart (`live`)
         try:
-            yield
+            async with app.state.mcp.run():
+                yield
         finally:
             if close_registry:
                 registry.close()
@@ -53,6 +56,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     errors.install(app)
     app.include_router(chat_routes.router)
     app.include_router(native_routes.router)
+    app.state.mcp = mcp_server.mount(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
 
     @app.middleware("http")
     async def count(request, call_next):
