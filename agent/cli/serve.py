@@ -31,6 +31,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="LLM calls at once; the embedded model gets as many parallel slots")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per question, queueing included")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    p.add_argument("--data-dir", default=".ragsieve-data", metavar="DIR",
+                   help="where the documents API keeps uploaded files and vector stores (default: %(default)s; "
+                        "'' turns the documents API off)")
+    p.add_argument("--max-file-bytes", type=int, default=20_000_000, help="largest file one upload may carry")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeat); none by default")
     p.set_defaults(func=run)
@@ -48,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
                                    max_concurrent=args.max_concurrent, queue_limit=args.queue_limit,
                                    llm_parallel=args.llm_parallel, request_timeout_s=args.request_timeout,
                                    max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
-                                   allow_public_without_keys=args.allow_public_without_keys)
+                                   allow_public_without_keys=args.allow_public_without_keys,
+                                   data_dir=args.data_dir or None, max_file_bytes=args.max_file_bytes)
     except ValueError as exc:
         from ragsieve.agent.errors import UsageError
 

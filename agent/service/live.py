@@ -52,6 +52,8 @@ class _Generation:
 class LiveOrchestrator:
     """The orchestrator of the live generation of `folder`; `open_orch(embedder)` opens one."""
 
+    resolve_where: Callable | None = None  # set by the documents API: file attributes -> source prefixes
+
     def __init__(self, folder: str | Path, open_orch: Callable[..., object], check_s: float = CHECK_S) -> None:
         self.folder = Path(folder)
         self._open = open_orch
@@ -142,11 +144,17 @@ class LiveOrchestrator:
     # -- the Orchestrator surface the service uses -------------------------------
     def ask(self, *args, **kwargs):
         with self.pinned() as orch:
-            return orch.ask(*args, **kwargs)
+            return orch.ask(*args, **self._resolved(kwargs))
 
     def retrieve(self, *args, **kwargs):
         with self.pinned() as orch:
-            return orch.retrieve(*args, **kwargs)
+            return orch.retrieve(*args, **self._resolved(kwargs))
+
+    def _resolved(self, kwargs: dict) -> dict:
+        where = kwargs.get("where")
+        if where is not None and where.attributes and self.resolve_where is not None:
+            kwargs["where"] = self.resolve_where(where)
+        return kwargs
 
     @property
     def generation(self) -> str:
