@@ -74,6 +74,11 @@ def test_vector_stores_with_the_openai_sdk(examples_index, corpus, tmp_path):
         assert cited and cited[0].startswith(landed["deploy-notes.md"].id + "/deploy-notes.md")
         assert "7412" in reply.choices[0].message.content
 
+        hr_only = client.chat.completions.create(model=store.id, extra_body={"where": {"attributes": {"team": "hr"}}},
+                                                 messages=[{"role": "user", "content": "Which port is it?"}])
+        hr_cited = [c["chunk_id"] for c in hr_only.model_extra["ragsieve"]["citations"]]
+        assert hr_cited and all(c.startswith(landed["policy.pdf"].id + "/") for c in hr_cited)  # attributes in `where`
+
         reader = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="sk-reader-0001", max_retries=0)
         assert reader.vector_stores.search(store.id, query="zorblax").data  # a read-only key reads
         with pytest.raises(openai.PermissionDeniedError, match="read"):
