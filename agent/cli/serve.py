@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
-          f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth})",
+          f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth}); "
+          f"MCP at {where[:-3]}/mcp" + (f"; documents API (files in {settings.data_dir})" if settings.data_dir else ""),
           file=sys.stderr)
     serve_foreground(app, settings, sock)
     return 0
