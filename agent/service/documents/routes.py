@@ -209,20 +209,11 @@ def _attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
     entry = views.new_entry(store_id, meta, attributes)
     docs.catalog.stage(store_id, meta)
     docs.catalog.put_entry(store_id, entry)
-
-    def done(job: dict) -> None:
-        current = docs.catalog.entry(store_id, meta["id"])
-        if current is None or current["created_at"] != entry["created_at"]:
-            return  # detached meanwhile
-        current["status"] = "completed" if job["error"] is None else "failed"
-        current["last_error"] = None if job["error"] is None else views.last_error(job["error"])
-        docs.catalog.put_entry(store_id, current)
-
     try:
-        submit(docs, "add", store_id, file_id=meta["id"], done=done)
-    except ApiError:
+        docs.queue_add(store_id, entry)
+    except QueueFull as exc:
         docs.catalog.drop_entry(store_id, meta["id"])
-        raise
+        raise ApiError(429, str(exc), code="ingest_queue_full", headers={"Retry-After": "5"}) from None
     return entry
 
 

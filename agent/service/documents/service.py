@@ -10,6 +10,7 @@ from pathlib import Path
 from ragsieve.agent.service.documents.catalog import Catalog
 from ragsieve.agent.service.documents.filters import equal_all
 from ragsieve.agent.service.documents.ingest import Ingestor
+from ragsieve.agent.service.documents.views import last_error
 from ragsieve.tools.index.where import Where
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,22 @@ class Documents:
                 registry.add(sid, self.catalog.index_dir(sid))
         for name, live in registry.orchestrators.items():
             live.resolve_where = partial(self.resolve_where, name)
+        for store in self.catalog.stores():  # files a restart interrupted are ingested again
+            for entry in self.catalog.entries(store["id"]):
+                if entry["status"] == "in_progress":
+                    self.queue_add(store["id"], entry)
+
+    def queue_add(self, store_id: str, entry: dict) -> dict:
+        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends."""
+        def done(job: dict) -> None:
+            current = self.catalog.entry(store_id, entry["id"])
+            if current is None or current["created_at"] != entry["created_at"]:
+                return  # detached meanwhile
+            current["status"] = "completed" if job["error"] is None else "failed"
+            current["last_error"] = None if job["error"] is None else last_error(job["error"])
+            self.catalog.put_entry(store_id, current)
+
+        return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done)
 
     def store_ids(self) -> set[str]:
         return {s["id"] for s in self.catalog.stores()}
@@ -54,8 +71,10 @@ class Documents:
 
     def _built(self, store_id: str, removed: bool = False) -> None:
         """A job published a generation: serve it now (not at the next watch round)."""
-        if removed:
+        if removed or self.catalog.store(store_id) is None:  # emptied, or deleted while the job ran
             self.registry.remove(store_id)
+            if not removed:
+                self.catalog.delete_store(store_id)
             return
         live = self.registry.orchestrators.get(store_id)
         if live is None:
