@@ -10,69 +10,24 @@ chunks are out of the served generation.
 """
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
-from ragsieve.agent.service.documents import views
-from ragsieve.agent.service.documents.filters import check_attributes, matches
+from ragsieve.agent.service.documents import search_routes, views
+from ragsieve.agent.service.documents.access import (any_write, docs_of, finished, readable_store, submit,
+                                                      writable)
+from ragsieve.agent.service.documents.filters import check_attributes
 from ragsieve.agent.service.documents.ingest import QueueFull
 from ragsieve.agent.service.errors import ApiError
-from ragsieve.agent.service.keys import ALL, allows, may_write
-from ragsieve.tools.index.where import Where
+from ragsieve.agent.service.keys import ALL, allows
 
 router = APIRouter()
+router.include_router(search_routes.router)  # search, crawl and job routes
 AUTO = {"type": "auto"}
-
-
-def docs_of(request: Request):
-    docs = request.app.state.documents
-    if docs is None:
-        raise ApiError(400, "the documents API is off: start `ragsieve serve` with --data-dir DIR",
-                       code="documents_disabled")
-    return docs
-
-
-def readable_store(request: Request, who: Caller, store_id: str) -> dict:
-    meta = docs_of(request).catalog.store(store_id)
-    if meta is None or not allows(who.scope, store_id):
-        raise ApiError(404, f"no vector store {store_id!r} (or not for this key)", code="not_found")
-    return meta
-
-
-def writable(who: Caller, index: str) -> None:
-    if not may_write(who.scope, index):
-        what = "every index (create vector stores)" if index == ALL else f"{index!r}"
-        raise ApiError(403, f"this API key may read but not change {what}: its scope needs "
-                            f"'{index}:write'", code="read_only_key")
-
-
-def any_write(who: Caller) -> None:
-    if not any(s.endswith(":write") for s in who.scope):
-        raise ApiError(403, "this API key is read-only: uploading or deleting files needs a key with ':write' "
-                            "in its scope", code="read_only_key")
-
-
-def submit(docs, kind: str, store_id: str, **params) -> dict:
-    try:
-        return docs.ingestor.submit(kind, store_id, **params)
-    except QueueFull as exc:
-        raise ApiError(429, str(exc), code="ingest_queue_full", headers={"Retry-After": "5"}) from None
-
-
-async def finished(job: dict, timeout_s: float) -> dict:
-    ends = asyncio.get_running_loop().time() + timeout_s
-    while job["status"] in ("queued", "running"):
-        if asyncio.get_running_loop().time() > ends:
-            raise ApiError(504, f"job {job['id']} did not finish within {timeout_s:g}s; it goes on in the "
-                                f"background (GET /v1/jobs/{job['id']})", code="timeout")
-        await asyncio.sleep(0.05)
-    return job
 
 
 # -- files ---------------------------------------------------------------------
@@ -269,78 +224,3 @@ async def delete_store_file(request: Request, store_id: str, file_id: str, who: 
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     await _detach(request, docs, store_id, file_id)
     return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}
-
-
-# -- search ------------------------------------------------------------------------------
-class RankingOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    ranker: str = "auto"
-    score_threshold: float = Field(0.0, ge=0.0, le=1.0)
-
-
-class StoreSearch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: str | list[str]
-    filters: dict[str, Any] | None = None
-    max_num_results: int = Field(10, ge=1, le=50)
-    ranking_options: RankingOptions | None = None
-    rewrite_query: bool = False
-
-
-@router.post("/v1/vector_stores/{store_id}/search")
-async def search_store(request: Request, store_id: str, body: StoreSearch, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    queries = [body.query] if isinstance(body.query, str) else list(body.query)
-    if not queries or not all(isinstance(q, str) and q.strip() for q in queries) or len(" ".join(queries)) > 8000:
-        raise ApiError(400, "query must be a non-empty string (or list of strings), up to 8,000 characters",
-                       param="query")
-    if body.rewrite_query:
-        raise ApiError(400, "rewrite_query is not supported: send the query to search for", param="rewrite_query")
-    ranking = body.ranking_options or RankingOptions()
-    if ranking.ranker not in ("auto", "default-2024-11-15"):
-        raise ApiError(400, "ranking_options.ranker: auto or default-2024-11-15 (ragsieve's hybrid ranking)",
-                       param="ranking_options.ranker")
-    where = None
-    if body.filters is not None:
-        matches(body.filters, {})  # a malformed filter is refused even on an empty store
-        entries = docs.catalog.entries(store_id)
-        keep = {e["id"] for e in entries if matches(body.filters, e.get("attributes") or {})}
-        where = Where(prefixes=tuple(f"{fid}/" for fid in sorted(keep)))
-    docs.touch(store_id)
-    live = docs.registry.orchestrators.get(store_id)
-    data = [] if live is None else await anyio.to_thread.run_sync(
-        views.search, docs, live, store_id, " ".join(queries), body.max_num_results, where, ranking.score_threshold)
-    return {"object": "vector_store.search_results.page", "search_query": queries, "data": data,
-            "has_more": False, "next_page": None}
-
-
-# -- native jobs ---------------------------------------------------------------------------
-class CrawlRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(min_length=8, max_length=4096, description="start page or sitemap (http:// or https://)")
-    max_pages: int = Field(200, ge=1, le=10_000)
-    same_domain: bool = False
-    rate: float = Field(2.0, gt=0, le=20, description="requests per second to that site")
-
-
-@router.post("/v1/indexes/{name}/crawl", status_code=202)
-async def crawl(request: Request, name: str, body: CrawlRequest, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, name)
-    writable(who, name)
-    if not body.url.startswith(("http://", "https://")):
-        raise ApiError(400, "url must start with http:// or https://", param="url")
-    crawl_options = {"max_pages": body.max_pages, "same_domain": body.same_domain, "rate": body.rate}
-    return views.job_object(submit(docs, "crawl", name, url=body.url, crawl=crawl_options))
-
-
-@router.get("/v1/jobs/{job_id}")
-async def get_job(request: Request, job_id: str, who: Caller = Depends(caller)):
-    job = docs_of(request).ingestor.jobs.get(job_id)
-    if job is None or not allows(who.scope, job["index"]):
-        raise ApiError(404, f"no job {job_id!r} (jobs are remembered until the server restarts)", code="not_found")
-    return views.job_object(job)
