@@ -121,3 +121,23 @@ def test_upload_limits_and_bad_requests(examples_index, tmp_path):
         assert served_store.id == "lumen"
         r = httpx.post(svc.base_url + "/v1/indexes/lumen/crawl", json={"url": "ftp://example.com/"})
         assert r.status_code == 400
+
+
+def test_a_file_a_restart_interrupted_is_ingested_again(examples_index, tmp_path):
+    from ragsieve.agent.service.documents.catalog import Catalog
+    from ragsieve.agent.service.documents.views import new_entry
+
+    data = tmp_path / "data"
+    with served({"lumen": examples_index}, data_dir=str(data)) as svc:
+        client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="none", max_retries=0)
+        store = client.vector_stores.create(name="kept")
+    catalog = Catalog(data, {"lumen": examples_index})  # as a server that died mid-ingestion left it
+    meta = catalog.add_file("late.md", MD.encode(), "assistants")
+    catalog.stage(store.id, meta)
+    catalog.put_entry(store.id, new_entry(store.id, meta, {}))
+    with served({"lumen": examples_index}, data_dir=str(data)) as svc:
+        client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="none", max_retries=0)
+        entry = client.vector_stores.files.poll(meta["id"], vector_store_id=store.id, poll_interval_ms=100,
+                                                max_wait_seconds=120)
+        assert entry.status == "completed"
+        assert client.vector_stores.search(store.id, query="zorblax port").data[0].file_id == meta["id"]
