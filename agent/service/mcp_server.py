@@ -47,8 +47,12 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
     security = TransportSecuritySettings(  # DNS-rebinding protection when only local agents may call
         enable_dns_rebinding_protection=loopback,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"] if loopback else [])
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     server = FastMCP("ragsieve", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
                      streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+    root.handlers[:] = handlers  # FastMCP calls logging.basicConfig; a library must not configure logging
+    root.setLevel(level)
     limiter = limiter or anyio.CapacityLimiter(4)
 
     def scope_of(ctx: Context) -> set[str]:
