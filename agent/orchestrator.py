@@ -106,12 +106,12 @@ class Orchestrator:
     @classmethod
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
-             llm_factory: Callable[[], LLM] | None = None) -> "Orchestrator":
+             llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
         from ragsieve.tools.index.backend import open_index
         from ragsieve.tools.index.retriever import HybridRetriever
 
         config = config or Config()
-        index = open_index(index_dir)  # local, or the Milvus collection the index was published to
+        index = open_index(index_dir, embedder)  # local, or the Milvus collection the index was published to
         r = config.retrieval
         retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                                     dense_weight=r.dense_weight, candidate_k=r.candidate_k,

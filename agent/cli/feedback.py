@@ -12,7 +12,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="write a BEIR-layout dataset that `ragsieve eval` reads",
                        description="Thumbs-up answers become questions with their cited documents as qrels and the "
                                    "answer as gold answer; every rated answer is kept whole in feedback.jsonl.")
-    e.add_argument("--data-dir", default=".ragsieve-serve", help="the serve command's --data-dir")
+    e.add_argument("--data-dir", default=".ragsieve-data", help="the serve command's --data-dir")
     e.add_argument("--index", required=True, metavar="NAME=DIR", help="the served index the feedback is about")
     e.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write (replaced)")
     e.set_defaults(func=run_export)

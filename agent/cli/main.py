@@ -6,12 +6,12 @@ import logging
 import os
 import sys
 
-from ragsieve.agent.cli import ask, calibrate, eval as evaluate, feedback, index, migrate, plans, remove, search, serve
+from ragsieve.agent.cli import ask, calibrate, eval as evaluate, feedback, index, mcp, migrate, plans, remove, search, serve
 from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.llm.redact import RedactingFilter, redact
 
-COMMANDS = (index, remove, search, ask, plans, serve, calibrate, evaluate, migrate, feedback)
+COMMANDS = (index, remove, search, ask, plans, serve, mcp, calibrate, evaluate, migrate, feedback)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,10 +31,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="LLM calls at once; the embedded model gets as many parallel slots")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per question, queueing included")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    p.add_argument("--data-dir", default=".ragsieve-data", metavar="DIR",
+                   help="where the documents API keeps uploaded files and vector stores, and the chat page its "
+                        "feedback (SQLite) and link secret (default: %(default)s; '' turns both off)")
+    p.add_argument("--max-file-bytes", type=int, default=20_000_000, help="largest file one upload may carry")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeat); none by default")
-    p.add_argument("--data-dir", default=".ragsieve-serve", metavar="DIR",
-                   help="where the chat page's feedback (SQLite) and link secret live (default .ragsieve-serve)")
     p.set_defaults(func=run)
     return p
 
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                                    llm_parallel=args.llm_parallel, request_timeout_s=args.request_timeout,
                                    max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
                                    allow_public_without_keys=args.allow_public_without_keys,
-                                   data_dir=args.data_dir)
+                                   data_dir=args.data_dir or None, max_file_bytes=args.max_file_bytes)
     except ValueError as exc:
         from ragsieve.agent.errors import UsageError
 
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
-          f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth})",
+          f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth}); "
+          f"MCP at {where[:-3]}/mcp" + (f"; documents API (files in {settings.data_dir})" if settings.data_dir else ""),
           file=sys.stderr)
     print(f"ragsieve: chat page at {where[:-3]}/ (widget: {where[:-3]}/widget.js)", file=sys.stderr)
     serve_foreground(app, settings, sock)

@@ -2,8 +2,8 @@
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (OpenAI; `stream` true
 gives server-sent events), `POST /v1/ask`, `POST /v1/ask/stream` (native),
-`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus), and the assistant's chat page at `/` with
-`/widget.js` (`ragsieve.agent.service.web`). Every error is in
+`GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus), MCP at `/mcp` (`mcp_server`), and the assistant's chat
+page at `/` with `/widget.js` (`ragsieve.agent.service.web`). Every error is in
 OpenAI's shape. Questions run in threads, at most `max_concurrent` at once and
 `queue_limit` waiting; beyond that 429 with Retry-After.
 """
@@ -17,8 +17,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from ragsieve.agent.service import chat_routes, errors, native_routes, web
+from ragsieve.agent.service import chat_routes, errors, mcp_server, native_routes, web
 from ragsieve.agent.service.body_limit import BodyLimit
+from ragsieve.agent.service.documents import routes as documents_routes
+from ragsieve.agent.service.documents.service import Documents
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
 from ragsieve.agent.service.metrics import ServiceMetrics
@@ -33,15 +35,21 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
     settings = settings or ServiceSettings()
     keys = keys or KeyRing()
-    keys.check_names(set(registry.orchestrators))
+    documents = Documents(registry, settings, registry.config) if settings.data_dir else None
+    keys.check_names(set(registry.orchestrators) | (documents.store_ids() if documents else set()))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload_model:
             threading.Thread(target=_preload, args=(registry,), name="ragsieve-model-start", daemon=True).start()
+        if hasattr(registry, "watch"):
+            registry.watch()  # new generations are followed without a restart (`live`)
         try:
-            yield
+            async with app.state.mcp.run():
+                yield
         finally:
+            if documents is not None:
+                documents.close()
             if close_registry:
                 registry.close()
 
@@ -54,6 +62,9 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     errors.install(app)
     app.include_router(chat_routes.router)
     app.include_router(native_routes.router)
+    app.state.mcp = mcp_server.mount(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
+    app.state.documents = documents
+    app.include_router(documents_routes.router)  # files, vector stores, crawl jobs
 
     @app.middleware("http")
     async def count(request, call_next):
@@ -65,7 +76,9 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"], max_age=600)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    upload = (settings.max_file_bytes + 64 * 1024, max(settings.body_timeout_s, 300.0))  # a file and its form
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s,
+                       paths={"/v1/files": upload})
     web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
     return app
 

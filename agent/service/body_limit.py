@@ -14,30 +14,34 @@ from ragsieve.agent.service.errors import error_body
 
 
 class BodyLimit:
-    def __init__(self, app, max_bytes: int, timeout_s: float):
+    """`paths` gives some routes their own (max_bytes, timeout_s): file uploads are larger than questions."""
+
+    def __init__(self, app, max_bytes: int, timeout_s: float, paths: dict[str, tuple[int, float]] | None = None):
         self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
+        self.paths = dict(paths or {})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
+        max_bytes, timeout_s = self.paths.get(scope.get("path", ""), (self.max_bytes, self.timeout_s))
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            return await _reply(send, 413, f"request body of {declared} bytes is over the limit of {self.max_bytes}")
+        if declared is not None and declared > max_bytes:
+            return await _reply(send, 413, f"request body of {declared} bytes is over the limit of {max_bytes}")
         chunks, size = [], 0
         loop = asyncio.get_running_loop()
-        ends = loop.time() + self.timeout_s
+        ends = loop.time() + timeout_s
         while True:
             remaining = ends - loop.time()
             try:
                 message = await asyncio.wait_for(receive(), timeout=max(0.001, remaining))
             except asyncio.TimeoutError:
-                return await _reply(send, 408, f"request body not complete within {self.timeout_s:g}s", close=True)
+                return await _reply(send, 408, f"request body not complete within {timeout_s:g}s", close=True)
             if message["type"] == "http.disconnect":
                 return None
             body = message.get("body", b"")
             size += len(body)
-            if size > self.max_bytes:
-                return await _reply(send, 413, f"request body is over the limit of {self.max_bytes} bytes", close=True)
+            if size > max_bytes:
+                return await _reply(send, 413, f"request body is over the limit of {max_bytes} bytes", close=True)
             chunks.append(body)
             if not message.get("more_body", False):
                 break

@@ -6,6 +6,12 @@ each reaches every index) and/or a keys file (TOML):
     [keys]
     "sk-team-docs" = ["docs"]          # this key reaches the `docs` index only
     "sk-admin" = ["*"]                 # every index
+    "sk-ci" = ["docs:write"]           # `docs`, and it may change it (upload, delete, crawl)
+    "sk-ops" = ["*:write"]             # every index, writes too (also creating vector stores)
+
+A key reads only unless its scope says `:write` (read-only keys get 403 on
+writes); the keys in `RAGSIEVE_API_KEYS` are the operator's: they read and write
+everything, as does everyone on an open loopback server.
 
 No key configured means an open server, which `serve` allows on a loopback
 address only (or with `--allow-public-without-keys`). A request whose index is
@@ -23,6 +29,7 @@ from ragsieve.agent.errors import UsageError
 
 ENV_VAR = "RAGSIEVE_API_KEYS"
 ALL = "*"
+WRITE = ":write"
 
 
 class KeyRing:
@@ -38,7 +45,7 @@ class KeyRing:
         scopes: dict[str, set[str]] = {}
         for key in (env.get(ENV_VAR) or "").split(","):
             if key.strip():
-                scopes.setdefault(key.strip(), set()).add(ALL)
+                scopes.setdefault(key.strip(), set()).update({ALL, ALL + WRITE})
         if keys_file:
             path = Path(keys_file)
             try:
@@ -63,7 +70,7 @@ class KeyRing:
     def scope(self, key: str | None) -> set[str] | None:
         """The indexes `key` reaches (`{"*"}` = all); None when the key is unknown."""
         if not self.enabled:
-            return {ALL}
+            return {ALL, ALL + WRITE}
         if not key:
             return None
         for known, indexes in self.scopes.items():  # constant-time comparison for each known key
@@ -73,10 +80,15 @@ class KeyRing:
 
     def check_names(self, names: set[str]) -> None:
         for key, indexes in self.scopes.items():
-            unknown = sorted(indexes - names - {ALL})
+            unknown = sorted({i.removesuffix(WRITE) for i in indexes} - names - {ALL})
             if unknown:
                 raise UsageError(f"a key is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
 
 
 def allows(scope: set[str], index: str) -> bool:
-    return ALL in scope or index in scope
+    return bool({ALL, index, ALL + WRITE, index + WRITE} & scope)
+
+
+def may_write(scope: set[str], index: str) -> bool:
+    """Whether a key may change `index` (`index` "*" asks for every index: creating a vector store)."""
+    return ALL + WRITE in scope or (index != ALL and index + WRITE in scope)

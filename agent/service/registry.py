@@ -12,6 +12,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.plan.plans import plan_names
+from ragsieve.agent.service.live import LiveOrchestrator, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,30 @@ class IndexRegistry:
         if llm is not None:
             llm.chat = BoundedChat(llm.chat, llm_parallel)
         self.orchestrators = {}
+        self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
+            folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
             for name, folder in indexes.items():
-                self.orchestrators[name] = Orchestrator.open(folder, config, llm_factory=self.shared_llm)
+                self.add(name, folder)
         except BaseException:
             self.close()
             raise
         self.plans = plan_names(config)
+        self._watcher: Watcher | None = None
+
+    def add(self, name: str, folder: Path) -> None:
+        """Serve one more index (a vector store created over HTTP); it follows its new generations."""
+        self.orchestrators[name] = self._opener(Path(folder))
+
+    def remove(self, name: str) -> None:
+        live = self.orchestrators.pop(name, None)
+        if live is not None:
+            live.close()
+
+    def watch(self, interval_s: float = 1.0) -> None:
+        """Look for newly published generations in the background (`ragsieve.agent.service.live`)."""
+        if self._watcher is None:
+            self._watcher = Watcher(lambda: list(self.orchestrators.values()), interval_s).start()
 
     def shared_llm(self) -> LLM:
         with self._llm_lock:
@@ -92,6 +110,8 @@ class IndexRegistry:
         return name, plan or None
 
     def close(self) -> None:
+        if getattr(self, "_watcher", None) is not None:
+            self._watcher.stop()
         for orch in getattr(self, "orchestrators", {}).values():
             try:
                 orch.close()

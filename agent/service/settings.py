@@ -23,7 +23,13 @@ class ServiceSettings(BaseModel):
     graceful_shutdown_s: float = Field(30.0, gt=0, le=3600)  # in-flight requests may finish within this
     cors_origins: list[str] = Field(default_factory=list)  # browser front ends allowed to call (CORS)
     allow_public_without_keys: bool = False
-    data_dir: str | None = None  # the assistant's feedback store and link secret (none: feedback is off)
+    # the documents API's files and vector stores, the chat page's feedback store and link secret (None: both off)
+    data_dir: str | None = None
+    max_file_bytes: int = Field(20_000_000, ge=1024, le=1_000_000_000)  # one uploaded file; larger get 413
+    max_files: int = Field(10_000, ge=1, le=1_000_000)  # uploaded files kept by the server
+    max_files_per_store: int = Field(10_000, ge=1, le=1_000_000)
+    max_vector_stores: int = Field(100, ge=1, le=100_000)
+    ingest_queue: int = Field(64, ge=1, le=10_000)  # ingestion jobs waiting; more get 429
 
     @field_validator("host")
     @classmethod

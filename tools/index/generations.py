@@ -3,14 +3,14 @@
 A build writes `gen-<n>/`, fsyncs it (`fsync_tree`), then `switch_current` replaces
 `CURRENT` atomically (temp file + os.replace + fsync of the folder) and only then
 deletes the generations other than the new one and the one it replaced, so a
-reader that read the old `CURRENT` just before the switch still finds its files.
+reader that read the old `CURRENT` just before the switch still finds its files;
+a generation a running server still reads is left to it (`readers`).
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
-import shutil
 from pathlib import Path
 
 from ragsieve.tools.errors import IndexMissingError
@@ -53,9 +53,9 @@ def switch_current(root: Path, gen: Path, keep: Path | None = None) -> None:
     os.replace(tmp, root / CURRENT)
     log.info("index %s: CURRENT -> %s", root, gen.name)
     _fsync(root)
-    for old in root.iterdir():
-        if GENERATION.match(old.name) and old.name not in (gen.name, keep.name if keep else None):
-            shutil.rmtree(old, ignore_errors=True)
+    from ragsieve.tools.index.readers import sweep
+
+    sweep(root, {gen.name, keep.name if keep else ""})  # a generation a reader holds stays (`readers`)
 
 
 def _fsync(path: Path) -> None:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ragsieve.tools.errors import UsageError
 
 FIELDS = ("source", "path_prefix", "language", "kind", "tenant")
+Scalar = str | int | float | bool
 
 
 class Where(BaseModel):
@@ -29,6 +30,18 @@ class Where(BaseModel):
     language: str | None = None
     kind: str | None = None
     tenant: str | None = None
+    # any of these source prefixes (what an attribute filter of the documents API resolves to)
+    prefixes: tuple[str, ...] | None = None
+    # attributes of files added over HTTP (`{"team": "infra"}`, all must be equal): the server resolves them into
+    # `prefixes` (`ragsieve.agent.service.documents`); an index alone cannot evaluate them
+    attributes: dict[str, Scalar] | None = None
+
+    @field_validator("prefixes")
+    @classmethod
+    def _prefixes(cls, value):
+        if value is not None and (len(value) > 10_000 or any(not p or len(p) > 4096 for p in value)):
+            raise ValueError("prefixes must be up to 10,000 non-empty strings")
+        return value
 
     @field_validator(*FIELDS)
     @classmethod
@@ -61,12 +74,19 @@ class Where(BaseModel):
             raise UsageError(f"--where: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
 
     def empty(self) -> bool:
-        return not any(getattr(self, f) for f in FIELDS)
+        return not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes
+
+    def _resolved(self) -> None:
+        if self.attributes:
+            raise UsageError("attribute filters are resolved by the server that holds the files' attributes "
+                             "(ragsieve serve's documents API); this index alone cannot evaluate them")
 
     def matches(self, source: str, kind: str, tenant: str = "default") -> bool:
         from ragsieve.tools.ingest.syntax import language_of
 
-        return ((self.source is None or source == self.source)
+        self._resolved()
+        return ((self.prefixes is None or source.startswith(self.prefixes))
+                and (self.source is None or source == self.source)
                 and (self.path_prefix is None or source.startswith(self.path_prefix))
                 and (self.language is None or language_of(source) == self.language)
                 and (self.kind is None or kind == self.kind)
@@ -74,7 +94,11 @@ class Where(BaseModel):
 
     def milvus_expr(self) -> str:
         """The same filter as a Milvus boolean expression over the collection's fields."""
+        self._resolved()
         parts = []
+        if self.prefixes is not None:
+            parts.append("(" + " or ".join(f"source like {json.dumps(_like_escape(p) + '%')}" for p in self.prefixes)
+                         + ")" if self.prefixes else "false")
         if self.source is not None:
             parts.append(f"source == {json.dumps(self.source)}")
         if self.path_prefix is not None:

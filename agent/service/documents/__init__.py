@@ -1,0 +1,1 @@
+"""The OpenAI-compatible documents API (Files, Vector Stores) and native ingestion jobs of `ragsieve serve`."""

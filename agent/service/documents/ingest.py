@@ -1,0 +1,209 @@
+"""Ingestion as a bounded background job: files into vector stores, removals, crawls — through the index builder.
+
+One worker thread writes; the builder's own lock also orders it with `ragsieve
+index` runs in other processes, and every write is a new atomic generation the
+server then switches to (`ragsieve.agent.service.live`). Files queued for the
+same store while the worker was busy are built together (one generation).
+At most `limit` jobs wait; more are refused (429). A file that cannot be read
+ends `failed` with its reason; the others still land.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from ragsieve.agent.service.documents.catalog import new_id
+from ragsieve.tools.errors import RagsieveError, UsageError
+from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.hybrid import current_generation, read_manifest
+from ragsieve.tools.index.store import ChunkStore
+
+log = logging.getLogger(__name__)
+
+BATCH = 64  # files of one store built together at most
+KEEP_JOBS = 1000  # finished jobs remembered for GET /v1/jobs/{id}
+
+
+class QueueFull(Exception):
+    pass
+
+
+class StoreBuilder(IndexBuilder):
+    """The builder with the store's `docs/` folder as the source root of a new index, so a file's id and
+    citation source is `<file-id>/<filename>` wherever the data folder lives."""
+
+    def __init__(self, *args, docs_root: Path, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.docs_root = Path(docs_root).resolve()
+
+    def _source_root(self, paths, rebuild: bool):
+        gen = None if rebuild else current_generation(self.root)
+        if gen is None:
+            self._new_root = self.docs_root
+            return self.docs_root
+        return super()._source_root(paths, rebuild)
+
+
+def documents_of(index_dir: Path) -> set[str]:
+    gen = current_generation(index_dir)
+    if gen is None:
+        return set()
+    with ChunkStore(gen / "chunks.sqlite", read_only=True) as store:
+        return set(store.documents())
+
+
+class Ingestor:
+    """The job queue and its worker; `on_built(store_id)` tells the registry to serve the new generation."""
+
+    def __init__(self, catalog, config, on_built, embedder_for, limit: int = 64) -> None:
+        self.catalog, self.config, self.on_built, self.embedder_for = catalog, config, on_built, embedder_for
+        self.limit = limit
+        self.jobs: dict[str, dict] = {}
+        self._queue: deque[dict] = deque()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="ragsieve-ingest", daemon=True)
+        self._thread.start()
+
+    # -- submitting --------------------------------------------------------------
+    def submit(self, kind: str, store_id: str, **params) -> dict:
+        with self._cv:
+            if sum(1 for j in self._queue) >= self.limit:
+                raise QueueFull(f"{self.limit} ingestion jobs are already waiting; retry later")
+            job = {"id": new_id("job_"), "object": "job", "kind": kind, "index": store_id, "status": "queued",
+                   "created_at": int(time.time()), "started_at": None, "finished_at": None, "progress": {},
+                   "error": None, "result": None, "params": params}
+            self.jobs[job["id"]] = job
+            self._queue.append(job)
+            while len(self.jobs) > KEEP_JOBS + len(self._queue):
+                oldest = next(i for i, j in self.jobs.items() if j["status"] in ("completed", "failed"))
+                del self.jobs[oldest]
+            self._cv.notify()
+            return job
+
+    def pending(self) -> int:
+        with self._cv:
+            return len(self._queue)
+
+    # -- the worker ----------------------------------------------------------------
+    def _take(self) -> list[dict] | None:
+        with self._cv:
+            while not self._queue and not self._stop:
+                self._cv.wait(1.0)
+            if self._stop:
+                return None
+            first = self._queue.popleft()
+            batch = [first]
+            if first["kind"] == "add":
+                for job in list(self._queue):
+                    if len(batch) >= BATCH:
+                        break
+                    if job["kind"] == "add" and job["index"] == first["index"]:
+                        self._queue.remove(job)
+                        batch.append(job)
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            for job in batch:
+                job["status"], job["started_at"] = "running", int(time.time())
+            try:
+                getattr(self, f"_do_{batch[0]['kind']}")(batch)
+                for job in batch:
+                    job["status"] = "completed" if job["error"] is None else "failed"
+            except Exception as exc:  # the job fails, the worker and the server go on
+                log.warning("ingestion job %s failed: %s", batch[0]["id"], exc)
+                for job in batch:
+                    job["status"], job["error"] = "failed", f"{type(exc).__name__}: {exc}"
+            finally:
+                for job in batch:
+                    job["finished_at"] = int(time.time())
+                self._after(batch)
+
+    def _after(self, batch: list[dict]) -> None:
+        for job in batch:
+            callback = job["params"].get("done")
+            if callback is not None:
+                try:
+                    callback(job)
+                except Exception:  # pragma: no cover - a record write failed; logged
+                    log.exception("recording the end of job %s failed", job["id"])
+
+    def builder(self, store_id: str) -> StoreBuilder:
+        ic = self.config.index
+        index_dir = self.catalog.index_dir(store_id)
+        gen = current_generation(index_dir) if index_dir.is_dir() else None
+        manifest = read_manifest(gen) if gen is not None else {}
+        model = manifest.get("embedding", {}).get("model") or ic.embedding_model
+        return StoreBuilder(index_dir, docs_root=self.catalog.docs_dir(store_id),
+                            chunk_tokens=manifest.get("chunk_tokens") or ic.chunk_tokens, embedding_model=model,
+                            faiss_index=ic.faiss_index, bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size,
+                            sparse_percentile=ic.sparse_percentile, progress=False, lock_wait_s=ic.lock_wait_s,
+                            embedder=self.embedder_for(store_id, model), encoder=ic.encoder)
+
+    def _do_add(self, batch: list[dict]) -> None:
+        store_id = batch[0]["index"]
+        folders = {job["params"]["file_id"]: self.catalog.docs_dir(store_id) / job["params"]["file_id"]
+                   for job in batch}
+        problems: dict[str, str] = {}
+        try:
+            report = self.builder(store_id).build([str(f) for f in folders.values()])
+            problems = {p: why for p, why in report.problems}
+            for job in batch:
+                job["result"] = {"generation": report.generation, "chunks_total": report.chunks_total}
+        except UsageError as exc:  # nothing in the batch could be read
+            problems = {"*": str(exc)}
+        present = documents_of(self.catalog.index_dir(store_id))
+        for job in batch:
+            fid = job["params"]["file_id"]
+            if not any(d.startswith(fid + "/") for d in present):
+                why = next((w for p, w in problems.items() if fid in p), problems.get("*"))
+                job["error"] = why or "no text could be extracted from the file"
+        if any(job["error"] is None for job in batch):
+            self.on_built(store_id)
+
+    def _do_remove(self, batch: list[dict]) -> None:
+        job = batch[0]
+        store_id, fid = job["index"], job["params"]["file_id"]
+        index_dir = self.catalog.index_dir(store_id)
+        present = documents_of(index_dir) if index_dir.is_dir() else set()
+        if not any(d.startswith(fid + "/") for d in present):
+            return  # never indexed (it failed) or already gone
+        if all(d.startswith(fid + "/") for d in present) and store_id not in self.catalog.served:
+            self.on_built(store_id, removed=True)  # the store's last file: the index goes, not an empty generation
+            shutil.rmtree(index_dir, ignore_errors=True)
+            return
+        self.builder(store_id).remove([fid])
+        self.on_built(store_id)
+
+    def _do_crawl(self, batch: list[dict]) -> None:
+        job = batch[0]
+        options = dict(job["params"]["crawl"])
+
+        def progress(done: int, known: int, url: str) -> None:
+            job["progress"] = {"pages_done": done, "pages_known": known, "last_url": url}
+
+        options["progress"] = progress
+        try:
+            report = self.builder(job["index"]).build([job["params"]["url"]], crawl=options)
+        except RagsieveError as exc:
+            job["error"] = str(exc)
+            return
+        job["result"] = {"generation": report.generation, "chunks_total": report.chunks_total,
+                         "docs_added": report.docs_added, "docs_updated": report.docs_updated,
+                         "docs_removed": report.docs_removed, "problems": report.problems[:50]}
+        self.on_built(job["index"])
+
+    def close(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(5)

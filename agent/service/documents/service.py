@@ -1,0 +1,111 @@
+"""The documents API's state: the catalog, the ingestion queue, and the registry it keeps serving."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+from ragsieve.agent.service.documents.catalog import Catalog
+from ragsieve.agent.service.documents.filters import equal_all
+from ragsieve.agent.service.documents.ingest import Ingestor
+from ragsieve.agent.service.documents.views import last_error
+from ragsieve.tools.index.where import Where
+
+log = logging.getLogger(__name__)
+
+
+class Documents:
+    """Files and vector stores of one server (`--data-dir`); vector stores with an index are served."""
+
+    def __init__(self, registry, settings, config) -> None:
+        self.registry, self.settings = registry, settings
+        served = {name: Path(live.folder) for name, live in registry.orchestrators.items()}
+        self.catalog = Catalog(settings.data_dir, served)
+        self._embedders: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue)
+        for store in self.catalog.stores():  # stores created before a restart are served again
+            sid = store["id"]
+            if sid not in registry.orchestrators and (self.catalog.index_dir(sid) / "CURRENT").is_file():
+                registry.add(sid, self.catalog.index_dir(sid))
+        for name, live in registry.orchestrators.items():
+            live.resolve_where = partial(self.resolve_where, name)
+        for store in self.catalog.stores():  # files a restart interrupted are ingested again
+            for entry in self.catalog.entries(store["id"]):
+                if entry["status"] == "in_progress":
+                    self.queue_add(store["id"], entry)
+
+    def queue_add(self, store_id: str, entry: dict) -> dict:
+        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends."""
+        def done(job: dict) -> None:
+            current = self.catalog.entry(store_id, entry["id"])
+            if current is None or current["created_at"] != entry["created_at"]:
+                return  # detached meanwhile
+            current["status"] = "completed" if job["error"] is None else "failed"
+            current["last_error"] = None if job["error"] is None else last_error(job["error"])
+            self.catalog.put_entry(store_id, current)
+
+        return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done)
+
+    def store_ids(self) -> set[str]:
+        return {s["id"] for s in self.catalog.stores()}
+
+    # -- called by the ingestion worker ------------------------------------------------
+    def _embedder_for(self, store_id: str, model: str):
+        live = self.registry.orchestrators.get(store_id)
+        if live is not None and live.index.model_name == model:
+            return live.index.embedder  # the model the server already loaded
+        with self._lock:
+            if model not in self._embedders:
+                for other in list(self.registry.orchestrators.values()):
+                    if other.index.model_name == model:
+                        self._embedders[model] = other.index.embedder
+                        break
+                else:
+                    from ragsieve.tools.index.dense import Embedder
+
+                    self._embedders[model] = Embedder(model)
+            return self._embedders[model]
+
+    def _built(self, store_id: str, removed: bool = False) -> None:
+        """A job published a generation: serve it now (not at the next watch round)."""
+        if removed or self.catalog.store(store_id) is None:  # emptied, or deleted while the job ran
+            self.registry.remove(store_id)
+            if not removed:
+                self.catalog.delete_store(store_id)
+            return
+        live = self.registry.orchestrators.get(store_id)
+        if live is None:
+            self.registry.add(store_id, self.catalog.index_dir(store_id))
+            self.registry.orchestrators[store_id].resolve_where = partial(self.resolve_where, store_id)
+        else:
+            live.refresh(force=True)
+
+    # -- attributes as metadata ------------------------------------------------------------
+    def file_prefixes(self, store_id: str, keep) -> tuple[str, ...]:
+        return tuple(f"{e['id']}/" for e in self.catalog.entries(store_id)
+                     if e["status"] == "completed" and keep(e.get("attributes") or {}))
+
+    def resolve_where(self, store_id: str, where: Where | None) -> Where | None:
+        """`where.attributes` (equality on file attributes) becomes the prefixes of the files that match."""
+        if where is None or not where.attributes:
+            return where
+        prefixes = self.file_prefixes(store_id, lambda attrs: equal_all(where.attributes, attrs))
+        if where.prefixes is not None:
+            prefixes = tuple(p for p in prefixes if p.startswith(where.prefixes))
+        return where.model_copy(update={"attributes": None, "prefixes": prefixes})
+
+    def usage_bytes(self, store_id: str) -> int:
+        return sum(e.get("usage_bytes", 0) for e in self.catalog.entries(store_id) if e["status"] == "completed")
+
+    def touch(self, store_id: str) -> None:
+        self._active = getattr(self, "_active", {})
+        self._active[store_id] = int(time.time())
+
+    def last_active(self, store_id: str) -> int | None:
+        return getattr(self, "_active", {}).get(store_id)
+
+    def close(self) -> None:
+        self.ingestor.close()

@@ -1,0 +1,157 @@
+"""The MCP server (official `mcp` SDK): ragsieve's indexes as tools for coding agents.
+
+Tools: `search`, `ask`, `read`, `indexes` (`ragsieve.agent.service.mcp_tools`).
+Over stdio (`ragsieve mcp --index NAME=DIR`: the agent starts the process, so
+every index it was given is reachable) and over Streamable HTTP at `/mcp` of
+`ragsieve serve` (stateless, JSON responses), behind the same API keys and
+index scopes as the other routes: no key or a wrong one is a 401 before MCP
+sees the request. A failing call is an MCP tool error with one line of text
+(`isError: true`); the session always stays up.
+"""
+
+import logging
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
+
+from ragsieve.agent.errors import RagsieveError
+from ragsieve.agent.service import mcp_tools
+from ragsieve.agent.service.keys import ALL
+from ragsieve.tools.index.where import Where
+
+log = logging.getLogger(__name__)
+
+SCOPE_KEY = "ragsieve_scope"  # where the HTTP wrapper leaves the key's scope in the ASGI scope's state
+
+INSTRUCTIONS = ("ragsieve answers questions over indexed code repositories, documents and websites. Use `search` "
+                "to find passages (cheap, no LLM), `read` to open a hit or citation with line numbers, and `ask` for "
+                "an answer with citations (slower: runs an LLM). `indexes` lists what is served.")
+IndexArg = Annotated[str | None, Field(None, description="the index to use (see the `indexes` tool); may be omitted "
+                                                         "when the server has only one")]
+WhereArg = Annotated[Where | None, Field(None, description="metadata filter, every field given must match: source "
+                                                           "(exact path or URL), path_prefix (e.g. `src/http/`), "
+                                                           "language (e.g. `python`), kind (`code`, `markdown`, "
+                                                           "`html`, `text`, `pdf`...), tenant")]
+
+
+def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout_s: float = 120.0,
+              host: str = "127.0.0.1"):
+    """A FastMCP server over `registry`; `limiter` bounds the `ask` calls running at once."""
+    from ragsieve.agent.service.jobs import question_budget
+
+    loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    security = TransportSecuritySettings(  # DNS-rebinding protection when only local agents may call
+        enable_dns_rebinding_protection=loopback,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"] if loopback else [])
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    server = FastMCP("ragsieve", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
+                     streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+    root.handlers[:] = handlers  # FastMCP calls logging.basicConfig; a library must not configure logging
+    root.setLevel(level)
+    limiter = limiter or anyio.CapacityLimiter(4)
+
+    def scope_of(ctx: Context) -> set[str]:
+        request = getattr(ctx.request_context, "request", None)
+        if request is None:  # stdio: the agent started this process with these indexes
+            return {ALL}
+        scope = request.scope.get("state", {}).get(SCOPE_KEY)
+        if scope is None:
+            raise ToolError("this MCP endpoint needs an API key (Authorization: Bearer <key>)")
+        return scope
+
+    async def run(fn, *args) -> Any:
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+        except mcp_tools.ToolFault as exc:
+            raise ToolError(str(exc)) from None
+        except RagsieveError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # reported as a tool error; the session stays up
+            log.exception("MCP tool failed")
+            raise ToolError(f"internal error ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+    @server.tool(description="Search an index (BM25 + dense hybrid, no LLM): ranked passages, each with a citation "
+                             "label (`path:start-end (Symbol)` for code, `URL#anchor` for web pages), chunk_id, "
+                             "score and a snippet. Pass a label or chunk_id to `read` for the full text.")
+    async def search(query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
+                     ctx: Context, index: IndexArg = None,
+                     top_k: Annotated[int, Field(ge=1, le=50, description="hits to return")] = 8,
+                     where: WhereArg = None) -> dict:
+        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, where)
+
+    @server.tool(description="Answer a question from an index with citations (runs ragsieve's agentic plan and an "
+                             "LLM: seconds to minutes). Returns the answer, its citations (labels to `read`), "
+                             "`resolved` (whether the evidence answers it) and `abstention` (why it declined).")
+    async def ask(question: Annotated[str, Field(min_length=1, max_length=8000)], ctx: Context,
+                  index: IndexArg = None,
+                  plan: Annotated[str | None, Field(None, description=f"plan name: {', '.join(registry.plans)}; "
+                                                                      f"default: the server's")] = None,
+                  where: WhereArg = None) -> dict:
+        scope = scope_of(ctx)
+
+        def answer() -> dict:
+            name, live = mcp_tools.pick_index(registry, scope, index)
+            if plan is not None and plan not in registry.plans:
+                raise mcp_tools.ToolFault(f"unknown plan {plan!r}; choose one of {', '.join(registry.plans)}")
+            budget = question_budget(live, timeout_s)
+            return mcp_tools.answer_record(name, live.ask(question, plan=plan, budget=budget, where=where))
+
+        return await run(answer)
+
+    @server.tool(description="Read the source text behind a citation label or chunk_id (as `search`/`ask` return "
+                             "them), with line numbers; `neighbours` adds that many chunks before and after.")
+    async def read(ref: Annotated[str, Field(min_length=1, max_length=4096,
+                                             description="a citation label (`src/app.py:10-42 (App.run)`, "
+                                                         "`https://site/page#section`) or a chunk_id (`doc#3`)")],
+                   ctx: Context, index: IndexArg = None,
+                   neighbours: Annotated[int, Field(ge=0, le=5, description="surrounding chunks to add")] = 0) -> dict:
+        return await run(mcp_tools.read, registry, scope_of(ctx), ref, index, neighbours)
+
+    @server.tool(description="List the indexes this server answers from: name, backend, chunk and document "
+                             "counts, live generation and when it was built, embedding model, plans.")
+    async def indexes(ctx: Context) -> dict:
+        return await run(mcp_tools.indexes, registry, scope_of(ctx))
+
+    return server
+
+
+class KeyedMCP:
+    """ASGI wrapper of the Streamable HTTP endpoint: the key checked like every route's (401 otherwise), its
+    scope handed to the tools through the request's state."""
+
+    def __init__(self, app, keys) -> None:
+        self.app, self.keys = app, keys
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        kind, _, token = header.partition(" ")
+        allowed = self.keys.scope(token.strip() if kind.lower() == "bearer" else None)
+        if allowed is None:
+            from ragsieve.agent.service.errors import error_response
+
+            response = error_response(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
+                                      code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            return await response(scope, receive, send)
+        scope.setdefault("state", {})[SCOPE_KEY] = allowed
+        await self.app(scope, receive, send)
+
+
+def mount(app, registry, keys, settings):
+    """Add `/mcp` to the FastAPI app; returns the session manager, whose `run()` must wrap the app's lifespan."""
+    from mcp.server.fastmcp.server import StreamableHTTPASGIApp
+    from starlette.routing import Route
+
+    server = build_mcp(registry, limiter=anyio.CapacityLimiter(settings.max_concurrent),
+                       timeout_s=settings.request_timeout_s, host=settings.host)
+    server.streamable_http_app()  # creates the session manager
+    manager = server.session_manager
+    app.router.routes.append(Route("/mcp", endpoint=KeyedMCP(StreamableHTTPASGIApp(manager), keys),
+                                   methods=["GET", "POST", "DELETE"]))
+    return manager

@@ -1,0 +1,132 @@
+"""What the MCP tools do, over the served indexes: search, ask, read, indexes (plain functions, typed results).
+
+`ragsieve.agent.service.mcp_server` turns them into MCP tools; every failure a
+caller can fix is a `ToolFault` with one line saying what to send instead.
+"""
+from __future__ import annotations
+
+import re
+
+from ragsieve.agent.cli.search import label, snippet
+from ragsieve.agent.service.keys import allows
+from ragsieve.tools.index.where import Where
+
+MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
+_LINES = re.compile(r"^(?P<source>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+_SYMBOL = re.compile(r"^(?P<rest>.+?) \((?P<symbol>[^()]*)\)$")
+
+
+class ToolFault(Exception):
+    """A tool call that cannot be served as asked; the message tells the agent what to do instead."""
+
+
+def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, object]:
+    names = sorted(n for n in registry.orchestrators if allows(scope, n))
+    if index is None:
+        if len(names) == 1:
+            return names[0], registry.orchestrators[names[0]]
+        raise ToolFault(f"name the index: this server has {len(names)} ({', '.join(names) or 'none you may read'}); "
+                        f"call the `indexes` tool to list them")
+    if index not in names:
+        raise ToolFault(f"no index named {index!r} (or not for this key); available: {', '.join(names) or 'none'}")
+    return index, registry.orchestrators[index]
+
+
+def hit_record(hit) -> dict:
+    return {"rank": hit.rank, "label": label(hit.chunk), "chunk_id": hit.chunk_id, "score": round(float(hit.score), 6),
+            "source": hit.chunk.source, "snippet": snippet(hit.chunk.text)}
+
+
+def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None) -> dict:
+    if not query.strip():
+        raise ToolFault("the query is empty: send the words or question to search for")
+    name, live = pick_index(registry, scope, index)
+    hits = live.retrieve(query, top_k=top_k, where=where)
+    return {"index": name, "query": query, "hits": [hit_record(h) for h in hits],
+            "note": None if hits else "no hits: try other words, a wider `where` filter, or another index"}
+
+
+def answer_record(name: str, answer) -> dict:
+    return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
+            "abstention": answer.abstention, "stopped": answer.stopped,
+            "citations": [{"number": c.number, "label": c.label(), "chunk_id": c.chunk_id} for c in answer.citations]}
+
+
+def _numbered(chunk) -> str:
+    if chunk.line_start is None:
+        return chunk.text
+    return "\n".join(f"{chunk.line_start + i:>6}  {line}" for i, line in enumerate(chunk.text.split("\n")))
+
+
+def _rows_of_source(index, source: str) -> list[int]:
+    if hasattr(index, "filter_rows"):
+        return index.filter_rows(Where(source=source))
+    return index.store.doc_rows(source)
+
+
+def resolve_ref(index, ref: str) -> list[int]:
+    """Rows a chunk id (`doc#3`) or a citation label (`path:10-20 (Symbol)`, `URL#anchor`, `source`) names."""
+    store = index.store
+    doc, sep, number = ref.rpartition("#")
+    if sep and number.isdigit():
+        row = store.row_of(doc, int(number)) if hasattr(store, "row_of") else None
+        if row is not None:
+            return [row]
+    text, symbol = ref, None
+    if (m := _SYMBOL.match(ref)) is not None:
+        text, symbol = m.group("rest"), m.group("symbol")
+    start = end = None
+    source = text
+    if (m := _LINES.match(text)) is not None:
+        source, start = m.group("source"), int(m.group("start"))
+        end = int(m.group("end") or start)
+    rows = _rows_of_source(index, source)
+    anchor = None
+    if not rows and sep:  # `URL#anchor`: the page's chunks under that section
+        rows, anchor = _rows_of_source(index, doc), "#" + number
+    chunks = store.get_many(rows) if rows else []
+    picked = []
+    for row, chunk in zip(rows, chunks):
+        if anchor is not None and chunk.symbol != anchor:
+            continue
+        if start is not None and chunk.line_start is not None and \
+                ((chunk.line_end or chunk.line_start) < start or chunk.line_start > end):
+            continue
+        if symbol and chunk.symbol and symbol not in chunk.symbol and chunk.symbol not in symbol:
+            continue
+        picked.append(row)
+    return picked
+
+
+def read(registry, scope, ref: str, index: str | None, neighbours: int) -> dict:
+    if not ref.strip():
+        raise ToolFault("send a citation label (`path:10-20 (Symbol)`, `URL#anchor`) or a chunk id (`doc#3`)")
+    name, live = pick_index(registry, scope, index)
+    with live.pinned() as orch:
+        rows = resolve_ref(orch.index, ref.strip())
+        if not rows:
+            raise ToolFault(f"nothing in index {name!r} matches {ref!r}: pass a label or chunk_id exactly as "
+                            f"`search` or `ask` returned it")
+        wanted = sorted(set(rows[:MAX_READ_CHUNKS]))
+        if neighbours:
+            for row in list(wanted):
+                wanted.extend(orch.index.store.neighbours(row, neighbours))
+            wanted = sorted(set(wanted))[:MAX_READ_CHUNKS]
+        chunks = orch.index.store.get_many(wanted)
+    return {"index": name, "ref": ref, "truncated": len(rows) > MAX_READ_CHUNKS,
+            "chunks": [{"label": label(c), "chunk_id": c.chunk_id, "source": c.source, "asked": r in rows,
+                        "text": _numbered(c)} for r, c in zip(wanted, chunks)]}
+
+
+def indexes(registry, scope) -> dict:
+    out = []
+    for name in sorted(n for n in registry.orchestrators if allows(scope, n)):
+        live = registry.orchestrators[name]
+        manifest = live.index.manifest or {}
+        counts = manifest.get("counts", {})
+        out.append({"name": name, "backend": getattr(live.index.backend, "value", str(live.index.backend)),
+                    "chunks": len(live.index), "documents": counts.get("documents"),
+                    "generation": manifest.get("generation"), "last_build": manifest.get("created"),
+                    "embedding_model": manifest.get("embedding", {}).get("model"),
+                    "plans": list(registry.plans)})
+    return {"indexes": out}
