@@ -11,7 +11,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plan.plans import plan_names
+from ragsieve.agent.plan.plans import usable_plans
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class IndexRegistry:
         except BaseException:
             self.close()
             raise
-        self.plans = plan_names(config)
+        self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
 
     def shared_llm(self) -> LLM:
         with self._llm_lock:

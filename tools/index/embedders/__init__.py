@@ -1,0 +1,6 @@
+"""Embedding providers behind one small protocol, and what an index records about the one that built it."""
+from ragsieve.tools.index.embedders.providers import (PROVIDERS, EmbeddingProvider, embedding_identity, embedding_record,
+                                                      known_dimension, mismatch, open_embedder, provider_of)
+
+__all__ = ["PROVIDERS", "EmbeddingProvider", "embedding_identity", "embedding_record", "known_dimension", "mismatch", "open_embedder",
+           "provider_of"]
