@@ -180,3 +180,29 @@ def test_an_index_whose_endpoint_moved_is_reached_through_the_environment(tmp_pa
         with HybridIndex.open(folder) as idx:
             assert idx.embed_query("tea").shape == (16,)
         assert len(second.requests) == 1
+
+
+def test_serve_answers_from_an_endpoint_index_with_the_rerank_plan(tmp_path):
+    """`serve` over the official openai SDK: the index embeds queries at its endpoint, `:fast+rerank` is offered
+    because the configured /rerank endpoint is usable, and the plan runs it."""
+    import openai
+
+    from model_endpoints import FakeRerank
+    from ragsieve.agent.config import Config, RerankConfig
+    from service_fakes import served
+
+    docs = _docs(tmp_path)
+    folder = tmp_path / "served"
+    with FakeEmbeddings(dimension=32) as emb, FakeRerank() as rr:
+        IndexBuilder(folder, embedder=make(emb), progress=False).build([str(docs)])
+        config = Config(rerank=RerankConfig(provider="http", base_url=rr.root, model="rr"))
+        with served({"notes": folder}, config=config) as svc:
+            client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
+            assert "notes:fast+rerank" in [m.id for m in client.models.list()]
+            reply = client.chat.completions.create(model="notes:fast+rerank",
+                                                   messages=[{"role": "user", "content": "rotate the api key"}])
+        ext = reply.model_extra["ragsieve"]
+        assert [t["step"] for t in ext["trace"]] == ["retrieve", "rerank", "answer"]
+        assert emb.requests[-1]["json"]["input"] == ["rotate the api key"]  # the query, embedded at the endpoint
+        assert [r["json"]["query"] for r in rr.requests] == ["rotate the api key"]
+        assert rr.requests[0]["json"]["model"] == "rr" and len(rr.requests[0]["json"]["documents"]) == 3
