@@ -206,3 +206,15 @@ def test_serve_answers_from_an_endpoint_index_with_the_rerank_plan(tmp_path):
         assert emb.requests[-1]["json"]["input"] == ["rotate the api key"]  # the query, embedded at the endpoint
         assert [r["json"]["query"] for r in rr.requests] == ["rotate the api key"]
         assert rr.requests[0]["json"]["model"] == "rr" and len(rr.requests[0]["json"]["documents"]) == 3
+
+
+def test_the_build_report_counts_inputs_cut_to_the_model_limit(tmp_path):
+    docs = _docs(tmp_path)
+    with FakeEmbeddings(dimension=8) as server:
+        emb = make(server, max_input_tokens=10)  # 30 characters: every chunk here is longer
+        first = IndexBuilder(tmp_path / "cut", embedder=emb, progress=False).build([str(docs)])
+        (docs / "more.md").write_text("# More\n\nshort\n")
+        second = IndexBuilder(tmp_path / "cut", embedder=emb, progress=False).build([str(docs)])
+    assert first.embed_inputs_cut == 3 and "3 inputs cut to the embedding model's limit" in first.summary()
+    assert second.chunks_embedded == 1 and second.embed_inputs_cut == 0  # counted per build, not cumulatively
+    assert all(len(t) <= 30 for r in server.requests for t in r["json"]["input"])

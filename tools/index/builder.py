@@ -324,6 +324,7 @@ class IndexBuilder:
     def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
         store = ChunkStore(gen / "chunks.sqlite")
+        cut_before = getattr(self._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
         prev_rows = prev_store.document_rows() if prev_store else {}
         prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store else None
         texts: list[str] = []
@@ -368,7 +369,7 @@ class IndexBuilder:
             "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
             "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
             "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
-                       "embed_seconds": embed_seconds, "inputs_cut": getattr(self._embedder, "inputs_cut", 0)},
+                       "embed_seconds": embed_seconds, "inputs_cut": getattr(self._embedder, "inputs_cut", 0) - cut_before},
             "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
             "corpus_fingerprint": corpus_fingerprint(hashes),
             "source_root": str(self._recorded_root(prev_gen)) if self._recorded_root(prev_gen) else None,
