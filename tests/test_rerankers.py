@@ -3,6 +3,7 @@
 call when the configured reranker cannot load, and the fallback using the same provider."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -198,3 +199,23 @@ def test_the_fallback_reranks_with_the_configured_provider(tmp_path):
     assert sent["query"] == FALLBACK_Q and sorted(sent["documents"]) == sorted(
         FALLBACK_DOCS["noise"] + FALLBACK_DOCS["rare"])
     assert state.fallback.rerank == "http"
+
+
+def test_full_rerank_plan_judges_the_reranked_pool(examples_index):
+    """`full+rerank`: the judge is offered the pool in the reranker's order (a fake /rerank endpoint)."""
+    from test_full_plan import fake_model
+
+    question = "How do I rotate the API key?"
+    with FakeRerank() as server:
+        config = Config(rerank=RerankConfig(provider="http", base_url=server.root))
+        chat = FakeChat(default=fake_model)
+        with Orchestrator.open(examples_index, config, chat=chat) as orch:
+            ans = orch.ask(question, plan="full+rerank")
+            order = [r["id"] for r in ans.trace[1].summary["ranks"]]
+            text = {h.chunk_id: h.chunk.text for h in orch.retrieve(question, top_k=20)}
+    steps = [e.step for e in ans.trace]
+    assert steps[:3] == ["retrieve", "rerank", "judge"] and "answer" in steps
+    assert ans.first_stage[: len(order)] == order and order != list(text)  # the reranker moved something
+    # the judge was offered the pool in the reranker's order (the loop records the order it offered chunks in)
+    assert ans.loop.discovered[: len(order)] == order
+    assert any("mapping an index to the chunk's text" in h["messages"][0]["content"] for h in chat.history)
