@@ -18,7 +18,7 @@ from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, parse_enum
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.agent.judging.rule import ContextRule
-from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
+from ragsieve.tools.rerankers.flashrank_provider import FLASHRANK_MODELS
 
 
 class _Section(BaseModel):
@@ -49,6 +49,38 @@ class IndexConfig(_Section):
     _backend = _mode(Backend, "backend")
     uri: str | None = None
     milvus_index: str = "FLAT"  # FLAT (exact) | HNSW | IVF_FLAT ... (Milvus index types)
+    # embedding provider (ragsieve.tools.index.embedders); None: openai when embed_base_url is set, else
+    # sentence-transformers (embedding_model: a hub name or a local folder; the packaged MiniLM offline).
+    # openai: any OpenAI-compatible /v1/embeddings at embed_base_url, embedding_model the model's name there.
+    embedding_provider: Literal["sentence-transformers", "openai"] | None = None
+    embed_base_url: str | None = None
+    embed_api_key_env: str = "RAGSIEVE_EMBED_API_KEY"  # the variable holding the endpoint's key (never the key)
+    embed_dimensions: int | None = Field(None, ge=1)  # ask for this many dimensions (models that take `dimensions`)
+    embed_max_input_tokens: int | None = Field(8191, ge=1)  # longer inputs are cut (estimated), and counted
+    embed_timeout_s: float = Field(120.0, gt=0)  # the chat calls' rules: each attempt bounded in all ...
+    embed_max_attempts: int = Field(5, ge=1, le=20)  # ... attempts on 429/5xx/timeouts ...
+    embed_max_retry_s: float = Field(120.0, gt=0)  # ... and the total time spent retrying
+
+    def embedder(self, model: str | None = None, encoder: str | None = None):
+        """The provider these settings name, for `ragsieve index` (queries use the one the index records)."""
+        provider = self.embedding_provider or ("openai" if self.embed_base_url else "sentence-transformers")
+        model, chosen = model or self.embedding_model, encoder or self.encoder
+        if provider == "sentence-transformers":
+            if self.embed_base_url or self.embed_dimensions:
+                raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
+            from ragsieve.tools.index.dense import Embedder
+
+            return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen)
+        if not self.embed_base_url:
+            raise UsageError("embedding_provider = \"openai\" needs embed_base_url (e.g. http://127.0.0.1:8080/v1)")
+        if encoder or self.encoder != type(self).model_fields["encoder"].default:
+            raise UsageError(f"encoder {chosen!r} applies to local models only, not to an embeddings endpoint")
+        from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(self.embed_base_url, model, api_key_env=self.embed_api_key_env,
+                              batch_size=self.embed_batch_size, dimensions=self.embed_dimensions,
+                              max_input_tokens=self.embed_max_input_tokens, timeout_s=self.embed_timeout_s,
+                              max_attempts=self.embed_max_attempts, max_retry_s=self.embed_max_retry_s)
 
 
 class RetrievalConfig(_Section):
@@ -154,6 +186,40 @@ class FallbackConfig(_Section):
     distance_weight: float = Field(0.5, ge=0.0, le=10.0)  # COS-Mix score: cos(q, c) + w * (1 - nearest-neighbour cos)
 
 
+class RerankConfig(_Section):
+    """The reranker (ragsieve.tools.rerankers) of the `rerank` step and of the fallback. None: no reranker (the
+    `rerank` step is refused; the fallback uses FlashRank when cached, else embedding order, and says so)."""
+
+    provider: Literal["cross-encoder", "flashrank", "http"] | None = None
+    model: str | None = None  # a CrossEncoder folder or hub name | a FlashRank model | the model at base_url
+    base_url: str | None = None  # http: the /rerank endpoint or its root
+    style: Literal["cohere", "tei"] = "cohere"  # http: Cohere/Jina/vLLM/Infinity/llama.cpp shape, or TEI's
+    api_key_env: str = "RAGSIEVE_RERANK_API_KEY"  # http: the variable holding the key (never the key)
+    allow_download: bool = False  # hub name / FlashRank: fetch an uncached model once (the only network use)
+    cache_dir: str | None = None  # flashrank: its model cache
+    max_length: int = Field(512, ge=16, le=8192)  # tokens of (query, passage) a local model reads
+    batch_size: int = Field(32, ge=1, le=1024)
+    depth: int | None = Field(None, ge=1, le=1000)  # pool hits re-scored (None: the whole retrieval.pool)
+    keep: int | None = Field(None, ge=1, le=1000)  # context after reranking (None: retrieval.top_k)
+    timeout_s: float = Field(60.0, gt=0)  # http: the chat calls' rules (attempt, attempts, total retry time)
+    max_attempts: int = Field(5, ge=1, le=20)
+    max_retry_s: float = Field(60.0, gt=0)
+
+    def options(self) -> dict:
+        """The provider's options (`ragsieve.tools.rerankers.open_reranker`), only those it takes."""
+        if self.provider == "http":
+            if not self.base_url:
+                raise UsageError("[rerank] provider = \"http\" needs base_url (the /rerank endpoint)")
+            return {"base_url": self.base_url, "style": self.style, "api_key_env": self.api_key_env,
+                    "batch_size": self.batch_size, "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
+                    "max_retry_s": self.max_retry_s}
+        if self.base_url:
+            raise UsageError(f"[rerank] base_url applies to provider \"http\", not {self.provider!r}")
+        if self.provider == "flashrank":
+            return {"cache_dir": self.cache_dir, "max_length": self.max_length, "allow_download": self.allow_download}
+        return {"max_length": self.max_length, "batch_size": self.batch_size, "allow_download": self.allow_download}
+
+
 class ConformalConfig(_Section):
     """Conformal threshold step (needs `ragsieve calibrate`; without a calibration it passes through)."""
 
@@ -219,6 +285,7 @@ class Config(_Section):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
     conformal: ConformalConfig = Field(default_factory=ConformalConfig)
     outliers: OutlierConfig = Field(default_factory=OutlierConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)

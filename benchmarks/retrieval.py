@@ -1,6 +1,7 @@
 """Retrieval benchmark on a BEIR set (default SciFact test): BM25 engines, dense, hybrid fusions.
 
     .venv/bin/python benchmarks/retrieval.py [--data ../shared/data/scifact] [--split test]
+    .venv/bin/python benchmarks/retrieval.py --providers   (local MiniLM vs an embeddings endpoint; a reranker)
 
 Builds (or reuses) an index of the corpus with the default embedding model,
 then reports, per method, document-level nDCG@10 and Recall@100 (a document
@@ -93,7 +94,38 @@ def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -
             "grid": [{"ndcg@10": n, "fusion": f, "rrf_k": kk, "dense_weight": sh} for n, f, kk, sh in scores]}
 
 
+def providers(argv: list[str]) -> int:
+    """`--providers`: the bring-your-own-models comparison (benchmarks/embedding_providers.py)."""
+    import embedding_providers
+    from bench_io import header, write
+
+    ap = argparse.ArgumentParser(description=embedding_providers.__doc__.splitlines()[0])
+    ap.add_argument("--providers", action="store_true")
+    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--scifact-docs", type=int, default=1500, help="SciFact sample: documents (gold ones included)")
+    ap.add_argument("--scifact-queries", type=int, default=100, help="SciFact sample: test questions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_providers.json")
+    args = ap.parse_args(argv)
+    result = header() | {"commit": _commit()}
+    result |= embedding_providers.main(args)
+    return write(result, args.out)
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--providers" in argv:
+        return providers(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "scifact")
     ap.add_argument("--split", default="test")

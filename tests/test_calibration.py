@@ -198,6 +198,28 @@ def test_persist_and_fingerprint_warning(index, tmp_path):
     assert load_calibration(tmp_path / "nowhere", "x") == (None, [])
 
 
+def test_a_changed_embedding_model_asks_to_calibrate_again(index, tmp_path):
+    """The calibration records the embedding space; thresholds from another one are not applied."""
+    index.manifest["embedding"] = {"provider": "sentence-transformers", "model": index.model_name, "dimension": 384,
+                                   "encoder": "torch"}
+    llm, _ = scripted_llm()
+    cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6).run(questions=4)
+    assert cal.models["embedding_identity"] == f"sentence-transformers:{index.model_name}:384"
+    save_calibration(cal, index.root)
+    same, warnings = load_calibration(tmp_path, None, index.manifest["embedding"])
+    assert same is not None and warnings == []
+    for changed, shown in (({"provider": "openai", "model": "text-embedding-3-small", "dimension": 1536},
+                            "openai:text-embedding-3-small:1536"),
+                           (index.manifest["embedding"] | {"encoder": "onnx-int8"}, ":384:int8")):
+        stale, warnings = load_calibration(tmp_path, None, changed)
+        assert stale is None and len(warnings) == 1
+        assert shown in warnings[0] and "run `ragsieve calibrate` again" in warnings[0]
+    old = cal.model_copy(update={"models": {"embedding": "some-older-model", "llm": ""}})  # before identities
+    save_calibration(old, index.root)
+    assert load_calibration(tmp_path, None, index.manifest["embedding"])[0] is None
+    assert load_calibration(tmp_path, None, {"model": "some-older-model"})[0] is not None
+
+
 def test_inputs_are_checked(index):
     llm, _ = scripted_llm()
     with pytest.raises(UsageError, match="alpha"):

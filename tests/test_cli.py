@@ -71,7 +71,7 @@ def test_endpoint_fault_then_success_is_retried(examples_index, tmp_path, capsys
 
 def test_unknown_plan_lists_the_valid_ones(examples_index, capsys):
     assert main(["ask", "q", "--index", str(examples_index), "--plan", "nope", "--base-url", "http://127.0.0.1:9/v1"]) == 2
-    assert "choose one of agentic, fast, full" in capsys.readouterr().err
+    assert "choose one of agentic, fast, fast+rerank, full, full+rerank" in capsys.readouterr().err
 
 
 def test_plans_command_lists_transitions(capsys):

@@ -48,8 +48,8 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
     for name in ("chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json", "manifest.json"):
         assert (root / "gen-1" / name).exists()
     manifest = json.loads((root / "gen-1" / "manifest.json").read_text())
-    assert manifest["embedding"] == {"model": "sentence-transformers/all-MiniLM-L6-v2", "dimension": 384,
-                                     "encoder": "torch"}
+    assert manifest["embedding"] == {"provider": "sentence-transformers", "model": "sentence-transformers/all-MiniLM-L6-v2",
+                                     "dimension": 384, "encoder": "torch"}
     assert manifest["bm25"]["engine"] == "bm25s" and manifest["faiss"]["kind"] == "flat"
     assert manifest["counts"]["chunks"] == 3 and manifest["versions"]["faiss-cpu"]
     again = _builder(root, embedder).build([corpus])

@@ -72,8 +72,12 @@ def test_missing_transition_is_an_error():
 
 def test_builtin_plans_validate():
     config = Config()
-    assert {"fast", "agentic", "full"} <= set(plan_names(config))
+    assert {"fast", "agentic", "full", "fast+rerank", "full+rerank"} <= set(plan_names(config))
     for name in plan_names(config):
+        if "rerank" in name:  # no reranker configured: refused before any call, saying how to configure one
+            with pytest.raises(UsageError, match=r"step 'rerank' refuses its settings: no reranker is configured"):
+                get_plan(name, config)
+            continue
         plan = get_plan(name, config)
         assert plan.start in STEPS
 

@@ -15,3 +15,7 @@ class IndexMissingError(RagsieveError):
 
 class ModelUnavailableError(RagsieveError):
     """A model (embedding, reranker, GGUF) cannot be obtained or fails verification."""
+
+
+class ModelEndpointError(RagsieveError):
+    """A model endpoint (embeddings, rerank) kept failing after retries, or replied with something unusable."""

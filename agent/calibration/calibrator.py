@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
 from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
 from ragsieve.agent.errors import StructuredOutputError, UsageError
@@ -261,6 +262,8 @@ class Calibrator:
             n_calibration=len(cal_rows), n_heldout=len(held_rows), n_not_found=n_not_found,
             n_generation_failed=self.counters["generation_failed"], judge_errors=self.counters["judge_errors"],
             depth=self.depth, seed=self.seed, origin=origin,
-            models={"embedding": str(getattr(self.index, "model_name", "")), "llm": self.llm_name if origin == "generated" else ""},
+            models={"embedding": str(getattr(self.index, "model_name", "")),
+                    "embedding_identity": embedding_identity(manifest.get("embedding") or {}),
+                    "llm": self.llm_name if origin == "generated" else ""},
             corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records,
             hybrid_k=HYBRID_RRF_K if all(r.hybrid_top1 is not None for r in records) else None)

@@ -106,8 +106,11 @@ def save_calibration(calibration: Calibration, root: str | Path) -> Path:
     return path
 
 
-def load_calibration(root: str | Path, fingerprint: str | None = None) -> tuple[Calibration | None, list[str]]:
-    """The saved calibration (or None) and warnings, e.g. a corpus changed since calibrating."""
+def load_calibration(root: str | Path, fingerprint: str | None = None,
+                     embedding: dict | None = None) -> tuple[Calibration | None, list[str]]:
+    """The saved calibration (or None) and warnings, e.g. a corpus changed since calibrating. `embedding` (the
+    index manifest's record of its embedding provider): a calibration made in another embedding space (another
+    provider, model, dimension or precision) holds nothing about this one, so it is not returned."""
     path = calibration_path(root)
     if not path.is_file():
         return None, []
@@ -116,11 +119,35 @@ def load_calibration(root: str | Path, fingerprint: str | None = None) -> tuple[
     except ValueError as exc:
         raise UsageError(f"{path} is not a valid calibration file ({exc}); run `ragsieve calibrate` again") from exc
     warnings = []
+    stale = embedding_changed(cal, embedding)
+    if stale:
+        warnings.append(stale)
+        log.warning("%s: %s", path, stale)
+        return None, warnings
     if fingerprint and cal.corpus_fingerprint and fingerprint != cal.corpus_fingerprint:
         warnings.append(f"the corpus changed since calibration ({cal.corpus_fingerprint[:12]} -> {fingerprint[:12]}): "
                         f"the threshold may no longer hold; run `ragsieve calibrate` again")
         log.warning("%s: %s", path, warnings[-1])
     return cal, warnings
+
+
+def embedding_changed(cal: Calibration, embedding: dict | None) -> str | None:
+    """Why `cal` no longer fits an index embedding as `embedding` says (None: it fits, or nothing to compare)."""
+    from ragsieve.tools.index.embedders import embedding_identity
+
+    if not embedding:
+        return None
+    now = embedding_identity(embedding)
+    then = cal.models.get("embedding_identity")
+    if then is None:  # a calibration from before identities: the model name is all it recorded
+        then_model = cal.models.get("embedding")
+        if not then_model or then_model == embedding.get("model"):
+            return None
+        then = then_model
+    if then == now:
+        return None
+    return (f"the calibration was made with embeddings {then}; the index now embeds with {now}: its thresholds do "
+            f"not hold in another embedding space, so it is not used; run `ragsieve calibrate` again")
 
 
 def format_report(cal: Calibration) -> str:

@@ -52,7 +52,8 @@ def handler(args: argparse.Namespace) -> int:
     config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:
         index = orch.index
-        previous, warnings = load_calibration(index.root, index.manifest.get("corpus_fingerprint"))
+        previous, warnings = load_calibration(index.root, index.manifest.get("corpus_fingerprint"),
+                                              index.manifest.get("embedding"))
         for w in warnings:
             print(f"ragsieve: warning: previous calibration: {w}", file=sys.stderr)
         llm = None if args.qrels else orch.llm

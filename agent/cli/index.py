@@ -12,7 +12,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="files, folders, or website URLs (a start page or a sitemap.xml)")
     add_common(p)
     p.add_argument("--chunk-tokens", type=int, help="chunk size in tokens (default from config: 200)")
-    p.add_argument("--embedding-model", help="sentence-transformers model name or path")
+    p.add_argument("--embedding-model", "--embed-model", dest="embedding_model",
+                   help="the embedding model: a sentence-transformers name or folder, or the model's name at "
+                        "--embed-base-url (default from config: the packaged MiniLM)")
+    p.add_argument("--embed-base-url", metavar="URL",
+                   help="embed with any OpenAI-compatible /v1/embeddings endpoint (key from env RAGSIEVE_EMBED_API_KEY)")
+    p.add_argument("--embed-dimensions", type=int, metavar="N", help="endpoint: ask for N dimensions (models that take it)")
+    p.add_argument("--embed-batch-size", type=int, metavar="N", help="inputs per embedding request or batch")
     p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
     p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
@@ -48,19 +54,22 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.ingest.selection import Selection
 
     config = load_config(args)
-    ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait)
+    ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait,
+                       embed_base_url=args.embed_base_url, embed_dimensions=args.embed_dimensions,
+                       embed_batch_size=args.embed_batch_size)
     builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
         chunk_tokens=ic.chunk_tokens,
         embedding_model=args.embedding_model or ic.embedding_model,
+        encoder=args.encoder or ic.encoder,
+        embedder=remote_embedder(ic, args),
         faiss_index=args.faiss or ic.faiss_index,
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
         sparse_percentile=ic.sparse_percentile,
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
-        encoder=args.encoder or ic.encoder,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
@@ -100,6 +109,16 @@ def run(args: argparse.Namespace) -> int:
         print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
     return 0
+
+
+def remote_embedder(ic, args):
+    """The embeddings-endpoint provider when one is configured (nothing is sent yet); None: a local model,
+    loaded by the builder only when there is something to embed."""
+    if (ic.embedding_provider or ("openai" if ic.embed_base_url else None)) != "openai":
+        if ic.embed_dimensions:
+            ic.embedder()  # refuses the setting with its reason
+        return None
+    return ic.embedder(args.embedding_model, args.encoder)
 
 
 def parse_rate(text: str) -> float:

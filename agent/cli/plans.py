@@ -17,8 +17,14 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.plan.plans import get_plan, plan_names
 
     config = load_config(args)
+    from ragsieve.agent.errors import UsageError
+
     for name in plan_names(config):
-        spec = get_plan(name, config)
+        try:
+            spec = get_plan(name, config)
+        except UsageError as exc:  # e.g. a +rerank plan without a reranker: listed with the reason
+            print(f"{name}: not usable with this configuration: {exc}")
+            continue
         edges = "; ".join(f"{s} -> " + ", ".join(f"{o}:{t}" for o, t in e.items()) for s, e in spec.transitions.items())
         print(f"{name}: start {spec.start}; {edges}")
     return 0

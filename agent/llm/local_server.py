@@ -38,10 +38,11 @@ def default_threads() -> int:
 class LocalLLMServer:
     """llama.cpp's OpenAI-compatible server, in-process, on 127.0.0.1 (a free port).
 
-    `base_url` ends in /v1. Stop it with `close()` (or `with`); it also stops at exit."""
+    `base_url` ends in /v1. `embeddings=True` also serves `/v1/embeddings` (llama.cpp's `--embeddings`).
+    Stop it with `close()` (or `with`); it also stops at exit."""
 
     def __init__(self, gguf_path: str | os.PathLike[str], *, n_ctx: int = 8192, n_threads: int | None = None,
-                 n_parallel: int = 2, start_timeout_s: float = 120.0):
+                 n_parallel: int = 2, start_timeout_s: float = 120.0, embeddings: bool = False):
         path = Path(gguf_path).expanduser()
         if not path.is_file():
             raise ModelUnavailableError(f"GGUF model file not found: {path}")
@@ -65,6 +66,9 @@ class LocalLLMServer:
         self.n_threads = n_threads if n_threads is not None else default_threads()
         params.cpuparams.n_threads = self.n_threads
         params.cpuparams_batch.n_threads = self.n_threads
+        if embeddings:  # also serve /v1/embeddings (mean-pooled hidden states, unit length), as `--embeddings`
+            params.embedding = True
+            params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
         params.hostnames = ["127.0.0.1"]
         params.verbosity = -1  # llama.cpp logs errors only
         started = time.monotonic()

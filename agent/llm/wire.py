@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import copy
-import email.utils
 import json
-import time
 from typing import Any
+
+from ragsieve.tools.http_json import retry_after_s  # noqa: F401  (re-exported: the chat client uses it)
 
 _NAMED_SUBSCHEMAS = ("properties", "$defs", "definitions", "patternProperties")
 
@@ -33,32 +33,6 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
             out["required"] = list(out.get("properties", {}))
         return out
     return fix(copy.deepcopy(schema))
-
-
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds asked by `retry-after-ms` or `Retry-After` (delta-seconds or HTTP date), else None."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _int(value: Any) -> int:

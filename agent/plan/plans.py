@@ -31,6 +31,24 @@ BUILTIN_PLANS: dict[str, PlanSpec] = {
         "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
         "fallback": {"next": "conformal"},
     }),
+    # retrieve, then a cross-encoder (or /rerank endpoint) re-scores the pool: needs [rerank] provider
+    "fast+rerank": PlanSpec(start="retrieve", transitions={
+        "retrieve": {"next": "rerank"},
+        "rerank": {"next": "answer"},
+        "answer": {"next": END},
+    }),
+    "full+rerank": PlanSpec(start="retrieve", transitions={
+        "retrieve": {"next": "rerank"},
+        "rerank": {"next": "judge"},
+        "judge": {"next": "expand"},
+        "expand": {"grew": "judge", "converged": "conformal"},
+        "conformal": {"next": "outliers"},
+        "outliers": {"next": "segments"},
+        "segments": {"next": "answer"},
+        "answer": {"next": "validate"},
+        "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
+        "fallback": {"next": "conformal"},
+    }),
 }
 
 
@@ -45,3 +63,15 @@ def get_plan(name: str, config: Config) -> PlanSpec:
 
 def plan_names(config: Config) -> list[str]:
     return sorted({**BUILTIN_PLANS, **config.plans})
+
+
+def usable_plans(config: Config) -> list[str]:
+    """The plans this configuration can run (a `+rerank` plan needs a reranker that loads)."""
+    usable = []
+    for name in plan_names(config):
+        try:
+            get_plan(name, config)
+        except UsageError:
+            continue
+        usable.append(name)
+    return usable

@@ -11,7 +11,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plan.plans import plan_names
+from ragsieve.agent.plan.plans import usable_plans
 from ragsieve.agent.service.live import LiveOrchestrator, Watcher
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class IndexRegistry:
         except BaseException:
             self.close()
             raise
-        self.plans = plan_names(config)
+        self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
         self._watcher: Watcher | None = None
 
     def add(self, name: str, folder: Path) -> None:

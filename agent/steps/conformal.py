@@ -63,8 +63,9 @@ def cached_calibration(deps: Deps):
     cached = deps.extras.get("_calibration")
     if cached is not None and cached[0] == (str(path), stamp):
         return cached[1], cached[2], path
-    fingerprint = (getattr(deps.index, "manifest", None) or {}).get("corpus_fingerprint")
-    cal, warnings = load_calibration(root, fingerprint) if stamp is not None else (None, [])
+    manifest = getattr(deps.index, "manifest", None) or {}
+    cal, warnings = load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding")) \
+        if stamp is not None else (None, [])
     deps.extras["_calibration"] = ((str(path), stamp), cal, warnings)
     return cal, warnings, path
 

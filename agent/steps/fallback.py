@@ -7,7 +7,7 @@ from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import FallbackRecord, RunState
-from ragsieve.tools.filters.rerank import Reranker
+from ragsieve.agent.steps.rerank import fallback_reranker, reranker_for
 from ragsieve.tools.filters.sparse import cosmix_scores
 from ragsieve.tools.types import Hit
 
@@ -20,16 +20,21 @@ class Fallback(Step):
     left out), `fallback.sparse_candidates` of them by the COS-Mix score
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
     (`ragsieve.tools.filters.sparse.cosmix_scores`, w = `fallback.distance_weight`);
-    an index without vectors (a test double) uses the hybrid retriever on S. Reranking: `deps.extras["reranker"]` or a `tools.rerank.Reranker`
-    built from `FallbackConfig` (kept in `deps.extras` for later questions);
-    when FlashRank is unavailable the embedding order is used and the trace
-    says so. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
+    an index without vectors (a test double) uses the hybrid retriever on S. Reranking
+    (`ragsieve.agent.steps.rerank.fallback_reranker`): `deps.extras["reranker"]`, else the configured
+    `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
+    from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after
     the loop's selection: the trusted-relevant ones in rerank order, or, when
     the judge gave no usable verdict, the top reranked ones (score-based).
     """
 
     name = "fallback"
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        if config.rerank.provider is not None:  # a configured reranker must load (before any call)
+            reranker_for(config)
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         cfg = deps.config
@@ -41,11 +46,7 @@ class Fallback(Step):
         hits, scoring = sparse_candidates(state, deps, rows, in_context)
         if not hits:
             return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
-        reranker = deps.extras.get("reranker")
-        if reranker is None:
-            reranker = Reranker(cfg.fallback.rerank_model, cfg.fallback.rerank_cache_dir,
-                                allow_download=cfg.fallback.rerank_download)
-            deps.extras["reranker"] = reranker
+        reranker = fallback_reranker(cfg, deps.extras)  # the configured [rerank] provider, else lenient FlashRank
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits
         state.remember(ordered)

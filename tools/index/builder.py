@@ -33,6 +33,7 @@ from ragsieve.tools.index.generations import fsync_tree, live_generation, new_ge
 from ragsieve.tools.index.progress import progress_reporter
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.lock import IndexLock
@@ -61,6 +62,7 @@ class BuildReport(BaseModel):
     chunks_total: int
     chunks_embedded: int
     embed_seconds: float = 0.0
+    embed_inputs_cut: int = 0  # inputs the embedding provider shortened to the model's limit
     sparse_rows: int
     seconds: float
     problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
@@ -70,7 +72,8 @@ class BuildReport(BaseModel):
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
         return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
                 f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
-                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s")
+                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
+                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else ""))
 
 
 def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
@@ -147,6 +150,7 @@ class IndexBuilder:
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
         self.model = canonical_model_name(embedding_model or (embedder.name if embedder else DEFAULT_MODEL))
+        self.provider = provider_of(embedder)  # any provider of ragsieve.tools.index.embedders, given as `embedder`
         if batch_size < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         if not 0.0 < sparse_percentile < 100.0:
@@ -164,7 +168,8 @@ class IndexBuilder:
                              "code": "cast-1" if self.chunker.syntax else "lines",
                              "symbol_headers": self.symbol_headers,
                              # torch and onnx agree to float precision (one embedding space); int8 does not
-                             "precision": "int8" if self.encoder == "onnx-int8" else "fp32"},
+                             "precision": "int8" if self.encoder == "onnx-int8" else "fp32"}
+                | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
 
@@ -264,9 +269,11 @@ class IndexBuilder:
         settings = self._settings()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
-        if prev is not None and prev["embedding"]["model"] != self.model:
-            raise UsageError(f"index {self.root} was built with {prev['embedding']['model']!r}; refusing to mix in "
-                             f"{self.model!r} (rebuild from scratch with rebuild=True / --rebuild)")
+        why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model,
+                                                 known_dimension(self._embedder))
+        if why:
+            raise UsageError(f"index {self.root}: {why}; refusing to mix two embedding spaces in one index "
+                             f"(re-embed everything with rebuild=True / --rebuild)")
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
         try:
@@ -303,7 +310,7 @@ class IndexBuilder:
                 prev_store.close()
         switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
-            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model)
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model())
             try:
                 cache.prune(getattr(self, "_last_keys", set()))
             finally:
@@ -311,11 +318,13 @@ class IndexBuilder:
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
+                           embed_inputs_cut=manifest["counts"]["inputs_cut"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start, **common)
 
     def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
         store = ChunkStore(gen / "chunks.sqlite")
+        cut_before = getattr(self._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
         prev_rows = prev_store.document_rows() if prev_store else {}
         prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store else None
         texts: list[str] = []
@@ -356,11 +365,11 @@ class IndexBuilder:
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
         manifest = {
             "format_version": FORMAT_VERSION, "ragsieve_version": _version("ragsieve"), "generation": gen.name,
-            "embedding": {"model": self.model, "dimension": int(vectors.shape[1]), "encoder": self.encoder},
+            "embedding": self._embedding_section(int(vectors.shape[1]), prev_gen),
             "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
             "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
             "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
-                       "embed_seconds": embed_seconds},
+                       "embed_seconds": embed_seconds, "inputs_cut": getattr(self._embedder, "inputs_cut", 0) - cut_before},
             "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
             "corpus_fingerprint": corpus_fingerprint(hashes),
             "source_root": str(self._recorded_root(prev_gen)) if self._recorded_root(prev_gen) else None,
@@ -370,6 +379,18 @@ class IndexBuilder:
         (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         fsync_tree(gen)
         return manifest
+
+    def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
+        """The manifest's record of the provider (carried over from the previous generation when nothing was
+        embedded this time)."""
+        if self._embedder is not None:
+            return embedding_record(self._embedder, dimension)
+        prev = read_manifest(prev_gen)["embedding"] if prev_gen is not None and (prev_gen / MANIFEST).is_file() else {}
+        return prev | {"provider": prev.get("provider", self.provider), "model": self.model, "dimension": dimension,
+                       "encoder": self.encoder}
+
+    def _cache_model(self) -> str:
+        return self.model if self.provider == "sentence-transformers" else f"{self.provider}:{self.model}"
 
     def _build_bm25(self, texts: list[str], gen: Path) -> None:
         BM25Index(self.bm25_proto.engine, k1=self.bm25_proto.k1, b=self.bm25_proto.b,
@@ -386,11 +407,14 @@ class IndexBuilder:
         dim = prev_vectors.shape[1] if prev_vectors is not None else None
         if to_embed:
             dim = self._embedder_for().dimension
+            if prev_vectors is not None and reused and prev_vectors.shape[1] != dim:
+                raise UsageError(f"index {self.root} holds {prev_vectors.shape[1]}-d vectors; {self.model!r} gives "
+                                 f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
         vectors = np.zeros((n, dim), dtype=np.float32)
         for new, old, count in reused:
             vectors[new:new + count] = prev_vectors[old:old + count]
         if to_embed:
-            cache = EmbeddingCache(self.root / "embeddings.sqlite", self.model, dim)
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model(), dim)
             try:
                 self.resumed_embeddings = embed_resumable(
                     cache, texts, to_embed, vectors, lambda batch: self._embedder_for().embed(batch),

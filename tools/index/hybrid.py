@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.index.bm25 import BM25Index
-from ragsieve.tools.index.dense import DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.index.dense import DenseIndex, Embedder
+from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.store import ChunkStore
 
@@ -127,9 +128,10 @@ class HybridIndex:
         if missing:
             raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")
         manifest = read_manifest(gen)
-        if embedder is not None and canonical_model_name(embedder.name) != manifest["embedding"]["model"]:
-            raise UsageError(f"index {root} was built with {manifest['embedding']['model']!r}, "
-                             f"not with the given embedder {embedder.name!r}")
+        why = None if embedder is None else mismatch(manifest["embedding"], provider_of(embedder), embedder.name,
+                                                     known_dimension(embedder))
+        if why:
+            raise UsageError(f"index {root}: {why}; queries must be embedded like the index (given embedder refused)")
         store = _load_part(gen, "chunks.sqlite", lambda: ChunkStore(gen / "chunks.sqlite", read_only=True))
         try:
             n = _load_part(gen, "chunks.sqlite", store.count)
@@ -152,10 +154,9 @@ class HybridIndex:
 
     @property
     def embedder(self) -> Embedder:
-        """The manifest's embedding model, loaded on first use."""
+        """The manifest's embedding provider and model (`ragsieve.tools.index.embedders`), opened on first use."""
         if self._embedder is None:
-            self._embedder = Embedder(self.model_name, batch_size=self._batch_size,
-                                      encoder=self.manifest["embedding"].get("encoder", "torch"))
+            self._embedder = open_embedder(self.manifest["embedding"], batch_size=self._batch_size)
         return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:

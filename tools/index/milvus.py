@@ -253,9 +253,9 @@ class MilvusIndex:
     def _model(self):
         with self._lock:
             if self._embedder is None:
-                from ragsieve.tools.index.dense import Embedder
+                from ragsieve.tools.index.embedders import open_embedder
 
-                self._embedder = Embedder(self.model_name, encoder=self.manifest["embedding"].get("encoder", "torch"))
+                self._embedder = open_embedder(self.manifest["embedding"])  # the provider that built the index
             return self._embedder
 
     def embed_query(self, text: str) -> np.ndarray:
