@@ -88,9 +88,11 @@ def run(args: argparse.Namespace) -> int:
         from ragsieve.tools.index.milvus_publish import publish
 
         pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
-                          index_type=ic.milvus_index)
+                          index_type=ic.milvus_index, rebuild=args.rebuild, lock_wait_s=ic.lock_wait_s)
+        last = pointer["last_publish"]
         print(for_terminal(f"published {pointer['rows']} chunks of {pointer['generation']} to Milvus "
-                           f"{pointer['uri']} as {pointer['collection']}"))
+                           f"{pointer['uri']} as {pointer['collection']} ({last['mode']}: {last['rows_written']} "
+                           f"rows written, {last['rows_retired']} retired)"))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))

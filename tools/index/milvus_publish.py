@@ -34,31 +34,23 @@ import json
 import logging
 import os
 import re
+import secrets
 from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: F401  (client_for re-exported)
 
 log = logging.getLogger(__name__)
 
 POINTER = "milvus.json"
+SPARSE_DIR = "milvus-sparse"
+INTENT = "milvus-publishing.json"  # the collection a full publish is writing, until the switch
 BATCH = 2000
 ANALYZER = {"tokenizer": "standard"}  # the text arrives analysed (see the module doc)
 MILVUS_LITE_BM25 = (1.5, 0.75)  # what milvus-lite scores with whatever it is given
 BM25_INPUT = "pretokenized"  # recorded in the pointer; older collections ("raw") analysed with Milvus' stemmer
-
-
-def client_for(uri: str, token: str | None = None):
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:
-        raise ModelUnavailableError("the milvus backend needs pymilvus (and milvus-lite for a local file): "
-                                    "pip install 'ragsieve[milvus]'") from exc
-    try:
-        return MilvusClient(uri=uri, token=token or "")
-    except Exception as exc:  # pymilvus raises MilvusException / ConnectionError variants
-        raise IndexMissingError(f"cannot reach Milvus at {uri}: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def read_pointer(root: Path) -> dict:
@@ -81,46 +73,144 @@ def analysed(text: str, stem: bool) -> str:
 
 
 def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
-            tenant: str = "default", index_type: str = "FLAT") -> dict:
-    """Copy the live local generation of `root` into a new Milvus collection and switch to it atomically."""
-    from ragsieve.tools.index.hybrid import HybridIndex
+            tenant: str = "default", index_type: str = "FLAT", rebuild: bool = False,
+            lock_wait_s: float | None = 300.0) -> dict:
+    """Publish the live local generation of `root` to Milvus, under the index's write lock.
+
+    Incremental when the collection shows a generation the local change lists lead back to (O(k) rows,
+    `ragsieve.tools.index.milvus_delta`); otherwise, or with `rebuild`, a full copy into a new collection and
+    an atomic switch. Publishing the generation already shown changes nothing (it only finishes or undoes an
+    interrupted publish)."""
+    from ragsieve.tools.index.lock import IndexLock
 
     root = Path(root)
+    with IndexLock(root, lock_wait_s):
+        return _publish_locked(root, uri=uri, token=token, name=name, tenant=tenant, index_type=index_type,
+                               rebuild=rebuild, wait_s=lock_wait_s)
+
+
+def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
+    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
+    from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number
+
     previous = read_pointer(root) if (root / POINTER).is_file() else {}
-    uri = uri or previous.get("uri") or str(root / "milvus.db")
+    stored = stored_uri(root, uri) if uri else previous.get("uri") or "milvus.db"
     name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
     with HybridIndex.open(root) as local:
         gen = local.path.name
-        collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}"
+        number = generation_number(gen)
         bm25 = bm25_settings(local.manifest)
-        client = client_for(uri, token)
+        dim = int(local.vectors.shape[1])
+        client = client_for(resolve_uri(root, stored), token, wait_s=wait_s)
         try:
-            if client.has_collection(collection):
-                client.drop_collection(collection)
-            dim = int(local.vectors.shape[1])
-            create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
-            bm25["applied"] = bm25_params_applied(client, collection, bm25)
-            _copy(client, collection, local, tenant, bm25["stem"])
-            client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
-            client.load_collection(collection)
-            _point_alias(client, name, collection)
+            _drop_abandoned(client, root, previous.get("collection"))
+            same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
+                    and previous.get("name") == name and previous.get("tenant", "default") == tenant
+                    and previous.get("dimension") == dim and previous.get("index_type") == index_type
+                    and {k: previous.get("bm25", {}).get(k) for k in ("k1", "b", "stem")} ==
+                    {k: bm25[k] for k in ("k1", "b", "stem")} and client.has_collection(previous["collection"]))
+            delta = delta_since(root, previous["generation"], local.path) if same else None
+            if delta is not None:
+                collection = previous["collection"]
+                client.load_collection(collection)  # (a restarted milvus-lite server has it released)
+                recovery = recover(client, collection, int(previous["visible"]))
+                write, retire = delta
+                counts = apply_delta(client, collection, local, int(previous["visible"]), number, write, retire,
+                                     tenant, bm25["stem"]) if previous["generation"] != gen else \
+                    {"rows_written": 0, "rows_retired": 0}
+                bm25["applied"] = previous["bm25"].get("applied", True)
+                mode = "incremental"
+            else:
+                collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
+                _write_intent(root, collection)
+                create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
+                bm25["applied"] = bm25_params_applied(client, collection, bm25)
+                _copy(client, collection, local, tenant, bm25["stem"], number)
+                client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
+                client.load_collection(collection)
+                _point_alias(client, name, collection)
+                counts, recovery, mode = {"rows_written": len(local), "rows_retired": 0}, {}, "full"
         except Exception as exc:
+            release_client(client, resolve_uri(root, stored))
             if isinstance(exc, (UsageError, IndexMissingError)):
                 raise
-            raise IndexMissingError(f"publishing to Milvus at {uri} failed: {type(exc).__name__}: "
+            raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: "
                                     f"{str(exc)[:300]}") from None
-        pointer = {"uri": uri, "name": name, "collection": collection, "generation": gen, "tenant": tenant,
-                   "alias": name, "rows": len(local), "dimension": dim, "index_type": index_type,
-                   "bm25_input": BM25_INPUT,
-                   "bm25": bm25, "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None}
+        sparse_file = write_sparse(root, gen, local.sparse_rows)
+        pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
+                   "sparse_file": sparse_file,
+                   "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
+                   "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
+                   "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
+                   "last_publish": {"mode": mode, **counts, **recovery}}
         tmp = root / f".{POINTER}.tmp"
         tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
-        os.replace(tmp, root / POINTER)  # the switch: readers now open the new collection
+        os.replace(tmp, root / POINTER)  # the switch: readers now show the new generation
+        (root / INTENT).unlink(missing_ok=True)
+        for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's stays for its readers
+            if stale.name not in (sparse_file.split("/")[-1], str(previous.get("sparse_file", "")).split("/")[-1]):
+                stale.unlink(missing_ok=True)
         old = previous.get("collection")
-        if old and old != collection and previous.get("uri") == uri and client.has_collection(old):
-            client.drop_collection(old)
-        client.close()
+        try:
+            if mode == "full" and old and old != collection and previous.get("uri") == stored \
+                    and client.has_collection(old):
+                client.drop_collection(old)
+        finally:
+            release_client(client, resolve_uri(root, stored))
     return pointer
+
+
+def write_sparse(root: Path, gen: str, rows) -> str:
+    """The COS-Mix sparse rows of generation `gen` beside the pointer (`milvus-sparse/<gen>.npy`): the subset is
+    recomputed from all vectors each generation, so it lives in one small file, not in every entity."""
+    folder = root / SPARSE_DIR
+    folder.mkdir(exist_ok=True)
+    tmp = folder / f".{gen}.npy.tmp"
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.asarray(sorted(rows), dtype=np.int64))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / f"{gen}.npy")
+    return f"{SPARSE_DIR}/{gen}.npy"
+
+
+def stored_uri(root: Path, uri: str) -> str:
+    """How the pointer records `uri`: a server URI as given; a milvus-lite file inside the index folder relative
+    to it (a copied or moved index then uses its own copy), any other file as an absolute path."""
+    if "://" in uri:
+        return uri
+    path = Path(uri).expanduser().resolve()
+    try:
+        return str(path.relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def resolve_uri(root: Path, stored: str) -> str:
+    """The URI a client opens for a pointer's `uri` (a relative file is relative to the index folder)."""
+    if "://" in stored or Path(stored).is_absolute():
+        return stored
+    return str(Path(root).resolve() / stored)
+
+
+def _write_intent(root: Path, collection: str) -> None:
+    """Before creating a collection, say so: a publish killed before the switch leaves it named here."""
+    tmp = root / f".{INTENT}.tmp"
+    tmp.write_text(json.dumps({"collection": collection}), encoding="utf-8")
+    os.replace(tmp, root / INTENT)
+
+
+def _drop_abandoned(client, root: Path, live: str | None) -> None:
+    """Drop the collection a killed full publish was writing (named in the intent file) unless it is live."""
+    try:
+        abandoned = json.loads((root / INTENT).read_text(encoding="utf-8")).get("collection")
+    except (OSError, ValueError):
+        return
+    if abandoned and abandoned != live and client.has_collection(abandoned):
+        log.warning("dropping Milvus collection %s left by an interrupted publish", abandoned)
+        client.drop_collection(abandoned)
+    (root / INTENT).unlink(missing_ok=True)
 
 
 def _point_alias(client, alias: str, collection: str) -> None:
@@ -159,7 +249,10 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("row", DataType.INT64, is_primary=True)
+    schema.add_field("pk", DataType.INT64, is_primary=True)  # generation << 36 | row (`milvus_rows`)
+    schema.add_field("row", DataType.INT64)
+    schema.add_field("born", DataType.INT64)
+    schema.add_field("died", DataType.INT64)
     for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
                           ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
         schema.add_field(field, DataType.VARCHAR, max_length=length)
@@ -167,7 +260,6 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     schema.add_field("chunk_index", DataType.INT64)
     schema.add_field("line_start", DataType.INT64)
     schema.add_field("line_end", DataType.INT64)
-    schema.add_field("sparse_flag", DataType.BOOL)
     schema.add_field("text", DataType.VARCHAR, max_length=65535)
     schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
                      analyzer_params=ANALYZER)
@@ -180,27 +272,15 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     params.add_index("dense", index_type=index_type, metric_type="IP", params=dense_params)
     params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                      params={"bm25_k1": k1, "bm25_b": b})
-    client.create_collection(collection, schema=schema, index_params=params)
+    for field in ("row", "born", "died"):  # the visibility filter and row lookups run on every read
+        params.add_index(field, index_type="INVERTED")
+    client.create_collection(collection, schema=schema, index_params=params, consistency_level="Strong")
 
 
-def _copy(client, collection: str, local, tenant: str, stem: bool) -> None:
-    from ragsieve.tools.index.builder import indexed_text
-    from ragsieve.tools.index.store import text_hash
+def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:
+    from ragsieve.tools.index.milvus_rows import entities
 
     n = len(local)
-    hashes = local.store.documents()
-    sparse = set(local.sparse_rows)
-    headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
-    titles = local.manifest.get("index_titles", True)  # the local BM25 indexed exactly this text
     for start in range(0, n, BATCH):
-        rows = list(range(start, min(n, start + BATCH)))
-        chunks = local.store.get_many(rows)
-        vectors = np.asarray(local.vectors[rows], dtype=np.float32)
-        client.insert(collection, [{
-            "row": r, "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
-            "search_text": analysed(indexed_text(c, headers) if titles else c.text, stem)[:65000],
-            "source": c.source[:4000], "title": c.title[:1000],
-            "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
-            "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
-            "doc_hash": hashes.get(c.doc_id, ""), "sparse_flag": r in sparse, "tenant": tenant,
-            "dense": v.tolist()} for r, c, v in zip(rows, chunks, vectors)])
+        client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem,
+                                           generation))
