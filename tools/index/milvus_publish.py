@@ -1,31 +1,32 @@
-"""Writing the `milvus` backend: a local generation copied into a Milvus collection, switched atomically.
+"""Writing the `milvus` backend: the live local generation published into a Milvus collection.
 
-One collection per published generation holds every chunk: its text, metadata
-(`doc_id`, `source`, `kind`, lines, `symbol`, `tenant`), the dense vector (FLAT or
-HNSW, inner product) and a BM25 sparse vector computed by Milvus' own BM25
-function, so BM25, dense and hybrid search run server-side. `tenant` is the
-partition key. Rows keep the local numbering (a document's chunks are
-consecutive), so the pipeline is unchanged.
+A collection holds every chunk: its text, metadata (`doc_id`, `source`, `kind`,
+lines, `symbol`, `tenant`), the dense vector (FLAT or HNSW, inner product) and a
+BM25 sparse vector computed by Milvus' own BM25 function, so BM25, dense and
+hybrid search run server-side. `tenant` is the partition key. Rows keep the
+local numbering, so the pipeline is unchanged.
 
 BM25 input: Milvus analyses `search_text`, which holds the chunk's indexed text
 already analysed by the local BM25 tokenizer (lowercase `\\w+`, bm25s English
 stopwords removed, Snowball stems), one token per word; the analyzer is Milvus'
 `standard` tokenizer, which keeps each such token whole. Queries are analysed
 the same way before they are sent. Both backends therefore score the same
-tokens with Lucene BM25 and k1, b from the index manifest (Milvus' own stemmer
-and tokenizer split words differently: SciFact BM25 nDCG@10 0.7035 vs 0.7355
-locally in an earlier run). milvus-lite ignores k1 and b and uses 1.5 / 0.75
-(`bm25_params_applied`), so on it the BM25 rankings still differ slightly unless
-the local index is built with those values. A client querying the collection
-directly must analyse its query the same way (`ragsieve.tools.index.bm25.tokenize`).
+tokens with Lucene BM25 and k1, b from the index manifest. milvus-lite ignores
+k1 and b and uses 1.5 / 0.75 (`bm25_params_applied`), so on it the BM25 rankings
+still differ slightly unless the local index is built with those values. A
+client querying the collection directly must analyse its query the same way
+(`ragsieve.tools.index.bm25.tokenize`) and filter `born <= G and died > G`.
 
-Atomic switch: a build writes the local generation first (embeddings reused as
-usual), then `publish` inserts it into a new collection `<name>_g<N>`, loads
-it, and only then rewrites `<index>/milvus.json` (atomically) to point at it;
-readers open the collection that file names, so they see the old generation
-or the new one, never half of one. The Milvus alias `<name>` is moved to the new
-collection at the same moment, for clients that query Milvus directly. The previous collection is dropped after
-the switch (readers still on it fail and reopen). `migrate` is `publish` of an
+Two ways to publish, both switched by rewriting `<index>/milvus.json` atomically:
+- incremental (the usual case): the rows the local change lists name are
+  written and retired in the live collection under the visibility rule of
+  `ragsieve.tools.index.milvus_rows` (`ragsieve.tools.index.milvus_delta`);
+- full copy (first publish, `--rebuild`, changed chunking/BM25/vector settings,
+  a broken change chain): a new collection `<name>_<gen>_<hex>`, loaded, the
+  alias `<name>` moved to it, the pointer switched, the old collection dropped.
+  An intent file names the collection being filled, so the next publish drops
+  it if this one was killed.
+Publishing runs under the index's write lock; `migrate` is a publish of an
 existing local index: nothing is embedded again.
 """
 from __future__ import annotations
