@@ -261,3 +261,29 @@ def test_two_publishes_at_once_take_turns(tmp_path):
 def _ids(index) -> list[str]:
     with opened(index) as idx:
         return sorted(idx.store.documents())
+
+
+def test_the_trace_counts_round_trips_to_milvus_and_fused_retrieval_is_one(tmp_path):
+    """Issue 28 item 4: RRF fusion runs server-side (one hybrid_search), and each traced step says how many
+    requests it sent to the engine."""
+    from ragsieve import Config, Orchestrator
+    from ragsieve.agent.llm.fake import FakeChat
+
+    docs, index = tmp_path / "docs", tmp_path / "idx"
+    write_corpus(docs, 12)
+    builder(index).build([docs])
+    publish(index)
+    with Orchestrator.open(index, Config(), chat=FakeChat(default="Part 0 [1].")) as orch:
+        orch.index._embedder = HashEmbedder()
+        answer = orch.ask("Document 3 part 0")
+    retrieve = next(e for e in answer.trace if e.step == "retrieve")
+    assert retrieve.summary["index_round_trips"] >= 1
+    calls = []
+    with opened(index) as idx:
+        real = idx.client._client.hybrid_search
+        idx.client._client.hybrid_search = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+        from ragsieve.tools.index.retriever import HybridRetriever
+
+        before = idx.round_trips()
+        hits = HybridRetriever(idx).run("Document 3 part 0", top_k=5)
+        assert hits and calls == [1] and idx.round_trips() - before == 1  # one request for the fused ranking

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.milvus_client import Reloading, release_client
+from ragsieve.tools.index.milvus_client import Reloading, release_client, thread_round_trips
 from ragsieve.tools.index.milvus_publish import analysed, client_for, read_pointer, resolve_uri
 from ragsieve.tools.index.milvus_rows import pointer_filter
 from ragsieve.tools.types import Chunk
@@ -148,7 +148,6 @@ class MilvusBM25:
 
     def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None):
         self.client, self.collection, self.visible = client, collection, visible
-        self.round_trips = 0  # searches sent (the trace reports them per question)
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
         self._last: tuple[str, list] | None = None  # the last unfiltered ranking (score_rows reads it)
 
@@ -179,7 +178,6 @@ class MilvusBM25:
         text = self.query_text(query)
         if not text.strip():  # only stopwords: no BM25 match anywhere (as locally)
             return []
-        self.round_trips += 1
         found = self.client.search(self.collection, data=[text], anns_field="bm25", limit=min(k, 16384),
                                    output_fields=["row"], search_params={"metric_type": "BM25"}, **kwargs)
         # milvus-lite reports the BM25 score negated; the order is best first either way
@@ -205,7 +203,6 @@ class MilvusBM25:
 class MilvusDense:
     def __init__(self, client, collection: str, visible: str | None = None):
         self.client, self.collection, self.visible = client, collection, visible
-        self.round_trips = 0
 
     def search(self, vector: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         return self._search(vector, k, None)
@@ -216,7 +213,6 @@ class MilvusDense:
     def _search(self, vector, k, rows):
         expr = _and(_in(rows) if rows is not None else None, self.visible)
         kwargs = {"filter": expr} if expr else {}
-        self.round_trips += 1
         found = self.client.search(self.collection, data=[np.asarray(vector, dtype=np.float32).reshape(-1).tolist()],
                                    anns_field="dense", limit=min(k, 16384), output_fields=["row"],
                                    search_params={"metric_type": "IP"}, **kwargs)
@@ -240,7 +236,6 @@ class MilvusIndex:
         self.bm25 = MilvusBM25(client, collection, stem, visible)
         self.dense = MilvusDense(client, collection, visible)
         self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]), visible)
-        self.hybrid_round_trips = 0
         if pointer.get("sparse_file"):  # stable-rows collections: the generation's subset beside the pointer
             self.sparse_rows = np.load(root / pointer["sparse_file"]).astype(int).tolist()
         else:  # collections published before: a flag per entity
@@ -294,8 +289,10 @@ class MilvusIndex:
         return sorted(rows)
 
     def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
-                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100) -> list[tuple[int, float]]:
-        """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call).
+                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
+                      payload: bool = False) -> list[tuple]:
+        """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call):
+        (row, score) pairs, or with `payload` (row, score, chunk, vector), all from that one request.
 
         fusion "rrf": `RRFRanker(rrf_k)`, sum of 1 / (rrf_k + rank) as the local RRF; Milvus has no per-list
         weights for it, so unequal weights are refused. fusion "weighted": `WeightedRanker(w_bm25, w_dense)`
@@ -320,14 +317,23 @@ class MilvusIndex:
             ranker = WeightedRanker(w_bm25, w_dense)
         else:
             ranker = WeightedRanker(w_dense)
-        self.hybrid_round_trips += 1
         found = self.client.hybrid_search(self.pointer["collection"], reqs, ranker, limit=min(k, 16384),
-                                          output_fields=["row"])
-        pairs = [(int(h["entity"]["row"]), float(h["distance"])) for h in (found[0] if found else [])]
-        return sorted(pairs, key=lambda p: (-p[1], p[0]))
+                                          output_fields=_FIELDS + ["dense"] if payload else ["row"])
+        hits = found[0] if found else []
+        if payload:
+            out = [(int(h["entity"]["row"]), float(h["distance"]), MilvusStore._chunk(h["entity"]),
+                    np.asarray(h["entity"]["dense"], dtype=np.float32)) for h in hits]
+        else:
+            out = [(int(h["entity"]["row"]), float(h["distance"])) for h in hits]
+        return sorted(out, key=lambda p: (-p[1], p[0]))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._model().embed(texts)
+
+    def round_trips(self) -> int:
+        """Requests this thread has sent to Milvus so far (the plan runner records each step's difference in
+        the trace as `index_round_trips`; fused retrieval is one `hybrid_search` where the server can)."""
+        return thread_round_trips()
 
     def close(self) -> None:
         try:

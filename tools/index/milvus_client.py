@@ -106,9 +106,19 @@ def _held_elsewhere(uri: str) -> bool:
         os.close(fd)
 
 
+_trips = threading.local()
+
+
+def thread_round_trips() -> int:
+    """Read requests this thread has sent through `Reloading` clients (a question runs in one thread, so the
+    difference around a step is that step's round trips to the engine)."""
+    return getattr(_trips, "n", 0)
+
+
 class Reloading:
     """A client whose reads load the collection again when the server lost its loaded state (a restarted
-    Milvus or milvus-lite server starts with every collection released), then retry once."""
+    Milvus or milvus-lite server starts with every collection released), then retry once; it counts the
+    read requests per thread (`thread_round_trips`)."""
 
     _READS = {"query", "search", "hybrid_search", "query_iterator", "get"}
 
@@ -121,6 +131,7 @@ class Reloading:
             return attr
 
         def call(collection, *args, **kwargs):
+            _trips.n = getattr(_trips, "n", 0) + 1
             try:
                 return attr(collection, *args, **kwargs)
             except Exception as exc:
