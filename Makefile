@@ -23,7 +23,7 @@ $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install --quiet -e '.[local,dev,milvus,fast]'
+	$(PIP) install --quiet -e '.[local,dev,milvus,fast,ray]'
 	touch $@
 
 install: $(VENV)/.installed

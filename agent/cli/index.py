@@ -36,6 +36,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
                                  "(default <index>/milvus.db; token from env RAGSIEVE_MILVUS_TOKEN)")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="embed on a Ray cluster (extra `ray`): auto (default) starts a local instance, else an "
+                        "address such as ray://head:10001 (docs/scaling.md)")
+    p.add_argument("--ray-actors", type=int, default=1, metavar="N", help="Ray: encoder actors (default 1)")
+    p.add_argument("--ray-batch-size", type=int, default=64, metavar="N", help="Ray: texts per actor call (64)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
         encoder=args.encoder or ic.encoder,
+        ray=ray_stage(args),
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
@@ -102,6 +108,16 @@ def run(args: argparse.Namespace) -> int:
         print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
     return 0
+
+
+def ray_stage(args):
+    """The Ray embedding stage `--ray` asks for (None without it); a missing `ray` extra is said before any work."""
+    if args.ray is None:
+        return None
+    from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
+
+    import_ray()
+    return RayEmbedStage(address=args.ray, actors=args.ray_actors, batch_size=args.ray_batch_size)
 
 
 def parse_rate(text: str) -> float:

@@ -72,8 +72,10 @@ class IndexBuilder:
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
-                 symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True) -> None:
+                 symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
+                 ray=None) -> None:
         self.root = Path(index_dir)
+        self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value

@@ -147,6 +147,8 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
     if to_embed:
         cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder.model, dim)
         try:
+            if getattr(builder, "ray", None) is not None:  # embedded on a Ray cluster into the checkpoint first
+                builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(cache, texts, to_embed)
             builder.resumed_embeddings = embed_resumable(
                 cache, texts, to_embed, vectors, lambda batch: builder._embedder_for().embed(batch),
                 builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
