@@ -98,10 +98,13 @@ class RayEmbedStage:
         try:
             t0 = time.perf_counter()
             gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+            context = ray.data.DataContext.get_current()
+            context.enable_progress_bars = False  # the library prints nothing (the CLI reports)
             ds = ray.data.from_items(missing, override_num_blocks=max(1, min(len(missing) // self.batch_size,
                                                                                8 * self.actors)))
             ds = ds.map_batches(EncoderActor, fn_constructor_kwargs={"make": self.make_embedder},
-                                batch_size=self.batch_size, concurrency=self.actors, num_cpus=0 if gpus else 1,
+                                batch_size=self.batch_size, num_cpus=0 if gpus else 1,
+                                compute=ray.data.ActorPoolStrategy(size=self.actors),
                                 num_gpus=gpus, batch_format="numpy")
             done = 0
             for batch in ds.iter_batches(batch_size=4 * self.batch_size, batch_format="numpy"):
