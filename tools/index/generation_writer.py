@@ -3,7 +3,8 @@
 The rows follow `ragsieve.tools.index.layout`: unchanged documents keep their
 rows, so the change list (`changes.json`: the base generation, its row count and
 the rows whose chunk or vector differs from it) names O(k) rows for k changed
-documents (the sparse subset is recomputed whole: a list of rows, not row content). A publisher that holds the base generation applies just those rows
+documents (the sparse subset is recomputed whole: a list of rows, not row
+content). A publisher that holds the base generation applies just those rows
 (`ragsieve.tools.index.milvus_delta`); without a base (first build, `--rebuild`,
 changed chunking settings) there is no change list and publishers copy it all.
 Only added or changed documents are chunked and embedded; the chunk store of
