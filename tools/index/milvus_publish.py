@@ -192,7 +192,10 @@ def resolve_uri(root: Path, stored: str) -> str:
     """The URI a client opens for a pointer's `uri` (a relative file is relative to the index folder)."""
     if "://" in stored or Path(stored).is_absolute():
         return stored
-    return str(Path(root).resolve() / stored)
+    inside = Path(root).resolve() / stored
+    if not inside.exists() and Path(stored).exists():  # a pointer written before: relative to the build's cwd
+        return str(Path(stored).resolve())
+    return str(inside)
 
 
 def _write_intent(root: Path, collection: str) -> None:
