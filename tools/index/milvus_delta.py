@@ -53,21 +53,28 @@ def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int
     return write, retire
 
 
-def recover(client, collection: str, base: int) -> dict:
-    """Undo a killed publish's writes (it never switched the pointer) and drop rows dead before `base`."""
-    undone = _count(client, collection, f"born > {base}")
-    if undone:
-        client.delete(collection, filter=f"born > {base}")
-    marked = _query_all(client, collection, f"died > {base} and died < {ALIVE}")
-    for start in range(0, len(marked), BATCH):
-        client.upsert(collection, [_with(e, died=ALIVE) for e in marked[start:start + BATCH]])
-    expired = _count(client, collection, f"died <= {base}")
-    if expired:
+def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None) -> dict:
+    """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
+    pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
+    `expired`; else by filter, a scan on engines without scalar indexes)."""
+    undone = restored = 0
+    if undo:
+        undone = _count(client, collection, f"born > {base}")
+        if undone:
+            client.delete(collection, filter=f"born > {base}")
+        marked = _query_all(client, collection, f"died > {base} and died < {ALIVE}")
+        for start in range(0, len(marked), BATCH):
+            client.upsert(collection, [_with(e, died=ALIVE) for e in marked[start:start + BATCH]])
+        restored = len(marked)
+        if undone or marked:
+            log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)",
+                        collection, undone, restored)
+    if expired is None:
         client.delete(collection, filter=f"died <= {base}")
-    if undone or marked:
-        log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)",
-                    collection, undone, len(marked))
-    return {"undone": undone, "restored": len(marked), "expired": expired}
+    else:
+        for start in range(0, len(expired), BATCH):
+            client.delete(collection, ids=expired[start:start + BATCH])
+    return {"undone": undone, "restored": restored, "expired": None if expired is None else len(expired)}
 
 
 def apply_delta(client, collection: str, local, base: int, generation: int, write: set[int], retire: set[int],
@@ -80,11 +87,12 @@ def apply_delta(client, collection: str, local, base: int, generation: int, writ
         old.extend(_query_all(client, collection, f"{visible_at(base)} and row in {part}"))
     for start in range(0, len(old), BATCH):
         client.upsert(collection, [_with(e, died=generation) for e in old[start:start + BATCH]])
+    retired_ids = [int(e["pk"]) for e in old]
     rows = sorted(write)
     for start in range(0, len(rows), BATCH):
         client.insert(collection, entities(local, rows[start:start + BATCH], tenant, stem, generation))
     client.flush(collection)
-    return {"rows_written": len(rows), "rows_retired": len(old)}
+    return {"rows_written": len(rows), "rows_retired": len(old), "retired_ids": retired_ids}
 
 
 def _with(entity: dict, **changes) -> dict:

@@ -105,7 +105,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
         dim = int(local.vectors.shape[1])
         client = client_for(resolve_uri(root, stored), token, wait_s=wait_s)
         try:
-            _drop_abandoned(client, root, previous.get("collection"))
+            interrupted = _drop_abandoned(client, root, previous.get("collection"))
             same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
                     and previous.get("name") == name and previous.get("tenant", "default") == tenant
                     and previous.get("dimension") == dim and previous.get("index_type") == index_type
@@ -115,16 +115,22 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             if delta is not None:
                 collection = previous["collection"]
                 client.load_collection(collection)  # (a restarted milvus-lite server has it released)
-                recovery = recover(client, collection, int(previous["visible"]))
+                recovery = recover(client, collection, int(previous["visible"]),
+                                   undo=interrupted.get("mode") == "incremental",
+                                   expired=_read_ids(root, previous.get("retired_file")))
                 write, retire = delta
-                counts = apply_delta(client, collection, local, int(previous["visible"]), number, write, retire,
-                                     tenant, bm25["stem"]) if previous["generation"] != gen else \
-                    {"rows_written": 0, "rows_retired": 0}
+                counts = {"rows_written": 0, "rows_retired": 0}
+                if previous["generation"] != gen:
+                    _write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
+                    counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
+                                         retire, tenant, bm25["stem"])
+                retired_ids = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"
             else:
                 collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
-                _write_intent(root, collection)
+                _write_intent(root, {"mode": "full", "collection": collection})
+                retired_ids = []
                 create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
                 bm25["applied"] = bm25_params_applied(client, collection, bm25)
                 _copy(client, collection, local, tenant, bm25["stem"], number)
@@ -139,8 +145,9 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: "
                                     f"{str(exc)[:300]}") from None
         sparse_file = write_sparse(root, gen, local.sparse_rows)
+        retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
         pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
-                   "sparse_file": sparse_file,
+                   "sparse_file": sparse_file, "retired_file": retired_file,
                    "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
                    "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
                    "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
@@ -149,8 +156,9 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
         tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
         os.replace(tmp, root / POINTER)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
-        for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's stays for its readers
-            if stale.name not in (sparse_file.split("/")[-1], str(previous.get("sparse_file", "")).split("/")[-1]):
+        keep = {Path(str(f)).name for f in (sparse_file, retired_file, previous.get("sparse_file"))}
+        for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's subset stays for its readers
+            if stale.name not in keep:
                 stale.unlink(missing_ok=True)
         old = previous.get("collection")
         try:
@@ -198,23 +206,35 @@ def resolve_uri(root: Path, stored: str) -> str:
     return str(inside)
 
 
-def _write_intent(root: Path, collection: str) -> None:
-    """Before creating a collection, say so: a publish killed before the switch leaves it named here."""
+def _write_intent(root: Path, intent: dict) -> None:
+    """Before writing to Milvus, say what: a publish killed before the switch leaves it here (a full copy's
+    collection to drop, or an incremental publish's rows to undo)."""
     tmp = root / f".{INTENT}.tmp"
-    tmp.write_text(json.dumps({"collection": collection}), encoding="utf-8")
+    tmp.write_text(json.dumps(intent), encoding="utf-8")
     os.replace(tmp, root / INTENT)
 
 
-def _drop_abandoned(client, root: Path, live: str | None) -> None:
-    """Drop the collection a killed full publish was writing (named in the intent file) unless it is live."""
+def _drop_abandoned(client, root: Path, live: str | None) -> dict:
+    """The intent a killed publish left ({} when none); the collection a killed full copy was filling is
+    dropped unless it is live."""
     try:
-        abandoned = json.loads((root / INTENT).read_text(encoding="utf-8")).get("collection")
+        intent = json.loads((root / INTENT).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
+        return {}
+    abandoned = intent.get("collection") if intent.get("mode", "full") == "full" else None
     if abandoned and abandoned != live and client.has_collection(abandoned):
         log.warning("dropping Milvus collection %s left by an interrupted publish", abandoned)
         client.drop_collection(abandoned)
-    (root / INTENT).unlink(missing_ok=True)
+    return intent
+
+
+def _read_ids(root: Path, name: str | None) -> list[int] | None:
+    if not name:
+        return None
+    try:
+        return np.load(root / name).astype(int).tolist()
+    except (OSError, ValueError):
+        return None
 
 
 def _point_alias(client, alias: str, collection: str) -> None:
