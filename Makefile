@@ -23,7 +23,7 @@ $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install --quiet -e '.[local,dev,milvus,fast]'
+	$(PIP) install --quiet -e '.[local,dev,milvus,fast,ray]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -35,7 +35,7 @@ demo: $(VENV)/.installed
 
 # The browser tests drive Debian's chromium (browsers cannot be downloaded): installed here when missing.
 $(VENV)/.installed-browser: $(VENV)/.installed-dev
-	$(PIP) install --quiet -e '.[local,dev,milvus,fast,browser-test]'
+	$(PIP) install --quiet -e '.[local,dev,milvus,fast,ray,browser-test]'
 	touch $@
 
 chromium:

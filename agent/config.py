@@ -44,7 +44,7 @@ class IndexConfig(_Section):
     # where the index is served from (ragsieve.tools.index.backend): local | milvus; for milvus, `uri` is a
     # milvus-lite file (default <index>/milvus.db), http://host:19530 or a Zilliz URI, the token from the
     # environment variable RAGSIEVE_MILVUS_TOKEN
-    encoder: Literal["torch", "onnx", "onnx-int8"] = "torch"  # torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    encoder: Literal["torch", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else onnx (torch without the fast extra) | torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
     backend: str = "local"
     _backend = _mode(Backend, "backend")
     uri: str | None = None
@@ -68,9 +68,10 @@ class IndexConfig(_Section):
         if provider == "sentence-transformers":
             if self.embed_base_url or self.embed_dimensions:
                 raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
+            from ragsieve.tools.index.builder import default_encoder
             from ragsieve.tools.index.dense import Embedder
 
-            return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen)
+            return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen or default_encoder())
         if not self.embed_base_url:
             raise UsageError("embedding_provider = \"openai\" needs embed_base_url (e.g. http://127.0.0.1:8080/v1)")
         if encoder or self.encoder != type(self).model_fields["encoder"].default:

@@ -11,6 +11,9 @@ synthetic corpora of 100k (and 1M) chunks in the `local` and `milvus` (milvus-li
    cosine agreement to torch and the load average; then (encoder-quality) the whole of SciFact indexed with
    each encoder and its hybrid / dense nDCG@10.
 3. Build: the same 1,000 abstracts indexed with BM25 built while encoding and after it (alternated twice).
+5. Issue 28 (scale_publish.py): publish time of a one-document change at 10k/100k(/1M) chunks on local and
+   milvus-lite (synthetic vectors), index chunks per CPU-second default encoder vs torch (interleaved), and
+   Ray throughput with 1 and 2 encoder actors with the N-node arithmetic.
 4. Scale: N random unit vectors (384-d) with generated text (the encoder is not what is measured): build
    time, disk, RSS growth, hybrid query p50/p95 at top-10, and recall@10 of the ANN dense index (FAISS HNSW /
    Milvus HNSW) against exact search.
@@ -183,10 +186,11 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     rss0, started = rss_mb(), time.perf_counter()
     create_collection(client, "synthetic", vectors.shape[1], "HNSW")
     for start in range(0, n, 5000):
-        client.insert("synthetic", [{"row": i, "doc_id": f"d{i}", "chunk_index": 0, "text": texts[i],
+        client.insert("synthetic", [{"pk": i, "row": i, "born": 0, "died": 2 ** 62, "doc_id": f"d{i}",
+                                     "chunk_index": 0, "text": texts[i],
                                      "search_text": analysed(texts[i], True), "source": f"d{i}", "title": "", "kind": "text",
                                      "symbol": "", "line_start": -1, "line_end": -1, "text_hash": "", "doc_hash": "",
-                                     "sparse_flag": False, "tenant": "default", "dense": vectors[i].tolist()}
+                                     "tenant": "default", "dense": vectors[i].tolist()}
                                     for i in range(start, min(n, start + 5000))])
     client.flush("synthetic")  # sealed segments get their HNSW / inverted indexes (as `publish` does)
     client.load_collection("synthetic")
@@ -221,7 +225,12 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--encoder-docs", type=int, default=1000)
     ap.add_argument("--scifact-index", type=Path, help="a built SciFact index (default: built here)")
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale,"
+                                               "publish,index-cpu,ray")
+    ap.add_argument("--publish-sizes", default="10000,100000", help="publish part: chunks (1000000 if time allows)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-scale-cache",
+                    help="publish part: where the synthetic indexes are kept between runs")
+    ap.add_argument("--cpu-docs", type=int, default=300, help="index-cpu and ray parts: SciFact abstracts")
     ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
     ap.add_argument("--vectors", choices=["real", "random"], default="real",
                     help="scale part: real SciFact vectors with noise (needs --scifact-index) or random unit vectors")
@@ -262,6 +271,22 @@ def main(argv=None) -> int:
         if "build" not in skip:
             result["build_overlap"] = build_overlap(args.encoder_docs, work)
             result.get("earlier_parts", {}).pop("build_overlap", None)
+            bench_io.write(dict(result), args.out)
+        import scale_publish
+
+        result["commit"] = scale_publish.commit()
+        if "publish" not in skip:
+            result["publish_one_change"] = dict(result.get("publish_one_change", {}))
+            result["publish_one_change"]["vectors"] = "synthetic (sha256 of the text): the encoder is not measured"
+            for n in [int(x) for x in args.publish_sizes.split(",") if x]:
+                result["publish_one_change"][str(n)] = scale_publish.publish_change(n, args.cache)
+                print(f"  publish {n}: {json.dumps(result['publish_one_change'][str(n)])}", flush=True)
+                bench_io.write(dict(result), args.out)
+        if "index-cpu" not in skip:
+            result["index_chunks_per_cpu_s"] = scale_publish.index_cpu(args.cpu_docs, work)
+            bench_io.write(dict(result), args.out)
+        if "ray" not in skip:
+            result["ray"] = scale_publish.ray_throughput(args.cpu_docs, work)
             bench_io.write(dict(result), args.out)
         if "scale" not in skip:
             result["scale"] = dict(result.get("scale", {}))

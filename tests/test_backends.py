@@ -108,7 +108,7 @@ def test_the_pipeline_runs_on_either_backend(index, examples_index, milvus_index
         assert agentic.answer and agentic.trace[-1].step in ("answer", "validate")
 
 
-def test_publish_switches_atomically_and_drops_the_old_collection(milvus_index, embedder):
+def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_collection(milvus_index, embedder):
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.builder import IndexBuilder
@@ -118,9 +118,13 @@ def test_publish_switches_atomically_and_drops_the_old_collection(milvus_index, 
     docs.mkdir()
     (docs / "note.md").write_text("# Note\n\nThe cafeteria opens at eight.\n", encoding="utf-8")
     IndexBuilder(milvus_index, embedder=embedder, progress=False).build([docs])
-    after = publish(milvus_index)
+    added = publish(milvus_index)
+    assert added["collection"] == before["collection"] and added["rows"] == before["rows"] + 1
+    assert added["last_publish"] == {**added["last_publish"], "mode": "incremental", "rows_written": 1,
+                                     "rows_retired": 0}
+    after = publish(milvus_index, rebuild=True)  # the full-copy path: a new collection, the alias moved
     assert after["collection"] != before["collection"] and after["rows"] == before["rows"] + 1
-    client = MilvusClient(after["uri"])
+    client = MilvusClient(str(milvus_index / after["uri"]))
     try:
         assert client.has_collection(after["collection"]) and not client.has_collection(before["collection"])
         assert client.describe_alias(after["alias"])["collection_name"] == after["collection"]
@@ -142,7 +146,7 @@ def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
     out = cli("index", str(repo / "examples"), "--index", str(tmp_path / "milvus-demo"), "--backend", "milvus",
               "--no-progress")
     assert out.returncode == 0 and "published" in out.stdout, out.stderr
-    assert json.loads((tmp_path / "milvus-demo" / "milvus.json").read_text())["uri"].endswith("milvus.db")
+    assert json.loads((tmp_path / "milvus-demo" / "milvus.json").read_text())["uri"] == "milvus.db"  # relative
     with StubOpenAI([ok("Use `lumen keys rotate` [1].")]) as upstream:
         out = cli("ask", "How do I rotate the API key?", "--index", str(tmp_path / "milvus-demo"), "--json",
                   env={"OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "k"})

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ragsieve.tools.index.builder as ib
+import ragsieve.tools.index.generation_writer as gw
 import ragsieve.tools.index.generations as generations
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.hybrid import HybridIndex
@@ -96,7 +97,7 @@ def test_failure_mid_build_keeps_the_old_index(tmp_path, corpus, embedder, monke
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ib, "find_sparse_rows", boom)
+    monkeypatch.setattr(gw, "find_sparse_rows", boom)  # (the generation writer, split from the builder)
     with pytest.raises(KeyboardInterrupt):
         _builder(root, embedder).build([corpus])
     assert _entries(root) == [".lock", "CURRENT", "gen-1"]

@@ -37,11 +37,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
-                   help="how chunks are embedded (default from config: torch); onnx is the same model on ONNX Runtime")
+                   help="how chunks are embedded (default: the encoder the index was built with, else onnx: the same model on ONNX Runtime)")
     p.add_argument("--backend", choices=["local", "milvus"],
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
                                  "(default <index>/milvus.db; token from env RAGSIEVE_MILVUS_TOKEN)")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="embed on a Ray cluster (extra `ray`): auto (default) starts a local instance, else an "
+                        "address such as ray://head:10001 (docs/scaling.md)")
+    p.add_argument("--ray-actors", type=int, default=1, metavar="N", help="Ray: encoder actors (default 1)")
+    p.add_argument("--ray-batch-size", type=int, default=64, metavar="N", help="Ray: texts per actor call (64)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -70,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         sparse_percentile=ic.sparse_percentile,
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
+        ray=ray_stage(args),
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
@@ -97,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
         from ragsieve.tools.index.milvus_publish import publish
 
         pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
-                          index_type=ic.milvus_index)
+                          index_type=ic.milvus_index, rebuild=args.rebuild, lock_wait_s=ic.lock_wait_s)
+        last = pointer["last_publish"]
         print(for_terminal(f"published {pointer['rows']} chunks of {pointer['generation']} to Milvus "
-                           f"{pointer['uri']} as {pointer['collection']}"))
+                           f"{pointer['uri']} as {pointer['collection']} ({last['mode']}: {last['rows_written']} "
+                           f"rows written, {last['rows_retired']} retired)"))
     print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
@@ -119,6 +127,16 @@ def remote_embedder(ic, args):
             ic.embedder()  # refuses the setting with its reason
         return None
     return ic.embedder(args.embedding_model, args.encoder)
+
+
+def ray_stage(args):
+    """The Ray embedding stage `--ray` asks for (None without it); a missing `ray` extra is said before any work."""
+    if args.ray is None:
+        return None
+    from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
+
+    import_ray()
+    return RayEmbedStage(address=args.ray, actors=args.ray_actors, batch_size=args.ray_batch_size)
 
 
 def parse_rate(text: str) -> float:

@@ -182,11 +182,15 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
 def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:
     step = STEPS[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None
+    trips = getattr(deps.index, "round_trips", None)  # a remote backend counts its requests (Milvus)
+    trips_before = trips() if trips is not None else None
     started = time.perf_counter()
     result = step.run(state, deps)
     duration = time.perf_counter() - started
     usage = deps.llm.meter.snapshot().minus(before) if before is not None else None
-    event = TraceEvent(step=name, outcome=result.outcome, summary=result.summary, duration_s=round(duration, 4))
+    summary = result.summary if trips_before is None else {**result.summary,
+                                                           "index_round_trips": trips() - trips_before}
+    event = TraceEvent(step=name, outcome=result.outcome, summary=summary, duration_s=round(duration, 4))
     if usage is not None:
         event.usage = usage
     state.trace.append(event)

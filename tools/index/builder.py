@@ -7,30 +7,28 @@ leaves the previous generation loadable, and a reader that read the old
 `CURRENT` just before the switch still finds its files (`HybridIndex.open`
 re-reads `CURRENT` if they vanish anyway). One builder writes an index at a
 time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
-`lock_wait_s` seconds (None: for ever), then fails with `IndexBusyError`. Unchanged documents (same doc_id and content hash, same
-chunking and embedding settings) keep their chunks and vectors; only added or
-changed documents are chunked and embedded. BM25, FAISS and the sparse subset
-are rebuilt from all rows each generation (they are cheap next to embedding).
+`lock_wait_s` seconds (None: for ever), then fails with `IndexBusyError`.
+Unchanged documents (same doc_id and content hash, same chunking and embedding
+settings) keep their chunks, vectors and rows; only added or changed documents
+are chunked and embedded (`ragsieve.tools.index.generation_writer`, rows by
+`ragsieve.tools.index.layout`). BM25, FAISS and the sparse subset are rebuilt
+from all rows each generation (they are cheap next to embedding). This module
+decides what a build covers (scopes, kept, removed documents); the report and
+helpers live in `ragsieve.tools.index.build_report`.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-from pydantic import BaseModel
-
 from ragsieve.tools.index.bm25 import BM25Index
-from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
-from ragsieve.tools.index.generations import fsync_tree, live_generation, new_generation, switch_current
-from ragsieve.tools.index.progress import progress_reporter
+from ragsieve.tools.index.build_report import (BuildReport, build_scopes, corpus_fingerprint,  # noqa: F401
+                                               excluded_counts, in_scope, indexed_text, package_version)
+from ragsieve.tools.index.embed_cache import EmbeddingCache
+from ragsieve.tools.index.generation_writer import FORMAT_VERSION, write_generation  # noqa: F401
+from ragsieve.tools.index.generations import live_generation, new_generation, switch_current
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
@@ -40,91 +38,30 @@ from ragsieve.tools.index.lock import IndexLock
 from ragsieve.tools.ingest.loaders import load_documents, page_document
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
-from ragsieve.tools.filters.sparse import find_sparse_rows
 from ragsieve.tools.index.store import ChunkStore
-from ragsieve.tools.types import Chunk, Document
+from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)
-FORMAT_VERSION = 1
+_version = package_version  # the name benchmarks import
 
 
-class BuildReport(BaseModel):
-    index_dir: str
-    generation: str
-    written: bool
-    load: dict
-    load_summary: str
-    docs_added: int
-    docs_updated: int
-    docs_removed: int
-    docs_kept: int = 0  # indexed before from other paths and left in place (not re-read)
-    docs_unchanged: int
-    chunks_total: int
-    chunks_embedded: int
-    embed_seconds: float = 0.0
-    embed_inputs_cut: int = 0  # inputs the embedding provider shortened to the model's limit
-    sparse_rows: int
-    seconds: float
-    problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
-    excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
+def default_encoder() -> str:
+    """The encoder of a new index: `onnx` (the same vectors as `torch` to float precision, faster; issue 28,
+    `benchmarks/results/scale.json`) when ONNX Runtime and onnx are installed (extra `fast`), else `torch`."""
+    from importlib.util import find_spec
 
-    def summary(self) -> str:
-        state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
-        return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
-                f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
-                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
-                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else ""))
+    if find_spec("onnxruntime") is not None and find_spec("onnx") is not None:
+        return "onnx"
+    log.info("encoder torch: install ragsieve[fast] for the faster onnx encoder")
+    return "torch"
 
 
-def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
-    """What BM25 and the embedder see: a header (the title; for code the path and the enclosing
-    symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text."""
-    if chunk.symbol and symbol_headers:
-        return f"{chunk.source} {chunk.symbol}\n{chunk.text}"
-    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
-
-
-def _scopes(paths, base) -> list[str]:
-    """The id prefixes this build covers: `examples/docs/` for a folder, the id itself for a file."""
-    from ragsieve.tools.ingest.walk import doc_id_for
-
-    out = []
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            out.append(doc_id_for(path, path / "\0", base)[:-1])
-        elif path.exists():
-            out.append(doc_id_for(path, path, base))
-    return out
-
-
-def _in_scope(doc_id: str, scopes) -> bool:
-    return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#"))
-               for s in scopes)
-
-
-def _excluded(stats) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for _path, why in stats.skipped:
-        if why.startswith(("excluded by", "not matched by", "skipped by default")):
-            key = why.split(";")[0].replace("skipped by default (", "default: ")
-            out[key] = out.get(key, 0) + 1
-    return out
-
-
-def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
-    """sha256 over the sorted (doc_id, content_hash) pairs."""
-    h = hashlib.sha256()
-    for doc_id in sorted(doc_hashes):
-        h.update(f"{doc_id}\0{doc_hashes[doc_id]}\n".encode("utf-8"))
-    return h.hexdigest()
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
+def recorded_encoder(root: Path) -> str | None:
+    """The encoder the live generation of `root` was embedded with (None: no index yet)."""
+    gen = live_generation(root)
+    if gen is None or not (gen / MANIFEST).is_file():
         return None
+    return read_manifest(gen).get("embedding", {}).get("encoder", "torch")
 
 
 class IndexBuilder:
@@ -136,14 +73,18 @@ class IndexBuilder:
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
-                 symbol_headers: bool = True, encoder: str = "torch", overlap: bool = True) -> None:
+                 symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
+                 ray=None) -> None:
         self.root = Path(index_dir)
+        self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
-        if encoder not in Embedder.ENCODERS:
+        if encoder is None and embedder is None:  # an index keeps the encoder it was built with
+            encoder = recorded_encoder(self.root) or default_encoder()
+        if embedder is None and encoder not in Embedder.ENCODERS:
             raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
         self.encoder = embedder.encoder if embedder is not None else encoder
         if embedder is not None and embedding_model is not None and \
@@ -213,7 +154,7 @@ class IndexBuilder:
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise UsageError(f"duplicate document ids: {dup}")
-        scopes = _scopes(paths, base) + web_scopes
+        scopes = build_scopes(paths, base) + web_scopes
         with IndexLock(self.root, self.lock_wait_s):
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
@@ -282,7 +223,7 @@ class IndexBuilder:
             unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
             gone = [i for i in prev_docs if i not in new_hashes]
             # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
-            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not _in_scope(i, scopes)]
+            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not in_scope(i, scopes)]
             if kept and not reuse:
                 raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
                                  f"settings changed: index them again too, or pass --sync to keep only these paths")
@@ -292,7 +233,7 @@ class IndexBuilder:
                       "docs_unchanged": len(unchanged), "docs_kept": len(kept)}
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
                       "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
-                      "excluded": _excluded(loaded.stats), **counts}
+                      "excluded": excluded_counts(loaded.stats), **counts}
             if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
                     and counts["docs_removed"] == 0 and not remove:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
@@ -301,7 +242,7 @@ class IndexBuilder:
             gen = new_generation(self.root)
             try:
                 hashes = new_hashes | {i: prev_docs[i] for i in kept}
-                manifest = self._write(gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
+                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise
@@ -321,65 +262,6 @@ class IndexBuilder:
                            embed_inputs_cut=manifest["counts"]["inputs_cut"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start, **common)
 
-    def _write(self, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-               prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
-        store = ChunkStore(gen / "chunks.sqlite")
-        cut_before = getattr(self._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
-        prev_rows = prev_store.document_rows() if prev_store else {}
-        prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store else None
-        texts: list[str] = []
-        reused: list[tuple[int, int, int]] = []  # (new first row, old first row, n)
-        to_embed: list[int] = []
-        try:
-            for doc in docs:
-                if doc.doc_id in unchanged:
-                    chunks = prev_store.chunks_of(doc.doc_id)
-                    reused.append((store.count(), prev_rows[doc.doc_id][0], len(chunks)))
-                else:
-                    chunks = self.chunker.run(doc)
-                    to_embed.extend(range(store.count(), store.count() + len(chunks)))
-                store.add_document(doc.doc_id, doc.source, doc.content_hash, chunks)
-                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
-            for doc_id in kept:  # indexed before from other paths: carried over, never re-embedded
-                chunks = prev_store.chunks_of(doc_id)
-                reused.append((store.count(), prev_rows[doc_id][0], len(chunks)))
-                store.add_document(doc_id, prev_store.source_of(doc_id), hashes[doc_id], chunks)
-                texts.extend(indexed_text(c, self.symbol_headers) if self.index_titles else c.text for c in chunks)
-            store.commit()
-            n = store.count()
-            self._last_keys = {text_key(t) for t in texts}
-        finally:
-            store.close()
-        if n == 0:
-            raise UsageError("the documents produced no chunks to index")
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
-            # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
-            # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
-            bm25_job = pool.submit(self._build_bm25, texts, gen) if self.overlap else None
-            vectors = self._vectors(n, texts, reused, to_embed, prev_vectors)
-            embed_seconds = round(time.perf_counter() - t0, 3)
-            self._build_bm25(texts, gen) if bm25_job is None else bm25_job.result()
-        self.dense_proto.build(vectors).save(gen)
-        sparse = find_sparse_rows(vectors, self.sparse_percentile)
-        (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
-        manifest = {
-            "format_version": FORMAT_VERSION, "ragsieve_version": _version("ragsieve"), "generation": gen.name,
-            "embedding": self._embedding_section(int(vectors.shape[1]), prev_gen),
-            "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
-            "chunk_tokens": self.chunker.chunk_tokens, "index_titles": self.index_titles, "settings": settings,
-            "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
-                       "embed_seconds": embed_seconds, "inputs_cut": getattr(self._embedder, "inputs_cut", 0) - cut_before},
-            "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
-            "corpus_fingerprint": corpus_fingerprint(hashes),
-            "source_root": str(self._recorded_root(prev_gen)) if self._recorded_root(prev_gen) else None,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "versions": {d: _version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
-        }
-        (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        fsync_tree(gen)
-        return manifest
-
     def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
         """The manifest's record of the provider (carried over from the previous generation when nothing was
         embedded this time)."""
@@ -392,33 +274,8 @@ class IndexBuilder:
     def _cache_model(self) -> str:
         return self.model if self.provider == "sentence-transformers" else f"{self.provider}:{self.model}"
 
-    def _build_bm25(self, texts: list[str], gen: Path) -> None:
-        BM25Index(self.bm25_proto.engine, k1=self.bm25_proto.k1, b=self.bm25_proto.b,
-                  stem=self.bm25_proto.stem).build(texts).save(gen / "bm25")
-
     def _recorded_root(self, prev_gen: Path | None) -> Path | None:
         if prev_gen is not None and (prev_gen / MANIFEST).is_file():
             recorded = read_manifest(prev_gen).get("source_root")
             return Path(recorded) if recorded else None
         return getattr(self, "_new_root", None)
-
-    def _vectors(self, n: int, texts: list[str], reused: list[tuple[int, int, int]], to_embed: list[int],
-                 prev_vectors: np.ndarray | None) -> np.ndarray:
-        dim = prev_vectors.shape[1] if prev_vectors is not None else None
-        if to_embed:
-            dim = self._embedder_for().dimension
-            if prev_vectors is not None and reused and prev_vectors.shape[1] != dim:
-                raise UsageError(f"index {self.root} holds {prev_vectors.shape[1]}-d vectors; {self.model!r} gives "
-                                 f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
-        vectors = np.zeros((n, dim), dtype=np.float32)
-        for new, old, count in reused:
-            vectors[new:new + count] = prev_vectors[old:old + count]
-        if to_embed:
-            cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model(), dim)
-            try:
-                self.resumed_embeddings = embed_resumable(
-                    cache, texts, to_embed, vectors, lambda batch: self._embedder_for().embed(batch),
-                    self.batch_size * 4, lambda total: progress_reporter(self.progress, total))
-            finally:
-                cache.close()
-        return vectors

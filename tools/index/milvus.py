@@ -18,11 +18,13 @@ from typing import Sequence
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.milvus_publish import analysed, client_for, read_pointer
+from ragsieve.tools.index.milvus_client import Reloading, release_client, thread_round_trips
+from ragsieve.tools.index.milvus_publish import analysed, client_for, read_pointer, resolve_uri
+from ragsieve.tools.index.milvus_rows import pointer_filter
 from ragsieve.tools.types import Chunk
 
 _FIELDS = ["row", "doc_id", "chunk_index", "text", "source", "title", "kind", "line_start", "line_end", "symbol",
-           "text_hash", "doc_hash", "sparse_flag"]
+           "text_hash", "doc_hash"]
 PAGE = 16000  # rows per query page (Milvus caps a query's limit at 16,384)
 
 
@@ -36,13 +38,19 @@ def _in(rows: Sequence[int]) -> str:
     return f"row in [{', '.join(str(int(r)) for r in rows)}]"
 
 
-class MilvusStore:
-    def __init__(self, client, collection: str, count: int):
-        self.client, self.collection, self._count = client, collection, count
+def _and(expr: str | None, visible: str | None) -> str:
+    """`expr` restricted to the published generation (`milvus_rows.pointer_filter`); "" means everything."""
+    parts = [p for p in (expr, visible) if p]
+    return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else (parts[0] if parts else "")
 
-    def _query(self, expr: str, limit: int | None = None) -> list[dict]:
+
+class MilvusStore:
+    def __init__(self, client, collection: str, count: int, visible: str | None = None):
+        self.client, self.collection, self._count, self.visible = client, collection, count, visible
+
+    def _query(self, expr: str, limit: int | None = None, fields: list[str] = _FIELDS) -> list[dict]:
         kwargs = {"limit": limit} if limit else {}
-        return self.client.query(self.collection, filter=expr, output_fields=_FIELDS, **kwargs)
+        return self.client.query(self.collection, filter=_and(expr, self.visible), output_fields=fields, **kwargs)
 
     @staticmethod
     def _chunk(r: dict) -> Chunk:
@@ -70,35 +78,34 @@ class MilvusStore:
         return [found[r] for r in wanted]
 
     def doc_rows(self, doc_id: str) -> list[int]:
-        found = self.client.query(self.collection, filter=f"doc_id == {_quote(doc_id)}",
-                                  output_fields=["row", "chunk_index"], limit=16384)
+        found = self._query(f"doc_id == {_quote(doc_id)}", 16384, ["row", "chunk_index"])
         return [r["row"] for r in sorted(found, key=lambda r: r["chunk_index"])]
 
     def chunks_of(self, doc_id: str) -> list[Chunk]:
         return self.get_many(self.doc_rows(doc_id))
 
     def neighbours(self, row: int, radius: int = 1) -> list[int]:
-        doc = self.client.query(self.collection, filter=f"row == {int(row)}", output_fields=["doc_id"], limit=1)
+        doc = self._query(f"row == {int(row)}", 1, ["doc_id", "chunk_index"])
         if not doc:
             return []
-        near = self.client.query(self.collection, output_fields=["row"], limit=2 * radius + 1,
-                                 filter=f"doc_id == {_quote(doc[0]['doc_id'])} and row >= {row - radius} "
-                                        f"and row <= {row + radius} and row != {int(row)}")
-        return sorted(r["row"] for r in near)
+        at = int(doc[0]["chunk_index"])
+        near = self._query(f"doc_id == {_quote(doc[0]['doc_id'])} and chunk_index >= {at - radius} "
+                           f"and chunk_index <= {at + radius} and row != {int(row)}", 2 * radius + 1,
+                           ["row", "chunk_index"])
+        return [r["row"] for r in sorted(near, key=lambda r: r["chunk_index"])]
 
     def row_of_text(self, text: str) -> int | None:
         from ragsieve.tools.index.store import text_hash
 
-        found = self.client.query(self.collection, filter=f"text_hash == {_quote(text_hash(text))}",
-                                  output_fields=["row", "text"], limit=16)
+        found = self._query(f"text_hash == {_quote(text_hash(text))}", 16, ["row", "text"])
         rows = [r["row"] for r in found if r["text"] == text]
         return min(rows) if rows else None
 
     def documents(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for start in range(0, self._count, 16000):
-            for r in self.client.query(self.collection, filter=f"row >= {start} and row < {start + 16000}",
-                                       output_fields=["doc_id", "doc_hash"], limit=16000):
+            for r in sorted(self._query(f"row >= {start} and row < {start + 16000}", 16000,
+                                        ["row", "doc_id", "doc_hash"]), key=lambda r: r["row"]):
                 out.setdefault(r["doc_id"], r["doc_hash"])
         return out
 
@@ -107,8 +114,8 @@ class MilvusVectors:
     """`vectors[row]`, `vectors[[rows]]`, `vectors[a:b]`, `len(vectors)`, `np.asarray(vectors)` (all: calibration
     and the conformal step's whole-corpus view)."""
 
-    def __init__(self, client, collection: str, count: int, dimension: int):
-        self.client, self.collection, self._count = client, collection, count
+    def __init__(self, client, collection: str, count: int, dimension: int, visible: str | None = None):
+        self.client, self.collection, self._count, self.visible = client, collection, count, visible
         self.shape = (count, dimension)
         self.ndim = 2
 
@@ -130,7 +137,7 @@ class MilvusVectors:
         found: dict[int, list[float]] = {}
         unique = sorted(set(rows))
         for start in range(0, len(unique), 1000):
-            for r in self.client.query(self.collection, filter=_in(unique[start:start + 1000]),
+            for r in self.client.query(self.collection, filter=_and(_in(unique[start:start + 1000]), self.visible),
                                        output_fields=["row", "dense"], limit=1000):
                 found[r["row"]] = r["dense"]
         return np.asarray([found[r] for r in rows], dtype=np.float32).reshape(len(rows), self.shape[1])
@@ -139,8 +146,8 @@ class MilvusVectors:
 class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
-    def __init__(self, client, collection: str, stem: bool | None = True):
-        self.client, self.collection = client, collection
+    def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None):
+        self.client, self.collection, self.visible = client, collection, visible
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
         self._last: tuple[str, list] | None = None  # the last unfiltered ranking (score_rows reads it)
 
@@ -166,7 +173,8 @@ class MilvusBM25:
         return deep + [(r, 0.5 * floor * s / top) for r, s in rest][:k - len(deep)]
 
     def _search(self, query: str, k: int, rows: list[int] | None) -> list[tuple[int, float]]:
-        kwargs = {"filter": _in(rows)} if rows is not None else {}
+        expr = _and(_in(rows) if rows is not None else None, self.visible)
+        kwargs = {"filter": expr} if expr else {}
         text = self.query_text(query)
         if not text.strip():  # only stopwords: no BM25 match anywhere (as locally)
             return []
@@ -193,8 +201,8 @@ class MilvusBM25:
 
 
 class MilvusDense:
-    def __init__(self, client, collection: str):
-        self.client, self.collection = client, collection
+    def __init__(self, client, collection: str, visible: str | None = None):
+        self.client, self.collection, self.visible = client, collection, visible
 
     def search(self, vector: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         return self._search(vector, k, None)
@@ -203,7 +211,8 @@ class MilvusDense:
         return self._search(vector, k, rows) if rows else []
 
     def _search(self, vector, k, rows):
-        kwargs = {"filter": _in(rows)} if rows is not None else {}
+        expr = _and(_in(rows) if rows is not None else None, self.visible)
+        kwargs = {"filter": expr} if expr else {}
         found = self.client.search(self.collection, data=[np.asarray(vector, dtype=np.float32).reshape(-1).tolist()],
                                    anns_field="dense", limit=min(k, 16384), output_fields=["row"],
                                    search_params={"metric_type": "IP"}, **kwargs)
@@ -221,13 +230,17 @@ class MilvusIndex:
         self.root, self.path, self.manifest, self.pointer = root, root, manifest, pointer
         self.client = client
         collection, n = pointer["collection"], int(pointer["rows"])
-        self.store = MilvusStore(client, collection, n)
+        self.visible = visible = pointer_filter(pointer)
+        self.store = MilvusStore(client, collection, n, visible)
         stem = pointer.get("bm25", {}).get("stem", True) if pointer.get("bm25_input") == "pretokenized" else None
-        self.bm25 = MilvusBM25(client, collection, stem)
-        self.dense = MilvusDense(client, collection)
-        self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]))
-        self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
-                                                                   output_fields=["row"], limit=16384))
+        self.bm25 = MilvusBM25(client, collection, stem, visible)
+        self.dense = MilvusDense(client, collection, visible)
+        self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]), visible)
+        if pointer.get("sparse_file"):  # stable-rows collections: the generation's subset beside the pointer
+            self.sparse_rows = np.load(root / pointer["sparse_file"]).astype(int).tolist()
+        else:  # collections published before: a flag per entity
+            self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
+                                                                       output_fields=["row"], limit=16384))
         self.model_name = manifest["embedding"]["model"]
         self._embedder = embedder
         self._lock = threading.Lock()
@@ -240,12 +253,13 @@ class MilvusIndex:
         pointer = read_pointer(root)
         gen = current_generation(root)
         manifest = read_manifest(gen) if gen is not None else {"embedding": {"model": ""}}
-        client = client_for(pointer["uri"], token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"))
+        client = client_for(resolve_uri(root, pointer["uri"]), token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
+                            wait_s=10.0)
         if not client.has_collection(pointer["collection"]):
             raise IndexMissingError(f"index {root}: Milvus collection {pointer['collection']} not found at "
                                     f"{pointer['uri']}; publish again with `ragsieve migrate`")
         client.load_collection(pointer["collection"])
-        return cls(root, pointer, manifest, client, embedder)
+        return cls(root, pointer, manifest, Reloading(client), embedder)
 
     def __len__(self) -> int:
         return self.store.count()
@@ -269,13 +283,16 @@ class MilvusIndex:
         rows: list[int] = []
         for start in range(0, len(self), PAGE):
             found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
-                                      filter=f"row >= {start} and row < {start + PAGE} and ({expr})")
+                                      filter=_and(f"row >= {start} and row < {start + PAGE} and ({expr})",
+                                                  self.visible))
             rows.extend(int(r["row"]) for r in found)
         return sorted(rows)
 
     def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
-                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100) -> list[tuple[int, float]]:
-        """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call).
+                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
+                      payload: bool = False) -> list[tuple]:
+        """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call):
+        (row, score) pairs, or with `payload` (row, score, chunk, vector), all from that one request.
 
         fusion "rrf": `RRFRanker(rrf_k)`, sum of 1 / (rrf_k + rank) as the local RRF; Milvus has no per-list
         weights for it, so unequal weights are refused. fusion "weighted": `WeightedRanker(w_bm25, w_dense)`
@@ -289,10 +306,11 @@ class MilvusIndex:
         text = self.bm25.query_text(bm25_query)
         vec = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
         limit = min(candidate_k, 16384)
-        reqs = [AnnSearchRequest(data=[vec], anns_field="dense", param={"metric_type": "IP"}, limit=limit)]
+        vis = {"expr": self.visible} if self.visible else {}
+        reqs = [AnnSearchRequest(data=[vec], anns_field="dense", param={"metric_type": "IP"}, limit=limit, **vis)]
         if text.strip():
             reqs.insert(0, AnnSearchRequest(data=[text], anns_field="bm25", param={"metric_type": "BM25"},
-                                            limit=limit))
+                                            limit=limit, **vis))
         if fusion == "rrf":
             ranker = RRFRanker(rrf_k)
         elif len(reqs) == 2:
@@ -300,16 +318,26 @@ class MilvusIndex:
         else:
             ranker = WeightedRanker(w_dense)
         found = self.client.hybrid_search(self.pointer["collection"], reqs, ranker, limit=min(k, 16384),
-                                          output_fields=["row"])
-        pairs = [(int(h["entity"]["row"]), float(h["distance"])) for h in (found[0] if found else [])]
-        return sorted(pairs, key=lambda p: (-p[1], p[0]))
+                                          output_fields=_FIELDS + ["dense"] if payload else ["row"])
+        hits = found[0] if found else []
+        if payload:
+            out = [(int(h["entity"]["row"]), float(h["distance"]), MilvusStore._chunk(h["entity"]),
+                    np.asarray(h["entity"]["dense"], dtype=np.float32)) for h in hits]
+        else:
+            out = [(int(h["entity"]["row"]), float(h["distance"])) for h in hits]
+        return sorted(out, key=lambda p: (-p[1], p[0]))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._model().embed(texts)
 
+    def round_trips(self) -> int:
+        """Requests this thread has sent to Milvus so far (the plan runner records each step's difference in
+        the trace as `index_round_trips`; fused retrieval is one `hybrid_search` where the server can)."""
+        return thread_round_trips()
+
     def close(self) -> None:
         try:
-            self.client.close()
+            release_client(getattr(self.client, "_client", self.client), resolve_uri(self.root, self.pointer["uri"]))
         except Exception:  # pragma: no cover - closing is best effort
             pass
 

@@ -1,31 +1,32 @@
-"""Writing the `milvus` backend: a local generation copied into a Milvus collection, switched atomically.
+"""Writing the `milvus` backend: the live local generation published into a Milvus collection.
 
-One collection per published generation holds every chunk: its text, metadata
-(`doc_id`, `source`, `kind`, lines, `symbol`, `tenant`), the dense vector (FLAT or
-HNSW, inner product) and a BM25 sparse vector computed by Milvus' own BM25
-function, so BM25, dense and hybrid search run server-side. `tenant` is the
-partition key. Rows keep the local numbering (a document's chunks are
-consecutive), so the pipeline is unchanged.
+A collection holds every chunk: its text, metadata (`doc_id`, `source`, `kind`,
+lines, `symbol`, `tenant`), the dense vector (FLAT or HNSW, inner product) and a
+BM25 sparse vector computed by Milvus' own BM25 function, so BM25, dense and
+hybrid search run server-side. `tenant` is the partition key. Rows keep the
+local numbering, so the pipeline is unchanged.
 
 BM25 input: Milvus analyses `search_text`, which holds the chunk's indexed text
 already analysed by the local BM25 tokenizer (lowercase `\\w+`, bm25s English
 stopwords removed, Snowball stems), one token per word; the analyzer is Milvus'
 `standard` tokenizer, which keeps each such token whole. Queries are analysed
 the same way before they are sent. Both backends therefore score the same
-tokens with Lucene BM25 and k1, b from the index manifest (Milvus' own stemmer
-and tokenizer split words differently: SciFact BM25 nDCG@10 0.7035 vs 0.7355
-locally in an earlier run). milvus-lite ignores k1 and b and uses 1.5 / 0.75
-(`bm25_params_applied`), so on it the BM25 rankings still differ slightly unless
-the local index is built with those values. A client querying the collection
-directly must analyse its query the same way (`ragsieve.tools.index.bm25.tokenize`).
+tokens with Lucene BM25 and k1, b from the index manifest. milvus-lite ignores
+k1 and b and uses 1.5 / 0.75 (`bm25_params_applied`), so on it the BM25 rankings
+still differ slightly unless the local index is built with those values. A
+client querying the collection directly must analyse its query the same way
+(`ragsieve.tools.index.bm25.tokenize`) and filter `born <= G and died > G`.
 
-Atomic switch: a build writes the local generation first (embeddings reused as
-usual), then `publish` inserts it into a new collection `<name>_g<N>`, loads
-it, and only then rewrites `<index>/milvus.json` (atomically) to point at it;
-readers open the collection that file names, so they see the old generation
-or the new one, never half of one. The Milvus alias `<name>` is moved to the new
-collection at the same moment, for clients that query Milvus directly. The previous collection is dropped after
-the switch (readers still on it fail and reopen). `migrate` is `publish` of an
+Two ways to publish, both switched by rewriting `<index>/milvus.json` atomically:
+- incremental (the usual case): the rows the local change lists name are
+  written and retired in the live collection under the visibility rule of
+  `ragsieve.tools.index.milvus_rows` (`ragsieve.tools.index.milvus_delta`);
+- full copy (first publish, `--rebuild`, changed chunking/BM25/vector settings,
+  a broken change chain): a new collection `<name>_<gen>_<hex>`, loaded, the
+  alias `<name>` moved to it, the pointer switched, the old collection dropped.
+  An intent file names the collection being filled, so the next publish drops
+  it if this one was killed.
+Publishing runs under the index's write lock; `migrate` is a publish of an
 existing local index: nothing is embedded again.
 """
 from __future__ import annotations
@@ -34,31 +35,23 @@ import json
 import logging
 import os
 import re
+import secrets
 from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
+from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: F401  (client_for re-exported)
 
 log = logging.getLogger(__name__)
 
 POINTER = "milvus.json"
+SPARSE_DIR = "milvus-sparse"
+INTENT = "milvus-publishing.json"  # the collection a full publish is writing, until the switch
 BATCH = 2000
 ANALYZER = {"tokenizer": "standard"}  # the text arrives analysed (see the module doc)
 MILVUS_LITE_BM25 = (1.5, 0.75)  # what milvus-lite scores with whatever it is given
 BM25_INPUT = "pretokenized"  # recorded in the pointer; older collections ("raw") analysed with Milvus' stemmer
-
-
-def client_for(uri: str, token: str | None = None):
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:
-        raise ModelUnavailableError("the milvus backend needs pymilvus (and milvus-lite for a local file): "
-                                    "pip install 'ragsieve[milvus]'") from exc
-    try:
-        return MilvusClient(uri=uri, token=token or "")
-    except Exception as exc:  # pymilvus raises MilvusException / ConnectionError variants
-        raise IndexMissingError(f"cannot reach Milvus at {uri}: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def read_pointer(root: Path) -> dict:
@@ -81,46 +74,167 @@ def analysed(text: str, stem: bool) -> str:
 
 
 def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
-            tenant: str = "default", index_type: str = "FLAT") -> dict:
-    """Copy the live local generation of `root` into a new Milvus collection and switch to it atomically."""
-    from ragsieve.tools.index.hybrid import HybridIndex
+            tenant: str = "default", index_type: str = "FLAT", rebuild: bool = False,
+            lock_wait_s: float | None = 300.0) -> dict:
+    """Publish the live local generation of `root` to Milvus, under the index's write lock.
+
+    Incremental when the collection shows a generation the local change lists lead back to (O(k) rows,
+    `ragsieve.tools.index.milvus_delta`); otherwise, or with `rebuild`, a full copy into a new collection and
+    an atomic switch. Publishing the generation already shown changes nothing (it only finishes or undoes an
+    interrupted publish)."""
+    from ragsieve.tools.index.lock import IndexLock
 
     root = Path(root)
+    with IndexLock(root, lock_wait_s):
+        return _publish_locked(root, uri=uri, token=token, name=name, tenant=tenant, index_type=index_type,
+                               rebuild=rebuild, wait_s=lock_wait_s)
+
+
+def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
+    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
+    from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number
+
     previous = read_pointer(root) if (root / POINTER).is_file() else {}
-    uri = uri or previous.get("uri") or str(root / "milvus.db")
+    stored = stored_uri(root, uri) if uri else previous.get("uri") or "milvus.db"
     name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
     with HybridIndex.open(root) as local:
         gen = local.path.name
-        collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}"
+        number = generation_number(gen)
         bm25 = bm25_settings(local.manifest)
-        client = client_for(uri, token)
+        dim = int(local.vectors.shape[1])
+        client = client_for(resolve_uri(root, stored), token, wait_s=wait_s)
         try:
-            if client.has_collection(collection):
-                client.drop_collection(collection)
-            dim = int(local.vectors.shape[1])
-            create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
-            bm25["applied"] = bm25_params_applied(client, collection, bm25)
-            _copy(client, collection, local, tenant, bm25["stem"])
-            client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
-            client.load_collection(collection)
-            _point_alias(client, name, collection)
+            interrupted = _drop_abandoned(client, root, previous.get("collection"))
+            same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
+                    and previous.get("name") == name and previous.get("tenant", "default") == tenant
+                    and previous.get("dimension") == dim and previous.get("index_type") == index_type
+                    and {k: previous.get("bm25", {}).get(k) for k in ("k1", "b", "stem")} ==
+                    {k: bm25[k] for k in ("k1", "b", "stem")} and client.has_collection(previous["collection"]))
+            delta = delta_since(root, previous["generation"], local.path) if same else None
+            if delta is not None:
+                collection = previous["collection"]
+                client.load_collection(collection)  # (a restarted milvus-lite server has it released)
+                recovery = recover(client, collection, int(previous["visible"]),
+                                   undo=interrupted.get("mode") == "incremental",
+                                   expired=_read_ids(root, previous.get("retired_file")))
+                write, retire = delta
+                counts = {"rows_written": 0, "rows_retired": 0}
+                if previous["generation"] != gen:
+                    _write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
+                    counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
+                                         retire, tenant, bm25["stem"])
+                retired_ids = counts.pop("retired_ids", [])
+                bm25["applied"] = previous["bm25"].get("applied", True)
+                mode = "incremental"
+            else:
+                collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
+                _write_intent(root, {"mode": "full", "collection": collection})
+                retired_ids = []
+                create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
+                bm25["applied"] = bm25_params_applied(client, collection, bm25)
+                _copy(client, collection, local, tenant, bm25["stem"], number)
+                client.flush(collection)  # seal the segments: indexes are built now, not searched brute force
+                client.load_collection(collection)
+                _point_alias(client, name, collection)
+                counts, recovery, mode = {"rows_written": len(local), "rows_retired": 0}, {}, "full"
         except Exception as exc:
+            release_client(client, resolve_uri(root, stored))
             if isinstance(exc, (UsageError, IndexMissingError)):
                 raise
-            raise IndexMissingError(f"publishing to Milvus at {uri} failed: {type(exc).__name__}: "
+            raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: "
                                     f"{str(exc)[:300]}") from None
-        pointer = {"uri": uri, "name": name, "collection": collection, "generation": gen, "tenant": tenant,
-                   "alias": name, "rows": len(local), "dimension": dim, "index_type": index_type,
-                   "bm25_input": BM25_INPUT,
-                   "bm25": bm25, "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None}
+        sparse_file = write_sparse(root, gen, local.sparse_rows)
+        retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
+        pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
+                   "sparse_file": sparse_file, "retired_file": retired_file,
+                   "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
+                   "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
+                   "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
+                   "last_publish": {"mode": mode, **counts, **recovery}}
         tmp = root / f".{POINTER}.tmp"
         tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
-        os.replace(tmp, root / POINTER)  # the switch: readers now open the new collection
+        os.replace(tmp, root / POINTER)  # the switch: readers now show the new generation
+        (root / INTENT).unlink(missing_ok=True)
+        keep = {Path(str(f)).name for f in (sparse_file, retired_file, previous.get("sparse_file"))}
+        for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's subset stays for its readers
+            if stale.name not in keep:
+                stale.unlink(missing_ok=True)
         old = previous.get("collection")
-        if old and old != collection and previous.get("uri") == uri and client.has_collection(old):
-            client.drop_collection(old)
-        client.close()
+        try:
+            if mode == "full" and old and old != collection and previous.get("uri") == stored \
+                    and client.has_collection(old):
+                client.drop_collection(old)
+        finally:
+            release_client(client, resolve_uri(root, stored))
     return pointer
+
+
+def write_sparse(root: Path, gen: str, rows) -> str:
+    """The COS-Mix sparse rows of generation `gen` beside the pointer (`milvus-sparse/<gen>.npy`): the subset is
+    recomputed from all vectors each generation, so it lives in one small file, not in every entity."""
+    folder = root / SPARSE_DIR
+    folder.mkdir(exist_ok=True)
+    tmp = folder / f".{gen}.npy.tmp"
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.asarray(sorted(rows), dtype=np.int64))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / f"{gen}.npy")
+    return f"{SPARSE_DIR}/{gen}.npy"
+
+
+def stored_uri(root: Path, uri: str) -> str:
+    """How the pointer records `uri`: a server URI as given; a milvus-lite file inside the index folder relative
+    to it (a copied or moved index then uses its own copy), any other file as an absolute path."""
+    if "://" in uri:
+        return uri
+    path = Path(uri).expanduser().resolve()
+    try:
+        return str(path.relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def resolve_uri(root: Path, stored: str) -> str:
+    """The URI a client opens for a pointer's `uri` (a relative file is relative to the index folder)."""
+    if "://" in stored or Path(stored).is_absolute():
+        return stored
+    inside = Path(root).resolve() / stored
+    if not inside.exists() and Path(stored).exists():  # a pointer written before: relative to the build's cwd
+        return str(Path(stored).resolve())
+    return str(inside)
+
+
+def _write_intent(root: Path, intent: dict) -> None:
+    """Before writing to Milvus, say what: a publish killed before the switch leaves it here (a full copy's
+    collection to drop, or an incremental publish's rows to undo)."""
+    tmp = root / f".{INTENT}.tmp"
+    tmp.write_text(json.dumps(intent), encoding="utf-8")
+    os.replace(tmp, root / INTENT)
+
+
+def _drop_abandoned(client, root: Path, live: str | None) -> dict:
+    """The intent a killed publish left ({} when none); the collection a killed full copy was filling is
+    dropped unless it is live."""
+    try:
+        intent = json.loads((root / INTENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    abandoned = intent.get("collection") if intent.get("mode", "full") == "full" else None
+    if abandoned and abandoned != live and client.has_collection(abandoned):
+        log.warning("dropping Milvus collection %s left by an interrupted publish", abandoned)
+        client.drop_collection(abandoned)
+    return intent
+
+
+def _read_ids(root: Path, name: str | None) -> list[int] | None:
+    if not name:
+        return None
+    try:
+        return np.load(root / name).astype(int).tolist()
+    except (OSError, ValueError):
+        return None
 
 
 def _point_alias(client, alias: str, collection: str) -> None:
@@ -159,7 +273,10 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("row", DataType.INT64, is_primary=True)
+    schema.add_field("pk", DataType.INT64, is_primary=True)  # generation << 36 | row (`milvus_rows`)
+    schema.add_field("row", DataType.INT64)
+    schema.add_field("born", DataType.INT64)
+    schema.add_field("died", DataType.INT64)
     for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
                           ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
         schema.add_field(field, DataType.VARCHAR, max_length=length)
@@ -167,7 +284,6 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     schema.add_field("chunk_index", DataType.INT64)
     schema.add_field("line_start", DataType.INT64)
     schema.add_field("line_end", DataType.INT64)
-    schema.add_field("sparse_flag", DataType.BOOL)
     schema.add_field("text", DataType.VARCHAR, max_length=65535)
     schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
                      analyzer_params=ANALYZER)
@@ -180,27 +296,15 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     params.add_index("dense", index_type=index_type, metric_type="IP", params=dense_params)
     params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                      params={"bm25_k1": k1, "bm25_b": b})
-    client.create_collection(collection, schema=schema, index_params=params)
+    for field in ("row", "born", "died"):  # the visibility filter and row lookups run on every read
+        params.add_index(field, index_type="INVERTED")
+    client.create_collection(collection, schema=schema, index_params=params, consistency_level="Strong")
 
 
-def _copy(client, collection: str, local, tenant: str, stem: bool) -> None:
-    from ragsieve.tools.index.builder import indexed_text
-    from ragsieve.tools.index.store import text_hash
+def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:
+    from ragsieve.tools.index.milvus_rows import entities
 
     n = len(local)
-    hashes = local.store.documents()
-    sparse = set(local.sparse_rows)
-    headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
-    titles = local.manifest.get("index_titles", True)  # the local BM25 indexed exactly this text
     for start in range(0, n, BATCH):
-        rows = list(range(start, min(n, start + BATCH)))
-        chunks = local.store.get_many(rows)
-        vectors = np.asarray(local.vectors[rows], dtype=np.float32)
-        client.insert(collection, [{
-            "row": r, "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
-            "search_text": analysed(indexed_text(c, headers) if titles else c.text, stem)[:65000],
-            "source": c.source[:4000], "title": c.title[:1000],
-            "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
-            "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
-            "doc_hash": hashes.get(c.doc_id, ""), "sparse_flag": r in sparse, "tenant": tenant,
-            "dense": v.tolist()} for r, c, v in zip(rows, chunks, vectors)])
+        client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem,
+                                           generation))

@@ -169,11 +169,9 @@ class HybridRetriever:
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
         fused = self.index.hybrid_search(bm25_query, qvec, top_k, self.fusion.value, self.rrf_k, weights,
-                                         self.candidate_k)
+                                         self.candidate_k, payload=True)  # chunks and vectors in the same request
         if not fused:
             return []
-        hit_rows = [r for r, _ in fused]
-        dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
-        chunks = self.index.store.get_many(hit_rows)
+        dense_scores = np.asarray([v for *_, v in fused], dtype=np.float32) @ qvec
         return [Hit(chunk=c, row=r, score=float(s), rank=i, dense_score=float(d))
-                for i, (c, (r, s), d) in enumerate(zip(chunks, fused, dense_scores), start=1)]
+                for i, ((r, s, c, _), d) in enumerate(zip(fused, dense_scores), start=1)]

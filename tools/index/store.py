@@ -1,8 +1,10 @@
 """SQLite chunk store: the row order shared by BM25 and FAISS lives here.
 
 Row r (0..N-1) of the store is row r of the BM25 index and of the FAISS index
-/ `vectors.npy`. Chunks are keyed by (doc_id, chunk_index); a document's
-chunks occupy consecutive rows starting at `documents.first_row`.
+/ `vectors.npy`. Chunks are keyed by (doc_id, chunk_index); a fresh build puts a
+document's chunks in consecutive rows, an incremental one keeps unchanged rows
+where they were (`ragsieve.tools.index.layout`), so readers order a document's
+chunks by `chunk_index`, never by row; `documents.first_row` is its lowest row.
 """
 from __future__ import annotations
 
@@ -83,14 +85,17 @@ class ChunkStore:
         self._cols = _COLS if "symbol" in columns else _OLD_COLS  # an index written before symbols existed
 
     # -- writing -----------------------------------------------------------
-    def add_document(self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk]) -> list[int]:
-        """Append one document's chunks at the next rows; returns those rows."""
+    def add_document(self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk],
+                     rows: Sequence[int] | None = None) -> list[int]:
+        """Store one document's chunks at `rows` (default: the next rows); returns those rows."""
         if self.read_only:
             raise UsageError(f"chunk store {self.path} is open read-only")
         first = self.count()
-        rows = list(range(first, first + len(chunks)))
+        rows = list(range(first, first + len(chunks))) if rows is None else [int(r) for r in rows]
+        if len(rows) != len(chunks):
+            raise UsageError(f"{len(chunks)} chunks of {doc_id} but {len(rows)} rows")
         self._db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
-                         (doc_id, source, content_hash, len(chunks), first))
+                         (doc_id, source, content_hash, len(chunks), min(rows, default=first)))
         self._db.executemany(
             "INSERT INTO chunks (doc_id, chunk_index, row, text, text_hash, source, title, kind, line_start, "
             "line_end, symbol) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -98,6 +103,25 @@ class ChunkStore:
               c.line_start, c.line_end, c.symbol) for r, c in zip(rows, chunks)])
         self._count = first + len(chunks)
         return rows
+
+    def drop_documents(self, doc_ids: Sequence[str]) -> None:
+        """Delete these documents and their chunks (an incremental generation edits a copy of the last one)."""
+        for start in range(0, len(doc_ids), 500):
+            part = list(doc_ids[start:start + 500])
+            marks = ",".join("?" * len(part))
+            self._db.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
+            self._db.execute(f"DELETE FROM documents WHERE doc_id IN ({marks})", part)
+        self._count = None
+
+    def move_rows(self, moves: dict[int, int]) -> None:
+        """Renumber rows old -> new (targets must be free) and keep each document's `first_row` its lowest row."""
+        if not moves:
+            return
+        self._db.executemany("UPDATE chunks SET row = ? WHERE row = ?", [(n, o) for o, n in moves.items()])
+        docs = sorted({d for (d,) in self._db.execute(
+            f"SELECT DISTINCT doc_id FROM chunks WHERE row IN ({','.join(str(int(n)) for n in moves.values())})")})
+        self._db.executemany("UPDATE documents SET first_row = (SELECT MIN(row) FROM chunks "
+                             "WHERE chunks.doc_id = documents.doc_id) WHERE doc_id = ?", [(d,) for d in docs])
 
     def commit(self) -> None:
         self._db.commit()
@@ -141,15 +165,16 @@ class ChunkStore:
         return None if r is None else r[0]
 
     def neighbours(self, row: int, radius: int = 1) -> list[int]:
-        """Rows of the same document within `radius` chunks of `row`, in order, `row` excluded."""
+        """Rows of the same document within `radius` chunks of `row` (by chunk_index), in document order,
+        `row` excluded."""
         if radius < 0:
             raise UsageError(f"neighbour radius must be >= 0, got {radius}")
-        r = self._db.execute("SELECT doc_id FROM chunks WHERE row = ?", (int(row),)).fetchone()
+        r = self._db.execute("SELECT doc_id, chunk_index FROM chunks WHERE row = ?", (int(row),)).fetchone()
         if r is None:
             raise UsageError(f"row {row} not in the chunk store")
         return [x[0] for x in self._db.execute(
-            "SELECT row FROM chunks WHERE doc_id = ? AND row BETWEEN ? AND ? AND row != ? ORDER BY row",
-            (r[0], int(row) - radius, int(row) + radius, int(row)))]
+            "SELECT row FROM chunks WHERE doc_id = ? AND chunk_index BETWEEN ? AND ? AND row != ? "
+            "ORDER BY chunk_index", (r[0], r[1] - radius, r[1] + radius, int(row)))]
 
     def doc_rows(self, doc_id: str) -> list[int]:
         return [x[0] for x in self._db.execute(

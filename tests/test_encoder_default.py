@@ -1,0 +1,20 @@
+"""The fast encoder by default (issue 28): a new index gets `onnx` (same vectors as torch), an existing index
+keeps the encoder its manifest records, and an explicit choice wins."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragsieve.tools.index.builder import IndexBuilder, default_encoder, recorded_encoder
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
+
+
+def test_a_new_index_gets_onnx_and_an_existing_one_keeps_its_encoder(tmp_path, embedder):
+    assert default_encoder() == "onnx"  # onnx and onnxruntime are dependencies
+    assert IndexBuilder(tmp_path / "new", progress=False).encoder == "onnx"
+    old = tmp_path / "old"
+    IndexBuilder(old, embedder=embedder, progress=False).build([EXAMPLES])  # the torch embedder
+    assert recorded_encoder(old) == "torch"
+    assert IndexBuilder(old, progress=False).encoder == "torch"  # not silently switched
+    assert IndexBuilder(old, progress=False, encoder="onnx").encoder == "onnx"  # unless asked
+    assert recorded_encoder(tmp_path / "missing") is None

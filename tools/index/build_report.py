@@ -1,0 +1,89 @@
+"""What a build reports, what text it indexes, and which ids a build covers (pure helpers of the builder)."""
+from __future__ import annotations
+
+import hashlib
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ragsieve.tools.types import Chunk
+
+
+class BuildReport(BaseModel):
+    index_dir: str
+    generation: str
+    written: bool
+    load: dict
+    load_summary: str
+    docs_added: int
+    docs_updated: int
+    docs_removed: int
+    docs_kept: int = 0  # indexed before from other paths and left in place (not re-read)
+    docs_unchanged: int
+    chunks_total: int
+    chunks_embedded: int
+    embed_seconds: float = 0.0
+    embed_inputs_cut: int = 0  # inputs the embedding provider shortened to the model's limit
+    sparse_rows: int
+    seconds: float
+    problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
+    excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
+
+    def summary(self) -> str:
+        state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
+        return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
+                f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
+                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
+                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else ""))
+
+
+def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
+    """What BM25 and the embedder see: a header (the title; for code the path and the enclosing
+    symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text."""
+    if chunk.symbol and symbol_headers:
+        return f"{chunk.source} {chunk.symbol}\n{chunk.text}"
+    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+def build_scopes(paths, base) -> list[str]:
+    """The id prefixes this build covers: `examples/docs/` for a folder, the id itself for a file."""
+    from ragsieve.tools.ingest.walk import doc_id_for
+
+    out = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            out.append(doc_id_for(path, path / "\0", base)[:-1])
+        elif path.exists():
+            out.append(doc_id_for(path, path, base))
+    return out
+
+
+def in_scope(doc_id: str, scopes) -> bool:
+    return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#"))
+               for s in scopes)
+
+
+def excluded_counts(stats) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for _path, why in stats.skipped:
+        if why.startswith(("excluded by", "not matched by", "skipped by default")):
+            key = why.split(";")[0].replace("skipped by default (", "default: ")
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
+    """sha256 over the sorted (doc_id, content_hash) pairs."""
+    h = hashlib.sha256()
+    for doc_id in sorted(doc_hashes):
+        h.update(f"{doc_id}\0{doc_hashes[doc_id]}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def package_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,166 @@
+"""Writing one generation folder: chunk store, vectors, BM25, FAISS, sparse subset, manifest, change list.
+
+The rows follow `ragsieve.tools.index.layout`: unchanged documents keep their
+rows, so the change list (`changes.json`: the base generation, its row count and
+the rows whose chunk or vector differs from it) names O(k) rows for k changed
+documents (the sparse subset is recomputed whole: a list of rows, not row
+content). A publisher that holds the base generation applies just those rows
+(`ragsieve.tools.index.milvus_delta`); without a base (first build, `--rebuild`,
+changed chunking settings) there is no change list and publishers copy it all.
+Only added or changed documents are chunked and embedded; the chunk store of
+an incremental generation is the previous file copied and edited in place.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.sparse import find_sparse_rows
+from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.build_report import corpus_fingerprint, indexed_text, package_version
+from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
+from ragsieve.tools.index.generations import fsync_tree
+from ragsieve.tools.index.hybrid import MANIFEST
+from ragsieve.tools.index.layout import Layout, plan_rows
+from ragsieve.tools.index.progress import progress_reporter
+from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.types import Document
+
+FORMAT_VERSION = 1
+CHANGES = "changes.json"
+
+
+def read_changes(gen: Path) -> dict | None:
+    """The change list of generation folder `gen`, or None (a full generation)."""
+    try:
+        return json.loads((gen / CHANGES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
+                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
+    """Write generation `gen` of `builder`'s index; returns its manifest."""
+    fresh = [d for d in docs if d.doc_id not in unchanged]
+    cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
+    chunked = [(d, builder.chunker.run(d)) for d in fresh]
+    if prev_store is not None:
+        layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
+    else:
+        layout = plan_rows(0, [], [(d.doc_id, len(chunks)) for d, chunks in chunked])
+        store = ChunkStore(gen / "chunks.sqlite")
+        try:
+            for d, chunks in chunked:
+                store.add_document(d.doc_id, d.source, d.content_hash, chunks, layout.new_rows[d.doc_id])
+            store.commit()
+        finally:
+            store.close()
+    n = layout.n
+    if n == 0:
+        raise UsageError("the documents produced no chunks to index")
+    store = ChunkStore(gen / "chunks.sqlite", read_only=True)
+    try:
+        chunks_in_rows = store.get_many(range(n))
+    finally:
+        store.close()
+    texts = [indexed_text(c, builder.symbol_headers) if builder.index_titles else c.text for c in chunks_in_rows]
+    builder._last_keys = {text_key(t) for t in texts}
+    to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
+    prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store is not None else None
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
+        # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
+        # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
+        bm25_job = pool.submit(_build_bm25, builder, texts, gen) if builder.overlap else None
+        vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
+        embed_seconds = round(time.perf_counter() - t0, 3)
+        _build_bm25(builder, texts, gen) if bm25_job is None else bm25_job.result()
+    builder.dense_proto.build(vectors).save(gen)
+    sparse = find_sparse_rows(vectors, builder.sparse_percentile)
+    (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
+    if prev_store is not None:
+        (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": n,
+                                               "changed": layout.changed}), encoding="utf-8")
+    root = builder._recorded_root(prev_gen)
+    manifest = {
+        "format_version": FORMAT_VERSION, "ragsieve_version": package_version("ragsieve"), "generation": gen.name,
+        "embedding": builder._embedding_section(int(vectors.shape[1]), prev_gen),
+        "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
+        "chunk_tokens": builder.chunker.chunk_tokens, "index_titles": builder.index_titles, "settings": settings,
+        "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
+                   "embed_seconds": embed_seconds, "rows_changed": len(layout.changed),
+                   "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before},
+        "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
+        "corpus_fingerprint": corpus_fingerprint(hashes),
+        "source_root": str(root) if root else None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": {d: package_version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
+    }
+    (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    fsync_tree(gen)
+    return manifest
+
+
+def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunked, keep: set[str]) -> Layout:
+    """Copy the previous chunk store and edit it: drop the documents not kept, move tail rows into the holes,
+    add the new documents in the rows `plan_rows` gives them."""
+    prev_docs = prev_store.documents()
+    dropped = [d for d in prev_docs if d not in keep]
+    freed = [r for d in dropped for r in prev_store.doc_rows(d)]
+    layout = plan_rows(prev_store.count(), freed, [(d.doc_id, len(chunks)) for d, chunks in chunked])
+    shutil.copyfile(prev_gen / "chunks.sqlite", gen / "chunks.sqlite")
+    store = ChunkStore(gen / "chunks.sqlite")
+    try:
+        store.drop_documents(dropped)
+        store.move_rows(layout.moved)
+        for d, chunks in chunked:
+            store.add_document(d.doc_id, d.source, d.content_hash, chunks, layout.new_rows[d.doc_id])
+        store.commit()
+        if store.count() != layout.n:
+            raise RuntimeError(f"chunk store holds {store.count()} rows, layout says {layout.n}")
+    finally:
+        store.close()
+    return layout
+
+
+def _build_bm25(builder, texts: list[str], gen: Path) -> None:
+    proto = builder.bm25_proto
+    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem).build(texts).save(gen / "bm25")
+
+
+def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors) -> np.ndarray:
+    dim = prev_vectors.shape[1] if prev_vectors is not None else None
+    if to_embed:
+        dim = builder._embedder_for().dimension
+        if prev_vectors is not None and layout.n_base and prev_vectors.shape[1] != dim:
+            raise UsageError(f"index {builder.root} holds {prev_vectors.shape[1]}-d vectors; {builder.model!r} gives "
+                             f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
+    n = layout.n
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    if prev_vectors is not None:
+        stay = min(n, layout.n_base)
+        vectors[:stay] = prev_vectors[:stay]  # unchanged rows stay where they were
+        if layout.moved:
+            old, new = zip(*sorted(layout.moved.items()))
+            vectors[list(new)] = prev_vectors[list(old)]
+    if to_embed:
+        cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
+        try:
+            if getattr(builder, "ray", None) is not None and builder.provider != "sentence-transformers":
+                raise UsageError(f"--ray runs the local encoder on the cluster; the {builder.provider!r} embedding "
+                                 "provider is an endpoint already: index without --ray")
+            if getattr(builder, "ray", None) is not None:  # embedded on a Ray cluster into the checkpoint first
+                builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(cache, texts, to_embed)
+            builder.resumed_embeddings = embed_resumable(
+                cache, texts, to_embed, vectors, lambda batch: builder._embedder_for().embed(batch),
+                builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
+        finally:
+            cache.close()
+    return vectors
