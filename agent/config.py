@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.tools.index.backend import Backend
@@ -77,7 +77,9 @@ class LLMConfig(_Section):
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
-    timeout_s: float = Field(120.0, gt=0)  # bounds each call attempt in all (wait + reading the body)
+    # inactivity timeout: a stream is cut when no token arrives for this long; a plain call may take this long
+    # in all, or (embedded model) what its measured prompt/generation rates predict when that is longer
+    timeout_s: float = Field(120.0, gt=0)
     max_reply_bytes: int = Field(4_000_000, ge=1024, le=1_000_000_000)  # a longer reply body is refused
     max_prompt_tokens: int = Field(32_000, ge=256)  # a prompt over this (count_tokens) is refused before sending
     max_attempts: int = Field(5, ge=1, le=20)
@@ -203,6 +205,12 @@ class SegmentConfig(_Section):
     # false: dsRAG alone decides (measured: costs 5-11 points of HotpotQA gold recall with noisy judges)
     keep_evidence: bool = True
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
+
+    @model_validator(mode="after")
+    def _cosine_range(self):  # checked with the settings, before any LLM call (was: in the segments step)
+        if self.cosine_low >= self.cosine_high:
+            raise ValueError(f"segments.cosine_low {self.cosine_low} must be below cosine_high {self.cosine_high}")
+        return self
 
 
 class PlanSpec(_Section):

@@ -18,6 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from ragsieve.agent.service import chat_routes, errors, native_routes
 from ragsieve.agent.service.body_limit import BodyLimit
+from ragsieve.agent.service.content_type import FormAsJson
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
 from ragsieve.agent.service.metrics import ServiceMetrics
@@ -65,6 +66,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"], max_age=600)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    app.add_middleware(FormAsJson)  # `curl -d '{json}'` labels JSON as a form
     return app
 
 

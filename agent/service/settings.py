@@ -23,6 +23,7 @@ class ServiceSettings(BaseModel):
     graceful_shutdown_s: float = Field(30.0, gt=0, le=3600)  # in-flight requests may finish within this
     cors_origins: list[str] = Field(default_factory=list)  # browser front ends allowed to call (CORS)
     allow_public_without_keys: bool = False
+    passthrough_model: bool = True  # list `ragsieve-passthrough`: messages to the LLM as they are (a task model)
 
     @field_validator("host")
     @classmethod
