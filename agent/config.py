@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.tools.index.backend import Backend
@@ -205,12 +205,6 @@ class SegmentConfig(_Section):
     # false: dsRAG alone decides (measured: costs 5-11 points of HotpotQA gold recall with noisy judges)
     keep_evidence: bool = True
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
-
-    @model_validator(mode="after")
-    def _cosine_range(self):  # checked with the settings, before any LLM call (was: in the segments step)
-        if self.cosine_low >= self.cosine_high:
-            raise ValueError(f"segments.cosine_low {self.cosine_low} must be below cosine_high {self.cosine_high}")
-        return self
 
 
 class PlanSpec(_Section):

@@ -33,6 +33,7 @@ class Task(str, Enum):
     AUTOCOMPLETE = "autocomplete"
     EMOJI = "emoji"
     IMAGE_PROMPT = "image_prompt"
+    TOOL_SELECTION = "tool_selection"
 
 
 @dataclass
@@ -52,7 +53,8 @@ _PATTERNS: list[tuple[Task, str, tuple[str, ...]]] = [
     (Task.FOLLOW_UPS, "open-webui", ("### task:", "follow-up", "<chat_history>")),
     (Task.QUERIES, "open-webui", ("### task:", "queries", "<chat_history>")),
     (Task.AUTOCOMPLETE, "open-webui", ("### task:", "autocompletion", "<text>")),
-    (Task.EMOJI, "open-webui", ("emoji", "<chat_history>")),
+    (Task.EMOJI, "open-webui", ("facial expression", "emoji")),
+    (Task.TOOL_SELECTION, "open-webui", ("available tools:", "tool_calls")),
     (Task.IMAGE_PROMPT, "open-webui", ("### task:", "image generation", "<chat_history>")),
     (Task.TITLE, "librechat", ("5-word-or-less title for the conversation",)),
     (Task.TITLE, "librechat", ("analyze this conversation and provide", "concise title in the detected language")),
@@ -60,18 +62,24 @@ _PATTERNS: list[tuple[Task, str, tuple[str, ...]]] = [
 ]
 # Open WebUI's templates name several keys in their guidelines; the first key named in the output
 # section decides between them (a title template never names "follow_ups", a tags one names "tags").
-_ORDER = (Task.AUTOCOMPLETE, Task.FOLLOW_UPS, Task.QUERIES, Task.TAGS, Task.IMAGE_PROMPT, Task.TITLE, Task.EMOJI)
+_ORDER = (Task.TOOL_SELECTION, Task.AUTOCOMPLETE, Task.FOLLOW_UPS, Task.QUERIES, Task.TAGS, Task.IMAGE_PROMPT,
+          Task.TITLE, Task.EMOJI)
 _KEY = {Task.TITLE: '"title"', Task.TAGS: '"tags"', Task.FOLLOW_UPS: '"follow_ups"', Task.QUERIES: '"queries"',
         Task.AUTOCOMPLETE: '"text"', Task.IMAGE_PROMPT: '"prompt"'}
 
 
 def detect(messages: list[dict]) -> TaskRequest | None:
-    """The background task `messages` carry, or None for a user's question."""
+    """The background task `messages` carry, or None for a user's question. The task prompt is the last
+    user message (Open WebUI's tool selection puts it in the system message)."""
     if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
         return None
     try:
         prompt = message_text(messages[-1].get("content"), "messages[-1]")
-    except Exception:
+        if isinstance(messages[0], dict) and messages[0].get("role") == "system" and len(messages) == 2:
+            system = message_text(messages[0].get("content"), "messages[0]")
+            if "available tools:" in system.lower():
+                prompt = system + "\n" + prompt
+    except Exception:  # content the chat route refuses with a clear message: not a task
         return None
     low = prompt.lower()
     found = [(task, client) for task, client, marks in _PATTERNS if all(m in low for m in marks)]
@@ -155,10 +163,15 @@ def reply_text(req: TaskRequest, history_question: str | None = None) -> str:
         return json.dumps({"tags": tags}, ensure_ascii=False)
     if req.task is Task.FOLLOW_UPS:  # no suggestions rather than invented ones: the front end shows none
         return json.dumps({"follow_ups": []})
-    if req.task is Task.QUERIES:  # the user's own words are the search query
-        return json.dumps({"queries": [last] if last else []}, ensure_ascii=False)
+    if req.task is Task.QUERIES:  # the user's own words are the search query (a follow-up: with the one before)
+        queries = [last] if last else []
+        if len(turns) > 1:
+            queries.append(f"{turns[-2]} {last}")
+        return json.dumps({"queries": queries}, ensure_ascii=False)
     if req.task is Task.AUTOCOMPLETE:  # no completion offered
         return json.dumps({"text": ""})
+    if req.task is Task.TOOL_SELECTION:  # ragsieve calls no tools
+        return json.dumps({"tool_calls": []})
     if req.task is Task.IMAGE_PROMPT:
         return json.dumps({"prompt": last}, ensure_ascii=False)
     return "\U0001F4AC"  # emoji: a speech balloon
