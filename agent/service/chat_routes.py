@@ -13,6 +13,7 @@ from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
+from ragsieve.agent.service.keys import ALL
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
 from ragsieve.agent.service.render import annotations, extension, finish_reason, references, usage
@@ -26,7 +27,7 @@ async def list_models(request: Request, who: Caller = Depends(caller)):
     registry = request.app.state.registry
     created = request.app.state.started
     ids = registry.model_ids(who.visible(list(registry.orchestrators)))
-    if request.app.state.settings.passthrough_model:
+    if _passthrough_allowed(request, who):
         ids.append(frontend_tasks.PASSTHROUGH_MODEL)
     return {"object": "list", "data": [{"id": mid, "object": "model", "created": created, "owned_by": "ragsieve"}
                                        for mid in ids]}
@@ -55,7 +56,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, body: ChatRequest, who: Caller = Depends(caller)):
     app = request.app.state
-    if body.model == frontend_tasks.PASSTHROUGH_MODEL and app.settings.passthrough_model:
+    if body.model == frontend_tasks.PASSTHROUGH_MODEL and _passthrough_allowed(request, who):
         ignored = body.checked(app.settings.max_messages)
         return await direct.passthrough(request, body, _ignored_header(ignored))
     task = frontend_tasks.detect(body.messages)
@@ -134,3 +135,9 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
 
 def _ignored_header(ignored: list[str]) -> dict[str, str]:
     return {"x-ragsieve-ignored-fields": ",".join(ignored)} if ignored else {}
+
+
+def _passthrough_allowed(request: Request, who: Caller) -> bool:
+    """The passthrough model (the LLM without retrieval) is served when enabled, to keys that reach every
+    index (an open server's callers included): a key scoped to some indexes never gets the bare LLM."""
+    return request.app.state.settings.passthrough_model and ALL in who.scope
