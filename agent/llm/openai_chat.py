@@ -177,6 +177,15 @@ class OpenAIChat:
         return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
                                  temperature=temperature, deadline=deadline, should_stop=should_stop)
 
+    def refuse_ragsieve(self, headers) -> None:
+        """A ragsieve server (it sends `x-ragsieve-server`) is never used as the model: with OPENAI_BASE_URL
+        pointing at `ragsieve serve` (natural for its SDK users) `ask` would answer from another pipeline."""
+        if headers is not None and headers.get("x-ragsieve-server"):
+            raise UsageError(f"the LLM endpoint {self.shown_url} is a ragsieve server (version "
+                             f"{headers.get('x-ragsieve-server')}), not a model: ragsieve cannot use it as its LLM. "
+                             f"Point llm.base_url (or RAGSIEVE_BASE_URL, which takes precedence over "
+                             f"OPENAI_BASE_URL) at the LLM's own endpoint, or unset them for the embedded model")
+
     def call_timeout(self, prompt_tokens: int, max_tokens: int) -> float:
         """How long one silent (non-streamed) call may take: `timeout_s`, or the measured rates' prediction."""
         if not self.adaptive_timeouts:
@@ -200,7 +209,9 @@ class OpenAIChat:
             timeout = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
             if timeout <= 0:
                 raise BudgetExceeded("deadline per question reached before the model list was read")
-            return self._client.models.list(timeout=timeout)
+            raw = self._client.models.with_raw_response.list(timeout=timeout)
+            self.refuse_ragsieve(raw.headers)
+            return raw.parse()
 
         page = self._call(listing, "<discovering>", deadline)
         ids = [m.id for m in getattr(page, "data", []) or []]
@@ -221,6 +232,7 @@ class OpenAIChat:
             timeout = min(timeout, remaining)
         chunks, size = [], 0
         with self._client.chat.completions.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+            self.refuse_ragsieve(response.headers)
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > self.max_reply_bytes:

@@ -63,6 +63,11 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
         parts: list[str] = []
         size, events, usage = 0, 0, {}
         stream = chat._client.chat.completions.create(**kwargs, timeout=read_timeout)
+        try:
+            chat.refuse_ragsieve(getattr(getattr(stream, "response", None), "headers", None))
+        except Exception:
+            stream.close()
+            raise
         dog = Watchdog(lambda: _abort(stream), inactivity_s=chat.timeout_s, first_event_s=first_event_s, deadline=deadline,
                        should_stop=should_stop)
         try:

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from ragsieve.agent.service import chat_routes, errors, native_routes
+from ragsieve.agent.service.access_log import AccessLog
 from ragsieve.agent.service.body_limit import BodyLimit
 from ragsieve.agent.service.content_type import FormAsJson
 from ragsieve.agent.service.keys import KeyRing
@@ -67,6 +68,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
                            allow_headers=["Authorization", "Content-Type"], max_age=600)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     app.add_middleware(FormAsJson)  # `curl -d '{json}'` labels JSON as a form
+    app.add_middleware(AccessLog)  # outermost: one line per request, the x-ragsieve-server header on every reply
     return app
 
 

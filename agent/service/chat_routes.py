@@ -56,6 +56,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, body: ChatRequest, who: Caller = Depends(caller)):
     app = request.app.state
+    request.state.access_model = body.model
     if body.model == frontend_tasks.PASSTHROUGH_MODEL and _passthrough_allowed(request, who):
         ignored = body.checked(app.settings.max_messages)
         return await direct.passthrough(request, body, _ignored_header(ignored))
@@ -64,6 +65,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
         ignored = body.checked(app.settings.max_messages, json_ok=True)
         who.resolve(app.registry, body.model)
         app.metrics.requests_by_task.labels(task.task.value).inc()
+        request.state.access_task = task.task.value
         return direct.task_reply(body, task, _ignored_header(ignored))
     orch, req, ignored = prepare(request, body, who)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -81,6 +83,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
         finally:
             ticket.release()
         app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+        request.state.access_stages = stages(answer)
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "finish_reason": finish_reason(answer),
@@ -117,6 +120,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)
                     app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+                    request.state.access_stages = stages(answer)
                     yield chunk({}, finish_reason(answer),
                                 ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
                     if include_usage:
@@ -141,3 +145,11 @@ def _passthrough_allowed(request: Request, who: Caller) -> bool:
     """The passthrough model (the LLM without retrieval) is served when enabled, to keys that reach every
     index (an open server's callers included): a key scoped to some indexes never gets the bare LLM."""
     return request.app.state.settings.passthrough_model and ALL in who.scope
+
+
+def stages(answer) -> dict[str, float]:
+    """Seconds per step of the plan (a step run twice adds up), for the access log."""
+    out: dict[str, float] = {}
+    for e in answer.trace:
+        out[e.step] = out.get(e.step, 0.0) + (e.duration_s or 0.0)
+    return out
