@@ -15,7 +15,12 @@ sends nothing (or a byte now and then) holds the server's capacity forever.
 """
 from __future__ import annotations
 
+import os
+
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+IDLE_ENV = "RAGSIEVE_IDLE_TIMEOUT_S"  # how `--workers N` hands the timeout to each worker process
+WORKER_PROTOCOL = "ragsieve.agent.service.connections:WorkerProtocol"
 
 
 def guarded_protocol(idle_timeout_s: float):
@@ -73,3 +78,12 @@ def guarded_protocol(idle_timeout_s: float):
             super().connection_lost(exc)
 
     return GuardedH11Protocol
+
+
+class WorkerProtocol(guarded_protocol(10.0)):
+    """The guarded protocol for `--workers N` (uvicorn imports it by name in each worker process)."""
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._armed_cycle = self.cycle
+        self._head_timer = self.loop.call_later(float(os.environ.get(IDLE_ENV, "10")), self._idle_close)
