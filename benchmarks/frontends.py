@@ -100,6 +100,7 @@ url, model, question, follow_up, timeout_s, flags = sys.argv[1], sys.argv[2], sy
 out = {"steps": []}
 def step(name, **kw):
     out["steps"].append({"step": name, "t": round(time.monotonic() - t0, 2), **kw}); print(json.dumps(out["steps"][-1]), flush=True)
+    open(sys.argv[8], "a").write(json.dumps(out["steps"][-1]) + "\n")
 def last_answer(page):
     items = page.locator("#response-content-container")
     return items.nth(items.count() - 1).inner_text() if items.count() else ""
@@ -130,7 +131,7 @@ with sync_playwright() as p:
     browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
     page = browser.new_page()
     page.set_default_timeout(60000)
-    page.goto(url + "/?models=" + model, wait_until="networkidle", timeout=180000)
+    page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
     step("page_loaded", title=page.title())
     for label in ("Okay, Let's Go!", "Got it", "Close"):
         btn = page.get_by_role("button", name=label)
@@ -204,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         shot = args.out.with_suffix(".png")
         t = time.monotonic()
         drive = subprocess.run([str(args.venv / "bin" / "python"), "-c", DRIVER, f"http://127.0.0.1:{oport}", "demo",
-                                QUESTION, FOLLOW_UP, str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot)],
+                                QUESTION, FOLLOW_UP, str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
+                                str(work / "driver-steps.jsonl")],
                                capture_output=True, text=True, timeout=2 * args.answer_timeout + 600)
         result["timings_s"]["browser"] = round(time.monotonic() - t, 1)
         steps = [json.loads(ln) for ln in drive.stdout.splitlines() if ln.startswith("{")]

@@ -59,7 +59,7 @@ def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
     from ragsieve.agent.service.connections import guarded_protocol
 
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                          http=WORKER_PROTOCOL,  # idle sockets cannot deny service
+                          http=guarded_protocol(settings.idle_timeout_s),  # idle sockets cannot deny service
                           limit_concurrency=settings.max_connections, backlog=BACKLOG,
                           timeout_keep_alive=5, timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
                           h11_max_incomplete_event_size=64 * 1024, **more)
