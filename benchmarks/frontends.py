@@ -133,11 +133,14 @@ with sync_playwright() as p:
     page.set_default_timeout(60000)
     page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
     step("page_loaded", title=page.title())
-    for label in ("Okay, Let's Go!", "Got it", "Close"):
+    page.wait_for_selector("#chat-input", timeout=300000)  # single-user mode signs in by itself (slow when busy)
+    time.sleep(3)
+    for label in ("Okay, Let's Go!", "Got it"):  # the release-notes modal of a fresh install
         btn = page.get_by_role("button", name=label)
         if btn.count():
             btn.first.click()
-    page.wait_for_selector("#chat-input", timeout=120000)
+            time.sleep(1)
+    step("chat_ready")
     ask(page, question)
     step("question_sent")
     first = wait_answer(page, 1, timeout_s)
