@@ -15,6 +15,9 @@ _ABSTAIN_RE = re.compile(r"(the )?context does not contain (the|an|this|that) an
 MIXED_MIN_WORDS = 3
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
+CUT_NOTE = "[The answer was cut short: it reached the max_tokens limit.]"
+HISTORY_TURNS = 6  # the most recent turns of a conversation the answer call sees
+HISTORY_TURN_CHARS = 1500
 _WORD = re.compile(r"\w{3,}")
 INFER_MIN_OVERLAP = 0.5
 INFER_MAX = 3
@@ -52,8 +55,12 @@ def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hi
     return order_for_context(hits_best_first, order)
 
 
-_REFUSAL = re.compile(r"\b(does not contain|do not contain|doesn't contain|don't contain|cannot answer|can't answer|"
-                      r"no information|not (?:mentioned|provided|stated)|unable to answer|i don't know)\b", re.I)
+_REFUSAL = re.compile(r"\b(?:(?:does|do|did) ?n[o']t (?:contain|mention|say|include|provide|specify|state|cover|"
+                      r"describe|explain|answer)|(?:cannot|can't|can ?not|unable to) (?:answer|find|determine|tell)|"
+                      r"no (?:information|mention|details?|data) (?:about|on|regarding|in)|"
+                      r"not (?:mentioned|provided|stated|specified|included|covered|described)|not enough information|"
+                      r"insufficient information|i (?:do not|don't) know|no answer (?:is|can be) (?:given|found))\b",
+                      re.I)
 
 
 def is_refusal(text: str) -> bool:
@@ -93,7 +100,8 @@ def infer_citations(text: str, passages: list[str]) -> list[int]:
 def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
                         max_tokens: int | None = None, report: dict | None = None,
                         instructions: str | None = None, on_token=None,
-                        temperature: float | None = None) -> tuple[str, list[Citation]]:
+                        temperature: float | None = None, asked: str | None = None,
+                        history: list | None = None) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
@@ -106,13 +114,16 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         {"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
         for i, h in enumerate(ordered, start=1)
     ]
-    prompt = deps.prompts.render("answer", question=question, passages=passages, abstain=ABSTAIN)
-    messages = [{"role": "user", "content": prompt}]
+    shown = question if not asked or asked.strip() == question.strip() else f"{asked.strip()}\n(In context: {question})"
+    prompt = deps.prompts.render("answer", question=shown, passages=passages, abstain=ABSTAIN)
+    messages = conversation_messages(history) + [{"role": "user", "content": prompt}]
     if instructions:  # the client application's system messages (style, language): the answer call only
         messages.insert(0, {"role": "system", "content": instructions})
     stream = CitationStream(len(ordered), on_token) if on_token is not None else None
-    text = deps.llm.text(messages, max_tokens=max_tokens, temperature=temperature,
-                         on_token=stream.feed if stream is not None else None).strip()
+    reply = deps.llm.reply(messages, max_tokens=max_tokens, temperature=temperature,
+                           on_token=stream.feed if stream is not None else None)
+    text = reply.text.strip()
+    cut = reply.finish_reason == "length"
     if stream is not None:
         stream.close()
     used = cited_numbers(text, len(ordered))
@@ -122,11 +133,33 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         inferred = bool(used)
     if report is not None:
         report["citations_inferred"] = inferred
+        report["finish_reason"] = reply.finish_reason
     renumber = {old: new for new, old in enumerate(used, start=1)}
     text = _CITE.sub(lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "", text)
+    suffix = ""
+    if inferred:  # the sources listed are marked in the text too
+        suffix += " " + "".join(f"[{n}]" for n in range(1, len(used) + 1))
+    if cut:
+        suffix += "\n\n" + CUT_NOTE
+    if suffix:
+        text += suffix
+        if on_token is not None:
+            on_token(suffix)
     citations = []
     for new, old in enumerate(used, start=1):
         chunk = ordered[old - 1].chunk
         citations.append(Citation(number=new, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
                                   line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
     return text, citations
+
+
+def conversation_messages(history: list | None) -> list[dict[str, str]]:
+    """The latest turns of a conversation as chat messages (user/assistant), each cut to HISTORY_TURN_CHARS."""
+    out = []
+    for turn in (history or [])[-HISTORY_TURNS:]:
+        role, text = (turn.role, turn.text) if hasattr(turn, "role") else (turn.get("role"), turn.get("text"))
+        if role in ("user", "assistant") and text and text.strip():
+            out.append({"role": role, "content": text[:HISTORY_TURN_CHARS]})
+    while out and out[0]["role"] != "user":  # a chat starts with the user
+        out.pop(0)
+    return out

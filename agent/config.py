@@ -110,7 +110,9 @@ class LLMConfig(_Section):
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
-    timeout_s: float = Field(120.0, gt=0)  # bounds each call attempt in all (wait + reading the body)
+    # inactivity timeout: a stream is cut when no token arrives for this long; a plain call may take this long
+    # in all, or (embedded model) what its measured prompt/generation rates predict when that is longer
+    timeout_s: float = Field(120.0, gt=0)
     max_reply_bytes: int = Field(4_000_000, ge=1024, le=1_000_000_000)  # a longer reply body is refused
     max_prompt_tokens: int = Field(32_000, ge=256)  # a prompt over this (count_tokens) is refused before sending
     max_attempts: int = Field(5, ge=1, le=20)

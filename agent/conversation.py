@@ -10,6 +10,8 @@ system messages are kept apart as instructions for the answer step only.
 """
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.errors import LLMError, UsageError
@@ -17,6 +19,12 @@ from ragsieve.agent.errors import LLMError, UsageError
 MAX_TURNS = 12  # the most recent turns the rewrite sees
 MAX_TURN_CHARS = 2000  # each turn is cut to this in the rewrite prompt
 MAX_REWRITE_CHARS = 1000  # a longer rewrite is not a question: the user's words are kept
+KEEP_MIN = 0.5  # a rewrite must keep at least this share of the latest message's content words
+_WORD = re.compile(r"[^\W_][\w'-]*")
+_FILLER = set("""a an the of to in on for and or but with by from at as is are was were be been do does did how what which
+who whom whose when where why can could should would will may might must i me my we our you your it its this that these
+those they them their there here about into than then so if not no yes please tell explain show give one ones same
+other another more also just again too what's it's that's""".split())
 
 
 class Turn(BaseModel):
@@ -88,4 +96,29 @@ def rewrite_question(question: str, history: list[Turn], llm, prompts) -> tuple[
     rewritten = lines[0].strip().strip('"').strip() if lines else ""
     if not rewritten or len(rewritten) > MAX_REWRITE_CHARS:
         return question, "the rewrite was empty or too long; the user's words are the question"
+    if kept_share(question, rewritten) < KEEP_MIN:
+        return anchored(question, history), ("the rewrite dropped the latest message's own words; the user's "
+                                             "words are searched with the previous question beside them")
     return rewritten, None
+
+
+def content_words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _FILLER]
+
+
+def kept_share(latest: str, rewrite: str) -> float:
+    """The share of the latest message's content words the rewrite keeps (a 5-letter prefix counts:
+    "deleting" keeps "delete"). 1.0 when the latest message has none (a bare "why?")."""
+    words = set(content_words(latest))
+    if not words:
+        return 1.0
+    have = {w[:5] for w in content_words(rewrite)}
+    return sum(1 for w in words if w[:5] in have) / len(words)
+
+
+def anchored(question: str, history: list[Turn]) -> str:
+    """The user's words, then the previous user question as context: a search query that keeps the new
+    intent and still carries what its references point to."""
+    previous = next((t.text for t in reversed(history) if t.role == "user" and t.text.strip()), "")
+    previous = " ".join(previous.split())[:MAX_TURN_CHARS // 4]
+    return f"{question.strip()} (context: {previous})" if previous else question

@@ -47,6 +47,7 @@ class Answer(BaseModel):
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
+    truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
 
     @property
     def coverage(self) -> float | None:
@@ -70,7 +71,7 @@ class Answer(BaseModel):
             "segments": [s.model_dump() for s in self.segments],
             "citations_inferred": self.citations_inferred,
             "evidence": self.evidence, "abstention": self.abstention,
-            "stopped": self.stopped, "asked": self.asked,
+            "stopped": self.stopped, "asked": self.asked, "truncated": self.truncated,
             "notes": self.notes,
         }
 
@@ -168,6 +169,7 @@ class Orchestrator:
             state.notes.append("searched only: " + ", ".join(f"{k}={v}" for k, v in
                                                              where.model_dump(exclude_none=True).items()))
         if history:
+            state.history = [{"role": t.role, "text": t.text} for t in history]
             self._rewrite(state, history, deps)
         run_plan(spec, state, deps, config.max_steps)
         return Answer(question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
@@ -175,7 +177,8 @@ class Orchestrator:
                       trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,
                       citations_inferred=state.citations_inferred, evidence=state.evidence,
-                      abstention=state.abstention, stopped=state.stopped, notes=state.notes, asked=state.asked)
+                      abstention=state.abstention, stopped=state.stopped, notes=state.notes, asked=state.asked,
+                      truncated=state.truncated)
 
     def _config_for(self, overrides: dict[str, dict[str, Any]] | None) -> Config:
         if not overrides:

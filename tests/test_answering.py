@@ -1,5 +1,5 @@
 """Answer composition: context order, citation parsing and renumbering."""
-from ragsieve.agent.answering import ABSTAIN, answer_from_context, cited_numbers
+from ragsieve.agent.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.client import LLM
@@ -61,7 +61,52 @@ def test_uncited_answer_gets_citations_inferred_by_overlap():
     text, citations = answer_from_context("q?", hits, deps, report=report)
     assert [c.chunk_id for c in citations] == ["d1#0"]
     assert report["citations_inferred"] is True
-    assert text == "The old secret stays valid for a grace period and is then revoked."
+    # the inferred source gets its marker, so every listed source is marked in the text (issue 22)
+    assert text == "The old secret stays valid for a grace period and is then revoked. [1]"
+
+
+@pytest.mark.parametrize("reply", [
+    "The sources do not mention how to delete a workspace.",
+    "I'm sorry, but the provided passages don't say what happens to the old secret.",
+    "There is not enough information in the context to answer this.",
+])
+def test_a_refusal_in_other_words_gets_no_inferred_citations(reply):
+    # hostile re-run item 11: a refusal written as text still got inferred citations
+    hits = [_hit(0), _hit(1)]
+    hits[1].chunk.text = reply  # even when a passage shares every word with the refusal
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(FakeChat([reply])), prompts=PromptRenderer())
+    report = {}
+    text, citations = answer_from_context("q?", hits, deps, report=report)
+    assert citations == [] and report["citations_inferred"] is False and "[" not in text
+
+
+def test_an_answer_cut_by_max_tokens_says_so_and_reports_length():
+    class Cutting(FakeChat):
+        def complete(self, messages, **kw):
+            reply = super().complete(messages, **kw)
+            words = reply.text.split()[: kw.get("max_tokens") or 10_000]
+            return reply.model_copy(update={"text": " ".join(words), "finish_reason": "length"})
+
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(Cutting(["Rotate the key with lumen [1] "
+                                                                             "and then wait"])),
+                prompts=PromptRenderer())
+    report = {}
+    text, _ = answer_from_context("q?", [_hit(0)], deps, report=report, max_tokens=4)
+    assert report["finish_reason"] == "length" and text.endswith(CUT_NOTE)
+
+
+def test_the_answer_call_sees_the_users_words_and_the_history():
+    chat = FakeChat(["Scope admin [1]."])
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    history = [{"role": "user", "text": "What scopes can an API key have?"},
+               {"role": "assistant", "text": "events:write, events:read, dashboards:read, admin."}]
+    answer_from_context("Which API key scope lets me delete a workspace?", [_hit(0)], deps,
+                        asked="Which of those lets me delete a workspace?", history=history)
+    sent = chat.history[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["content"] == "What scopes can an API key have?"
+    assert "Which of those lets me delete a workspace?" in sent[-1]["content"]
+    assert "Which API key scope lets me delete a workspace?" in sent[-1]["content"]
 
 
 def test_infer_citations_threshold_and_order():

@@ -110,7 +110,7 @@ def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys
         code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
                      "--deadline", "1", "--json"])
         elapsed = time.monotonic() - started
-    assert code == 0 and elapsed < 10
+    assert code == 3 and elapsed < 10  # no answer at all: a failure for scripts (issue 22), the JSON still printed
     out = json.loads(capsys.readouterr().out)
     assert out["stopped"].startswith("budget: deadline") and out["trace"][-1]["outcome"] == "stopped"
     assert out["answer"] == "" and out["citations"] == []

@@ -224,3 +224,10 @@ def test_reask_and_schema_note_are_templates():
 
 def test_chat_body_helper_still_works():
     assert chat_body("x")["choices"][0]["message"]["content"] == "x"
+
+
+def test_cosine_range_is_refused_up_front_with_relevance_auto():
+    # hostile re-run item 15: with relevance "auto" (the default) the range was refused only after 6 LLM calls
+    config = Config.model_validate({"segments": {"cosine_low": 0.9, "cosine_high": 0.1}})
+    with pytest.raises(UsageError, match="cosine_low 0.9 must be below cosine_high 0.1"):
+        get_plan("full", config)

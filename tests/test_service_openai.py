@@ -23,7 +23,7 @@ def test_models_and_chat_json(examples_index):
     with served({"demo": examples_index}) as svc:
         c = client(svc)
         ids = [m.id for m in c.models.list()]
-        assert ids == ["demo", "demo:agentic", "demo:fast", "demo:full"]
+        assert ids == ["demo", "demo:agentic", "demo:fast", "demo:full", "ragsieve-passthrough"]
         reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
         content = reply.choices[0].message.content
         answer, _, refs = content.partition("\n\n**Sources**\n")
@@ -142,9 +142,11 @@ def test_keys_and_tenant_isolation(examples_index, second_index, tmp_path):
     keys = KeyRing.load(str(keys_file), environ={"RAGSIEVE_API_KEYS": "key-admin-1234"})
     with served({"lumen": examples_index, "notes": second_index}, keys=keys) as svc:
         a, b, admin = client(svc, "key-aaaa-1234"), client(svc, "key-bbbb-1234"), client(svc, "key-admin-1234")
-        assert {m.id.split(":")[0] for m in a.models.list()} == {"lumen"}
+        assert {m.id.split(":")[0] for m in a.models.list()} == {"lumen"}  # no passthrough for a scoped key
         assert {m.id.split(":")[0] for m in b.models.list()} == {"notes"}
-        assert {m.id.split(":")[0] for m in admin.models.list()} == {"lumen", "notes"}
+        assert {m.id.split(":")[0] for m in admin.models.list()} == {"lumen", "notes", "ragsieve-passthrough"}
+        with pytest.raises(openai.NotFoundError):  # a scoped key never reaches the bare LLM
+            a.chat.completions.create(model="ragsieve-passthrough", messages=[{"role": "user", "content": "hi"}])
         with pytest.raises(openai.AuthenticationError):
             client(svc, "wrong-key-123").models.list()
         anonymous = httpx.get(svc.base_url + "/v1/models")

@@ -34,7 +34,8 @@ from pydantic import BaseModel, Field
 from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
 from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
-from ragsieve.agent.errors import StructuredOutputError, UsageError
+from ragsieve.agent.errors import LLMError, StructuredOutputError, UsageError
+from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.tools.filters.conformal import (HYBRID_RRF_K, ScoreKind, binomial_tolerance, check_alpha, choose_kind,
                                             evaluate_kinds, hybrid_signal, ranks_of, smallest_k_for_coverage,
                                             CalibrationReport)
@@ -203,6 +204,11 @@ class Calibrator:
             except StructuredOutputError as exc:
                 self.counters["generation_failed"] += 1
                 log.info("question generation failed for row %d: %s", row, exc)
+            except LLMError as exc:  # a slow call (busy machine) skips this passage, counted; others stop the run
+                if not is_slow_call(exc):
+                    raise
+                self.counters["generation_failed"] += 1
+                log.warning("question generation for row %d skipped (slow LLM call): %s", row, exc)
         if not qas:
             return [], []
         vecs = self.index.embed([qa.question for _, qa in qas])
@@ -223,6 +229,12 @@ class Calibrator:
         except StructuredOutputError as exc:
             self.counters["judge_errors"] += 1
             log.info("contains-judge failed on row %d: %s", row, exc)
+            return False
+        except LLMError as exc:
+            if not is_slow_call(exc):
+                raise
+            self.counters["judge_errors"] += 1
+            log.warning("contains-judge on row %d skipped (slow LLM call): %s", row, exc)
             return False
 
     # -- split, thresholds, report -------------------------------------------------------

@@ -18,6 +18,9 @@ ABSTENTION_TEXT = {
 }
 
 
+EXIT_NO_ANSWER = 3  # the budget stopped the question before any answer (no text to show)
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("ask", help="answer a question from an index, with citations")
     p.add_argument("question")
@@ -47,10 +50,15 @@ def run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
         answer = orch.ask(args.question, plan=args.plan, where=where)
+    unanswered = bool(answer.stopped) and not answer.answer.strip()  # the budget stopped it before any answer
     if args.json:  # JSON escapes C0 controls itself; C1 controls (e.g. \x9b, a one-byte CSI) are escaped here
         text = json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str)
         print(re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text))
-        return 0
+        return EXIT_NO_ANSWER if unanswered else 0
+    if unanswered:
+        print(for_terminal(f"error: no answer: the question was stopped before any answer ({answer.stopped}); "
+                           f"raise --deadline or the budget"), file=sys.stderr)
+        return EXIT_NO_ANSWER
     print(for_terminal(answer.answer))
     if answer.stopped:
         print(for_terminal(f"\n(stopped early: {answer.stopped})"), file=sys.stderr)

@@ -86,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
         raise
     app = create_app(registry, settings, keys, close_registry=True, widget_keys=widget_keys)
+    access = logging.getLogger("ragsieve.access")  # one line per request on stderr, whatever -v says
+    if not access.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s access %(message)s"))
+        access.addHandler(handler)
+        access.setLevel(logging.INFO)
+        access.propagate = False
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "

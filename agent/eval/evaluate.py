@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.errors import IndexMissingError, StructuredOutputError, UsageError
+from ragsieve.agent.errors import IndexMissingError, LLMError, StructuredOutputError, UsageError
+from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.agent.eval.data import Dataset, Question, load_dataset, sample_questions
 from ragsieve.agent.eval.report import assemble_results, json_differences, running_postfix, write_outputs
 from ragsieve.agent.llm.client import LLM
@@ -173,10 +174,19 @@ class Evaluation:
             cache = orch.llm.cache = CountingCache(cache)  # forks made by ask() share it
         if cache is not None:
             cache.take()
-        try:
-            ans = orch.ask(q.text, plan=plan)
-        except StructuredOutputError as exc:  # model misbehaviour is a result; transport faults stop the run
-            ans, row["error"] = None, str(exc)
+        ans = None
+        for attempt in (1, 2):  # a call that was only slow (busy machine) is retried once, then skipped
+            try:
+                ans = orch.ask(q.text, plan=plan)
+                break
+            except StructuredOutputError as exc:  # model misbehaviour is a result; transport faults stop the run
+                row["error"] = str(exc)
+                break
+            except LLMError as exc:
+                if not is_slow_call(exc):
+                    raise
+                log.warning("question %s: slow LLM call (attempt %d of 2): %s", q.qid, attempt, exc)
+                row["error"], row["skipped_slow"] = f"skipped after 2 slow attempts: {exc}", True
         row["wall_s"] = time.perf_counter() - started
         if ans is None:
             return row | {"answer": ""} | (m.answer_scores("", q.answers, q.impossible) if q.answers is not None else {})

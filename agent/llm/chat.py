@@ -13,6 +13,7 @@ class ChatReply(BaseModel):
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    finish_reason: str | None = None  # "length" when max_tokens cut the reply (None: not reported)
 
 
 class Usage(BaseModel):

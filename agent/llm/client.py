@@ -112,6 +112,11 @@ class LLM:
         without `stream` hands its whole reply at once). A budget spent or cancelled mid-stream stops it."""
         return self._complete(messages, None, "reply", max_tokens, temperature, on_token).text
 
+    def reply(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
+              temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> ChatReply:
+        """Like `text`, returning the whole `ChatReply` (its `finish_reason` says whether max_tokens cut it)."""
+        return self._complete(messages, None, "reply", max_tokens, temperature, on_token)
+
     def structured(self, messages: list[dict[str, str]], schema: type[T], *,
                    max_tokens: int | None = None) -> T:
         json_schema = schema.model_json_schema()
@@ -170,10 +175,13 @@ class LLM:
         call = dict(params)
         if getattr(self.chat, "accepts_deadline", False):
             call["deadline"] = self.budget.deadline
+            if on_token is not None:  # a stream stops when the question is cancelled, even between tokens
+                call["should_stop"] = self.budget.spent
         try:
             if on_token is not None and hasattr(self.chat, "stream"):
                 reply = self.chat.stream(messages, on_token=self._guarded(on_token), **_stream_args(call))
             else:
+                call.pop("should_stop", None)
                 reply = self.chat.complete(messages, **call)
                 if on_token is not None:
                     on_token(reply.text)
@@ -189,7 +197,7 @@ class LLM:
 
 
 def _stream_args(call: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in call.items() if k in ("max_tokens", "temperature", "deadline")}
+    return {k: v for k, v in call.items() if k in ("max_tokens", "temperature", "deadline", "should_stop")}
 
 
 def cache_key(identity: str | dict[str, Any], messages: list[dict[str, str]], params: dict[str, Any]) -> str:

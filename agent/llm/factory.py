@@ -45,7 +45,8 @@ def open_llm(config: LLMConfig) -> tuple[LLM, Callable[[], None]]:
         base_url, api_key = server.base_url, "not-needed"
     try:
         chat = OpenAIChat(base_url, api_key, cfg.model, timeout_s=cfg.timeout_s, max_attempts=cfg.max_attempts,
-                          max_retry_s=cfg.max_retry_s, output_mode=mode, max_reply_bytes=cfg.max_reply_bytes)
+                          max_retry_s=cfg.max_retry_s, output_mode=mode, max_reply_bytes=cfg.max_reply_bytes,
+                          adaptive_timeouts=server is not None)  # the embedded model: limits from its measured speed
         cache = DiskCache(cfg.cache_dir) if cfg.cache_dir else None
         llm = LLM(chat, cache=cache, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                   max_prompt_tokens=cfg.max_prompt_tokens)

@@ -11,7 +11,11 @@ order when the server rejects a format, and remembers what works.
 Every reply body is read by this module, chunk by chunk, so that a question's
 `deadline` (absolute `time.monotonic()` value) bounds the whole call — the
 wait, each retry's sleep and a body trickling in byte by byte — and a body
-over `max_reply_bytes` is refused instead of held in memory. A body that is
+over `max_reply_bytes` is refused instead of held in memory. A plain call may
+take `timeout_s`; with `adaptive_timeouts` (the embedded server) it may take
+what the measured prompt-processing and generation rates predict for its
+prompt and `max_tokens` (times a margin) when that is longer; a streamed call
+is cut by inactivity, not by the clock (`ragsieve.agent.llm.deadlines`). A body that is
 not JSON is retried like a transport fault, then reported in one line. The
 URL's password and the API key never appear in a message.
 """
@@ -30,11 +34,13 @@ import openai
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from ragsieve.agent.llm.chat import ChatReply
+from ragsieve.agent.llm.deadlines import RateMeter
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.redact import redact, redact_url
 from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
 
 __all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "SlowReply", "retry_after_s", "strict_schema"]
+from ragsieve.tools.ingest.chunking import count_tokens
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -88,7 +94,8 @@ class OpenAIChat:
 
     def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
                  max_attempts: int = 5, max_retry_s: float = 120.0, output_mode: str | OutputMode = "auto",
-                 sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000):
+                 sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000,
+                 adaptive_timeouts: bool = False):
         if not base_url or not str(base_url).startswith(("http://", "https://")):
             raise UsageError(f"invalid LLM base_url {redact_url(str(base_url))!r}: expected an http:// or https:// URL")
         if timeout_s <= 0:
@@ -100,6 +107,8 @@ class OpenAIChat:
         if max_reply_bytes < 1024:
             raise UsageError(f"invalid max_reply_bytes {max_reply_bytes!r}: must be >= 1024")
         self.max_reply_bytes = int(max_reply_bytes)
+        self.adaptive_timeouts = bool(adaptive_timeouts)
+        self.rates = RateMeter()  # measured on every reply; used for time limits when adaptive_timeouts
         self.base_url = str(base_url).rstrip("/")
         self.shown_url = redact_url(self.base_url)  # what messages and cache keys name
         self._api_key = api_key
@@ -155,16 +164,37 @@ class OpenAIChat:
             except openai.APIStatusError as exc:
                 raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
                                f"{_describe(exc)}") from exc
-            return self._reply(body, model, time.monotonic() - started)
+            latency = time.monotonic() - started
+            self.rates.observe_reply(body, latency)
+            return self._reply(body, model, latency)
 
     def stream(self, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
                max_tokens: int | None = None, temperature: float | None = None,
-               deadline: float | None = None) -> ChatReply:
+               deadline: float | None = None, should_stop: Callable[[], bool] | None = None) -> ChatReply:
         """Plain-text completion streamed token by token (`ragsieve.agent.llm.streaming`)."""
         from ragsieve.agent.llm.streaming import stream_completion
 
         return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
-                                 temperature=temperature, deadline=deadline)
+                                 temperature=temperature, deadline=deadline, should_stop=should_stop)
+
+    def refuse_ragsieve(self, headers) -> None:
+        """A ragsieve server (it sends `x-ragsieve-server`) is never used as the model: with OPENAI_BASE_URL
+        pointing at `ragsieve serve` (natural for its SDK users) `ask` would answer from another pipeline."""
+        if headers is not None and headers.get("x-ragsieve-server"):
+            raise UsageError(f"the LLM endpoint {self.shown_url} is a ragsieve server (version "
+                             f"{headers.get('x-ragsieve-server')}), not a model: ragsieve cannot use it as its LLM. "
+                             f"Point llm.base_url (or RAGSIEVE_BASE_URL, which takes precedence over "
+                             f"OPENAI_BASE_URL) at the LLM's own endpoint, or unset them for the embedded model")
+
+    def call_timeout(self, prompt_tokens: int, max_tokens: int) -> float:
+        """How long one silent (non-streamed) call may take: `timeout_s`, or the measured rates' prediction."""
+        if not self.adaptive_timeouts:
+            return self.timeout_s
+        return self.rates.call_timeout(prompt_tokens, max_tokens, self.timeout_s)
+
+    def first_event_timeout(self, prompt_tokens: int) -> float:
+        """How long a stream may wait for its first event (the prompt is processed first)."""
+        return self.call_timeout(prompt_tokens, 1)
 
     def ensure_model(self, deadline: float | None = None) -> str:
         if self._model is None:
@@ -179,7 +209,9 @@ class OpenAIChat:
             timeout = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
             if timeout <= 0:
                 raise BudgetExceeded("deadline per question reached before the model list was read")
-            return self._client.models.list(timeout=timeout)
+            raw = self._client.models.with_raw_response.list(timeout=timeout)
+            self.refuse_ragsieve(raw.headers)
+            return raw.parse()
 
         page = self._call(listing, "<discovering>", deadline)
         ids = [m.id for m in getattr(page, "data", []) or []]
@@ -189,8 +221,10 @@ class OpenAIChat:
 
     def _post(self, kwargs: dict[str, Any], deadline: float | None) -> dict[str, Any]:
         """One chat request; the body read in chunks under the deadline and the size bound, then parsed."""
-        timeout = self.timeout_s
-        call_ends = time.monotonic() + self.timeout_s  # timeout_s bounds the whole call, not only each read
+        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in kwargs["messages"])
+        limit = self.call_timeout(prompt_tokens, int(kwargs.get("max_tokens") or 512))
+        timeout = limit
+        call_ends = time.monotonic() + limit  # the limit bounds the whole call, not only each read
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -198,6 +232,7 @@ class OpenAIChat:
             timeout = min(timeout, remaining)
         chunks, size = [], 0
         with self._client.chat.completions.with_streaming_response.create(**kwargs, timeout=timeout) as response:
+            self.refuse_ragsieve(response.headers)
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > self.max_reply_bytes:
@@ -206,7 +241,9 @@ class OpenAIChat:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise BudgetExceeded(f"deadline per question reached while reading the reply ({size} bytes in)")
                 if time.monotonic() >= call_ends:
-                    raise SlowReply(f"reply not complete after timeout_s={self.timeout_s:g}s ({size} bytes in)")
+                    raise SlowReply(f"reply not complete after {limit:g}s (timeout_s={self.timeout_s:g}"
+                                    f"{', adapted to the measured model speed' if limit > self.timeout_s else ''}; "
+                                    f"{size} bytes in)")
                 chunks.append(chunk)
         raw = b"".join(chunks)
         try:
@@ -303,5 +340,7 @@ class OpenAIChat:
             raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no message content "
                            f"(finish_reason={first.get('finish_reason')})")
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        finish = first.get("finish_reason")
         return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
-                         completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s)
+                         completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s,
+                         finish_reason=finish if isinstance(finish, str) else None)

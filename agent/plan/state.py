@@ -110,6 +110,8 @@ class RunState(BaseModel):
     plan: str
     asked: str | None = None  # the user's words when `question` is a rewrite of a follow-up (conversation)
     instructions: str | None = None  # the client's system messages: honoured by the answer step only
+    history: list[dict[str, str]] = Field(default_factory=list)  # a follow-up's earlier turns ({role, text})
+    truncated: bool = False  # the answer was cut by max_tokens (finish_reason "length")
     first_stage: list[str] = Field(default_factory=list)  # chunk ids of the first retrieval, ranked
     candidates: list[Hit] = Field(default_factory=list)
     pool: dict[str, Hit] = Field(default_factory=dict)

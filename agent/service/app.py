@@ -18,7 +18,9 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from ragsieve.agent.service import chat_routes, errors, mcp_server, native_routes, web
+from ragsieve.agent.service.access_log import AccessLog
 from ragsieve.agent.service.body_limit import BodyLimit
+from ragsieve.agent.service.content_type import FormAsJson
 from ragsieve.agent.service.documents import routes as documents_routes
 from ragsieve.agent.service.documents.service import Documents
 from ragsieve.agent.service.keys import KeyRing
@@ -79,7 +81,9 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     upload = (settings.max_file_bytes + 64 * 1024, max(settings.body_timeout_s, 300.0))  # a file and its form
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s,
                        paths={"/v1/files": upload})
+    app.add_middleware(FormAsJson)  # `curl -d '{json}'` labels JSON as a form
     web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
+    app.add_middleware(AccessLog)  # outermost: one line per request, the x-ragsieve-server header on every reply
     return app
 
 

@@ -11,10 +11,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
+from ragsieve.agent.service.keys import ALL
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
-from ragsieve.agent.service.render import extension, references, usage
+from ragsieve.agent.service.render import annotations, extension, finish_reason, references, usage
 from ragsieve.agent.service.requests import ChatRequest, check_text
 
 router = APIRouter()
@@ -24,8 +26,11 @@ router = APIRouter()
 async def list_models(request: Request, who: Caller = Depends(caller)):
     registry = request.app.state.registry
     created = request.app.state.started
+    ids = registry.model_ids(who.visible(list(registry.orchestrators)))
+    if _passthrough_allowed(request, who):
+        ids.append(frontend_tasks.PASSTHROUGH_MODEL)
     return {"object": "list", "data": [{"id": mid, "object": "model", "created": created, "owned_by": "ragsieve"}
-                                       for mid in registry.model_ids(who.visible(list(registry.orchestrators)))]}
+                                       for mid in ids]}
 
 
 def prepare(request: Request, body: ChatRequest, who: Caller):
@@ -51,10 +56,21 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, body: ChatRequest, who: Caller = Depends(caller)):
     app = request.app.state
+    request.state.access_model = body.model
+    if body.model == frontend_tasks.PASSTHROUGH_MODEL and _passthrough_allowed(request, who):
+        ignored = body.checked(app.settings.max_messages)
+        return await direct.passthrough(request, body, _ignored_header(ignored))
+    task = frontend_tasks.detect(body.messages)
+    if task is not None:  # a front end's title/tags/follow-ups...: answered without retrieval
+        ignored = body.checked(app.settings.max_messages, json_ok=True)
+        who.resolve(app.registry, body.model)
+        app.metrics.requests_by_task.labels(task.task.value).inc()
+        request.state.access_task = task.task.value
+        return direct.task_reply(body, task, _ignored_header(ignored))
     orch, req, ignored = prepare(request, body, who)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    headers = {"x-ragsieve-ignored-fields": ",".join(ignored)} if ignored else {}
+    headers = _ignored_header(ignored)
     ticket = app.admission.enter()  # a 429 is raised here, before any response starts
     limiter = ticket.limiter
     job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s))
@@ -67,10 +83,12 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
         finally:
             ticket.release()
         app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+        request.state.access_stages = stages(answer)
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": answer.answer + references(answer)}}],
+            "choices": [{"index": 0, "finish_reason": finish_reason(answer),
+                         "message": {"role": "assistant", "content": answer.answer + references(answer),
+                                     "annotations": annotations(answer)}}],
             "usage": usage(answer), "ragsieve": extension(answer, ignored=ignored),
         }, headers=headers)
 
@@ -94,15 +112,17 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
                 elif item[0] == "done":
                     answer = item[1]
-                    tail = ""
-                    if "".join(streamed).strip() != answer.answer.strip():  # replaced after the model wrote
+                    tail, sent = "", "".join(streamed)
+                    if sent.strip() != answer.answer.strip():  # replaced after the model wrote
                         tail = ("\n\n" if streamed else "") + answer.answer
-                    yield chunk({"content": tail + references(answer)})
+                    yield chunk({"content": tail + references(answer), "annotations": annotations(answer)})
                     ttft = job.first_token_s
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)
                     app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
-                    yield chunk({}, "stop", ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
+                    request.state.access_stages = stages(answer)
+                    yield chunk({}, finish_reason(answer),
+                                ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
                     if include_usage:
                         yield f"data: {json.dumps({'id': completion_id, 'object': 'chat.completion.chunk', 'created': created, 'model': body.model, 'choices': [], 'usage': usage(answer)})}\n\n"
                 elif item[0] == "error":
@@ -115,3 +135,21 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
 
     return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+
+
+def _ignored_header(ignored: list[str]) -> dict[str, str]:
+    return {"x-ragsieve-ignored-fields": ",".join(ignored)} if ignored else {}
+
+
+def _passthrough_allowed(request: Request, who: Caller) -> bool:
+    """The passthrough model (the LLM without retrieval) is served when enabled, to keys that reach every
+    index (an open server's callers included): a key scoped to some indexes never gets the bare LLM."""
+    return request.app.state.settings.passthrough_model and ALL in who.scope
+
+
+def stages(answer) -> dict[str, float]:
+    """Seconds per step of the plan (a step run twice adds up), for the access log."""
+    out: dict[str, float] = {}
+    for e in answer.trace:
+        out[e.step] = out.get(e.step, 0.0) + (e.duration_s or 0.0)
+    return out

@@ -46,6 +46,8 @@ def as_api_error(exc: BaseException) -> ApiError:
         return exc
     if isinstance(exc, UsageError):
         return ApiError(400, str(exc), code="invalid_request")
+    if type(exc).__name__ == "PromptTooLarge":  # the request's own text is too long for the model: the caller's
+        return ApiError(400, f"the request is too large for the model: {exc}", code="prompt_too_large")
     if isinstance(exc, BudgetExceeded):
         return ApiError(504, f"the question ran out of time or budget: {exc}", code="timeout")
     if isinstance(exc, ModelUnavailableError):

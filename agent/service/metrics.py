@@ -21,6 +21,8 @@ class ServiceMetrics:
         self.queue_depth = Gauge("ragsieve_queue_depth", "Questions admitted and waiting for a thread", registry=r)
         self.in_flight = Gauge("ragsieve_questions_in_flight", "Questions running", registry=r)
         self.rejected = Counter("ragsieve_rejected", "Questions refused with 429 (queue full)", registry=r)
+        self.requests_by_task = Counter("ragsieve_frontend_tasks", "Front ends' background requests answered "
+                                        "without retrieval, by task", ["task"], registry=r)
         self.errors = Counter("ragsieve_errors", "Questions that ended in an error, by kind", ["kind"], registry=r)
 
     def observe_answer(self, plan: str, seconds: float, usage) -> None:

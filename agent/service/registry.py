@@ -30,6 +30,8 @@ def parse_index_specs(specs: list[str]) -> dict[str, Path]:
             raise UsageError(f"invalid index name {name!r}: letters, digits, '_', '.', '-' (no ':'), up to 64")
         if name in out:
             raise UsageError(f"index name {name!r} given twice")
+        if name == "ragsieve-passthrough":  # the model id of the LLM without retrieval (service.frontend_tasks)
+            raise UsageError("the index name 'ragsieve-passthrough' is reserved; choose another")
         out[name] = Path(folder)
     if not out:
         raise UsageError("give at least one index: --index NAME=DIR")

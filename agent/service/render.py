@@ -10,6 +10,10 @@
 and the same citations, structured, are in the response's `ragsieve` field
 (`citations`: number, label, source, lines, chunk id), with the question
 actually searched (after a conversation rewrite), the plan and the trace.
+Clients that drop unknown fields (LangChain, the Vercel AI SDK) still get them
+as OpenAI `annotations` of type `url_citation` on the message (streamed: on
+the delta that carries the sources), which the AI SDK turns into `source`
+parts; the `[n]` marker is the annotation's title prefix.
 """
 from __future__ import annotations
 
@@ -48,3 +52,20 @@ def usage(answer) -> dict[str, int]:
     u = answer.usage
     return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
             "total_tokens": u.prompt_tokens + u.completion_tokens}
+
+
+def finish_reason(answer) -> str:
+    """OpenAI's `finish_reason`: "length" when max_tokens cut the answer, else "stop"."""
+    return "length" if getattr(answer, "truncated", False) else "stop"
+
+
+def annotations(answer) -> list[dict[str, Any]]:
+    """The citations as OpenAI `url_citation` annotations (indices point into the message content)."""
+    out = []
+    for c in answer.citations:
+        marker = f"[{c.number}]"
+        start = answer.answer.find(marker)
+        out.append({"type": "url_citation", "url_citation": {
+            "url": c.source, "title": f"{marker} {c.label()}" + (f" ({c.title})" if c.title else ""),
+            "start_index": max(start, 0), "end_index": max(start, 0) + (len(marker) if start >= 0 else 0)}})
+    return out

@@ -56,7 +56,10 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
+    from ragsieve.agent.service.connections import guarded_protocol
+
     return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                          http=guarded_protocol(settings.idle_timeout_s),  # idle sockets cannot deny service
                           limit_concurrency=settings.max_connections, backlog=BACKLOG,
                           timeout_keep_alive=5, timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
                           h11_max_incomplete_event_size=64 * 1024, **more)
@@ -70,10 +73,14 @@ def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None 
 
 def serve_workers(spec: dict, settings: ServiceSettings) -> None:
     """`--workers N`: uvicorn starts N processes, each building the app from `spec` (own indexes and model)."""
+    from ragsieve.agent.service.connections import IDLE_ENV, WORKER_PROTOCOL
+
     bind(settings.host, settings.port).close()  # a busy port is reported before the workers start
+    os.environ[IDLE_ENV] = str(settings.idle_timeout_s)
     os.environ[SPEC_ENV] = json.dumps(spec)
     uvicorn.run("ragsieve.agent.service.factory:app_from_env", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, log_level="warning", access_log=False,
+                http=WORKER_PROTOCOL,
                 limit_concurrency=settings.max_connections, backlog=BACKLOG,
                 timeout_graceful_shutdown=int(settings.graceful_shutdown_s))
 

@@ -19,7 +19,8 @@ class ServiceSettings(BaseModel):
     max_question_chars: int = Field(8_000, ge=1, le=100_000)
     max_messages: int = Field(64, ge=1, le=10_000)
     llm_parallel: int = Field(4, ge=1, le=64)  # LLM calls at once (the embedded server gets as many slots)
-    max_connections: int = Field(1000, ge=8, le=100_000)  # uvicorn limit_concurrency: beyond it, 503
+    max_connections: int = Field(1000, ge=8, le=100_000)  # open connections; beyond it the oldest idle one closes
+    idle_timeout_s: float = Field(10.0, gt=0, le=600)  # a request's head must arrive within this (connections.py)
     graceful_shutdown_s: float = Field(30.0, gt=0, le=3600)  # in-flight requests may finish within this
     cors_origins: list[str] = Field(default_factory=list)  # browser front ends allowed to call (CORS)
     allow_public_without_keys: bool = False
@@ -30,6 +31,7 @@ class ServiceSettings(BaseModel):
     max_files_per_store: int = Field(10_000, ge=1, le=1_000_000)
     max_vector_stores: int = Field(100, ge=1, le=100_000)
     ingest_queue: int = Field(64, ge=1, le=10_000)  # ingestion jobs waiting; more get 429
+    passthrough_model: bool = True  # list `ragsieve-passthrough`: messages to the LLM as they are (a task model)
 
     @field_validator("host")
     @classmethod

@@ -52,8 +52,10 @@ class Answer(Step):
                                               order=deps.config.loop.context_order, report=report,
                                               instructions=state.instructions, on_token=deps.on_token,
                                               max_tokens=options.get("max_tokens"),
-                                              temperature=options.get("temperature"))
+                                              temperature=options.get("temperature"),
+                                              asked=state.asked, history=state.history)
         state.citations_inferred = bool(report.get("citations_inferred"))
+        state.truncated = report.get("finish_reason") == "length"
         if is_abstention(text) and evidence_is_strong(state):
             text, citations = passages_answer(state.context)
             state.abstention, state.citations_inferred = "passages", False

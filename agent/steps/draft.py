@@ -25,7 +25,8 @@ class Draft(Step):
         ids = [h.chunk_id for h in state.context]
         try:
             text, citations = answer_from_context(state.question, state.context, deps,
-                                                  order=deps.config.loop.context_order, report={})
+                                                  order=deps.config.loop.context_order, report={},
+                                                  asked=state.asked, history=state.history)
         except LLMError as exc:
             log.warning("draft failed (%s): %s", type(exc).__name__, exc)
             state.draft, state.draft_citations, state.draft_context = None, [], ids

@@ -50,7 +50,8 @@ class Segments(Step):
         cfg = config.segments
         if cfg.enabled:
             params_of(cfg)
-            if cfg.relevance == "cosine" and cfg.cosine_low >= cfg.cosine_high:
+            # "auto" falls back to cosine without a calibration: checked here, before any LLM call
+            if cfg.relevance in ("cosine", "auto") and cfg.cosine_low >= cfg.cosine_high:
                 raise UsageError(f"segments.cosine_low {cfg.cosine_low} must be below cosine_high {cfg.cosine_high}")
 
     def run(self, state: RunState, deps: Deps) -> StepResult:

@@ -61,7 +61,10 @@ def recorded_encoder(root: Path) -> str | None:
     gen = live_generation(root)
     if gen is None or not (gen / MANIFEST).is_file():
         return None
-    return read_manifest(gen).get("embedding", {}).get("encoder", "torch")
+    embedding = read_manifest(gen).get("embedding", {})
+    if embedding.get("provider", "sentence-transformers") != "sentence-transformers":
+        return None  # built through an endpoint: a local build of it is another provider (refused as a mismatch)
+    return embedding.get("encoder", "torch")
 
 
 class IndexBuilder:

@@ -1,0 +1,257 @@
+"""A real Open WebUI (PyPI) pointed at `ragsieve serve`, driven by headless Chromium: question + follow-up.
+
+Not part of `make test` (it installs Open WebUI into its own venv and runs a
+real model). Steps, each bounded in time, every server on 127.0.0.1:
+1. a venv for Open WebUI (`--venv`; created when missing: the CPU wheel
+   `torch==2.13.0` first, then `open-webui` and `playwright` from PyPI);
+2. an index of `examples/` and `ragsieve serve` over it (the embedded model, or `--llm-base-url`);
+3. `open-webui serve` in single-user mode (WEBUI_AUTH=False, OFFLINE_MODE) with ragsieve as its only
+   OpenAI connection, default settings otherwise;
+4. Debian's `chromium` through Playwright opens the chat, picks the index's model, asks a question,
+   then a follow-up, and reads the answers, the `[n]` markers and sources, and the chat's title.
+The result (pass/fail per check, timings, the requests ragsieve saw from Open WebUI per task, commit,
+command, load average) goes to `benchmarks/results/frontends_openwebui.json`; a step that cannot run is
+recorded with the reason.
+
+    nice -n 10 python benchmarks/frontends.py --venv /path/to/owui-venv
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_io import header, write  # noqa: E402
+
+QUESTION = "How do I rotate the API key of a Lumen workspace?"
+FOLLOW_UP = "And what happens to the old one after that?"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float, proc: subprocess.Popen) -> float:
+    import httpx
+
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=5, trust_env=False).status_code < 500:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    raise TimeoutError(f"{url} not up after {timeout_s:g}s")
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def ensure_venv(venv: Path, log: Path) -> None:
+    if (venv / "bin" / "open-webui").exists():
+        return
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=out, stderr=out)
+        pip = [str(venv / "bin" / "pip"), "install", "--quiet"]
+        subprocess.run(pip + ["torch==2.13.0"], check=True, stdout=out, stderr=out, timeout=3600)
+        subprocess.run(pip + ["open-webui", "playwright"], check=True, stdout=out, stderr=out, timeout=3600)
+
+
+def git_commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+    return out.stdout.strip() or "unknown"
+
+
+def access_lines(log: Path) -> list[str]:
+    return [ln.split(" access ", 1)[1] for ln in log.read_text(errors="replace").splitlines() if " access " in ln]
+
+
+DRIVER = r'''
+import json, sys, time
+from playwright.sync_api import sync_playwright
+url, model, question, follow_up, timeout_s, flags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), json.loads(sys.argv[6])
+out = {"steps": []}
+def step(name, **kw):
+    out["steps"].append({"step": name, "t": round(time.monotonic() - t0, 2), **kw}); print(json.dumps(out["steps"][-1]), flush=True)
+    open(sys.argv[8], "a").write(json.dumps(out["steps"][-1]) + "\n")
+def last_answer(page):
+    items = page.locator("#response-content-container")
+    return items.nth(items.count() - 1).inner_text() if items.count() else ""
+def wait_answer(page, n, limit):
+    ends = time.monotonic() + limit
+    stable, last = 0, None
+    while time.monotonic() < ends:
+        items = page.locator("#response-content-container")
+        if items.count() >= n:
+            text = items.nth(n - 1).inner_text()
+            generating = page.locator("button[aria-label='Stop'], #stop-response-button").count() > 0
+            if text.strip() and text == last and not generating:
+                stable += 1
+                if stable >= 3:
+                    return text
+            else:
+                stable = 0
+            last = text
+        time.sleep(1.0)
+    return None
+def ask(page, text):
+    box = page.locator("#chat-input")
+    box.click()
+    box.fill(text) if box.evaluate("e => e.tagName") == "TEXTAREA" else page.keyboard.type(text)
+    page.keyboard.press("Enter")
+t0 = time.monotonic()
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
+    page = browser.new_page()
+    page.set_default_timeout(60000)
+    page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
+    step("page_loaded", title=page.title())
+    page.wait_for_selector("#chat-input", timeout=300000)  # single-user mode signs in by itself (slow when busy)
+    time.sleep(3)
+    for label in ("Okay, Let's Go!", "Got it"):  # the release-notes modal of a fresh install
+        btn = page.get_by_role("button", name=label)
+        if btn.count():
+            btn.first.click()
+            time.sleep(1)
+    step("chat_ready")
+    ask(page, question)
+    step("question_sent")
+    first = wait_answer(page, 1, timeout_s)
+    step("question_answered", ok=first is not None, text=(first or last_answer(page))[:2000])
+    ask(page, follow_up)
+    step("follow_up_sent")
+    second = wait_answer(page, 2, timeout_s)
+    step("follow_up_answered", ok=second is not None, text=(second or last_answer(page))[:2000])
+    time.sleep(5)
+    step("title", title=page.title())
+    page.screenshot(path=sys.argv[7], full_page=True)
+    browser.close()
+'''
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-openwebui-venv")
+    ap.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible LLM for ragsieve (default: embedded)")
+    ap.add_argument("--answer-timeout", type=float, default=600.0, help="seconds per answer in the browser")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "frontends_openwebui.json")
+    args = ap.parse_args(argv)
+    result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "checks": {}, "timings_s": {}}
+    work = Path(tempfile.mkdtemp(prefix="ragsieve-frontends-"))
+    serve_log, owui_log = work / "serve.log", work / "openwebui.log"
+    procs: list[subprocess.Popen] = []
+    started = time.monotonic()
+    try:
+        t = time.monotonic()
+        ensure_venv(args.venv, work / "install.log")
+        result["timings_s"]["venv"] = round(time.monotonic() - t, 1)
+        ver = subprocess.run([str(args.venv / "bin" / "python"), "-c",
+                              "import importlib.metadata as m; print(m.version('open-webui'))"],
+                             capture_output=True, text=True, timeout=120)
+        result["open_webui_version"] = ver.stdout.strip()
+        ragsieve = Path(sys.executable).parent / "ragsieve"
+        index = work / "index"
+        subprocess.run([str(ragsieve), "index", str(REPO / "examples"), "--index", str(index)], check=True,
+                       capture_output=True, timeout=900)
+        rport, oport = free_port(), free_port()
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        if args.llm_base_url:
+            env["RAGSIEVE_BASE_URL"] = args.llm_base_url
+        t = time.monotonic()
+        serve = subprocess.Popen([str(ragsieve), "serve", "--index", f"demo={index}", "--port", str(rport),
+                                  "--request-timeout", str(args.answer_timeout), "--llm-parallel", "2"],
+                                 stdout=open(serve_log, "w"), stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
+        procs.append(serve)
+        wait_http(f"http://127.0.0.1:{rport}/healthz", 300, serve)
+        wait_http(f"http://127.0.0.1:{rport}/readyz", 600, serve)
+        result["timings_s"]["ragsieve_ready"] = round(time.monotonic() - t, 1)
+        owui_env = dict(env, DATA_DIR=str(work / "owui-data"), WEBUI_AUTH="False", OFFLINE_MODE="True",
+                        ENABLE_OLLAMA_API="False", OPENAI_API_BASE_URL=f"http://127.0.0.1:{rport}/v1",
+                        OPENAI_API_KEY="not-needed", ENABLE_VERSION_UPDATE_CHECK="False",
+                        ANONYMIZED_TELEMETRY="False", SCARF_NO_ANALYTICS="true", DO_NOT_TRACK="true",
+                        WEBUI_SECRET_KEY="frontends-benchmark-only", no_proxy="127.0.0.1,localhost")
+        t = time.monotonic()
+        owui = subprocess.Popen([str(args.venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1",
+                                 "--port", str(oport)], stdout=open(owui_log, "w"), stderr=subprocess.STDOUT,
+                                env=owui_env, cwd=work, start_new_session=True)
+        procs.append(owui)
+        wait_http(f"http://127.0.0.1:{oport}/health", 900, owui)
+        result["timings_s"]["open_webui_ready"] = round(time.monotonic() - t, 1)
+        shot = args.out.with_suffix(".png")
+        t = time.monotonic()
+        drive = subprocess.run([str(args.venv / "bin" / "python"), "-c", DRIVER, f"http://127.0.0.1:{oport}", "demo",
+                                QUESTION, FOLLOW_UP, str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
+                                str(work / "driver-steps.jsonl")],
+                               capture_output=True, text=True, timeout=2 * args.answer_timeout + 600)
+        result["timings_s"]["browser"] = round(time.monotonic() - t, 1)
+        steps = [json.loads(ln) for ln in drive.stdout.splitlines() if ln.startswith("{")]
+        result["browser_steps"] = steps
+        if drive.returncode != 0:
+            result["browser_error"] = drive.stderr[-3000:]
+        by = {s["step"]: s for s in steps}
+        first, second = by.get("question_answered", {}), by.get("follow_up_answered", {})
+        marks = lambda text: sorted(set(re.findall(r"\[(\d+)\]", text or "")))  # noqa: E731
+        result["checks"] = {
+            "question_answered": bool(first.get("ok")),
+            "question_has_citations": bool(marks(first.get("text"))) and "Sources" in (first.get("text") or ""),
+            "follow_up_answered": bool(second.get("ok")),
+            "follow_up_has_citations": bool(marks(second.get("text"))) and "Sources" in (second.get("text") or ""),
+            "chat_titled": bool(by.get("title", {}).get("title")) and "New Chat" not in by["title"]["title"],
+            "no_error_shown": not any(w in (first.get("text", "") + second.get("text", "")).lower()
+                                      for w in ("not supported by ragsieve", "error:")),
+        }
+        if shot.exists():
+            result["screenshot"] = str(shot.relative_to(REPO))
+    except Exception as exc:  # recorded, with the step it stopped at
+        result["error"] = f"{type(exc).__name__}: {exc}"[:3000]
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        if serve_log.exists():
+            lines = access_lines(serve_log)
+            result["ragsieve_access_log"] = lines[-60:]
+            result["requests_by_task"] = {}
+            for ln in lines:
+                if "/v1/chat/completions" in ln:
+                    task = re.search(r"task=(\S+)", ln).group(1)
+                    result["requests_by_task"][task] = result["requests_by_task"].get(task, 0) + 1
+            result["serve_log_tail"] = serve_log.read_text(errors="replace").splitlines()[-20:]
+        if owui_log.exists():
+            result["open_webui_log_tail"] = owui_log.read_text(errors="replace").splitlines()[-30:]
+        shutil.rmtree(work, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["passed"] = bool(result["checks"]) and all(result["checks"].values()) and "error" not in result
+    print(json.dumps({k: result[k] for k in ("checks", "timings_s", "passed")}, indent=2))
+    return write(result, args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
