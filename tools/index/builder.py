@@ -36,7 +36,7 @@ from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, cano
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.lock import IndexLock
-from ragsieve.tools.ingest.loaders import load_documents, page_document
+from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.filters.sparse import find_sparse_rows
@@ -197,10 +197,7 @@ class IndexBuilder:
             report = crawler.run()
             self.crawl_reports.append(report)
             web_scopes.append(crawler.scope)
-            for page in report.pages:
-                doc = page_document(page.url, page.html, page.content_hash)
-                if doc is not None:
-                    docs.append(doc)
+            docs.extend(site_documents(report.pages))  # the site-wide title suffix dropped
             loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
         if not docs:
             raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
