@@ -11,6 +11,7 @@ import pytest
 
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.identifiers import split_identifier
+from ragsieve.tools.index.symbols import SymbolTable
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import page_document, site_documents
 from ragsieve.tools.ingest.site_titles import site_affixes, strip_site_affixes
@@ -82,9 +83,15 @@ def test_bm25_finds_an_identifier_by_its_exact_name_first():
     chunks = [c for name in ("re", "functools", "secrets") for c in chunks_of(name)[1]]
     index = BM25Index().build([c.text for c in chunks])
     for query, anchor in (("token_urlsafe", "#secrets.token_urlsafe"), ("lru_cache", "#functools.lru_cache"),
-                          ("re.search", "#re.search"), ("compare_digest", "#secrets.compare_digest")):
+                          ("compare_digest", "#secrets.compare_digest")):
         best = index.search(query, 1)[0][0]
         assert chunks[best].symbol == anchor, (query, chunks[best].symbol)
+    # `re.search` is named on many re.html chunks ("search() vs. match()"): the symbol table knows its definition
+    table = SymbolTable.from_chunks(enumerate(chunks))
+    assert chunks[index.search("re.search", 1)[0][0]].symbol != "#re.search"
+    assert [(d.name, d.kind, chunks[d.row].symbol) for d in table.lookup("re.search")] == \
+        [("re.search", "function", "#re.search")]
+    assert [d.kind for d in table.lookup("`secrets.SystemRandom`")] == ["class"]
     old = BM25Index(identifiers=False).build([c.text for c in chunks])  # the plain tokenizer: no whole term
     assert "token_urlsafe" not in tokenize("token_urlsafe") and old.params["identifiers"] is False
 
