@@ -120,11 +120,13 @@ class Crawler:
         self.state_dir = Path(state_dir)
         self.state_path = self.state_dir / "crawl-state.json"
         self.lastmod: dict[str, str] = {}  # url -> the sitemap's <lastmod>
+        self._limiter = RateLimiter(self.delay, self.sleep)  # one limiter: robots.txt and sitemaps count too
         self._fetcher = self._make_fetcher(None)
 
     def _make_fetcher(self, robots) -> Fetcher:
         allowed = (lambda url: robots.can_fetch(self.user_agent, url)) if robots is not None else (lambda url: True)
-        return Fetcher(self.client, RateLimiter(self.delay, self.sleep), max_attempts=self.max_attempts,
+        self._limiter.delay = self.delay
+        return Fetcher(self.client, self._limiter, max_attempts=self.max_attempts,
                        max_page_bytes=self.max_page_bytes, page_deadline_s=self.page_deadline_s,
                        sleep=self.sleep, allowed=allowed)
 
