@@ -131,7 +131,7 @@ class IndexBuilder:
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
                  batch_size: int = 64, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
-                 bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
+                 bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str = "torch", overlap: bool = True) -> None:
         self.root = Path(index_dir)
@@ -152,7 +152,7 @@ class IndexBuilder:
         if not 0.0 < sparse_percentile < 100.0:
             raise UsageError(f"sparse_percentile must be in (0, 100), got {sparse_percentile}")
         self.dense_proto = DenseIndex(faiss_index, hnsw_m=hnsw_m, ef_search=hnsw_ef_search)
-        self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem)
+        self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem, identifiers=bm25_identifiers)
         self.batch_size, self.progress, self._embedder = batch_size, progress, embedder
         self.sparse_percentile = sparse_percentile
         self.index_titles = index_titles
@@ -370,7 +370,7 @@ class IndexBuilder:
 
     def _build_bm25(self, texts: list[str], gen: Path) -> None:
         BM25Index(self.bm25_proto.engine, k1=self.bm25_proto.k1, b=self.bm25_proto.b,
-                  stem=self.bm25_proto.stem).build(texts).save(gen / "bm25")
+                  stem=self.bm25_proto.stem, identifiers=self.bm25_proto.identifiers).build(texts).save(gen / "bm25")
 
     def _recorded_root(self, prev_gen: Path | None) -> Path | None:
         if prev_gen is not None and (prev_gen / MANIFEST).is_file():
