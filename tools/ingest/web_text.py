@@ -1,13 +1,13 @@
-"""Main text of a web page as markdown (headings and code blocks kept), with the anchor of each heading.
+"""Main text of a web page as markdown (headings and code blocks kept), with the anchors to cite.
 
-Extraction is trafilatura's (Barbaresi 2021, "Trafilatura: A Web Scraping
-Library and Command-Line Tool for Text Discovery and Extraction", ACL demo):
-navigation, headers, footers, sidebars and cookie banners are dropped —
-including Sphinx's `div role="navigation"` and `class="footer"`, which are not
-`<nav>`/`<footer>`. Anchors come from the page itself: a heading's `id`, its
-enclosing `<section id>`, or the `#fragment` of a permalink inside it, so a
-chunk can be cited as `page.html#section`. When trafilatura finds no main
-text, the plain-text extractor (`html_text`) is the fallback.
+A page with a main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) is converted
+by `html_markdown` (clean text; every definition's and heading's anchor). Any other page goes through
+trafilatura (Barbaresi 2021, "Trafilatura: A Web Scraping Library and Command-Line Tool for Text
+Discovery and Extraction", ACL demo), which drops navigation, headers, footers, sidebars and cookie
+banners; its markdown escapes and empty bullets are removed, and anchors come from the page's headings
+(a heading's `id`, its enclosing `<section id>`, or its permalink's `#fragment`). When trafilatura finds
+no main text, the plain-text extractor (`html_text`) is the fallback. Tags are first cut to
+MAX_ATTRIBUTES attributes (a hostile page's attribute bomb).
 """
 from __future__ import annotations
 
@@ -167,25 +167,6 @@ def _main_container(root):
 
 _MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
                "//div[@id='content']")
-
-
-def main_part(html: str) -> str:
-    """The page's main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) as a page of
-    its own when it has one: extraction then keeps its headings and never sees the sidebars; else the page."""
-    try:
-        import lxml.html
-    except ImportError:  # pragma: no cover
-        return html
-    try:
-        root = lxml.html.fromstring(html)
-    except (ValueError, lxml.etree.ParserError):
-        return html
-    for xpath in _MAIN_XPATH:
-        found = root.xpath(xpath)
-        if found:
-            inner = lxml.html.tostring(found[0], encoding="unicode")
-            return f"<html><head><title></title></head><body><main>{inner}</main></body></html>"
-    return html
 
 
 def restore_headings(text: str, levels: dict[str, int]) -> str:
