@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.identifiers import identifier_terms
+from ragsieve.tools.index.identifiers import identifier_terms, is_compound
 from ragsieve.tools.modes import BM25Engine, parse_enum
 
 _WORD = re.compile(r"\w+")
+_TERM = re.compile(r"\w+(?:\.(?=[A-Za-z_])\w+)*")
 _META = "bm25.json"
 _TOKENS = "tokens.json"
 
@@ -63,10 +64,16 @@ def tokenize(text: str, stem: bool = True, identifiers: bool = False) -> list[st
     if not identifiers:
         words = [w for w in _WORD.findall(text.lower()) if w not in stop]
         return _stemmer("english").stemWords(words) if stem else words
-    terms = [(t.lower(), whole) for t, whole in identifier_terms(text)]
-    words = [t for t, whole in terms if not whole and t not in stop]
-    stems = iter(_stemmer("english").stemWords(words) if stem else words)
-    return [t if whole else next(stems) for t, whole in terms if whole or t not in stop]
+    special, plain = [], []  # dotted and compound identifiers go through `identifier_terms`; BM25 is a bag of words
+    for term in _TERM.findall(text):
+        if "_" in term or "." in term or not (term.islower() or term.isdigit()) and is_compound(term):
+            special.append(term)
+        else:
+            plain.append(term.lower())
+    terms = [(t.lower(), whole) for t, whole in identifier_terms(" ".join(special))] if special else []
+    words = [t for t, whole in terms if not whole and t not in stop] + [w for w in plain if w not in stop]
+    stems = _stemmer("english").stemWords(words) if stem else words
+    return [t for t, whole in terms if whole] + stems
 
 
 def tokenizer_description(stem: bool, identifiers: bool = False) -> str:
