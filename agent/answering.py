@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import re
 
+from ragsieve.agent.citation_merge import merge_same_label
 from ragsieve.agent.citation_stream import CitationStream
 from ragsieve.agent.plan.state import Citation
+from ragsieve.agent.stitching import whole_definitions
 from ragsieve.tools.filters.ordering import order_for_context
 from ragsieve.tools.types import Hit
 
@@ -109,6 +111,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     the model cited nothing, citations are inferred by word overlap and
     `report["citations_inferred"]` says so.
     """
+    hits = whole_definitions(hits, deps)
     ordered = number_passages(hits, order)
     passages = [
         {"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
@@ -150,7 +153,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         chunk = ordered[old - 1].chunk
         citations.append(Citation(number=new, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
                                   line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
-    return text, citations
+    return merge_same_label(text, citations)
 
 
 def conversation_messages(history: list | None) -> list[dict[str, str]]:

@@ -98,6 +98,8 @@ class RetrievalConfig(_Section):
     candidate_k: int = Field(100, ge=1, le=100_000)  # first-stage depth (metrics, expansion)
     pool: int = Field(20, ge=1, le=1000)  # the candidate pool every stage works from (judge, conformal, GMM, RSE)
     exclude_sparse: bool = False  # COS-Mix: first stage over R (the non-sparse rest); the fallback searches S
+    symbols: bool = True  # a query naming a function/class/API entry gets its definition first (symbol table)
+    stitch: bool = True  # a piece of a split code definition reaches the answer as the whole definition
 
 
 class LLMConfig(_Section):

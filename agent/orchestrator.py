@@ -116,7 +116,7 @@ class Orchestrator:
         r = config.retrieval
         retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                                     dense_weight=r.dense_weight, candidate_k=r.candidate_k,
-                                    fusion_site=r.fusion_site)
+                                    fusion_site=r.fusion_site, symbols=r.symbols)
         if chat is not None and llm is None:
             llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
                       max_prompt_tokens=config.llm.max_prompt_tokens)
@@ -203,7 +203,8 @@ class Orchestrator:
 
         r = config.retrieval
         return HybridRetriever(self.index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                               dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site)
+                               dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
+                               symbols=r.symbols)
 
     def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
         """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""

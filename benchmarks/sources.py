@@ -1,22 +1,23 @@
 """Sources benchmark -> benchmarks/results/sources.json: code search on CPython's standard library and a
 website crawl of the Python documentation (Debian's python3.11-doc), on real data nobody here wrote.
 
-    nice -n 5 .venv/bin/python benchmarks/sources.py [--modules ...] [--pages 120]
+    nice -n 10 .venv/bin/python benchmarks/sources.py [--parts code,web,answers] [--pages 60] [--answers 6]
 
-Code: for >= 10 stdlib modules, every public function or method with a docstring gives one query (the
-docstring's first sentence) whose gold is that function; the modules are indexed *with docstrings blanked*
-(line numbers kept), so the query text is not in the corpus. A hit is correct when it is a chunk of the gold
-file overlapping the function's lines. Recall@1/5/10 and MRR for line chunking, syntax chunking (cAST) without
-and with symbol headers (same embedding model, same hybrid retrieval), and the share of gold functions split
-over several chunks.
-Website: the docs are served on 127.0.0.1 (http.server) and crawled from a sitemap of the gold pages plus
-other library pages; reported: pages/s, chunks per page, the share of boilerplate lines removed and of main
-text kept (against the page's div.body), and retrieval (Recall@1/5/10, MRR by page) on 30 written questions.
+Code (question sets: benchmarks/sources_sets.py): 539 docstring queries (the modules indexed with docstrings
+blanked; a hit is a chunk of the gold file overlapping the function) -> Recall@1/5/10 and MRR, with the
+symbol table on and off; >= 60 identifier queries (a function named as a user types it) -> the share whose
+definition chunk ranks first; the README's own question for `HTTPResponse._read_chunked`; and, for gold
+functions split over several chunks, the share a top-5 piece is stitched back to the whole function.
+Website: the docs served on 127.0.0.1 and crawled from a sitemap (with lastmod); text cleanliness counts
+(escapes, empty bullets, flattened doctests, site suffix in titles); page retrieval on 32 written questions;
+>= 60 API questions (a definition's description) and their names: rank of the gold page, and anchor
+precision (the first gold-page hit cites the definition's anchor); a no-op re-crawl with and without lastmod.
+Answers: a sample per corpus asked with the embedded 0.5B model (fast plan): gold in the retrieved top 5 vs
+gold in the reply's sources.
 """
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import json
 import os
@@ -31,6 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_io  # noqa: E402
+import sources_answers  # noqa: E402
+from sources_sets import (README_QUESTION, api_definitions, api_questions, code_corpus,  # noqa: E402
+                          identifier_queries)
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -75,86 +79,82 @@ QUESTIONS = [  # (question, gold page below the docs root)
 ]
 
 
-def first_sentence(doc: str) -> str:
-    text = " ".join(doc.strip().split("\n\n")[0].split())
-    m = re.match(r"(.+?[.!?])(\s|$)", text)
-    return (m.group(1) if m else text)[:300]
-
-
-def strip_docstrings(source: str) -> tuple[str, list[dict]]:
-    """(source with every docstring's lines blanked, the public functions with a docstring)."""
-    tree = ast.parse(source)
-    lines = source.split("\n")
-    functions = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                doc = body[0].value.value
-                start, end = body[0].lineno, body[0].end_lineno
-                indent = re.match(r"\s*", lines[start - 1]).group(0)
-                for i in range(start - 1, end):
-                    lines[i] = ""
-                lines[start - 1] = indent + "pass" if len(body) == 1 else ""
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
-                    q = first_sentence(doc)
-                    if len(q.split()) >= 4:
-                        functions.append({"name": node.name, "start": node.lineno, "end": node.end_lineno,
-                                          "query": q})
-    return "\n".join(lines), functions
-
-
-def code_corpus(work: Path, modules: list[str]) -> list[dict]:
-    gold = []
-    for rel in modules:
-        src = STDLIB / rel
-        text, functions = strip_docstrings(src.read_text(encoding="utf-8"))
-        out = work / "stdlib" / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        gold += [dict(f, file=f"stdlib/{rel}") for f in functions]
-    return gold
-
-
 def score(ranks: list[int | None]) -> dict:
     n = len(ranks)
     return {"n": n, **{f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)},
             "mrr": sum(1 / r for r in ranks if r is not None) / n}
 
 
-def code_benchmark(work: Path, modules: list[str], embedder) -> dict:
+def _overlaps(chunk, g) -> bool:
+    return chunk.doc_id == g["file"] and chunk.line_start <= g["end"] and chunk.line_end >= g["start"]
+
+
+def _defines(chunk, g) -> bool:
+    return chunk.doc_id == g["file"] and chunk.line_start <= g["def_line"] <= chunk.line_end
+
+
+def code_benchmark(work: Path, modules: list[str], embedder, n_identifiers: int) -> dict:
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.tools.filters.stitch import stitch_definitions
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
 
-    gold = code_corpus(work, modules)
-    out = {"modules": modules, "queries": len(gold), "configs": {}}
-    for name, syntax, headers in (("lines", False, False), ("syntax", True, False), ("syntax+headers", True, True)):
-        idx = work / f"idx-{name}"
-        started = time.perf_counter()
-        IndexBuilder(idx, embedder=embedder, progress=False, syntax_chunks=syntax,
-                     symbol_headers=headers).build([work / "stdlib"])
-        build_s = time.perf_counter() - started
-        with HybridIndex.open(idx) as index:
-            chunks = index.store.get_many(range(len(index)))
-        spans: dict[str, list] = {}
-        for c in chunks:
-            spans.setdefault(c.doc_id, []).append(c)
-        split = sum(1 for g in gold if sum(1 for c in spans.get(g["file"], [])
-                                           if c.line_start <= g["end"] and c.line_end >= g["start"]) > 1)
-        ranks = []
-        with Orchestrator.open(idx, Config()) as orch:
+    gold = code_corpus(STDLIB, work, modules)
+    idx = work / "idx-code"
+    started = time.perf_counter()
+    IndexBuilder(idx, embedder=embedder, progress=False).build([work / "stdlib"])
+    out = {"modules": modules, "queries": len(gold), "index": "syntax chunks (cAST) + symbol headers, the defaults",
+           "build_s": round(time.perf_counter() - started, 1)}
+    with HybridIndex.open(idx) as index:
+        chunks = index.store.get_many(range(len(index)))
+    split = [g for g in gold if sum(1 for c in chunks if _overlaps(c, g)) > 1]
+    out["chunks"], out["gold_split_share"] = len(chunks), round(len(split) / len(gold), 3)
+    for label, symbols in (("symbols_on", True), ("symbols_off", False)):
+        config = Config.model_validate({"retrieval": {"symbols": symbols}})
+        with Orchestrator.open(idx, config) as orch:
+            ranks, stitched = [], 0
             for g in gold:
                 hits = orch.retrieve(g["query"], top_k=10)
-                rank = next((i for i, h in enumerate(hits, start=1) if h.chunk.doc_id == g["file"]
-                             and h.chunk.line_start <= g["end"] and h.chunk.line_end >= g["start"]), None)
-                ranks.append(rank)
-        out["configs"][name] = {**score(ranks), "chunks": len(chunks), "gold_split_share": split / len(gold),
-                                "build_s": round(build_s, 1)}
-        print(f"  code {name}: {json.dumps(out['configs'][name])}", flush=True)
+                ranks.append(next((i for i, h in enumerate(hits, start=1) if _overlaps(h.chunk, g)), None))
+                if symbols and g in split:
+                    piece = next((h for h in hits[:5] if _overlaps(h.chunk, g)), None)
+                    if piece is not None:
+                        whole = stitch_definitions([piece], orch.index.store, 3000)[0].chunk
+                        stitched += whole.line_start <= g["def_line"] and whole.line_end >= g["end"]
+            out[label] = score(ranks)
+            if symbols:
+                found = sum(1 for g in split if any(_overlaps(h.chunk, g) for h in orch.retrieve(g["query"], top_k=5)))
+                out["split_gold_found_in_top5"] = found
+                out["split_gold_stitched_whole"] = stitched
+                out["split_gold_stitched_whole_share_of_found"] = round(stitched / max(1, found), 3)
+            ids = identifier_queries(gold, n_identifiers)
+            first = [g for g in ids if (hits := orch.retrieve(g["query"], top_k=1)) and _defines(hits[0].chunk, g)]
+            out[label]["identifier_queries"] = len(ids)
+            out[label]["identifier_rank1_rate"] = round(len(first) / len(ids), 3)
+            out[label]["identifier_misses"] = [g["query"] for g in ids if g not in first][:20]
+        print(f"  code {label}: {json.dumps(out[label])}", flush=True)
+    out["identifier_examples"] = [g["query"] for g in identifier_queries(gold, n_identifiers)][:10]
+    out["readme_question"] = readme_check(work, embedder)
     return out
+
+
+def readme_check(work: Path, embedder) -> dict:
+    """The README's own example: http/client.py indexed as it is (docstrings kept), asked its question."""
+    from ragsieve import Config
+    from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    question, path, symbol = README_QUESTION
+    src = work / "readme" / "stdlib" / "http"
+    src.mkdir(parents=True)
+    shutil.copy(STDLIB / "http" / "client.py", src / "client.py")
+    IndexBuilder(work / "idx-readme", embedder=embedder, progress=False).build([work / "readme" / "stdlib"])
+    with Orchestrator.open(work / "idx-readme", Config()) as orch:
+        hits = orch.retrieve(question, top_k=20)
+    rank = next((i for i, h in enumerate(hits, start=1) if h.chunk.symbol.endswith(symbol)), None)
+    return {"question": question, "gold": f"{path} ({symbol})", "rank": rank,
+            "top5": [h.chunk.symbol for h in hits[:5]]}
 
 
 @contextlib.contextmanager
@@ -169,34 +169,22 @@ def served(root: Path):
         proc.wait(10)
 
 
-def boilerplate(html: str, extracted: str) -> tuple[int, int, int, int]:
-    """(boilerplate lines, of them removed, main-text lines, of them kept); main text = div.body's text."""
-    import lxml.html
-
-    from ragsieve.tools.ingest.html_text import html_to_text
-
-    def lines(text):
-        return {" ".join(ln.split()) for ln in text.split("\n") if len(ln.split()) >= 3}
-
-    root = lxml.html.fromstring(html)
-    body = root.xpath("//div[contains(concat(' ', @class, ' '), ' body ')]")
-    if not body:
-        return 0, 0, 0, 0
-    main = lines(html_to_text(lxml.html.tostring(body[0], encoding="unicode"))[1])
-    everything = lines(html_to_text(html)[1])
-    ours = " ".join(extracted.replace("`", "").replace("*", "").replace("\\", "").split())
-    plate = everything - main
-    removed = sum(1 for ln in plate if ln not in ours)
-    kept = sum(1 for ln in main if ln.replace("`", "") in ours)
-    return len(plate), removed, len(main), kept
+def cleanliness(chunks, titles: list[str]) -> dict:
+    """Counts of the faults the issue found in crawled text (1,521 of 4,713 chunks with `\\_`, ...)."""
+    return {"chunks": len(chunks),
+            "with_markdown_escape": sum(1 for c in chunks if re.search(r"\\[_*\[\]>`#]", c.text)),
+            "flattened_doctest": sum(1 for c in chunks if re.search(r"\S[ \t]+>>> ", c.text)),
+            "starting_with_empty_bullet": sum(1 for c in chunks if re.match(r"-\s*(\n|$)", c.text)),
+            "titles": len(titles), "titles_with_site_suffix": sum(1 for t in titles if "documentation" in t.lower()
+                                                                 and " — Python " in t)}
 
 
-def web_benchmark(work: Path, pages: int, embedder) -> dict:
+def web_benchmark(work: Path, pages: int, embedder, n_api: int) -> dict:
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.ingest.web_text import extract_page
+    from ragsieve.tools.ingest.crawler import Crawler
 
     site = work / "site"
     site.mkdir()
@@ -204,47 +192,78 @@ def web_benchmark(work: Path, pages: int, embedder) -> dict:
     library = sorted(p.relative_to(DOCS).as_posix() for p in (DOCS / "library").glob("*.html"))
     wanted = [g for _, g in QUESTIONS] + [p for p in library if p not in {g for _, g in QUESTIONS}]
     wanted = list(dict.fromkeys(wanted))[:max(pages, len(QUESTIONS))]
+    definitions = [d for p in wanted for d in api_definitions((DOCS / p).read_text(encoding="utf-8"), p)]
+    api = api_questions(definitions, n_api)
     with served(site) as origin:
+        lastmod = {p: time.strftime("%Y-%m-%d", time.gmtime((DOCS / p).stat().st_mtime)) for p in wanted}
         (site / "sitemap.xml").write_text('<?xml version="1.0"?><urlset>' + "".join(
-            f"<url><loc>{origin}/html/{p}</loc></url>" for p in wanted) + "</urlset>", encoding="utf-8")
+            f"<url><loc>{origin}/html/{p}</loc><lastmod>{lastmod[p]}</lastmod></url>" for p in wanted)
+            + "</urlset>", encoding="utf-8")
         builder = IndexBuilder(work / "idx-web", embedder=embedder, progress=False)
         started = time.perf_counter()
-        crawler = builder._crawler(f"{origin}/sitemap.xml", {"max_pages": len(wanted), "rate": 100.0})
-        crawl = crawler.run()
-        crawl_s = time.perf_counter() - started
-        stats = [0, 0, 0, 0]
-        for page in crawl.pages:
-            got = extract_page(page.html)
-            for i, v in enumerate(boilerplate(page.html, got.text)):
-                stats[i] += v
-        report = builder.build([f"{origin}/sitemap.xml"], crawl={"max_pages": len(wanted), "rate": 100.0})
-        with HybridIndex.open(work / "idx-web") as index:
-            n_chunks = len(index)
-            anchored = sum(1 for c in index.store.get_many(range(n_chunks)) if c.symbol.startswith("#"))
-        ranks = []
-        with Orchestrator.open(work / "idx-web", Config()) as orch:
-            for question, gold in QUESTIONS:
-                hits, seen = orch.retrieve(question, top_k=30), []
-                for h in hits:
-                    page = h.chunk.source.split("/html/", 1)[-1]
-                    if page not in seen:
-                        seen.append(page)
-                ranks.append(seen.index(gold) + 1 if gold in seen[:10] else None)
-    return {"pages_requested": len(wanted), "pages_crawled": len(crawl.pages), "crawl_s": round(crawl_s, 2),
-            "pages_per_s": round(len(crawl.pages) / crawl_s, 2), "skipped": len(crawl.skipped),
-            "chunks": n_chunks, "chunks_per_page": round(n_chunks / max(1, len(crawl.pages)), 2),
-            "chunks_with_anchor_share": round(anchored / max(1, n_chunks), 3),
-            "boilerplate_lines": stats[0], "boilerplate_removed_share": round(stats[1] / max(1, stats[0]), 3),
-            "main_lines": stats[2], "main_kept_share": round(stats[3] / max(1, stats[2]), 3),
-            "index_build": report.summary(), "retrieval_by_page": score(ranks), "questions": len(QUESTIONS)}
+        report = builder.build([f"{origin}/sitemap.xml"], crawl={"max_pages": len(wanted)})
+        build_s = time.perf_counter() - started
+        crawl = builder.crawl_reports[0]
+        recrawl = {}
+        for label, state in (("lastmod", "crawl"), ("conditional_requests", "crawl-nolastmod")):
+            if label == "conditional_requests":  # the same no-op re-crawl when the sitemap gives no lastmod
+                text = (site / "sitemap.xml").read_text(encoding="utf-8")
+                (site / "sitemap.xml").write_text(re.sub(r"<lastmod>[^<]*</lastmod>", "", text), encoding="utf-8")
+                Crawler(f"{origin}/sitemap.xml", state_dir=work / state, max_pages=len(wanted)).run()
+            state_dir = next((work / "idx-web" / "crawl").iterdir()) if state == "crawl" else work / state
+            again = Crawler(f"{origin}/sitemap.xml", state_dir=state_dir, max_pages=len(wanted)).run()
+            recrawl[label] = {"seconds": round(again.seconds, 2), "summary": again.summary()}
+    with HybridIndex.open(work / "idx-web") as index:
+        chunks = index.store.get_many(range(len(index)))
+    titles = sorted({c.title for c in chunks})
+    out = {"pages_requested": len(wanted), "pages_crawled": len(crawl.pages), "crawl_summary": crawl.summary(),
+           "index_build": report.summary(), "build_s": round(build_s, 1), "no_op_recrawl": recrawl,
+           "chunks_per_page": round(len(chunks) / max(1, len(crawl.pages)), 2),
+           "chunks_with_anchor_share": round(sum(1 for c in chunks if c.symbol.startswith("#")) / len(chunks), 3),
+           "cleanliness": cleanliness(chunks, titles), "title_examples": titles[:5]}
+    with Orchestrator.open(work / "idx-web", Config()) as orch:
+        out["retrieval_by_page"] = {**score([_page_rank(orch.retrieve(q, top_k=30), g) for q, g in QUESTIONS]),
+                                    "questions": len(QUESTIONS)}
+        ranks, anchor_ok, named_first, misses = [], 0, 0, []
+        for d in api:
+            hits = orch.retrieve(d["query"], top_k=30)
+            ranks.append(_page_rank(hits, d["page"]))
+            first = next((h for h in hits[:5] if _page_of(h) == d["page"]), None)
+            anchor_ok += first is not None and first.chunk.symbol == "#" + d["anchor"]
+            top = orch.retrieve(d["name"], top_k=1)
+            named_first += bool(top) and top[0].chunk.symbol == "#" + d["anchor"] and _page_of(top[0]) == d["page"]
+            if first is not None and first.chunk.symbol != "#" + d["anchor"]:
+                misses.append({"anchor": d["anchor"], "cited": first.chunk.symbol})
+        found = sum(1 for r in ranks if r is not None and r <= 5)
+        out["api_questions"] = {**score(ranks), "questions": len(api),
+                                "anchor_precision_of_found": round(anchor_ok / max(1, found), 3),
+                                "anchor_precision_all": round(anchor_ok / len(api), 3),
+                                "identifier_queries": len(api), "identifier_rank1_rate": round(named_first / len(api), 3),
+                                "anchor_misses": misses[:15], "examples": [d["query"] for d in api[:5]]}
+    return out
+
+
+def _page_of(hit) -> str:
+    return hit.chunk.source.split("/html/", 1)[-1]
+
+
+def _page_rank(hits, gold: str) -> int | None:
+    seen: list[str] = []
+    for h in hits:
+        if _page_of(h) not in seen:
+            seen.append(_page_of(h))
+    return seen.index(gold) + 1 if gold in seen[:10] else None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modules", default=",".join(MODULES))
-    ap.add_argument("--pages", type=int, default=120)
-    ap.add_argument("--parts", default="code,web", help="code, web or both; a part run alone is merged into an "
-                                                         "existing --out file (its own command recorded)")
+    ap.add_argument("--pages", type=int, default=60)
+    ap.add_argument("--identifiers", type=int, default=80, help="code identifier queries")
+    ap.add_argument("--api", type=int, default=80, help="web API questions")
+    ap.add_argument("--answers", type=int, default=6, help="questions per corpus asked with the embedded model")
+    ap.add_argument("--parts", default="code,web,answers", help="code, web, answers; a part run alone is merged "
+                                                                "into an existing --out file (its own run recorded)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -252,24 +271,38 @@ def main(argv: list[str] | None = None) -> int:
 
     parts = set(args.parts.split(","))
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
-    result = {}
-    if parts != {"code", "web"} and args.out.is_file():
-        result = json.loads(args.out.read_text(encoding="utf-8"))
-    run = {**bench_io.header(), "stdlib": str(STDLIB)}
+    result = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    run = {**bench_io.header(), "commit": commit, "stdlib": str(STDLIB)}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
     try:
         if "code" in parts:
-            result["code"] = {**code_benchmark(work, args.modules.split(","), embedder), "run": run}
+            result["code"] = {**code_benchmark(work, args.modules.split(","), embedder, args.identifiers), "run": run}
         if "web" in parts:
             if not DOCS.is_dir():
                 result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)", "run": run}
             else:
-                result["web"] = {**web_benchmark(work, args.pages, embedder), "run": run}
-                print(f"  web: {json.dumps(result['web'])}", flush=True)
+                result["web"] = {**web_benchmark(work, args.pages, embedder, args.api), "run": run}
+                print(f"  web: {json.dumps(result['web'])[:2000]}", flush=True)
+        if "answers" in parts:
+            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS, embedder, args.answers),
+                                 "run": run}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result.update(run)
+    result.update({k: v for k, v in run.items() if k != "load_average_at_start"})
+    result["targets"] = targets(result)
     return bench_io.write(result, args.out)
+
+
+def targets(result: dict) -> dict:
+    """The issue's targets, read from this file's figures (None when that part has not run)."""
+    code, web = result.get("code", {}), result.get("web", {})
+    api = web.get("api_questions", {})
+    ident = [code.get("symbols_on", {}).get("identifier_rank1_rate"), api.get("identifier_rank1_rate")]
+    return {"identifier_rank1_ge_0.90": [x is not None and x >= 0.9 for x in ident] if code or web else None,
+            "code_recall@5_ge_0.70": code.get("symbols_on", {}).get("recall@5", -1) >= 0.70 if code else None,
+            "api_anchor_precision_ge_0.90": api.get("anchor_precision_of_found", -1) >= 0.90 if api else None,
+            "readme_question_in_top5": (code.get("readme_question", {}).get("rank") or 99) <= 5 if code else None}
 
 
 if __name__ == "__main__":

@@ -160,13 +160,15 @@ def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
 
 def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tmp_path, embedder):
     """Same analysed tokens, same Lucene BM25: with the local index built with milvus-lite's fixed k1/b the
-    rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop)."""
+    rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop).
+    The published text is analysed without identifier terms (milvus_publish.analysed), so the local index
+    is built without them too (`bm25_identifiers=False`) for the same tokens."""
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.milvus_publish import MILVUS_LITE_BM25
 
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"
-    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b).build(
+    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b, bm25_identifiers=False).build(
         [Path(__file__).resolve().parent.parent / "examples"])
     with HybridIndex.open(folder) as local:
         reference = {q: local.bm25.search(q, 10) for q in QUERIES}

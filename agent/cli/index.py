@@ -34,7 +34,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-pages", type=int, default=200, help="website: pages to crawl at most (default 200)")
     p.add_argument("--same-domain", action="store_true",
                    help="website: crawl the whole host, not only the start URL's folder")
-    p.add_argument("--rate", default="2/s", help="website: requests per second at most, e.g. 2/s or 30/m")
+    p.add_argument("--rate", default=None,
+                   help="website: requests per second at most, e.g. 2/s or 30/m (default: 2/s, unpaced on a "
+                        "loopback site; robots.txt Crawl-delay always applies)")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
                    help="how chunks are embedded (default: the encoder the index was built with, else onnx: the same model on ONNX Runtime)")
@@ -108,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(for_terminal(f"published {pointer['rows']} chunks of {pointer['generation']} to Milvus "
                            f"{pointer['uri']} as {pointer['collection']} ({last['mode']}: {last['rows_written']} "
                            f"rows written, {last['rows_retired']} retired)"))
-    print(for_terminal(report.load_summary))
+    if any(not p.startswith(("http://", "https://")) for p in args.paths):  # files were read (a crawl speaks of pages)
+        print(for_terminal(report.load_summary))
     for path, reason in report.problems:
         print(for_terminal(f"  skipped {path}: {reason}"))
     excluded = report.excluded
@@ -139,10 +142,12 @@ def ray_stage(args):
     return RayEmbedStage(address=args.ray, actors=args.ray_actors, batch_size=args.ray_batch_size)
 
 
-def parse_rate(text: str) -> float:
-    """`2/s`, `30/m` or `2` -> requests per second."""
+def parse_rate(text: str | None) -> float | None:
+    """`2/s`, `30/m` or `2` -> requests per second; None (not given) -> the crawler's default."""
     from ragsieve.agent.errors import UsageError
 
+    if text is None:
+        return None
     value, _, unit = text.strip().partition("/")
     try:
         number = float(value)

@@ -17,7 +17,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
     p.add_argument("--where", action="append", metavar="FIELD=VALUE",
                    help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
-                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME")
+                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
+                        "symbol_kind=function|method|class|attribute (chunks defining one)")
     p.set_defaults(func=run)
     return p
 

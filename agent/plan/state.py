@@ -25,6 +25,7 @@ class Citation(BaseModel):
     line_start: int | None = None
     line_end: int | None = None
     symbol: str = ""
+    merged: list[str] = Field(default_factory=list)  # other chunks with this label, cited as this one
 
     def label(self) -> str:
         """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""

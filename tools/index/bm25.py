@@ -11,6 +11,10 @@ tokenizer, so they return the same scores:
 
 Tokenizer: lower-cased `\\w+` tokens, English stopwords (bm25s' list)
 removed, then English Snowball stemming (PyStemmer) unless `stem=False`.
+With `identifiers=True` (new indexes; `ragsieve.tools.index.identifiers`) code
+identifiers are also kept whole, unstemmed (`token_urlsafe`, `re.search`,
+`httpresponse`) beside their stemmed words; an index built before records no
+`identifiers` and keeps the plain tokenizer.
 Stemming is on by default because it scored best on SciFact (bm25s, k1=0.9,
 b=0.4, title+text, chunk_tokens=512): nDCG@10 0.682 test / 0.692 train with
 stems vs 0.666 / 0.665 without (measured with benchmarks/retrieval.py's
@@ -28,9 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.identifiers import identifier_terms, is_compound
 from ragsieve.tools.modes import BM25Engine, parse_enum
 
 _WORD = re.compile(r"\w+")
+_TERM = re.compile(r"\w+(?:\.(?=[A-Za-z_])\w+)*")
 _META = "bm25.json"
 _TOKENS = "tokens.json"
 
@@ -51,15 +57,28 @@ def _stemmer(language: str):
     return Stemmer.Stemmer(language)
 
 
-def tokenize(text: str, stem: bool = True) -> list[str]:
-    """The one tokenizer of both engines: lowercase `\\w+`, no English stopwords, Snowball stems."""
+def tokenize(text: str, stem: bool = True, identifiers: bool = False) -> list[str]:
+    """The one tokenizer of both engines: lowercase `\\w+`, no English stopwords, Snowball stems;
+    with `identifiers`, compound and dotted identifiers are kept whole (unstemmed) as well."""
     stop = _stopwords()
-    words = [w for w in _WORD.findall(text.lower()) if w not in stop]
-    return _stemmer("english").stemWords(words) if stem else words
+    if not identifiers:
+        words = [w for w in _WORD.findall(text.lower()) if w not in stop]
+        return _stemmer("english").stemWords(words) if stem else words
+    special, plain = [], []  # dotted and compound identifiers go through `identifier_terms`; BM25 is a bag of words
+    for term in _TERM.findall(text):
+        if "_" in term or "." in term or not (term.islower() or term.isdigit()) and is_compound(term):
+            special.append(term)
+        else:
+            plain.append(term.lower())
+    terms = [(t.lower(), whole) for t, whole in identifier_terms(" ".join(special))] if special else []
+    words = [t for t, whole in terms if not whole and t not in stop] + [w for w in plain if w not in stop]
+    stems = _stemmer("english").stemWords(words) if stem else words
+    return [t for t, whole in terms if whole] + stems
 
 
-def tokenizer_description(stem: bool) -> str:
-    return "lowercase \\w+, bm25s English stopwords removed" + (", Snowball English stems (PyStemmer)" if stem else "")
+def tokenizer_description(stem: bool, identifiers: bool = False) -> str:
+    return ("lowercase \\w+, bm25s English stopwords removed" + (", Snowball English stems (PyStemmer)" if stem else "")
+            + ("; identifiers kept whole and split" if identifiers else ""))
 
 
 def lucene_idf(df: int, n_docs: int) -> float:
@@ -114,13 +133,14 @@ class BM25Index:
     """Keyword index whose document i is chunk row i."""
 
     def __init__(self, engine: str | BM25Engine = BM25Engine.BM25S, k1: float = 0.9, b: float = 0.4,
-                 stem: bool = True) -> None:
+                 stem: bool = True, identifiers: bool = True) -> None:
         self.engine = parse_enum(BM25Engine, engine, "bm25 engine")
         if not k1 > 0:
             raise UsageError(f"bm25 k1 must be > 0, got {k1}")
         if not 0.0 <= b <= 1.0:
             raise UsageError(f"bm25 b must be in [0, 1], got {b}")
         self.k1, self.b, self.stem = float(k1), float(b), bool(stem)
+        self.identifiers = bool(identifiers)
         self._model = None
         self._tokens: list[list[str]] | None = None
         self.n_docs = 0
@@ -128,10 +148,11 @@ class BM25Index:
     @property
     def params(self) -> dict:
         return {"engine": self.engine.value, "k1": self.k1, "b": self.b, "method": "lucene",
-                "stem": self.stem, "tokenizer": tokenizer_description(self.stem)}
+                "stem": self.stem, "identifiers": self.identifiers,
+                "tokenizer": tokenizer_description(self.stem, self.identifiers)}
 
     def build(self, texts: list[str]) -> "BM25Index":
-        tokens = [tokenize(t, self.stem) for t in texts]
+        tokens = [tokenize(t, self.stem, self.identifiers) for t in texts]
         if not tokens or not any(tokens):
             raise UsageError("BM25 index: the texts hold no indexable terms")
         self._fit(tokens)
@@ -166,7 +187,7 @@ class BM25Index:
         if not (d / _META).is_file():
             raise IndexMissingError(f"BM25 index not found in {d} (no {_META})")
         meta = json.loads((d / _META).read_text(encoding="utf-8"))
-        index = cls(meta["engine"], meta["k1"], meta["b"], meta["stem"])
+        index = cls(meta["engine"], meta["k1"], meta["b"], meta["stem"], meta.get("identifiers", False))
         if index.engine is BM25Engine.BM25S:
             import bm25s
 
@@ -180,7 +201,7 @@ class BM25Index:
         """Lucene BM25 score of every row for `query` (float64, length n_docs)."""
         if self._model is None:
             raise UsageError("BM25 index is empty: build() or load() it first")
-        q = tokenize(query, self.stem)
+        q = tokenize(query, self.stem, self.identifiers)
         if self.engine is BM25Engine.BM25S:
             ids = self._model.get_tokens_ids(q)
             if not ids:

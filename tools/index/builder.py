@@ -35,7 +35,7 @@ from ragsieve.tools.index.embedders import embedding_record, known_dimension, mi
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.lock import IndexLock
-from ragsieve.tools.ingest.loaders import load_documents, page_document
+from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.index.store import ChunkStore
@@ -74,7 +74,7 @@ class IndexBuilder:
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
                  batch_size: int = 64, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
-                 bm25_b: float = 0.4, bm25_stem: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
+                 bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
                  ray=None) -> None:
@@ -100,7 +100,7 @@ class IndexBuilder:
         if not 0.0 < sparse_percentile < 100.0:
             raise UsageError(f"sparse_percentile must be in (0, 100), got {sparse_percentile}")
         self.dense_proto = DenseIndex(faiss_index, hnsw_m=hnsw_m, ef_search=hnsw_ef_search)
-        self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem)
+        self.bm25_proto = BM25Index(bm25_engine, k1=bm25_k1, b=bm25_b, stem=bm25_stem, identifiers=bm25_identifiers)
         self.batch_size, self.progress, self._embedder = batch_size, progress, embedder
         self.sparse_percentile = sparse_percentile
         self.index_titles = index_titles
@@ -146,10 +146,7 @@ class IndexBuilder:
             report = crawler.run()
             self.crawl_reports.append(report)
             web_scopes.append(crawler.scope)
-            for page in report.pages:
-                doc = page_document(page.url, page.html, page.content_hash)
-                if doc is not None:
-                    docs.append(doc)
+            docs.extend(site_documents(report.pages))  # the site-wide title suffix dropped
             loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
         if not docs:
             raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")

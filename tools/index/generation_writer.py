@@ -132,7 +132,7 @@ def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunke
 
 def _build_bm25(builder, texts: list[str], gen: Path) -> None:
     proto = builder.bm25_proto
-    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem).build(texts).save(gen / "bm25")
+    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers).build(texts).save(gen / "bm25")
 
 
 def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors) -> np.ndarray:

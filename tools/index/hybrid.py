@@ -97,6 +97,7 @@ class HybridIndex:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._filter_cache: dict[str, list[int]] = {}
+        self._symbols = None
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
@@ -181,6 +182,18 @@ class HybridIndex:
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
 
+    @property
+    def symbols(self):
+        """The index's symbol table (`ragsieve.tools.index.symbols`), read from the chunk store on first use."""
+        if self._symbols is None:
+            from ragsieve.tools.index.symbols import SymbolTable
+
+            n = len(self)
+            table = SymbolTable.from_chunks(zip(range(n), self.store.get_many(range(n))))
+            with self._query_lock:
+                self._symbols = table
+        return self._symbols
+
     def filter_rows(self, where) -> list[int]:
         """The rows a metadata filter (`ragsieve.tools.index.where.Where`) admits; a local index is tenant
         `default`. Cached per filter: the chunk store of a generation never changes."""
@@ -189,6 +202,9 @@ class HybridIndex:
             cached = self._filter_cache.get(key)
         if cached is None:
             cached = [r for r, source, kind in self.store.row_metadata() if where.matches(source, kind, "default")]
+            if getattr(where, "symbol_kind", None):  # rows defining a symbol of that kind
+                defining = self.symbols.rows_of_kind(where.symbol_kind)
+                cached = [r for r in cached if r in defining]
             with self._query_lock:
                 self._filter_cache[key] = cached
                 while len(self._filter_cache) > QUERY_CACHE_SIZE:

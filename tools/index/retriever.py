@@ -13,6 +13,11 @@ backend says the filter admits (intersected with `rows`). `fusion_site` (`ragsie
 chooses who fuses: `client` (the functions of `fusion.py`), `server` (the backend's `hybrid_search`: one
 round trip to Milvus; unrestricted searches only, a row-restricted search is fused here), `auto` (server
 when it is the same fusion: RRF with equal weights). Server-fused hits carry no per-list ranks.
+
+Definitions first (`symbols=True`): when the query names a function, class or API entry the index's
+symbol table knows (`ragsieve.tools.index.symbols`: `token_urlsafe`, `re.search`,
+`HTTPResponse._read_chunked`), the chunks defining it lead the fused list (marked `extra["symbol"]`),
+as a code search engine's "go to definition" would; the rest keeps its fused order.
 """
 from __future__ import annotations
 
@@ -53,12 +58,28 @@ def _check_weights(bm25_weight: float, dense_weight: float) -> tuple[float, floa
     return float(bm25_weight), float(dense_weight)
 
 
+def definitions_first(fused: list[tuple[int, float]], named: list[int],
+                      spelled: list[int] = ()) -> list[tuple[int, float]]:
+    """The fused (row, score) list with the `named` rows moved to the front in their order, and the `spelled`
+    rows right after the best remaining hit; moved rows are scored so scores stay in rank order."""
+    top = fused[0][1] if fused else 1.0
+    step = abs(top) * 1e-3 + 1e-9
+    front = [(r, top + step * (len(named) - i)) for i, r in enumerate(named)]
+    chosen = set(named) | set(spelled)
+    rest = [(r, s) for r, s in fused if r not in chosen]
+    if spelled:
+        head = rest[:1]
+        below = head[0][1] if head else top
+        rest = head + [(r, below - step * (i + 1) * 1e-3) for i, r in enumerate(spelled)] + rest[1:]
+    return front + rest
+
+
 class HybridRetriever:
     """BM25 top `candidate_k` + dense top `candidate_k`, fused by RRF or weighted min-max sum."""
 
     def __init__(self, index: HybridIndex, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
                  bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
-                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None) -> None:
+                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
@@ -72,6 +93,7 @@ class HybridRetriever:
         if isinstance(candidate_k, bool) or not isinstance(candidate_k, int) or candidate_k < 1:
             raise UsageError(f"candidate_k must be an integer >= 1, got {candidate_k!r}")
         self.rrf_k, self.candidate_k = rrf_k, candidate_k
+        self.symbols = bool(symbols)
         self.weights = _check_weights(bm25_weight, dense_weight)
         if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
                 self.weights[0] != self.weights[1]:
@@ -154,7 +176,11 @@ class HybridRetriever:
             if w > 0:
                 lists.append(lst)
                 ws.append(w)
-        fused = _FUSERS[self.fusion](lists, ws, self.rrf_k)[:top_k]
+        fused = _FUSERS[self.fusion](lists, ws, self.rrf_k)
+        named, spelled = self._named_rows(query, rows)
+        if named or spelled:
+            fused = definitions_first(fused, named, spelled)
+        fused = fused[:top_k]
         if not fused:
             return []
         bm25_rank = {r: i for i, (r, _) in enumerate(bm25_list, start=1)}
@@ -164,8 +190,20 @@ class HybridRetriever:
         bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
         chunks = self.index.store.get_many(hit_rows)
         return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(b),
-                    bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r))
+                    bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r),
+                    extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {})
                 for i, (c, r, (_, s), d, b) in enumerate(zip(chunks, hit_rows, fused, dense_scores, bm25_hit), start=1)]
+
+    def _named_rows(self, query: str, rows: list[int] | None) -> tuple[list[int], list[int]]:
+        """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`."""
+        table = getattr(self.index, "symbols", None) if self.symbols else None
+        if table is None:
+            return [], []
+        allowed = set(rows) if rows is not None else None
+        named = list(dict.fromkeys(d.row for d in table.lookup(query) if allowed is None or d.row in allowed))
+        spelled = [] if named else list(dict.fromkeys(
+            d.row for d in table.spelled(query) if allowed is None or d.row in allowed))
+        return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
         fused = self.index.hybrid_search(bm25_query, qvec, top_k, self.fusion.value, self.rrf_k, weights,

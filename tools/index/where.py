@@ -6,7 +6,10 @@ to the index's source root, or a URL); `path_prefix` a prefix of it (`docs/api/`
 `https://example.com/guide/`); `language` a code language as the indexer names it
 (`python`, `go`, ...; from the file extension, `ragsieve.tools.ingest.syntax`);
 `kind` the document kind (`text`, `markdown`, `html`, `code`, ...); `tenant` the
-index's tenant (`default` for a local index; a Milvus partition key value).
+index's tenant (`default` for a local index; a Milvus partition key value);
+`symbol_kind` (`function`, `method`, `class`, `attribute`) admits only the chunks
+that define a symbol of that kind (the index's symbol table,
+`ragsieve.tools.index.symbols`; local indexes only: Milvus refuses it).
 The local backend turns a filter into the set of rows it admits; Milvus evaluates
 it server-side as a boolean expression (`milvus_expr`).
 """
@@ -18,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from ragsieve.tools.errors import UsageError
 
-FIELDS = ("source", "path_prefix", "language", "kind", "tenant")
+FIELDS = ("source", "path_prefix", "language", "kind", "tenant", "symbol_kind")
 Scalar = str | int | float | bool
 
 
@@ -30,6 +33,7 @@ class Where(BaseModel):
     language: str | None = None
     kind: str | None = None
     tenant: str | None = None
+    symbol_kind: str | None = None
     # any of these source prefixes (what an attribute filter of the documents API resolves to)
     prefixes: tuple[str, ...] | None = None
     # attributes of files added over HTTP (`{"team": "infra"}`, all must be equal): the server resolves them into
@@ -54,6 +58,12 @@ class Where(BaseModel):
             value = value.strip().lower()
             if value not in languages():
                 raise ValueError(f"unknown language {value!r}; known: {', '.join(sorted(languages()))}")
+        if info.field_name == "symbol_kind":
+            from ragsieve.tools.index.symbols import KINDS
+
+            value = value.strip().lower()
+            if value not in KINDS:
+                raise ValueError(f"unknown symbol_kind {value!r}; known: {', '.join(KINDS)}")
         return value
 
     @classmethod
@@ -94,6 +104,9 @@ class Where(BaseModel):
 
     def milvus_expr(self) -> str:
         """The same filter as a Milvus boolean expression over the collection's fields."""
+        if self.symbol_kind is not None:
+            raise UsageError("where symbol_kind needs the index's symbol table, which the Milvus backend does "
+                             "not have: use a local index, or filter by path_prefix/language")
         self._resolved()
         parts = []
         if self.prefixes is not None:

@@ -188,6 +188,27 @@ def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
     return label
 
 
+def anchor_sections(units: list[Unit], weights: list[int], locators: list[tuple[int, str]],
+                    budget: int) -> list[tuple[int, int]]:
+    """[a, b) unit ranges cut at every `#anchor` locator (a web page's definitions and headings), so a
+    chunk never runs across two definitions and cites the one it holds; a section that is only its
+    heading (`## Functions` right above a definition) joins the next. One range when the document has
+    no anchors."""
+    offsets = {o for o, label in locators if label.startswith("#")}
+    cuts = [i for i, u in enumerate(units) if i and u[0] in offsets]
+    if not cuts:
+        return [(0, len(units))]
+    bounds = [0] + cuts + [len(units)]
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for end in bounds[1:]:
+        if end < len(units) and not any(units[i][2] for i in range(start + 1, end)):
+            continue  # a heading alone: carried into the next section
+        ranges.append((start, end))
+        start = end
+    return ranges
+
+
 class Chunker:
     """Cut a Document into `Chunk`s of at most `chunk_tokens` tokens (see `count_tokens`).
 
@@ -228,7 +249,10 @@ class Chunker:
         units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
                          self.chunk_tokens)
         weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
-        ranges = pack(weights, [u[3] for u in units], self.chunk_tokens)
+        scores = [u[3] for u in units]
+        ranges = []
+        for a, b in anchor_sections(units, weights, doc.locators, self.chunk_tokens):
+            ranges.extend((a + i, a + j) for i, j in pack(weights[a:b], scores[a:b], self.chunk_tokens))
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
         chunks: list[Chunk] = []
         for i, j in ranges:

@@ -10,9 +10,12 @@
   `<link rel="canonical">` names it.
 - Retries: 429 and 5xx and transport errors, with `Retry-After` honoured and
   bounded attempts; non-HTML responses are counted and skipped.
-- Re-crawls are incremental: each page's ETag / Last-Modified are sent back
-  (a 304 reuses the stored copy), and the page's content hash decides whether
-  it changed. Pages that are gone (404/410, or no longer reached) are not
+- Re-crawls are incremental: a page whose sitemap `<lastmod>` is not newer than
+  the one recorded at its last fetch is reused without a request; other pages'
+  ETag / Last-Modified are sent back (a 304 reuses the stored copy), and the
+  page's content hash decides whether it changed. Requests run on `workers`
+  threads, started no faster than the rate allows (`ragsieve.tools.ingest.fetcher`);
+  with no `rate` given, a loopback site is not paced, any other site gets 2/s. Pages that are gone (404/410, or no longer reached) are not
   returned, so the index removes them. The state file is rewritten (atomically)
   after every page: a killed crawl resumes its frontier.
 """
@@ -20,8 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import re
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,14 +38,17 @@ from urllib.robotparser import RobotFileParser
 import httpx
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.fetcher import Fetched, Fetcher, RateLimiter, is_loopback
 
 USER_AGENT = "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"
 TRACKING = re.compile(r"^(utm_\w+|gclid|fbclid|mc_cid|mc_eid|_hsenc|_hsmi|ref_src)$", re.I)
 _HREF = re.compile(r"""<a\s[^>]*?href\s*=\s*["']([^"'#][^"']*|#[^"']*)["']""", re.I)
 _CANONICAL = re.compile(r"""<link\s[^>]*rel\s*=\s*["']canonical["'][^>]*>""", re.I)
 _HREF_ATTR = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
-_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>", re.I)
+_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>(?:(?:(?!</url>|<loc>).){0,400}?<lastmod>\s*([^<\s]+)\s*</lastmod>)?",
+                  re.I | re.S)
 MAX_SITEMAPS = 20
+DEFAULT_RATE = 2.0  # requests per second on a site that is not on loopback, when no rate is given
 
 
 def normalise(url: str) -> str:
@@ -56,22 +64,6 @@ def normalise(url: str) -> str:
 
 
 @dataclass
-class Fetched:
-    status_code: int
-    headers: httpx.Headers
-    url: str
-    content: bytes
-    encoding: str = "utf-8"
-
-    @property
-    def text(self) -> str:
-        try:
-            return self.content.decode(self.encoding, errors="replace")
-        except LookupError:
-            return self.content.decode("utf-8", errors="replace")
-
-
-@dataclass
 class CrawledPage:
     url: str
     html: str
@@ -84,25 +76,32 @@ class CrawlReport:
     pages: list[CrawledPage] = field(default_factory=list)
     fetched: int = 0
     not_modified: int = 0
+    reused_by_lastmod: int = 0  # not requested: the sitemap's lastmod says unchanged
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (url, why)
     seconds: float = 0.0
 
     def summary(self) -> str:
         changed = sum(1 for p in self.pages if p.changed)
-        return (f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified) "
+        return (f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified, "
+                f"{self.reused_by_lastmod} unchanged by sitemap lastmod; {self.fetched} downloaded) "
                 f"in {self.seconds:.1f}s; skipped {len(self.skipped)}")
 
 
 class Crawler:
-    def __init__(self, start: str, *, state_dir: Path, max_pages: int = 200, rate: float = 2.0,
+    def __init__(self, start: str, *, state_dir: Path, max_pages: int = 200, rate: float | None = None,
                  same_domain: bool = False, scope_prefix: str | None = None, timeout_s: float = 15.0,
                  max_attempts: int = 3, max_page_bytes: int = 5_000_000, user_agent: str = USER_AGENT,
                  client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep,
-                 progress: Callable[[int, int, str], None] | None = None):
+                 progress: Callable[[int, int, str], None] | None = None, page_deadline_s: float = 60.0,
+                 workers: int = 4):
         if not start.startswith(("http://", "https://")):
             raise UsageError(f"a crawl starts at an http:// or https:// URL, got {start!r}")
-        if max_pages < 1 or rate <= 0 or max_attempts < 1:
-            raise UsageError("max_pages >= 1, rate > 0 and max_attempts >= 1 are required")
+        if max_pages < 1 or (rate is not None and rate <= 0) or max_attempts < 1 or page_deadline_s <= 0 \
+                or not 1 <= workers <= 32:
+            raise UsageError("max_pages >= 1, rate > 0, max_attempts >= 1, page_deadline_s > 0 and "
+                             "1 <= workers <= 32 are required")
+        if rate is None:
+            rate = float("inf") if is_loopback(start) else DEFAULT_RATE
         self.start = normalise(start)
         parts = urlsplit(self.start)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -113,12 +112,23 @@ class Crawler:
         self.same_domain = same_domain
         self.max_pages, self.delay, self.max_attempts = max_pages, 1.0 / rate, max_attempts
         self.max_page_bytes, self.user_agent = max_page_bytes, user_agent
-        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=True, max_redirects=5,
-                                             headers={"User-Agent": user_agent}, trust_env=False)
+        self.page_deadline_s, self.workers = page_deadline_s, workers
+        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False,
+                                             headers={"User-Agent": user_agent}, trust_env=False,
+                                             limits=httpx.Limits(max_connections=workers))
         self.sleep, self.progress = sleep, progress
         self.state_dir = Path(state_dir)
         self.state_path = self.state_dir / "crawl-state.json"
-        self._last_request = 0.0
+        self.lastmod: dict[str, str] = {}  # url -> the sitemap's <lastmod>
+        self._limiter = RateLimiter(self.delay, self.sleep)  # one limiter: robots.txt and sitemaps count too
+        self._fetcher = self._make_fetcher(None)
+
+    def _make_fetcher(self, robots) -> Fetcher:
+        allowed = (lambda url: robots.can_fetch(self.user_agent, url)) if robots is not None else (lambda url: True)
+        self._limiter.delay = self.delay
+        return Fetcher(self.client, self._limiter, max_attempts=self.max_attempts,
+                       max_page_bytes=self.max_page_bytes, page_deadline_s=self.page_deadline_s,
+                       sleep=self.sleep, allowed=allowed)
 
     # ------------------------------------------------------------------ public
     def run(self) -> CrawlReport:
@@ -126,52 +136,74 @@ class Crawler:
         state = self._load_state()
         robots = self._robots()
         self.delay = max(self.delay, float(robots.crawl_delay(self.user_agent) or 0))
+        self._fetcher = self._make_fetcher(robots)
         resumed = state.get("frontier") and state.get("start") == self.start
         frontier = deque(state["frontier"] if resumed else self._seeds(robots))
+        if resumed:
+            self.lastmod = state.get("lastmod", {})
         seen = set(state["seen"]) if resumed else set(frontier)
         done: dict[str, dict] = state.get("done", {}) if resumed else {}
         report = CrawlReport()
         pages_meta = state.get("pages", {})
-        while frontier and len(done) < self.max_pages:
-            url = frontier.popleft()
-            if url in done:
-                continue
-            if not robots.can_fetch(self.user_agent, url):
-                report.skipped.append((url, "disallowed by robots.txt"))
-                continue
-            previous = pages_meta.get(url)
-            if previous and previous.get("alias_of"):  # redirected last time: validators of the target
-                previous = pages_meta.get(previous["alias_of"])
-            outcome = self._visit(url, previous, report)
-            final = outcome.pop("final", url) if outcome else url
-            if final != url:  # redirected: the page is known by where it landed
-                done[url] = {"alias_of": final}
-                seen.add(final)
-                if final in done:
-                    continue
-            done[final] = outcome or {"gone": True}
-            if outcome:
-                for link in outcome.pop("links", []):
-                    if link not in seen and self._in_scope(link):
-                        seen.add(link)
-                        frontier.append(link)
-            if self.progress:
-                self.progress(len(done), len(done) + len(frontier), url)
-            self._save_state({"start": self.start, "frontier": list(frontier), "seen": sorted(seen),
-                              "done": done, "pages": pages_meta})
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            while frontier and len(done) < self.max_pages:
+                batch: list[str] = []
+                while frontier and len(batch) < min(self.workers, self.max_pages - len(done)):
+                    url = frontier.popleft()
+                    if url in done or url in batch:
+                        continue
+                    if not robots.can_fetch(self.user_agent, url):
+                        report.skipped.append((url, "disallowed by robots.txt"))
+                        continue
+                    batch.append(url)
+                previous = [self._previous(pages_meta, url) for url in batch]
+                outcomes = list(pool.map(lambda job: self._visit(job[0], job[1], report), zip(batch, previous)))
+                for url, outcome in zip(batch, outcomes):
+                    self._record(url, outcome, done, seen, frontier)
+                    if self.progress:
+                        self.progress(len(done), len(done) + len(frontier), url)
+                self._save_state({"start": self.start, "frontier": list(frontier), "seen": sorted(seen),
+                                  "done": done, "pages": pages_meta, "lastmod": self.lastmod})
         for url, meta in done.items():
             if meta.get("gone") or meta.get("alias_of"):
                 continue
             html = self._cached(meta["content_hash"])
             if html is not None:
                 report.pages.append(CrawledPage(url, html, meta["content_hash"], meta.get("changed", True)))
-        new_meta = {u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of") if k in m}
+        new_meta = {u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of", "lastmod") if k in m}
                     for u, m in done.items() if not m.get("gone")}
         self._save_state({"start": self.start, "frontier": [], "seen": [], "done": {}, "pages": new_meta})
         report.seconds = time.monotonic() - started
         return report
 
     # ----------------------------------------------------------------- helpers
+    _counter_lock = threading.Lock()
+
+    def _count(self, report: CrawlReport, name: str) -> None:
+        with self._counter_lock:  # _visit runs on worker threads
+            setattr(report, name, getattr(report, name) + 1)
+
+    @staticmethod
+    def _previous(pages_meta: dict, url: str) -> dict | None:
+        previous = pages_meta.get(url)
+        if previous and previous.get("alias_of"):  # redirected last time: validators of the target
+            previous = pages_meta.get(previous["alias_of"])
+        return previous
+
+    def _record(self, url: str, outcome: dict | None, done: dict, seen: set, frontier: deque) -> None:
+        final = outcome.pop("final", url) if outcome else url
+        if final != url:  # redirected: the page is known by where it landed
+            done[url] = {"alias_of": final}
+            seen.add(final)
+            if final in done:
+                return
+        done[final] = outcome or {"gone": True}
+        if outcome:
+            for link in outcome.pop("links", []):
+                if link not in seen and self._in_scope(link):
+                    seen.add(link)
+                    frontier.append(link)
+
     def _in_scope(self, url: str) -> bool:
         return url.startswith(self.scope)
 
@@ -180,23 +212,28 @@ class Crawler:
             return self._sitemap_urls([self.start])
         seeds = [self.start]
         for sitemap in (robots.site_maps() or []):
-            seeds += [u for u in self._sitemap_urls([normalise(sitemap)]) if u not in seeds]
-        return seeds
+            seeds += self._sitemap_urls([normalise(sitemap)])
+        return list(dict.fromkeys(seeds))  # de-duplicated in linear time (a sitemap may list 100,000 URLs)
 
     def _sitemap_urls(self, sitemaps: list[str]) -> list[str]:
-        urls, queue, read = [], deque(sitemaps), 0
+        urls: dict[str, None] = {}  # ordered set: `in` is O(1), so a 100,000-URL sitemap is linear
+        queue, read, queued = deque(sitemaps), 0, set(sitemaps)
         while queue and read < MAX_SITEMAPS:
             response = self._get(queue.popleft(), {})
             read += 1
             if response is None or response.status_code != 200:
                 continue
-            for loc in _LOC.findall(response.text):
+            for loc, lastmod in _LOC.findall(response.text):
                 loc = normalise(loc)
                 if loc.endswith(".xml"):
-                    queue.append(loc)
+                    if loc not in queued:
+                        queued.add(loc)
+                        queue.append(loc)
                 elif self._in_scope(loc) and loc not in urls:
-                    urls.append(loc)
-        return urls
+                    urls[loc] = None
+                    if lastmod:
+                        self.lastmod[loc] = lastmod
+        return list(urls)
 
     def _robots(self) -> RobotFileParser:
         parser = RobotFileParser()
@@ -210,6 +247,12 @@ class Crawler:
         return parser
 
     def _visit(self, url: str, previous: dict | None, report: CrawlReport) -> dict | None:
+        lastmod = self.lastmod.get(url)
+        if previous and lastmod and previous.get("lastmod") == lastmod and not previous.get("alias_of"):
+            html = self._cached(previous["content_hash"])
+            if html is not None:  # the sitemap says unchanged since the last fetch: no request
+                self._count(report, "reused_by_lastmod")
+                return {**previous, "changed": False, "links": self._links(url, html), "final": url}
         headers = {}
         if previous and previous.get("etag"):
             headers["If-None-Match"] = previous["etag"]
@@ -219,11 +262,15 @@ class Crawler:
         if response is None:
             report.skipped.append((url, "unreachable after retries"))
             return None
+        if response.refused:
+            report.skipped.append((url, response.refused))
+            return None
         if response.status_code == 304 and previous and self._cached(previous["content_hash"]) is not None:
-            report.not_modified += 1
+            self._count(report, "not_modified")
             html = self._cached(previous["content_hash"])
             final = normalise(str(response.url))
-            return {**previous, "changed": False, "links": self._links(final, html), "final": final}
+            return {**previous, "changed": False, "links": self._links(final, html), "final": final,
+                    **({"lastmod": lastmod} if lastmod else {})}
         if response.status_code in (404, 410):
             report.skipped.append((url, f"HTTP {response.status_code} (gone: removed from the index)"))
             return None
@@ -238,7 +285,7 @@ class Crawler:
         if kind not in ("text/html", "application/xhtml+xml"):
             report.skipped.append((url, f"not HTML ({kind or 'no content type'})"))
             return None
-        report.fetched += 1
+        self._count(report, "fetched")
         html = response.text
         canonical = self._canonical(url, html)
         if canonical and canonical != url and self._in_scope(canonical):
@@ -247,7 +294,8 @@ class Crawler:
         digest = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
         self._store(digest, html)
         meta = {"content_hash": digest, "changed": not previous or previous.get("content_hash") != digest,
-                "etag": response.headers.get("etag"), "last_modified": response.headers.get("last-modified")}
+                "etag": response.headers.get("etag"), "last_modified": response.headers.get("last-modified"),
+                "lastmod": lastmod}
         return {k: v for k, v in meta.items() if v is not None} | {"links": self._links(final, html), "final": final}
 
     def _links(self, base: str, html: str) -> list[str]:
@@ -265,35 +313,8 @@ class Crawler:
         href = _HREF_ATTR.search(tag.group(0)) if tag else None
         return normalise(urljoin(base, href.group(1))) if href else None
 
-    def _get(self, url: str, headers: dict) -> "Fetched | None":
-        for attempt in range(1, self.max_attempts + 1):
-            wait = self._last_request + self.delay - time.monotonic()
-            if wait > 0:
-                self.sleep(wait)
-            self._last_request = time.monotonic()
-            try:
-                with self.client.stream("GET", url, headers=headers) as streamed:
-                    body, size = [], 0
-                    for chunk in streamed.iter_bytes():
-                        size += len(chunk)
-                        if size > self.max_page_bytes:  # a page over the bound is cut, not held whole
-                            break
-                        body.append(chunk)
-                    response = Fetched(streamed.status_code, streamed.headers, str(streamed.url),
-                                       b"".join(body), streamed.encoding or "utf-8")
-            except httpx.HTTPError:
-                if attempt == self.max_attempts:
-                    return None
-                self.sleep(min(30.0, 2.0 ** attempt))
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == self.max_attempts:
-                    return response
-                retry_after = response.headers.get("retry-after", "")
-                self.sleep(min(60.0, float(retry_after)) if retry_after.isdigit() else min(30.0, 2.0 ** attempt))
-                continue
-            return response
-        return None
+    def _get(self, url: str, headers: dict) -> Fetched | None:
+        return self._fetcher.get(url, headers)
 
     # ------------------------------------------------------------------ state
     def _load_state(self) -> dict:

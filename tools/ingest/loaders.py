@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
-from ragsieve.tools.ingest.web_text import extract_page, heading_locators
+from ragsieve.tools.ingest.web_text import extract_page, page_locators
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
 from ragsieve.tools.types import Document
 
@@ -145,7 +145,7 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
     if kind == "html":
         page = extract_page(text)
         title, text = page.title, page.text
-        locators = heading_locators(text, page.anchors)
+        locators = page_locators(page)
         kind = "markdown" if page.markdown else "html"  # markdown: chunks follow the page's headings
         line_start = None  # extracted text has no line correspondence with the file
     elif kind == "notebook":
@@ -299,6 +299,7 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
         if new:
             stats.files_loaded += 1
             documents.extend(new)
+    _strip_site_titles([d for d in documents if d.doc_id.lower().endswith((".html", ".htm"))])
     stats.documents = len(documents)
     logger.debug("load_documents: %s", stats.summary())
     return LoadResult(documents=documents, stats=stats)
@@ -311,4 +312,18 @@ def page_document(url: str, html: str, content_hash: str) -> Document | None:
         return None
     return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
                     kind="markdown" if page.markdown else "html", content_hash=content_hash, line_start=None,
-                    locators=heading_locators(page.text, page.anchors))
+                    locators=page_locators(page))
+
+
+def site_documents(pages) -> list[Document]:
+    """A crawl's pages as Documents (`page_document`), the site-wide title part dropped from their titles."""
+    docs = [d for d in (page_document(p.url, p.html, p.content_hash) for p in pages) if d is not None]
+    _strip_site_titles(docs)
+    return docs
+
+
+def _strip_site_titles(docs: list[Document]) -> None:
+    from ragsieve.tools.ingest.site_titles import strip_site_affixes
+
+    for doc, title in zip(docs, strip_site_affixes([d.title for d in docs])):
+        doc.title = title

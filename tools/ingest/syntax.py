@@ -185,19 +185,37 @@ def _splittable(node) -> bool:
     return node.named_child_count >= 1 and node.end_point[0] > node.start_point[0]
 
 
+def qualified_name(node) -> str:
+    """A definition's name qualified by the definitions around it in the tree (`Session.request`)."""
+    names = [node_name(node) or node.type]
+    parent = node.parent
+    while parent is not None and len(names) < 16:
+        if parent.type in DEFINITIONS and parent.is_named and parent.parent is not None:
+            names.append(node_name(parent) or parent.type)
+        parent = parent.parent
+    return ".".join(reversed(names))
+
+
 def _defined(nodes, enclosing: list[str]) -> list[str]:
-    """Qualified names of the definitions in `nodes` (one level of nesting into classes)."""
-    names: list[str] = []
-    todo = [(n, enclosing) for n in nodes]
-    while todo and len(names) < 50:
-        node, outer = todo.pop(0)
+    """Qualified names of the definitions in `nodes` (one level of nesting into classes), named from the
+    tree, not from the chunk's position: a small top-level function carried in front of a long one's first
+    piece is `_release_waiter`, not `wait_for._release_waiter`. A definition whose first tokens (its
+    signature, carried into its first piece) are in `nodes` counts as defined there too."""
+    found: list[tuple[int, str]] = []  # (start byte, name): listed in text order
+    todo = [(n, 0) for n in nodes]
+    for node in nodes:
+        parent = node.parent
+        if parent is not None and parent.type in DEFINITIONS and parent.is_named and \
+                parent.start_byte == node.start_byte and parent.parent is not None:
+            found.append((parent.start_byte, qualified_name(parent)))
+    while todo and len(found) < 50:
+        node, depth = todo.pop(0)
         if node.type in DEFINITIONS and node.is_named and node.parent is not None:  # not Python's root `module`
-            name = node_name(node) or node.type
-            names.append(".".join(outer + [name]))
-            if len(outer) < len(enclosing) + 1:  # look one level in (a class's methods)
+            found.append((node.start_byte, qualified_name(node)))
+            if depth < 1:  # look one level in (a class's methods)
                 body = node.child_by_field_name("body")
                 if body is not None:
-                    todo.extend((c, outer + [name]) for c in body.children)
+                    todo.extend((c, depth + 1) for c in body.children)
         elif node.parent is None or node.type in _WRAPPERS:
-            todo.extend((c, outer) for c in node.children)
-    return names
+            todo.extend((c, depth) for c in node.children)
+    return list(dict.fromkeys(name for _, name in sorted(found, key=lambda f: f[0])))

@@ -1,19 +1,20 @@
-"""Main text of a web page as markdown (headings and code blocks kept), with the anchor of each heading.
+"""Main text of a web page as markdown (headings and code blocks kept), with the anchors to cite.
 
-Extraction is trafilatura's (Barbaresi 2021, "Trafilatura: A Web Scraping
-Library and Command-Line Tool for Text Discovery and Extraction", ACL demo):
-navigation, headers, footers, sidebars and cookie banners are dropped —
-including Sphinx's `div role="navigation"` and `class="footer"`, which are not
-`<nav>`/`<footer>`. Anchors come from the page itself: a heading's `id`, its
-enclosing `<section id>`, or the `#fragment` of a permalink inside it, so a
-chunk can be cited as `page.html#section`. When trafilatura finds no main
-text, the plain-text extractor (`html_text`) is the fallback.
+A page with a main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) is converted
+by `html_markdown` (clean text; every definition's and heading's anchor). Any other page goes through
+trafilatura (Barbaresi 2021, "Trafilatura: A Web Scraping Library and Command-Line Tool for Text
+Discovery and Extraction", ACL demo), which drops navigation, headers, footers, sidebars and cookie
+banners; its markdown escapes and empty bullets are removed, and anchors come from the page's headings
+(a heading's `id`, its enclosing `<section id>`, or its permalink's `#fragment`). When trafilatura finds
+no main text, the plain-text extractor (`html_text`) is the fallback. Tags are first cut to
+MAX_ATTRIBUTES attributes (a hostile page's attribute bomb).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+from ragsieve.tools.ingest.html_markdown import SKIPPED, element_markdown
 from ragsieve.tools.ingest.html_text import html_to_text
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -25,8 +26,9 @@ _PILCROW = "\u00b6"
 class PageText:
     title: str
     text: str
-    markdown: bool  # True when `text` is trafilatura's markdown (headings as `#` lines)
+    markdown: bool  # True when `text` is markdown (headings as `#` lines)
     anchors: dict[str, str] = field(default_factory=dict)  # normalised heading text -> anchor id
+    locators: list[tuple[int, str]] | None = None  # (offset, "#id") of definitions and headings, when known
 
 
 def norm(text: str) -> str:
@@ -63,44 +65,108 @@ def heading_anchors(html: str, levels: dict[str, int] | None = None) -> dict[str
 
 
 def extract_page(html: str) -> PageText:
-    """The page's title and main text; markdown from trafilatura, else plain text."""
-    title, plain = html_to_text(html)
+    """The page's title and main text as markdown: a page with a main container is converted by
+    `html_markdown` (definition anchors, fenced code, no escapes); any other page by trafilatura
+    (cleaned: `unescape_markdown`, `drop_empty_bullets`), else plain text."""
+    html = bound_attributes(html)
+    root = _parse(html)
+    title = _title(root) if root is not None else None
+    container = _main_container(root) if root is not None else None
+    if container is not None:
+        got = element_markdown(container)
+        if got.text.strip():
+            return PageText(title or "", got.text, markdown=True, locators=got.locators)
     try:
         import trafilatura
-    except ImportError:
-        return PageText(title or "", plain, markdown=False)
-    text = trafilatura.extract(main_part(html), output_format="markdown", include_formatting=True, include_tables=True,
-                               include_comments=False, include_links=False, include_images=False,
-                               favor_recall=True, with_metadata=False, deduplicate=False)
+    except ImportError:  # pragma: no cover - trafilatura is a dependency
+        trafilatura = None
+    text = None
+    if trafilatura is not None:
+        text = trafilatura.extract(_without_boilerplate_tags(root, html), output_format="markdown", include_formatting=True, include_tables=True,
+                                   include_comments=False, include_links=False, include_images=False,
+                                   favor_recall=True, with_metadata=False, deduplicate=False)
     if not text or not text.strip():
-        return PageText(title or "", plain, markdown=False)
-    text = text.replace(_PILCROW, "")  # Sphinx permalink marks
+        plain_title, plain = html_to_text(html)
+        return PageText(title or plain_title or "", plain, markdown=False)
+    text = drop_empty_bullets(unescape_markdown(text.replace(_PILCROW, "")))  # Sphinx permalink marks
     levels: dict[str, int] = {}
     anchors = heading_anchors(html, levels)
     return PageText(title or "", restore_headings(text, levels), markdown=True, anchors=anchors)
 
 
-_MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
-               "//div[@id='content']")
+_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>|~=])")
+_EMPTY_BULLET = re.compile(r"^[ \t]*[-*+][ \t]*\n", re.MULTILINE)
 
 
-def main_part(html: str) -> str:
-    """The page's main container (`<main>`, `role="main"`, `<article>`, Sphinx's `div.body`) as a page of
-    its own when it has one: extraction then keeps its headings and never sees the sidebars; else the page."""
+def unescape_markdown(text: str) -> str:
+    """Markdown with its backslash escapes removed (`capture\\_output` -> `capture_output`): the text is read
+    by a keyword index and a model, never rendered, and an escape inside an identifier splits it."""
+    return _ESCAPED.sub(r"\1", text)
+
+
+def drop_empty_bullets(text: str) -> str:
+    return _EMPTY_BULLET.sub("", text)
+
+
+MAX_ATTRIBUTES = 256
+_LONG_TAG = re.compile(r"<([A-Za-z][\w:-]*)(\s[^<>]{2048,})>")
+_ATTRIBUTE = re.compile(r"""[^\s=/>]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+))?""")
+
+
+def bound_attributes(html: str) -> str:
+    """The page with every tag cut to its first MAX_ATTRIBUTES attributes, in one linear pass: libxml2 and
+    trafilatura take quadratic time in a tag's attribute count (a hostile page's tag with 32,000
+    attributes cost 73 s of extraction)."""
+    def cut(match: re.Match) -> str:
+        attrs = _ATTRIBUTE.findall(match.group(2))
+        if len(attrs) <= MAX_ATTRIBUTES:
+            return match.group(0)
+        return f"<{match.group(1)} {' '.join(attrs[:MAX_ATTRIBUTES])}>"
+
+    return _LONG_TAG.sub(cut, html)
+
+
+def _parse(html: str):
     try:
         import lxml.html
-    except ImportError:  # pragma: no cover
-        return html
+    except ImportError:  # pragma: no cover - lxml comes with trafilatura
+        return None
     try:
-        root = lxml.html.fromstring(html)
+        return lxml.html.fromstring(html)
     except (ValueError, lxml.etree.ParserError):
+        return None
+
+
+def _without_boilerplate_tags(root, html: str) -> str:
+    """The page without script/style/nav/header/footer/aside/noscript/... elements (their tails kept):
+    trafilatura keeps some of them (`<noscript>`) on short pages."""
+    if root is None:
         return html
+    import lxml.html
+
+    for el in list(root.iter(*(SKIPPED - {"head"}))):
+        if el.getparent() is not None:
+            el.drop_tree()
+    return lxml.html.tostring(root, encoding="unicode")
+
+
+def _title(root) -> str | None:
+    found = root.find(".//title")
+    if found is None:
+        return None
+    return _SPACE.sub(" ", found.text_content() or "").strip() or None
+
+
+def _main_container(root):
     for xpath in _MAIN_XPATH:
         found = root.xpath(xpath)
         if found:
-            inner = lxml.html.tostring(found[0], encoding="unicode")
-            return f"<html><head><title></title></head><body><main>{inner}</main></body></html>"
-    return html
+            return found[0]
+    return None
+
+
+_MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
+               "//div[@id='content']")
 
 
 def restore_headings(text: str, levels: dict[str, int]) -> str:
@@ -122,3 +188,8 @@ def heading_locators(text: str, anchors: dict[str, str]) -> list[tuple[int, str]
     """(offset, `#anchor`) of every markdown heading of `text` whose anchor the page gives."""
     return [(m.start(), f"#{anchors[norm(m.group(2))]}") for m in _HEADING.finditer(text)
             if norm(m.group(2)) in anchors]
+
+
+def page_locators(page: PageText) -> list[tuple[int, str]]:
+    """The page's citation anchors: definitions and headings when the converter saw them, else headings."""
+    return page.locators if page.locators is not None else heading_locators(page.text, page.anchors)
