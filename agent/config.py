@@ -21,6 +21,9 @@ from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.rerank import FLASHRANK_MODELS
 
 
+PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -73,6 +76,7 @@ class LLMConfig(_Section):
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
     n_ctx: int = Field(8192, ge=512)  # context of each parallel slot of the embedded server
+    context_window: int | None = Field(None, ge=512)  # a configured endpoint's context window (None: n_ctx)
     parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -135,7 +139,9 @@ class LoopConfig(_Section):
     trust_margin: float = Field(0.02, ge=0.0, le=1.0)  # auto: recall the relevant set may lose against fast
     trust_min_n: int = Field(20, ge=1)  # auto: judge measured on fewer questions -> union
     _combine = _mode(ContextRule, "combine")
-    context_tokens: int = Field(3000, ge=100, le=200000)  # token budget of the context, best evidence first
+    # token budget of the context, best evidence first; None: follows the model's context window
+    # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE
+    context_tokens: int | None = Field(None, ge=100, le=2_000_000)
 
 
 class FallbackConfig(_Section):
@@ -163,8 +169,17 @@ class ConformalConfig(_Section):
     score_kind: Literal["raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"] | None = None  # None: the kind chosen by calibrate
     # pool: keep every passing pool chunk; corpus: also passing chunks beyond the pool (CONFLARE's threshold
     # retrieval over the index, the best `corpus_max` by similarity); context: narrow the context only
-    candidates: Literal["context", "pool", "corpus"] = "pool"
+    candidates: Literal["context", "pool", "corpus"] = "corpus"
     corpus_max: int = Field(100, ge=1, le=10000)
+
+
+class AbstentionConfig(_Section):
+    """Calibrated abstention (ragsieve.tools.filters.abstention, needs `ragsieve calibrate`): the model's
+    abstention stands unless the calibrated answerability score says answerable at this false-answer rate."""
+
+    max_false_answer: float = Field(0.02, gt=0.0, lt=1.0)  # P(overruling an abstention on an unanswerable question)
+    overrule: Literal["passages", "never"] = "passages"  # passages: reply with the passages, labelled as such
+    passages: int = Field(3, ge=0, le=20)  # closest passages listed under an abstention, marked as not an answer
 
 
 class OutlierConfig(_Section):
@@ -221,10 +236,18 @@ class Config(_Section):
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
     conformal: ConformalConfig = Field(default_factory=ConformalConfig)
     outliers: OutlierConfig = Field(default_factory=OutlierConfig)
+    abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)
+
+    def context_budget(self) -> int:
+        """The context's token budget: `loop.context_tokens`, or the model's window less the reply and prompt."""
+        if self.loop.context_tokens is not None:
+            return self.loop.context_tokens
+        window = self.llm.context_window or self.llm.n_ctx
+        return max(100, window - self.llm.max_tokens - PROMPT_RESERVE)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "Config":

@@ -117,7 +117,20 @@ def summarise(rows: list[dict]) -> dict:
             "llm_calls": mean(r["llm_calls"] for r in rows), "seconds": mean(r["seconds"] for r in rows),
             "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
             "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
-            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None)}
+            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
+            **abstention_quality(rows)}
+
+
+def abstention_quality(rows: list[dict]) -> dict:
+    """Abstention as a detector of unanswerable questions: precision (abstentions that were on
+    unanswerable questions) and recall (unanswerable questions abstained on); None without both kinds."""
+    judged = [r for r in rows if r["abstained"] is not None]
+    if not any(r["impossible"] for r in judged) or all(r["impossible"] for r in judged):
+        return {"abstain_precision": None, "abstain_recall": None}
+    abstained = [r for r in judged if r["abstained"]]
+    hits = sum(1 for r in abstained if r["impossible"])
+    return {"abstain_precision": hits / len(abstained) if abstained else None,
+            "abstain_recall": hits / sum(1 for r in judged if r["impossible"])}
 
 
 def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
