@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_io import commit
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     index_dir = Path(args.index_root) / "squad2"
     built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build([DATA / "corpus.jsonl"])
-    report: dict = {"command": " ".join([sys.executable, *sys.argv]),
+    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(),
                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
                     "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model}}
     llm, close = None, (lambda: None)

@@ -32,6 +32,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from bench_io import commit  # noqa: E402
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -68,6 +69,7 @@ PLANS: dict[str, PlanSpec | None] = {
 }
 SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
 OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
+COVERAGE_KINDS: list[str | None] = [None, "raw"]  # None: the calibrated kind; raw: CONFLARE's own score
 COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
                                                        "conformal": {"next": "answer"}, "answer": {"next": END}})
 
@@ -202,7 +204,7 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
     out = {}
     chat = OracleChat(texts, doc_text, 0.0)
     for alpha in (0.05, 0.1, 0.2):
-        for kind in (None, "raw"):
+        for kind in COVERAGE_KINDS:
             covered, every, paragraphs, sizes = [], [], [], []
             for q in questions:
                 if not q["gold"]:
@@ -221,8 +223,19 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
             # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
             out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
                                                             "all_gold": mean(every), "per_gold": mean(paragraphs),
-                                                            "mean_context": mean(sizes), "target": 1 - alpha}
+                                                            "mean_context": mean(sizes), "target": 1 - alpha,
+                                                            "set_size": size_distribution(sizes)}
     return out
+
+
+def size_distribution(sizes: list[int]) -> dict:
+    """The final context's size (chunks) over the questions: min, percentiles, max."""
+    from ragsieve.tools.metrics import percentile
+
+    if not sizes:
+        return {}
+    return {"min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
+            "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
 
 
 def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]:
@@ -272,8 +285,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="add this run's rows to an existing results file of the same label (other plans or sets)")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")
+    ap.add_argument("--coverage-kinds", default="calibrated,raw",
+                    help="score kinds whose final-context coverage is measured: calibrated and/or raw")
     args = ap.parse_args(argv)
     OVERRIDES.extend(args.override)
+    COVERAGE_KINDS[:] = [None if k.strip() == "calibrated" else k.strip() for k in args.coverage_kinds.split(",") if k.strip()]
     args.judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     args.plans = [p.strip() for p in args.plans.split(",") if p.strip()]
     bad = [p for p in args.plans if p not in PLANS] + \
@@ -281,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
-    report = {"command": " ".join([sys.executable, *sys.argv]), "load_average": os.getloadavg(),
+    report = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
               "combine": args.combine or Config().loop.combine, "overrides": args.override,
               "scifact_calibration": args.scifact_calibration,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
