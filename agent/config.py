@@ -183,9 +183,10 @@ class AbstentionConfig(_Section):
 
 
 class OutlierConfig(_Section):
-    """GMM outlier filter (Bulgakov 2024); defaults are the paper's."""
+    """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured, it never raised
+    gold recall and lowered it with noisy judges (benchmarks/REPORT.md; docs/filters-measured.md)."""
 
-    enabled: bool = True
+    enabled: bool = False
     method: Literal["concatenate", "weighted_sum", "interaction", "polynomial"] = "interaction"
     alpha: float = Field(0.5, ge=0.0, le=1.0)
     degree: int = Field(2, ge=1, le=6)
@@ -196,7 +197,9 @@ class OutlierConfig(_Section):
     standardize: bool = False  # standardise features before PCA (makes alpha a no-op except for weighted_sum)
     seed: int = 0
     fit_candidates: int = Field(20, ge=1)  # the GMM is fitted on the context plus the best pool chunks up to this many
-    protect_top: int = Field(4, ge=0)  # never flag the best N, as the paper's code does (gold kept 0.98 vs 0.86 with 0 on SQuAD)
+    # never flag the best N: from the authors' public code for arXiv:2407.01403, not in the paper (the paper flags
+    # every candidate); measured without it, a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
+    protect_top: int = Field(4, ge=0)
     plot: str | None = None  # write the paper's Figure-2 style PNG here
 
 
