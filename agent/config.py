@@ -55,7 +55,7 @@ class IndexConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    fusion: str = "weighted"  # weighted (min-max 50/50: 0.726 nDCG@10 on SciFact) | rrf (0.719)
+    fusion: str = "weighted"  # weighted (min-max 50/50) | rrf; SciFact nDCG@10 of each: benchmarks/retrieval.py
     _fusion = _mode(FusionMode, "fusion")
     # who fuses: client | server (Milvus hybrid_search with its RRF / weighted rankers) | auto (server when
     # it is the same fusion: rrf with equal weights on milvus); server on a local index is refused
