@@ -11,7 +11,10 @@ chunk in S (SQuAD 2.0 sample, all 103 HotpotQA questions, the 300 SciFact test c
   FlashRank has no model offline here);
 - the rank of the best gold chunk within S under three scores: OUR distance score
   cos(q,c) + w (1 - nearest-neighbour cos) (`tools.filters.sparse.cosmix_scores`; COS-Mix gives no
-  formula), plain cosine over S, and BM25 over S: recall@max_added, recall@sparse_candidates, MRR.
+  formula), plain cosine over S, BM25 over S, and `step`: what the fallback step does offline (the best
+  `sparse_candidates` by our score outside the context, re-ordered by cosine by the reranker's embedding
+  fallback; not found when the gold chunk is not among them or is in the context): recall@max_added,
+  recall@sparse_candidates, MRR.
 No LLM is involved. Writes benchmarks/results/fallback.json.
 """
 from __future__ import annotations
@@ -73,13 +76,14 @@ def run_set(name: str, args, embedder) -> dict:
             ours = cosmix_scores(cos, nn, cfg.distance_weight)
             fast = orch.retrieve(q["question"], top_k=Config().retrieval.top_k)
             have = {h.chunk_id for h in fast}
-            added = []
-            for i in np.argsort(-ours, kind="stable"):
-                chunk = index.store.get(int(rows[i]))
-                if chunk.chunk_id not in have:
-                    added.append(chunk)
-                if len(added) >= cfg.max_added:
-                    break
+            # what the step does offline: the best `sparse_candidates` by our score outside the context, then
+            # the reranker's embedding fallback orders them by cosine (FlashRank has no model here)
+            candidates = [int(i) for i in np.argsort(-ours, kind="stable")
+                          if index.store.get(int(rows[i])).chunk_id not in have][: cfg.sparse_candidates]
+            pipeline = sorted(candidates, key=lambda i: -cos[i])
+            added = [index.store.get(int(rows[i])) for i in pipeline[: cfg.max_added]]
+            step = np.full(rows.size, -np.inf)
+            step[pipeline] = np.arange(len(pipeline), 0, -1)
             before_docs = {chunk_doc_id(h.chunk_id) for h in fast}
             after_docs = before_docs | {c.doc_id for c in added}
             texts = [h.chunk.text for h in fast]
@@ -89,7 +93,8 @@ def run_set(name: str, args, embedder) -> dict:
                 "answer_in_fast": answer_in(texts, q["answers"]),
                 "answer_with_fallback": answer_in(texts + [c.text for c in added], q["answers"]),
                 "context_tokens_added": sum(len(c.text.split()) for c in added),
-                **{f"rank_{k}": rank_of_gold(s, gold_mask) for k, s in (("ours", ours), ("cosine", cos), ("bm25", bm25))}})
+                **{f"rank_{k}": rank_of_gold(s, gold_mask) for k, s in (("ours", ours), ("cosine", cos), ("bm25", bm25))},
+                "rank_step": rank_of_gold(step, gold_mask) if gold_mask[pipeline].any() else 10 ** 9})
     summary = {"questions": len(questions), "sparse_rows": int(rows.size), "sparse_gold_questions": len(out_rows),
                "gold_recall_fast": mean(r["gold_in_fast"] for r in out_rows),
                "gold_recall_with_fallback": mean(r["gold_with_fallback"] for r in out_rows),
@@ -97,7 +102,7 @@ def run_set(name: str, args, embedder) -> dict:
                "answer_with_fallback": mean(None if r["answer_with_fallback"] is None else float(r["answer_with_fallback"])
                                             for r in out_rows),
                "words_added": mean(r["context_tokens_added"] for r in out_rows)}
-    for k in ("ours", "cosine", "bm25"):
+    for k in ("ours", "cosine", "bm25", "step"):
         ranks = [r[f"rank_{k}"] for r in out_rows]
         summary[k] = {f"recall@{cfg.max_added}": mean(float(x <= cfg.max_added) for x in ranks),
                       f"recall@{cfg.sparse_candidates}": mean(float(x <= cfg.sparse_candidates) for x in ranks),
