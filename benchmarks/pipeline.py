@@ -150,6 +150,9 @@ def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
 def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None:
     questions = load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=args.squad_unanswerable,
                                seed=args.seed, scifact_calibration=args.scifact_calibration)
+    if name == "squad2" and args.squad_evaluate:  # a subset of the sample (calibration still excludes all of it)
+        n_ans, n_una = (int(x) for x in args.squad_evaluate.split(","))
+        questions = [q for q in questions if not q["impossible"]][:n_ans] + [q for q in questions if q["impossible"]][:n_una]
     if args.limit and args.spread and len(questions) > args.limit:  # evenly spaced: SQuAD's unanswerable are last
         questions = [questions[round(i * (len(questions) - 1) / (args.limit - 1))] for i in range(args.limit)] \
             if args.limit > 1 else questions[:1]
@@ -270,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread", action="store_true", help="with --limit: N evenly spaced questions, not the first N")
     ap.add_argument("--squad-answerable", type=int, default=200)
     ap.add_argument("--squad-unanswerable", type=int, default=50)
+    ap.add_argument("--squad-evaluate", default=None, metavar="A,U",
+                    help="evaluate only the first A answerable and U unanswerable questions of the SQuAD sample "
+                         "(the sample is still drawn, and kept out of calibration, as without it)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--no-coverage", dest="coverage", action="store_false")
     ap.add_argument("--scifact-calibration", choices=["crossfit", "train"], default="crossfit",
