@@ -4,15 +4,14 @@ honouring the model's abstention unless the calibrated evidence says answerable.
 from __future__ import annotations
 
 import math
-import shutil
 
 import numpy as np
 import pytest
-from test_full_plan import QUESTION, fake_model
+from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (a fixture)
 
 import ragsieve.agent.steps.answer  # noqa: F401  (registers the step)
 from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO, PASSAGES_INTRO, abstention_answer
-from ragsieve.agent.calibration import Calibrator, load_calibration, save_calibration
+from ragsieve.agent.calibration import Calibrator, load_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
@@ -52,21 +51,8 @@ def test_held_out_document_proxy_is_the_best_other_row():
     assert top1_excluding(sims, [0, 1, 2, 3]) is None
 
 
-@pytest.fixture
-def abstention_index(examples_index, tmp_path):
-    from ragsieve.tools.index.hybrid import HybridIndex
-
-    folder = tmp_path / "index"
-    shutil.copytree(examples_index, folder)
-    with HybridIndex.open(folder) as index:
-        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2,
-                         depth=10, seed=0).run(questions=12)
-        save_calibration(cal, folder)
-    return folder
-
-
-def test_calibrate_stores_the_held_out_document_proxy(abstention_index):
-    cal, _ = load_calibration(abstention_index)
+def test_calibrate_stores_the_held_out_document_proxy(calibrated_index):
+    cal, _ = load_calibration(calibrated_index)
     ab = cal.abstention
     assert ab is not None and ab.origin == "heldout-document"
     records = [r for r in cal.records if r.heldout_top1 is not None]
@@ -104,9 +90,9 @@ def abstaining_model(messages):
     return fake_model(messages) if "Question:" not in prompt or "Passages" not in prompt else ABSTAIN
 
 
-def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(abstention_index):
+def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(calibrated_index):
     # eps 0.02 needs 49 unanswerable calibration scores: with 6 the cutoff is +inf, nothing is overruled
-    answer = _ask(abstention_index, QUESTION, 0.02, FakeChat(default=lambda m: ABSTAIN))
+    answer = _ask(calibrated_index, QUESTION, 0.02, FakeChat(default=lambda m: ABSTAIN))
     assert answer.abstention == "model" and answer.answer.startswith(ABSTAIN)
     assert CLOSEST_INTRO in answer.answer and counted_as_abstention(answer.answer)
     assert [c.chunk_id for c in answer.citations] == [h.chunk_id for h in answer.context][:3]
@@ -114,21 +100,21 @@ def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(abs
     assert decision["answerable"] is False and decision["threshold"] is None
 
 
-def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerable(abstention_index):
-    cal, _ = load_calibration(abstention_index)
+def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerable(calibrated_index):
+    cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)
     assert not math.isinf(cutoff)
     from ragsieve.tools.index.hybrid import HybridIndex
 
-    with HybridIndex.open(abstention_index) as index:  # a question that is a chunk's own text scores ~1.0
+    with HybridIndex.open(calibrated_index) as index:  # a question that is a chunk's own text scores ~1.0
         text = index.store.get(0).text
         score = float(np.max(index.vectors @ index.embed([text])[0]))
     assert score > cutoff
-    answer = _ask(abstention_index, text, 0.2, FakeChat(default=lambda m: ABSTAIN))
+    answer = _ask(calibrated_index, text, 0.2, FakeChat(default=lambda m: ABSTAIN))
     assert answer.abstention == "passages" and answer.answer.startswith(PASSAGES_INTRO)
     assert not counted_as_abstention(answer.answer) and answer.citations
     # a question far from every chunk keeps its abstention at the same rate
-    far = _ask(abstention_index, "zzqx vvbn plorf grastle", 0.2, FakeChat(default=lambda m: ABSTAIN))
+    far = _ask(calibrated_index, "zzqx vvbn plorf grastle", 0.2, FakeChat(default=lambda m: ABSTAIN))
     far_score = [e.summary for e in far.trace if e.step == "answer"][-1]["answerability"]["score"]
     assert far_score <= cutoff and far.abstention == "model" and counted_as_abstention(far.answer)
 
