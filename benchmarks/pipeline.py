@@ -255,6 +255,7 @@ def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]
                 if info.get(key):
                     into[key] = info[key]
     old["command"] = "; ".join(c for c in (old.get("command"), report["command"]) if c)
+    old["commits_merged"] = [*old.get("commits_merged", [old.get("commit")]), report.get("commit")]
     old["seconds"] = round((old.get("seconds") or 0) + report["seconds"], 1)
     old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
     done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
