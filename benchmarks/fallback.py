@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fallback.json")
     args = ap.parse_args(argv)
     result = {**header(), "commit": commit(), "settings": Config().fallback.model_dump(),
-              "reranker": "none (FlashRank has no model offline; the score order stands)", "sets": {}}
+              "reranker": "none ran: FlashRank has no model offline; its embedding fallback orders candidates by cosine", "sets": {}}
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
     started = time.time()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:

@@ -27,22 +27,23 @@ def _two_se(p: float | None, n: int | None) -> float | None:
 
 
 def abstention_lines(folder: Path, load, command) -> list[str]:
-    path, data = _one(folder, load, "pipeline-abstention.json")
-    if data is None:
-        return ["- Abstention on SQuAD 2.0: not run with the current code (`pipeline-abstention.json`).", ""]
-    rows = (data.get("sets") or {}).get("squad2", {}).get("rows", {})
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-abstention*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- Abstention on SQuAD 2.0: not run with the current code (`pipeline-abstention*.json`).", ""]
     lines = ["**Calibrated abstention, SQuAD 2.0** (answer step honours the model's abstention unless the "
              "calibrated answerability score says answerable; target: `full` abstains on unanswerable ≥ `fast` − 5 "
              "points and on answerable ≤ `fast` + 2 points). Judges are the scripted oracle and noisy oracles; the "
              "oracle reader abstains when no passage holds the answer.", "",
              "| judge | plan | n | abstains, unanswerable | abstains, answerable | precision | recall | gold recall | "
              "context tokens |", "|---|---|---|---|---|---|---|---|---|"]
-    for key, r in rows.items():
-        judge, plan = key.split("|")
-        lines.append(f"| {judge} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
-                     f"{_f(r.get('abstain_answerable'))} | {_f(r.get('abstain_precision'))} | "
-                     f"{_f(r.get('abstain_recall'))} | {_f(r.get('gold_recall'))} | {_f(r.get('context_tokens'), 0)} |")
-    return lines + ["", f"Source: {_source(path, data, command)}", ""]
+    for path, data in found:
+        for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
+            judge, plan = key.split("|")
+            lines.append(f"| {judge} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
+                         f"{_f(r.get('abstain_answerable'))} | {_f(r.get('abstain_precision'))} | "
+                         f"{_f(r.get('abstain_recall'))} | {_f(r.get('gold_recall'))} | {_f(r.get('context_tokens'), 0)} |")
+    lines.append("")
+    return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
 
 
 EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
@@ -53,8 +54,9 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
     if data is None:
         return ["- Final-context coverage in the default `full` configuration: not run with the current code.", ""]
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
-             "`conformal.candidates = \"corpus\"`; context budget from the model window, "
-             f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} = window − reply − prompt; "
+             "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
+             f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
+             "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
              "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max |", "|---|---|---|---|---|---|---|"]
     for name, info in (data.get("sets") or {}).items():
@@ -81,13 +83,14 @@ def fallback_lines(folder: Path, load, command) -> list[str]:
     path, data = _one(folder, load, "fallback.json")
     if data is None:
         return ["- Sparse fallback: not run with the current code (`fallback.json`).", ""]
-    lines = ["**Sparse fallback** (questions whose gold chunk is in the sparse subset S; no judge, no reranker: "
-             f"{data.get('reranker')}; the distance score is ours):", "",
+    lines = ["**Sparse fallback** (questions whose gold chunk is in the sparse subset S; no judge; FlashRank has no "
+             "model offline, so the reranker's embedding fallback orders the candidates by cosine; the distance score "
+             "is ours. `step`: the gold chunk among what the step adds offline, outside the fast context):", "",
              "| set | sparse-gold questions | gold recall fast → +fallback | answer in context fast → +fallback | "
-             "R@2 ours / cosine / BM25 | MRR ours / cosine / BM25 |", "|---|---|---|---|---|---|"]
+             "R@2 ours / cosine / BM25 / step | MRR ours / cosine / BM25 |", "|---|---|---|---|---|---|"]
     for name, part in (data.get("sets") or {}).items():
         s = part.get("summary") or {}
-        r2 = " / ".join(_f((s.get(k) or {}).get("recall@2")) for k in ("ours", "cosine", "bm25"))
+        r2 = " / ".join(_f((s.get(k) or {}).get("recall@2")) for k in ("ours", "cosine", "bm25", "step"))
         mrr = " / ".join(_f((s.get(k) or {}).get("mrr")) for k in ("ours", "cosine", "bm25"))
         lines.append(f"| {name} | {s.get('sparse_gold_questions')} of {s.get('questions')} | "
                      f"{_f(s.get('gold_recall_fast'))} → {_f(s.get('gold_recall_with_fallback'))} | "
