@@ -167,7 +167,8 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     report["sets"][name] = {"questions": len(questions), "chunks": len(first),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
-                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()}}
+                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
+                            "abstention_calibration": {str(f): _abstention_report(p) for f, p in folds.items()}}
     print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
           f"{report['sets'][name]['sparse_share']}", flush=True)
     for judge in args.judges:
@@ -200,6 +201,12 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     for orch in orchs.values():
         orch._llm = None
         orch.close()
+
+
+def _abstention_report(path: Path) -> dict | None:
+    """The calibrated abstention's cutoff and held-out error rates at the configured false-answer rate."""
+    cal = load_calibration(path)[0]
+    return None if cal.abstention is None else cal.abstention.report(Config().abstention.max_false_answer)
 
 
 def coverage(questions, orchs, texts, doc_text) -> dict:
