@@ -53,6 +53,7 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
     path, data = _one(folder, load, "pipeline-coverage-default.json")
     if data is None:
         return ["- Final-context coverage in the default `full` configuration: not run with the current code.", ""]
+    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in (data.get("sets") or {})]
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
              "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
@@ -76,7 +77,28 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
         lines += ["", f"Oracle HotpotQA `full`: both-gold {_f(full.get('both_gold_recall'))} at "
                       f"{_f(full['context_tokens'] / fast['context_tokens'], 2)}× `fast`'s context tokens "
                       f"(fast both-gold {_f(fast.get('both_gold_recall'))}; target ≥ 0.95 at ≤ 0.6×)."]
+    if missing:
+        lines += ["", f"Not re-measured with the current defaults: {', '.join(missing)} (did not fit in the session)."]
     return lines + ["", f"Source: {_source(path, data, command)}", ""]
+
+
+def ablation_lines(folder: Path, load, command) -> list[str]:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-ablation*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- Stage ablation: not run with the current code (`pipeline-ablation*.json`).", ""]
+    lines = ["**Stage by stage, default `full` settings** (GMM off; each plan adds one stage; target: no stage lowers "
+             "gold recall below the one before by more than one standard error):", "",
+             "| set | judge | plan | n | gold recall | ± 1 s.e. | both gold | context tokens | rule |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for path, data in found:
+        for r in data.get("rows") or []:
+            g, n = r.get("gold_recall"), r.get("n")
+            se = None if g is None or not n else math.sqrt(max(g * (1 - g), 1e-12) / n)
+            rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
+            lines.append(f"| {r.get('dataset')} | {r.get('judge')} | {r.get('plan')} | {n} | {_f(g)} | {_f(se)} | "
+                         f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | {rule} |")
+    lines.append("")
+    return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
 
 
 def fallback_lines(folder: Path, load, command) -> list[str]:
@@ -124,6 +146,6 @@ def headline_section(folder: Path, load, command) -> list[str]:
              "Each block names its result file, the commit it ran at and its command; "
              "result files below this section that record no commit were produced by earlier code and are "
              "history, not claims about the current code.", ""]
-    for part in (abstention_lines, coverage_lines, fallback_lines, gmm_lines):
+    for part in (abstention_lines, coverage_lines, ablation_lines, fallback_lines, gmm_lines):
         lines += part(folder, load, command)
     return lines
