@@ -184,7 +184,7 @@ class AbstentionConfig(_Section):
 
 class OutlierConfig(_Section):
     """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured, it never raised
-    gold recall and lowered it with noisy judges (benchmarks/REPORT.md; docs/filters-measured.md)."""
+    gold recall and lowered it with noisy judges in the previous round's ablation (docs/full-plan.md)."""
 
     enabled: bool = False
     method: Literal["concatenate", "weighted_sum", "interaction", "polynomial"] = "interaction"
