@@ -50,17 +50,19 @@ EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
 
 
 def coverage_lines(folder: Path, load, command) -> list[str]:
-    path, data = _one(folder, load, "pipeline-coverage-default.json")
-    if data is None:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-coverage-default*.json") if d is not None and d.get("commit")]
+    if not found:
         return ["- Final-context coverage in the default `full` configuration: not run with the current code.", ""]
-    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in (data.get("sets") or {})]
+    path, data = found[0]
+    sets = {name: info for _, d in found for name, info in (d.get("sets") or {}).items()}
+    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in sets]
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
              "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
              "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
              "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max |", "|---|---|---|---|---|---|---|"]
-    for name, info in (data.get("sets") or {}).items():
+    for name, info in sets.items():
         for key, v in ((info or {}).get("coverage") or {}).items():
             if not key.endswith("|calibrated"):
                 continue
@@ -71,7 +73,7 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
             size = v.get("set_size") or {}
             lines.append(f"| {name} | {alpha} | {pairs} | {_f(cov)} | {_f(bound)} | {_f(v.get('mean_context'), 1)} | "
                          f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} |")
-    rows = ((data.get("sets") or {}).get("hotpotqa") or {}).get("rows") or {}
+    rows = (sets.get("hotpotqa") or {}).get("rows") or {}
     fast, full = rows.get("oracle|fast"), rows.get("oracle|full")
     if fast and full and fast.get("context_tokens"):
         lines += ["", f"Oracle HotpotQA `full`: both-gold {_f(full.get('both_gold_recall'))} at "
@@ -79,7 +81,15 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
                       f"(fast both-gold {_f(fast.get('both_gold_recall'))}; target ≥ 0.95 at ≤ 0.6×)."]
     if missing:
         lines += ["", f"Not re-measured with the current defaults: {', '.join(missing)} (did not fit in the session)."]
-    return lines + ["", f"Source: {_source(path, data, command)}", ""]
+    for name, info in sets.items():
+        for fold, ab in ((info or {}).get("abstention_calibration") or {}).items():
+            if ab:
+                lines += ["", f"Abstention calibration on {name} (fold {fold}, {ab['origin']}): cutoff {ab['threshold']} "
+                              f"at a false-answer rate ≤ {ab['max_false_answer']}; held-out: unanswerable overruled "
+                              f"{_f(ab['false_answerable'])} (n {ab['n_unanswerable']}), answerable detected "
+                              f"{_f(ab['answerable_detected'])} (n {ab['n_answerable']})."]
+    lines.append("")
+    return lines + [f"Source: {_source(p, d, command)}" for p, d in found] + [""]
 
 
 def ablation_lines(folder: Path, load, command) -> list[str]:
