@@ -12,7 +12,9 @@ from ragsieve.tools.types import Hit
 
 ABSTAIN = "The context does not contain the answer."
 NO_EVIDENCE = "No passage in the index passed the relevance evidence for this question, so there is no answer to give."
-PASSAGES_INTRO = "The model did not answer from the passages below, although they are the most relevant ones found:"
+PASSAGES_INTRO = ("The model did not answer, but the calibrated evidence says the question is answerable from "
+                  "the index; these are the most relevant passages found (quoted, not a generated answer):")
+CLOSEST_INTRO = "Closest passages found (not an answer to the question):"
 _ABSTAIN_RE = re.compile(r"(the )?context does not contain (the|an|this|that) answer\.?", re.IGNORECASE)
 MIXED_MIN_WORDS = 3
 
@@ -39,9 +41,20 @@ def answers_and_abstains(text: str) -> bool:
     return len(_WORD.findall(rest)) >= MIXED_MIN_WORDS
 
 
-def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300) -> tuple[str, list[Citation]]:
+def abstention_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
+                      head: str = ABSTAIN) -> tuple[str, list[Citation]]:
+    """An abstention that still shows the `n` closest passages, marked as not an answer: the
+    abstention sentence first (so every reader counts it as an abstention), then the list."""
+    if n <= 0 or not hits_best_first:
+        return head, []
+    listed, citations = passages_answer(hits_best_first, n, chars, intro=CLOSEST_INTRO)
+    return f"{head}\n\n{listed}", citations
+
+
+def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
+                    intro: str = PASSAGES_INTRO) -> tuple[str, list[Citation]]:
     """A search-page answer: the `n` most relevant passages, each cited, with a snippet."""
-    lines, citations = [PASSAGES_INTRO], []
+    lines, citations = [intro], []
     for number, hit in enumerate(hits_best_first[:n], start=1):
         chunk = hit.chunk
         snippet = " ".join(chunk.text.split())

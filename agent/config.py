@@ -21,6 +21,9 @@ from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.rerankers.flashrank_provider import FLASHRANK_MODELS
 
 
+PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -85,7 +88,7 @@ class IndexConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    fusion: str = "weighted"  # weighted (min-max 50/50: 0.726 nDCG@10 on SciFact) | rrf (0.719)
+    fusion: str = "weighted"  # weighted (min-max 50/50) | rrf; SciFact nDCG@10 of each: benchmarks/retrieval.py
     _fusion = _mode(FusionMode, "fusion")
     # who fuses: client | server (Milvus hybrid_search with its RRF / weighted rankers) | auto (server when
     # it is the same fusion: rrf with equal weights on milvus); server on a local index is refused
@@ -108,6 +111,7 @@ class LLMConfig(_Section):
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
     n_ctx: int = Field(8192, ge=512)  # context of each parallel slot of the embedded server
+    context_window: int | None = Field(None, ge=512)  # a configured endpoint's context window (None: n_ctx)
     parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -172,7 +176,9 @@ class LoopConfig(_Section):
     trust_margin: float = Field(0.02, ge=0.0, le=1.0)  # auto: recall the relevant set may lose against fast
     trust_min_n: int = Field(20, ge=1)  # auto: judge measured on fewer questions -> union
     _combine = _mode(ContextRule, "combine")
-    context_tokens: int = Field(3000, ge=100, le=200000)  # token budget of the context, best evidence first
+    # token budget of the context, best evidence first; None: follows the model's context window
+    # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE
+    context_tokens: int | None = Field(None, ge=100, le=2_000_000)
 
 
 class FallbackConfig(_Section):
@@ -234,14 +240,24 @@ class ConformalConfig(_Section):
     score_kind: Literal["raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"] | None = None  # None: the kind chosen by calibrate
     # pool: keep every passing pool chunk; corpus: also passing chunks beyond the pool (CONFLARE's threshold
     # retrieval over the index, the best `corpus_max` by similarity); context: narrow the context only
-    candidates: Literal["context", "pool", "corpus"] = "pool"
+    candidates: Literal["context", "pool", "corpus"] = "corpus"
     corpus_max: int = Field(100, ge=1, le=10000)
 
 
-class OutlierConfig(_Section):
-    """GMM outlier filter (Bulgakov 2024); defaults are the paper's."""
+class AbstentionConfig(_Section):
+    """Calibrated abstention (ragsieve.tools.filters.abstention, needs `ragsieve calibrate`): the model's
+    abstention stands unless the calibrated answerability score says answerable at this false-answer rate."""
 
-    enabled: bool = True
+    max_false_answer: float = Field(0.02, gt=0.0, lt=1.0)  # P(overruling an abstention on an unanswerable question)
+    overrule: Literal["passages", "never"] = "passages"  # passages: reply with the passages, labelled as such
+    passages: int = Field(3, ge=0, le=20)  # closest passages listed under an abstention, marked as not an answer
+
+
+class OutlierConfig(_Section):
+    """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured, it never raised
+    gold recall and lowered it with noisy judges in the previous round's ablation (docs/full-plan.md)."""
+
+    enabled: bool = False
     method: Literal["concatenate", "weighted_sum", "interaction", "polynomial"] = "interaction"
     alpha: float = Field(0.5, ge=0.0, le=1.0)
     degree: int = Field(2, ge=1, le=6)
@@ -252,7 +268,9 @@ class OutlierConfig(_Section):
     standardize: bool = False  # standardise features before PCA (makes alpha a no-op except for weighted_sum)
     seed: int = 0
     fit_candidates: int = Field(20, ge=1)  # the GMM is fitted on the context plus the best pool chunks up to this many
-    protect_top: int = Field(4, ge=0)  # never flag the best N, as the paper's code does (gold kept 0.98 vs 0.86 with 0 on SQuAD)
+    # never flag the best N: from the authors' public code for arXiv:2407.01403, not in the paper (the paper flags
+    # every candidate); measured without it, a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
+    protect_top: int = Field(4, ge=0)
     plot: str | None = None  # write the paper's Figure-2 style PNG here
 
 
@@ -293,10 +311,18 @@ class Config(_Section):
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     conformal: ConformalConfig = Field(default_factory=ConformalConfig)
     outliers: OutlierConfig = Field(default_factory=OutlierConfig)
+    abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)
+
+    def context_budget(self) -> int:
+        """The context's token budget: `loop.context_tokens`, or the model's window less the reply and prompt."""
+        if self.loop.context_tokens is not None:
+            return self.loop.context_tokens
+        window = self.llm.context_window or self.llm.n_ctx
+        return max(100, window - self.llm.max_tokens - PROMPT_RESERVE)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "Config":

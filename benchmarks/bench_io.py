@@ -8,8 +8,23 @@ import sys
 from pathlib import Path
 
 
+def commit() -> str:
+    """The checkout's commit, with "+dirty" when tracked files differ from it ("unknown" outside git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
 def header() -> dict:
-    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
+    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
             "load_average_at_start": os.getloadavg()}
 

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_io import commit
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -155,16 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-bench-filters"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--label", default="")
+    ap.add_argument("--standardize", action="store_true", help="GMM: standardise the features (the paper's eq. 9)")
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
     if not parts or parts - {"conformal", "gmm"}:
         ap.error(f"--part takes conformal and/or gmm, got {args.part!r}")
     needs_llm = "llm" in args.readers.split(",") or bool(set(args.types.split(",")) - {"simple"})
     config = Config.load(args.config)
+    if args.standardize:
+        config.outliers = config.outliers.model_copy(update={"standardize": True})
     started = time.time()
     index_dir = Path(args.index_root) / "squad2"
     built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build([DATA / "corpus.jsonl"])
-    report: dict = {"command": " ".join([sys.executable, *sys.argv]),
+    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
                     "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model}}
     llm, close = None, (lambda: None)

@@ -32,6 +32,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from bench_io import commit  # noqa: E402
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -68,6 +69,7 @@ PLANS: dict[str, PlanSpec | None] = {
 }
 SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
 OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
+COVERAGE_KINDS: list[str | None] = [None, "raw"]  # None: the calibrated kind; raw: CONFLARE's own score
 COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
                                                        "conformal": {"next": "answer"}, "answer": {"next": END}})
 
@@ -117,7 +119,20 @@ def summarise(rows: list[dict]) -> dict:
             "llm_calls": mean(r["llm_calls"] for r in rows), "seconds": mean(r["seconds"] for r in rows),
             "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
             "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
-            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None)}
+            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
+            **abstention_quality(rows)}
+
+
+def abstention_quality(rows: list[dict]) -> dict:
+    """Abstention as a detector of unanswerable questions: precision (abstentions that were on
+    unanswerable questions) and recall (unanswerable questions abstained on); None without both kinds."""
+    judged = [r for r in rows if r["abstained"] is not None]
+    if not any(r["impossible"] for r in judged) or all(r["impossible"] for r in judged):
+        return {"abstain_precision": None, "abstain_recall": None}
+    abstained = [r for r in judged if r["abstained"]]
+    hits = sum(1 for r in abstained if r["impossible"])
+    return {"abstain_precision": hits / len(abstained) if abstained else None,
+            "abstain_recall": hits / sum(1 for r in judged if r["impossible"])}
 
 
 def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
@@ -135,6 +150,9 @@ def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
 def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None:
     questions = load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=args.squad_unanswerable,
                                seed=args.seed, scifact_calibration=args.scifact_calibration)
+    if name == "squad2" and args.squad_evaluate:  # a subset of the sample (calibration still excludes all of it)
+        n_ans, n_una = (int(x) for x in args.squad_evaluate.split(","))
+        questions = [q for q in questions if not q["impossible"]][:n_ans] + [q for q in questions if q["impossible"]][:n_una]
     if args.limit and args.spread and len(questions) > args.limit:  # evenly spaced: SQuAD's unanswerable are last
         questions = [questions[round(i * (len(questions) - 1) / (args.limit - 1))] for i in range(args.limit)] \
             if args.limit > 1 else questions[:1]
@@ -149,7 +167,8 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     report["sets"][name] = {"questions": len(questions), "chunks": len(first),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
-                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()}}
+                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
+                            "abstention_calibration": {str(f): _abstention_report(p) for f, p in folds.items()}}
     print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
           f"{report['sets'][name]['sparse_share']}", flush=True)
     for judge in args.judges:
@@ -184,12 +203,18 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
         orch.close()
 
 
+def _abstention_report(path: Path) -> dict | None:
+    """The calibrated abstention's cutoff and held-out error rates at the configured false-answer rate."""
+    cal = load_calibration(path)[0]
+    return None if cal.abstention is None else cal.abstention.report(Config().abstention.max_false_answer)
+
+
 def coverage(questions, orchs, texts, doc_text) -> dict:
     """Held-out coverage of the conformal set on the final context (no judge), calibrated kind vs raw."""
     out = {}
     chat = OracleChat(texts, doc_text, 0.0)
     for alpha in (0.05, 0.1, 0.2):
-        for kind in (None, "raw"):
+        for kind in COVERAGE_KINDS:
             covered, every, paragraphs, sizes = [], [], [], []
             for q in questions:
                 if not q["gold"]:
@@ -208,8 +233,19 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
             # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
             out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
                                                             "all_gold": mean(every), "per_gold": mean(paragraphs),
-                                                            "mean_context": mean(sizes), "target": 1 - alpha}
+                                                            "mean_context": mean(sizes), "target": 1 - alpha,
+                                                            "set_size": size_distribution(sizes)}
     return out
+
+
+def size_distribution(sizes: list[int]) -> dict:
+    """The final context's size (chunks) over the questions: min, percentiles, max."""
+    from ragsieve.tools.metrics import percentile
+
+    if not sizes:
+        return {}
+    return {"min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
+            "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
 
 
 def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]:
@@ -226,6 +262,7 @@ def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]
                 if info.get(key):
                     into[key] = info[key]
     old["command"] = "; ".join(c for c in (old.get("command"), report["command"]) if c)
+    old["commits_merged"] = [*old.get("commits_merged", [old.get("commit")]), report.get("commit")]
     old["seconds"] = round((old.get("seconds") or 0) + report["seconds"], 1)
     old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
     done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
@@ -244,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread", action="store_true", help="with --limit: N evenly spaced questions, not the first N")
     ap.add_argument("--squad-answerable", type=int, default=200)
     ap.add_argument("--squad-unanswerable", type=int, default=50)
+    ap.add_argument("--squad-evaluate", default=None, metavar="A,U",
+                    help="evaluate only the first A answerable and U unanswerable questions of the SQuAD sample "
+                         "(the sample is still drawn, and kept out of calibration, as without it)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--no-coverage", dest="coverage", action="store_false")
     ap.add_argument("--scifact-calibration", choices=["crossfit", "train"], default="crossfit",
@@ -259,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="add this run's rows to an existing results file of the same label (other plans or sets)")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")
+    ap.add_argument("--coverage-kinds", default="calibrated,raw",
+                    help="score kinds whose final-context coverage is measured: calibrated and/or raw")
     args = ap.parse_args(argv)
     OVERRIDES.extend(args.override)
+    COVERAGE_KINDS[:] = [None if k.strip() == "calibrated" else k.strip() for k in args.coverage_kinds.split(",") if k.strip()]
     args.judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     args.plans = [p.strip() for p in args.plans.split(",") if p.strip()]
     bad = [p for p in args.plans if p not in PLANS] + \
@@ -268,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
-    report = {"command": " ".join([sys.executable, *sys.argv]), "load_average": os.getloadavg(),
+    report = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
               "combine": args.combine or Config().loop.combine, "overrides": args.override,
               "scifact_calibration": args.scifact_calibration,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},

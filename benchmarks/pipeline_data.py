@@ -77,17 +77,27 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
     for fold in sorted({q["fold"] for q in questions}):
         target = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
         # (re)calibrate when missing, or written before the hybrid score kinds existed
-        if not (target / "calibration.json").exists() or load_calibration(target)[0].hybrid_k is None:
+        if not (target / "calibration.json").exists() or load_calibration(target)[0].hybrid_k is None \
+                or load_calibration(target)[0].abstention is None:
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(index_dir, target)
             evaluated = {q["id"] for q in questions if q["fold"] == fold}
             qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
             with HybridIndex.open(target) as index:
-                cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(queries_path=queries_path,
-                                                                           qrels_path=qrels_path)
+                cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(
+                    queries_path=queries_path, qrels_path=qrels_path,
+                    unanswerable=_unanswerable_outside(name, folder, evaluated))
             save_calibration(cal, target)
         out[fold] = target
     return out
+
+
+def _unanswerable_outside(name: str, folder: Path, evaluated: set[str]) -> list[str] | None:
+    """SQuAD 2.0: the labelled unanswerable questions outside the evaluated sample (abstention
+    calibration); other sets: None (the held-out-document proxy)."""
+    if name != "squad2":
+        return None
+    return [r["question"] for r in _jsonl(folder / "qa.jsonl") if r["is_impossible"] and r["id"] not in evaluated]
 
 
 def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: int) -> dict:

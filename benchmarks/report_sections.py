@@ -226,7 +226,11 @@ def gmm_section(folder: Path, load, command, machine) -> list[str]:
                 if not isinstance(result, dict) or "rows" not in result:
                     continue
                 shown = True
-                lines += [f"`{path.name}`, {kind} questions, {reader} reader. Command: {command(data)}", ""]
+                definition = ("eq. 15 (mean of per-question ratios)" if "n_ratio" in (result["rows"] or [{}])[0]
+                              else "a ratio of sums over questions, NOT eq. 15 (written before that fix; no commit "
+                                   "recorded)")
+                lines += [f"`{path.name}`, {kind} questions, {reader} reader; Emb%/TFIDF% as {definition}. "
+                          f"Command: {command(data)}", ""]
                 lines += _table(["alpha", "method", "freq", "n", "NRD", "ANFD", "AR", "Emb%", "TFIDF%",
                                  "Emb% vs top-k", "TFIDF% vs top-k", "gold kept"],
                                 [[r["alpha"], r["method"], r["min_outlier_freq"], r["n"], r["NRD"], r["ANFD"], r["AR"],
@@ -234,8 +238,9 @@ def gmm_section(folder: Path, load, command, machine) -> list[str]:
                                  for r in result["rows"]])
         if gmm.get("paper") and shown:
             best = gmm["paper"]["best_row"]
-            lines += [f"Paper (GPT-4o): best row {best['method']}, alpha {best['alpha']}: Emb% +{best['Emb%']}, "
-                      f"TFIDF% +{best['TFIDF%']} ({best['source']}).", ""]
+            lines += [f"Paper (answers by TinyLlama-1.1B; GPT-4o wrote the questions and references): best row "
+                      f"{best['method']}, alpha {best['alpha']}: Emb% +{best['Emb%']}, "
+                      f"TFIDF% +{best['TFIDF%']} (Bulgakov 2024 Table 1 as quoted in issue 11, SQuAD 2.0).", ""]
     return lines if shown else []
 
 

@@ -45,9 +45,13 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
     assert steps.count("judge") <= config.loop.max_iterations  # the loop is bounded
     loop = result.loop
     assert loop.stop_reason  # the reason the loop stopped is recorded
+    # the first round judged the retrieved pool (not nothing), and the relevant set only grows
+    assert loop.rounds and 1 <= loop.rounds[0].judged <= config.retrieval.pool
+    totals = [r.relevant_total for r in loop.rounds]
+    assert totals == sorted(totals)
     for report in loop.rounds:
         assert report.mode in ("judge", "score", "failed", "skipped")
-        assert report.judged >= 0
+        assert len(report.new_relevant) <= report.judged
     # the context: the loop's selection (plus at most the fallback's additions)
     ids = [h.chunk_id for h in result.context]
     assert 1 <= len(ids) <= config.retrieval.pool + config.fallback.max_added

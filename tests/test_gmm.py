@@ -128,3 +128,19 @@ def test_plot_writes_png(tmp_path):
     result = GMMOutlierFilter().run(v, q)
     out = plot_outliers(v, q, result.outliers, tmp_path / "fig" / "outliers.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_planted_far_outliers_are_not_what_the_papers_gmm_flags():
+    """A measured property of the method as the paper describes it (and why `outliers.enabled` is off by
+    default): with 4-6 full-covariance components on ~20 candidates, a lone far chunk gets a component of
+    its own and a *high* likelihood, while chunks near the query (tiny d_q, huge d_c / d_q) fall in the tail."""
+    planted, near = 0, 0
+    for seed in range(6):
+        v, q = _cloud(seed=seed, n=20, far=2)
+        d_c, d_q = distances(v, q)
+        assert set(np.argsort(-d_q)[:2]) == {18, 19}  # the planted chunks are the farthest from the query
+        for standardize in (False, True):  # eq. 9's standardisation does not change this
+            result = GMMOutlierFilter(seed=0, standardize=standardize).run(v, q)
+            planted += sum(result.outliers[18:])
+            near += sum(result.outliers[:18])
+    assert planted == 0 and near > 0

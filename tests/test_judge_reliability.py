@@ -40,8 +40,11 @@ def test_auto_trusts_a_judge_whose_measured_recall_keeps_up_with_the_fast_contex
     assert rule is ContextRule.RELEVANT and not with_fast and "0.950 vs fast recall 0.800" in why
     rule, _, why = decide_rule("auto", _reliability(0.8), None, **args)  # 0.8 x 0.95 = 0.76 < 0.78
     assert rule is ContextRule.UNION and "0.760" in why
-    rule, _, why = decide_rule("auto", _reliability(0.83), None, **args)  # 0.7885 >= 0.78
+    rule, _, why = decide_rule("auto", _reliability(0.83), None, **{**args, "coverage": 0.75})  # 0.7885 >= 0.78
     assert rule is ContextRule.RELEVANT
+    # ... but not where the relevant set alone would fall below the conformal coverage 1 - alpha
+    rule, _, why = decide_rule("auto", _reliability(0.83), None, **args)  # 0.7885 < 0.9
+    assert rule is ContextRule.UNION and "would not keep 1 - alpha" in why
     rule, _, why = decide_rule("auto", _reliability(1.0, n=5), None, **args)
     assert rule is ContextRule.UNION and "fewer than loop.trust_min_n" in why
     rule, _, why = decide_rule("auto", None, None, **args)

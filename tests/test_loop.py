@@ -140,3 +140,40 @@ def test_validator_malformed_json_defaults_to_unresolved(tmp_path):
     assert "StructuredOutputError" in first.summary["reason"]
     assert first.usage.calls == 2  # the ask and the one re-ask
     assert ("fallback", "next") in steps(state)
+
+
+def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_score(tmp_path):
+    """The vector path (not the test double's retriever): a planted sparse chunk whose information is found
+    nowhere else outranks a sparse near-duplicate that is closer to the question by cosine alone."""
+    from loop_fakes import FakeRetriever, VecIndex
+
+    from ragsieve.agent.plan.runner import STEPS
+    from ragsieve.agent.plan.state import RunState
+    from ragsieve.tools.filters.rerank import Reranker
+    from ragsieve.tools.filters.sparse import cosmix_scores
+
+    docs = {"dup1": ["alpha code secret details here"], "dup2": ["alpha code secret details now"],
+            "rare": ["alpha code zeta"], "main": ["beta system overview"]}
+    deps = make_deps(docs, FakeChat(default=Script(judge=lambda q, t: True)), sparse_rows=[1, 2])
+    deps.index = VecIndex(docs, sparse_rows=[1, 2])
+    deps.retriever = FakeRetriever(deps.index)
+    deps.config.fallback = deps.config.fallback.model_copy(update={"max_added": 1})
+
+    class ScoreOrder(Reranker):  # a reranker that keeps the candidates' order (what FlashRank would refine)
+        def run(self, query, hits):
+            return super().run(query, hits).model_copy(update={"hits": hits})
+    deps.extras["reranker"] = ScoreOrder(cache_dir=tmp_path)
+    question = "alpha code secret"
+    state = RunState(question=question, plan="t")
+    main = [h for h in deps.retriever.run(question, top_k=10) if h.chunk_id == "dup1#0"]
+    state.remember(main)
+    state.context = main
+    summary = STEPS["fallback"]().run(state, deps).summary
+    q = deps.index.embed_query(question)
+    cos = deps.index.vectors[[1, 2]] @ q
+    assert cos[0] > cos[1]  # by cosine alone the near-duplicate (row 1) comes first ...
+    nn = [max(float(deps.index.vectors[r] @ deps.index.vectors[o]) for o in range(4) if o != r) for r in (1, 2)]
+    assert list(cosmix_scores(cos, nn, 0.5)).index(max(cosmix_scores(cos, nn, 0.5))) == 1  # ... ours: the rare one
+    assert summary["scoring"].startswith("cos(q,c) + 0.5")  # our score ran, not the retriever on S
+    assert summary["candidates"] == ["rare#0", "dup2#0"] and summary["added"] == ["rare#0"]
+    assert [h.chunk_id for h in state.context] == ["dup1#0", "rare#0"]

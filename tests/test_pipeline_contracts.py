@@ -7,12 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from ragsieve.agent.answering import ABSTAIN, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains, is_abstention
+from ragsieve.agent.answering import (ABSTAIN, CLOSEST_INTRO, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains,
+                                      is_abstention)
 from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.runner import STEPS
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
-from ragsieve.tools.filters.segments import PRESETS, RSEPreset, adjust_for_chunk_length, preset_params
+from ragsieve.tools.metrics import is_abstention as counted_as_abstention
+from ragsieve.tools.filters.segments import adjust_for_chunk_length, best_segments, preset_params
 
 from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
@@ -34,21 +36,27 @@ def test_empty_context_says_there_is_no_evidence_without_asking_the_model():
     assert result.summary["llm"] is False and chat.history == []
 
 
-def test_a_model_abstaining_on_strong_evidence_gets_the_passages_with_citations():
+def test_a_non_empty_conformal_set_does_not_overrule_a_model_abstention():
+    """CONFLARE's set is never empty: "strong" evidence says nothing about answerability. Without an
+    abstention calibration the model's abstention stands, with the closest passages marked as not an answer."""
     deps = make_deps(CHAIN, FakeChat(default=ABSTAIN))
     state = _state_with_context(deps, "alpha project leader", {"a#0", "n2#0"})
     state.evidence = "strong"  # a chunk passed the calibrated cutoff
-    STEPS["answer"]().run(state, deps)
-    assert state.abstention == "passages" and state.answer.startswith(PASSAGES_INTRO)
+    result = STEPS["answer"]().run(state, deps)
+    assert state.abstention == "model" and state.answer.startswith(ABSTAIN) and CLOSEST_INTRO in state.answer
+    assert counted_as_abstention(state.answer) and not state.answer.startswith(PASSAGES_INTRO)
     assert [c.chunk_id for c in state.citations] == [h.chunk_id for h in state.context]
     assert "[1]" in state.answer and "[2]" in state.answer and not state.citations_inferred
+    assert result.summary["answerability"]["answerable"] is None
 
 
-def test_a_model_abstaining_on_weak_evidence_keeps_its_abstention_without_citations():
+def test_a_model_abstaining_keeps_its_abstention_listing_the_closest_passages():
     deps = make_deps(CHAIN, FakeChat(default="the context does not contain the answer"))
+    deps.config.abstention = deps.config.abstention.model_copy(update={"passages": 0})
     state = _state_with_context(deps, "alpha project leader", {"a#0"})
     STEPS["answer"]().run(state, deps)
     assert state.abstention == "model" and state.citations == [] and not state.citations_inferred
+    assert state.answer == ABSTAIN
 
 
 def test_an_answer_that_also_abstains_is_caught_before_validation():
@@ -95,13 +103,18 @@ def test_an_untrusted_judge_decides_nothing_the_fast_context_stays():
     assert [h.chunk_id for h in state.context][:2] == state.first_stage[:2]
 
 
-def test_rse_presets_are_dsrag_exactly_and_the_default_is_dsrag_query_default():
-    assert PRESETS[RSEPreset.DEFAULT].__dict__ == dict(max_length=20, overall_max_length=30, minimum_value=0.7,
-                                                       irrelevant_chunk_penalty=0.2, decay_rate=30)
-    assert (PRESETS[RSEPreset.BALANCED].minimum_value, PRESETS[RSEPreset.BALANCED].irrelevant_chunk_penalty) == (0.5, 0.18)
-    assert (PRESETS[RSEPreset.PRECISION].minimum_value, PRESETS[RSEPreset.PRECISION].irrelevant_chunk_penalty) == (0.7, 0.2)
-    assert (PRESETS[RSEPreset.FIND_ALL].max_length, PRESETS[RSEPreset.FIND_ALL].minimum_value,
-            PRESETS[RSEPreset.FIND_ALL].overall_max_length) == (40, 0.4, 200)
+def test_rse_presets_change_what_is_extracted():
+    """Planted values: each preset's length caps and minimum value decide the segments (dsRAG's presets)."""
+    def spans(values, preset):
+        p = preset_params(preset)
+        return [(s.start, s.end) for s in best_segments(values, p.max_length, p.overall_max_length, p.minimum_value)]
+
+    run = [-0.2] * 5 + [0.5] * 25 + [-0.2] * 5  # 25 relevant chunks in a row
+    assert spans(run, "default") == [(5, 25), (25, 30)]  # max_length 20 splits the run
+    assert spans(run, "find_all") == [(5, 30)]  # max_length 40: one segment
+    lone = [-0.2] * 3 + [0.6] + [-0.2] * 3  # one chunk worth 0.6
+    assert spans(lone, "balanced") == [(3, 4)]  # minimum_value 0.5
+    assert spans(lone, "precision") == [] and spans(lone, "default") == []  # minimum_value 0.7
     assert preset_params("precision", max_length=5).max_length == 5
 
 

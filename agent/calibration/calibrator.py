@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragsieve.agent.calibration.abstention import build_abstention
 from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
 from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
@@ -39,6 +40,7 @@ from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.tools.filters.conformal import (HYBRID_RRF_K, ScoreKind, binomial_tolerance, check_alpha, choose_kind,
                                             evaluate_kinds, hybrid_signal, ranks_of, smallest_k_for_coverage,
                                             CalibrationReport)
+from ragsieve.tools.filters.abstention import top1_excluding
 from ragsieve.tools.index.dense import corpus_similarities
 from ragsieve.tools.modes import parse_enum
 
@@ -106,8 +108,13 @@ class Calibrator:
         self.depth, self.seed, self.heldout_fraction = int(depth), int(seed), float(heldout_fraction)
         self.passage_chars, self.min_chunk_chars, self.llm_name = passage_chars, min_chunk_chars, llm_name
         self.counters = {"generation_failed": 0, "judge_errors": 0}
+        self.unanswerable: list[str] = []
 
-    def run(self, *, questions: int | None = None, queries_path=None, qrels_path=None) -> Calibration:
+    def run(self, *, questions: int | None = None, queries_path=None, qrels_path=None,
+            unanswerable: list[str] | None = None) -> Calibration:
+        """`unanswerable`: questions known to have no answer in the corpus (labelled abstention
+        calibration); without them, each question asked with its own document held out is the proxy."""
+        self.unanswerable = [u for u in (unanswerable or []) if u and u.strip()]
         if (queries_path is None) != (qrels_path is None):
             raise UsageError("a qrels calibration set needs both queries.jsonl and the qrels tsv")
         if queries_path is not None:
@@ -182,7 +189,8 @@ class Calibrator:
             rows = {r for d in docs for r in self.index.store.doc_rows(d)}
             sims = self._similarities(qvec)
             hybrid = self._hybrid(text, sims)
-            records.append(self._record(qid, text, "", "qrels", sims, rows, hybrid=hybrid))
+            records.append(self._record(qid, text, "", "qrels", sims, rows, hybrid=hybrid)
+                           .model_copy(update={"heldout_top1": top1_excluding(sims, sorted(rows))}))
             sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
@@ -216,8 +224,10 @@ class Calibrator:
         for (row, qa), qvec in zip(qas, vecs):
             sims = self._similarities(qvec)
             hybrid = self._hybrid(qa.question, sims)
-            records.append(self._record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row},
-                                        source_row=row, judge=lambda r, qa=qa: self._contains(qa, r), hybrid=hybrid))
+            record = self._record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row},
+                                  source_row=row, judge=lambda r, qa=qa: self._contains(qa, r), hybrid=hybrid)
+            own = sorted(self.index.store.doc_rows(store.get(row).doc_id)) or [row]
+            records.append(record.model_copy(update={"heldout_top1": top1_excluding(sims, own)}))
             sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
@@ -236,6 +246,18 @@ class Calibrator:
             self.counters["judge_errors"] += 1
             log.warning("contains-judge on row %d skipped (slow LLM call): %s", row, exc)
             return False
+
+    def _abstention(self, records: list[CalibrationRecord], rng):
+        """Answerability scores: the records' top-1 (answerable) against labelled unanswerable
+        questions (split half/half, seeded) or the held-out-document proxy (the records' split)."""
+        answerable = [(r.top1, r.split == "heldout") for r in records]
+        if self.unanswerable:
+            vecs = self.index.embed(self.unanswerable)
+            held = set(int(i) for i in rng.permutation(len(vecs))[: len(vecs) // 2])
+            scores = [(float(corpus_similarities(self.index.vectors, v).max()), i in held) for i, v in enumerate(vecs)]
+            return build_abstention(answerable, scores, "labelled")
+        proxy = [(r.heldout_top1, r.split == "heldout") for r in records if r.heldout_top1 is not None]
+        return build_abstention(answerable, proxy, "heldout-document")
 
     # -- split, thresholds, report -------------------------------------------------------
     def _finish(self, records: list[CalibrationRecord], sims: list, origin: str) -> Calibration:
@@ -268,7 +290,8 @@ class Calibrator:
         report = CalibrationReport(self.alpha, len(cal_rows), len(held_rows),
                                    binomial_tolerance(1 - self.alpha, len(held_rows)), kinds, chosen, fixed_k, notes)
         manifest = getattr(self.index, "manifest", {}) or {}
-        return Calibration(
+        abstention = self._abstention(records, rng)
+        return Calibration(abstention=abstention,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), alpha=self.alpha,
             score_kind=chosen.value, qhat={k.kind.value: None if math.isinf(k.qhat) else k.qhat for k in kinds},
             n_calibration=len(cal_rows), n_heldout=len(held_rows), n_not_found=n_not_found,

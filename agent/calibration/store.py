@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
+from ragsieve.agent.calibration.abstention import AbstentionCalibration
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.judging.reliability import JudgeReliability
 from ragsieve.tools.filters.conformal import ScoreKind, check_alpha, conformal_quantile, positive_scores
@@ -36,6 +37,7 @@ class CalibrationRecord(BaseModel):
     hybrid_top1: float | None = None
     hybrid_rank: int | None = None
     split: str = "calibration"  # calibration | heldout
+    heldout_top1: float | None = None  # top-1 cosine with the question's own document(s) held out (abstention proxy)
 
 
 class Calibration(BaseModel):
@@ -58,6 +60,7 @@ class Calibration(BaseModel):
     records: list[CalibrationRecord]
     hybrid_k: int | None = None  # RRF k of the records' hybrid signal; None: no hybrid score kinds
     judges: dict[str, JudgeReliability] = {}  # model name -> its measured recall (`ragsieve calibrate --judge`)
+    abstention: AbstentionCalibration | None = None  # answerability scores (ragsieve.agent.calibration.abstention)
 
     @property
     def kind(self) -> ScoreKind:

@@ -12,9 +12,10 @@ from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal,
 
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",
-    "passages": "the model abstained although the evidence is strong; the most relevant passages are shown instead",
+    "passages": "the model abstained but the calibrated answerability score says answerable; the most relevant "
+                "passages are shown instead",
     "mixed": "the answer both answers and says the context lacks the answer",
-    "model": "the model found no answer in the passages",
+    "model": "the model found no answer in the passages (the closest ones are listed, not as an answer)",
 }
 
 

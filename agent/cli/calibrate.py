@@ -35,6 +35,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--judge", type=int, default=0, metavar="N",
                    help="also measure the configured judge on N calibration questions (one judge pass over each "
                         "question's candidate pool); loop.combine = auto uses its recall (default 0: not measured)")
+    p.add_argument("--unanswerable", metavar="JSONL",
+                   help="questions known to have no answer in this corpus, one JSON object per line with a "
+                        "\"question\" (or \"text\") field; rows with \"is_impossible\": false are skipped (SQuAD 2.0's "
+                        "qa.jsonl works as it is). Calibrates abstention on them instead of the label-free proxy "
+                        "(each calibration question asked with its own document held out)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=handler)
     return p
@@ -62,7 +67,8 @@ def handler(args: argparse.Namespace) -> int:
                                 seed=args.seed, heldout_fraction=args.heldout, score_kind=args.score,
                                 llm_name=llm_name)
         questions = args.questions if args.questions is not None else (None if args.qrels else 50)
-        cal = calibrator.run(questions=questions, queries_path=args.queries, qrels_path=args.qrels)
+        cal = calibrator.run(questions=questions, queries_path=args.queries, qrels_path=args.qrels,
+                             unanswerable=read_unanswerable(args.unanswerable) if args.unanswerable else None)
         if args.judge:
             measured = measure_configured_judge(orch, cal, args.judge)
             cal = cal.model_copy(update={"judges": {**(previous.judges if previous else {}), measured.model: measured}})
@@ -71,15 +77,51 @@ def handler(args: argparse.Namespace) -> int:
         path = save_calibration(cal, index.root)
     if args.json:
         print(json.dumps({"path": str(path), "score_kind": cal.score_kind, "n_not_found": cal.n_not_found,
-                          "n_generation_failed": cal.n_generation_failed, "report": cal.report}, indent=2))
+                          "n_generation_failed": cal.n_generation_failed, "report": cal.report,
+                          "abstention": None if cal.abstention is None else
+                          cal.abstention.report(config.abstention.max_false_answer)}, indent=2))
     else:
         print(format_report(cal))
         for name, j in cal.judges.items():
             recall = "n/a" if j.judge_recall is None else f"{j.judge_recall:.3f}"
             print(f"judge {name}: recall {recall} on {j.n} questions with the answer's chunk in the pool of {j.pool}"
                   f" (false positives {j.false_positive_rate}; {j.failed} failed)")
+        if cal.abstention is not None:
+            ab = cal.abstention.report(config.abstention.max_false_answer)
+            print(f"abstention ({ab['origin']}, {ab['signal']}): cutoff {ab['threshold']} at false-answer rate "
+                  f"<= {ab['max_false_answer']}; held-out: unanswerable overruled {ab['false_answerable']} "
+                  f"(n={ab['n_unanswerable']}), answerable detected {ab['answerable_detected']} (n={ab['n_answerable']})")
         print(f"saved {path}" + (" (replacing the previous calibration)" if previous is not None else ""))
     return 0
+
+
+def read_unanswerable(path: str) -> list[str]:
+    """Question texts from a JSONL file (`question` or `text`; `is_impossible: false` rows skipped)."""
+    from pathlib import Path
+
+    from ragsieve.agent.errors import UsageError
+
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--unanswerable file not found: {file}")
+    out = []
+    for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"{file}:{number} is not a JSON object ({exc})") from exc
+        if not isinstance(row, dict):
+            raise UsageError(f"{file}:{number} is not a JSON object")
+        if row.get("is_impossible", True) is False:
+            continue
+        text = row.get("question") or row.get("text")
+        if isinstance(text, str) and text.strip():
+            out.append(text.strip())
+    if not out:
+        raise UsageError(f"--unanswerable {file}: no question found (a \"question\" or \"text\" field per line)")
+    return out
 
 
 def measure_configured_judge(orch, cal, n: int):

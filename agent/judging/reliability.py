@@ -16,7 +16,8 @@ with `fast_recall`. `auto` chooses `relevant` when
 
     judge_recall x pool_recall >= fast_recall - loop.trust_margin      (default margin 0.02)
 
-and `union` otherwise: the union keeps every chunk the relevant set keeps, so a noisy judge costs
+and the expected recall also reaches the conformal coverage 1 - alpha (narrowing the context
+below the conformal set must not break its guarantee), and `union` otherwise: the union keeps every chunk the relevant set keeps, so a noisy judge costs
 context tokens, not recall. A judge that was never measured gets `union` and a note saying how to
 measure it (`ragsieve calibrate --judge N`). The statistical side is chosen the same way: when the
 fast context's measured recall is above the conformal coverage 1 - alpha (a strong first stage, as
@@ -126,6 +127,9 @@ def decide_rule(configured: str, reliability: JudgeReliability | None, ranks: np
     expected = reliability.judge_recall * pooled
     facts = (f"judge recall {reliability.judge_recall:.3f} (n={reliability.n}) x pool recall {pooled:.3f} = "
              f"{expected:.3f} vs fast recall {fast:.3f} - margin {margin}")
+    if coverage is not None and expected < coverage:  # narrowing must keep the conformal guarantee
+        return ContextRule.UNION, with_fast, (f"auto: union ({facts}; {expected:.3f} < conformal coverage "
+                                              f"{coverage:.2f}: the relevant set alone would not keep 1 - alpha{stat})")
     if expected >= fast - margin:
         return ContextRule.RELEVANT, with_fast, f"auto: relevant ({facts}{stat})"
     return ContextRule.UNION, with_fast, f"auto: union ({facts}{stat})"

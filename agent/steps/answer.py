@@ -1,32 +1,60 @@
-"""Answer from the current context (the plan's last word), deciding abstention with evidence."""
+"""Answer from the current context (the plan's last word), deciding abstention with calibrated evidence."""
 from __future__ import annotations
 
-from ragsieve.agent.answering import (NO_EVIDENCE, answer_from_context, answers_and_abstains, is_abstention,
-                                      passages_answer)
+import math
+
+import numpy as np
+
+from ragsieve.agent.answering import (NO_EVIDENCE, abstention_answer, answer_from_context, answers_and_abstains,
+                                      is_abstention, passages_answer)
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.steps.conformal import cached_calibration
+from ragsieve.agent.steps.conformal_signal import query_vector
+from ragsieve.tools.filters.abstention import says_answerable
+from ragsieve.tools.index.dense import corpus_similarities
 
 
-def evidence_is_strong(state: RunState) -> bool:
-    """A chunk passed the calibrated cutoff, or a trusted judge found a relevant chunk in the context."""
-    if state.evidence == "strong":
-        return True
-    trusted = bool(state.loop.rounds) and not state.loop.distrusted
-    return trusted and any(state.loop.trusted.get(h.chunk_id) for h in state.context)
+def answerability(state: RunState, deps: Deps) -> dict:
+    """The calibrated abstention decision's inputs: the question's answerability score (top-1
+    cosine over the whole index), the cutoff at `abstention.max_false_answer`, and the verdict.
+    Without an abstention calibration (or index vectors) the verdict is None: the model's
+    abstention stands."""
+    cal = cached_calibration(deps)[0]
+    eps = deps.config.abstention.max_false_answer
+    if cal is None or cal.abstention is None:
+        return {"answerable": None, "why": "no abstention calibration (`ragsieve calibrate`): the model decides"}
+    vectors = getattr(deps.index, "vectors", None)
+    if vectors is None or not len(vectors):
+        return {"answerable": None, "why": "the index has no vectors to score the question: the model decides"}
+    score = float(np.max(corpus_similarities(vectors, query_vector(state, deps))))
+    threshold = cal.abstention.threshold(eps)
+    verdict = says_answerable(score, threshold)
+    return {"answerable": verdict, "score": round(score, 6), "max_false_answer": eps,
+            "threshold": None if math.isinf(threshold) else round(threshold, 6), "origin": cal.abstention.origin,
+            "why": f"top-1 cosine {score:.4f} {'>' if verdict else '<='} cutoff "
+                   f"{'inf' if math.isinf(threshold) else f'{threshold:.4f}'} (false-answer rate <= {eps})"}
+
+
+def closest(state: RunState) -> list:
+    """The closest passages when the context is empty: the pool, best score first."""
+    return sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
 
 
 @register
 class Answer(Step):
     """Sets `state.answer` and `state.citations` from `state.context` (best first).
 
-    Abstention is decided with evidence, not left to the model alone:
-    - an empty context (nothing passed the calibrated cutoff, nothing judged
-      relevant) gives `NO_EVIDENCE` without a model call (`abstention = "no_evidence"`);
-    - a model that abstains although the evidence is strong gets its reply replaced
-      by the most relevant passages with citations, as a search page would
-      (`abstention = "passages"`);
-    - a reply that both answers and abstains is marked `abstention = "mixed"`
-      (the validate step then treats it as unresolved without asking the model).
+    Abstention is a calibrated decision, never inferred from a non-empty conformal set
+    (CONFLARE calibrates on answerable questions, so its set is never empty):
+    - an empty context gives `NO_EVIDENCE` without a model call (`abstention = "no_evidence"`);
+    - a model that abstains keeps its abstention (`abstention = "model"`), unless the calibrated
+      answerability score says the question is answerable at `abstention.max_false_answer`
+      (`ragsieve.tools.filters.abstention`); then the reply is the most relevant passages,
+      labelled as not a generated answer (`abstention = "passages"`, `abstention.overrule`);
+    - every abstention still lists the closest passages (`abstention.passages`), marked as not
+      an answer, after the abstention sentence;
+    - a reply that both answers and abstains is marked `abstention = "mixed"`.
     When a draft was already written from exactly this context, it is reused.
     """
 
@@ -34,36 +62,42 @@ class Answer(Step):
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         context_ids = [h.chunk_id for h in state.context]
+        listed = deps.config.abstention.passages
         state.abstention = None
         if not state.context:
-            state.answer, state.citations, state.abstention = NO_EVIDENCE, [], "no_evidence"
-            state.citations_inferred = False
+            state.answer, state.citations = abstention_answer(closest(state), listed, head=NO_EVIDENCE)
+            state.abstention, state.citations_inferred = "no_evidence", False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
+        report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
         if state.draft is not None and state.draft_context == context_ids:
-            state.answer = state.draft
-            state.citations = [c.model_copy() for c in state.draft_citations]
-            return StepResult("next", {"reused_draft": True, "context": context_ids,
-                                       "cited": [c.chunk_id for c in state.citations]})
-        report: dict = {}
-        attempt = sum(1 for e in state.trace if e.step == self.name) + 1
-        deps.emit("answer", {"attempt": attempt, "context": context_ids})
-        options = deps.answer_options
-        text, citations = answer_from_context(state.question, state.context, deps,
-                                              order=deps.config.loop.context_order, report=report,
-                                              instructions=state.instructions, on_token=deps.on_token,
-                                              max_tokens=options.get("max_tokens"),
-                                              temperature=options.get("temperature"),
-                                              asked=state.asked, history=state.history)
-        state.citations_inferred = bool(report.get("citations_inferred"))
-        state.truncated = report.get("finish_reason") == "length"
-        if is_abstention(text) and evidence_is_strong(state):
-            text, citations = passages_answer(state.context)
-            state.abstention, state.citations_inferred = "passages", False
-        elif is_abstention(text):
-            state.abstention = "model"
+            text, citations = state.draft, [c.model_copy() for c in state.draft_citations]
+            report["reused_draft"] = True
+        else:
+            attempt = sum(1 for e in state.trace if e.step == self.name) + 1
+            deps.emit("answer", {"attempt": attempt, "context": context_ids})
+            options = deps.answer_options
+            asked: dict = {}
+            text, citations = answer_from_context(state.question, state.context, deps,
+                                                  order=deps.config.loop.context_order, report=asked,
+                                                  instructions=state.instructions, on_token=deps.on_token,
+                                                  max_tokens=options.get("max_tokens"),
+                                                  temperature=options.get("temperature"),
+                                                  asked=state.asked, history=state.history)
+            state.citations_inferred = bool(asked.get("citations_inferred"))
+            state.truncated = asked.get("finish_reason") == "length"
+        if is_abstention(text):
+            decision = answerability(state, deps)
+            report["answerability"] = decision
+            if decision["answerable"] and deps.config.abstention.overrule == "passages":
+                text, citations = passages_answer(state.context, max(1, listed))
+                state.abstention = "passages"
+            else:
+                text, citations = abstention_answer(state.context, listed)
+                state.abstention = "model"
+            state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = "mixed"
         state.answer, state.citations = text, citations
-        return StepResult("next", {"context": context_ids, "order": deps.config.loop.context_order,
-                                   "cited": [c.chunk_id for c in citations], "abstention": state.abstention,
-                                   "citations_inferred": state.citations_inferred})
+        report.update({"cited": [c.chunk_id for c in citations], "abstention": state.abstention,
+                       "citations_inferred": state.citations_inferred})
+        return StepResult("next", report)

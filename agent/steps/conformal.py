@@ -112,13 +112,13 @@ class Conformal(Step):
         if not kept and cfg.min_keep and source:
             kept = sorted(source, key=lambda h: -by_id[h.chunk_id][0])[: cfg.min_keep]
             summary["min_keep_applied"] = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
-        kept, dropped = fit_budget(kept, deps.config.loop.context_tokens) if kept else ([], [])
+        kept, dropped = fit_budget(kept, deps.config.context_budget()) if kept else ([], [])
         summary["over_budget"] = [h.chunk_id for h in dropped]
         passing_ids = set(summary["passing"])
         cut = [h.chunk_id for h in dropped if h.chunk_id in passing_ids]
         if cut:  # the guarantee is about the whole passing set: say when the budget cut into it
             note = (f"the conformal set ({len(passing)} chunks) exceeded loop.context_tokens = "
-                    f"{deps.config.loop.context_tokens}: {len(cut)} passing chunks were left out, so coverage "
+                    f"{deps.config.context_budget()}: {len(cut)} passing chunks were left out, so coverage "
                     f"{1 - alpha:.2f} is not guaranteed for this answer; raise the budget or alpha")
             summary["budget_note"] = note
             if note not in state.notes:

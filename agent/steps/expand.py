@@ -112,8 +112,8 @@ def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
         return fast, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": f"untrusted ({why})", "source": "fast context",
                       "same_as_fast": True}
     ids = relevant_set(keys, state.loop.trusted, [])
-    kept, dropped = fit_budget([state.pool[c] for c in ids if c in state.pool], loop.context_tokens)
+    kept, dropped = fit_budget([state.pool[c] for c in ids if c in state.pool], deps.config.context_budget())
     chosen = [h.chunk_id for h in kept]
     return chosen, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": "trusted", "source": "relevant set",
                     "relevant_set": ids, "over_budget": [h.chunk_id for h in dropped],
-                    "context_tokens": loop.context_tokens, "same_as_fast": chosen == fast}
+                    "context_tokens": deps.config.context_budget(), "same_as_fast": chosen == fast}

@@ -94,7 +94,7 @@ class Fallback(Step):
 
 
 def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set[str]) -> tuple[list[Hit], str]:
-    """The best sparse chunks for the question by the COS-Mix score (see the step's docstring)."""
+    """The best sparse chunks for the question by our distance score (`cosmix_scores`: ours, not COS-Mix's)."""
     cfg = deps.config.fallback
     vectors = getattr(deps.index, "vectors", None)
     if vectors is None:

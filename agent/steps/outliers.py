@@ -33,8 +33,7 @@ class Outliers(Step):
 
     @classmethod
     def check_config(cls, config) -> None:
-        if config.outliers.enabled:
-            build_filter(config.outliers)  # the filter checks its settings in __init__
+        build_filter(config.outliers)  # the filter checks its settings in __init__ (also when disabled: refused, not ignored)
 
     def run(self, state: RunState, deps: Deps) -> StepResult:
         cfg = deps.config.outliers

@@ -56,7 +56,9 @@ def find_sparse_rows(vectors: np.ndarray, percentile: float = 10.0) -> SparseSub
 
 
 def cosmix_scores(similarity, neighbour_similarity, distance_weight: float = 0.5) -> np.ndarray:
-    """The fallback's score of a sparse chunk c for question q (COS-Mix: similarity and distance):
+    """The fallback's score of a sparse chunk c for question q. OURS: COS-Mix combines similarity and
+    distance but gives no formula; this one is our choice (benchmarks/fallback.py measures it against
+    plain cosine and BM25 over the sparse subset):
 
         score(c) = cos(q, c) + w * (1 - max_{c' != c} cos(c, c'))
 

@@ -1,0 +1,161 @@
+"""The first screen of REPORT.md: the headline figures of the `full` plan's promises, each with its file,
+commit and command. Only result files that record the commit they ran at are used here."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
+
+
+def _source(path: Path, data: dict, command) -> str:
+    commit = str(data.get("commit") or "not recorded")[:12]
+    load = data.get("load_average") or data.get("load_average_at_start") or [None]
+    return f"`{path.name}` at {commit}, load {_f(load[0], 1)}: {command(data)}"
+
+
+def _one(folder: Path, load, name: str):
+    found = [(p, d) for p, d, _ in load(folder, name) if d is not None and d.get("commit")]
+    return found[0] if found else (None, None)
+
+
+def _two_se(p: float | None, n: int | None) -> float | None:
+    return None if p is None or not n else 2 * math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def abstention_lines(folder: Path, load, command) -> list[str]:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-abstention*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- Abstention on SQuAD 2.0: not run with the current code (`pipeline-abstention*.json`).", ""]
+    lines = ["**Calibrated abstention, SQuAD 2.0** (answer step honours the model's abstention unless the "
+             "calibrated answerability score says answerable; target: `full` abstains on unanswerable ≥ `fast` − 5 "
+             "points and on answerable ≤ `fast` + 2 points). Judges are the scripted oracle and noisy oracles; the "
+             "oracle reader abstains when no passage holds the answer.", "",
+             "| judge | plan | n | abstains, unanswerable | abstains, answerable | precision | recall | gold recall | "
+             "context tokens |", "|---|---|---|---|---|---|---|---|---|"]
+    for path, data in found:
+        for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
+            judge, plan = key.split("|")
+            lines.append(f"| {judge} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
+                         f"{_f(r.get('abstain_answerable'))} | {_f(r.get('abstain_precision'))} | "
+                         f"{_f(r.get('abstain_recall'))} | {_f(r.get('gold_recall'))} | {_f(r.get('context_tokens'), 0)} |")
+    lines.append("")
+    return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
+
+
+EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
+
+
+def coverage_lines(folder: Path, load, command) -> list[str]:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-coverage-default*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- Final-context coverage in the default `full` configuration: not run with the current code.", ""]
+    path, data = found[0]
+    sets = {name: info for _, d in found for name, info in (d.get("sets") or {}).items()}
+    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in sets]
+    lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
+             "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
+             f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
+             "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
+             "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
+             "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max |", "|---|---|---|---|---|---|---|"]
+    for name, info in sets.items():
+        for key, v in ((info or {}).get("coverage") or {}).items():
+            if not key.endswith("|calibrated"):
+                continue
+            alpha = float(key.split("|")[0].split("=")[1])
+            cov, n = v.get(EVENT.get(name, "coverage")), v.get("n")
+            pairs = n * 2 if name == "hotpotqa" and n else n
+            bound = None if cov is None else 1 - alpha - (_two_se(1 - alpha, pairs) or 0)
+            size = v.get("set_size") or {}
+            lines.append(f"| {name} | {alpha} | {pairs} | {_f(cov)} | {_f(bound)} | {_f(v.get('mean_context'), 1)} | "
+                         f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} |")
+    rows = (sets.get("hotpotqa") or {}).get("rows") or {}
+    fast, full = rows.get("oracle|fast"), rows.get("oracle|full")
+    if fast and full and fast.get("context_tokens"):
+        lines += ["", f"Oracle HotpotQA `full`: both-gold {_f(full.get('both_gold_recall'))} at "
+                      f"{_f(full['context_tokens'] / fast['context_tokens'], 2)}× `fast`'s context tokens "
+                      f"(fast both-gold {_f(fast.get('both_gold_recall'))}; target ≥ 0.95 at ≤ 0.6×)."]
+    if missing:
+        lines += ["", f"Not re-measured with the current defaults: {', '.join(missing)} (did not fit in the session)."]
+    for name, info in sets.items():
+        for fold, ab in ((info or {}).get("abstention_calibration") or {}).items():
+            if ab:
+                lines += ["", f"Abstention calibration on {name} (fold {fold}, {ab['origin']}): cutoff {ab['threshold']} "
+                              f"at a false-answer rate ≤ {ab['max_false_answer']}; held-out: unanswerable overruled "
+                              f"{_f(ab['false_answerable'])} (n {ab['n_unanswerable']}), answerable detected "
+                              f"{_f(ab['answerable_detected'])} (n {ab['n_answerable']})."]
+    lines.append("")
+    return lines + [f"Source: {_source(p, d, command)}" for p, d in found] + [""]
+
+
+def ablation_lines(folder: Path, load, command) -> list[str]:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-ablation*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- Stage ablation: not run with the current code (`pipeline-ablation*.json`).", ""]
+    lines = ["**Stage by stage, default `full` settings** (GMM off; each plan adds one stage; target: no stage lowers "
+             "gold recall below the one before by more than one standard error):", "",
+             "| set | judge | plan | n | gold recall | ± 1 s.e. | both gold | context tokens | rule |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for path, data in found:
+        for r in data.get("rows") or []:
+            g, n = r.get("gold_recall"), r.get("n")
+            se = None if g is None or not n else math.sqrt(max(g * (1 - g), 1e-12) / n)
+            rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
+            lines.append(f"| {r.get('dataset')} | {r.get('judge')} | {r.get('plan')} | {n} | {_f(g)} | {_f(se)} | "
+                         f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | {rule} |")
+    lines.append("")
+    return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
+
+
+def fallback_lines(folder: Path, load, command) -> list[str]:
+    path, data = _one(folder, load, "fallback.json")
+    if data is None:
+        return ["- Sparse fallback: not run with the current code (`fallback.json`).", ""]
+    lines = ["**Sparse fallback** (questions whose gold chunk is in the sparse subset S; no judge; FlashRank has no "
+             "model offline, so the reranker's embedding fallback orders the candidates by cosine; the distance score "
+             "is ours. `step`: the gold chunk among what the step adds offline, outside the fast context):", "",
+             "| set | sparse-gold questions | gold recall fast → +fallback | answer in context fast → +fallback | "
+             "R@2 ours / cosine / BM25 / step | MRR ours / cosine / BM25 |", "|---|---|---|---|---|---|"]
+    for name, part in (data.get("sets") or {}).items():
+        s = part.get("summary") or {}
+        r2 = " / ".join(_f((s.get(k) or {}).get("recall@2")) for k in ("ours", "cosine", "bm25", "step"))
+        mrr = " / ".join(_f((s.get(k) or {}).get("mrr")) for k in ("ours", "cosine", "bm25"))
+        lines.append(f"| {name} | {s.get('sparse_gold_questions')} of {s.get('questions')} | "
+                     f"{_f(s.get('gold_recall_fast'))} → {_f(s.get('gold_recall_with_fallback'))} | "
+                     f"{_f(s.get('answer_fast'))} → {_f(s.get('answer_with_fallback'))} | {r2} | {mrr} |")
+    return lines + ["", f"Source: {_source(path, data, command)}", ""]
+
+
+def gmm_lines(folder: Path, load, command) -> list[str]:
+    lines = []
+    for name, label in (("filters-gmm.json", "eq. 9 standardisation off"), ("filters-gmm-std.json", "eq. 9 on")):
+        path, data = _one(folder, load, name)
+        if data is None:
+            continue
+        best = []
+        for kind, readers in ((data.get("gmm") or {}).get("types") or {}).items():
+            for reader, result in (readers or {}).items():
+                rows = result.get("rows") or []
+                default = next((r for r in rows if r["alpha"] == 0.5 and r["method"] == "interaction"
+                                and r["min_outlier_freq"] == 4), None)
+                if default:
+                    best.append(f"{kind}/{reader} n {default['n']}: Emb% {_f(default['Emb%'], 2)}, TFIDF% "
+                                f"{_f(default['TFIDF%'], 2)}, gold kept {_f(default.get('gold_kept'))} "
+                                f"(top-k same size {_f(default.get('gold_in_topk'))}), AR {_f(default['AR'])}")
+        lines += [f"- GMM Table 1 ({label}; paper settings α 0.5, interaction, freq 4; eq. 15): " + "; ".join(best)
+                  + f". Source: {_source(path, data, command)}"]
+    return (["**GMM outliers** (off by default in `full`):", ""] + lines + [""]) if lines else []
+
+
+def headline_section(folder: Path, load, command) -> list[str]:
+    lines = ["## Headline figures (current code)", "",
+             "Each block names its result file, the commit it ran at and its command; "
+             "result files below this section that record no commit were produced by earlier code and are "
+             "history, not claims about the current code.", ""]
+    for part in (abstention_lines, coverage_lines, ablation_lines, fallback_lines, gmm_lines):
+        lines += part(folder, load, command)
+    return lines
