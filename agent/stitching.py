@@ -7,8 +7,8 @@ from ragsieve.tools.types import Hit
 
 
 def whole_definitions(hits: list[Hit], deps) -> list[Hit]:
-    """`hits` with split code definitions stitched (`retrieval.stitch`), budget `loop.context_tokens`."""
+    """`hits` with split code definitions stitched (`retrieval.stitch`), within the context budget."""
     store = getattr(getattr(deps, "index", None), "store", None)
     if not hits or store is None or not deps.config.retrieval.stitch or not hasattr(store, "chunks_of"):
         return hits
-    return stitch_definitions(hits, store, deps.config.loop.context_tokens)
+    return stitch_definitions(hits, store, deps.config.context_budget())

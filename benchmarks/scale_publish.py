@@ -135,6 +135,7 @@ def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
 
 def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int = 32) -> dict:
     """Texts per second through RayEmbedStage (the default encoder) with 1 and 2 actors on a local instance."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local-only: Ray binds loopback
     import ray
 
     from ragsieve.tools.index.build_report import indexed_text

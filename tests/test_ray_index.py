@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+# Ray's local-only mode: its processes bind the loopback address, not the machine's (read when ray is imported)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
 import test_stable_rows  # noqa: E402

@@ -69,13 +69,14 @@ def run(args: argparse.Namespace) -> int:
     check_exposure(settings, keys)
     names = ", ".join(indexes)
     where = f"http://{settings.host}:{settings.port}/v1"
-    if settings.workers > 1:
+    if settings.workers > 1:  # each worker process sends its access lines to stderr (factory.app_from_env)
         spec = {"indexes": {k: str(v) for k, v in indexes.items()}, "config": config.model_dump(mode="json"),
                 "settings": settings.model_dump(mode="json"), "keys_file": args.keys_file}
         print(f"ragsieve: serving {names} at {where} with {settings.workers} workers; chat page at {where[:-3]}/",
               file=sys.stderr)
         serve_workers(spec, settings)
         return 0
+    from ragsieve.agent.service import access_log
     from ragsieve.agent.service.app import create_app
     from ragsieve.agent.service.server import bind
 
@@ -86,13 +87,7 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
         raise
     app = create_app(registry, settings, keys, close_registry=True, widget_keys=widget_keys)
-    access = logging.getLogger("ragsieve.access")  # one line per request on stderr, whatever -v says
-    if not access.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s access %(message)s"))
-        access.addHandler(handler)
-        access.setLevel(logging.INFO)
-        access.propagate = False
+    access_log.to_stderr()  # one line per request on stderr, whatever -v says
     auth = "API keys required" if keys.enabled else "no API key (loopback)"
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "

@@ -10,18 +10,30 @@ the `ragsieve.access` logger:
 
 Routes add what they know to `request.state` (`access_model`, `access_task`,
 `access_stages`: {step: seconds}). The library only logs; `ragsieve serve`
-configures where the lines go.
+(and each of its `--workers` processes) sends the lines to stderr with `to_stderr`.
 """
 from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 import uuid
 
 log = logging.getLogger("ragsieve.access")
 SERVER_HEADER = b"x-ragsieve-server"
 _SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def to_stderr() -> None:
+    """Send the access lines to stderr whatever -v says: called by the application entry points (`ragsieve serve`
+    and each `--workers` process), never by the library itself."""
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s access %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
 
 
 def _version() -> bytes:

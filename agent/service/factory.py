@@ -24,4 +24,8 @@ def build(spec: dict):
 
 
 def app_from_env():
+    """The entry point of a `--workers` process (the application, so it may route its access lines to stderr)."""
+    from ragsieve.agent.service.access_log import to_stderr
+
+    to_stderr()
     return build(json.loads(os.environ["RAGSIEVE_SERVE_SPEC"]))
