@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,11 @@ def machine(data: dict[str, Any]) -> str:
 
 
 def command(data: dict[str, Any]) -> str:
+    """The recorded command with the checkout's own path left out (any checkout: a worktree's venv path too)."""
     cmd = data.get("command")
-    return f"`{str(cmd).replace(str(REPO) + '/', '')}`" if cmd else "(no command recorded)"
+    if not cmd:
+        return "(no command recorded)"
+    return "`" + re.sub(r"\S*/(\.venv/bin/)", r"\1", str(cmd).replace(str(REPO) + "/", "")) + "`"
 
 
 def fmt(value: Any) -> str:
