@@ -6,6 +6,18 @@ from ragsieve.agent.errors import UsageError
 import ragsieve.agent.steps  # noqa: F401  (registers the steps)
 from ragsieve.agent.plan.runner import END, validate_plan
 
+FULL = {  # the card's pipeline: every stage
+    "retrieve": {"next": "judge"},
+    "judge": {"next": "expand"},
+    "expand": {"grew": "judge", "converged": "conformal"},
+    "conformal": {"next": "outliers"},
+    "outliers": {"next": "segments"},
+    "segments": {"next": "answer"},
+    "answer": {"next": "validate"},
+    "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
+    "fallback": {"next": "conformal"},
+}
+
 BUILTIN_PLANS: dict[str, PlanSpec] = {
     "fast": PlanSpec(start="retrieve", transitions={
         "retrieve": {"next": "answer"},
@@ -20,17 +32,7 @@ BUILTIN_PLANS: dict[str, PlanSpec] = {
         "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
         "fallback": {"next": "answer"},
     }),
-    "full": PlanSpec(start="retrieve", transitions={
-        "retrieve": {"next": "judge"},
-        "judge": {"next": "expand"},
-        "expand": {"grew": "judge", "converged": "conformal"},
-        "conformal": {"next": "outliers"},
-        "outliers": {"next": "segments"},
-        "segments": {"next": "answer"},
-        "answer": {"next": "validate"},
-        "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-        "fallback": {"next": "conformal"},
-    }),
+    "full": PlanSpec(start="retrieve", transitions=FULL),
     # retrieve, then a cross-encoder (or /rerank endpoint) re-scores the pool: needs [rerank] provider
     "fast+rerank": PlanSpec(start="retrieve", transitions={
         "retrieve": {"next": "rerank"},
@@ -38,17 +40,7 @@ BUILTIN_PLANS: dict[str, PlanSpec] = {
         "answer": {"next": END},
     }),
     "full+rerank": PlanSpec(start="retrieve", transitions={
-        "retrieve": {"next": "rerank"},
-        "rerank": {"next": "judge"},
-        "judge": {"next": "expand"},
-        "expand": {"grew": "judge", "converged": "conformal"},
-        "conformal": {"next": "outliers"},
-        "outliers": {"next": "segments"},
-        "segments": {"next": "answer"},
-        "answer": {"next": "validate"},
-        "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-        "fallback": {"next": "conformal"},
-    }),
+        **FULL, "retrieve": {"next": "rerank"}, "rerank": {"next": "judge"}}),
 }
 
 

@@ -32,6 +32,16 @@ ALL = "*"
 WRITE = ":write"
 
 
+
+def read_keys_file(path: Path) -> dict:
+    """The keys file's TOML (API keys and widget keys), or a UsageError that says what is wrong with it."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"keys file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
+
 class KeyRing:
     def __init__(self, scopes: dict[str, set[str]] | None = None):
         self.scopes = {k: set(v) for k, v in (scopes or {}).items()}
@@ -48,12 +58,7 @@ class KeyRing:
                 scopes.setdefault(key.strip(), set()).update({ALL, ALL + WRITE})
         if keys_file:
             path = Path(keys_file)
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise UsageError(f"keys file not found: {path}") from None
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
+            data = read_keys_file(path)
             table = data.get("keys", {} if "widget_keys" in data else None)  # widget keys: widget_keys.py
             if not isinstance(table, dict) or (not table and "widget_keys" not in data):
                 raise UsageError(f"keys file {path} needs a [keys] table: \"key\" = [\"index\", ...]")

@@ -20,13 +20,13 @@ from __future__ import annotations
 import hmac
 import threading
 import time
-import tomllib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.service.keys import read_keys_file
 
 MAX_VISITORS = 10_000
 
@@ -109,12 +109,7 @@ class WidgetKeys:
         if not keys_file:
             return cls()
         path = Path(keys_file)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"keys file not found: {path}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
+        data = read_keys_file(path)
         table = data.get("widget_keys", {})
         if not isinstance(table, dict):
             raise UsageError(f"keys file {path}: [widget_keys] must be a table of keys")
