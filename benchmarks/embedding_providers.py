@@ -37,6 +37,7 @@ from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.index.retriever import HybridRetriever
 from ragsieve.tools.metrics import ndcg_at_k
+from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
 AGREEMENT = 0.002
 POOL = 20
@@ -110,36 +111,20 @@ def sample(data: Path, split: str, n_docs: int | None, n_queries: int | None, se
     return path, queries, qrels
 
 
-def _doc_ranking(rows, row_doc, k=100):
-    out, seen = [], set()
-    for r in rows:
-        if row_doc[r] not in seen:
-            seen.add(row_doc[r])
-            out.append(row_doc[r])
-            if len(out) == k:
-                break
-    return out
-
-
 def evaluate(index_dir: Path, queries, qrels, reranker=None) -> dict:
     idx = HybridIndex.open(index_dir)
     row_doc = [c.doc_id for c in idx.store.get_many(range(len(idx)))]
-    idx.embed_query("warm up")
-    times, qvecs = [], {}
-    for qid, text in queries.items():
-        t0 = time.perf_counter()
-        qvecs[qid] = idx.embed_query(text)
-        times.append((time.perf_counter() - t0) * 1000)
+    qvecs, times = timed_query_vectors(idx, queries)
     hybrid = HybridRetriever(idx, fusion="weighted")
     scores = {"dense": [], "hybrid": [], "hybrid+rerank": []}
     for qid, text in queries.items():
-        scores["dense"].append(ndcg_at_k(_doc_ranking([r for r, _ in idx.dense.search(qvecs[qid], 100)], row_doc),
+        scores["dense"].append(ndcg_at_k(to_docs([r for r, _ in idx.dense.search(qvecs[qid], 100)], row_doc),
                                          qrels[qid]))
         hits = hybrid.run(text, 100, query_vector=qvecs[qid])
-        scores["hybrid"].append(ndcg_at_k(_doc_ranking([h.row for h in hits], row_doc), qrels[qid]))
+        scores["hybrid"].append(ndcg_at_k(to_docs([h.row for h in hits], row_doc), qrels[qid]))
         if reranker is not None:
             head = reranker.run(text, hits[:POOL]).hits
-            scores["hybrid+rerank"].append(ndcg_at_k(_doc_ranking([h.row for h in head + hits[POOL:]], row_doc),
+            scores["hybrid+rerank"].append(ndcg_at_k(to_docs([h.row for h in head + hits[POOL:]], row_doc),
                                                      qrels[qid]))
     out = {f"ndcg@10_{k}": round(float(np.mean(v)), 4) for k, v in scores.items() if v}
     out["ndcg@10_per_query_hybrid"] = scores["hybrid"]

@@ -35,6 +35,17 @@ from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 from ragsieve.tools.index.retriever import HybridRetriever  # noqa: E402
 
 
+def timed_query_vectors(idx, queries: dict[str, str]) -> tuple[dict[str, np.ndarray], list[float]]:
+    """Each query embedded one at a time as a served question would be (after one warm-up), with its ms."""
+    idx.embed_query("warm up")
+    vectors, times = {}, []
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        vectors[qid] = idx.embed_query(text)
+        times.append((time.perf_counter() - t0) * 1000)
+    return vectors, times
+
+
 def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[str]:
     """Document ids in order of their best chunk (max-chunk aggregation), first k."""
     out, seen = [], set()
@@ -153,12 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit_queries:
         queries = dict(list(queries.items())[: args.limit_queries])
 
-    idx.embed_query("warm up")
-    emb_times, qvecs = [], {}
-    for qid, text in queries.items():
-        t0 = time.perf_counter()
-        qvecs[qid] = idx.embed_query(text)
-        emb_times.append((time.perf_counter() - t0) * 1000)
+    qvecs, emb_times = timed_query_vectors(idx, queries)
     results: dict[str, dict] = {}
 
     def ranked(pairs):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from pathlib import Path
 
@@ -15,6 +16,17 @@ from ragsieve.agent.service.server import ServiceThread
 from ragsieve.agent.service.settings import ServiceSettings
 
 ANSWER = "Rotate it with `lumen keys rotate` [2]; the old key stays valid for 24 hours [1]."
+
+
+def sse_events(response) -> list[tuple[str, dict]]:
+    """A server-sent-event stream as (event name, JSON data) pairs, in order."""
+    events, name = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line[6:])))
+    return events
 
 
 class CountingChat(FakeChat):

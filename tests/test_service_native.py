@@ -1,7 +1,6 @@
 """ragsieve's own routes, health, metrics, load limits, cancellation and the `serve` command."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -19,20 +18,10 @@ from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.server import check_exposure
 from ragsieve.agent.service.settings import ServiceSettings
-from service_fakes import ANSWER, CountingChat, served
+from service_fakes import ANSWER, CountingChat, served, sse_events
 from stub_openai import StubOpenAI, StubReply, ok
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
-
-
-def sse_events(response) -> list[tuple[str, dict]]:
-    events, name = [], None
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            events.append((name, json.loads(line[6:])))
-    return events
 
 
 def test_ask_json_and_progress_stream(examples_index):

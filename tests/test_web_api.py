@@ -18,21 +18,11 @@ from ragsieve.agent.service.web import source_view
 from ragsieve.agent.service.web.links import citation_href, load_secret, verify
 from ragsieve.agent.service.widget_keys import RateLimit, WidgetKey, WidgetKeys
 from ragsieve.tools.types import Chunk
-from service_fakes import ANSWER
+from service_fakes import ANSWER, sse_events as sse
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 KEY = "pk-site-widget-1"
 SITE = "https://docs.example.com"
-
-
-def sse(response) -> list[tuple[str, dict]]:
-    out, name = [], None
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            out.append((name, json.loads(line[6:])))
-    return out
 
 
 def test_widget_keys_file_is_checked_and_sits_beside_api_keys(tmp_path):
