@@ -60,9 +60,14 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
         snippet = " ".join(chunk.text.split())
         snippet = snippet if len(snippet) <= chars else snippet[:chars].rsplit(" ", 1)[0] + " ..."
         lines.append(f"[{number}] {snippet}")
-        citations.append(Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                                  line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
+        citations.append(citation_of(number, chunk))
     return "\n".join(lines), citations
+
+
+def citation_of(number: int, chunk) -> Citation:
+    """Citation `number` of a chunk (its label is `Citation.label()`)."""
+    return Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
+                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol)
 
 
 def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:
@@ -135,7 +140,8 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     messages = conversation_messages(history) + [{"role": "user", "content": prompt}]
     if instructions:  # the client application's system messages (style, language): the answer call only
         messages.insert(0, {"role": "system", "content": instructions})
-    stream = CitationStream(len(ordered), on_token) if on_token is not None else None
+    labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
+    stream = CitationStream(len(ordered), on_token, labels) if on_token is not None else None
     reply = deps.llm.reply(messages, max_tokens=max_tokens, temperature=temperature,
                            on_token=stream.feed if stream is not None else None)
     text = reply.text.strip()
@@ -163,9 +169,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
             on_token(suffix)
     citations = []
     for new, old in enumerate(used, start=1):
-        chunk = ordered[old - 1].chunk
-        citations.append(Citation(number=new, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                                  line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol))
+        citations.append(citation_of(new, ordered[old - 1].chunk))
     return merge_same_label(text, citations)
 
 

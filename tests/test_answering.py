@@ -134,3 +134,25 @@ def test_answer_step_reuses_a_draft_of_the_same_context_only():
     state.draft_context = ["d0#0"]
     Answer().run(state, deps)
     assert state.answer == "fresh answer [1]" and len(chat.history) == 1
+
+
+def test_streamed_numbers_are_the_final_numbers_when_same_label_passages_merge():
+    from ragsieve.agent.citation_stream import CitationStream
+    hits = [_hit(i) for i in range(4)]
+    hits[3].chunk = hits[0].chunk.model_copy(update={"chunk_index": 1})  # same file and lines as d0: one label
+    chat = FakeChat(["Rotate it [4] [1]. The old key lasts a day [2]. Then [1][3]."], token_delay_s=0.0)
+    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    pieces: list[str] = []
+    text, citations = answer_from_context("q?", hits, deps, on_token=pieces.append)
+    assert "".join(pieces) == text  # the stream shows the merged numbers, repeat dropped as in the final text
+    assert len({c.label() for c in citations}) == len(citations) == 3
+    # prompt order (edges): d0, d2, d0's twin, d1 -- so [1][3] is one source, cited once
+    assert text == "Rotate it [1] [2]. The old key lasts a day [3]. Then [2]."
+    shown: list[str] = []
+    stream = CitationStream(3, shown.append, ["a", "b", "a"])
+    for token in ["x [", "3", "] [1", "] y [2][9][2] z"]:
+        stream.feed(token)
+    stream.close()
+    assert "".join(shown) == "x [1] y [2] z"
+    with pytest.raises(ValueError):
+        CitationStream(2, shown.append, ["a"])

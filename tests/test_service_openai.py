@@ -165,3 +165,17 @@ def test_keys_and_tenant_isolation(examples_index, second_index, tmp_path):
         native = httpx.post(svc.base_url + "/v1/ask", json={"question": "q", "index": "notes"},
                             headers={"Authorization": "Bearer key-aaaa-1234"})
         assert native.status_code == 404
+
+
+def test_a_streamed_abstention_says_it_once_then_lists_the_closest_passages(examples_index):
+    from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO
+    chat = FakeChat(default=ABSTAIN, token_delay_s=0.002)
+    with served({"demo": examples_index}, chat) as svc:
+        stream = client(svc).chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True)
+        text = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+        final = client(svc).chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": QUESTION}]).choices[0].message.content
+    assert text.count(ABSTAIN) == 1 and text.startswith(ABSTAIN)  # streamed once, then continued
+    assert CLOSEST_INTRO in text and "[1]" in text
+    assert text.strip() == final.strip()  # the stream reads exactly as the non-streamed reply

@@ -112,8 +112,11 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
                 elif item[0] == "done":
                     answer = item[1]
-                    tail, sent = "", "".join(streamed)
-                    if sent.strip() != answer.answer.strip():  # replaced after the model wrote
+                    tail, sent = "", "".join(streamed).strip()
+                    final = answer.answer.strip()
+                    if sent and final.startswith(sent):  # continued after the model wrote (an abstention's passages)
+                        tail = final[len(sent):]
+                    elif sent != final:  # replaced after the model wrote
                         tail = ("\n\n" if streamed else "") + answer.answer
                     yield chunk({"content": tail + references(answer), "annotations": annotations(answer)})
                     ttft = job.first_token_s
