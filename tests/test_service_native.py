@@ -185,9 +185,10 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
 
 
 def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
-    gate = threading.Event()
+    gate, holding = threading.Event(), threading.Event()
 
     def slow(messages):
+        holding.set()
         gate.wait(20)
         return ANSWER
 
@@ -196,10 +197,12 @@ def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
         first = threading.Thread(target=lambda: httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION},
                                                            timeout=60))
         first.start()
-        time.sleep(0.3)
-        threading.Timer(1.5, gate.set).start()  # the first question holds the only thread for 1.5 s
-        r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=60)  # waits > 1 s queued
-        first.join(30)
+        try:
+            assert holding.wait(30)  # the first question holds the only thread until the second is answered
+            r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=60)  # waits > 1 s queued
+        finally:
+            gate.set()
+            first.join(30)
         assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
 
 
