@@ -10,10 +10,12 @@ from pathlib import Path
 from ragsieve.agent.service.documents.catalog import Catalog
 from ragsieve.agent.service.documents.filters import equal_all
 from ragsieve.agent.service.documents.ingest import Ingestor
+from ragsieve.agent.service.documents.job_store import JobStore
 from ragsieve.agent.service.documents.views import last_error
 from ragsieve.tools.index.where import Where
 
 log = logging.getLogger(__name__)
+SYNC_S = 1.0  # how often stores created or deleted by another worker process are looked for
 
 
 class Documents:
@@ -25,32 +27,91 @@ class Documents:
         self.catalog = Catalog(settings.data_dir, served)
         self._embedders: dict[str, object] = {}
         self._lock = threading.Lock()
-        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue)
-        for store in self.catalog.stores():  # stores created before a restart are served again
-            sid = store["id"]
-            if sid not in registry.orchestrators and (self.catalog.index_dir(sid) / "CURRENT").is_file():
-                registry.add(sid, self.catalog.index_dir(sid))
+        self._serving = threading.RLock()  # the ingestion worker and the sync thread add and remove stores
+        self.jobs = JobStore(settings.data_dir)
+        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue,
+                                 store=self.jobs)
+        self.sync()  # stores created before a restart are served again
         for name, live in registry.orchestrators.items():
             live.resolve_where = partial(self.resolve_where, name)
-        for store in self.catalog.stores():  # files a restart interrupted are ingested again
+        for store in self.catalog.stores():  # files a restart interrupted are ingested again (by one worker)
             for entry in self.catalog.entries(store["id"]):
-                if entry["status"] == "in_progress":
-                    self.queue_add(store["id"], entry)
+                if entry["status"] == "in_progress" and self.jobs.claim(self._claim_key(store["id"], entry)):
+                    self.queue_add(store["id"], entry, claimed=True)
+        self._stop = threading.Event()
+        self._syncer = threading.Thread(target=self._sync_loop, name="ragsieve-store-sync", daemon=True)
+        self._syncer.start()
 
-    def queue_add(self, store_id: str, entry: dict) -> dict:
-        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends."""
-        def done(job: dict) -> None:
+    @staticmethod
+    def _claim_key(store_id: str, entry: dict) -> str:
+        return f"{store_id}/{entry['id']}/{entry['created_at']}"
+
+    def queue_add(self, store_id: str, entry: dict, claimed: bool = False) -> dict:
+        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends
+        (`cancelled` when its batch was cancelled first: then it is not built, or taken out again)."""
+        key = self._claim_key(store_id, entry)
+        if not claimed:
+            self.jobs.claim(key)
+
+        def mine(current: dict) -> bool:
+            return current["created_at"] == entry["created_at"]  # not detached and attached again meanwhile
+
+        def wanted() -> bool:
             current = self.catalog.entry(store_id, entry["id"])
-            if current is None or current["created_at"] != entry["created_at"]:
-                return  # detached meanwhile
-            current["status"] = "completed" if job["error"] is None else "failed"
-            current["last_error"] = None if job["error"] is None else last_error(job["error"])
-            self.catalog.put_entry(store_id, current)
+            return current is not None and mine(current) and current["status"] == "in_progress"
 
-        return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done)
+        def done(job: dict) -> None:
+            def change(current: dict) -> dict | None:
+                if not mine(current) or current["status"] != "in_progress":
+                    return None
+                current["status"] = "completed" if job["error"] is None else "failed"
+                current["last_error"] = None if job["error"] is None else last_error(job["error"])
+                return current
+
+            try:
+                if job["status"] == "cancelled":
+                    return
+                after = self.catalog.update_entry(store_id, entry["id"], change)
+                if job["error"] is None and (after is None or not mine(after) or after["status"] == "cancelled"):
+                    self.ingestor.submit("remove", store_id, file_id=entry["id"])  # cancelled while it was built
+            finally:
+                self.jobs.release(key)
+
+        try:
+            return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done, wanted=wanted)
+        except Exception:
+            self.jobs.release(key)
+            raise
 
     def store_ids(self) -> set[str]:
         return {s["id"] for s in self.catalog.stores()}
+
+    # -- stores made or deleted by another worker process (`serve --workers N`) -----------------
+    def sync(self) -> None:
+        """Serve the stores with an index that this process does not serve yet; stop serving deleted ones."""
+        with self._serving:
+            self._sync()
+
+    def _sync(self) -> None:
+        for store in self.catalog.stores():
+            sid = store["id"]
+            if sid not in self.registry.orchestrators and (self.catalog.index_dir(sid) / "CURRENT").is_file():
+                try:
+                    self.registry.add(sid, self.catalog.index_dir(sid))
+                except Exception as exc:  # being written or deleted right now: the next round
+                    log.debug("vector store %s is not served yet: %s", sid, exc)
+                    continue
+                self.registry.orchestrators[sid].resolve_where = partial(self.resolve_where, sid)
+        for sid in [s for s in self.registry.orchestrators if s.startswith("vs_")]:
+            if self.catalog.store(sid) is None or not (self.catalog.index_dir(sid) / "CURRENT").is_file():
+                self.registry.remove(sid)  # deleted, or its last file removed, by another worker
+
+    def _sync_loop(self) -> None:
+        while not self._stop.wait(SYNC_S):
+            try:
+                self.sync()
+            except Exception:  # pragma: no cover - logged, the next round tries again
+                log.exception("following the vector stores of other workers failed")
 
     # -- called by the ingestion worker ------------------------------------------------
     def _embedder_for(self, store_id: str, model: str):
@@ -71,6 +132,10 @@ class Documents:
 
     def _built(self, store_id: str, removed: bool = False) -> None:
         """A job published a generation: serve it now (not at the next watch round)."""
+        with self._serving:
+            self._serve_built(store_id, removed)
+
+    def _serve_built(self, store_id: str, removed: bool) -> None:
         if removed or self.catalog.store(store_id) is None:  # emptied, or deleted while the job ran
             self.registry.remove(store_id)
             if not removed:
@@ -108,4 +173,8 @@ class Documents:
         return getattr(self, "_active", {}).get(store_id)
 
     def close(self) -> None:
+        if hasattr(self, "_stop"):
+            self._stop.set()
+            self._syncer.join(5)
         self.ingestor.close()
+        self.jobs.close()

@@ -10,7 +10,8 @@ from ragsieve.agent.service.errors import ApiError
 UNSUPPORTED = ("unsupported file type", "unsupported")
 
 
-def page(items: list[dict], limit: int, order: str, after: str | None) -> dict:
+def page(items: list[dict], limit: int, order: str, after: str | None, before: str | None = None) -> dict:
+    """One page of `items` (oldest first) in OpenAI's cursor shape: after/before an id, `has_more`."""
     if not 1 <= limit <= 100:
         raise ApiError(400, "limit must be in 1..100", param="limit")
     if order not in ("asc", "desc"):
@@ -19,6 +20,9 @@ def page(items: list[dict], limit: int, order: str, after: str | None) -> dict:
     if after is not None:
         ids = [i["id"] for i in items]
         items = items[ids.index(after) + 1:] if after in ids else []
+    if before is not None:
+        ids = [i["id"] for i in items]
+        items = items[:ids.index(before)][-limit:] if before in ids else []
     chunk = items[:limit]
     return {"object": "list", "data": chunk, "first_id": chunk[0]["id"] if chunk else None,
             "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
@@ -46,11 +50,6 @@ def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
 def last_error(message: str) -> dict:
     code = "unsupported_file" if any(u in message for u in UNSUPPORTED) else "invalid_file"
     return {"code": code, "message": message[:1000]}
-
-
-def job_object(job: dict) -> dict:
-    return {k: v for k, v in job.items() if k != "params"} | {
-        "params": {k: v for k, v in job["params"].items() if not callable(v)}}
 
 
 def search(docs, live, store_id: str, query: str, k: int, where, threshold: float) -> list[dict]:
