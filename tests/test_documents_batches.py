@@ -135,6 +135,7 @@ def test_cancelling_a_batch_keeps_its_files_out_of_the_index(examples_index, tmp
         # the held build went through, then its cancelled file was taken out; the queued one was never built
         assert client.vector_stores.search(store.id, query="Skellig ferry pier nine").data == []
         assert client.vector_stores.search(store.id, query="zorblax gateway port").data == []
+        assert client.vector_stores.retrieve(store.id).file_counts.cancelled == 2
         done = client.vector_stores.file_batches.cancel(running.id, vector_store_id=store.id)  # again: no change
         assert done.status == "cancelled"
 

@@ -30,8 +30,9 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
 
 def store_object(docs, meta: dict) -> dict:
     entries = docs.catalog.entries(meta["id"])
-    counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("in_progress", "completed", "failed")}
-    counts |= {"cancelled": 0, "total": len(entries)}
+    counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("in_progress", "completed", "failed",
+                                                                      "cancelled")}
+    counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
                                                                                                else time.time()),
