@@ -5,7 +5,8 @@ index` runs in other processes, and every write is a new atomic generation the
 server then switches to (`ragsieve.agent.service.live`). Files queued for the
 same store while the worker was busy are built together (one generation).
 At most `limit` jobs wait; more are refused (429). A file that cannot be read
-ends `failed` with its reason; the others still land.
+ends `failed` with its reason; the others still land. Each change of a job's
+state is written to the `JobStore`, so any worker process reports it.
 """
 from __future__ import annotations
 
