@@ -201,4 +201,10 @@ def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_pa
             assert 400 <= text.status_code < 500, (url, text.text)
             listy = httpx.post(url, json=["file_ids"])
             assert listy.status_code == 400, (url, listy.text)
+        upload = svc.base_url + "/v1/files"
+        assert httpx.post(upload, json={"file": "x"}).status_code == 400  # not multipart
+        assert httpx.post(upload, content=b"--x\r\n\r\n", headers={
+            "content-type": "multipart/form-data; boundary=x"}).status_code == 400  # a truncated form
+        assert httpx.post(upload, files={"purpose": (None, "assistants")}).status_code == 400  # no file part
         assert client.vector_stores.retrieve(store.id).name == "bodies"  # nothing changed
+        assert list(client.files.list()) == []
