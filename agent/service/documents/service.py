@@ -72,8 +72,9 @@ class Documents:
                 if job["status"] == "cancelled":
                     return
                 after = self.catalog.update_entry(store_id, entry["id"], change)
-                if job["error"] is None and (after is None or not mine(after) or after["status"] == "cancelled"):
+                if job["error"] is None and after is not None and mine(after) and after["status"] == "cancelled":
                     self.ingestor.submit("remove", store_id, file_id=entry["id"])  # cancelled while it was built
+                # (a file detached meanwhile is taken out by the removal its detaching queued)
             finally:
                 self.jobs.release(key)
 
