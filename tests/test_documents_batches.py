@@ -36,18 +36,19 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
         store = client.vector_stores.create(name="handbook")
         batch = client.vector_stores.file_batches.upload_and_poll(
             store.id, files=[("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()),
-                             ("broken.pdf", BROKEN_PDF)], poll_interval_ms=100)
+                             ("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")], poll_interval_ms=100)
         assert batch.object == "vector_store.files_batch" and batch.status == "completed"
-        assert (batch.file_counts.completed, batch.file_counts.failed, batch.file_counts.total) == (2, 1, 3)
+        assert (batch.file_counts.completed, batch.file_counts.failed, batch.file_counts.total) == (2, 2, 4)
         failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id,
                                                                     filter="failed"))
-        assert [f.status for f in failed] == ["failed"] and failed[0].last_error.message
+        assert [f.status for f in failed] == ["failed"] * 2 and all(f.last_error.message for f in failed)
+        assert sorted(f.last_error.code for f in failed) == ["invalid_file", "unsupported_file"]
         listed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id, limit=1))
-        assert len(listed) == 3  # the SDK follows has_more/after across pages of one
+        assert len(listed) == 4  # the SDK follows has_more/after across pages of one
         assert client.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id).status == "completed"
 
         by_name = {f.filename: f for f in client.files.list(limit=1)}  # paginated listing, newest first
-        assert set(by_name) == {"deploy-notes.md", "widgets.py", "broken.pdf"}
+        assert set(by_name) == {"deploy-notes.md", "widgets.py", "broken.pdf", "Brewfile"}
         assert client.files.content(by_name["widgets.py"].id).read() == PY.encode()  # bytes as uploaded
         assert client.files.content(by_name["broken.pdf"].id).read() == BROKEN_PDF
         assert [f.filename for f in client.files.list(purpose="batch")] == []
@@ -81,7 +82,7 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
         renamed = client.vector_stores.update(store.id, name="ops handbook", metadata={"owner": "ops"})
         assert (renamed.name, renamed.metadata) == ("ops handbook", {"owner": "ops"})
         again = client.vector_stores.retrieve(store.id)
-        assert (again.name, again.metadata, again.file_counts.total) == ("ops handbook", {"owner": "ops"}, 4)
+        assert (again.name, again.metadata, again.file_counts.total) == ("ops handbook", {"owner": "ops"}, 5)
 
         reader = _client(svc, "sk-reader-0001")
         with pytest.raises(openai.PermissionDeniedError):

@@ -22,6 +22,7 @@ from ragsieve.tools.errors import RagsieveError, UsageError
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.ingest.loaders import _kind_of  # the walk's own test of what it reads
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,16 @@ def job_view(job: dict) -> dict:
     """The job as `GET /v1/jobs/{id}` shows it (no callbacks)."""
     return {k: v for k, v in job.items() if k != "params"} | {
         "params": {k: v for k, v in job["params"].items() if not callable(v)}}
+
+
+def why_missing(folder: Path) -> str:
+    """Why a staged file left no document: a type `ragsieve index` does not read (which the walk skips
+    without a problem line), or nothing extractable in it."""
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if names and _kind_of(folder / names[0]) is None:
+        return (f"unsupported file type {Path(names[0]).suffix or names[0]!r}: ragsieve reads text, Markdown, HTML, "
+                f"PDF, DOCX, notebooks, JSON lines and source code")
+    return "no text could be extracted from the file"
 
 
 def documents_of(index_dir: Path) -> set[str]:
@@ -210,7 +221,7 @@ class Ingestor:
             fid = job["params"]["file_id"]
             if not any(d.startswith(fid + "/") for d in present):
                 why = next((w for p, w in problems.items() if fid in p), problems.get("*"))
-                job["error"] = why or "no text could be extracted from the file"
+                job["error"] = why or why_missing(folders[fid])
         if any(job["error"] is None for job in batch):
             self.on_built(store_id)
 
