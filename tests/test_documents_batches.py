@@ -45,6 +45,10 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
         assert sorted(f.last_error.code for f in failed) == ["invalid_file", "unsupported_file"]
         listed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id, limit=1))
         assert len(listed) == 4  # the SDK follows has_more/after across pages of one
+        first = client.vector_stores.files.list(store.id, limit=2, order="asc")
+        assert first.has_more and len(first.data) == 2
+        back = client.vector_stores.files.list(store.id, limit=2, order="asc", before=first.data[1].id)
+        assert [f.id for f in back.data] == [first.data[0].id]
         assert client.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id).status == "completed"
 
         by_name = {f.filename: f for f in client.files.list(limit=1)}  # paginated listing, newest first
@@ -167,6 +171,8 @@ MALFORMED = [
     ("get", "/v1/vector_stores/{vs}/files/file-nope/content", None, 404),
     ("get", "/v1/files?limit=0", None, 400),
     ("get", "/v1/files?order=sideways", None, 400),
+    ("get", "/v1/vector_stores/{vs}/files?filter=done", None, 400),
+    ("get", "/v1/vector_stores/{vs}/file_batches/vsfb_nope/files?filter=done", None, 404),
     ("get", "/v1/jobs/job_nope", None, 404),
     ("get", "/v1/jobs/..%2Fjobs", None, 404),
 ]

@@ -27,7 +27,7 @@ from ragsieve.agent.service.errors import ApiError
 
 router = APIRouter()
 MAX_BATCH = 500  # OpenAI's limit of file ids in one batch
-STATUSES = ("in_progress", "completed", "failed", "cancelled")
+STATUSES = views.FILE_STATUSES
 
 
 class BatchFile(BaseModel):

@@ -117,10 +117,10 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
 
 @router.get("/v1/vector_stores")
 async def list_stores(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
-                      after: str | None = None):
+                      after: str | None = None, before: str | None = None):
     docs = docs_of(request)
     stores = [views.store_object(docs, m) for m in docs.catalog.stores() if allows(who.scope, m["id"])]
-    return views.page(stores, limit, order, after)
+    return views.page(stores, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}")
@@ -167,11 +167,14 @@ async def add_store_file(request: Request, store_id: str, body: StoreFileCreate,
 
 @router.get("/v1/vector_stores/{store_id}/files")
 async def list_store_files(request: Request, store_id: str, who: Caller = Depends(caller), limit: int = 20,
-                           order: str = "desc", after: str | None = None, filter: str | None = None):
+                           order: str = "desc", after: str | None = None, before: str | None = None,
+                           filter: str | None = None):
     docs = docs_of(request)
     readable_store(request, who, store_id)
+    if filter is not None and filter not in views.FILE_STATUSES:
+        raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
     entries = [e for e in docs.catalog.entries(store_id) if filter is None or e["status"] == filter]
-    return views.page(entries, limit, order, after)
+    return views.page(entries, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}/files/{file_id}")

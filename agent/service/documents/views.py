@@ -8,6 +8,7 @@ import numpy as np
 from ragsieve.agent.service.errors import ApiError
 
 UNSUPPORTED = ("unsupported file type", "unsupported")
+FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")  # a vector store file's
 
 
 def page(items: list[dict], limit: int, order: str, after: str | None, before: str | None = None) -> dict:
@@ -30,8 +31,7 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
 
 def store_object(docs, meta: dict) -> dict:
     entries = docs.catalog.entries(meta["id"])
-    counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("in_progress", "completed", "failed",
-                                                                      "cancelled")}
+    counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
     counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
