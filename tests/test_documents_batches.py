@@ -197,9 +197,16 @@ def test_malformed_requests_get_a_clear_4xx_and_change_nothing(examples_index, t
 
 
 def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_path):
-    with served({"lumen": examples_index}, data_dir=str(tmp_path / "data")) as svc:
+    with served({"lumen": examples_index}, data_dir=str(tmp_path / "data"), max_files_per_store=2) as svc:
         client = _client(svc, "none")
         store = client.vector_stores.create(name="bodies")
+        ids = [client.files.create(file=(f"n{i}.md", f"# N{i}\n\nnote {i}\n".encode()), purpose="assistants").id
+               for i in range(3)]
+        with pytest.raises(openai.BadRequestError, match="at most 2 files"):
+            client.vector_stores.file_batches.create(store.id, file_ids=ids)  # over the store's limit: refused whole
+        assert list(client.vector_stores.files.list(store.id)) == []
+        for f in ids:
+            client.files.delete(f)
         base = f"{svc.base_url}/v1/vector_stores/{store.id}"
         for url in (base + "/file_batches", base, base + "/files/file-x"):
             garbage = httpx.post(url, content=b"\x00\xff{not json", headers={"content-type": "application/json"})

@@ -17,13 +17,18 @@ def check_chunking(value: dict | None) -> None:
                             "and text by tokens (index.chunk_tokens in the server's config)", param="chunking_strategy")
 
 
-def attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
+def check_room(docs, store_id: str, adding: int = 1) -> None:
+    """Refuse (400) before anything is written: a Milvus-served index, or a store past its file limit."""
     if store_id in docs.catalog.served and (docs.catalog.index_dir(store_id) / "milvus.json").is_file():
         raise ApiError(400, f"{store_id!r} is served by Milvus: add files with `ragsieve index` then "
                             f"`ragsieve migrate`", code="milvus_index")
-    if len(docs.catalog.entries(store_id)) >= docs.settings.max_files_per_store:
-        raise ApiError(400, f"the vector store holds {docs.settings.max_files_per_store} files, its limit",
+    if len(docs.catalog.entries(store_id)) + adding > docs.settings.max_files_per_store:
+        raise ApiError(400, f"the vector store holds at most {docs.settings.max_files_per_store} files",
                        code="too_many_files")
+
+
+def attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
+    check_room(docs, store_id)
     entry = views.new_entry(store_id, meta, attributes)
     docs.catalog.stage(store_id, meta)
     docs.catalog.put_entry(store_id, entry)

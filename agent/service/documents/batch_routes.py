@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import views
 from ragsieve.agent.service.documents.access import docs_of, readable_store, writable
-from ragsieve.agent.service.documents.attach import attach, check_chunking
+from ragsieve.agent.service.documents.attach import attach, check_chunking, check_room
 from ragsieve.agent.service.documents.filters import check_attributes
 from ragsieve.agent.service.documents.search_routes import WORKER_HEADER
 from ragsieve.agent.service.errors import ApiError
@@ -95,8 +95,10 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
     if len(fresh) > room:
         raise ApiError(429, f"the ingestion queue has room for {max(room, 0)} files, the batch needs {len(fresh)}; "
                             f"retry later", code="ingest_queue_full", headers={"Retry-After": "5"})
+    check_room(docs, store_id, sum(1 for m, _ in fresh if docs.catalog.entry(store_id, m["id"]) is None))
     batch = docs.catalog.add_batch(store_id, [m["id"] for m in metas])
     for meta, attributes in fresh:
+        docs.catalog.drop_entry(store_id, meta["id"])  # a failed or cancelled earlier copy: its room is reused
         attach(docs, store_id, meta, attributes)
     return batch_object(docs, batch)
 
