@@ -88,6 +88,10 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
         again = client.vector_stores.retrieve(store.id)
         assert (again.name, again.metadata, again.file_counts.total) == ("ops handbook", {"owner": "ops"}, 5)
 
+        dated = client.vector_stores.update(store.id, expires_after={"anchor": "last_active_at", "days": 7})
+        assert dated.expires_after.days == 7 and dated.expires_at == dated.last_active_at + 7 * 86400
+        assert client.vector_stores.update(store.id, expires_after=None).expires_at is None  # null: never again
+
         reader = _client(svc, "sk-reader-0001")
         with pytest.raises(openai.PermissionDeniedError):
             reader.vector_stores.update(store.id, name="mine")
@@ -159,7 +163,11 @@ MALFORMED = [
     ("get", "/v1/vector_stores/{vs}/file_batches/..%2F..%2Fmeta", None, 404),
     ("post", "/v1/vector_stores/{vs}/file_batches/vsfb_nope/cancel", None, 404),
     ("get", "/v1/vector_stores/{vs}/file_batches/vsfb_nope/files", None, 404),
-    ("post", "/v1/vector_stores/{vs}", {"expires_after": {"anchor": "last_active_at", "days": 2}}, 400),
+    ("post", "/v1/vector_stores/{vs}", {"expires_after": {"anchor": "created_at", "days": 2}}, 400),
+    ("post", "/v1/vector_stores/{vs}", {"expires_after": {"anchor": "last_active_at", "days": 0}}, 400),
+    ("post", "/v1/vector_stores/{vs}", {"expires_after": {"anchor": "last_active_at", "days": "7"}}, 400),
+    ("post", "/v1/vector_stores", {"expires_after": {"anchor": "last_active_at", "days": 366}}, 400),
+    ("post", "/v1/vector_stores/lumen", {"expires_after": {"anchor": "last_active_at", "days": 1}}, 400),
     ("post", "/v1/vector_stores/{vs}", {"metadata": {f"k{i}": "v" for i in range(17)}}, 400),
     ("post", "/v1/vector_stores/{vs}", {"name": "x", "colour": "red"}, 400),
     ("post", "/v1/vector_stores/vs_nope", {"name": "x"}, 404),
@@ -222,3 +230,29 @@ def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_pa
         assert httpx.post(upload, files={"purpose": (None, "assistants")}).status_code == 400  # no file part
         assert client.vector_stores.retrieve(store.id).name == "bodies"  # nothing changed
         assert list(client.files.list()) == []
+
+
+def test_an_expired_vector_store_is_deleted_and_its_files_kept(examples_index, tmp_path):
+    from ragsieve.agent.service.documents.catalog import write_json
+
+    with served({"lumen": examples_index}, data_dir=str(tmp_path / "data")) as svc:
+        client = _client(svc, "none")
+        short = client.vector_stores.create(name="short", expires_after={"anchor": "last_active_at", "days": 1})
+        kept = client.vector_stores.create(name="kept", expires_after={"anchor": "last_active_at", "days": 2})
+        assert short.expires_at == short.created_at + 86400 and short.status == "completed"
+        note = client.files.create(file=("ferry.md", NOTE.encode()), purpose="assistants")
+        client.vector_stores.files.create_and_poll(note.id, vector_store_id=short.id, poll_interval_ms=100)
+        docs = svc.app.state.documents
+        assert docs.reap() == []  # nothing is due yet
+        for store in (short, kept):  # as if last used 36 hours ago
+            meta = docs.catalog.store(store.id)
+            write_json(docs.catalog.store_dir(store.id) / "meta.json", meta | {"last_active_at": meta["created_at"]
+                                                                                 - 36 * 3600})
+        assert docs.reap() == [short.id]
+        with pytest.raises(openai.NotFoundError):
+            client.vector_stores.retrieve(short.id)
+        assert short.id not in svc.registry.orchestrators
+        assert client.vector_stores.retrieve(kept.id).expires_at < time.time() + 86400
+        assert client.files.retrieve(note.id).filename == "ferry.md"  # the upload itself stays
+        client.vector_stores.search(kept.id, query="ferry")  # a search is activity: the clock starts again
+        assert client.vector_stores.retrieve(kept.id).expires_at >= time.time() + 2 * 86400 - 60

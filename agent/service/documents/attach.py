@@ -32,6 +32,7 @@ def attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
     entry = views.new_entry(store_id, meta, attributes)
     docs.catalog.stage(store_id, meta)
     docs.catalog.put_entry(store_id, entry)
+    docs.touch(store_id)
     try:
         docs.queue_add(store_id, entry)
     except QueueFull as exc:

@@ -113,9 +113,10 @@ class Catalog:
     def index_dir(self, store_id: str) -> Path:
         return self.served.get(store_id) or self.store_dir(store_id) / "index"
 
-    def add_store(self, name: str, metadata: dict) -> dict:
+    def add_store(self, name: str, metadata: dict, expires_after: dict | None = None) -> dict:
         store_id = new_id("vs_")
-        meta = {"id": store_id, "name": name, "metadata": metadata, "created_at": int(time.time())}
+        meta = {"id": store_id, "name": name, "metadata": metadata, "created_at": int(time.time()),
+                "expires_after": expires_after}
         write_json(self.store_dir(store_id) / "meta.json", meta)
         return meta
 

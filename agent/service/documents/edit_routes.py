@@ -1,6 +1,6 @@
 """Changing and reading back what was uploaded: OpenAI's update and content routes.
 
-`POST /v1/vector_stores/{id}` (name, metadata), `POST /v1/vector_stores/{id}/files/{file_id}`
+`POST /v1/vector_stores/{id}` (name, metadata, expires_after), `POST /v1/vector_stores/{id}/files/{file_id}`
 (attributes: used by search filters and `where.attributes` from the next question on),
 `GET /v1/files/{id}/content` (the bytes as uploaded), `GET /v1/vector_stores/{id}/files/{file_id}/content`
 (the text ragsieve extracted and indexed, chunk by chunk).
@@ -19,6 +19,7 @@ from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import views
 from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable
 from ragsieve.agent.service.documents.catalog import write_json
+from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import MAX_ATTRIBUTES, check_attributes
 from ragsieve.agent.service.errors import ApiError
 
@@ -38,8 +39,9 @@ async def update_store(request: Request, store_id: str, body: StoreUpdate, who: 
     docs = docs_of(request)
     readable_store(request, who, store_id)
     writable(who, store_id)
-    if body.expires_after is not None:
-        raise ApiError(400, "expires_after is not supported: vector stores last until deleted", param="expires_after")
+    expiry = check_expires_after(body.expires_after)
+    if "expires_after" in body.model_fields_set and store_id in docs.catalog.served:
+        raise ApiError(400, f"{store_id!r} is served with --index: it does not expire", param="expires_after")
     if body.metadata is not None and (len(body.metadata) > MAX_ATTRIBUTES or any(
             len(k) > 64 or len(v) > 512 for k, v in body.metadata.items())):
         raise ApiError(400, "metadata holds at most 16 keys of up to 64 characters, values up to 512", param="metadata")
@@ -49,6 +51,8 @@ async def update_store(request: Request, store_id: str, body: StoreUpdate, who: 
             meta["name"] = body.name
         if body.metadata is not None:
             meta["metadata"] = dict(body.metadata)
+        if "expires_after" in body.model_fields_set:  # null: never expires again
+            meta["expires_after"] = expiry
         write_json(docs.catalog.store_dir(store_id) / "meta.json", meta)
     return views.store_object(docs, meta)
 

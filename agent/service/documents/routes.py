@@ -21,6 +21,7 @@ from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import batch_routes, edit_routes, search_routes, views
 from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable
 from ragsieve.agent.service.documents.attach import attach, check_chunking, detach
+from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import check_attributes
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import ALL, allows
@@ -98,8 +99,7 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     docs = docs_of(request)
     writable(who, ALL)
     check_chunking(body.chunking_strategy)
-    if body.expires_after is not None:
-        raise ApiError(400, "expires_after is not supported: vector stores last until deleted", param="expires_after")
+    expiry = check_expires_after(body.expires_after)
     if body.metadata and len(body.metadata) > 16:
         raise ApiError(400, "metadata holds at most 16 keys", param="metadata")
     limit = request.app.state.settings.max_vector_stores
@@ -109,7 +109,7 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     if None in files:
         raise ApiError(404, f"no file {body.file_ids[files.index(None)]!r}", code="not_found", param="file_ids")
     meta = docs.catalog.add_store(body.name or "", dict(body.metadata or {}) | (
-        {"description": body.description} if body.description else {}))
+        {"description": body.description} if body.description else {}), expires_after=expiry)
     for f in files:
         attach(docs, meta["id"], f, {})
     return views.store_object(docs, meta)

@@ -7,7 +7,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from ragsieve.agent.service.documents.catalog import Catalog
+from ragsieve.agent.service.documents.catalog import Catalog, write_json
+from ragsieve.agent.service.documents.expiry import TOUCH_EVERY_S, expired_stores
 from ragsieve.agent.service.documents.filters import equal_all
 from ragsieve.agent.service.documents.ingest import Ingestor
 from ragsieve.agent.service.documents.job_store import JobStore
@@ -108,9 +109,13 @@ class Documents:
                 self.registry.remove(sid)  # deleted, or its last file removed, by another worker
 
     def _sync_loop(self) -> None:
+        rounds = 0
         while not self._stop.wait(SYNC_S):
+            rounds += 1
             try:
                 self.sync()
+                if rounds % int(TOUCH_EVERY_S / SYNC_S) == 1:
+                    self.reap()
             except Exception:  # pragma: no cover - logged, the next round tries again
                 log.exception("following the vector stores of other workers failed")
 
@@ -167,11 +172,32 @@ class Documents:
         return sum(e.get("usage_bytes", 0) for e in self.catalog.entries(store_id) if e["status"] == "completed")
 
     def touch(self, store_id: str) -> None:
+        """The store was used: its `last_active_at` (which `expires_after` counts from) is written at most
+        once a minute per process."""
+        now = int(time.time())
         self._active = getattr(self, "_active", {})
-        self._active[store_id] = int(time.time())
+        written = self._active.get(store_id)
+        self._active[store_id] = now
+        if store_id in self.catalog.served or (written is not None and now - written < TOUCH_EVERY_S):
+            return
+        with self.catalog.locked():
+            meta = self.catalog.store(store_id)
+            if meta is not None:
+                write_json(self.catalog.store_dir(store_id) / "meta.json", meta | {"last_active_at": now})
 
     def last_active(self, store_id: str) -> int | None:
-        return getattr(self, "_active", {}).get(store_id)
+        meta = self.catalog.store(store_id) or {}
+        return max(getattr(self, "_active", {}).get(store_id) or 0, meta.get("last_active_at") or 0) or None
+
+    def reap(self) -> list[str]:
+        """Delete the vector stores past their `expires_at`."""
+        gone = expired_stores(self.catalog)
+        for store_id in gone:
+            with self._serving:
+                self.registry.remove(store_id)
+                self.catalog.delete_store(store_id)
+            log.info("vector store %s expired and was deleted", store_id)
+        return gone
 
     def close(self) -> None:
         if hasattr(self, "_stop"):

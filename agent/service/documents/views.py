@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from ragsieve.agent.service.documents.expiry import expires_at
 from ragsieve.agent.service.errors import ApiError
 
 UNSUPPORTED = ("unsupported file type", "unsupported")
@@ -39,7 +40,8 @@ def store_object(docs, meta: dict) -> dict:
             "name": meta["name"], "usage_bytes": docs.usage_bytes(meta["id"]), "file_counts": counts,
             "status": "in_progress" if counts["in_progress"] else "completed",
             "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
-            "expires_after": None, "expires_at": None}
+            "expires_after": meta.get("expires_after"),
+            "expires_at": expires_at(meta | {"last_active_at": docs.last_active(meta["id"])})}
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
