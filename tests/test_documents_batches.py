@@ -156,6 +156,8 @@ MALFORMED = [
     ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["{f}", "{f}"]}, 400),
     ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["file-nope"]}, 404),
     ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["x"] * 501}, 400),
+    ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["x" * 2_000_000]}, 413),  # over the body limit
+    ("post", "/v1/vector_stores/{vs}/files/{f}", {"attributes": {"note": "y" * 2_000_000}}, 413),
     ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["{f}"], "attributes": {"a": {"b": 1}}}, 400),
     ("post", "/v1/vector_stores/{vs}/file_batches", {"file_ids": ["{f}"], "chunking_strategy": {"type": "x"}}, 400),
     ("post", "/v1/vector_stores/vs_nope/file_batches", {"file_ids": ["{f}"]}, 404),
