@@ -5,6 +5,7 @@ Layout under the server's `--data-dir`::
     files/<file-id>/meta.json, files/<file-id>/<filename>      an uploaded file, as sent
     stores/<store-id>/meta.json                                 a vector store (name, metadata, created)
     stores/<store-id>/files/<file-id>.json                      its copy of a file: status, attributes, error
+    stores/<store-id>/batches/<batch-id>.json                   a file batch: its files, whether cancelled
     stores/<store-id>/docs/<file-id>/<filename>                 what the builder reads (a hard link)
     stores/<store-id>/index/                                    the ragsieve index (generations)
 
@@ -12,10 +13,13 @@ A vector store is a ragsieve index: one created over HTTP lives in `index/`;
 an index served with `--index NAME=DIR` is the vector store `NAME` (its files'
 records live here, its index stays in DIR). A document's id and citation
 source is `<file-id>/<filename>`, so a file's chunks are the rows whose
-source starts with `<file-id>/`. Every record is written atomically.
+source starts with `<file-id>/`. Every record is written atomically, and a
+record's read-modify-write (`update_entry`) holds `.lock`, so the worker
+processes of `serve --workers N` never lose each other's changes.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -23,9 +27,11 @@ import secrets
 import shutil
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+SAFE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")  # an id as a file name: no folders, no dot files
 
 
 def new_id(prefix: str) -> str:
@@ -63,6 +69,16 @@ class Catalog:
         (self.root / "files").mkdir(parents=True, exist_ok=True)
         (self.root / "stores").mkdir(parents=True, exist_ok=True)
 
+    @contextmanager
+    def locked(self):
+        """One writer of records at a time, across threads and worker processes."""
+        with self.lock, open(self.root / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     # -- files ---------------------------------------------------------------
     def add_file(self, filename: str, data: bytes, purpose: str) -> dict:
         file_id = new_id("file-")
@@ -76,7 +92,7 @@ class Catalog:
         return meta
 
     def file(self, file_id: str) -> dict | None:
-        if not file_id.startswith("file-") or "/" in file_id or ".." in file_id:
+        if not file_id.startswith("file-") or not SAFE_ID.fullmatch(file_id):
             return None
         return read_json(self.root / "files" / file_id / "meta.json")
 
@@ -97,9 +113,10 @@ class Catalog:
     def index_dir(self, store_id: str) -> Path:
         return self.served.get(store_id) or self.store_dir(store_id) / "index"
 
-    def add_store(self, name: str, metadata: dict) -> dict:
+    def add_store(self, name: str, metadata: dict, expires_after: dict | None = None) -> dict:
         store_id = new_id("vs_")
-        meta = {"id": store_id, "name": name, "metadata": metadata, "created_at": int(time.time())}
+        meta = {"id": store_id, "name": name, "metadata": metadata, "created_at": int(time.time()),
+                "expires_after": expires_after}
         write_json(self.store_dir(store_id) / "meta.json", meta)
         return meta
 
@@ -107,7 +124,7 @@ class Catalog:
         if store_id in self.served:
             return read_json(self.store_dir(store_id) / "meta.json") or {
                 "id": store_id, "name": store_id, "metadata": {"served": "true"}, "created_at": None}
-        if not store_id.startswith("vs_") or "/" in store_id or ".." in store_id:
+        if not store_id.startswith("vs_") or not SAFE_ID.fullmatch(store_id):
             return None
         return read_json(self.store_dir(store_id) / "meta.json")
 
@@ -127,9 +144,21 @@ class Catalog:
         write_json(self.entry_path(store_id, entry["id"]), entry)
 
     def entry(self, store_id: str, file_id: str) -> dict | None:
-        if "/" in file_id or ".." in file_id:
+        if not SAFE_ID.fullmatch(file_id):
             return None
         return read_json(self.entry_path(store_id, file_id))
+
+    def update_entry(self, store_id: str, file_id: str, change) -> dict | None:
+        """`change(entry)` -> the new record (written) or None (left as is); None when there is no entry."""
+        with self.locked():
+            entry = self.entry(store_id, file_id)
+            if entry is None:
+                return None
+            new = change(dict(entry))
+            if new is None:
+                return entry
+            self.put_entry(store_id, new)
+            return new
 
     def entries(self, store_id: str) -> list[dict]:
         folder = self.store_dir(store_id) / "files"
@@ -156,6 +185,21 @@ class Catalog:
             except OSError:
                 shutil.copyfile(self.file_path(meta), target)
         return folder
+
+    # -- file batches ---------------------------------------------------------------------
+    def add_batch(self, store_id: str, file_ids: list[str]) -> dict:
+        batch = {"id": new_id("vsfb_"), "created_at": int(time.time()), "vector_store_id": store_id,
+                 "file_ids": file_ids, "cancelled": False}
+        write_json(self.store_dir(store_id) / "batches" / f"{batch['id']}.json", batch)
+        return batch
+
+    def batch(self, store_id: str, batch_id: str) -> dict | None:
+        if not batch_id.startswith("vsfb_") or not SAFE_ID.fullmatch(batch_id):
+            return None
+        return read_json(self.store_dir(store_id) / "batches" / f"{batch_id}.json")
+
+    def put_batch(self, store_id: str, batch: dict) -> None:
+        write_json(self.store_dir(store_id) / "batches" / f"{batch['id']}.json", batch)
 
     def stores_holding(self, file_id: str) -> list[str]:
         return [s["id"] for s in self.stores() if self.entry_path(s["id"], file_id).is_file()]

@@ -5,7 +5,8 @@ index` runs in other processes, and every write is a new atomic generation the
 server then switches to (`ragsieve.agent.service.live`). Files queued for the
 same store while the worker was busy are built together (one generation).
 At most `limit` jobs wait; more are refused (429). A file that cannot be read
-ends `failed` with its reason; the others still land.
+ends `failed` with its reason; the others still land. Each change of a job's
+state is written to the `JobStore`, so any worker process reports it.
 """
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from ragsieve.tools.errors import RagsieveError, UsageError
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.ingest.loaders import _kind_of  # the walk's own test of what it reads
 
 log = logging.getLogger(__name__)
 
 BATCH = 64  # files of one store built together at most
-KEEP_JOBS = 1000  # finished jobs remembered for GET /v1/jobs/{id}
+KEEP_JOBS = 1000  # finished jobs remembered in memory (all workers read them from the `JobStore`)
+PROGRESS_EVERY_S = 1.0  # a running job's progress is written at most this often
 
 
 class QueueFull(Exception):
@@ -48,6 +51,22 @@ class StoreBuilder(IndexBuilder):
         return super()._source_root(paths, rebuild)
 
 
+def job_view(job: dict) -> dict:
+    """The job as `GET /v1/jobs/{id}` shows it (no callbacks)."""
+    return {k: v for k, v in job.items() if k != "params"} | {
+        "params": {k: v for k, v in job["params"].items() if not callable(v)}}
+
+
+def why_missing(folder: Path) -> str:
+    """Why a staged file left no document: a type `ragsieve index` does not read (which the walk skips
+    without a problem line), or nothing extractable in it."""
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if names and _kind_of(folder / names[0]) is None:
+        return (f"unsupported file type {Path(names[0]).suffix or names[0]!r}: ragsieve reads text, Markdown, HTML, "
+                f"PDF, DOCX, notebooks, JSON lines and source code")
+    return "no text could be extracted from the file"
+
+
 def documents_of(index_dir: Path) -> set[str]:
     gen = current_generation(index_dir)
     if gen is None:
@@ -59,9 +78,10 @@ def documents_of(index_dir: Path) -> set[str]:
 class Ingestor:
     """The job queue and its worker; `on_built(store_id)` tells the registry to serve the new generation."""
 
-    def __init__(self, catalog, config, on_built, embedder_for, limit: int = 64) -> None:
+    def __init__(self, catalog, config, on_built, embedder_for, limit: int = 64, store=None) -> None:
         self.catalog, self.config, self.on_built, self.embedder_for = catalog, config, on_built, embedder_for
         self.limit = limit
+        self.store = store  # a `JobStore`: the jobs' state for every worker process
         self.jobs: dict[str, dict] = {}
         self._queue: deque[dict] = deque()
         self._cv = threading.Condition()
@@ -78,12 +98,27 @@ class Ingestor:
                    "created_at": int(time.time()), "started_at": None, "finished_at": None, "progress": {},
                    "error": None, "result": None, "params": params}
             self.jobs[job["id"]] = job
+            self._record(job)
             self._queue.append(job)
             while len(self.jobs) > KEEP_JOBS + len(self._queue):
-                oldest = next(i for i, j in self.jobs.items() if j["status"] in ("completed", "failed"))
+                oldest = next(i for i, j in self.jobs.items() if j["status"] not in ("queued", "running"))
                 del self.jobs[oldest]
             self._cv.notify()
             return job
+
+    def _record(self, job: dict) -> None:
+        if self.store is not None:
+            try:
+                self.store.put(job_view(job))
+            except Exception:  # pragma: no cover - a full disk: the job goes on, its state is logged
+                log.exception("recording job %s failed", job["id"])
+
+    def get(self, job_id: str) -> dict | None:
+        """The job's state, whichever worker process runs it."""
+        if self.store is not None:
+            return self.store.get(job_id)
+        job = self.jobs.get(job_id)
+        return None if job is None else job_view(job)
 
     def pending(self) -> int:
         with self._cv:
@@ -112,8 +147,12 @@ class Ingestor:
             batch = self._take()
             if batch is None:
                 return
+            batch = self._wanted(batch)
+            if not batch:
+                continue
             for job in batch:
                 job["status"], job["started_at"] = "running", int(time.time())
+                self._record(job)
             try:
                 getattr(self, f"_do_{batch[0]['kind']}")(batch)
                 for job in batch:
@@ -125,7 +164,24 @@ class Ingestor:
             finally:
                 for job in batch:
                     job["finished_at"] = int(time.time())
+                    self._record(job)
                 self._after(batch)
+                if self.store is not None:
+                    self.store.prune()
+
+    def _wanted(self, batch: list[dict]) -> list[dict]:
+        """The jobs still wanted: one whose file was cancelled meanwhile (`params["wanted"]()` false) ends
+        `cancelled` without being built."""
+        keep = []
+        for job in batch:
+            wanted = job["params"].get("wanted")
+            if wanted is None or wanted():
+                keep.append(job)
+                continue
+            job["status"], job["finished_at"] = "cancelled", int(time.time())
+            self._record(job)
+        self._after([j for j in batch if j not in keep])
+        return keep
 
     def _after(self, batch: list[dict]) -> None:
         for job in batch:
@@ -165,7 +221,7 @@ class Ingestor:
             fid = job["params"]["file_id"]
             if not any(d.startswith(fid + "/") for d in present):
                 why = next((w for p, w in problems.items() if fid in p), problems.get("*"))
-                job["error"] = why or "no text could be extracted from the file"
+                job["error"] = why or why_missing(folders[fid])
         if any(job["error"] is None for job in batch):
             self.on_built(store_id)
 
@@ -187,8 +243,13 @@ class Ingestor:
         job = batch[0]
         options = dict(job["params"]["crawl"])
 
+        written = [0.0]
+
         def progress(done: int, known: int, url: str) -> None:
             job["progress"] = {"pages_done": done, "pages_known": known, "last_url": url}
+            if time.monotonic() - written[0] >= PROGRESS_EVERY_S:
+                written[0] = time.monotonic()
+                self._record(job)
 
         options["progress"] = progress
         try:

@@ -3,7 +3,8 @@
 `POST /v1/files` (multipart), `GET /v1/files`, `GET/DELETE /v1/files/{id}`;
 `POST/GET /v1/vector_stores`, `GET/DELETE /v1/vector_stores/{id}`;
 `POST/GET /v1/vector_stores/{id}/files`, `GET/DELETE /v1/vector_stores/{id}/files/{file_id}`;
-`POST /v1/vector_stores/{id}/search`; `POST /v1/indexes/{name}/crawl`, `GET /v1/jobs/{id}`.
+`POST /v1/vector_stores/{id}/search`; `POST /v1/indexes/{name}/crawl`, `GET /v1/jobs/{id}`;
+file batches (`batch_routes`); updates and contents (`edit_routes`).
 Reads need a key whose scope reaches the store (else 404, like a missing one);
 writes need `:write` in it (else 403). Deleting a file returns once its
 chunks are out of the served generation.
@@ -17,17 +18,18 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
-from ragsieve.agent.service.documents import search_routes, views
-from ragsieve.agent.service.documents.access import (any_write, docs_of, finished, readable_store, submit,
-                                                      writable)
+from ragsieve.agent.service.documents import batch_routes, edit_routes, search_routes, views
+from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable
+from ragsieve.agent.service.documents.attach import attach, check_chunking, detach
+from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import check_attributes
-from ragsieve.agent.service.documents.ingest import QueueFull
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import ALL, allows
 
 router = APIRouter()
 router.include_router(search_routes.router)  # search, crawl and job routes
-AUTO = {"type": "auto"}
+router.include_router(batch_routes.router)  # file batches
+router.include_router(edit_routes.router)  # updates, file contents
 
 
 # -- files ---------------------------------------------------------------------
@@ -50,9 +52,10 @@ async def upload(request: Request, file: UploadFile = File(...), purpose: str = 
 
 @router.get("/v1/files")
 async def list_files(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
-                     after: str | None = None):
+                     after: str | None = None, purpose: str | None = None):
     any_write(who)
-    return views.page(docs_of(request).catalog.files(), limit, order, after)
+    files = [f for f in docs_of(request).catalog.files() if purpose is None or f["purpose"] == purpose]
+    return views.page(files, limit, order, after)
 
 
 @router.get("/v1/files/{file_id}")
@@ -74,7 +77,7 @@ async def delete_file(request: Request, file_id: str, who: Caller = Depends(call
     for store_id in holding:
         writable(who, store_id)
     for store_id in holding:
-        await _detach(request, docs, store_id, file_id)
+        await detach(request, docs, store_id, file_id)
     docs.catalog.delete_file(file_id)
     return {"id": file_id, "object": "file", "deleted": True}
 
@@ -91,19 +94,12 @@ class StoreCreate(BaseModel):
     description: str | None = Field(None, max_length=512)
 
 
-def _chunking(value: dict | None) -> None:
-    if value not in (None, AUTO):
-        raise ApiError(400, "only chunking_strategy {\"type\": \"auto\"} is supported: ragsieve chunks code by syntax "
-                            "and text by tokens (index.chunk_tokens in the server's config)", param="chunking_strategy")
-
-
 @router.post("/v1/vector_stores")
 async def create_store(request: Request, body: StoreCreate, who: Caller = Depends(caller)):
     docs = docs_of(request)
     writable(who, ALL)
-    _chunking(body.chunking_strategy)
-    if body.expires_after is not None:
-        raise ApiError(400, "expires_after is not supported: vector stores last until deleted", param="expires_after")
+    check_chunking(body.chunking_strategy)
+    expiry = check_expires_after(body.expires_after)
     if body.metadata and len(body.metadata) > 16:
         raise ApiError(400, "metadata holds at most 16 keys", param="metadata")
     limit = request.app.state.settings.max_vector_stores
@@ -113,18 +109,18 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     if None in files:
         raise ApiError(404, f"no file {body.file_ids[files.index(None)]!r}", code="not_found", param="file_ids")
     meta = docs.catalog.add_store(body.name or "", dict(body.metadata or {}) | (
-        {"description": body.description} if body.description else {}))
+        {"description": body.description} if body.description else {}), expires_after=expiry)
     for f in files:
-        _attach(docs, meta["id"], f, {})
+        attach(docs, meta["id"], f, {})
     return views.store_object(docs, meta)
 
 
 @router.get("/v1/vector_stores")
 async def list_stores(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
-                      after: str | None = None):
+                      after: str | None = None, before: str | None = None):
     docs = docs_of(request)
     stores = [views.store_object(docs, m) for m in docs.catalog.stores() if allows(who.scope, m["id"])]
-    return views.page(stores, limit, order, after)
+    return views.page(stores, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}")
@@ -154,54 +150,31 @@ class StoreFileCreate(BaseModel):
     chunking_strategy: dict[str, Any] | None = None
 
 
-def _attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
-    if store_id in docs.catalog.served and (docs.catalog.index_dir(store_id) / "milvus.json").is_file():
-        raise ApiError(400, f"{store_id!r} is served by Milvus: add files with `ragsieve index` then "
-                            f"`ragsieve migrate`", code="milvus_index")
-    if len(docs.catalog.entries(store_id)) >= docs.settings.max_files_per_store:
-        raise ApiError(400, f"the vector store holds {docs.settings.max_files_per_store} files, its limit",
-                       code="too_many_files")
-    entry = views.new_entry(store_id, meta, attributes)
-    docs.catalog.stage(store_id, meta)
-    docs.catalog.put_entry(store_id, entry)
-    try:
-        docs.queue_add(store_id, entry)
-    except QueueFull as exc:
-        docs.catalog.drop_entry(store_id, meta["id"])
-        raise ApiError(429, str(exc), code="ingest_queue_full", headers={"Retry-After": "5"}) from None
-    return entry
-
-
-async def _detach(request: Request, docs, store_id: str, file_id: str) -> None:
-    docs.catalog.drop_entry(store_id, file_id)
-    job = submit(docs, "remove", store_id, file_id=file_id)
-    await finished(job, request.app.state.settings.request_timeout_s)
-    if job["error"]:
-        raise ApiError(500, f"removing {file_id} from {store_id} failed: {job['error']}", code="server_error")
-
-
 @router.post("/v1/vector_stores/{store_id}/files")
 async def add_store_file(request: Request, store_id: str, body: StoreFileCreate, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
     writable(who, store_id)
-    _chunking(body.chunking_strategy)
+    check_chunking(body.chunking_strategy)
     meta = docs.catalog.file(body.file_id)
     if meta is None:
         raise ApiError(404, f"no file {body.file_id!r}", code="not_found", param="file_id")
     existing = docs.catalog.entry(store_id, body.file_id)
     if existing is not None and existing["status"] != "failed":
         return existing
-    return _attach(docs, store_id, meta, check_attributes(body.attributes))
+    return attach(docs, store_id, meta, check_attributes(body.attributes))
 
 
 @router.get("/v1/vector_stores/{store_id}/files")
 async def list_store_files(request: Request, store_id: str, who: Caller = Depends(caller), limit: int = 20,
-                           order: str = "desc", after: str | None = None, filter: str | None = None):
+                           order: str = "desc", after: str | None = None, before: str | None = None,
+                           filter: str | None = None):
     docs = docs_of(request)
     readable_store(request, who, store_id)
+    if filter is not None and filter not in views.FILE_STATUSES:
+        raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
     entries = [e for e in docs.catalog.entries(store_id) if filter is None or e["status"] == filter]
-    return views.page(entries, limit, order, after)
+    return views.page(entries, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}/files/{file_id}")
@@ -222,5 +195,5 @@ async def delete_store_file(request: Request, store_id: str, file_id: str, who: 
     writable(who, store_id)
     if docs.catalog.entry(store_id, file_id) is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
-    await _detach(request, docs, store_id, file_id)
+    await detach(request, docs, store_id, file_id)
     return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}

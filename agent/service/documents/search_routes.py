@@ -2,21 +2,26 @@
 `GET /v1/jobs/{id}`."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import anyio
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import views
 from ragsieve.agent.service.documents.access import docs_of, readable_store, submit, writable
 from ragsieve.agent.service.documents.filters import matches
+from ragsieve.agent.service.documents.ingest import job_view
+from ragsieve.agent.service.documents.job_store import KEEP_JOBS
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import allows
 from ragsieve.tools.index.where import Where
 
 router = APIRouter()
+WORKER_HEADER = "x-ragsieve-worker"  # the process that answered (`serve --workers N`): job state is the same in all
 
 
 # -- search ------------------------------------------------------------------------------
@@ -83,12 +88,13 @@ async def crawl(request: Request, name: str, body: CrawlRequest, who: Caller = D
     if not body.url.startswith(("http://", "https://")):
         raise ApiError(400, "url must start with http:// or https://", param="url")
     crawl_options = {"max_pages": body.max_pages, "same_domain": body.same_domain, "rate": body.rate}
-    return views.job_object(submit(docs, "crawl", name, url=body.url, crawl=crawl_options))
+    return job_view(submit(docs, "crawl", name, url=body.url, crawl=crawl_options))
 
 
 @router.get("/v1/jobs/{job_id}")
 async def get_job(request: Request, job_id: str, who: Caller = Depends(caller)):
-    job = docs_of(request).ingestor.jobs.get(job_id)
+    job = docs_of(request).ingestor.get(job_id) if job_id.startswith("job_") and len(job_id) <= 64 else None
     if job is None or not allows(who.scope, job["index"]):
-        raise ApiError(404, f"no job {job_id!r} (jobs are remembered until the server restarts)", code="not_found")
-    return views.job_object(job)
+        raise ApiError(404, f"no job {job_id!r} (the last {KEEP_JOBS} finished jobs are remembered)",
+                       code="not_found")
+    return JSONResponse(job, headers={WORKER_HEADER: str(os.getpid())})

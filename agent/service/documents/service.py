@@ -7,13 +7,16 @@ import time
 from functools import partial
 from pathlib import Path
 
-from ragsieve.agent.service.documents.catalog import Catalog
+from ragsieve.agent.service.documents.catalog import Catalog, write_json
+from ragsieve.agent.service.documents.expiry import TOUCH_EVERY_S, expired_stores
 from ragsieve.agent.service.documents.filters import equal_all
 from ragsieve.agent.service.documents.ingest import Ingestor
+from ragsieve.agent.service.documents.job_store import JobStore
 from ragsieve.agent.service.documents.views import last_error
 from ragsieve.tools.index.where import Where
 
 log = logging.getLogger(__name__)
+SYNC_S = 1.0  # how often stores created or deleted by another worker process are looked for
 
 
 class Documents:
@@ -25,32 +28,96 @@ class Documents:
         self.catalog = Catalog(settings.data_dir, served)
         self._embedders: dict[str, object] = {}
         self._lock = threading.Lock()
-        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue)
-        for store in self.catalog.stores():  # stores created before a restart are served again
-            sid = store["id"]
-            if sid not in registry.orchestrators and (self.catalog.index_dir(sid) / "CURRENT").is_file():
-                registry.add(sid, self.catalog.index_dir(sid))
+        self._serving = threading.RLock()  # the ingestion worker and the sync thread add and remove stores
+        self.jobs = JobStore(settings.data_dir)
+        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue,
+                                 store=self.jobs)
+        self.sync()  # stores created before a restart are served again
         for name, live in registry.orchestrators.items():
             live.resolve_where = partial(self.resolve_where, name)
-        for store in self.catalog.stores():  # files a restart interrupted are ingested again
+        for store in self.catalog.stores():  # files a restart interrupted are ingested again (by one worker)
             for entry in self.catalog.entries(store["id"]):
-                if entry["status"] == "in_progress":
-                    self.queue_add(store["id"], entry)
+                if entry["status"] == "in_progress" and self.jobs.claim(self._claim_key(store["id"], entry)):
+                    self.queue_add(store["id"], entry, claimed=True)
+        self._stop = threading.Event()
+        self._syncer = threading.Thread(target=self._sync_loop, name="ragsieve-store-sync", daemon=True)
+        self._syncer.start()
 
-    def queue_add(self, store_id: str, entry: dict) -> dict:
-        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends."""
-        def done(job: dict) -> None:
+    @staticmethod
+    def _claim_key(store_id: str, entry: dict) -> str:
+        return f"{store_id}/{entry['id']}/{entry['created_at']}"
+
+    def queue_add(self, store_id: str, entry: dict, claimed: bool = False) -> dict:
+        """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends
+        (`cancelled` when its batch was cancelled first: then it is not built, or taken out again)."""
+        key = self._claim_key(store_id, entry)
+        if not claimed:
+            self.jobs.claim(key)
+
+        def mine(current: dict) -> bool:
+            return current["created_at"] == entry["created_at"]  # not detached and attached again meanwhile
+
+        def wanted() -> bool:
             current = self.catalog.entry(store_id, entry["id"])
-            if current is None or current["created_at"] != entry["created_at"]:
-                return  # detached meanwhile
-            current["status"] = "completed" if job["error"] is None else "failed"
-            current["last_error"] = None if job["error"] is None else last_error(job["error"])
-            self.catalog.put_entry(store_id, current)
+            return current is not None and mine(current) and current["status"] == "in_progress"
 
-        return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done)
+        def done(job: dict) -> None:
+            def change(current: dict) -> dict | None:
+                if not mine(current) or current["status"] != "in_progress":
+                    return None
+                current["status"] = "completed" if job["error"] is None else "failed"
+                current["last_error"] = None if job["error"] is None else last_error(job["error"])
+                return current
+
+            try:
+                if job["status"] == "cancelled":
+                    return
+                after = self.catalog.update_entry(store_id, entry["id"], change)
+                if job["error"] is None and after is not None and mine(after) and after["status"] == "cancelled":
+                    self.ingestor.submit("remove", store_id, file_id=entry["id"])  # cancelled while it was built
+                # (a file detached meanwhile is taken out by the removal its detaching queued)
+            finally:
+                self.jobs.release(key)
+
+        try:
+            return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done, wanted=wanted)
+        except Exception:
+            self.jobs.release(key)
+            raise
 
     def store_ids(self) -> set[str]:
         return {s["id"] for s in self.catalog.stores()}
+
+    # -- stores made or deleted by another worker process (`serve --workers N`) -----------------
+    def sync(self) -> None:
+        """Serve the stores with an index that this process does not serve yet; stop serving deleted ones."""
+        with self._serving:
+            self._sync()
+
+    def _sync(self) -> None:
+        for store in self.catalog.stores():
+            sid = store["id"]
+            if sid not in self.registry.orchestrators and (self.catalog.index_dir(sid) / "CURRENT").is_file():
+                try:
+                    self.registry.add(sid, self.catalog.index_dir(sid))
+                except Exception as exc:  # being written or deleted right now: the next round
+                    log.debug("vector store %s is not served yet: %s", sid, exc)
+                    continue
+                self.registry.orchestrators[sid].resolve_where = partial(self.resolve_where, sid)
+        for sid in [s for s in self.registry.orchestrators if s.startswith("vs_")]:
+            if self.catalog.store(sid) is None or not (self.catalog.index_dir(sid) / "CURRENT").is_file():
+                self.registry.remove(sid)  # deleted, or its last file removed, by another worker
+
+    def _sync_loop(self) -> None:
+        rounds = 0
+        while not self._stop.wait(SYNC_S):
+            rounds += 1
+            try:
+                self.sync()
+                if rounds % int(TOUCH_EVERY_S / SYNC_S) == 1:
+                    self.reap()
+            except Exception:  # pragma: no cover - logged, the next round tries again
+                log.exception("following the vector stores of other workers failed")
 
     # -- called by the ingestion worker ------------------------------------------------
     def _embedder_for(self, store_id: str, model: str):
@@ -71,6 +138,10 @@ class Documents:
 
     def _built(self, store_id: str, removed: bool = False) -> None:
         """A job published a generation: serve it now (not at the next watch round)."""
+        with self._serving:
+            self._serve_built(store_id, removed)
+
+    def _serve_built(self, store_id: str, removed: bool) -> None:
         if removed or self.catalog.store(store_id) is None:  # emptied, or deleted while the job ran
             self.registry.remove(store_id)
             if not removed:
@@ -101,11 +172,36 @@ class Documents:
         return sum(e.get("usage_bytes", 0) for e in self.catalog.entries(store_id) if e["status"] == "completed")
 
     def touch(self, store_id: str) -> None:
+        """The store was used: its `last_active_at` (which `expires_after` counts from) is written at most
+        once a minute per process."""
+        now = int(time.time())
         self._active = getattr(self, "_active", {})
-        self._active[store_id] = int(time.time())
+        written = self._active.get(store_id)
+        self._active[store_id] = now
+        if store_id in self.catalog.served or (written is not None and now - written < TOUCH_EVERY_S):
+            return
+        with self.catalog.locked():
+            meta = self.catalog.store(store_id)
+            if meta is not None:
+                write_json(self.catalog.store_dir(store_id) / "meta.json", meta | {"last_active_at": now})
 
     def last_active(self, store_id: str) -> int | None:
-        return getattr(self, "_active", {}).get(store_id)
+        meta = self.catalog.store(store_id) or {}
+        return max(getattr(self, "_active", {}).get(store_id) or 0, meta.get("last_active_at") or 0) or None
+
+    def reap(self) -> list[str]:
+        """Delete the vector stores past their `expires_at`."""
+        gone = expired_stores(self.catalog)
+        for store_id in gone:
+            with self._serving:
+                self.registry.remove(store_id)
+                self.catalog.delete_store(store_id)
+            log.info("vector store %s expired and was deleted", store_id)
+        return gone
 
     def close(self) -> None:
+        if hasattr(self, "_stop"):
+            self._stop.set()
+            self._syncer.join(5)
         self.ingestor.close()
+        self.jobs.close()

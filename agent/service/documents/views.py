@@ -5,12 +5,15 @@ import time
 
 import numpy as np
 
+from ragsieve.agent.service.documents.expiry import expires_at
 from ragsieve.agent.service.errors import ApiError
 
 UNSUPPORTED = ("unsupported file type", "unsupported")
+FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")  # a vector store file's
 
 
-def page(items: list[dict], limit: int, order: str, after: str | None) -> dict:
+def page(items: list[dict], limit: int, order: str, after: str | None, before: str | None = None) -> dict:
+    """One page of `items` (oldest first) in OpenAI's cursor shape: after/before an id, `has_more`."""
     if not 1 <= limit <= 100:
         raise ApiError(400, "limit must be in 1..100", param="limit")
     if order not in ("asc", "desc"):
@@ -19,6 +22,9 @@ def page(items: list[dict], limit: int, order: str, after: str | None) -> dict:
     if after is not None:
         ids = [i["id"] for i in items]
         items = items[ids.index(after) + 1:] if after in ids else []
+    if before is not None:
+        ids = [i["id"] for i in items]
+        items = items[:ids.index(before)][-limit:] if before in ids else []
     chunk = items[:limit]
     return {"object": "list", "data": chunk, "first_id": chunk[0]["id"] if chunk else None,
             "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
@@ -26,15 +32,16 @@ def page(items: list[dict], limit: int, order: str, after: str | None) -> dict:
 
 def store_object(docs, meta: dict) -> dict:
     entries = docs.catalog.entries(meta["id"])
-    counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("in_progress", "completed", "failed")}
-    counts |= {"cancelled": 0, "total": len(entries)}
+    counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
+    counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
                                                                                                else time.time()),
             "name": meta["name"], "usage_bytes": docs.usage_bytes(meta["id"]), "file_counts": counts,
             "status": "in_progress" if counts["in_progress"] else "completed",
             "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
-            "expires_after": None, "expires_at": None}
+            "expires_after": meta.get("expires_after"),
+            "expires_at": expires_at(meta | {"last_active_at": docs.last_active(meta["id"])})}
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
@@ -46,11 +53,6 @@ def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
 def last_error(message: str) -> dict:
     code = "unsupported_file" if any(u in message for u in UNSUPPORTED) else "invalid_file"
     return {"code": code, "message": message[:1000]}
-
-
-def job_object(job: dict) -> dict:
-    return {k: v for k, v in job.items() if k != "params"} | {
-        "params": {k: v for k, v in job["params"].items() if not callable(v)}}
 
 
 def search(docs, live, store_id: str, query: str, k: int, where, threshold: float) -> list[dict]:
