@@ -34,6 +34,7 @@ from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, cano
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
+from ragsieve.tools.index.incremental import collect_stores
 from ragsieve.tools.index.lock import IndexLock
 from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
@@ -250,10 +251,14 @@ class IndexBuilder:
             if prev_store is not None:
                 prev_store.close()
         switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
+        collect_stores(self.root)  # records and stores of the incremental layout no generation sees any more
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
             cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model())
             try:
-                cache.prune(getattr(self, "_last_keys", set()))
+                if getattr(self, "_last_keys", set()) is None:  # incremental: the texts this build removed
+                    cache.forget(getattr(self, "_gone_keys", set()))
+                else:
+                    cache.prune(getattr(self, "_last_keys", set()))
             finally:
                 cache.close()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],

@@ -30,6 +30,14 @@ from ragsieve.tools.index.store import ChunkStore
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
+SEGMENTED_REQUIRED = (MANIFEST, "segments", "sparse.json")  # the incremental layout: chunks in a shared store
+
+
+def _layout(gen: Path) -> str:
+    try:
+        return json.loads((gen / MANIFEST).read_text(encoding="utf-8")).get("layout", "generation")
+    except (OSError, ValueError, AttributeError):
+        return "generation"
 
 
 QUERY_CACHE_SIZE = 64
@@ -125,7 +133,8 @@ class HybridIndex:
     def _open_generation(cls, root: Path, gen: Path, embedder: Embedder | None, batch_size: int) -> "HybridIndex":
         if not gen.is_dir():
             raise IndexMissingError(f"index {root}: CURRENT points at {gen.name}, which does not exist")
-        missing = [name for name in REQUIRED if not (gen / name).exists()]
+        segmented = _layout(gen) == "segments"
+        missing = [name for name in (SEGMENTED_REQUIRED if segmented else REQUIRED) if not (gen / name).exists()]
         if missing:
             raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")
         manifest = read_manifest(gen)
@@ -134,6 +143,12 @@ class HybridIndex:
         if why:
             raise UsageError(f"index {root}: {why}; queries must be embedded like the index (given embedder refused)")
         store = _load_part(gen, "chunks.sqlite", lambda: ChunkStore(gen / "chunks.sqlite", read_only=True))
+        if segmented:
+            try:
+                return cls._open_segments(root, gen, manifest, store, embedder, batch_size)
+            except BaseException:
+                store.close()
+                raise
         try:
             n = _load_part(gen, "chunks.sqlite", store.count)
             bm25 = _load_part(gen, "bm25/", lambda: BM25Index.load(gen / "bm25"))
@@ -149,6 +164,26 @@ class HybridIndex:
             store.close()
             raise
         return cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
+
+    @classmethod
+    def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
+                       batch_size: int) -> "HybridIndex":
+        """An incremental generation (`ragsieve.tools.index.incremental`): segments composed at open."""
+        from ragsieve.tools.index.seg_bm25 import SegmentBM25
+        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
+
+        n = int(manifest["counts"]["chunks"])
+        view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
+        vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)
+        dense = DenseIndex("flat")
+        dense._set(NumpyFlat(vectors), vectors)
+        bm25 = SegmentBM25(view, manifest["bm25"])
+        cut = _load_part(gen, "sparse.json", lambda: json.loads((gen / "sparse.json").read_text(encoding="utf-8")))
+        sim = view.nearest()[0]
+        sparse = [] if n < 2 else np.flatnonzero(sim < float(cut["cutoff"])).tolist()
+        index = cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
+        index.segments = view
+        return index
 
     def __len__(self) -> int:
         return self.store.count()
