@@ -78,8 +78,9 @@ class IndexBuilder:
                  bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
-                 ray=None) -> None:
+                 ray=None, segments: bool = True) -> None:
         self.root = Path(index_dir)
+        self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         self.lock_wait_s = lock_wait_s

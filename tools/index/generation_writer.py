@@ -55,7 +55,8 @@ def read_changes(gen: Path) -> dict | None:
 def segments_wanted(builder) -> bool:
     """New generations use the incremental layout (`ragsieve.tools.index.incremental`) with a flat dense index
     and the bm25s engine (the defaults); HNSW and rank_bm25 keep whole-generation files."""
-    return builder.dense_proto.kind is FaissKind.FLAT and builder.bm25_proto.engine is BM25Engine.BM25S
+    return getattr(builder, "segments", True) and builder.dense_proto.kind is FaissKind.FLAT \
+        and builder.bm25_proto.engine is BM25Engine.BM25S
 
 
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,

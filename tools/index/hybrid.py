@@ -172,15 +172,36 @@ class HybridIndex:
         from ragsieve.tools.index.seg_bm25 import SegmentBM25
         from ragsieve.tools.index.segments import NumpyFlat, SegmentView
 
+        from ragsieve.tools.index.readers import ReaderLease
+
+        lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation
+        if not lease.held or not (gen / MANIFEST).is_file():
+            lease.release()
+            raise IndexMissingError(f"index generation {gen} was replaced while opening")
+        try:
+            index = cls._compose(root, gen, manifest, store, embedder, batch_size)
+        except BaseException:
+            lease.release()
+            raise
+        index._lease = lease
+        return index
+
+    @classmethod
+    def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
+                 batch_size: int) -> "HybridIndex":
+        from ragsieve.tools.index.seg_bm25 import SegmentBM25
+        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
+
         n = int(manifest["counts"]["chunks"])
         view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
         vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)
         dense = DenseIndex("flat")
         dense._set(NumpyFlat(vectors), vectors)
         bm25 = SegmentBM25(view, manifest["bm25"])
-        cut = _load_part(gen, "sparse.json", lambda: json.loads((gen / "sparse.json").read_text(encoding="utf-8")))
-        sim = view.nearest()[0]
-        sparse = [] if n < 2 else np.flatnonzero(sim < float(cut["cutoff"])).tolist()
+        cut = _load_part(gen, "sparse.json", lambda: float(json.loads(
+            (gen / "sparse.json").read_text(encoding="utf-8"))["cutoff"]))
+        sim = _load_part(gen, "segments/ nearest", lambda: view.nearest()[0])
+        sparse = [] if n < 2 else np.flatnonzero(sim < cut).tolist()
         index = cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
         index.segments = view
         return index
@@ -248,6 +269,9 @@ class HybridIndex:
 
     def close(self) -> None:
         self.store.close()
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.release()
 
     def __enter__(self) -> "HybridIndex":
         return self

@@ -128,7 +128,11 @@ def shared_store_of(gen: Path) -> tuple[Path, int, int] | None:
     store = manifest.get("store") if isinstance(manifest, dict) else None
     if not isinstance(store, dict) or "/" in str(store.get("file", "/")):
         return None
-    return gen.parent / store["file"], int(store["generation"]), int(manifest["counts"]["chunks"])
+    try:
+        number = int(gen.name.split("-")[1])  # this generation's number (`store.generation`: the store's first)
+    except (IndexError, ValueError):
+        return None
+    return gen.parent / store["file"], number, int(manifest["counts"]["chunks"])
 
 
 def _to_chunk(r: tuple) -> Chunk:
