@@ -1,0 +1,78 @@
+"""Local one-document publish time in the incremental layout (issue 28 local rows; issue 25's upload path).
+
+    nice -n 10 .venv/bin/python benchmarks/scale_local_publish.py --sizes 10000,100000
+
+A corpus of N one-chunk synthetic documents (`scale_publish._corpus`, hash vectors: the encoder is not what is
+measured) is indexed once; then one document is edited and edited back, each change timed end to end through
+`IndexBuilder.build` (load and hash of the corpus file, layout, shared-store transaction, the delta segment,
+nearest-neighbour update, manifest, fsync, switch) and the open of the new generation by a reader. The bytes
+and store rows written by each publish come from the manifest (`io`). Timings are samples on a shared machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_publish import HashEmbedder, _corpus  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def one_size(n: int, work: Path, changes: int) -> dict:
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.hybrid import HybridIndex
+
+    folder = work / f"local-{n}"
+    shutil.rmtree(folder, ignore_errors=True)
+    corpus = folder / "corpus" / "corpus.jsonl"
+    corpus.parent.mkdir(parents=True)
+    _corpus(corpus, n)
+    t0 = time.perf_counter()
+    IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus])
+    row: dict = {"chunks": n, "initial_build_s": round(time.perf_counter() - t0, 1), "runs": []}
+    for k in range(changes):
+        _corpus(corpus, n, edited=n // 2 if k % 2 == 0 else None)
+        t0 = time.perf_counter()
+        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus])
+        build_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with HybridIndex.open(folder / "index", embedder=HashEmbedder()) as index:
+            index.bm25.search("edited w1", 3)
+        open_s = time.perf_counter() - t0
+        manifest = json.loads((folder / "index" / report.generation / "manifest.json").read_text())
+        row["runs"].append({"publish_s": round(build_s, 3), "open_and_first_search_s": round(open_s, 3),
+                            "docs_updated": report.docs_updated, "chunks_embedded": report.chunks_embedded,
+                            **manifest["io"]})
+    row["publish_s_median"] = sorted(r["publish_s"] for r in row["runs"])[len(row["runs"]) // 2]
+    shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--changes", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-local-publish")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale-local-publish.json")
+    args = ap.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    out = {"command": "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])]),
+           "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
+    for n in [int(s) for s in args.sizes.split(",")]:
+        out["sizes"].append(one_size(n, args.work, args.changes))
+        print(json.dumps(out["sizes"][-1]), flush=True)
+        out["load_average_at_end"] = list(os.getloadavg())
+        args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
