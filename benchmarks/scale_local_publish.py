@@ -3,9 +3,11 @@
     nice -n 10 .venv/bin/python benchmarks/scale_local_publish.py --sizes 10000,100000
 
 A corpus of N one-chunk synthetic documents (`scale_publish._corpus`, hash vectors: the encoder is not what is
-measured) is indexed once; then one document is edited and edited back, each change timed end to end through
-`IndexBuilder.build` (load and hash of the corpus file, layout, shared-store transaction, the delta segment,
-nearest-neighbour update, manifest, fsync, switch) and the open of the new generation by a reader. The bytes
+measured) plus one Markdown note is indexed once; then, alternately, the note is edited and given alone (the
+path of `ragsieve index <file>` and of the documents API: the other documents are kept), or the whole corpus
+file is given again with one document edited (then loading and hashing its N documents is part of the time).
+Each change is timed end to end through `IndexBuilder.build` (layout, shared-store transaction, the delta
+segment, nearest-neighbour update, manifest, fsync, switch), then the open of the new generation by a reader. The bytes
 and store rows written by each publish come from the manifest (`io`). Timings are samples on a shared machine.
 """
 from __future__ import annotations
@@ -35,23 +37,35 @@ def one_size(n: int, work: Path, changes: int) -> dict:
     corpus = folder / "corpus" / "corpus.jsonl"
     corpus.parent.mkdir(parents=True)
     _corpus(corpus, n)
+    note = folder / "notes" / "note.md"
+    note.parent.mkdir()
+    note.write_text("# Note\n\nThe release marker is m0.\n", encoding="utf-8")
     t0 = time.perf_counter()
-    IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus])
-    row: dict = {"chunks": n, "initial_build_s": round(time.perf_counter() - t0, 1), "runs": []}
-    for k in range(changes):
-        _corpus(corpus, n, edited=n // 2 if k % 2 == 0 else None)
+    IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus, note])
+    row: dict = {"chunks": n + 1, "initial_build_s": round(time.perf_counter() - t0, 1), "runs": []}
+    for k in range(2 * changes):
+        # even k: one file given (`ragsieve index notes/note.md`, the documents API): the others are kept;
+        # odd k: the whole corpus file given again with one document edited (its N documents loaded and hashed)
+        one_file = k % 2 == 0
+        if one_file:
+            note.write_text(f"# Note\n\nThe release marker is m{k + 1}.\n", encoding="utf-8")
+        else:
+            _corpus(corpus, n, edited=n // 2 if k % 4 == 1 else None)
         t0 = time.perf_counter()
-        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus])
+        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build(
+            [note] if one_file else [corpus])
         build_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         with HybridIndex.open(folder / "index", embedder=HashEmbedder()) as index:
             index.bm25.search("edited w1", 3)
         open_s = time.perf_counter() - t0
         manifest = json.loads((folder / "index" / report.generation / "manifest.json").read_text())
-        row["runs"].append({"publish_s": round(build_s, 3), "open_and_first_search_s": round(open_s, 3),
+        row["runs"].append({"given": "one file" if one_file else "whole corpus", "publish_s": round(build_s, 3), "open_and_first_search_s": round(open_s, 3),
                             "docs_updated": report.docs_updated, "chunks_embedded": report.chunks_embedded,
                             **manifest["io"]})
-    row["publish_s_median"] = sorted(r["publish_s"] for r in row["runs"])[len(row["runs"]) // 2]
+    for given in ("one file", "whole corpus"):
+        times = sorted(r["publish_s"] for r in row["runs"] if r["given"] == given)
+        row[f"publish_s_median_{given.replace(' ', '_')}"] = times[len(times) // 2]
     shutil.rmtree(folder, ignore_errors=True)
     return row
 
