@@ -164,3 +164,45 @@ def test_damaged_incremental_generation_gives_one_clear_line(tmp_path, part):
     with pytest.raises(IndexMissingError) as caught:
         HybridIndex.open(root)
     assert "\n" not in str(caught.value) and "gen-1" in str(caught.value)
+
+
+KILLER = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from test_incremental import HashEmbedder
+import ragsieve.tools.index.{module} as target
+from ragsieve.tools.index.builder import IndexBuilder
+def die(*a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)
+target.{name} = die
+IndexBuilder({root!r}, embedder=HashEmbedder(), progress=False).build([{corpus!r}])
+"""
+
+
+@pytest.mark.parametrize("module, name", [("incremental", "write_segment"),  # after the store's commit
+                                          ("builder", "switch_current")])  # the generation written, not switched
+def test_kill_9_mid_publish_leaves_the_previous_state_and_the_next_build_completes_it(tmp_path, module, name):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    corpus = tmp_path / "docs"
+    _write(corpus, 30)
+    root = tmp_path / "idx"
+    IndexBuilder(root, embedder=HashEmbedder(), progress=False).build([corpus])
+    with HybridIndex.open(root, embedder=HashEmbedder()) as index:
+        before = sorted(index.store.texts())
+    _write(corpus, 30, edits={4})
+    (corpus / "d00007.md").unlink()
+    script = KILLER.format(tests=str(Path(__file__).parent), module=module, name=name, root=str(root),
+                           corpus=str(corpus))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-500:]
+    with HybridIndex.open(root, embedder=HashEmbedder()) as index:  # the previous state, whole
+        assert index.path.name == "gen-1" and sorted(index.store.texts()) == before and len(index) == 30
+    report = IndexBuilder(root, embedder=HashEmbedder(), progress=False).build([corpus])
+    assert report.written and (report.docs_updated, report.docs_removed) == (1, 1)
+    with HybridIndex.open(root, embedder=HashEmbedder()) as index:
+        texts = index.store.texts()
+        assert len(index) == len(texts) == 29 and sum("edited" in t for t in texts) == 1
+        assert len(index.store.documents()) == 29
