@@ -23,7 +23,7 @@ import numpy as np
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sparse import find_sparse_rows
-from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import corpus_fingerprint, indexed_text, package_version
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
 from ragsieve.tools.index.generations import fsync_tree
@@ -102,15 +102,15 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
         # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
-        bm25_job = pool.submit(_build_bm25, builder, texts, gen) if builder.overlap and not segmented else None
+        work = _tokens if segmented else _build_bm25
+        bm25_job = pool.submit(work, builder, texts, gen) if builder.overlap else None
         vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
         embed_seconds = round(time.perf_counter() - t0, 3)
-        if not segmented:
-            _build_bm25(builder, texts, gen) if bm25_job is None else bm25_job.result()
+        tokens = work(builder, texts, gen) if bm25_job is None else bm25_job.result()
     extra: dict = {}
     if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
         extra = {"layout": LAYOUT, "store": store_generation(builder, gen, gen / "chunks.sqlite")}
-        base = write_base(builder, gen, texts, vectors)
+        base = write_base(builder, gen, tokens, vectors)
         extra |= {"segments": base["segments"], "bm25_total_len": base["total_len"]}
         sim = SegmentView(gen, base["segments"], n).nearest()[0]
         rows, cutoff = sparse_cut(sim, builder.sparse_percentile)
@@ -213,6 +213,10 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
         out.commit()
     finally:
         out.close()
+
+
+def _tokens(builder, texts: list[str], gen: Path) -> list[list[str]]:
+    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers) for t in texts]
 
 
 def _build_bm25(builder, texts: list[str], gen: Path) -> None:

@@ -72,10 +72,10 @@ def store_generation(builder, gen: Path, temp_store: Path) -> dict:
     return {"file": name, "generation": g}
 
 
-def write_base(builder, gen: Path, texts: list[str], vectors: np.ndarray, nn=None) -> dict:
-    """The single base segment of a full generation (first build, --rebuild, migration, compaction)."""
+def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray, nn=None) -> dict:
+    """The single base segment of a full generation (first build, --rebuild, migration), from every row's
+    BM25 tokens and vector."""
     n = len(vectors)
-    tokens = [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers) for t in texts]
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     sim, row = nearest_full(vectors) if nn is None else nn
     padded = np.zeros((capacity(n), vectors.shape[1]), dtype=np.float32)
