@@ -244,8 +244,7 @@ class HybridIndex:
         if self._symbols is None:
             from ragsieve.tools.index.symbols import SymbolTable
 
-            n = len(self)
-            table = SymbolTable.from_chunks(zip(range(n), self.store.get_many(range(n))))
+            table = SymbolTable.from_chunks(self.store.symbol_chunks())  # code and #anchor chunks only
             with self._query_lock:
                 self._symbols = table
         return self._symbols

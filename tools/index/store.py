@@ -75,41 +75,7 @@ CREATE INDEX IF NOT EXISTS documents_born ON documents(born);
 CREATE INDEX IF NOT EXISTS documents_retired ON documents(retired);
 """
 _COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, symbol"
-_OLD_SHARED_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    doc_id TEXT NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    row INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    line_start INTEGER,
-    line_end INTEGER,
-    symbol TEXT NOT NULL DEFAULT '',
-    born INTEGER NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS chunks_row ON chunks(row, born);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, chunk_index);
-CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
-CREATE INDEX IF NOT EXISTS chunks_born ON chunks(born);
-CREATE INDEX IF NOT EXISTS chunks_retired ON chunks(retired);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    n_chunks INTEGER NOT NULL,
-    first_row INTEGER NOT NULL,
-    born INTEGER NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS documents_doc ON documents(doc_id);
-CREATE INDEX IF NOT EXISTS documents_born ON documents(born);
-CREATE INDEX IF NOT EXISTS documents_retired ON documents(retired);
-"""
-_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, '' AS symbol"  # before `symbol`
+_OLD_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, '' AS symbol"  # before `symbol`
 
 
 def text_hash(text: str) -> str:
@@ -348,6 +314,13 @@ class ChunkStore:
     def row_metadata(self) -> list[tuple[int, str, str]]:
         """(row, source, kind) of every chunk, in row order: what metadata filters read."""
         return [(int(r), s, k) for r, s, k in self._db.execute(f"SELECT row, source, kind FROM chunks WHERE 1{self._vis} ORDER BY row")]
+
+    def symbol_chunks(self) -> list[tuple[int, Chunk]]:
+        """(row, chunk) of the chunks that can define a symbol (`ragsieve.tools.index.symbols.definitions_in`:
+        code, or a page section labelled `#anchor`), in row order; a prose corpus reads none."""
+        which = "(kind = 'code' OR symbol LIKE '#%')" if self._cols == _COLS else "kind = 'code'"
+        return [(r[0], _to_chunk(r[1:])) for r in self._db.execute(
+            f"SELECT row, {self._cols} FROM chunks WHERE {which}{self._vis} ORDER BY row")]
 
     def source_of(self, doc_id: str) -> str:
         r = self._db.execute(f"SELECT source FROM documents WHERE doc_id = ?{self._vis}", (doc_id,)).fetchone()
