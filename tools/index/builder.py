@@ -244,7 +244,8 @@ class IndexBuilder:
             gen = new_generation(self.root)
             try:
                 hashes = new_hashes | {i: prev_docs[i] for i in kept}
-                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
+                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
+                                            prev_docs=prev_docs)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise

@@ -60,8 +60,10 @@ def segments_wanted(builder) -> bool:
 
 
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
-    """Write generation `gen` of `builder`'s index; returns its manifest."""
+                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = (),
+                     prev_docs: dict[str, str] | None = None) -> dict:
+    """Write generation `gen` of `builder`'s index; returns its manifest (`prev_docs`: the previous
+    generation's documents, when the caller has listed them already)."""
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
     chunked = [(d, builder.chunker.run(d)) for d in fresh]
@@ -71,7 +73,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
             {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
             {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}:
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
-                                  set(unchanged) | set(kept), cut_before)
+                                  set(unchanged) | set(kept), cut_before, prev_docs)
     if prev_store is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
@@ -132,9 +134,9 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
 
 
 def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked, keep,
-                       cut_before) -> dict:
+                       cut_before, prev_docs=None) -> dict:
     t0 = time.perf_counter()
-    part = write_incremental(builder, gen, prev_gen, prev, prev_store, chunked, keep)
+    part = write_incremental(builder, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs)
     layout = part["layout"]
     if layout.n == 0:
         raise UsageError("the documents produced no chunks to index")

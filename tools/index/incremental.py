@@ -87,12 +87,12 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
 
 
 def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store: ChunkStore, chunked,
-                      keep: set[str]) -> dict:
+                      keep: set[str], prev_docs: dict[str, str] | None = None) -> dict:
     """A generation that appends one delta segment to `prev_gen`'s (or compacts). Returns its parts:
     layout, vectors view, sparse, store record, segments, bytes written, embedding counts."""
     g, g_prev = generation_number(gen), generation_number(prev_gen)
     n_base = int(prev["counts"]["chunks"])
-    prev_docs = prev_store.documents()
+    prev_docs = prev_store.documents() if prev_docs is None else prev_docs
     dropped = [d for d in prev_docs if d not in keep]
     freed = [r for d in dropped for r in prev_store.doc_rows(d)]
     old_texts = [c.text for c in prev_store.get_many(freed)] if freed else []
