@@ -28,21 +28,25 @@ from scale_publish import HashEmbedder, _corpus  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def one_size(n: int, work: Path, changes: int) -> dict:
+def one_size(n: int, work: Path, changes: int, keep: bool = False) -> dict:
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
 
     folder = work / f"local-{n}"
-    shutil.rmtree(folder, ignore_errors=True)
     corpus = folder / "corpus" / "corpus.jsonl"
-    corpus.parent.mkdir(parents=True)
-    _corpus(corpus, n)
     note = folder / "notes" / "note.md"
-    note.parent.mkdir()
-    note.write_text("# Note\n\nThe release marker is m0.\n", encoding="utf-8")
-    t0 = time.perf_counter()
-    IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus, note])
-    row: dict = {"chunks": n + 1, "initial_build_s": round(time.perf_counter() - t0, 1), "runs": []}
+    row: dict = {"chunks": n + 1, "runs": []}
+    if not (folder / "index" / "CURRENT").is_file() or not keep:  # --keep reuses an index built before
+        shutil.rmtree(folder, ignore_errors=True)
+        corpus.parent.mkdir(parents=True)
+        _corpus(corpus, n)
+        note.parent.mkdir()
+        note.write_text("# Note\n\nThe release marker is m0.\n", encoding="utf-8")
+        t0 = time.perf_counter()
+        IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus, note])
+        row["initial_build_s"] = round(time.perf_counter() - t0, 1)
+    else:
+        row["reused_index"] = True
     for k in range(2 * changes):
         # even k: one file given (`ragsieve index notes/note.md`, the documents API): the others are kept;
         # odd k: the whole corpus file given again with one document edited (its N documents loaded and hashed)
@@ -66,7 +70,8 @@ def one_size(n: int, work: Path, changes: int) -> dict:
     for given in ("one file", "whole corpus"):
         times = sorted(r["publish_s"] for r in row["runs"] if r["given"] == given)
         row[f"publish_s_median_{given.replace(' ', '_')}"] = times[len(times) // 2]
-    shutil.rmtree(folder, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
     return row
 
 
@@ -75,13 +80,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--changes", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-local-publish")
+    ap.add_argument("--keep", action="store_true", help="keep the indexes in --work and reuse them next time")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale-local-publish.json")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     out = {"command": "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])]),
            "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
     for n in [int(s) for s in args.sizes.split(",")]:
-        out["sizes"].append(one_size(n, args.work, args.changes))
+        out["sizes"].append(one_size(n, args.work, args.changes, args.keep))
         print(json.dumps(out["sizes"][-1]), flush=True)
         out["load_average_at_end"] = list(os.getloadavg())
         args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
