@@ -68,6 +68,13 @@ def recorded_encoder(root: Path) -> str | None:
     return embedding.get("encoder", "torch")
 
 
+def _scope_test(scopes):
+    """`lambda doc_id: in_scope(doc_id, scopes)`, cheap enough to run over every document of a large index."""
+    prefixes = tuple(s if s.endswith("/") else s + "#" for s in scopes)
+    exact = {s for s in scopes if not s.endswith("/")}
+    return lambda doc_id: doc_id in exact or doc_id.startswith(prefixes)
+
+
 class IndexBuilder:
     """Index files and folders into `index_dir`; one public method, `build(paths)`."""
 
@@ -225,7 +232,8 @@ class IndexBuilder:
             unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
             gone = [i for i in prev_docs if i not in new_hashes]
             # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
-            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not in_scope(i, scopes)]
+            scoped = _scope_test(scopes)  # `in_scope` with one C-level startswith per document
+            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not scoped(i)]
             if kept and not reuse:
                 raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
                                  f"settings changed: index them again too, or pass --sync to keep only these paths")
