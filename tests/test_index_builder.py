@@ -46,8 +46,9 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
     assert report.written and report.generation == "gen-1"
     assert (report.docs_added, report.chunks_total, report.chunks_embedded) == (3, 3, 3)
     assert (root / "CURRENT").read_text().strip() == "gen-1"
-    for name in ("chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json", "manifest.json"):
-        assert (root / "gen-1" / name).exists()
+    for name in ("segments/seg-1/vectors.npy", "segments/seg-1/tf.npy", "sparse.json", "manifest.json"):
+        assert (root / "gen-1" / name).exists()  # the incremental layout: chunks in the shared store
+    assert (root / "store-1.sqlite").is_file()
     manifest = json.loads((root / "gen-1" / "manifest.json").read_text())
     assert manifest["embedding"] == {"provider": "sentence-transformers", "model": "sentence-transformers/all-MiniLM-L6-v2",
                                      "dimension": 384, "encoder": "torch"}
@@ -55,7 +56,7 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
     assert manifest["counts"]["chunks"] == 3 and manifest["versions"]["faiss-cpu"]
     again = _builder(root, embedder).build([corpus])
     assert not again.written and again.chunks_embedded == 0 and again.docs_unchanged == 3
-    assert again.generation == "gen-1" and _entries(root) == [".lock", "CURRENT", "gen-1"]
+    assert again.generation == "gen-1" and _entries(root) == [".lock", "CURRENT", "gen-1", "store-1.sqlite"]
     with HybridIndex.open(root) as index:
         assert index.manifest["corpus_fingerprint"] == manifest["corpus_fingerprint"]
         assert len(index) == 3 and index.vectors.shape == (3, 384)
@@ -97,10 +98,10 @@ def test_failure_mid_build_keeps_the_old_index(tmp_path, corpus, embedder, monke
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(gw, "find_sparse_rows", boom)  # (the generation writer, split from the builder)
+    monkeypatch.setattr(gw, "sparse_record", boom)  # (the generation writer, split from the builder)
     with pytest.raises(KeyboardInterrupt):
         _builder(root, embedder).build([corpus])
-    assert _entries(root) == [".lock", "CURRENT", "gen-1"]
+    assert _entries(root) == [".lock", "CURRENT", "gen-1", "store-1.sqlite"]
     with HybridIndex.open(root) as index:
         assert index.path.name == "gen-1" and "Gamma is the billing job" in index.store.texts()[2]
 
@@ -117,7 +118,7 @@ def test_crash_before_current_switch_keeps_old_then_recovers(tmp_path, corpus, e
         assert index.path.name == "gen-1"
     report = _builder(root, embedder).build([corpus])
     assert report.generation == "gen-3" and report.chunks_embedded == 1
-    assert _entries(root) == [".lock", "CURRENT", "gen-1", "gen-3"]  # orphan gen-2 gone
+    assert _entries(root) == [".lock", "CURRENT", "gen-1", "gen-3", "store-1.sqlite"]  # orphan gen-2 gone
 
 
 def test_model_mismatch_refused_and_settings_change_rebuilds(tmp_path, corpus, embedder):

@@ -142,8 +142,8 @@ DAMAGE = ["CURRENT garbage", "CURRENT dangling", "manifest not JSON", "manifest 
 @pytest.mark.parametrize("kind", DAMAGE)
 def test_damaged_index_gives_one_clear_line(tmp_path, embedder, kind, capsys):
     root = tmp_path / "idx"
-    IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / "c", 1)])
-    _damage(root / "gen-1", kind)
+    IndexBuilder(root, embedder=embedder, progress=False, segments=False).build([corpus(tmp_path / "c", 1)])
+    _damage(root / "gen-1", kind)  # the whole-generation layout (format 1); the incremental one: test_incremental
     with pytest.raises(IndexMissingError) as caught:
         HybridIndex.open(root)
     message = str(caught.value)

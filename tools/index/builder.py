@@ -34,6 +34,7 @@ from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, cano
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
+from ragsieve.tools.index.incremental import collect_stores
 from ragsieve.tools.index.lock import IndexLock
 from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
@@ -67,6 +68,13 @@ def recorded_encoder(root: Path) -> str | None:
     return embedding.get("encoder", "torch")
 
 
+def _scope_test(scopes):
+    """`lambda doc_id: in_scope(doc_id, scopes)`, cheap enough to run over every document of a large index."""
+    prefixes = tuple(s if s.endswith("/") else s + "#" for s in scopes)
+    exact = {s for s in scopes if not s.endswith("/")}
+    return lambda doc_id: doc_id in exact or doc_id.startswith(prefixes)
+
+
 class IndexBuilder:
     """Index files and folders into `index_dir`; one public method, `build(paths)`."""
 
@@ -77,8 +85,9 @@ class IndexBuilder:
                  bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
-                 ray=None) -> None:
+                 ray=None, segments: bool = True) -> None:
         self.root = Path(index_dir)
+        self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         self.lock_wait_s = lock_wait_s
@@ -223,7 +232,8 @@ class IndexBuilder:
             unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
             gone = [i for i in prev_docs if i not in new_hashes]
             # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
-            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not in_scope(i, scopes)]
+            scoped = _scope_test(scopes)  # `in_scope` with one C-level startswith per document
+            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not scoped(i)]
             if kept and not reuse:
                 raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
                                  f"settings changed: index them again too, or pass --sync to keep only these paths")
@@ -242,7 +252,8 @@ class IndexBuilder:
             gen = new_generation(self.root)
             try:
                 hashes = new_hashes | {i: prev_docs[i] for i in kept}
-                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept)
+                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
+                                            prev_docs=prev_docs)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise
@@ -250,10 +261,14 @@ class IndexBuilder:
             if prev_store is not None:
                 prev_store.close()
         switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
+        collect_stores(self.root)  # records and stores of the incremental layout no generation sees any more
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
             cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model())
             try:
-                cache.prune(getattr(self, "_last_keys", set()))
+                if getattr(self, "_last_keys", set()) is None:  # incremental: the texts this build removed
+                    cache.forget(getattr(self, "_gone_keys", set()))
+                else:
+                    cache.prune(getattr(self, "_last_keys", set()))
             finally:
                 cache.close()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],

@@ -54,6 +54,12 @@ class EmbeddingCache:
         self._db.commit()
         return len(rows)
 
+    def forget(self, keys: set[str]) -> int:
+        """Delete the vectors of these texts (an incremental build's removed chunks): O(k), not O(cache)."""
+        self._db.executemany("DELETE FROM vectors WHERE model = ? AND key = ?", [(self.model, k) for k in keys])
+        self._db.commit()
+        return len(keys)
+
     def close(self) -> None:
         self._db.close()
 

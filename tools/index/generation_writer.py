@@ -23,17 +23,24 @@ import numpy as np
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sparse import find_sparse_rows
-from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import corpus_fingerprint, indexed_text, package_version
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
 from ragsieve.tools.index.generations import fsync_tree
-from ragsieve.tools.index.hybrid import MANIFEST
+from ragsieve.tools.filters.sparse import SparseSubset
+from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
+from ragsieve.tools.index.incremental import (LAYOUT, sparse_record, store_generation, write_base,
+                                              write_incremental)
+from ragsieve.tools.index.nearest import sparse_cut
+from ragsieve.tools.index.segments import SegmentView
+from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.index.layout import Layout, plan_rows
 from ragsieve.tools.index.progress import progress_reporter
 from ragsieve.tools.index.store import ChunkStore
 from ragsieve.tools.types import Document
 
 FORMAT_VERSION = 1
+SEGMENTS_FORMAT = 2  # the incremental layout (`ragsieve.tools.index.incremental`)
 CHANGES = "changes.json"
 
 
@@ -45,12 +52,28 @@ def read_changes(gen: Path) -> dict | None:
         return None
 
 
+def segments_wanted(builder) -> bool:
+    """New generations use the incremental layout (`ragsieve.tools.index.incremental`) with a flat dense index
+    and the bm25s engine (the defaults); HNSW and rank_bm25 keep whole-generation files."""
+    return getattr(builder, "segments", True) and builder.dense_proto.kind is FaissKind.FLAT \
+        and builder.bm25_proto.engine is BM25Engine.BM25S
+
+
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = ()) -> dict:
-    """Write generation `gen` of `builder`'s index; returns its manifest."""
+                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = (),
+                     prev_docs: dict[str, str] | None = None) -> dict:
+    """Write generation `gen` of `builder`'s index; returns its manifest (`prev_docs`: the previous
+    generation's documents, when the caller has listed them already)."""
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
     chunked = [(d, builder.chunker.run(d)) for d in fresh]
+    segmented = segments_wanted(builder)
+    prev = read_manifest(prev_gen) if prev_store is not None else None
+    if segmented and prev is not None and prev.get("layout") == LAYOUT and \
+            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
+            {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}:
+        return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
+                                  set(unchanged) | set(kept), cut_before, prev_docs)
     if prev_store is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
@@ -73,35 +96,80 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     texts = [indexed_text(c, builder.symbol_headers) if builder.index_titles else c.text for c in chunks_in_rows]
     builder._last_keys = {text_key(t) for t in texts}
     to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
-    prev_vectors = np.load(prev_gen / "vectors.npy", mmap_mode="r") if prev_store is not None else None
+    prev_vectors = None
+    if prev_store is not None:
+        prev_vectors = SegmentView(prev_gen, prev["segments"], prev["counts"]["chunks"]).vectors \
+            if prev.get("layout") == LAYOUT else np.load(prev_gen / "vectors.npy", mmap_mode="r")
     t0 = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
         # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
-        bm25_job = pool.submit(_build_bm25, builder, texts, gen) if builder.overlap else None
+        work = _tokens if segmented else _build_bm25
+        bm25_job = pool.submit(work, builder, texts, gen) if builder.overlap else None
         vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
         embed_seconds = round(time.perf_counter() - t0, 3)
-        _build_bm25(builder, texts, gen) if bm25_job is None else bm25_job.result()
-    builder.dense_proto.build(vectors).save(gen)
-    sparse = find_sparse_rows(vectors, builder.sparse_percentile)
-    (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
+        tokens = work(builder, texts, gen) if bm25_job is None else bm25_job.result()
+    extra: dict = {}
+    if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
+        extra = {"layout": LAYOUT, "store": store_generation(builder, gen, gen / "chunks.sqlite")}
+        base = write_base(builder, gen, tokens, vectors)
+        extra |= {"segments": base["segments"], "bm25_total_len": base["total_len"]}
+        sim = SegmentView(gen, base["segments"], n).nearest()[0]
+        rows, cutoff = sparse_cut(sim, builder.sparse_percentile)
+        (gen / "sparse.json").write_text(sparse_record(builder.sparse_percentile, cutoff), encoding="utf-8")
+        sparse = SparseSubset(rows=rows, percentile=builder.sparse_percentile, cutoff=cutoff)
+        extra["io"] = {"segment_bytes": base["bytes_written"], "store_rows_written": n, "compacted": True}
+    else:
+        builder.dense_proto.build(vectors).save(gen)
+        sparse = find_sparse_rows(vectors, builder.sparse_percentile)
+        (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
     if prev_store is not None:
         (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": n,
                                                "changed": layout.changed}), encoding="utf-8")
+    counts = {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
+              "embed_seconds": embed_seconds, "rows_changed": len(layout.changed),
+              "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before}
+    return _finish(builder, gen, prev_gen, settings, hashes, int(vectors.shape[1]), counts,
+                   {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
+
+
+def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked, keep,
+                       cut_before, prev_docs=None) -> dict:
+    t0 = time.perf_counter()
+    part = write_incremental(builder, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs)
+    layout = part["layout"]
+    if layout.n == 0:
+        raise UsageError("the documents produced no chunks to index")
+    rows, cutoff = part["sparse"]
+    (gen / "sparse.json").write_text(sparse_record(builder.sparse_percentile, cutoff), encoding="utf-8")
+    (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": layout.n,
+                                           "changed": layout.changed}), encoding="utf-8")
+    builder._last_keys = None
+    builder._gone_keys = {text_key(t) for t in part["keys_gone"]} - {text_key(t) for t in part["keys_new"]}
+    counts = {"documents": len(docs) + len(kept), "chunks": layout.n, "embedded_this_run": part["embedded"],
+              "embed_seconds": round(time.perf_counter() - t0, 3), "rows_changed": len(layout.changed),
+              "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before}
+    extra = {"layout": LAYOUT, "store": part["store"], "segments": part["segments"],
+             "bm25_total_len": part["total_len"],
+             "io": {"segment_bytes": part["bytes_written"], "store_rows_written": part["store_rows_written"],
+                    "compacted": part["compacted"]}}
+    return _finish(builder, gen, prev_gen, settings, hashes, int(part["vectors"].shape[1]), counts,
+                   {"rows": len(rows), "percentile": builder.sparse_percentile, "cutoff": cutoff}, extra)
+
+
+def _finish(builder, gen, prev_gen, settings, hashes, dim, counts, sparse, extra) -> dict:
     root = builder._recorded_root(prev_gen)
     manifest = {
-        "format_version": FORMAT_VERSION, "ragsieve_version": package_version("ragsieve"), "generation": gen.name,
-        "embedding": builder._embedding_section(int(vectors.shape[1]), prev_gen),
+        "format_version": FORMAT_VERSION if not extra else SEGMENTS_FORMAT, "ragsieve_version": package_version("ragsieve"),
+        "generation": gen.name, "embedding": builder._embedding_section(dim, prev_gen),
         "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
         "chunk_tokens": builder.chunker.chunk_tokens, "index_titles": builder.index_titles, "settings": settings,
-        "counts": {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
-                   "embed_seconds": embed_seconds, "rows_changed": len(layout.changed),
-                   "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before},
-        "sparse": {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
+        "counts": counts, "sparse": sparse,
         "corpus_fingerprint": corpus_fingerprint(hashes),
         "source_root": str(root) if root else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": {d: package_version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
+        **extra,
     }
     (gen / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     fsync_tree(gen)
@@ -115,7 +183,10 @@ def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunke
     dropped = [d for d in prev_docs if d not in keep]
     freed = [r for d in dropped for r in prev_store.doc_rows(d)]
     layout = plan_rows(prev_store.count(), freed, [(d.doc_id, len(chunks)) for d, chunks in chunked])
-    shutil.copyfile(prev_gen / "chunks.sqlite", gen / "chunks.sqlite")
+    if (prev_gen / "chunks.sqlite").is_file():
+        shutil.copyfile(prev_gen / "chunks.sqlite", gen / "chunks.sqlite")
+    else:  # the previous generation reads a shared store: its visible records become this file
+        _export_visible(prev_store, gen / "chunks.sqlite")
     store = ChunkStore(gen / "chunks.sqlite")
     try:
         store.drop_documents(dropped)
@@ -128,6 +199,26 @@ def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunke
     finally:
         store.close()
     return layout
+
+
+def _export_visible(prev_store: ChunkStore, path: Path) -> None:
+    ChunkStore(path).close()  # the per-generation schema
+    db = prev_store._db
+    cols = "doc_id, chunk_index, row, text, text_hash, source, title, kind, line_start, line_end, symbol"
+    dcols = "doc_id, source, content_hash, n_chunks, first_row"
+    out = __import__("sqlite3").connect(path)
+    try:
+        out.executemany(f"INSERT INTO chunks ({cols}) VALUES ({','.join('?' * 11)})",
+                        db.execute(f"SELECT {cols} FROM chunks WHERE 1{prev_store._vis}"))
+        out.executemany(f"INSERT INTO documents ({dcols}) VALUES (?, ?, ?, ?, ?)",
+                        db.execute(f"SELECT {dcols} FROM documents WHERE 1{prev_store._vis}"))
+        out.commit()
+    finally:
+        out.close()
+
+
+def _tokens(builder, texts: list[str], gen: Path) -> list[list[str]]:
+    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers) for t in texts]
 
 
 def _build_bm25(builder, texts: list[str], gen: Path) -> None:

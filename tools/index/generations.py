@@ -39,7 +39,11 @@ def live_generation(root: Path) -> Path | None:
 
 
 def fsync_tree(folder: Path) -> None:
+    """fsync every file and folder below `folder`; a hard-linked file (an incremental generation's older
+    segments) was synced by the generation that wrote it, so only its new folder entry is synced."""
     for path in sorted(folder.rglob("*")) + [folder]:
+        if path.is_file() and path.stat().st_nlink > 1:
+            continue
         _fsync(path)
 
 

@@ -30,6 +30,14 @@ from ragsieve.tools.index.store import ChunkStore
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
+SEGMENTED_REQUIRED = (MANIFEST, "segments", "sparse.json")  # the incremental layout: chunks in a shared store
+
+
+def _layout(gen: Path) -> str:
+    try:
+        return json.loads((gen / MANIFEST).read_text(encoding="utf-8")).get("layout", "generation")
+    except (OSError, ValueError, AttributeError):
+        return "generation"
 
 
 QUERY_CACHE_SIZE = 64
@@ -125,7 +133,8 @@ class HybridIndex:
     def _open_generation(cls, root: Path, gen: Path, embedder: Embedder | None, batch_size: int) -> "HybridIndex":
         if not gen.is_dir():
             raise IndexMissingError(f"index {root}: CURRENT points at {gen.name}, which does not exist")
-        missing = [name for name in REQUIRED if not (gen / name).exists()]
+        segmented = _layout(gen) == "segments"
+        missing = [name for name in (SEGMENTED_REQUIRED if segmented else REQUIRED) if not (gen / name).exists()]
         if missing:
             raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")
         manifest = read_manifest(gen)
@@ -134,6 +143,12 @@ class HybridIndex:
         if why:
             raise UsageError(f"index {root}: {why}; queries must be embedded like the index (given embedder refused)")
         store = _load_part(gen, "chunks.sqlite", lambda: ChunkStore(gen / "chunks.sqlite", read_only=True))
+        if segmented:
+            try:
+                return cls._open_segments(root, gen, manifest, store, embedder, batch_size)
+            except BaseException:
+                store.close()
+                raise
         try:
             n = _load_part(gen, "chunks.sqlite", store.count)
             bm25 = _load_part(gen, "bm25/", lambda: BM25Index.load(gen / "bm25"))
@@ -149,6 +164,47 @@ class HybridIndex:
             store.close()
             raise
         return cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
+
+    @classmethod
+    def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
+                       batch_size: int) -> "HybridIndex":
+        """An incremental generation (`ragsieve.tools.index.incremental`): segments composed at open."""
+        from ragsieve.tools.index.seg_bm25 import SegmentBM25
+        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
+
+        from ragsieve.tools.index.readers import ReaderLease
+
+        lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation
+        if not lease.held or not (gen / MANIFEST).is_file():
+            lease.release()
+            raise IndexMissingError(f"index generation {gen} was replaced while opening")
+        try:
+            index = cls._compose(root, gen, manifest, store, embedder, batch_size)
+        except BaseException:
+            lease.release()
+            raise
+        index._lease = lease
+        return index
+
+    @classmethod
+    def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
+                 batch_size: int) -> "HybridIndex":
+        from ragsieve.tools.index.seg_bm25 import SegmentBM25
+        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
+
+        n = int(manifest["counts"]["chunks"])
+        view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
+        vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)
+        dense = DenseIndex("flat")
+        dense._set(NumpyFlat(vectors), vectors)
+        bm25 = SegmentBM25(view, manifest["bm25"])
+        cut = _load_part(gen, "sparse.json", lambda: float(json.loads(
+            (gen / "sparse.json").read_text(encoding="utf-8"))["cutoff"]))
+        sim = _load_part(gen, "segments/ nearest", lambda: view.nearest()[0])
+        sparse = [] if n < 2 else np.flatnonzero(sim < cut).tolist()
+        index = cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
+        index.segments = view
+        return index
 
     def __len__(self) -> int:
         return self.store.count()
@@ -188,8 +244,7 @@ class HybridIndex:
         if self._symbols is None:
             from ragsieve.tools.index.symbols import SymbolTable
 
-            n = len(self)
-            table = SymbolTable.from_chunks(zip(range(n), self.store.get_many(range(n))))
+            table = SymbolTable.from_chunks(self.store.symbol_chunks())  # code and #anchor chunks only
             with self._query_lock:
                 self._symbols = table
         return self._symbols
@@ -213,6 +268,9 @@ class HybridIndex:
 
     def close(self) -> None:
         self.store.close()
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.release()
 
     def __enter__(self) -> "HybridIndex":
         return self

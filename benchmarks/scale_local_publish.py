@@ -1,0 +1,98 @@
+"""Local one-document publish time in the incremental layout (issue 28 local rows; issue 25's upload path).
+
+    nice -n 10 .venv/bin/python benchmarks/scale_local_publish.py --sizes 10000,100000
+
+A corpus of N one-chunk synthetic documents (`scale_publish._corpus`, hash vectors: the encoder is not what is
+measured) plus one Markdown note is indexed once; then, alternately, the note is edited and given alone (the
+path of `ragsieve index <file>` and of the documents API: the other documents are kept), or the whole corpus
+file is given again with one document edited (then loading and hashing its N documents is part of the time).
+Each change is timed end to end through `IndexBuilder.build` (layout, shared-store transaction, the delta
+segment, nearest-neighbour update, manifest, fsync, switch), then the open of the new generation by a reader. The bytes
+and store rows written by each publish come from the manifest (`io`). Timings are samples on a shared machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_publish import HashEmbedder, _corpus  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def one_size(n: int, work: Path, changes: int, keep: bool = False) -> dict:
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.hybrid import HybridIndex
+
+    folder = work / f"local-{n}"
+    corpus = folder / "corpus" / "corpus.jsonl"
+    note = folder / "notes" / "note.md"
+    row: dict = {"chunks": n + 1, "runs": []}
+    if not (folder / "index" / "CURRENT").is_file() or not keep:  # --keep reuses an index built before
+        shutil.rmtree(folder, ignore_errors=True)
+        corpus.parent.mkdir(parents=True)
+        _corpus(corpus, n)
+        note.parent.mkdir()
+        note.write_text("# Note\n\nThe release marker is m0.\n", encoding="utf-8")
+        t0 = time.perf_counter()
+        IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([corpus, note])
+        row["initial_build_s"] = round(time.perf_counter() - t0, 1)
+    else:
+        row["reused_index"] = True
+    for k in range(2 * changes):
+        # even k: one file given (`ragsieve index notes/note.md`, the documents API): the others are kept;
+        # odd k: the whole corpus file given again with one document edited (its N documents loaded and hashed)
+        one_file = k % 2 == 0
+        if one_file:
+            note.write_text(f"# Note\n\nThe release marker is m{k + 1}.\n", encoding="utf-8")
+        else:
+            _corpus(corpus, n, edited=n // 2 if k % 4 == 1 else None)
+        t0 = time.perf_counter()
+        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build(
+            [note] if one_file else [corpus])
+        build_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with HybridIndex.open(folder / "index", embedder=HashEmbedder()) as index:
+            index.bm25.search("edited w1", 3)
+        open_s = time.perf_counter() - t0
+        manifest = json.loads((folder / "index" / report.generation / "manifest.json").read_text())
+        row["runs"].append({"given": "one file" if one_file else "whole corpus", "publish_s": round(build_s, 3), "open_and_first_search_s": round(open_s, 3),
+                            "docs_updated": report.docs_updated, "chunks_embedded": report.chunks_embedded,
+                            **manifest["io"]})
+    for given in ("one file", "whole corpus"):
+        times = sorted(r["publish_s"] for r in row["runs"] if r["given"] == given)
+        row[f"publish_s_median_{given.replace(' ', '_')}"] = times[len(times) // 2]
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--changes", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-local-publish")
+    ap.add_argument("--keep", action="store_true", help="keep the indexes in --work and reuse them next time")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale-local-publish.json")
+    args = ap.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    out = {"command": "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])]),
+           "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
+    for n in [int(s) for s in args.sizes.split(",")]:
+        out["sizes"].append(one_size(n, args.work, args.changes, args.keep))
+        print(json.dumps(out["sizes"][-1]), flush=True)
+        out["load_average_at_end"] = list(os.getloadavg())
+        args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""Each chunk's nearest other chunk, kept up to date incrementally: what the sparse subset is computed from.
+
+The sparse subset (`ragsieve.tools.filters.sparse`, COS-Mix arXiv 2406.00638) needs the cosine similarity of
+every chunk to its nearest other chunk. Computed from scratch that is O(N^2); kept per row with the nearest
+row's number, a change of k chunks costs one (k x N) matrix product plus a full search only for the chunks
+whose nearest neighbour was removed:
+
+* new chunks: their similarity to every live chunk, one matrix product; their own best is their entry, and an
+  old chunk for which a new chunk is closer than its recorded neighbour takes it;
+* chunks whose recorded neighbour was removed or replaced: searched again against all chunks;
+* chunks that moved to another row (`ragsieve.tools.index.layout`): their entries move, and entries naming
+  them are renamed.
+
+The result equals `nearest_neighbour_similarity` of the final vectors (the similarity, to float precision; the
+row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def nearest_full(vectors: np.ndarray, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """(similarity, row) of each row's nearest other row, exact, blockwise."""
+    n = len(vectors)
+    sim = np.full(n, -np.inf, dtype=np.float32)
+    row = np.full(n, -1, dtype=np.int64)
+    if n < 2:
+        return sim, row
+    v = np.asarray(vectors, dtype=np.float32)
+    for start in range(0, n, block):
+        s = v[start:start + block] @ v.T
+        idx = np.arange(start, min(start + block, n))
+        s[idx - start, idx] = -np.inf
+        row[idx] = s.argmax(axis=1)
+        sim[idx] = s[idx - start, row[idx]]
+    return sim, row
+
+
+def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray, n_base: int,
+                   freed: list[int], moved: dict[int, int], new_rows: list[int],
+                   block: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nearest-neighbour arrays of the new generation from those of the base one.
+
+    `vectors`: the new generation's (n, d) vectors; `old_sim` / `old_row`: the base generation's arrays
+    (length n_base); `freed`: base rows whose chunk is gone; `moved`: kept chunk old row -> new row;
+    `new_rows`: rows of added chunks. Returns (sim, row, touched): touched = rows whose entry differs."""
+    n = len(vectors)
+    where = np.arange(n_base, dtype=np.int64)  # base row -> its row now (-1: gone)
+    where[np.asarray(sorted(set(freed)), dtype=np.int64)] = -1
+    for old, new in moved.items():
+        where[old] = new
+    sim = np.full(n, -np.inf, dtype=np.float32)
+    row = np.full(n, -1, dtype=np.int64)
+    kept = np.flatnonzero(where >= 0)
+    sim[where[kept]] = np.asarray(old_sim)[kept]
+    target = np.asarray(old_row)[kept]
+    row[where[kept]] = np.where(target >= 0, where[np.clip(target, 0, None)], -1)
+    touched = set(moved.values())
+    renamed = where[kept][(target >= 0) & (where[np.clip(target, 0, None)] != target)]
+    touched.update(renamed.tolist())
+    added = np.asarray(sorted(new_rows), dtype=np.int64)
+    stale = np.flatnonzero(row < 0)  # kept rows whose neighbour is gone (and the added rows, not yet set)
+    v = np.asarray(vectors, dtype=np.float32)
+    for start in range(0, added.size, block):
+        part = added[start:start + block]
+        s = v[part] @ v.T
+        s[np.arange(part.size), part] = -np.inf
+        best = s.argmax(axis=1)
+        sim[part], row[part] = s[np.arange(part.size), best], best
+        col_best = s.argmax(axis=0)
+        col_sim = s[col_best, np.arange(n)]
+        better = col_sim > sim
+        better[added] = False
+        sim[better], row[better] = col_sim[better], part[col_best[better]]
+        touched.update(np.flatnonzero(better).tolist())
+    redo = np.setdiff1d(stale, added)
+    for start in range(0, redo.size, block):
+        part = redo[start:start + block]
+        s = v[part] @ v.T
+        s[np.arange(part.size), part] = -np.inf
+        best = s.argmax(axis=1)
+        sim[part], row[part] = s[np.arange(part.size), best], best
+    touched.update(added.tolist())
+    touched.update(redo.tolist())
+    if n < 2:
+        sim[:], row[:] = -np.inf, -1
+    return sim, row, np.asarray(sorted(r for r in touched if r < n), dtype=np.int64)
+
+
+def sparse_cut(sim: np.ndarray, percentile: float) -> tuple[list[int], float]:
+    """Rows below the `percentile`-th percentile of the nearest-neighbour similarity, and that cut-off
+    (`ragsieve.tools.filters.sparse.find_sparse_rows` on the same numbers)."""
+    if sim.size < 2:
+        return [], float("nan")
+    cutoff = float(np.percentile(sim, percentile))
+    return np.flatnonzero(sim < cutoff).tolist(), cutoff
