@@ -268,8 +268,9 @@ class OutlierConfig(_Section):
     standardize: bool = False  # standardise features before PCA (makes alpha a no-op except for weighted_sum)
     seed: int = 0
     fit_candidates: int = Field(20, ge=1)  # the GMM is fitted on the context plus the best pool chunks up to this many
-    # never flag the best N: from the authors' public code for arXiv:2407.01403, not in the paper (the paper flags
-    # every candidate); measured without it, a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
+    # never flag the best N: from the authors' public code for arXiv:2407.01403 (its run script's
+    # `excluded_outlier_idxs = [0, 1, 2, 3]`), not in the paper, which flags every candidate; measured without it,
+    # a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
     protect_top: int = Field(4, ge=0)
     plot: str | None = None  # write the paper's Figure-2 style PNG here
 
