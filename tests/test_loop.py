@@ -106,6 +106,8 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
     script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True],
                     answer="The value is 42 [1].")
     deps = fallback_deps(script, tmp_path)
+    # a judge measured to be trusted: the context is its relevant set (under `union` the fast context stays too)
+    deps.config.loop = deps.config.loop.model_copy(update={"combine": "relevant"})
     state = run(deps, FALLBACK_Q)
     assert steps(state) == [
         ("retrieve", "next"), ("judge", "next"), ("expand", "converged"), ("answer", "next"),
