@@ -290,7 +290,8 @@ class SegmentConfig(_Section):
     cosine_high: float = Field(0.7, ge=-1.0, le=1.0)
     chunk_length_adjustment: bool = True  # dsRAG: value * max(chars, 700) / 700
     # keep context chunks with evidence (conformal set, trusted judge, fallback) outside every segment;
-    # false: dsRAG alone decides (measured: costs 5-11 points of HotpotQA gold recall with noisy judges)
+    # false: dsRAG alone decides (measured: costs 5-12 points of HotpotQA gold recall with noisy judges,
+    # benchmarks/results/pipeline-rse-dsrag-only.json)
     keep_evidence: bool = True
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
 
