@@ -254,8 +254,9 @@ class AbstentionConfig(_Section):
 
 
 class OutlierConfig(_Section):
-    """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured, it never raised
-    gold recall and lowered it with noisy judges in the previous round's ablation (docs/full-plan.md)."""
+    """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured after the conformal
+    step on HotpotQA it changed nothing with the oracle judge and lowered gold recall with noisy ones
+    (flip10 0.874 -> 0.840, flip25 0.927 -> 0.883; benchmarks/results/pipeline-gmm-stage.json)."""
 
     enabled: bool = False
     method: Literal["concatenate", "weighted_sum", "interaction", "polynomial"] = "interaction"
@@ -268,8 +269,9 @@ class OutlierConfig(_Section):
     standardize: bool = False  # standardise features before PCA (makes alpha a no-op except for weighted_sum)
     seed: int = 0
     fit_candidates: int = Field(20, ge=1)  # the GMM is fitted on the context plus the best pool chunks up to this many
-    # never flag the best N: from the authors' public code for arXiv:2407.01403, not in the paper (the paper flags
-    # every candidate); measured without it, a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
+    # never flag the best N: from the authors' public code for arXiv:2407.01403 (its run script's
+    # `excluded_outlier_idxs = [0, 1, 2, 3]`), not in the paper, which flags every candidate; measured without it,
+    # a top-4 chunk was flagged in 5 of 8 trial questions (issue 23)
     protect_top: int = Field(4, ge=0)
     plot: str | None = None  # write the paper's Figure-2 style PNG here
 
@@ -289,7 +291,8 @@ class SegmentConfig(_Section):
     cosine_high: float = Field(0.7, ge=-1.0, le=1.0)
     chunk_length_adjustment: bool = True  # dsRAG: value * max(chars, 700) / 700
     # keep context chunks with evidence (conformal set, trusted judge, fallback) outside every segment;
-    # false: dsRAG alone decides (measured: costs 5-11 points of HotpotQA gold recall with noisy judges)
+    # false: dsRAG alone decides (measured: costs 5-12 points of HotpotQA gold recall with noisy judges,
+    # benchmarks/results/pipeline-rse-dsrag-only.json)
     keep_evidence: bool = True
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
 

@@ -214,3 +214,40 @@ def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, pr
             row["gold_in_topk"] = round(s["gold_k"] / n, 3)
         rows.append(row)
     return {"rows": rows, "best_by_emb": max(rows, key=lambda r: r["Emb%"] if r["Emb%"] is not None else -1e9)}
+
+
+def merge(parts: list[dict]) -> dict:
+    """One filters-gmm result from runs of benchmarks/filters.py that each measured some question types
+    (same filter settings and readers): their `gmm.types` joined, every command, commit and load average kept."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    settings = {json.dumps(p["gmm"]["filter_defaults"], sort_keys=True) for p in parts}
+    if len(settings) != 1:
+        raise ValueError(f"the runs used different filter settings: {sorted(settings)}")
+    out = json.loads(json.dumps(parts[0]))
+    for p in parts[1:]:
+        for kind, readers in p["gmm"]["types"].items():
+            if kind in out["gmm"]["types"]:
+                raise ValueError(f"question type {kind!r} measured twice")
+            out["gmm"]["types"][kind] = readers
+        out["gmm"]["question_counts"].update(p["gmm"].get("question_counts", {}))
+        if "generation" in p["gmm"]:
+            out["gmm"]["generation"] = p["gmm"]["generation"]
+    out["command"] = "; ".join(p["command"] for p in parts)
+    out["commits"] = sorted({p.get("commit") for p in parts if p.get("commit")})
+    out["commit"] = out["commits"][-1] if len(out["commits"]) == 1 else "; ".join(out["commits"])
+    out["load_average"] = parts[0]["load_average"]
+    out["load_averages"] = [p["load_average"] for p in parts]
+    out["elapsed_s"] = max(p.get("elapsed_s", 0) for p in parts)
+    out["merged_from"] = len(parts)
+    return out
+
+
+if __name__ == "__main__":  # python benchmarks/gmm_table.py OUT.json PART.json [PART.json ...]
+    import sys
+
+    if len(sys.argv) < 3:
+        raise SystemExit("usage: gmm_table.py OUT.json PART.json [PART.json ...]  (merge per-type filters.py runs)")
+    merged = merge([json.loads(Path(p).read_text(encoding="utf-8")) for p in sys.argv[2:]])
+    Path(sys.argv[1]).write_text(json.dumps(merged, indent=1, default=str), encoding="utf-8")
+    print(f"wrote {sys.argv[1]} from {len(sys.argv) - 2} runs")

@@ -70,6 +70,7 @@ PLANS: dict[str, PlanSpec | None] = {
 SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
 OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
 COVERAGE_KINDS: list[str | None] = [None, "raw"]  # None: the calibrated kind; raw: CONFLARE's own score
+STARTED = time.time()
 COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
                                                        "conformal": {"next": "answer"}, "answer": {"next": END}})
 
@@ -142,7 +143,7 @@ def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
         return LLM(chat), chat, (lambda: None)
     from ragsieve.agent.llm.factory import open_llm
 
-    cfg = Config().llm.model_copy(update={"timeout_s": timeout, "max_retry_s": timeout})
+    cfg = config_for("fast").llm.model_copy(update={"timeout_s": timeout, "max_retry_s": timeout})  # --override llm.*
     llm, close = open_llm(cfg)
     return llm, None, close
 
@@ -180,6 +181,9 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 print(f"  {judge:14} measured: " + "; ".join(
                     f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']}" for f, m in measured.items()), flush=True)
             plans = [p for p in args.plans if not (judge == "embedded-0.5b" and p == "full-R")]
+            if args.interleave:
+                interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report)
+                continue
             for plan in plans:
                 rows, rules = [], {}
                 for q in questions:
@@ -201,6 +205,47 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     for orch in orchs.values():
         orch._llm = None
         orch.close()
+
+
+def alternate(questions: list[dict]) -> list[dict]:
+    """Answerable and unanswerable questions taken in turn (a run stopped early still has both kinds)."""
+    kinds = [[q for q in questions if not q["impossible"]], [q for q in questions if q["impossible"]]]
+    out = []
+    for i in range(max(map(len, kinds))):
+        out.extend(k[i] for k in kinds if i < len(k))
+    return out
+
+
+def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report) -> None:
+    """Every plan on one question before the next (paired rows), each row appended to
+    `--checkpoint` as it is written, no new question once `--budget-s` seconds have passed since the run began: the n reached is
+    stated in the summary (`n`) and `budget_stopped`."""
+    rows: dict[str, list[dict]] = {p: [] for p in plans}
+    rules: dict[str, dict] = {p: {} for p in plans}
+    stopped = False
+    for q in alternate(questions):
+        if args.budget_s and time.time() - STARTED > args.budget_s:
+            stopped = True
+            break
+        for plan in plans:
+            orch = orchs[q["fold"]]
+            orch.config, orch._llm = config_for(plan, combine=args.combine), llm
+            if chat is not None:
+                chat.q = q
+            t0 = time.perf_counter()
+            answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
+            row = row_for(q, answer, time.perf_counter() - t0, name, judge, plan)
+            rows[plan].append(row)
+            rules[plan][answer_rule(answer)] = rules[plan].get(answer_rule(answer), 0) + 1
+            if args.checkpoint:
+                with open(args.checkpoint, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+        print(f"  {judge:14} {name} q{len(rows[plans[0]])}: " + " ".join(
+            f"{p}={rows[p][-1]['gold_recall']}/{rows[p][-1]['abstained']}" for p in plans), flush=True)
+    for plan in plans:
+        out_rows.extend(rows[plan])
+        report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
+            "rule": rules[plan], "budget_stopped": stopped, "questions_available": len(questions)}
 
 
 def _abstention_report(path: Path) -> dict | None:
@@ -297,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="loop.combine for every plan (default: the shipped default)")
     ap.add_argument("--merge", action="store_true",
                     help="add this run's rows to an existing results file of the same label (other plans or sets)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="every plan on a question before the next (paired rows; answerable/unanswerable in turn)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="with --interleave: no new question after this many seconds from the start (n reached is stated)")
+    ap.add_argument("--checkpoint", default=None, help="with --interleave: append each row to this JSONL as it is done")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")
     ap.add_argument("--coverage-kinds", default="calibrated,raw",

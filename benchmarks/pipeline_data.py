@@ -76,20 +76,29 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
     train = name == "scifact" and scifact_calibration == "train"
     for fold in sorted({q["fold"] for q in questions}):
         target = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
-        # (re)calibrate when missing, or written before the hybrid score kinds existed
+        evaluated = {q["id"] for q in questions if q["fold"] == fold}
+        # (re)calibrate when missing, written before the hybrid score kinds existed, or calibrated on some of the
+        # questions now evaluated (an earlier run with --limit kept fewer questions out: `held-out.json` says which)
         if not (target / "calibration.json").exists() or load_calibration(target)[0].hybrid_k is None \
-                or load_calibration(target)[0].abstention is None:
+                or load_calibration(target)[0].abstention is None or not _held_out_covers(target, evaluated):
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(index_dir, target)
-            evaluated = {q["id"] for q in questions if q["fold"] == fold}
             qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
             with HybridIndex.open(target) as index:
                 cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(
                     queries_path=queries_path, qrels_path=qrels_path,
                     unanswerable=_unanswerable_outside(name, folder, evaluated))
             save_calibration(cal, target)
+            (target / "held-out.json").write_text(json.dumps(sorted(evaluated)), encoding="utf-8")
         out[fold] = target
     return out
+
+
+def _held_out_covers(target: Path, evaluated: set[str]) -> bool:
+    """Whether a calibrated copy was calibrated without every question now evaluated (`held-out.json`);
+    a copy written before that record is trusted as is."""
+    path = target / "held-out.json"
+    return not path.is_file() or evaluated <= set(json.loads(path.read_text(encoding="utf-8")))
 
 
 def _unanswerable_outside(name: str, folder: Path, evaluated: set[str]) -> list[str] | None:

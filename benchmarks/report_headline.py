@@ -96,17 +96,47 @@ def ablation_lines(folder: Path, load, command) -> list[str]:
     found = [(p, d) for p, d, _ in load(folder, "pipeline-ablation*.json") if d is not None and d.get("commit")]
     if not found:
         return ["- Stage ablation: not run with the current code (`pipeline-ablation*.json`).", ""]
-    lines = ["**Stage by stage, default `full` settings** (GMM off; each plan adds one stage; target: no stage lowers "
-             "gold recall below the one before by more than one standard error):", "",
-             "| set | judge | plan | n | gold recall | ± 1 s.e. | both gold | context tokens | rule |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["**Stage by stage, default `full` settings** (GMM off; each plan adds one stage to the one above it; "
+             "target: no stage lowers gold recall below the one before by more than one standard error; Δ: gold "
+             "recall and context tokens against the stage before, on the same questions):", "",
+             "| set | judge | plan | n | gold recall | ± 1 s.e. | Δ recall | Δ tokens | both gold | context tokens | "
+             "rule |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    misses = []
     for path, data in found:
+        before: dict = {}
         for r in data.get("rows") or []:
             g, n = r.get("gold_recall"), r.get("n")
             se = None if g is None or not n else math.sqrt(max(g * (1 - g), 1e-12) / n)
+            prev = before.get((r.get("dataset"), r.get("judge")))
+            d_rec = None if prev is None or g is None or prev.get("gold_recall") is None else g - prev["gold_recall"]
+            d_tok = None if prev is None else (r.get("context_tokens") or 0) - (prev.get("context_tokens") or 0)
+            prev_se = None if prev is None else prev.get("_se")
+            if d_rec is not None and prev_se is not None and d_rec < -max(prev_se, se or 0):
+                misses.append(f"{r.get('dataset')} {r.get('judge')} {r.get('plan')} ({d_rec:+.3f})")
             rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
             lines.append(f"| {r.get('dataset')} | {r.get('judge')} | {r.get('plan')} | {n} | {_f(g)} | {_f(se)} | "
+                         f"{'–' if d_rec is None else f'{d_rec:+.3f}'} | {'–' if d_tok is None else f'{d_tok:+.0f}'} | "
                          f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | {rule} |")
+            before[(r.get("dataset"), r.get("judge"))] = {**r, "_se": se}
+    lines += ["", ("Stages that lower gold recall by more than one s.e.: " + "; ".join(misses)) if misses
+              else "No stage lowers gold recall by more than one s.e. in these runs.", ""]
+    return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
+
+
+def embedded_lines(folder: Path, load, command) -> list[str]:
+    found = [(p, d) for p, d, _ in load(folder, "pipeline-embedded*.json") if d is not None and d.get("commit")]
+    if not found:
+        return ["- The embedded 0.5B model as judge and reader: not run with the current code "
+                "(`pipeline-embedded*.json` holds earlier code's samples).", ""]
+    lines = ["**Embedded Qwen2.5-Coder 0.5B** (judge, reader and validator; a sample: `n` is what the run reached "
+             "in its time budget):", "", "| set | plan | n | gold recall | both gold | context tokens | abstains, "
+             "unanswerable | abstains, answerable | s / question |", "|---|---|---|---|---|---|---|---|---|"]
+    for path, data in found:
+        for r in data.get("rows") or []:
+            lines.append(f"| {r.get('dataset')} | {r.get('plan')} | {r.get('n')} | {_f(r.get('gold_recall'))} | "
+                         f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | "
+                         f"{_f(r.get('abstain_unanswerable'))} | {_f(r.get('abstain_answerable'))} | "
+                         f"{_f(r.get('seconds'), 0)} |")
     lines.append("")
     return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
 
@@ -156,6 +186,6 @@ def headline_section(folder: Path, load, command) -> list[str]:
              "Each block names its result file, the commit it ran at and its command; "
              "result files below this section that record no commit were produced by earlier code and are "
              "history, not claims about the current code.", ""]
-    for part in (abstention_lines, coverage_lines, ablation_lines, fallback_lines, gmm_lines):
+    for part in (abstention_lines, coverage_lines, ablation_lines, embedded_lines, fallback_lines, gmm_lines):
         lines += part(folder, load, command)
     return lines

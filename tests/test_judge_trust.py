@@ -95,8 +95,9 @@ def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
 
 def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
     # anchor_k=0 (the judge-first rule): with final_k=3 the default anchor would keep the fast context
+    # combine = relevant (a judge measured to be trusted): under `union` the fast context would stay beside it
     deps, script = decoy_deps(lambda q, t: "number5" in t or "number1" in t, candidates=4, expand_k=2,
-                              max_iterations=2, anchor_k=0)
+                              max_iterations=2, anchor_k=0, combine="relevant")
     state = run(deps, "alpha topic item")
     rounds = state.loop.rounds
     assert [r.mode for r in rounds] == ["judge", "judge"]

@@ -24,9 +24,9 @@ def test_converges_when_relevant_set_stops_growing():
     assert state.loop.stop_reason == "relevant set did not grow in the last judge round"
     assert state.relevant == ["a#0", "b#0", "c#0"]
     assert [r.new_relevant for r in state.loop.rounds] == [["a#0"], ["b#0"], ["c#0"], []]
-    # a trusted judge: the context IS the relevant set, of whatever size (semi-supervised retrieval)
+    # an unmeasured judge (auto: union): the relevant set, of whatever size, with the fast context (here inside it)
     assert [h.chunk_id for h in state.context] == ["a#0", "b#0", "c#0"]
-    assert state.loop.selection["source"] == "relevant set"
+    assert state.loop.selection["source"] == "relevant set + fast context"
     # never re-judged: every judged text appears once
     assert len(script.judged_texts) == len(set(script.judged_texts))
     # the expansion query carried the relevant chunk texts
@@ -71,7 +71,9 @@ def test_neighbour_expansion_recovers_a_function_split_across_chunks():
     # the second half of the function shares no word with the question: retrieval alone misses it
     script = Script(judge=lambda q, t: "rotate_api_key" in t or "previous.expire_after" in t,
                     answer="The old key expires after 24 hours [1].")
-    deps = make_deps(SPLIT, FakeChat(default=script), candidates=2, expand_k=2, final_k=2)
+    # a judge measured to be trusted (`relevant`): the context is its relevant set (under `union` the fast
+    # context's other.md#0 would stay beside it)
+    deps = make_deps(SPLIT, FakeChat(default=script), candidates=2, expand_k=2, final_k=2, combine="relevant")
     question = "How do I rotate the API key of a Lumen workspace?"
     first = deps.retriever.run(question, top_k=10)
     assert "lumen/keys.py#1" not in [h.chunk_id for h in first]
@@ -104,6 +106,8 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
     script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True],
                     answer="The value is 42 [1].")
     deps = fallback_deps(script, tmp_path)
+    # a judge measured to be trusted: the context is its relevant set (under `union` the fast context stays too)
+    deps.config.loop = deps.config.loop.model_copy(update={"combine": "relevant"})
     state = run(deps, FALLBACK_Q)
     assert steps(state) == [
         ("retrieve", "next"), ("judge", "next"), ("expand", "converged"), ("answer", "next"),

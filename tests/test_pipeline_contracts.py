@@ -95,6 +95,20 @@ def test_a_trusted_relevant_set_passes_through_whatever_its_size():
     assert {h.chunk_id for h in state.context} == relevant and len(relevant) == 4
 
 
+@pytest.mark.parametrize("combine", ["union", "relevant"])
+def test_union_keeps_the_fast_context_a_noisy_judge_dropped(combine):
+    """Planted: the judge calls the fast top-1 (the answer's first hop) irrelevant. Under `union` (an unmeasured
+    judge) the converged context keeps it beside the relevant set; only `relevant` (a judge measured to be
+    trusted) narrows to the relevant set."""
+    script = Script(judge=lambda q, t: t.startswith(("bravo person", "charlie town")))
+    deps = make_deps(CHAIN, FakeChat(default=script), candidates=6, max_iterations=1, neighbours=False, final_k=1,
+                     uninformative_min_n=10, judge_decoys=0, combine=combine)
+    state = run(deps, "alpha project leader bravo person born")
+    assert state.first_stage[0] == "a#0" and state.loop.trusted == {"a#0": False, "b#0": True, "n2#0": False}
+    context = [h.chunk_id for h in state.context]
+    assert context == (["a#0", "b#0"] if combine == "union" else ["b#0"])
+
+
 def test_an_untrusted_judge_decides_nothing_the_fast_context_stays():
     deps = make_deps(CHAIN, FakeChat(default=Script(judge=lambda q, t: True)), candidates=6, final_k=2,
                      uninformative_min_n=4, neighbours=False)

@@ -111,9 +111,14 @@ def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
         why = state.loop.distrusted or "no trusted verdict"
         return fast, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": f"untrusted ({why})", "source": "fast context",
                       "same_as_fast": True}
-    ids = relevant_set(keys, state.loop.trusted, [])
+    # union: the relevant set with the statistical evidence at hand - here the fast context (a later conformal
+    # step replaces it with the conformal set); measured: the relevant set alone lost gold with a noisy judge
+    # in a plan without the conformal step (SQuAD, 10 % flipped verdicts: 0.977 -> 0.953, issue 23)
+    union = rule is ContextRule.UNION
+    ids = relevant_set(keys, state.loop.trusted, fast if union else [])
     kept, dropped = fit_budget([state.pool[c] for c in ids if c in state.pool], deps.config.context_budget())
     chosen = [h.chunk_id for h in kept]
-    return chosen, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": "trusted", "source": "relevant set",
+    return chosen, {"combine": rule.value, "rule": state.loop.rule_reason, "judge": "trusted",
+                    "source": "relevant set + fast context" if union else "relevant set",
                     "relevant_set": ids, "over_budget": [h.chunk_id for h in dropped],
                     "context_tokens": deps.config.context_budget(), "same_as_fast": chosen == fast}

@@ -1,0 +1,107 @@
+"""The benchmark helpers behind REPORT.md's first screen: eq. 15 as written in the GMM table, merging per-type
+Table-1 runs, the stage-ablation check, and the calibration copies' held-out record (pure functions, no index)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+VECTORS = {"good": [1.0, 0, 0, 0], "q": [1.0, 0, 0, 0], "bad": [0.6, 0.8, 0, 0], "mid": [0.8, 0.6, 0, 0]}
+
+
+class _Index:
+    """Chunk r points along axis r % 4; answers embed by their first word (VECTORS)."""
+
+    def __init__(self, n=20):
+        self.vectors = np.eye(4)[[r % 4 for r in range(n)]] * 0.9 + 0.1
+        self.vectors /= np.linalg.norm(self.vectors, axis=1, keepdims=True)
+
+    def embed_query(self, text):
+        return self.embed([text])[0]
+
+    def embed(self, texts):
+        return np.asarray([VECTORS["q" if t.startswith("q") else t.split()[0]] for t in texts])
+
+
+class _Keep:  # keeps the rows on axis 0 (5 of 20)
+    def __init__(self, *grid):
+        pass
+
+    def run(self, vectors, query):
+        class R:
+            counts = [int(v.argmax() != 0) for v in vectors]
+        return R()
+
+    def decide(self, counts):
+        return [c >= 1 for c in counts]
+
+
+def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
+    import gmm_table
+
+    class Reader:
+        calls = 0
+
+        def __call__(self, question, rows):  # filtered: "good" (cos 1); unfiltered: q1 "bad" (0.6), q2 "mid" (0.8)
+            if all(r % 4 == 0 for r in rows):
+                return "good"
+            return "bad" if question == "q1" else "mid"
+
+    questions = [{"type": "broader", "question": q, "truth": "good truth"} for q in ("q1", "q2")]
+    row = gmm_table.table(_Index(), questions, _Keep, Reader(), nrd=20, progress=lambda m: None)["rows"][0]
+    # eq. 15: mean of (1 - 0.6) / 0.6 and (1 - 0.8) / 0.8; the ratio of sums would be (2 - 1.4) / 1.4
+    assert row["Emb%"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
+    assert row["Emb%_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
+    assert row["n_ratio"] == 2
+
+
+def _part(kind: str, standardize: bool = False) -> dict:
+    return {"command": f"filters.py --types {kind}", "commit": "abc", "load_average": [1.0, 1.0, 1.0], "elapsed_s": 5,
+            "gmm": {"filter_defaults": {"standardize": standardize}, "question_counts": {kind: 60},
+                    "types": {kind: {"extractive": {"rows": []}}}}}
+
+
+def test_merge_joins_question_types_and_refuses_mixed_settings_or_a_type_twice():
+    import gmm_table
+
+    merged = gmm_table.merge([_part("simple"), _part("broader")])
+    assert set(merged["gmm"]["types"]) == {"simple", "broader"}
+    assert merged["gmm"]["question_counts"] == {"simple": 60, "broader": 60}
+    assert merged["command"] == "filters.py --types simple; filters.py --types broader" and merged["commit"] == "abc"
+    with pytest.raises(ValueError, match="different filter settings"):
+        gmm_table.merge([_part("simple"), _part("broader", standardize=True)])
+    with pytest.raises(ValueError, match="measured twice"):
+        gmm_table.merge([_part("simple"), _part("simple")])
+
+
+def _ablation(tmp_path: Path, recalls: list[float], n: int = 100) -> Path:
+    plans = ["fast", "+judge", "+conformal", "+rse", "full"]
+    rows = [{"dataset": "hotpotqa", "judge": "oracle-flip25", "plan": p, "n": n, "gold_recall": g, "context_tokens": 100 * i}
+            for i, (p, g) in enumerate(zip(plans, recalls))]
+    (tmp_path / "pipeline-ablation-x.json").write_text(json.dumps({"commit": "abc", "command": "c", "rows": rows}))
+    return tmp_path
+
+
+def test_ablation_check_flags_only_a_stage_that_costs_more_than_one_standard_error(tmp_path):
+    import report
+    from report_headline import ablation_lines
+
+    ok = "\n".join(ablation_lines(_ablation(tmp_path, [0.80, 0.79, 0.93, 0.93, 0.93]), report.load, report.command))
+    assert "No stage lowers gold recall by more than one s.e." in ok and "| -0.010 | +100 |" in ok
+    # +rse drops 0.93 -> 0.85 with s.e. about 0.026-0.036 at n = 100: flagged, by name
+    bad = "\n".join(ablation_lines(_ablation(tmp_path, [0.80, 0.79, 0.93, 0.85, 0.85]), report.load, report.command))
+    assert "Stages that lower gold recall by more than one s.e.: hotpotqa oracle-flip25 +rse (-0.080)" in bad
+
+
+def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_without(tmp_path):
+    from pipeline_data import _held_out_covers
+
+    assert _held_out_covers(tmp_path, {"a", "b"})  # a copy from before the record: trusted
+    (tmp_path / "held-out.json").write_text(json.dumps(["a", "b", "c"]))
+    assert _held_out_covers(tmp_path, {"a", "b"})
+    assert not _held_out_covers(tmp_path, {"a", "d"})  # "d" was a calibration question of that copy
