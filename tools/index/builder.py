@@ -272,7 +272,10 @@ class IndexBuilder:
                        "encoder": self.encoder}
 
     def _cache_model(self) -> str:
-        return self.model if self.provider == "sentence-transformers" else f"{self.provider}:{self.model}"
+        from ragsieve.tools.index.embed_cache import cache_model  # keyed by encoder variant (issue 28)
+
+        return cache_model(self.model, self.encoder) if self.provider == "sentence-transformers" \
+            else f"{self.provider}:{self.model}"
 
     def _recorded_root(self, prev_gen: Path | None) -> Path | None:
         if prev_gen is not None and (prev_gen / MANIFEST).is_file():

@@ -53,10 +53,12 @@ def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int
     return write, retire
 
 
-def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None) -> dict:
+def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None,
+            oldest_held: int | None = None) -> dict:
     """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
     pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
-    `expired`; else by filter, a scan on engines without scalar indexes)."""
+    `expired`; else by filter, a scan on engines without scalar indexes) that no reader still shows: with
+    `oldest_held` (the oldest generation a reader leases, `milvus_leases`) the filter keeps rows alive then."""
     undone = restored = 0
     if undo:
         undone = _count(client, collection, f"born > {base}")
@@ -70,7 +72,7 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
             log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)",
                         collection, undone, restored)
     if expired is None:
-        client.delete(collection, filter=f"died <= {base}")
+        client.delete(collection, filter=f"died <= {min(base, oldest_held) if oldest_held is not None else base}")
     else:
         for start in range(0, len(expired), BATCH):
             client.delete(collection, ids=expired[start:start + BATCH])
