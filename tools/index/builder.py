@@ -18,6 +18,8 @@ helpers live in `ragsieve.tools.index.build_report`.
 """
 from __future__ import annotations
 
+import functools
+
 import logging
 import shutil
 import time
@@ -132,8 +134,8 @@ class IndexBuilder:
         paths = [p for p in paths if str(p) not in urls]
         base = self._source_root(paths, rebuild) if paths else None
         if paths:
-            loaded = load_documents(paths, progress=self.progress is True, selection=selection, base=base,
-                                    base_url=base_url)
+            load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
+            loaded = load(paths, progress=self.progress is True, selection=selection, base=base, base_url=base_url)
         else:
             from ragsieve.tools.ingest.loaders import LoadResult
             from ragsieve.tools.ingest.walk import LoadStats

@@ -50,7 +50,8 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     """Write generation `gen` of `builder`'s index; returns its manifest."""
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
-    chunked = [(d, builder.chunker.run(d)) for d in fresh]
+    ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
+    chunked = [(d, ray.chunks_of(d, builder.chunker) if ray is not None else builder.chunker.run(d)) for d in fresh]
     if prev_store is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
