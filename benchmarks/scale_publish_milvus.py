@@ -51,6 +51,7 @@ def build_collection(n: int, cache: Path) -> dict:
     """The cached N-row collection (built when missing); its state file."""
     from pymilvus import MilvusClient
 
+    from ragsieve.tools.index.milvus_client import stop_lite_server
     from ragsieve.tools.index.milvus_publish import create_collection
 
     folder = cache / f"milvus-rows-{n}"
@@ -74,6 +75,7 @@ def build_collection(n: int, cache: Path) -> dict:
     client.load_collection(COLLECTION)
     state = {"chunks": n, "visible": 1, "retired_ids": [], "build_s": round(time.perf_counter() - t0, 1)}
     client.close()
+    stop_lite_server(str(folder / "milvus.db"))  # release the file (milvus-lite: one process per file)
     _save(state_file, state)
     return state
 
@@ -120,6 +122,7 @@ def publish_changes(n: int, cache: Path, changes: int = 3) -> dict:
     """`changes` one-document publishes on the cached N-row collection, each timed by step."""
     from pymilvus import MilvusClient
 
+    from ragsieve.tools.index.milvus_client import stop_lite_server
     from ragsieve.tools.index.milvus_delta import apply_delta, recover
     from ragsieve.tools.index.milvus_rows import visible_at
 
@@ -152,6 +155,7 @@ def publish_changes(n: int, cache: Path, changes: int = 3) -> dict:
                      "reader_sees_new_text": len(seen) == 1 and seen[0]["text"].startswith(f"edited {gen} ")})
     total = client.query(COLLECTION, filter=visible_at(int(state["visible"])), output_fields=["count(*)"])
     client.close()
+    stop_lite_server(str(state_file.parent / "milvus.db"))
     return {"chunks": n, "collection_build_s": state.get("build_s"), "open_and_load_s": round(open_s, 2),
             "runs": runs, "publish_s_median": float(np.median([r["publish_s"] for r in runs])),
             "visible_rows_after": int(total[0]["count(*)"]) if total else None}

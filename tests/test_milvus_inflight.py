@@ -102,3 +102,25 @@ def test_a_lease_held_by_another_process_keeps_rows_until_it_dies(tmp_path):
     assert done["last_publish"]["expired"] == 2 and done["pending_expiry"] == []
     assert entities(index, first["collection"]) == 41  # live 40 + the row retired by this publish
     assert read_pointer(index)["visible"] == done["visible"]
+
+
+def test_an_incremental_publish_does_not_read_the_collection(tmp_path, monkeypatch):
+    """The retired rows' entities are rebuilt from the previous local generation and the recorded `born`
+    (`milvus_born`): no query, no collection load (O(corpus) on milvus-lite in a new process)."""
+    from ragsieve.tools.index import milvus_delta
+
+    docs, index = tmp_path / "docs", tmp_path / "idx"
+    write_corpus(docs, 40)
+    builder(index).build([docs])
+    first = publish(index)
+    assert first["copy_generation"] == first["visible"]
+    reads = []
+    monkeypatch.setattr(milvus_delta, "_query_all", lambda *a, **k: reads.append(a) or [])
+    for version in (1, 2, 3):  # the same document three times: its `born` moves on each time
+        now = change(docs, index, version)
+        assert now["last_publish"]["rows_written"] == now["last_publish"]["rows_retired"] == 1
+    assert reads == [] and now["born_file"]
+    with opened(index) as idx:
+        assert len(idx) == 40
+        assert versions_seen(index, [d for d in idx.store.documents() if "doc0005" in d]).popitem()[1] == {"3", "n=1"}
+    assert entities(index, first["collection"]) == 41  # 40 live + the row retired last (deleted next time)

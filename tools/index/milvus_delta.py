@@ -60,6 +60,8 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
     `expired`; else by filter, a scan on engines without scalar indexes) that no reader still shows: with
     `oldest_held` (the oldest generation a reader leases, `milvus_leases`) the filter keeps rows alive then."""
     undone = restored = 0
+    if undo or expired is None:  # these read the collection (writes and deletes by key do not)
+        client.load_collection(collection)
     if undo:
         undone = _count(client, collection, f"born > {base}")
         if undone:
@@ -80,10 +82,13 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
 
 
 def apply_delta(client, collection: str, local, base: int, generation: int, write: set[int], retire: set[int],
-                tenant: str, stem: bool) -> dict:
-    """Steps 2 and 3 of the module doc; returns the counts written and retired."""
-    old = []
-    wanted = sorted(retire)
+                tenant: str, stem: bool, known: list[dict] | None = None) -> dict:
+    """Steps 2 and 3 of the module doc; returns the counts written and retired. `known`: the live entities of
+    the `retire` rows, rebuilt without reading the collection (`milvus_born`); else they are queried."""
+    old = list(known) if known is not None else []
+    wanted = sorted(retire) if known is None else []
+    if wanted:
+        client.load_collection(collection)  # (a restarted milvus-lite server has it released)
     for start in range(0, len(wanted), BATCH):
         part = wanted[start:start + BATCH]
         old.extend(_query_all(client, collection, f"{visible_at(base)} and row in {part}"))

@@ -92,6 +92,7 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
     from ragsieve.tools.index import milvus_leases as leases
+    from ragsieve.tools.index.milvus_born import live_entities, next_born, read_born, write_born
     from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
     from ragsieve.tools.index.milvus_local import open_live
     from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number
@@ -117,7 +118,6 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             delta = delta_since(root, previous["generation"], local.path) if same else None
             if delta is not None:
                 collection = previous["collection"]
-                client.load_collection(collection)  # (a restarted milvus-lite server has it released)
                 expire_now, pending = leases.expirable(_pending_expiry(previous), collection, held)
                 recovery = recover(client, collection, int(previous["visible"]),
                                    undo=interrupted.get("mode") == "incremental",
@@ -125,17 +125,21 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                                    oldest_held=min([g for c, g in held if c == collection], default=None))
                 write, retire = delta
                 counts = {"rows_written": 0, "rows_retired": 0}
+                born = read_born(root, previous)
                 if previous["generation"] != gen:
                     _write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
                     counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
-                                         retire, tenant, bm25["stem"])
+                                         retire, tenant, bm25["stem"],
+                                         known=live_entities(root, previous, born, retire, tenant, bm25["stem"]))
+                    born = None if born is None else next_born(born, write, len(local), number)
+                copy_generation = previous.get("copy_generation")
                 retired_ids = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"
             else:
                 collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
                 _write_intent(root, {"mode": "full", "collection": collection})
-                retired_ids, pending, expire_now = [], [], []
+                retired_ids, pending, expire_now, born, copy_generation = [], [], [], {}, number
                 create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
                 bm25["applied"] = bm25_params_applied(client, collection, bm25)
                 _copy(client, collection, local, tenant, bm25["stem"], number)
@@ -151,16 +155,18 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                                     f"{str(exc)[:300]}") from None
         sparse_file = write_sparse(root, gen, local.sparse_rows)
         retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
+        born_file = write_born(root, gen, born) if born is not None else None
         pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
                    "sparse_file": sparse_file, "retired_file": retired_file, "pending_expiry": pending,
-                   "pending_drop": pending_drop,
+                   "pending_drop": pending_drop, "born_file": born_file,
+                   **({"copy_generation": copy_generation} if born is not None else {}),
                    "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
                    "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
                    "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
                    "last_publish": {"mode": mode, **counts, **recovery}}
         _write_pointer(root, pointer)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
-        keep = {Path(str(f)).name for f in (sparse_file, retired_file, previous.get("sparse_file"))} | \
+        keep = {Path(str(f)).name for f in (sparse_file, retired_file, born_file, previous.get("sparse_file"))} | \
             {Path(e["file"]).name for e in pending}
         for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's subset stays for its readers
             if stale.name not in keep:
