@@ -47,7 +47,7 @@ class IndexConfig(_Section):
     # where the index is served from (ragsieve.tools.index.backend): local | milvus; for milvus, `uri` is a
     # milvus-lite file (default <index>/milvus.db), http://host:19530 or a Zilliz URI, the token from the
     # environment variable RAGSIEVE_MILVUS_TOKEN
-    encoder: Literal["torch", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else onnx (torch without the fast extra) | torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    encoder: Literal["torch", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else onnx-int8 (torch without onnx) | torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
     backend: str = "local"
     _backend = _mode(Backend, "backend")
     uri: str | None = None

@@ -53,3 +53,23 @@ def test_index_records_its_encoder_and_queries_use_it(tmp_path, monkeypatch):
         assert index.embedder.encoder == "onnx"
         q = index.embed_query("how often are keys rotated?")
         assert float(index.vectors[0] @ q) > 0.3
+
+
+def test_the_embedding_cache_keeps_int8_and_fp32_vectors_apart(tmp_path):
+    import numpy as np
+
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.embed_cache import EmbeddingCache, cache_model, text_key
+
+    assert cache_model("m", "torch") == cache_model("m", "onnx") == "m"  # the same fp32 vectors: caches stay valid
+    assert cache_model("m", "onnx-int8") != "m"
+    keys = {enc: IndexBuilder(tmp_path / enc, encoder=enc, progress=False)._cache_model()
+            for enc in ("torch", "onnx", "onnx-int8")}
+    assert keys["torch"] == keys["onnx"] != keys["onnx-int8"]
+    fp32 = EmbeddingCache(tmp_path / "e.sqlite", keys["onnx"], 4)
+    fp32.put_many([text_key("a")], np.ones((1, 4), dtype=np.float32))
+    int8 = EmbeddingCache(tmp_path / "e.sqlite", keys["onnx-int8"], 4)
+    assert int8.get_many([text_key("a")]) == {}  # an int8 build embeds again rather than reusing fp32 vectors
+    assert list(fp32.get_many([text_key("a")])) == [text_key("a")]
+    fp32.close()
+    int8.close()

@@ -46,6 +46,9 @@ def test_examples_on_ray_equal_the_single_process_index(local_ray, tmp_path, emb
     builder = IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False, ray=stage)
     report = builder.build([str(REPO / "examples")])
     assert stage.stats["embedded"] == report.chunks_total and builder.resumed_embeddings == report.chunks_total
+    pages = sum(1 for d in contents(tmp_path / "idx", embedder)[0] if d[1] == 0 and d[0].endswith((".html", ".htm")))
+    # loaded on Ray, and chunked there except HTML pages (cut by the driver after the site-title cleanup)
+    assert stage.load_stats["documents"] == report.docs_added == stage.load_stats["prechunked"] + pages
     ids, vectors = contents(tmp_path / "idx", embedder)
     ref_ids, ref_vectors = contents(examples_index, embedder)
     assert ids == ref_ids
@@ -64,6 +67,7 @@ def test_a_2000_document_scifact_slice_on_ray_equals_the_single_process_index(lo
     on_ray = IndexBuilder(tmp_path / "ray", embedder=HashEmbedder(), progress=False, ray=stage)
     report = on_ray.build([corpus])
     assert report.chunks_total >= 2000 and stage.stats["embedded"] == report.chunks_total
+    assert stage.load_stats["documents"] == stage.load_stats["prechunked"] == 2000  # loaded and chunked on Ray
     ids, vectors = contents(tmp_path / "ray", HashEmbedder())
     ref_ids, ref_vectors = contents(tmp_path / "single", HashEmbedder())
     assert ids == ref_ids and len({i[0] for i in ids}) == 2000

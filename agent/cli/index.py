@@ -39,7 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "loopback site; robots.txt Crawl-delay always applies)")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
-                   help="how chunks are embedded (default: the encoder the index was built with, else onnx: the same model on ONNX Runtime)")
+                   help="how chunks are embedded (default: the encoder the index was built with, else onnx-int8: the same model, int8 weights on ONNX Runtime)")
     p.add_argument("--backend", choices=["local", "milvus"],
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "

@@ -1,7 +1,9 @@
 """Embeddings checkpointed per chunk text, so a killed build resumes where it stopped.
 
 An SQLite table beside the index's generations (`<index>/embeddings.sqlite`)
-maps (model, sha1 of the indexed text) to the float32 vector. The builder looks
+maps (model, sha1 of the indexed text) to the float32 vector; the model column
+names the encoder variant too (`cache_model`), so int8 vectors never stand in
+for fp32 ones or the reverse. The builder looks
 every text up before embedding, embeds only the missing ones and commits each
 batch as it is done. After a successful build the cache keeps only the texts
 of the published generation (`prune`).
@@ -16,6 +18,13 @@ import numpy as np
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, " \
           "PRIMARY KEY (model, key))"
+
+
+def cache_model(model: str, encoder: str | None) -> str:
+    """The cache's model column for `model` embedded by `encoder`. `torch` and `onnx` compute the same fp32
+    vectors (cosine 1.000 to torch, `benchmarks/results/scale.json`) and keep the bare model name, as caches
+    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8`."""
+    return f"{model}#int8" if encoder == "onnx-int8" else model
 
 
 def text_key(text: str) -> str:

@@ -66,7 +66,8 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     generation's documents, when the caller has listed them already)."""
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
-    chunked = [(d, builder.chunker.run(d)) for d in fresh]
+    ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
+    chunked = [(d, ray.chunks_of(d, builder.chunker) if ray is not None else builder.chunker.run(d)) for d in fresh]
     segmented = segments_wanted(builder)
     prev = read_manifest(prev_gen) if prev_store is not None else None
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \

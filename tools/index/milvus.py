@@ -249,17 +249,26 @@ class MilvusIndex:
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
         from ragsieve.tools.index.hybrid import current_generation, read_manifest
 
+        from ragsieve.tools.index.milvus_leases import hold
+
         root = Path(index_dir)
-        pointer = read_pointer(root)
+        pointer, lease = hold(root, lambda: read_pointer(root))  # its generation is kept until close()
         gen = current_generation(root)
         manifest = read_manifest(gen) if gen is not None else {"embedding": {"model": ""}}
-        client = client_for(resolve_uri(root, pointer["uri"]), token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
-                            wait_s=10.0)
-        if not client.has_collection(pointer["collection"]):
-            raise IndexMissingError(f"index {root}: Milvus collection {pointer['collection']} not found at "
-                                    f"{pointer['uri']}; publish again with `ragsieve migrate`")
-        client.load_collection(pointer["collection"])
-        return cls(root, pointer, manifest, Reloading(client), embedder)
+        try:
+            client = client_for(resolve_uri(root, pointer["uri"]), token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
+                                wait_s=10.0)
+            if not client.has_collection(pointer["collection"]):
+                raise IndexMissingError(f"index {root}: Milvus collection {pointer['collection']} not found at "
+                                        f"{pointer['uri']}; publish again with `ragsieve migrate`")
+            client.load_collection(pointer["collection"])
+            index = cls(root, pointer, manifest, Reloading(client), embedder)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        index._lease = lease
+        return index
 
     def __len__(self) -> int:
         return self.store.count()
@@ -336,6 +345,10 @@ class MilvusIndex:
         return thread_round_trips()
 
     def close(self) -> None:
+        lease = getattr(self, "_lease", None)
+        if lease is not None:  # publishes may now expire what this generation showed (`milvus_leases`)
+            self._lease = None
+            lease.release()
         try:
             release_client(getattr(self.client, "_client", self.client), resolve_uri(self.root, self.pointer["uri"]))
         except Exception:  # pragma: no cover - closing is best effort

@@ -53,11 +53,15 @@ def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int
     return write, retire
 
 
-def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None) -> dict:
+def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None,
+            oldest_held: int | None = None) -> dict:
     """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
     pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
-    `expired`; else by filter, a scan on engines without scalar indexes)."""
+    `expired`; else by filter, a scan on engines without scalar indexes) that no reader still shows: with
+    `oldest_held` (the oldest generation a reader leases, `milvus_leases`) the filter keeps rows alive then."""
     undone = restored = 0
+    if undo or expired is None:  # these read the collection (writes and deletes by key do not)
+        client.load_collection(collection)
     if undo:
         undone = _count(client, collection, f"born > {base}")
         if undone:
@@ -70,7 +74,7 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
             log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)",
                         collection, undone, restored)
     if expired is None:
-        client.delete(collection, filter=f"died <= {base}")
+        client.delete(collection, filter=f"died <= {min(base, oldest_held) if oldest_held is not None else base}")
     else:
         for start in range(0, len(expired), BATCH):
             client.delete(collection, ids=expired[start:start + BATCH])
@@ -78,10 +82,13 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
 
 
 def apply_delta(client, collection: str, local, base: int, generation: int, write: set[int], retire: set[int],
-                tenant: str, stem: bool) -> dict:
-    """Steps 2 and 3 of the module doc; returns the counts written and retired."""
-    old = []
-    wanted = sorted(retire)
+                tenant: str, stem: bool, known: list[dict] | None = None) -> dict:
+    """Steps 2 and 3 of the module doc; returns the counts written and retired. `known`: the live entities of
+    the `retire` rows, rebuilt without reading the collection (`milvus_born`); else they are queried."""
+    old = list(known) if known is not None else []
+    wanted = sorted(retire) if known is None else []
+    if wanted:
+        client.load_collection(collection)  # (a restarted milvus-lite server has it released)
     for start in range(0, len(wanted), BATCH):
         part = wanted[start:start + BATCH]
         old.extend(_query_all(client, collection, f"{visible_at(base)} and row in {part}"))

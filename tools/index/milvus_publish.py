@@ -91,14 +91,16 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index import milvus_leases as leases
+    from ragsieve.tools.index.milvus_born import live_entities, next_born, read_born, write_born
     from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
+    from ragsieve.tools.index.milvus_local import open_live
     from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number
 
     previous = read_pointer(root) if (root / POINTER).is_file() else {}
     stored = stored_uri(root, uri) if uri else previous.get("uri") or "milvus.db"
     name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
-    with HybridIndex.open(root) as local:
+    with open_live(root) as local:
         gen = local.path.name
         number = generation_number(gen)
         bm25 = bm25_settings(local.manifest)
@@ -106,6 +108,8 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
         client = client_for(resolve_uri(root, stored), token, wait_s=wait_s)
         try:
             interrupted = _drop_abandoned(client, root, previous.get("collection"))
+            held = leases.held(root)  # generations readers (any process) still show: kept whole
+            pending_drop = _drop_unread(client, previous.get("pending_drop", []), held)
             same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
                     and previous.get("name") == name and previous.get("tenant", "default") == tenant
                     and previous.get("dimension") == dim and previous.get("index_type") == index_type
@@ -114,23 +118,28 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             delta = delta_since(root, previous["generation"], local.path) if same else None
             if delta is not None:
                 collection = previous["collection"]
-                client.load_collection(collection)  # (a restarted milvus-lite server has it released)
+                expire_now, pending = leases.expirable(_pending_expiry(previous), collection, held)
                 recovery = recover(client, collection, int(previous["visible"]),
                                    undo=interrupted.get("mode") == "incremental",
-                                   expired=_read_ids(root, previous.get("retired_file")))
+                                   expired=_expired_ids(root, expire_now, pending),
+                                   oldest_held=min([g for c, g in held if c == collection], default=None))
                 write, retire = delta
                 counts = {"rows_written": 0, "rows_retired": 0}
+                born = read_born(root, previous)
                 if previous["generation"] != gen:
                     _write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
                     counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
-                                         retire, tenant, bm25["stem"])
+                                         retire, tenant, bm25["stem"],
+                                         known=live_entities(root, previous, born, retire, tenant, bm25["stem"]))
+                    born = None if born is None else next_born(born, write, len(local), number)
+                copy_generation = previous.get("copy_generation")
                 retired_ids = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"
             else:
                 collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
                 _write_intent(root, {"mode": "full", "collection": collection})
-                retired_ids = []
+                retired_ids, pending, expire_now, born, copy_generation = [], [], [], {}, number
                 create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
                 bm25["applied"] = bm25_params_applied(client, collection, bm25)
                 _copy(client, collection, local, tenant, bm25["stem"], number)
@@ -146,17 +155,19 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                                     f"{str(exc)[:300]}") from None
         sparse_file = write_sparse(root, gen, local.sparse_rows)
         retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
+        born_file = write_born(root, gen, born) if born is not None else None
         pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
-                   "sparse_file": sparse_file, "retired_file": retired_file,
+                   "sparse_file": sparse_file, "retired_file": retired_file, "pending_expiry": pending,
+                   "pending_drop": pending_drop, "born_file": born_file,
+                   **({"copy_generation": copy_generation} if born is not None else {}),
                    "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
                    "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
                    "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
                    "last_publish": {"mode": mode, **counts, **recovery}}
-        tmp = root / f".{POINTER}.tmp"
-        tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
-        os.replace(tmp, root / POINTER)  # the switch: readers now show the new generation
+        _write_pointer(root, pointer)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
-        keep = {Path(str(f)).name for f in (sparse_file, retired_file, previous.get("sparse_file"))}
+        keep = {Path(str(f)).name for f in (sparse_file, retired_file, born_file, previous.get("sparse_file"))} | \
+            {Path(e["file"]).name for e in pending}
         for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's subset stays for its readers
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
@@ -164,10 +175,54 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
         try:
             if mode == "full" and old and old != collection and previous.get("uri") == stored \
                     and client.has_collection(old):
-                client.drop_collection(old)
+                if any(c == old for c, _ in leases.held(root)):  # a reader still shows it: dropped later
+                    pointer["pending_drop"] = pending_drop + [old]
+                    _write_pointer(root, pointer)
+                else:
+                    client.drop_collection(old)
+            leases.sweep(root, collection, number, leases.held(root))
         finally:
             release_client(client, resolve_uri(root, stored))
     return pointer
+
+
+def _write_pointer(root: Path, pointer: dict) -> None:
+    tmp = root / f".{POINTER}.tmp"
+    tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
+    os.replace(tmp, root / POINTER)
+
+
+def _pending_expiry(previous: dict) -> list[dict]:
+    """Retired-row files not yet deleted: those kept for readers, and the one the last publish wrote (rows dead
+    from its generation on)."""
+    out = list(previous.get("pending_expiry") or [])
+    if previous.get("retired_file") and "visible" in previous:
+        out.append({"died": int(previous["visible"]), "file": previous["retired_file"]})
+    return out
+
+
+def _expired_ids(root: Path, now: list[dict], kept: list[dict]) -> list[int] | None:
+    """Primary keys to delete now; None when a file is unreadable and nothing is kept for readers (then the
+    caller deletes by filter)."""
+    ids: list[int] = []
+    for entry in now:
+        part = _read_ids(root, entry["file"])
+        if part is None:
+            return None if not kept else ids
+        ids.extend(part)
+    return ids
+
+
+def _drop_unread(client, pending: list[str], held: list[tuple[str, int]]) -> list[str]:
+    """Drop the collections a full publish replaced once no reader holds them; those still read."""
+    read = {c for c, _ in held}
+    left = []
+    for old in pending:
+        if old in read:
+            left.append(old)
+        elif client.has_collection(old):
+            client.drop_collection(old)
+    return left
 
 
 def write_sparse(root: Path, gen: str, rows) -> str:

@@ -51,10 +51,10 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
     from ragsieve.tools.index.milvus_publish import analysed
     from ragsieve.tools.index.store import text_hash
 
-    hashes = local.store.documents()
+    chunks = local.store.get_many(rows)
+    hashes = doc_hashes(local.store, {c.doc_id for c in chunks})
     headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
     titles = local.manifest.get("index_titles", True)  # the local BM25 indexed exactly this text
-    chunks = local.store.get_many(rows)
     vectors = np.asarray(local.vectors[rows], dtype=np.float32).reshape(len(rows), -1)
     return [{
         "pk": primary_key(generation, r), "row": r, "born": int(generation), "died": ALIVE,
@@ -65,3 +65,18 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
         "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
         "doc_hash": hashes.get(c.doc_id, ""), "tenant": tenant,
         "dense": v.tolist()} for r, c, v in zip(rows, chunks, vectors)]
+
+
+def doc_hashes(store, doc_ids: set[str]) -> dict[str, str]:
+    """doc_id -> content hash for `doc_ids` only: reading every document's (`store.documents()`) per batch made
+    a one-row publish O(corpus) and a full copy quadratic."""
+    db = getattr(store, "_db", None)
+    if db is None:
+        every = store.documents()
+        return {d: every.get(d, "") for d in doc_ids}
+    ids, out = sorted(doc_ids), {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        marks = ",".join("?" * len(part))
+        out.update(db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", part))
+    return out

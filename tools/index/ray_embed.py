@@ -12,10 +12,10 @@ checkpoint, so the index is the one a single-process build writes (same rows and
 chunk ids; vectors from the same model and encoder, equal to float precision),
 and a killed run resumes from what reached the checkpoint.
 
-Loading and chunking stay in the driver (they are a small part of a build's
-time next to embedding, and the files need not be visible to the workers); the
-workers need ragsieve and the model installed (`pip install 'ragsieve[ray]'` on
-every node). `address="auto"` starts a local Ray instance; any other address is
+Loading and chunking run on Ray too (`load`, `ragsieve.tools.index.ray_load`):
+the builder takes its documents and their chunks from there. The workers need
+ragsieve and the model installed (`pip install 'ragsieve[ray]'` on every node)
+and the indexed paths visible (a shared file system). `address="auto"` starts a local Ray instance; any other address is
 an existing cluster (`ray://head:10001`, or `auto-cluster` for `ray.init("auto")`).
 """
 from __future__ import annotations
@@ -63,7 +63,11 @@ class RayEmbedStage:
     batch_size: int = 64
     num_cpus: int | None = None  # for a local instance (`auto`); None: all of this machine's
     make_embedder: object = None
+    load_parallelism: int | None = None  # blocks for loading / chunking (None: the cluster's CPUs)
     stats: dict = field(default_factory=dict)
+    prechunked: dict = field(default_factory=dict)  # doc_id -> chunks cut on Ray by `load`
+    load_stats: dict = field(default_factory=dict)
+    _started: bool = False
 
     def __post_init__(self) -> None:
         if self.actors < 1:
@@ -80,6 +84,46 @@ class RayEmbedStage:
             self.make_embedder = functools.partial(Embedder, model, batch_size=batch_size, encoder=encoder)
         return self
 
+    def load(self, paths, *, chunker, progress: bool = False, selection=None, base=None, base_url=None):
+        """`load_documents` on Ray: the documents of `paths` (a `LoadResult`), their chunks kept in
+        `prechunked` for the build (`Chunker` `chunker`, the build's own)."""
+        from ragsieve.tools.index.ray_load import load_and_chunk
+
+        ray = import_ray()
+        self._ensure(ray)
+        t0 = time.perf_counter()
+        parallelism = self.load_parallelism or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        try:
+            loaded, self.prechunked = load_and_chunk(ray, paths, chunker, selection=selection, base=base,
+                                                     base_url=base_url, parallelism=parallelism)
+        except BaseException:
+            self.close()
+            raise
+        self.load_stats = {"documents": len(loaded.documents), "prechunked": len(self.prechunked),
+                           "blocks": parallelism, "seconds": round(time.perf_counter() - t0, 3)}
+        return loaded
+
+    def chunks_of(self, doc, chunker) -> list:
+        """The chunks `load` cut on Ray for `doc` (cut here when it did not: HTML pages, crawled sites)."""
+        found = self.prechunked.get(doc.doc_id)
+        return found if found is not None else chunker.run(doc)
+
+    def _ensure(self, ray) -> None:
+        if not ray.is_initialized():
+            import atexit
+
+            self._init(ray)
+            self._started = True
+            atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the Ray instance this stage started (one the caller started stays)."""
+        if self._started:
+            self._started = False
+            import ray
+
+            ray.shutdown()
+
     def fill(self, cache, texts: list[str], rows: list[int]) -> int:
         """Embed on Ray the texts of `rows` that `cache` lacks, writing each returned batch into `cache`;
         returns how many texts Ray embedded."""
@@ -90,11 +134,10 @@ class RayEmbedStage:
         missing = [{"key": k, "text": t} for k, t in by_key.items() if k not in have]
         self.stats = {"texts": len(missing), "actors": self.actors, "batch_size": self.batch_size}
         if not missing:
+            self.close()
             return 0
         ray = import_ray()
-        started_here = not ray.is_initialized()
-        if started_here:
-            self._init(ray)
+        self._ensure(ray)
         try:
             t0 = time.perf_counter()
             gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
@@ -114,8 +157,7 @@ class RayEmbedStage:
             log.info("ray: %d texts embedded by %d actors in %.1fs", done, self.actors, self.stats["seconds"])
             return done
         finally:
-            if started_here:
-                ray.shutdown()
+            self.close()
 
     def _init(self, ray) -> None:
         kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
