@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
 from ragsieve.tools.modes import FaissKind, parse_enum
 
@@ -189,7 +191,7 @@ class DenseIndex:
             out.hnsw_m = index.hnsw.nb_neighbors(1)
             out.ef_construction = index.hnsw.efConstruction
             out.ef_search = ef_search or index.hnsw.efSearch
-        out._set(index, np.load(d / VECTORS_FILE, mmap_mode="r" if mmap else None))
+        out._set(index, npy.load(d / VECTORS_FILE, mmap_mode="r" if mmap else None))
         return out
 
     def __len__(self) -> int:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sparse import find_sparse_rows
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
@@ -100,7 +102,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     prev_vectors = None
     if prev_store is not None:
         prev_vectors = SegmentView(prev_gen, prev["segments"], prev["counts"]["chunks"]).vectors \
-            if prev.get("layout") == LAYOUT else np.load(prev_gen / "vectors.npy", mmap_mode="r")
+            if prev.get("layout") == LAYOUT else npy.load(prev_gen / "vectors.npy", mmap_mode="r")
     t0 = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 from ragsieve.tools.index.bm25 import tokenize
 from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.layout import plan_rows
@@ -118,7 +120,7 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     view = SegmentView(prev_gen, prev["segments"], n_base)
     dim = view.vectors.shape[1]
     fresh, cached = _embed(builder, [texts[r] for r in new_rows], dim)
-    base_vectors = np.load(prev_gen / SEGMENTS / prev["segments"][0] / "vectors.npy", mmap_mode="c")
+    base_vectors = npy.load(prev_gen / SEGMENTS / prev["segments"][0] / "vectors.npy", mmap_mode="c")
     n = layout.n
     if n <= len(base_vectors):
         vectors = base_vectors[:n]

@@ -17,6 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.milvus_client import Reloading, release_client, thread_round_trips
 from ragsieve.tools.index.milvus_publish import analysed, client_for, read_pointer, resolve_uri
@@ -237,7 +239,7 @@ class MilvusIndex:
         self.dense = MilvusDense(client, collection, visible)
         self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]), visible)
         if pointer.get("sparse_file"):  # stable-rows collections: the generation's subset beside the pointer
-            self.sparse_rows = np.load(root / pointer["sparse_file"]).astype(int).tolist()
+            self.sparse_rows = npy.load(root / pointer["sparse_file"]).astype(int).tolist()
         else:  # collections published before: a flag per entity
             self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
                                                                        output_fields=["row"], limit=16384))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-REQUIRED = ("manifest.json", "vectors.npy", "sparse.json", "chunks.sqlite")
+from ragsieve.tools.index import npy
+
 
 
 def read_born(root: Path, pointer: dict) -> dict[int, int] | None:
@@ -30,7 +31,7 @@ def read_born(root: Path, pointer: dict) -> dict[int, int] | None:
     if not name:
         return {}
     try:
-        pairs = np.load(Path(root) / name).reshape(-1, 2)
+        pairs = npy.load(Path(root) / name).reshape(-1, 2)
     except (OSError, ValueError):
         return None
     return dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
@@ -62,11 +63,11 @@ def live_entities(root: Path, pointer: dict, born: dict[int, int] | None, rows: 
                   stem: bool) -> list[dict] | None:
     """The entities the collection shows for `rows` at the pointer's generation, rebuilt from the local
     generation it was published from; None when that cannot be done (then query them)."""
-    from ragsieve.tools.index.milvus_local import LocalView
+    from ragsieve.tools.index.milvus_local import LocalView, readable
     from ragsieve.tools.index.milvus_rows import entities
 
     base = Path(root) / str(pointer.get("generation", ""))
-    if born is None or not all((base / f).is_file() for f in REQUIRED):
+    if born is None or not readable(base):
         return None
     view = LocalView(base)
     try:

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: F401  (client_for re-exported)
 
@@ -287,7 +289,7 @@ def _read_ids(root: Path, name: str | None) -> list[int] | None:
     if not name:
         return None
     try:
-        return np.load(root / name).astype(int).tolist()
+        return npy.load(root / name).astype(int).tolist()
     except (OSError, ValueError):
         return None
 

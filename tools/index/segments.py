@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index import npy
+
 SEGMENTS = "segments"
 _ARRAYS = ("rows", "vectors", "dl", "indptr", "docs", "tf", "nn_rows", "nn_sim", "nn_row")
 
@@ -95,7 +97,7 @@ def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn
 
 
 def read_segment(folder: Path) -> Segment:
-    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    arrays = {name: npy.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     return Segment(name=folder.name, vocab=json.loads((folder / "vocab.json").read_text(encoding="utf-8")), **arrays)
 
 
@@ -135,7 +137,7 @@ class SegmentView:
     def vectors(self) -> np.ndarray:
         """The (n, d) vectors: the base mapped copy-on-write, the deltas written over it in memory only."""
         if self._vectors is None:
-            base = np.load(self.gen / SEGMENTS / self.names[0] / "vectors.npy", mmap_mode="c")
+            base = npy.load(self.gen / SEGMENTS / self.names[0] / "vectors.npy", mmap_mode="c")
             if len(base) < self.n:
                 raise ValueError(f"{self.gen}: base holds {len(base)} rows, the generation {self.n}")
             self._vectors = self._overlay(base[:self.n], lambda s: (s.rows, s.vectors))
