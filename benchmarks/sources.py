@@ -1,7 +1,7 @@
 """Sources benchmark -> benchmarks/results/sources.json: code search on CPython's standard library and a
 website crawl of the Python documentation (Debian's python3.11-doc), on real data nobody here wrote.
 
-    nice -n 10 .venv/bin/python benchmarks/sources.py [--parts code,web,answers] [--pages 60] [--answers 6]
+    nice -n 10 .venv/bin/python benchmarks/sources.py [--parts code,web,answers] [--pages 60] [--answers 60]
 
 Code (question sets: benchmarks/sources_sets.py): 539 docstring queries (the modules indexed with docstrings
 blanked; a hit is a chunk of the gold file overlapping the function) -> Recall@1/5/10 and MRR, with the
@@ -12,8 +12,8 @@ Website: the docs served on 127.0.0.1 and crawled from a sitemap (with lastmod);
 (escapes, empty bullets, flattened doctests, site suffix in titles); page retrieval on 32 written questions;
 >= 60 API questions (a definition's description) and their names: rank of the gold page, and anchor
 precision (the first gold-page hit cites the definition's anchor); a no-op re-crawl with and without lastmod.
-Answers: a sample per corpus asked with the embedded 0.5B model (fast plan): gold in the retrieved top 5 vs
-gold in the reply's sources.
+Answers (benchmarks/sources_answers.py): >= 60 questions per corpus asked with the embedded 0.5B model (fast
+plan): gold in the retrieved top 5 vs gold in the reply's sources (and cited by the answer itself).
 """
 from __future__ import annotations
 
@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=60)
     ap.add_argument("--identifiers", type=int, default=80, help="code identifier queries")
     ap.add_argument("--api", type=int, default=80, help="web API questions")
-    ap.add_argument("--answers", type=int, default=6, help="questions per corpus asked with the embedded model")
+    ap.add_argument("--answers", type=int, default=60, help="questions per corpus asked with the embedded model")
+    ap.add_argument("--answers-deadline", type=float, default=None, help="seconds: stop asking after this long")
     ap.add_argument("--parts", default="code,web,answers", help="code, web, answers; a part run alone is merged "
                                                                 "into an existing --out file (its own run recorded)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
@@ -285,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
                 result["web"] = {**web_benchmark(work, args.pages, embedder, args.api), "run": run}
                 print(f"  web: {json.dumps(result['web'])[:2000]}", flush=True)
         if "answers" in parts:
-            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS, embedder, args.answers),
+            def partial(rows: dict) -> None:  # the file holds every answered question, even if the run is cut
+                bench_io.write({**result, "answers": {**rows, "run": run}}, args.out)
+
+            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS, embedder, args.answers,
+                                                       args.modules.split(","), args.answers_deadline, partial),
                                  "run": run}
     finally:
         shutil.rmtree(work, ignore_errors=True)
