@@ -262,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--identifiers", type=int, default=80, help="code identifier queries")
     ap.add_argument("--api", type=int, default=80, help="web API questions")
     ap.add_argument("--answers", type=int, default=60, help="questions per corpus asked with the embedded model")
+    ap.add_argument("--answer-pages", type=int, default=len(QUESTIONS), help="answers: pages (and page questions) "
+                    "indexed; API questions of those pages fill the web set up to --answers")
+    ap.add_argument("--answer-modules", default="json/encoder.py,csv.py,textwrap.py,shutil.py,calendar.py,difflib.py",
+                    help="answers: modules asked by their docstrings (blanked), after the written code questions")
     ap.add_argument("--answers-deadline", type=float, default=None, help="seconds: stop asking after this long")
     ap.add_argument("--parts", default="code,web,answers", help="code, web, answers; a part run alone is merged "
                                                                 "into an existing --out file (its own run recorded)")
@@ -289,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             def partial(rows: dict) -> None:  # the file holds every answered question, even if the run is cut
                 bench_io.write({**result, "answers": {**rows, "run": run}}, args.out)
 
-            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS, embedder, args.answers,
-                                                       args.modules.split(","), args.answers_deadline, partial),
+            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS[:args.answer_pages], embedder,
+                                                       args.answers, args.answer_modules.split(","),
+                                                       args.answers_deadline, partial),
                                  "run": run}
     finally:
         shutil.rmtree(work, ignore_errors=True)

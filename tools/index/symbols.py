@@ -28,12 +28,16 @@ _CODE_DEF = re.compile(
     re.MULTILINE)
 _CLASSLIKE = {"class", "interface", "struct", "enum", "trait", "type", "impl"}
 _SIGNATURE = re.compile(r"^###### (.+)$", re.MULTILINE)
-_BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
+# `name` or ``name`` (reStructuredText): a name-like run only, so "``obj`` to a ``str``" gives `obj`, `str`
+_BACKTICKED = re.compile(r"(?<!`)(`{1,2})([A-Za-z_][\w.]{1,79}(?:\(\))?)\1(?!`)")
 MAX_PER_TERM = 2
 
 
 def key(name: str) -> str:
-    return ".".join(part.strip("_") for part in name.lower().split("."))
+    """Lower case, surrounding underscores of each part dropped (`_read_chunked` meets `read_chunked`), except
+    a dunder's (`__str__` is not `str`)."""
+    return ".".join(part if part.startswith("__") and part.endswith("__") and len(part) > 4 else part.strip("_")
+                    for part in name.lower().split("."))
 
 
 @dataclass
@@ -108,7 +112,7 @@ class SymbolTable:
 
 def named_identifiers(query: str) -> list[str]:
     """The identifiers a query names: compound or dotted ones, backticked ones, or the word of a one-word query."""
-    names = [m.group(1).strip().rstrip("()") for m in _BACKTICKED.finditer(query)]
+    names = [m.group(2).rstrip("()") for m in _BACKTICKED.finditer(query)]
     names += [t for t, whole in identifier_terms(query) if whole and (is_compound(t) or "." in t)]
     words = query.strip().strip("?.!`").split()
     if len(words) == 1 and re.fullmatch(r"[A-Za-z_][\w.]{2,}", words[0].rstrip("()")):
