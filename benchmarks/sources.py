@@ -113,6 +113,7 @@ def code_benchmark(work: Path, modules: list[str], embedder, n_identifiers: int)
     for label, symbols in (("symbols_on", True), ("symbols_off", False)):
         config = Config.model_validate({"retrieval": {"symbols": symbols}})
         with Orchestrator.open(idx, config) as orch:
+            prewarm(orch.index, [g["query"] for g in gold] + [g["query"] for g in identifier_queries(gold, n_identifiers)])
             ranks, stitched = [], 0
             for g in gold:
                 hits = orch.retrieve(g["query"], top_k=10)
@@ -147,7 +148,7 @@ def readme_check(work: Path, embedder) -> dict:
 
     question, path, symbol = README_QUESTION
     src = work / "readme" / "stdlib" / "http"
-    src.mkdir(parents=True)
+    src.mkdir(parents=True, exist_ok=True)
     shutil.copy(STDLIB / "http" / "client.py", src / "client.py")
     IndexBuilder(work / "idx-readme", embedder=embedder, progress=False).build([work / "readme" / "stdlib"])
     with Orchestrator.open(work / "idx-readme", Config()) as orch:
@@ -157,9 +158,18 @@ def readme_check(work: Path, embedder) -> dict:
             "top5": [h.chunk.symbol for h in hits[:5]]}
 
 
+def prewarm(index, queries: list[str]) -> None:
+    """Embed the benchmark's queries in batches up front and serve them to `embed_query` (the same model and
+    vectors, up to batching's float noise), so a run on a busy machine costs minutes, not one model call per query."""
+    queries = list(dict.fromkeys(queries))
+    vectors = dict(zip(queries, index.embed(queries)))
+    original = index.embed_query
+    index.embed_query = lambda text: vectors[text].copy() if text in vectors else original(text)
+
+
 @contextlib.contextmanager
-def served(root: Path):
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=root,
+def served(root: Path, port: int = 0):
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         port = int(re.search(r"port (\d+)", proc.stdout.readline()).group(1))
@@ -179,7 +189,7 @@ def cleanliness(chunks, titles: list[str]) -> dict:
                                                                  and " — Python " in t)}
 
 
-def web_benchmark(work: Path, pages: int, embedder, n_api: int) -> dict:
+def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -> dict:
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.builder import IndexBuilder
@@ -187,14 +197,15 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int) -> dict:
     from ragsieve.tools.ingest.crawler import Crawler
 
     site = work / "site"
-    site.mkdir()
-    (site / "html").symlink_to(DOCS)
+    site.mkdir(exist_ok=True)
+    if not (site / "html").exists():
+        (site / "html").symlink_to(DOCS)
     library = sorted(p.relative_to(DOCS).as_posix() for p in (DOCS / "library").glob("*.html"))
     wanted = [g for _, g in QUESTIONS] + [p for p in library if p not in {g for _, g in QUESTIONS}]
     wanted = list(dict.fromkeys(wanted))[:max(pages, len(QUESTIONS))]
     definitions = [d for p in wanted for d in api_definitions((DOCS / p).read_text(encoding="utf-8"), p)]
     api = api_questions(definitions, n_api)
-    with served(site) as origin:
+    with served(site, port) as origin:
         lastmod = {p: time.strftime("%Y-%m-%d", time.gmtime((DOCS / p).stat().st_mtime)) for p in wanted}
         (site / "sitemap.xml").write_text('<?xml version="1.0"?><urlset>' + "".join(
             f"<url><loc>{origin}/html/{p}</loc><lastmod>{lastmod[p]}</lastmod></url>" for p in wanted)
@@ -222,6 +233,7 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int) -> dict:
            "chunks_with_anchor_share": round(sum(1 for c in chunks if c.symbol.startswith("#")) / len(chunks), 3),
            "cleanliness": cleanliness(chunks, titles), "title_examples": titles[:5]}
     with Orchestrator.open(work / "idx-web", Config()) as orch:
+        prewarm(orch.index, [q for q, _ in QUESTIONS] + [d["query"] for d in api] + [d["name"] for d in api])
         out["retrieval_by_page"] = {**score([_page_rank(orch.retrieve(q, top_k=30), g) for q, g in QUESTIONS]),
                                     "questions": len(QUESTIONS)}
         ranks, anchor_ok, named_first, misses = [], 0, 0, []
@@ -270,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="code,web,answers", help="code, web, answers; a part run alone is merged "
                                                                 "into an existing --out file (its own run recorded)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
+    ap.add_argument("--work", type=Path, default=None, help="keep the work folder here and reuse what it holds "
+                    "(indexes are rebuilt incrementally: unchanged documents are not embedded again)")
+    ap.add_argument("--port", type=int, default=0, help="the docs server's loopback port (0: any; a fixed one "
+                    "keeps page URLs, so a --work index is reused)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.tools.index.dense import Embedder
@@ -279,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     result = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     run = {**bench_io.header(), "commit": commit, "stdlib": str(STDLIB)}
-    work = Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         if "code" in parts:
             result["code"] = {**code_benchmark(work, args.modules.split(","), embedder, args.identifiers), "run": run}
@@ -287,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             if not DOCS.is_dir():
                 result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)", "run": run}
             else:
-                result["web"] = {**web_benchmark(work, args.pages, embedder, args.api), "run": run}
+                result["web"] = {**web_benchmark(work, args.pages, embedder, args.api, args.port), "run": run}
                 print(f"  web: {json.dumps(result['web'])[:2000]}", flush=True)
         if "answers" in parts:
             def partial(rows: dict) -> None:  # the file holds every answered question, even if the run is cut
@@ -298,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        args.answers_deadline, partial),
                                  "run": run}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     result.update({k: v for k, v in run.items() if k != "load_average_at_start"})
     result["targets"] = targets(result)
     return bench_io.write(result, args.out)
