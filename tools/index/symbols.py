@@ -111,16 +111,25 @@ class SymbolTable:
         return {d.row for d in self.definitions if d.kind == kind}
 
 
-LOOKUP_WORDS = 4  # a query of at most this many words that names a definition is a lookup of it
+LOOKUP_WORDS = 3  # a query naming a definition with at most this many other content words looks it up
+# question and auxiliary words (as `bm25.tokenize` stems them), which say nothing about the subject
+_QUESTION_WORDS = frozenset("how what where which why when who whi doe do did is are was can could should "
+                            "would i we you use".split())
 
 
 def is_lookup(query: str) -> bool:
-    """A short query (`re.search`, `where is token_urlsafe`, `HTTPResponse._read_chunked`): the names in it are
-    what the user looks for. In a sentence a name is often a neighbour ("Return a ZipInfo object with
-    information about the archive member" describes `ZipFile.getinfo`, not `ZipInfo`), so a sentence's names
-    are left to BM25's whole-identifier terms instead of being put first (measured in
-    benchmarks/results/sources-web.json: API anchor precision 0.76 -> 0.93 on 80 description questions)."""
-    return len(query.split()) <= LOOKUP_WORDS
+    """A query about the names in it: besides them, at most LOOKUP_WORDS words that are not stopwords
+    (`re.search`, "What does functools.lru_cache do?", "how does wait_for cancel the task on timeout").
+    A description that mentions a name is about something else ("Return a ZipInfo object with information
+    about the archive member name" describes `ZipFile.getinfo`, not `ZipInfo`), so its names are left to
+    BM25's whole-identifier terms instead of being put first (API anchor precision on 80 description
+    questions: benchmarks/results/sources-web.json)."""
+    from ragsieve.tools.index.bm25 import tokenize
+
+    rest = query
+    for name in sorted(named_identifiers(query), key=len, reverse=True):
+        rest = rest.replace(name, " ")
+    return len([w for w in tokenize(rest) if w not in _QUESTION_WORDS]) <= LOOKUP_WORDS
 
 
 def named_identifiers(query: str) -> list[str]:
