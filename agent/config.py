@@ -253,6 +253,7 @@ class AbstentionConfig(_Section):
     passages: int = Field(3, ge=0, le=20)  # closest passages listed under an abstention, marked as not an answer
     # the reply's sources also list the context's top N passages the answer did not cite, marked as retrieved and
     # not cited (agent/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
+    # (under an abstention only when `passages` > 0)
     also_retrieved: int = Field(5, ge=0, le=20)
 
 

@@ -70,7 +70,7 @@ class Answer(Step):
         if not state.context:
             state.answer, state.citations = with_also_retrieved(
                 *abstention_answer(closest(state), listed, head=NO_EVIDENCE), closest(state),
-                deps.config.abstention.also_retrieved)
+                deps.config.abstention.also_retrieved if listed else 0)
             state.abstention, state.citations_inferred = "no_evidence", False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
@@ -103,7 +103,8 @@ class Answer(Step):
         elif answers_and_abstains(text):
             state.abstention = "mixed"
         shown = text
-        text, citations = with_also_retrieved(text, citations, state.context, deps.config.abstention.also_retrieved)
+        also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
+        text, citations = with_also_retrieved(text, citations, state.context, also)
         if deps.on_token is not None and state.abstention is None and text != shown:
             deps.on_token(text[len(shown.rstrip()):])  # the streamed answer ends with the same line
         state.answer, state.citations = text, citations
