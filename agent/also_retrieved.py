@@ -13,6 +13,7 @@ from ragsieve.agent.plan.state import Citation
 from ragsieve.tools.types import Hit
 
 ALSO_INTRO = "Also retrieved (not cited by the answer):"
+STOPPED = "The question's budget ran out before an answer was written."  # then the closest passages follow
 
 
 def citation_of(number: int, hit: Hit) -> Citation:

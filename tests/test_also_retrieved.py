@@ -46,3 +46,19 @@ def test_the_answer_step_lists_the_top_passages_after_a_model_that_cites_one_and
     Answer().run(state, deps)  # abstains: 3 closest passages quoted, the other 2 of the top 5 listed
     assert state.abstention == "model" and [c.chunk_id for c in state.citations] == [f"d{i}#0" for i in range(5)]
     assert state.answer.endswith(f"{ALSO_INTRO} [4] [5]")
+
+
+def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_not_an_answer():
+    from loop_fakes import CHAIN, Script, make_deps, run
+
+    from ragsieve.agent.also_retrieved import STOPPED
+    from ragsieve.agent.answering import CLOSEST_INTRO
+    from ragsieve.agent.llm.budget import QuestionBudget
+
+    script = Script(answer="Alpha rotates daily [1].", validate=False)
+    deps = make_deps(CHAIN, FakeChat(default=script))
+    deps.llm = LLM(deps.llm.chat, budget=QuestionBudget(max_calls=1))  # spent by the first judge call
+    state = run(deps, "Where was the alpha project leader born?")
+    assert "best answer so far: closest passages" in state.stopped and len(script.kinds) == 1
+    assert state.answer.startswith(STOPPED) and CLOSEST_INTRO in state.answer
+    assert state.citations and all(f"[{c.number}]" in state.answer for c in state.citations)
