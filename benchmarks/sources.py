@@ -327,7 +327,8 @@ def targets(result: dict) -> dict:
     code, web = result.get("code", {}), result.get("web", {})
     api = web.get("api_questions", {})
     ident = [code.get("symbols_on", {}).get("identifier_rank1_rate"), api.get("identifier_rank1_rate")]
-    return {"identifier_rank1_ge_0.90": [x is not None and x >= 0.9 for x in ident] if code or web else None,
+    return {"identifier_rank1_ge_0.90 (code, web)": [None if x is None else x >= 0.9 for x in ident] if code or web
+            else None,
             "code_recall@5_ge_0.70": code.get("symbols_on", {}).get("recall@5", -1) >= 0.70 if code else None,
             "api_anchor_precision_ge_0.90": api.get("anchor_precision_of_found", -1) >= 0.90 if api else None,
             "readme_question_in_top5": (code.get("readme_question", {}).get("rank") or 99) <= 5 if code else None}
