@@ -251,6 +251,10 @@ class AbstentionConfig(_Section):
     max_false_answer: float = Field(0.02, gt=0.0, lt=1.0)  # P(overruling an abstention on an unanswerable question)
     overrule: Literal["passages", "never"] = "passages"  # passages: reply with the passages, labelled as such
     passages: int = Field(3, ge=0, le=20)  # closest passages listed under an abstention, marked as not an answer
+    # the reply's sources also list the context's top N passages the answer did not cite, marked as retrieved and
+    # not cited (agent/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
+    # (under an abstention only when `passages` > 0)
+    also_retrieved: int = Field(5, ge=0, le=20)
 
 
 class OutlierConfig(_Section):

@@ -95,7 +95,8 @@ def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(cal
     answer = _ask(calibrated_index, QUESTION, 0.02, FakeChat(default=lambda m: ABSTAIN))
     assert answer.abstention == "model" and answer.answer.startswith(ABSTAIN)
     assert CLOSEST_INTRO in answer.answer and counted_as_abstention(answer.answer)
-    assert [c.chunk_id for c in answer.citations] == [h.chunk_id for h in answer.context][:3]
+    listed = [c.chunk_id for c in answer.citations]  # the 3 closest quoted, then the rest of the top 5 named
+    assert listed[:3] == [h.chunk_id for h in answer.context][:3] and set(listed) <= {h.chunk_id for h in answer.context}
     decision = [e.summary for e in answer.trace if e.step == "answer"][-1]["answerability"]
     assert decision["answerable"] is False and decision["threshold"] is None
 

@@ -124,7 +124,8 @@ def test_answer_step_reuses_a_draft_of_the_same_context_only():
 
     hits = [_hit(0), _hit(1)]
     chat = FakeChat(["fresh answer [1]"])
-    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
+    config = Config.model_validate({"abstention": {"also_retrieved": 0}})  # only what the answer cites
+    deps = Deps(config=config, retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
     cite = Citation(number=1, chunk_id="d0#0", source="docs/d0.md")
     state = RunState(question="q?", plan="agentic", context=hits, draft="drafted [1]", resolved=False,
                      draft_citations=[cite], draft_context=["d0#0", "d1#0"])

@@ -158,22 +158,26 @@ def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
     assert out.returncode == 0 and "no re-embedding" in out.stdout
 
 
-def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tmp_path, embedder):
+@pytest.mark.parametrize("identifiers", [True, False])
+def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tmp_path, embedder, identifiers):
     """Same analysed tokens, same Lucene BM25: with the local index built with milvus-lite's fixed k1/b the
     rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop).
-    The published text is analysed without identifier terms (milvus_publish.analysed), so the local index
-    is built without them too (`bm25_identifiers=False`) for the same tokens."""
+    With identifier terms (the default) the published text holds them too, dotted ones kept whole through
+    Milvus' `standard` tokenizer (milvus_publish.analysed), and identifier queries rank alike."""
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.milvus_publish import MILVUS_LITE_BM25
 
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"
-    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b, bm25_identifiers=False).build(
-        [Path(__file__).resolve().parent.parent / "examples"])
+    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b,
+                 bm25_identifiers=identifiers).build([Path(__file__).resolve().parent.parent / "examples"])
+    queries = QUERIES + ["rotate_key", "self.max_retries", "urllib.request retry", "LumenClient", "err.code"]
     with HybridIndex.open(folder) as local:
-        reference = {q: local.bm25.search(q, 10) for q in QUERIES}
+        reference = {q: local.bm25.search(q, 10) for q in queries}
+        assert local.manifest["bm25"]["identifiers"] is identifiers
     pointer = publish(folder)
     assert pointer["bm25"]["k1"] == k1 and pointer["bm25_input"] == "pretokenized"
+    assert pointer["bm25"]["identifiers"] is identifiers
     with open_index(folder) as remote:
         for query, theirs in reference.items():
             mine = remote.bm25.search(query, 10)

@@ -94,7 +94,7 @@ def test_open_webui_question_with_its_default_tools_is_answered_and_streamed(svc
     assert finals[0]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["usage"]["total_tokens"] > 0  # stream_options.include_usage honoured
     cites = [c for c in chunks if c.get("choices") and c["choices"][0]["delta"].get("annotations")]
-    assert [a["url_citation"]["title"][:3] for a in cites[0]["choices"][0]["delta"]["annotations"]] == ["[1]", "[2]"]
+    assert [a["url_citation"]["title"][:3] for a in cites[0]["choices"][0]["delta"]["annotations"]][:2] == ["[1]", "[2]"]
 
 
 def test_open_webui_follow_up_keeps_the_users_words_for_the_answer(svc):

@@ -28,10 +28,11 @@ def test_models_and_chat_json(examples_index):
         content = reply.choices[0].message.content
         answer, _, refs = content.partition("\n\n**Sources**\n")
         # citations renumbered in order of use, references appended as a numbered markdown list
-        assert answer == "Rotate it with `lumen keys rotate` [1]; the old key stays valid for 24 hours [2]."
+        cited, _, also = answer.partition("\n\nAlso retrieved (not cited by the answer): ")  # the other top passages
+        assert cited == "Rotate it with `lumen keys rotate` [1]; the old key stays valid for 24 hours [2]."
         ext = reply.model_extra["ragsieve"]
         labels = [c["label"] for c in ext["citations"]]
-        assert [line.split(" ")[0] for line in refs.splitlines()] == ["[1]", "[2]"]
+        assert [line.split(" ")[0] for line in refs.splitlines()] == ["[1]", "[2]"] + also.split()
         assert all(label in refs for label in labels)
         assert reply.usage.prompt_tokens > 0 and reply.usage.total_tokens == (
             reply.usage.prompt_tokens + reply.usage.completion_tokens)
@@ -60,7 +61,7 @@ def test_stream_token_by_token_equals_the_final_answer(examples_index):
         assert text.startswith("Rotate it with `lumen keys rotate` [1]; the old key stays valid for 24 hours [2].")
         assert "**Sources**" in text and finish == "stop"
         assert usage is not None and usage.completion_tokens > 0
-        assert ext["time_to_first_token_s"] >= 0 and len(ext["citations"]) == 2
+        assert ext["time_to_first_token_s"] >= 0 and len(ext["citations"]) >= 2  # cited, then also retrieved
         assert chat.history[-1].get("stream") is True  # the model was asked to stream
 
 

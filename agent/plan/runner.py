@@ -167,12 +167,22 @@ def _budget_spent(deps: Deps) -> bool:
 
 
 def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
-    """End the plan with the best answer so far (the answer, else the last draft), marked and traced."""
+    """End the plan with the best answer so far (the answer, else the last draft, else the closest passages
+    retrieved, marked as not an answer), marked and traced."""
     reason = deps.llm.budget.exhausted or "LLM budget spent"
     if state.answer is None and state.draft is not None:
         state.answer = state.draft
         state.citations = [c.model_copy() for c in state.draft_citations]
         best = "last draft"
+    elif state.answer is None and (state.context or state.pool):  # never empty-handed: what was retrieved
+        from ragsieve.agent.also_retrieved import STOPPED, with_also_retrieved
+        from ragsieve.agent.answering import abstention_answer
+
+        hits = state.context or sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
+        listed = deps.config.abstention.passages
+        state.answer, state.citations = with_also_retrieved(
+            *abstention_answer(hits, max(1, listed), head=STOPPED), hits, deps.config.abstention.also_retrieved)
+        best = "closest passages"
     else:
         best = "answer" if state.answer is not None else "none"
     state.stopped = f"budget: {reason} (at step {at!r}; best answer so far: {best})"

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ragsieve.agent.also_retrieved import with_also_retrieved
 from ragsieve.agent.answering import (NO_EVIDENCE, abstention_answer, answer_from_context, answers_and_abstains,
                                       is_abstention, passages_answer)
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
@@ -54,7 +55,9 @@ class Answer(Step):
       labelled as not a generated answer (`abstention = "passages"`, `abstention.overrule`);
     - every abstention still lists the closest passages (`abstention.passages`), marked as not
       an answer, after the abstention sentence;
-    - a reply that both answers and abstains is marked `abstention = "mixed"`.
+    - a reply that both answers and abstains is marked `abstention = "mixed"`;
+    - the reply's sources also list the context's top `abstention.also_retrieved` passages it did not
+      cite, marked in the text as retrieved, not cited (`ragsieve.agent.also_retrieved`).
     When a draft was already written from exactly this context, it is reused.
     """
 
@@ -65,7 +68,9 @@ class Answer(Step):
         listed = deps.config.abstention.passages
         state.abstention = None
         if not state.context:
-            state.answer, state.citations = abstention_answer(closest(state), listed, head=NO_EVIDENCE)
+            state.answer, state.citations = with_also_retrieved(
+                *abstention_answer(closest(state), listed, head=NO_EVIDENCE), closest(state),
+                deps.config.abstention.also_retrieved if listed else 0)
             state.abstention, state.citations_inferred = "no_evidence", False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
@@ -97,6 +102,11 @@ class Answer(Step):
             state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = "mixed"
+        shown = text
+        also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
+        text, citations = with_also_retrieved(text, citations, state.context, also)
+        if deps.on_token is not None and state.abstention is None and text != shown:
+            deps.on_token(text[len(shown.rstrip()):])  # the streamed answer ends with the same line
         state.answer, state.citations = text, citations
         report.update({"cited": [c.chunk_id for c in citations], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})

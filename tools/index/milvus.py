@@ -148,14 +148,16 @@ class MilvusVectors:
 class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
-    def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None):
+    def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None,
+                 identifiers: bool = False):
         self.client, self.collection, self.visible = client, collection, visible
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
+        self.identifiers = identifiers  # the collection holds identifier terms (milvus_publish.analysed)
         self._last: tuple[str, list] | None = None  # the last unfiltered ranking (score_rows reads it)
 
     def query_text(self, query: str) -> str:
         """The query as the collection's BM25 input expects it (analysed like the indexed text)."""
-        return query if self.stem is None else analysed(query, self.stem)
+        return query if self.stem is None else analysed(query, self.stem, self.identifiers)
 
     def search(self, query: str, k: int = 10, rows: list[int] | None = None) -> list[tuple[int, float]]:
         """Top `k` (row, BM25 score). Restricted to `rows`, the scores stay those of the whole collection:
@@ -235,7 +237,8 @@ class MilvusIndex:
         self.visible = visible = pointer_filter(pointer)
         self.store = MilvusStore(client, collection, n, visible)
         stem = pointer.get("bm25", {}).get("stem", True) if pointer.get("bm25_input") == "pretokenized" else None
-        self.bm25 = MilvusBM25(client, collection, stem, visible)
+        self.bm25 = MilvusBM25(client, collection, stem, visible,
+                               identifiers=bool(pointer.get("bm25", {}).get("identifiers", False)))
         self.dense = MilvusDense(client, collection, visible)
         self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]), visible)
         if pointer.get("sparse_file"):  # stable-rows collections: the generation's subset beside the pointer

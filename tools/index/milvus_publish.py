@@ -10,7 +10,9 @@ BM25 input: Milvus analyses `search_text`, which holds the chunk's indexed text
 already analysed by the local BM25 tokenizer (lowercase `\\w+`, bm25s English
 stopwords removed, Snowball stems), one token per word; the analyzer is Milvus'
 `standard` tokenizer, which keeps each such token whole. Queries are analysed
-the same way before they are sent. Both backends therefore score the same
+the same way before they are sent. An index built with identifier terms (`bm25.identifiers` in its
+manifest, `ragsieve.tools.index.identifiers`) publishes them too, a dotted one spelled with `DOT` for its
+dots (the `standard` tokenizer splits at "."); a pointer records the flag, and changing it is a full copy. Both backends therefore score the same
 tokens with Lucene BM25 and k1, b from the index manifest. milvus-lite ignores
 k1 and b and uses 1.5 / 0.75 (`bm25_params_applied`), so on it the BM25 rankings
 still differ slightly unless the local index is built with those values. A
@@ -64,15 +66,23 @@ def read_pointer(root: Path) -> dict:
 
 
 def bm25_settings(manifest: dict) -> dict:
-    """k1, b and stemming of the local BM25 index, which Milvus must reproduce."""
+    """k1, b, stemming and identifier terms of the local BM25 index, which Milvus must reproduce."""
     bm = manifest.get("bm25") or {}
-    return {"k1": float(bm.get("k1", 0.9)), "b": float(bm.get("b", 0.4)), "stem": bool(bm.get("stem", True))}
+    return {"k1": float(bm.get("k1", 0.9)), "b": float(bm.get("b", 0.4)), "stem": bool(bm.get("stem", True)),
+            "identifiers": bool(bm.get("identifiers", False))}
 
 
-def analysed(text: str, stem: bool) -> str:
+DOT = "_d0t_"  # `re.search` -> `re_d0t_search`: the `standard` tokenizer splits at "." but keeps `_` runs whole
+
+
+def analysed(text: str, stem: bool, identifiers: bool = False) -> str:
+    """The local BM25 tokens as one Milvus input string. With `identifiers`, a whole dotted identifier
+    (`re.search`) is written with DOT for its dots, so Milvus' `standard` tokenizer (milvus-lite offers no
+    `whitespace` one) keeps it one token, as the local index does; `token_urlsafe` stays whole as it is."""
     from ragsieve.tools.index.bm25 import tokenize
 
-    return " ".join(tokenize(text, stem))
+    tokens = tokenize(text, stem, identifiers)
+    return " ".join(t.replace(".", DOT) for t in tokens) if identifiers else " ".join(tokens)
 
 
 def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
@@ -115,8 +125,9 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
                     and previous.get("name") == name and previous.get("tenant", "default") == tenant
                     and previous.get("dimension") == dim and previous.get("index_type") == index_type
-                    and {k: previous.get("bm25", {}).get(k) for k in ("k1", "b", "stem")} ==
-                    {k: bm25[k] for k in ("k1", "b", "stem")} and client.has_collection(previous["collection"]))
+                    and {k: previous.get("bm25", {}).get(k, False) for k in ("k1", "b", "stem", "identifiers")} ==
+                    {k: bm25[k] for k in ("k1", "b", "stem", "identifiers")}
+                    and client.has_collection(previous["collection"]))
             delta = delta_since(root, previous["generation"], local.path) if same else None
             if delta is not None:
                 collection = previous["collection"]

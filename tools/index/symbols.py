@@ -8,9 +8,10 @@ the symbols whose `def`/`class`/`function`/... line it holds (qualified with the
 `lookup(query)` finds the definitions a query names: the identifiers written in it (`token_urlsafe`,
 `re.search`, `HTTPResponse._read_chunked`, `dictConfig`, anything in backticks, or a one-word query),
 matched on the whole qualified name or on its last one or two parts, case and surrounding underscores
-aside. The retriever puts those definitions first (code search engines' "go to definition"); a
+aside. When the query is a lookup (`is_lookup`: a few words, not a sentence that mentions a name), the
+retriever puts those definitions first (code search engines' "go to definition"); a
 definition whose name is spelled out in the query's words (`spelled`: "read a chunked response" ->
-`_read_chunked`) is moved up to second place. And
+`_read_chunked`) is raised by a share of the top score (`retriever.definitions_first`). And
 `Where(symbol_kind=...)` admits only chunks defining a symbol of that kind.
 """
 from __future__ import annotations
@@ -28,12 +29,16 @@ _CODE_DEF = re.compile(
     re.MULTILINE)
 _CLASSLIKE = {"class", "interface", "struct", "enum", "trait", "type", "impl"}
 _SIGNATURE = re.compile(r"^###### (.+)$", re.MULTILINE)
-_BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
+# `name` or ``name`` (reStructuredText): a name-like run only, so "``obj`` to a ``str``" gives `obj`, `str`
+_BACKTICKED = re.compile(r"(?<!`)(`{1,2})([A-Za-z_][\w.]{1,79}(?:\(\))?)\1(?!`)")
 MAX_PER_TERM = 2
 
 
 def key(name: str) -> str:
-    return ".".join(part.strip("_") for part in name.lower().split("."))
+    """Lower case, surrounding underscores of each part dropped (`_read_chunked` meets `read_chunked`), except
+    a dunder's (`__str__` is not `str`)."""
+    return ".".join(part if part.startswith("__") and part.endswith("__") and len(part) > 4 else part.strip("_")
+                    for part in name.lower().split("."))
 
 
 @dataclass
@@ -106,9 +111,30 @@ class SymbolTable:
         return {d.row for d in self.definitions if d.kind == kind}
 
 
+LOOKUP_WORDS = 3  # a query naming a definition with at most this many other content words looks it up
+# question and auxiliary words (as `bm25.tokenize` stems them), which say nothing about the subject
+_QUESTION_WORDS = frozenset("how what where which why when who whi doe do did is are was can could should "
+                            "would i we you use".split())
+
+
+def is_lookup(query: str) -> bool:
+    """A query about the names in it: besides them, at most LOOKUP_WORDS words that are not stopwords
+    (`re.search`, "What does functools.lru_cache do?", "how does wait_for cancel the task on timeout").
+    A description that mentions a name is about something else ("Return a ZipInfo object with information
+    about the archive member name" describes `ZipFile.getinfo`, not `ZipInfo`), so its names are left to
+    BM25's whole-identifier terms instead of being put first (API anchor precision on 80 description
+    questions: benchmarks/results/sources-web.json)."""
+    from ragsieve.tools.index.bm25 import tokenize
+
+    rest = query
+    for name in sorted(named_identifiers(query), key=len, reverse=True):
+        rest = rest.replace(name, " ")
+    return len([w for w in tokenize(rest) if w not in _QUESTION_WORDS]) <= LOOKUP_WORDS
+
+
 def named_identifiers(query: str) -> list[str]:
     """The identifiers a query names: compound or dotted ones, backticked ones, or the word of a one-word query."""
-    names = [m.group(1).strip().rstrip("()") for m in _BACKTICKED.finditer(query)]
+    names = [m.group(2).rstrip("()") for m in _BACKTICKED.finditer(query)]
     names += [t for t, whole in identifier_terms(query) if whole and (is_compound(t) or "." in t)]
     words = query.strip().strip("?.!`").split()
     if len(words) == 1 and re.fullmatch(r"[A-Za-z_][\w.]{2,}", words[0].rstrip("()")):
