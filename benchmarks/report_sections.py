@@ -93,6 +93,9 @@ def service_section(folder: Path, load, command, machine) -> list[str]:
              "run (target <= 10 ms); model: throughput at 4 clients / 1 client (target >= 1.5).", ""]
     files = _load(folder, load, "service*.json", lines)
     for path, data in _readable(files, lines):
+        if data.get("live"):
+            lines += _live_rows(path, data, command)
+            continue
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start, "
                   f"{_f((data.get('load_average_at_end') or [None])[0], 2)} at end.", ""]
@@ -112,6 +115,22 @@ def service_section(folder: Path, load, command, machine) -> list[str]:
         lines += _table(["backend", "Orchestrator.ask p50 (s)", "server overhead p50 (ms)",
                          "throughput 4 / 1 clients"], summary)
     return lines
+
+
+def _live_rows(path: Path, data: dict, command) -> list[str]:
+    """A live-index run (`service.py --live-only`): upload-to-searchable and search latency per index size."""
+    live = data["live"]
+    lines = [f"Live index ({path.name}): one small file uploaded through the documents API until a search finds it "
+             f"(hash vectors: the file's own MiniLM embedding, {_f(live.get('minilm_embed_s'))} s, is apart). "
+             f"Command: {command(data)}; load average {_f((data.get('load_average_at_start') or [None])[0], 2)}.", ""]
+    rows = []
+    for size in live.get("sizes") or []:
+        idle, busy = size.get("query_idle") or {}, size.get("query_during_uploads") or {}
+        took = size.get("upload_to_searchable_s") or []
+        rows.append([size.get("chunks"), len(took), _f(min(took)) if took else None, _f(max(took)) if took else None,
+                     idle.get("p50_s"), idle.get("p95_s"), busy.get("p50_s"), busy.get("p95_s")])
+    return lines + _table(["chunks", "uploads", "upload-to-searchable min (s)", "max (s)", "search p50 idle",
+                           "p95 idle", "p50 during uploads", "p95 during uploads"], rows)
 
 
 def sources_section(folder: Path, load, command, machine) -> list[str]:
