@@ -21,7 +21,6 @@ from pathlib import Path
 
 from sources_sets import api_definitions, api_questions, code_corpus
 
-from ragsieve.agent.also_retrieved import ALSO_INTRO
 
 CODE_FILES = ("http/client.py", "asyncio/tasks.py", "json/decoder.py", "logging/config.py")
 CODE_QUESTIONS = [  # (question, gold file below stdlib/, a name the gold definition's label ends with)
@@ -79,8 +78,7 @@ def _row(corpus, question, gold, symbol, lines, answer, seconds) -> dict:
         return bool(symbol) and (c.symbol.endswith(symbol) or c.symbol == "#" + symbol or
                                  symbol in [s.strip() for s in c.symbol.split(",")])
 
-    body = answer.answer.split(ALSO_INTRO)[0]
-    cited = [] if answer.abstention else [c for c in answer.citations if f"[{c.number}]" in body]
+    cited = [] if answer.abstention else [c for c in answer.citations if c.cited and f"[{c.number}]" in answer.answer]
     return {"corpus": corpus, "question": question, "gold": gold, "gold_lines": lines,
             "gold_in_top5": any(in_gold(c) for c in top5),
             "gold_in_sources": any(in_gold(c) for c in answer.citations),

@@ -1,5 +1,5 @@
 """The reply's sources hold the retrieved top passages whatever the model cites (agent/also_retrieved.py)."""
-from ragsieve.agent.also_retrieved import ALSO_INTRO, with_also_retrieved
+from ragsieve.agent.also_retrieved import with_also_retrieved
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
@@ -22,7 +22,8 @@ def test_uncited_top_passages_follow_the_cited_ones_marked_as_not_cited():
     text, citations = with_also_retrieved("Rotate keys [1].", cited, hits, 4)
     assert [c.chunk_id for c in citations] == ["d2#0", "d0#0", "d1#0", "d3#0"]
     assert [c.number for c in citations] == [1, 2, 3, 4]
-    assert text == f"Rotate keys [1].\n\n{ALSO_INTRO} [2] [3] [4]"
+    assert [c.cited for c in citations] == [True, False, False, False]
+    assert text == "Rotate keys [1]."  # the answer text is the model's: sources only, never claims
     assert with_also_retrieved("Rotate keys [1].", cited, hits, 0) == ("Rotate keys [1].", cited)
 
 
@@ -41,11 +42,11 @@ def test_the_answer_step_lists_the_top_passages_after_a_model_that_cites_one_and
     Answer().run(state, deps)
     assert state.abstention is None and len(state.citations) == 5
     assert {c.chunk_id for c in state.citations} == {f"d{i}#0" for i in range(5)}
-    assert state.answer.startswith("Keys rotate daily [1].") and state.answer.endswith(f"{ALSO_INTRO} [2] [3] [4] [5]")
+    assert state.answer == "Keys rotate daily [1]." and [c.cited for c in state.citations] == [True] + [False] * 4
     state = RunState(question="How do keys rotate?", plan="fast", context=hits)
     Answer().run(state, deps)  # abstains: 3 closest passages quoted, the other 2 of the top 5 listed
     assert state.abstention == "model" and [c.chunk_id for c in state.citations] == [f"d{i}#0" for i in range(5)]
-    assert state.answer.endswith(f"{ALSO_INTRO} [4] [5]")
+    assert [c.cited for c in state.citations] == [True] * 3 + [False] * 2 and "[4]" not in state.answer
 
 
 def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_not_an_answer():
@@ -61,4 +62,4 @@ def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_no
     state = run(deps, "Where was the alpha project leader born?")
     assert "best answer so far: closest passages" in state.stopped and len(script.kinds) == 1
     assert state.answer.startswith(STOPPED) and CLOSEST_INTRO in state.answer
-    assert state.citations and all(f"[{c.number}]" in state.answer for c in state.citations)
+    assert state.citations and all(f"[{c.number}]" in state.answer for c in state.citations if c.cited)

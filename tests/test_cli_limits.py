@@ -105,12 +105,14 @@ def test_answers_as_a_string_is_refused(tmp_path):
 def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys):
     import time
 
+    from ragsieve.agent.also_retrieved import STOPPED
+
     with StubOpenAI([StubReply(200, {"choices": []}, delay_s=30)]) as stub:
         started = time.monotonic()
         code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
                      "--deadline", "1", "--json"])
         elapsed = time.monotonic() - started
-    assert code == 3 and elapsed < 10  # no answer at all: a failure for scripts (issue 22), the JSON still printed
+    assert code == 3 and elapsed < 10  # no answer: a failure for scripts (issue 22), the JSON still printed
     out = json.loads(capsys.readouterr().out)
     assert out["stopped"].startswith("budget: deadline") and out["trace"][-1]["outcome"] == "stopped"
-    assert out["answer"] == "" and out["citations"] == []
+    assert out["answer"].startswith(STOPPED) and out["citations"]  # never empty-handed: the closest passages

@@ -80,11 +80,13 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
             _until(lambda: both_answer(batch_path, lambda b: b["status"] == "completed" and b["file_counts"]
                                        == {"in_progress": 0, "completed": 2, "failed": 1, "cancelled": 0, "total": 3}),
                    60, "both workers report the batch")
-            hits = _until(lambda: [r for r in (fresh.post(base + f"/v1/vector_stores/{store.id}/search",
-                                                          json={"query": "zorblax gateway port"}).json()["data"]
-                                               for _ in range(6)) if r and r[0]["filename"] == "deploy-notes.md"],
-                          30, "every worker serves the new store")
-            assert len(hits) == 6  # six fresh connections, every one answered from the new store
+            def six_from_the_new_store():
+                hits = [r for r in (fresh.post(base + f"/v1/vector_stores/{store.id}/search",
+                                               json={"query": "zorblax gateway port"}).json()["data"] for _ in range(6))
+                        if r and r[0]["filename"] == "deploy-notes.md"]
+                return hits if len(hits) == 6 else None  # six fresh connections, every one from the new store
+
+            assert len(_until(six_from_the_new_store, 30, "every worker serves the new store")) == 6
 
             job = fresh.post(base + f"/v1/indexes/{store.id}/crawl",
                              json={"url": f"http://127.0.0.1:{httpd.server_address[1]}/index.html", "rate": 20,

@@ -85,8 +85,10 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         assert not errors
 
         # citations: the file opens in the source view at its lines, the web page at its anchor, code at its lines
-        cites = {a.inner_text(): a.get_attribute("href") for a in answer.locator(".rs-sources a").all()}
+        cites = {a.inner_text(): a.get_attribute("href") for a in answer.locator(".rs-sources li:not(.rs-uncited) a").all()}
         assert len(cites) == 3 and answer.locator("a.rs-cite").count() == 3
+        for note in answer.locator(".rs-sources li.rs-uncited").all():  # the other top passages: sources, marked
+            assert "retrieved, not cited" in note.inner_text()
         keys_href = next(h for t, h in cites.items() if "keys.md" in t)
         web_href = next(h for t, h in cites.items() if "guide.html" in t)
         code_href = next(h for t, h in cites.items() if "client.py" in t)
@@ -116,7 +118,7 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         page.click("#rs-new")  # a new conversation: not a follow-up
         pdf = ask(page, "How often is a failed webhook delivery retried?", 0)
         pdf.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
-        pdf_link = pdf.locator(".rs-sources a", has_text="handbook.pdf")
+        pdf_link = pdf.locator(".rs-sources li:not(.rs-uncited) a", has_text="handbook.pdf")  # the cited page
         assert pdf_link.get_attribute("data-kind") == "page" and pdf_link.get_attribute("href").endswith("#page-2")
         with page.context.expect_page() as opened:
             pdf_link.click()
@@ -148,7 +150,7 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         rated = FeedbackStore.in_folder(tmp_path / "data").rated()
         assert len(rated) == 1 and rated[0]["rating"] == 1 and rated[0]["comment"] == "clear and cited"
         assert rated[0]["asked"] == "How do I rotate the API key?" and "lumen keys rotate" in rated[0]["answer"]
-        assert len(rated[0]["citations"]) == 3 and [e["step"] for e in rated[0]["trace"]] == ["retrieve", "answer"]
+        assert len([c for c in rated[0]["citations"] if c.get("cited", True)]) == 3 and [e["step"] for e in rated[0]["trace"]] == ["retrieve", "answer"]
 
         # a follow-up uses the conversation (rewritten by the model, shown as what was searched)
         answer2 = ask(page, "And how long does the old one stay valid?", 1)

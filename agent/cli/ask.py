@@ -7,6 +7,7 @@ import sys
 
 import re
 
+from ragsieve.agent.also_retrieved import STOPPED, UNCITED
 from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, range_checked
 
 
@@ -19,7 +20,7 @@ ABSTENTION_TEXT = {
 }
 
 
-EXIT_NO_ANSWER = 3  # the budget stopped the question before any answer (no text to show)
+EXIT_NO_ANSWER = 3  # the budget stopped the question before any answer (at most the closest passages shown)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -52,12 +53,15 @@ def run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"outliers": config.outliers.model_copy(update={"plot": args.plot})})
     with Orchestrator.open(args.index, config) as orch:
         answer = orch.ask(args.question, plan=args.plan, where=where)
-    unanswered = bool(answer.stopped) and not answer.answer.strip()  # the budget stopped it before any answer
+    # the budget stopped it before any answer: no text, or only the closest passages (not an answer)
+    unanswered = bool(answer.stopped) and (not answer.answer.strip() or answer.answer.startswith(STOPPED))
     if args.json:  # JSON escapes C0 controls itself; C1 controls (e.g. \x9b, a one-byte CSI) are escaped here
         text = json.dumps(answer.public(), indent=2, ensure_ascii=False, default=str)
         print(re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text))
         return EXIT_NO_ANSWER if unanswered else 0
     if unanswered:
+        if answer.answer.strip():  # the closest passages, marked as not an answer
+            print(for_terminal(answer.answer))
         print(for_terminal(f"error: no answer: the question was stopped before any answer ({answer.stopped}); "
                            f"raise --deadline or the budget"), file=sys.stderr)
         return EXIT_NO_ANSWER
@@ -67,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if answer.citations:
         print("\nSources:")
         for c in answer.citations:
-            print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")))
+            print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")
+                               + ("" if c.cited else f"  [{UNCITED}]")))
     if answer.coverage is not None:
         print(f"\n(context calibrated for coverage {answer.coverage})")
     if answer.abstention:

@@ -26,6 +26,7 @@ class Citation(BaseModel):
     line_end: int | None = None
     symbol: str = ""
     merged: list[str] = Field(default_factory=list)  # other chunks with this label, cited as this one
+    cited: bool = True  # False: a top retrieved passage the answer did not cite (`agent/also_retrieved.py`)
 
     def label(self) -> str:
         """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""

@@ -49,7 +49,8 @@ def search(registry, scope, query: str, index: str | None, top_k: int, where: Wh
 def answer_record(name: str, answer) -> dict:
     return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
             "abstention": answer.abstention, "stopped": answer.stopped,
-            "citations": [{"number": c.number, "label": c.label(), "chunk_id": c.chunk_id} for c in answer.citations]}
+            "citations": [{"number": c.number, "label": c.label(), "chunk_id": c.chunk_id, "cited": c.cited}
+                          for c in answer.citations]}
 
 
 def _numbered(chunk) -> str:

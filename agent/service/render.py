@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragsieve.agent.also_retrieved import UNCITED
+
+
 
 def references(answer) -> str:
     if not answer.citations:
@@ -26,7 +29,8 @@ def references(answer) -> str:
     lines = ["", "", "**Sources**"]
     for c in answer.citations:
         title = f" ({c.title})" if c.title else ""
-        lines.append(f"[{c.number}] {c.label()}{title}  ")
+        mark = "" if c.cited else f" *({UNCITED})*"
+        lines.append(f"[{c.number}] {c.label()}{title}{mark}  ")
     return "\n".join(lines)
 
 

@@ -84,5 +84,5 @@ def public_citations(secret: bytes, index: str, citations) -> list[dict]:
         href, kind = citation_href(secret, index, c)
         out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
                     "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
-                    "symbol": c.symbol, "href": href, "kind": kind})
+                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited})
     return out

@@ -241,6 +241,10 @@ var Core = (function () {
         a.setAttribute("data-kind", c.kind);
         li.appendChild(a);
         if (c.title) li.appendChild(el(doc, "span", "rs-source-title", " " + c.title));
+        if (c.cited === false) {  // a top retrieved passage the answer did not cite
+          li.classList.add("rs-uncited");
+          li.appendChild(el(doc, "span", "rs-source-note", " (retrieved, not cited)"));
+        }
         sources.appendChild(li);
       });
       if (data.asked && data.question && data.asked !== data.question) {
