@@ -49,7 +49,7 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
         proc = subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "serve", "--index", f"demo={examples_index}",
                                  "--port", str(port), "--workers", "2", "--data-dir", str(tmp_path / "data")],
-                                env=env, stderr=subprocess.DEVNULL)
+                                env=env, stderr=subprocess.DEVNULL, start_new_session=True)  # its workers: one group
         try:
             def up():
                 try:
@@ -112,6 +112,8 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
         finally:
             fresh.close()
             httpd.shutdown()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            try:  # the server and its worker processes, also when a failed check skipped the SIGTERM
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)

@@ -213,7 +213,7 @@ def test_several_worker_processes(examples_index):
     with StubOpenAI([ok(ANSWER)] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
         proc = subprocess.Popen(_serve_cmd(examples_index, "--port", str(port), "--workers", "2"), env=env,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # its workers: one group
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 120
@@ -231,5 +231,8 @@ def test_several_worker_processes(examples_index):
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            try:  # the server and its worker processes, also when a failed check skipped the SIGTERM
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
