@@ -258,3 +258,17 @@ def test_an_expired_vector_store_is_deleted_and_its_files_kept(examples_index, t
         assert client.files.retrieve(note.id).filename == "ferry.md"  # the upload itself stays
         client.vector_stores.search(kept.id, query="ferry")  # a search is activity: the clock starts again
         assert client.vector_stores.retrieve(kept.id).expires_at >= time.time() + 2 * 86400 - 60
+
+
+def test_a_batch_where_nothing_can_be_read_gives_each_file_its_own_reason(examples_index, tmp_path):
+    # the build reads nothing at all (UsageError): each file still says why, not the batch's one message
+    with served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"),
+                request_timeout_s=120) as svc:
+        client = _client(svc)
+        store = client.vector_stores.create(name="unreadable")
+        batch = client.vector_stores.file_batches.upload_and_poll(
+            store.id, files=[("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")], poll_interval_ms=100)
+        assert (batch.file_counts.completed, batch.file_counts.failed) == (0, 2)
+        failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id))
+        codes = {client.files.retrieve(f.id).filename: f.last_error.code for f in failed}
+        assert codes == {"broken.pdf": "invalid_file", "Brewfile": "unsupported_file"}

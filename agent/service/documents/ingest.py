@@ -220,7 +220,9 @@ class Ingestor:
         for job in batch:
             fid = job["params"]["file_id"]
             if not any(d.startswith(fid + "/") for d in present):
-                why = next((w for p, w in problems.items() if fid in p), problems.get("*"))
+                # this file's own problem line, else why it left no document; a build that read nothing at
+                # all ("*") says so once for the batch, which must not give every file the same reason
+                why = next((w for p, w in problems.items() if fid in p), None)
                 job["error"] = why or why_missing(folders[fid])
         if any(job["error"] is None for job in batch):
             self.on_built(store_id)
