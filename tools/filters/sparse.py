@@ -28,31 +28,55 @@ class SparseSubset(BaseModel):
     cutoff: float  # nearest-neighbour similarity at the percentile: sparse when below
 
 
+def similarities_to_all(v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), n) inner products of rows `rows` of `v` with every row, each row's own entry -inf."""
+    s = v[rows] @ v.T
+    s[np.arange(len(rows)), rows] = -np.inf
+    return s
+
+
+def nearest_neighbours(vectors: np.ndarray, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """(similarity, row) of each row's nearest other row, exact, blockwise (-inf and -1 below 2 rows)."""
+    n = len(vectors)
+    sim = np.full(n, -np.inf, dtype=np.float32)
+    row = np.full(n, -1, dtype=np.int64)
+    if n < 2:
+        return sim, row
+    v = np.asarray(vectors, dtype=np.float32)
+    for start in range(0, n, block):
+        idx = np.arange(start, min(start + block, n))
+        s = similarities_to_all(v, idx)
+        row[idx] = s.argmax(axis=1)
+        sim[idx] = s[np.arange(idx.size), row[idx]]
+    return sim, row
+
+
 def nearest_neighbour_similarity(vectors: np.ndarray, block: int = 1024) -> np.ndarray:
     """Cosine similarity of each row to its nearest other row (exact, blockwise inner product)."""
     n = vectors.shape[0]
     if n < 2:
         return np.full(n, -1.0, dtype=np.float32)
-    v = np.asarray(vectors, dtype=np.float32)
-    best = np.full(n, -np.inf, dtype=np.float32)
-    for start in range(0, n, block):
-        sims = v[start : start + block] @ v.T
-        idx = np.arange(start, min(start + block, n))
-        sims[idx - start, idx] = -np.inf
-        best[start : start + block] = sims.max(axis=1)
-    return best
+    return nearest_neighbours(vectors, block)[0]
+
+
+def _check_percentile(percentile: float) -> None:
+    if not 0.0 < percentile < 100.0:
+        raise UsageError(f"sparse percentile must be in (0, 100), got {percentile}")
+
+
+def sparse_subset(near: np.ndarray, percentile: float) -> SparseSubset:
+    """Rows whose nearest-neighbour similarity `near` is below its `percentile`-th percentile."""
+    _check_percentile(percentile)
+    if near.size < 2:
+        return SparseSubset(rows=[], percentile=percentile, cutoff=float("nan"))
+    cutoff = float(np.percentile(near, percentile))
+    return SparseSubset(rows=np.flatnonzero(near < cutoff).tolist(), percentile=percentile, cutoff=cutoff)
 
 
 def find_sparse_rows(vectors: np.ndarray, percentile: float = 10.0) -> SparseSubset:
     """Rows whose nearest-neighbour similarity is below the corpus `percentile` (see the module docstring)."""
-    if not 0.0 < percentile < 100.0:
-        raise UsageError(f"sparse percentile must be in (0, 100), got {percentile}")
-    near = nearest_neighbour_similarity(vectors)
-    if near.size < 2:
-        return SparseSubset(rows=[], percentile=percentile, cutoff=float("nan"))
-    cutoff = float(np.percentile(near, percentile))
-    rows = np.flatnonzero(near < cutoff).tolist()
-    return SparseSubset(rows=rows, percentile=percentile, cutoff=cutoff)
+    _check_percentile(percentile)  # before the O(N^2) search
+    return sparse_subset(nearest_neighbour_similarity(vectors), percentile)
 
 
 def cosmix_scores(similarity, neighbour_similarity, distance_weight: float = 0.5) -> np.ndarray:

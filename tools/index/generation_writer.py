@@ -24,16 +24,14 @@ import numpy as np
 from ragsieve.tools.index import npy
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.filters.sparse import find_sparse_rows
+from ragsieve.tools.filters.sparse import find_sparse_rows, sparse_subset
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import corpus_fingerprint, indexed_text, package_version
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
 from ragsieve.tools.index.generations import fsync_tree
-from ragsieve.tools.filters.sparse import SparseSubset
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
 from ragsieve.tools.index.incremental import (LAYOUT, sparse_record, store_generation, write_base,
                                               write_incremental)
-from ragsieve.tools.index.nearest import sparse_cut
 from ragsieve.tools.index.segments import SegmentView
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.index.layout import Layout, plan_rows
@@ -118,9 +116,8 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         base = write_base(builder, gen, tokens, vectors)
         extra |= {"segments": base["segments"], "bm25_total_len": base["total_len"]}
         sim = SegmentView(gen, base["segments"], n).nearest()[0]
-        rows, cutoff = sparse_cut(sim, builder.sparse_percentile)
-        (gen / "sparse.json").write_text(sparse_record(builder.sparse_percentile, cutoff), encoding="utf-8")
-        sparse = SparseSubset(rows=rows, percentile=builder.sparse_percentile, cutoff=cutoff)
+        sparse = sparse_subset(sim, builder.sparse_percentile)
+        (gen / "sparse.json").write_text(sparse_record(builder.sparse_percentile, sparse.cutoff), encoding="utf-8")
         extra["io"] = {"segment_bytes": base["bytes_written"], "store_rows_written": n, "compacted": True}
     else:
         builder.dense_proto.build(vectors).save(gen)
@@ -143,8 +140,8 @@ def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings,
     layout = part["layout"]
     if layout.n == 0:
         raise UsageError("the documents produced no chunks to index")
-    rows, cutoff = part["sparse"]
-    (gen / "sparse.json").write_text(sparse_record(builder.sparse_percentile, cutoff), encoding="utf-8")
+    sparse = part["sparse"]
+    (gen / "sparse.json").write_text(sparse_record(sparse.percentile, sparse.cutoff), encoding="utf-8")
     (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": layout.n,
                                            "changed": layout.changed}), encoding="utf-8")
     builder._last_keys = None
@@ -157,7 +154,7 @@ def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings,
              "io": {"segment_bytes": part["bytes_written"], "store_rows_written": part["store_rows_written"],
                     "compacted": part["compacted"]}}
     return _finish(builder, gen, prev_gen, settings, hashes, int(part["vectors"].shape[1]), counts,
-                   {"rows": len(rows), "percentile": builder.sparse_percentile, "cutoff": cutoff}, extra)
+                   {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
 
 
 def _finish(builder, gen, prev_gen, settings, hashes, dim, counts, sparse, extra) -> dict:

@@ -33,7 +33,8 @@ from ragsieve.tools.index import npy
 from ragsieve.tools.index.bm25 import tokenize
 from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.layout import plan_rows
-from ragsieve.tools.index.nearest import nearest_full, nearest_update, sparse_cut
+from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
+from ragsieve.tools.index.nearest import nearest_update
 from ragsieve.tools.index.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.store import ChunkStore
 
@@ -79,7 +80,7 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
     BM25 tokens and vector."""
     n = len(vectors)
     vocab, indptr, docs, tf, dl = postings_of(tokens)
-    sim, row = nearest_full(vectors) if nn is None else nn
+    sim, row = nearest_neighbours(vectors) if nn is None else nn
     padded = np.zeros((capacity(n), vectors.shape[1]), dtype=np.float32)
     padded[:n] = vectors
     name = f"seg-{generation_number(gen)}"
@@ -158,11 +159,11 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         written = write_segment(gen / SEGMENTS / name, np.arange(n), padded, dl_all, (vocab, indptr, docs, tf),
                                 np.arange(n), sim, row)
         segments, total_len = [name], int(dl_all.sum())
-    sparse_rows, cutoff = sparse_cut(sim, builder.sparse_percentile)
     return {"layout": layout, "vectors": vectors, "segments": segments, "total_len": total_len,
             "store": prev["store"], "bytes_written": written, "store_rows_written": rows_written,
             "compacted": compacted, "embedded": len(new_rows), "from_cache": cached,
-            "sparse": (sparse_rows, cutoff), "keys_gone": old_texts, "keys_new": [texts[r] for r in new_rows]}
+            "sparse": sparse_subset(sim, builder.sparse_percentile), "keys_gone": old_texts,
+            "keys_new": [texts[r] for r in new_rows]}
 
 
 def _lengths(view: SegmentView, rows: list[int]) -> int:

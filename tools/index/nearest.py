@@ -18,22 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def nearest_full(vectors: np.ndarray, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """(similarity, row) of each row's nearest other row, exact, blockwise."""
-    n = len(vectors)
-    sim = np.full(n, -np.inf, dtype=np.float32)
-    row = np.full(n, -1, dtype=np.int64)
-    if n < 2:
-        return sim, row
-    v = np.asarray(vectors, dtype=np.float32)
-    for start in range(0, n, block):
-        s = v[start:start + block] @ v.T
-        idx = np.arange(start, min(start + block, n))
-        s[idx - start, idx] = -np.inf
-        row[idx] = s.argmax(axis=1)
-        sim[idx] = s[idx - start, row[idx]]
-    return sim, row
+from ragsieve.tools.filters.sparse import similarities_to_all
 
 
 def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray, n_base: int,
@@ -63,8 +48,7 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     v = np.asarray(vectors, dtype=np.float32)
     for start in range(0, added.size, block):
         part = added[start:start + block]
-        s = v[part] @ v.T
-        s[np.arange(part.size), part] = -np.inf
+        s = similarities_to_all(v, part)
         best = s.argmax(axis=1)
         sim[part], row[part] = s[np.arange(part.size), best], best
         col_best = s.argmax(axis=0)
@@ -76,8 +60,7 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     redo = np.setdiff1d(stale, added)
     for start in range(0, redo.size, block):
         part = redo[start:start + block]
-        s = v[part] @ v.T
-        s[np.arange(part.size), part] = -np.inf
+        s = similarities_to_all(v, part)
         best = s.argmax(axis=1)
         sim[part], row[part] = s[np.arange(part.size), best], best
     touched.update(added.tolist())
@@ -86,11 +69,3 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
         sim[:], row[:] = -np.inf, -1
     return sim, row, np.asarray(sorted(r for r in touched if r < n), dtype=np.int64)
 
-
-def sparse_cut(sim: np.ndarray, percentile: float) -> tuple[list[int], float]:
-    """Rows below the `percentile`-th percentile of the nearest-neighbour similarity, and that cut-off
-    (`ragsieve.tools.filters.sparse.find_sparse_rows` on the same numbers)."""
-    if sim.size < 2:
-        return [], float("nan")
-    cutoff = float(np.percentile(sim, percentile))
-    return np.flatnonzero(sim < cutoff).tolist(), cutoff
