@@ -24,13 +24,19 @@ class Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-def test_crawl_job_into_a_served_index(examples_index, tmp_path):
+def serve_pages(tmp_path) -> ThreadingHTTPServer:
+    """PAGES as a static site on loopback (the caller shuts it down)."""
     site = tmp_path / "site"
     site.mkdir()
     for name, html in PAGES.items():
         (site / name).write_text(html, encoding="utf-8")
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd
+
+
+def test_crawl_job_into_a_served_index(examples_index, tmp_path):
+    httpd = serve_pages(tmp_path)
     start = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
     keys = KeyRing({"sk-editor-0001": {"lumen:write"}, "sk-viewer-0001": {"lumen"}})
     # the crawl writes into a copy: the session's shared index stays as it was

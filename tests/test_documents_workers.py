@@ -2,21 +2,18 @@
 vector stores, file and batch status and job progress (`<data-dir>/jobs.sqlite`, records under a lock)."""
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import httpx
 import openai
 
 from stub_openai import StubOpenAI, ok
-from test_crawl_job import PAGES, Quiet
+from test_crawl_job import serve_pages
 from test_documents_api import MD, PY
 from test_documents_batches import BROKEN_PDF
 
@@ -34,12 +31,7 @@ def _until(check, timeout_s: float, what: str):
 
 
 def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    for name, html in PAGES.items():
-        (site / name).write_text(html, encoding="utf-8")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    httpd = serve_pages(tmp_path)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
