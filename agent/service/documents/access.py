@@ -33,6 +33,14 @@ def writable(who: Caller, index: str) -> None:
                             f"'{index}:write'", code="read_only_key")
 
 
+def writable_store(request: Request, who: Caller, store_id: str):
+    """The documents service, once `who` may see store `store_id` (else 404) and change it (else 403)."""
+    docs = docs_of(request)
+    readable_store(request, who, store_id)
+    writable(who, store_id)
+    return docs
+
+
 def any_write(who: Caller) -> None:
     if not any(s.endswith(":write") for s in who.scope):
         raise ApiError(403, "this API key is read-only: uploading or deleting files needs a key with ':write' "

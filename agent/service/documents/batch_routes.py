@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import views
-from ragsieve.agent.service.documents.access import docs_of, readable_store, writable
+from ragsieve.agent.service.documents.access import docs_of, readable_store, writable, writable_store
 from ragsieve.agent.service.documents.attach import attach, check_chunking, check_room
 from ragsieve.agent.service.documents.filters import check_attributes
 from ragsieve.agent.service.documents.search_routes import WORKER_HEADER
@@ -67,9 +67,7 @@ def _batch(request: Request, who: Caller, store_id: str, batch_id: str) -> tuple
 
 @router.post("/v1/vector_stores/{store_id}/file_batches")
 async def create_batch(request: Request, store_id: str, body: BatchCreate, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     if (body.file_ids is None) == (body.files is None):
         raise ApiError(400, "give either file_ids or files (not both, not neither)", param="file_ids")
     check_chunking(body.chunking_strategy)

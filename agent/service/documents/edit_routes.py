@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import views
-from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable
+from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable_store
 from ragsieve.agent.service.documents.catalog import write_json
 from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import MAX_ATTRIBUTES, check_attributes
@@ -36,9 +36,7 @@ class StoreUpdate(BaseModel):
 
 @router.post("/v1/vector_stores/{store_id}")
 async def update_store(request: Request, store_id: str, body: StoreUpdate, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     expiry = check_expires_after(body.expires_after)
     if "expires_after" in body.model_fields_set and store_id in docs.catalog.served:
         raise ApiError(400, f"{store_id!r} is served with --index: it does not expire", param="expires_after")
@@ -66,9 +64,7 @@ class StoreFileUpdate(BaseModel):
 @router.post("/v1/vector_stores/{store_id}/files/{file_id}")
 async def update_store_file(request: Request, store_id: str, file_id: str, body: StoreFileUpdate,
                             who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     attributes = check_attributes(body.attributes)
     entry = docs.catalog.update_entry(store_id, file_id, lambda e: e | {"attributes": attributes})
     if entry is None:

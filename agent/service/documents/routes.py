@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.documents import batch_routes, edit_routes, search_routes, views
-from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable
+from ragsieve.agent.service.documents.access import any_write, docs_of, readable_store, writable, writable_store
 from ragsieve.agent.service.documents.attach import attach, check_chunking, detach
 from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import check_attributes
@@ -130,9 +130,7 @@ async def get_store(request: Request, store_id: str, who: Caller = Depends(calle
 
 @router.delete("/v1/vector_stores/{store_id}")
 async def delete_store(request: Request, store_id: str, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     if store_id in docs.catalog.served:
         raise ApiError(400, f"{store_id!r} is served with --index: stop serving it instead of deleting it",
                        code="served_index")
@@ -152,9 +150,7 @@ class StoreFileCreate(BaseModel):
 
 @router.post("/v1/vector_stores/{store_id}/files")
 async def add_store_file(request: Request, store_id: str, body: StoreFileCreate, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     check_chunking(body.chunking_strategy)
     meta = docs.catalog.file(body.file_id)
     if meta is None:
@@ -190,9 +186,7 @@ async def get_store_file(request: Request, store_id: str, file_id: str, who: Cal
 
 @router.delete("/v1/vector_stores/{store_id}/files/{file_id}")
 async def delete_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
-    docs = docs_of(request)
-    readable_store(request, who, store_id)
-    writable(who, store_id)
+    docs = writable_store(request, who, store_id)
     if docs.catalog.entry(store_id, file_id) is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     await detach(request, docs, store_id, file_id)
