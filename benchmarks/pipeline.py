@@ -216,14 +216,38 @@ def alternate(questions: list[dict]) -> list[dict]:
     return out
 
 
+def resumed(args, name: str, judge: str, plans: list[str]) -> dict[tuple[str, str], dict]:
+    """--resume: the rows an interrupted run already appended to --checkpoint, by (qid, plan), for
+    this set and judge; a question is skipped only when every plan's row is there."""
+    path = Path(args.checkpoint) if args.checkpoint else None
+    if not args.resume or path is None or not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by the interruption
+            continue
+        if row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans:
+            out[row["qid"], row["plan"]] = row
+    return out
+
+
 def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report) -> None:
     """Every plan on one question before the next (paired rows), each row appended to
     `--checkpoint` as it is written, no new question once `--budget-s` seconds have passed since the run began: the n reached is
     stated in the summary (`n`) and `budget_stopped`."""
     rows: dict[str, list[dict]] = {p: [] for p in plans}
     rules: dict[str, dict] = {p: {} for p in plans}
+    done = resumed(args, name, judge, plans)
     stopped = False
     for q in alternate(questions):
+        if all((q["id"], p) in done for p in plans):  # --resume: this question's rows came from the checkpoint
+            for plan in plans:
+                rows[plan].append(done[q["id"], plan])
+                rule = done[q["id"], plan].get("rule", "resumed")
+                rules[plan][rule] = rules[plan].get(rule, 0) + 1
+            continue
         if args.budget_s and time.time() - STARTED > args.budget_s:
             stopped = True
             break
@@ -234,9 +258,9 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
                 chat.q = q
             t0 = time.perf_counter()
             answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
-            row = row_for(q, answer, time.perf_counter() - t0, name, judge, plan)
+            row = row_for(q, answer, time.perf_counter() - t0, name, judge, plan) | {"rule": answer_rule(answer)}
             rows[plan].append(row)
-            rules[plan][answer_rule(answer)] = rules[plan].get(answer_rule(answer), 0) + 1
+            rules[plan][row["rule"]] = rules[plan].get(row["rule"], 0) + 1
             if args.checkpoint:
                 with open(args.checkpoint, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")
@@ -347,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=None,
                     help="with --interleave: no new question after this many seconds from the start (n reached is stated)")
     ap.add_argument("--checkpoint", default=None, help="with --interleave: append each row to this JSONL as it is done")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --checkpoint: reuse the rows a stopped run wrote there instead of asking those questions again")
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=JSON",
                     help="a config setting for every plan, e.g. segments.keep_evidence=false")
     ap.add_argument("--coverage-kinds", default="calibrated,raw",

@@ -105,3 +105,22 @@ def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_withou
     (tmp_path / "held-out.json").write_text(json.dumps(["a", "b", "c"]))
     assert _held_out_covers(tmp_path, {"a", "b"})
     assert not _held_out_covers(tmp_path, {"a", "d"})  # "d" was a calibration question of that copy
+
+
+def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tmp_path):
+    import argparse
+
+    import pipeline
+
+    ckpt = tmp_path / "rows.jsonl"
+    rows = [{"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
+            {"dataset": "squad2", "judge": "j", "plan": "full", "qid": "a", "abstained": False},
+            {"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "b"},  # full missing: asked again
+            {"dataset": "hotpotqa", "judge": "j", "plan": "fast", "qid": "c"},
+            {"dataset": "squad2", "judge": "other", "plan": "fast", "qid": "d"}]
+    ckpt.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"cut', encoding="utf-8")
+    args = argparse.Namespace(checkpoint=str(ckpt), resume=True)
+    done = pipeline.resumed(args, "squad2", "j", ["fast", "full"])
+    assert set(done) == {("a", "fast"), ("a", "full"), ("b", "fast")}
+    assert done["a", "full"]["abstained"] is False
+    assert pipeline.resumed(argparse.Namespace(checkpoint=str(ckpt), resume=False), "squad2", "j", ["fast"]) == {}
