@@ -120,5 +120,31 @@ def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerab
     assert far_score <= cutoff and far.abstention == "model" and counted_as_abstention(far.answer)
 
 
+def test_answerability_is_scored_over_the_rows_the_metadata_filter_admits(calibrated_index):
+    from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.where import Where
+
+    cal, _ = load_calibration(calibrated_index)
+    cutoff = cal.abstention.threshold(0.2)
+    with HybridIndex.open(calibrated_index) as index:  # a chunk's own text, asked where its source is excluded
+        chunk = index.store.get(0)
+        others = sorted({index.store.get(r).source for r in range(len(index))} - {chunk.source})
+        admitted = index.filter_rows(Where(source=others[0]))
+        best_admitted = float(np.max(index.vectors[admitted] @ index.embed([chunk.text])[0]))
+    config = Config()
+    config.abstention = config.abstention.model_copy(update={"max_false_answer": 0.2})
+    chat = FakeChat(default=lambda m: ABSTAIN)
+    with Orchestrator.open(calibrated_index, config, chat=chat) as orch:
+        everywhere = orch.ask(chunk.text, plan="fast")
+        filtered = orch.ask(chunk.text, plan="fast", where=Where(source=others[0]))
+        nothing = orch.ask(chunk.text, plan="fast", where=Where(path_prefix="/no/such/folder"))
+    decision = [e.summary for e in filtered.trace if e.step == "answer"][-1]["answerability"]
+    assert everywhere.abstention == "passages"  # the whole index holds the text itself
+    assert decision["score"] == pytest.approx(best_admitted, abs=1e-5) and best_admitted < 0.999
+    assert filtered.abstention == ("passages" if best_admitted > cutoff else "model")
+    assert nothing.abstention in ("no_evidence", "model") and counted_as_abstention(nothing.answer)
+
+
 def test_an_abstention_lists_no_passages_when_asked_not_to():
     assert abstention_answer([], 3) == (ABSTAIN, [])

@@ -177,6 +177,7 @@ _ABSTAIN_PATTERNS = [re.compile(p) for p in (
     r"^(unanswerable|not answerable|no answer)\b",
     r"^(there is )?(not enough|insufficient) information\b",
     r"\b(the )?answer (is|was) not (provided|given|stated|available|mentioned|included|found)\b",
+    r"\bno (passages?|documents?|sources?)\b[^.]{0,60}\b(passed|matched|found|relevant)\b[^.]{0,60}\bno answer\b",
 )]
 
 

@@ -18,7 +18,7 @@ from ragsieve.tools.index.dense import corpus_similarities
 
 def answerability(state: RunState, deps: Deps) -> dict:
     """The calibrated abstention decision's inputs: the question's answerability score (top-1
-    cosine over the whole index), the cutoff at `abstention.max_false_answer`, and the verdict.
+    cosine over the whole index, or over the rows the question's metadata filter admits), the cutoff at `abstention.max_false_answer`, and the verdict.
     Without an abstention calibration (or index vectors) the verdict is None: the model's
     abstention stands."""
     cal = cached_calibration(deps)[0]
@@ -28,7 +28,15 @@ def answerability(state: RunState, deps: Deps) -> dict:
     vectors = getattr(deps.index, "vectors", None)
     if vectors is None or not len(vectors):
         return {"answerable": None, "why": "the index has no vectors to score the question: the model decides"}
-    score = float(np.max(corpus_similarities(vectors, query_vector(state, deps))))
+    sims = corpus_similarities(vectors, query_vector(state, deps))
+    admit = getattr(deps.retriever, "admit", None)  # a metadata filter: only the rows it admits can answer
+    where = getattr(deps.retriever, "where", None)
+    if admit is not None and where is not None and not where.empty():
+        sims = sims[np.asarray(admit(range(len(sims))), dtype=np.int64)]
+    if not sims.size:
+        return {"answerable": False, "score": None, "max_false_answer": eps,
+                "why": "the metadata filter admits no passage: the model's abstention stands"}
+    score = float(np.max(sims))
     threshold = cal.abstention.threshold(eps)
     verdict = says_answerable(score, threshold)
     return {"answerable": verdict, "score": round(score, 6), "max_false_answer": eps,
