@@ -35,7 +35,7 @@ def load_one(item: dict) -> list[dict]:
 
     stats, path = LoadStats(), Path(item["path"])
     stats.files_seen += 1
-    kind, docs = loaders._kind_of(path), []
+    kind, docs = loaders.kind_of(path), []
     if kind is None:
         stats._skip("skipped_unsupported", loaders.display_path(path),
                     f"unsupported file type {path.suffix or path.name!r}")

@@ -47,7 +47,8 @@ class LoadResult:
     stats: LoadStats
 
 
-def _kind_of(path: Path) -> str | None:
+def kind_of(path: Path) -> str | None:
+    """What the folder walk reads `path` as (its loader's kind), or None for a file it skips."""
     name = path.name.lower()
     if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
         return "beir"
@@ -278,7 +279,7 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
     ids = set(id_of.values())
     for path in files_iter:
         stats.files_seen += 1
-        kind = _kind_of(path)
+        kind = kind_of(path)
         if kind is None:
             stats._skip("skipped_unsupported", display_path(path), f"unsupported file type {path.suffix or path.name!r}")
             continue

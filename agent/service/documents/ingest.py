@@ -22,7 +22,7 @@ from ragsieve.tools.errors import RagsieveError, UsageError
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.store import ChunkStore
-from ragsieve.tools.ingest.loaders import _kind_of  # the walk's own test of what it reads
+from ragsieve.tools.ingest.loaders import kind_of
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def why_missing(folder: Path) -> str:
     """Why a staged file left no document: a type `ragsieve index` does not read (which the walk skips
     without a problem line), or nothing extractable in it."""
     names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if names and _kind_of(folder / names[0]) is None:
+    if names and kind_of(folder / names[0]) is None:
         return (f"unsupported file type {Path(names[0]).suffix or names[0]!r}: ragsieve reads text, Markdown, HTML, "
                 f"PDF, DOCX, notebooks, JSON lines and source code")
     return "no text could be extracted from the file"
