@@ -92,6 +92,25 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
     return lines + [f"Source: {_source(p, d, command)}" for p, d in found] + [""]
 
 
+def stage_steps(found: list) -> list[tuple[dict, float | None, float | None, float | None, bool]]:
+    """Each ablation row with its gold recall's s.e., its change in gold recall and context tokens against the
+    stage before it (same set and judge), and whether that change is a loss of more than one s.e."""
+    out = []
+    for _path, data in found:
+        before: dict = {}
+        for r in data.get("rows") or []:
+            g, n = r.get("gold_recall"), r.get("n")
+            se = None if g is None or not n else math.sqrt(max(g * (1 - g), 1e-12) / n)
+            prev = before.get((r.get("dataset"), r.get("judge")))
+            d_rec = None if prev is None or g is None or prev.get("gold_recall") is None else g - prev["gold_recall"]
+            d_tok = None if prev is None else (r.get("context_tokens") or 0) - (prev.get("context_tokens") or 0)
+            prev_se = None if prev is None else prev.get("_se")
+            miss = d_rec is not None and prev_se is not None and d_rec < -max(prev_se, se or 0)
+            out.append((r, se, d_rec, d_tok, miss))
+            before[(r.get("dataset"), r.get("judge"))] = {**r, "_se": se}
+    return out
+
+
 def ablation_lines(folder: Path, load, command) -> list[str]:
     found = [(p, d) for p, d, _ in load(folder, "pipeline-ablation*.json") if d is not None and d.get("commit")]
     if not found:
@@ -102,22 +121,14 @@ def ablation_lines(folder: Path, load, command) -> list[str]:
              "| set | judge | plan | n | gold recall | ± 1 s.e. | Δ recall | Δ tokens | both gold | context tokens | "
              "rule |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     misses = []
-    for path, data in found:
-        before: dict = {}
-        for r in data.get("rows") or []:
-            g, n = r.get("gold_recall"), r.get("n")
-            se = None if g is None or not n else math.sqrt(max(g * (1 - g), 1e-12) / n)
-            prev = before.get((r.get("dataset"), r.get("judge")))
-            d_rec = None if prev is None or g is None or prev.get("gold_recall") is None else g - prev["gold_recall"]
-            d_tok = None if prev is None else (r.get("context_tokens") or 0) - (prev.get("context_tokens") or 0)
-            prev_se = None if prev is None else prev.get("_se")
-            if d_rec is not None and prev_se is not None and d_rec < -max(prev_se, se or 0):
-                misses.append(f"{r.get('dataset')} {r.get('judge')} {r.get('plan')} ({d_rec:+.3f})")
-            rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
-            lines.append(f"| {r.get('dataset')} | {r.get('judge')} | {r.get('plan')} | {n} | {_f(g)} | {_f(se)} | "
-                         f"{'–' if d_rec is None else f'{d_rec:+.3f}'} | {'–' if d_tok is None else f'{d_tok:+.0f}'} | "
-                         f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | {rule} |")
-            before[(r.get("dataset"), r.get("judge"))] = {**r, "_se": se}
+    for r, se, d_rec, d_tok, miss in stage_steps(found):
+        if miss:
+            misses.append(f"{r.get('dataset')} {r.get('judge')} {r.get('plan')} ({d_rec:+.3f})")
+        rule = ", ".join(f"{k} {v}" for k, v in (r.get("rule") or {}).items() if k != "-") or "-"
+        lines.append(f"| {r.get('dataset')} | {r.get('judge')} | {r.get('plan')} | {r.get('n')} | "
+                     f"{_f(r.get('gold_recall'))} | {_f(se)} | {'–' if d_rec is None else f'{d_rec:+.3f}'} | "
+                     f"{'–' if d_tok is None else f'{d_tok:+.0f}'} | {_f(r.get('both_gold_recall'))} | "
+                     f"{_f(r.get('context_tokens'), 0)} | {rule} |")
     lines += ["", ("Stages that lower gold recall by more than one s.e.: " + "; ".join(misses)) if misses
               else "No stage lowers gold recall by more than one s.e. in these runs.", ""]
     return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
@@ -182,10 +193,13 @@ def gmm_lines(folder: Path, load, command) -> list[str]:
 
 
 def headline_section(folder: Path, load, command) -> list[str]:
+    from report_targets import targets_section  # it imports this module's helpers
+
     lines = ["## Headline figures (current code)", "",
              "Each block names its result file, the commit it ran at and its command; "
              "result files below this section that record no commit were produced by earlier code and are "
              "history, not claims about the current code.", ""]
+    lines += targets_section(folder, load)
     for part in (abstention_lines, coverage_lines, ablation_lines, embedded_lines, fallback_lines, gmm_lines):
         lines += part(folder, load, command)
     return lines

@@ -124,3 +124,43 @@ def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tm
     assert set(done) == {("a", "fast"), ("a", "full"), ("b", "fast")}
     assert done["a", "full"]["abstained"] is False
     assert pipeline.resumed(argparse.Namespace(checkpoint=str(ckpt), resume=False), "squad2", "j", ["fast"]) == {}
+
+
+def _abstention_file(folder, name, judge_rows, commit="abc"):
+    rows = {k: {"n": 260, "abstain_unanswerable": u, "abstain_answerable": a} for k, (u, a) in judge_rows.items()}
+    data = {"command": "c", "sets": {"squad2": {"rows": rows}}}
+    if commit:
+        data["commit"] = commit
+    (folder / name).write_text(json.dumps(data))
+
+
+def test_targets_table_checks_abstention_per_judge_against_the_right_fast_row(tmp_path):
+    import report
+    from report_targets import targets_section
+
+    _abstention_file(tmp_path, "pipeline-abstention.json", {"oracle|fast": (0.99, 0.03), "oracle|full": (0.97, 0.04)})
+    _abstention_file(tmp_path, "pipeline-abstention-flip25.json", {"oracle-flip25|full": (0.90, 0.03)})
+    # the embedded judge has its own fast row: 0.60 vs 0.70 is 10 points below
+    _abstention_file(tmp_path, "pipeline-embedded-squad2.json", {"embedded-0.5b|fast": (0.70, 0.2),
+                                                                 "embedded-0.5b|full": (0.60, 0.2)})
+    _ablation(tmp_path, [0.80, 0.79, 0.93, 0.85, 0.85])  # +rse loses more than one s.e.
+    table = "\n".join(targets_section(tmp_path, report.load))
+    line = {row.split(" | ")[0].strip("| "): row for row in table.splitlines() if row.startswith("| ")}
+    assert line["abstention, judge oracle (n 260)"].endswith("| yes | `pipeline-abstention.json` |")
+    assert "| **no** | `pipeline-abstention-flip25.json` (fast: `pipeline-abstention.json`) |" in \
+        line["abstention, judge oracle-flip25 (n 260)"]  # 0.90 < 0.99 - 0.05
+    assert "unanswerable 0.600 vs 0.700" in line["abstention, judge embedded-0.5b (n 260)"] and "**no**" in \
+        line["abstention, judge embedded-0.5b (n 260)"]
+    assert "1 of 4 stage steps lose > 1 s.e." in line["stages of default `full`"] and "**no**" in line[
+        "stages of default `full`"]
+    assert "not measured" in line["coverage, default `full`"]  # no coverage file: never a pass
+
+
+def test_targets_table_ignores_result_files_without_a_commit(tmp_path):
+    import report
+    from report_targets import targets_section
+
+    _abstention_file(tmp_path, "pipeline-abstention.json", {"oracle|fast": (0.99, 0.03), "oracle|full": (0.99, 0.0)},
+                     commit=None)
+    table = "\n".join(targets_section(tmp_path, report.load))
+    assert "| abstention on SQuAD 2.0 | full vs fast | – | not measured |" in table and "| yes |" not in table

@@ -1,0 +1,160 @@
+"""The first table of REPORT.md: each open promise's target, what the current result files measure, whether
+it holds, and the file. Only result files that record the commit they ran at count; a target no such file
+measures says so instead of passing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from report_headline import EVENT, _f, _two_se, stage_steps
+
+YES, NO, UNMEASURED = "yes", "**no**", "not measured"
+
+
+def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
+    return [(p, d) for p, d, _ in load(folder, pattern) if d is not None and d.get("commit")]
+
+
+def _names(found) -> str:
+    return ", ".join(f"`{p.name}`" for p, _ in found) or "–"
+
+
+def abstention_rows(folder: Path, load) -> list[list[str]]:
+    """Per judge: `full` abstains on unanswerable ≥ `fast` − 5 points and on answerable ≤ `fast` + 2 points.
+    A judge's `fast` row comes from its own file; the scripted noisy judges share the oracle's reader, so
+    their `fast` reference is the oracle's."""
+    found = _current(load, folder, "pipeline-abstention*.json") + _current(load, folder, "pipeline-embedded-squad2*.json")
+    rows = {}
+    for path, data in found:
+        for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
+            judge, plan = key.split("|")
+            rows[judge, plan] = (r, path)
+    out = []
+    for (judge, plan), (full, path) in sorted(rows.items()):
+        if plan != "full":
+            continue
+        fast, fast_path = rows.get((judge, "fast")) or rows.get(("oracle", "fast")) or (None, None)
+        if fast is None or full.get("abstain_unanswerable") is None:
+            out.append([f"abstention, judge {judge}", "full ≥ fast − 0.05 (unanswerable), ≤ fast + 0.02 (answerable)",
+                        "no `fast` reference", UNMEASURED, f"`{path.name}`"])
+            continue
+        fu, fa = full.get("abstain_unanswerable"), full.get("abstain_answerable")
+        su, sa = fast.get("abstain_unanswerable"), fast.get("abstain_answerable")
+        holds = fu >= su - 0.05 and (fa is None or sa is None or fa <= sa + 0.02)
+        files = f"`{path.name}`" + ("" if fast_path == path else f" (fast: `{fast_path.name}`)")
+        out.append([f"abstention, judge {judge} (n {full.get('n')})",
+                    "full ≥ fast − 0.05 on unanswerable, ≤ fast + 0.02 on answerable",
+                    f"unanswerable {_f(fu)} vs {_f(su)}; answerable {_f(fa)} vs {_f(sa)}", YES if holds else NO, files])
+    return out or [["abstention on SQuAD 2.0", "full vs fast", "–", UNMEASURED, "`pipeline-abstention*.json`"]]
+
+
+def coverage_rows(folder: Path, load) -> list[list[str]]:
+    found = _current(load, folder, "pipeline-coverage-default*.json")
+    checks = []
+    for _, data in found:
+        for name, info in (data.get("sets") or {}).items():
+            for key, v in ((info or {}).get("coverage") or {}).items():
+                if not key.endswith("|calibrated") or v.get(EVENT.get(name, "coverage")) is None:
+                    continue
+                alpha, cov, n = float(key.split("|")[0].split("=")[1]), v.get(EVENT.get(name, "coverage")), v.get("n")
+                pairs = n * 2 if name == "hotpotqa" and n else n
+                checks.append((name, alpha, cov - (1 - alpha - (_two_se(1 - alpha, pairs) or 0))))
+    if not checks:
+        return [["coverage, default `full`", "≥ 1 − α − 2 s.e.", "–", UNMEASURED, "`pipeline-coverage-default*.json`"]]
+    sets = sorted({c[0] for c in checks})
+    worst = min(checks, key=lambda c: c[2])
+    held = sum(c[2] >= 0 for c in checks)
+    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in sets]
+    return [["coverage, default `full` (α 0.05/0.1/0.2)", "≥ 1 − α − 2 s.e. on SQuAD, HotpotQA, SciFact",
+             f"{held} of {len(checks)} hold; tightest {worst[0]} α {worst[1]}: margin {worst[2]:+.3f}"
+             + (f"; not measured: {', '.join(missing)}" if missing else ""),
+             YES if held == len(checks) and not missing else NO, _names(found)]]
+
+
+def ablation_rows(folder: Path, load) -> list[list[str]]:
+    found = _current(load, folder, "pipeline-ablation*.json")
+    if not found:
+        return [["stages of default `full`", "no stage loses > 1 s.e. of gold recall", "–", UNMEASURED,
+                 "`pipeline-ablation*.json`"]]
+    steps = [s for s in stage_steps(found) if s[2] is not None]
+    misses = [s for s in steps if s[4]]
+    judges = sorted({s[0].get("judge") for s in steps})
+    worst = min(steps, key=lambda s: s[2]) if steps else None
+    measured = (f"{len(misses)} of {len(steps)} stage steps lose > 1 s.e. (judges {', '.join(judges)}); "
+                f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[0].get('plan')})"
+                if worst else "–")
+    out = [["stages of default `full`", "no stage loses > 1 s.e. of gold recall, every judge", measured,
+            YES if not misses else NO, f"{len(found)} files `pipeline-ablation-*.json`"]]
+    for path, data in found:
+        rows = {(r.get("dataset"), r.get("judge"), r.get("plan")): r for r in data.get("rows") or []}
+        fast, full = rows.get(("hotpotqa", "oracle", "fast")), rows.get(("hotpotqa", "oracle", "full"))
+        if fast and full and fast.get("context_tokens") and full.get("both_gold_recall") is not None:
+            ratio = full["context_tokens"] / fast["context_tokens"]
+            out.append(["oracle HotpotQA `full` both-gold", "≥ 0.95 at ≤ 0.6× `fast`'s tokens",
+                        f"{_f(full['both_gold_recall'])} at {ratio:.2f}×",
+                        YES if full["both_gold_recall"] >= 0.95 and ratio <= 0.6 else NO, f"`{path.name}`"])
+    return out
+
+
+def embedded_rows(folder: Path, load) -> list[list[str]]:
+    found = _current(load, folder, "pipeline-embedded*.json")
+    n_by_set: dict[str, int] = {}
+    for _, data in found:
+        for r in data.get("rows") or []:
+            n = r.get("n") or 0
+            n_by_set[r.get("dataset")] = min(n_by_set.get(r.get("dataset"), n), n)
+    measured = "; ".join(f"{s} n {n}" for s, n in sorted(n_by_set.items())) or "–"
+    enough = all(n_by_set.get(s, 0) >= 50 for s in ("squad2", "hotpotqa", "scifact"))
+    return [["embedded 0.5B rows", "n ≥ 50 per set (SQuAD 2.0, HotpotQA, SciFact)", measured,
+             YES if enough else NO, _names(found)]]
+
+
+def gmm_rows(folder: Path, load) -> list[list[str]]:
+    found = _current(load, folder, "filters-gmm*.json")
+    n_by_type: dict[str, int] = {}
+    for _, data in found:
+        for kind, readers in ((data.get("gmm") or {}).get("types") or {}).items():
+            for result in (readers or {}).values():
+                ns = [r.get("n") or 0 for r in result.get("rows") or []]
+                if ns:
+                    n_by_type[kind] = max(n_by_type.get(kind, 0), min(ns))
+    measured = "; ".join(f"{k} n {n}" for k, n in sorted(n_by_type.items())) or "–"
+    return [["GMM Table 1 (eq. 15)", "n ≥ 60 per question type", measured,
+             YES if n_by_type and min(n_by_type.values()) >= 60 else NO, _names(found)]]
+
+
+SOURCES_TARGETS = {"identifier_rank1_ge_0.90": "identifier queries: definition at rank 1 ≥ 0.90",
+                   "code_recall@5_ge_0.70": "code R@5 ≥ 0.70 (docstring queries)",
+                   "api_anchor_precision_ge_0.90": "cited anchor is the definition's ≥ 0.90",
+                   "readme_question_in_top5": "the README's `_read_chunked` question finds it"}
+
+
+def sources_rows(folder: Path, load) -> list[list[str]]:
+    out = []
+    for path, data in _current(load, folder, "sources*.json"):
+        for key, value in (data.get("targets") or {}).items():
+            base = key.split(" (")[0]
+            values = value if isinstance(value, list) else [value]
+            if all(v is None for v in values) or base not in SOURCES_TARGETS:
+                continue
+            holds = all(v is not False for v in values)
+            out.append([f"sources: {SOURCES_TARGETS[base]}", key, ", ".join("–" if v is None else str(v).lower() for v in values),
+                        YES if holds else NO, f"`{path.name}`"])
+        summary = (data.get("answers") or {}).get("summary") or {}
+        for corpus, s in summary.items():
+            follows = s.get("gold_in_top5_not_in_sources") == 0
+            out.append([f"sources: embedded-model answers, {corpus}",
+                        "≥ 60 questions; gold in the reply's sources whenever in the top 5",
+                        f"{s.get('answered')} answered of {s.get('planned')}; gold in top 5 {s.get('gold_in_top5')}, "
+                        f"in sources {s.get('gold_in_sources')}", YES if follows and (s.get("answered") or 0) >= 60
+                        else NO, f"`{path.name}`"])
+    return out
+
+
+def targets_section(folder: Path, load) -> list[str]:
+    rows = []
+    for part in (abstention_rows, coverage_rows, ablation_rows, embedded_rows, gmm_rows, sources_rows):
+        rows += part(folder, load)
+    lines = ["### Targets at a glance", "",
+             "| promise | target | measured | holds | result file |", "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines + ["", "Commands, commits and load averages: in the blocks below and in each file.", ""]
