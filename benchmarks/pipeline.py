@@ -39,6 +39,7 @@ from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
+from ragsieve.tools.index.builder import default_encoder, recorded_encoder  # noqa: E402
 from ragsieve.tools.index.dense import Embedder  # noqa: E402
 from ragsieve.tools.ingest.chunking import count_tokens  # noqa: E402
 from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
@@ -165,7 +166,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     first = next(iter(orchs.values())).index
     texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
     doc_text = {d: t for t, d in texts.items()}
-    report["sets"][name] = {"questions": len(questions), "chunks": len(first),
+    report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
                             "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
               "defaults": Config().model_dump(include={"loop", "conformal", "outliers", "segments", "fallback",
                                                        "retrieval"}), "sets": {}}
     rows: list[dict] = []
-    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # a new index: the shipped default
     started = time.time()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         run_dataset(name, args, embedder, rows, report)
