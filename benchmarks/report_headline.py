@@ -12,9 +12,14 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _source(path: Path, data: dict, command) -> str:
-    commit = str(data.get("commit") or "not recorded")[:12]
+    recorded = str(data.get("commit") or "not recorded")
+    commit = recorded[:12] + ("+dirty" if "dirty" in recorded else "")
     load = data.get("load_average") or data.get("load_average_at_start") or [None]
-    return f"`{path.name}` at {commit}, load {_f(load[0], 1)}: {command(data)}"
+    encoders = sorted({str(s["encoder"]) for s in (data.get("sets") or {}).values()
+                       if isinstance(s, dict) and s.get("encoder")} |
+                      ({str(data["index"]["encoder"])} if (data.get("index") or {}).get("encoder") else set()))
+    index = f", index encoder {', '.join(encoders)}" if encoders else ""
+    return f"`{path.name}` at {commit}, load {_f(load[0], 1)}{index}: {command(data)}"
 
 
 def _one(folder: Path, load, name: str):
@@ -161,11 +166,15 @@ def fallback_lines(folder: Path, load, command) -> list[str]:
 
 
 def gmm_lines(folder: Path, load, command) -> list[str]:
+    from ragsieve.agent.config import OutlierConfig
+
+    shipped = OutlierConfig().standardize
     lines = []
-    for name, label in (("filters-gmm.json", "eq. 9 standardisation off"), ("filters-gmm-std.json", "eq. 9 on")):
+    for name, on in (("filters-gmm.json", False), ("filters-gmm-std.json", True)):
         path, data = _one(folder, load, name)
         if data is None:
             continue
+        label = f"eq. 9 standardisation {'on' if on else 'off'}{' (the shipped default)' if on == shipped else ''}"
         best = []
         for kind, readers in ((data.get("gmm") or {}).get("types") or {}).items():
             for reader, result in (readers or {}).items():
@@ -176,7 +185,11 @@ def gmm_lines(folder: Path, load, command) -> list[str]:
                     best.append(f"{kind}/{reader} n {default['n']}: Emb% {_f(default['Emb%'], 2)}, TFIDF% "
                                 f"{_f(default['TFIDF%'], 2)}, gold kept {_f(default.get('gold_kept'))} "
                                 f"(top-k same size {_f(default.get('gold_in_topk'))}), AR {_f(default['AR'])}")
-        lines += [f"- GMM Table 1 ({label}; paper settings α 0.5, interaction, freq 4; eq. 15): " + "; ".join(best)
+        writer = ((data.get("gmm") or {}).get("generation") or {}).get("model")
+        who = (f"broader/double questions and references written here by {writer}, the paper's by GPT-4o; "
+               if writer else "") + "reader: our extractive stand-in, the paper's TinyLlama-1.1B"
+        lines += [f"- GMM Table 1 ({label}; paper settings α 0.5, interaction, freq 4; eq. 15, the mean of "
+                  f"per-question ratios; {who}): " + "; ".join(best)
                   + f". Source: {_source(path, data, command)}"]
     return (["**GMM outliers** (off by default in `full`):", ""] + lines + [""]) if lines else []
 
