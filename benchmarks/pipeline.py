@@ -262,6 +262,7 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
     for alpha in (0.05, 0.1, 0.2):
         for kind in COVERAGE_KINDS:
             covered, every, paragraphs, sizes = [], [], [], []
+            passed, passed_paragraphs, cut = [], [], []  # the passing set before the context budget cut it
             for q in questions:
                 if not q["gold"]:
                     continue
@@ -275,12 +276,20 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
                 every.append(float(set(q["gold"]) <= docs))
                 paragraphs.extend(float(d in docs) for d in q["gold"])
                 sizes.append(len(answer.context))
+                step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
+                passing = {chunk_doc_id(c) for c in step.get("passing", [])}
+                passed.append(float(bool(passing & set(q["gold"]))))
+                passed_paragraphs.extend(float(d in passing) for d in q["gold"])
+                cut.append(float(bool(step.get("budget_note"))))
             # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
             # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
             out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
                                                             "all_gold": mean(every), "per_gold": mean(paragraphs),
                                                             "mean_context": mean(sizes), "target": 1 - alpha,
-                                                            "set_size": size_distribution(sizes)}
+                                                            "set_size": size_distribution(sizes),
+                                                            "passing_coverage": mean(passed),
+                                                            "passing_per_gold": mean(passed_paragraphs),
+                                                            "budget_cut": mean(cut)}
     return out
 
 

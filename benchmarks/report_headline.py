@@ -52,6 +52,7 @@ def abstention_lines(folder: Path, load, command) -> list[str]:
 
 
 EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
+PASSING = {"hotpotqa": "passing_per_gold"}  # the same event on the conformal passing set, before the context budget
 
 
 def coverage_lines(folder: Path, load, command) -> list[str]:
@@ -66,7 +67,8 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
              "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
-             "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max |", "|---|---|---|---|---|---|---|"]
+             "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max | passing set before the budget "
+             "| questions the budget cut |", "|---|---|---|---|---|---|---|---|---|"]
     for name, info in sets.items():
         for key, v in ((info or {}).get("coverage") or {}).items():
             if not key.endswith("|calibrated"):
@@ -77,7 +79,8 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
             bound = None if cov is None else 1 - alpha - (_two_se(1 - alpha, pairs) or 0)
             size = v.get("set_size") or {}
             lines.append(f"| {name} | {alpha} | {pairs} | {_f(cov)} | {_f(bound)} | {_f(v.get('mean_context'), 1)} | "
-                         f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} |")
+                         f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} | "
+                         f"{_f(v.get(PASSING.get(name, 'passing_coverage')))} | {_f(v.get('budget_cut'))} |")
     rows = (sets.get("hotpotqa") or {}).get("rows") or {}
     fast, full = rows.get("oracle|fast"), rows.get("oracle|full")
     if fast and full and fast.get("context_tokens"):
