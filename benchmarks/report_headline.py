@@ -69,6 +69,7 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
              "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max | passing set before the budget "
              "| questions the budget cut |", "|---|---|---|---|---|---|---|---|---|"]
+    failed: list[str] = []
     for name, info in sets.items():
         for key, v in ((info or {}).get("coverage") or {}).items():
             if not key.endswith("|calibrated"):
@@ -78,9 +79,13 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
             pairs = n * 2 if name == "hotpotqa" and n else n
             bound = None if cov is None else 1 - alpha - (_two_se(1 - alpha, pairs) or 0)
             size = v.get("set_size") or {}
+            if cov is not None and bound is not None and cov < bound:
+                failed.append(f"{name} at α {alpha}")
             lines.append(f"| {name} | {alpha} | {pairs} | {_f(cov)} | {_f(bound)} | {_f(v.get('mean_context'), 1)} | "
                          f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} | "
                          f"{_f(v.get(PASSING.get(name, 'passing_coverage')))} | {_f(v.get('budget_cut'))} |")
+    lines += ["", "Target " + (f"**not met**: {', '.join(failed)} (compare the passing set before the budget)."
+                               if failed else "met in every row.")]
     rows = (sets.get("hotpotqa") or {}).get("rows") or {}
     fast, full = rows.get("oracle|fast"), rows.get("oracle|full")
     if fast and full and fast.get("context_tokens"):
