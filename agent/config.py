@@ -260,7 +260,8 @@ class AbstentionConfig(_Section):
 class OutlierConfig(_Section):
     """GMM outlier filter (Bulgakov 2024); settings are the paper's. Off by default: measured after the conformal
     step on HotpotQA it changed nothing with the oracle judge and lowered gold recall with noisy ones
-    (flip10 0.874 -> 0.840, flip25 0.927 -> 0.883; benchmarks/results/pipeline-gmm-stage.json)."""
+    (flip10 0.879 -> 0.864, flip25 0.908 -> 0.879; benchmarks/results/pipeline-gmm-stage.json). `standardize` (eq. 9)
+    stays off: Table 1 at n = 60 per question type showed no gain from it (benchmarks/results/filters-gmm*.json)."""
 
     enabled: bool = False
     method: Literal["concatenate", "weighted_sum", "interaction", "polynomial"] = "interaction"
@@ -295,7 +296,7 @@ class SegmentConfig(_Section):
     cosine_high: float = Field(0.7, ge=-1.0, le=1.0)
     chunk_length_adjustment: bool = True  # dsRAG: value * max(chars, 700) / 700
     # keep context chunks with evidence (conformal set, trusted judge, fallback) outside every segment;
-    # false: dsRAG alone decides (measured: costs 5-12 points of HotpotQA gold recall with noisy judges,
+    # false: dsRAG alone decides (measured: costs 5-11 points of HotpotQA gold recall with noisy judges,
     # benchmarks/results/pipeline-rse-dsrag-only.json)
     keep_evidence: bool = True
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk

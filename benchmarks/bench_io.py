@@ -9,14 +9,17 @@ from pathlib import Path
 
 
 def commit() -> str:
-    """The checkout's commit, with "+dirty" when tracked files differ from it ("unknown" outside git)."""
+    """The checkout's commit, with "+dirty" when tracked files differ from it ("unknown" outside git); result files
+    (`benchmarks/results/`, `benchmarks/REPORT.md`) are outputs, not code, and do not count: a run started while
+    another run's result is not yet committed still ran the committed code."""
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)benchmarks/results", ":(exclude)benchmarks/REPORT.md"], cwd=root,
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

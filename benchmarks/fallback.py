@@ -38,6 +38,7 @@ from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.agent.steps.fallback import _nn_of_rows  # noqa: E402
 from ragsieve.tools.filters.sparse import cosmix_scores  # noqa: E402
+from ragsieve.tools.index.builder import default_encoder  # noqa: E402
 from ragsieve.tools.index.dense import Embedder  # noqa: E402
 from ragsieve.tools.metrics import chunk_doc_id, mean  # noqa: E402
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     result = {**header(), "commit": commit(), "settings": Config().fallback.model_dump(),
               "reranker": "none ran: FlashRank has no model offline; its embedding fallback orders candidates by cosine", "sets": {}}
-    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # a new index: the shipped default
     started = time.time()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         result["sets"][name] = run_set(name, args, embedder)

@@ -40,7 +40,7 @@ from ragsieve.agent.llm.templates import PromptRenderer  # noqa: E402
 from ragsieve.agent.steps.outliers import build_filter  # noqa: E402
 from ragsieve.tools.filters.conformal import binomial_tolerance  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.builder import IndexBuilder, recorded_encoder  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "squad2"
 
@@ -162,8 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
     if not parts or parts - {"conformal", "gmm"}:
         ap.error(f"--part takes conformal and/or gmm, got {args.part!r}")
-    needs_llm = "llm" in args.readers.split(",") or bool(set(args.types.split(",")) - {"simple"})
     config = Config.load(args.config)
+    # broader/double questions come from the cache when it holds --limit of them: no LLM is started for them
+    import gmm_table
+
+    writer = str(config.llm.model or config.llm.local_model)
+    to_write = bool(set(args.types.split(",")) - {"simple"}) and \
+        gmm_table.cached_questions(Path(args.questions_file), writer, args.seed) < args.limit
+    needs_llm = "llm" in args.readers.split(",") or to_write
     if args.standardize:
         config.outliers = config.outliers.model_copy(update={"standardize": True})
     started = time.time()
@@ -171,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build([DATA / "corpus.jsonl"])
     report: dict = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-                    "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model}}
+                    "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model,
+                              "encoder": recorded_encoder(index_dir)}}
     llm, close = None, (lambda: None)
     with HybridIndex.open(index_dir) as index:
         if "conformal" in parts:
             report["conformal"] = conformal_part(index, args)
         if "gmm" in parts:
-            if needs_llm:
+            if not needs_llm:
+                report["llm"] = "none started (extractive reader; questions from the cache)"
+            else:
                 from ragsieve.agent.llm.factory import describe_endpoint, open_llm
 
                 report["llm"] = describe_endpoint(config.llm)

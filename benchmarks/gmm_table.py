@@ -52,6 +52,14 @@ def load_simple(data: Path, limit: int, seed: int) -> list[dict]:
              "gold_doc": r["gold_doc_id"]} for r in rows[:limit]]
 
 
+def cached_questions(cache: Path, model: str, seed: int) -> int:
+    """How many parsed broader questions `cache` holds for this model and seed (0: none, or another model's)."""
+    stored = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
+    if (stored.get("model"), stored.get("seed")) != (model, seed):
+        return 0
+    return sum("question" in q for q in stored.get("windows", []))
+
+
 def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model: str,
              progress=print) -> dict[str, list[dict]]:
     """`broader` and `double` questions, written by `llm` and cached in `cache` (keyed by model and seed).

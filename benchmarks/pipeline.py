@@ -39,6 +39,7 @@ from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
+from ragsieve.tools.index.builder import default_encoder, recorded_encoder  # noqa: E402
 from ragsieve.tools.index.dense import Embedder  # noqa: E402
 from ragsieve.tools.ingest.chunking import count_tokens  # noqa: E402
 from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
@@ -165,7 +166,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     first = next(iter(orchs.values())).index
     texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
     doc_text = {d: t for t, d in texts.items()}
-    report["sets"][name] = {"questions": len(questions), "chunks": len(first),
+    report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
                             "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
@@ -285,6 +286,7 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
     for alpha in (0.05, 0.1, 0.2):
         for kind in COVERAGE_KINDS:
             covered, every, paragraphs, sizes = [], [], [], []
+            passed, passed_paragraphs, cut = [], [], []  # the passing set before the context budget cut it
             for q in questions:
                 if not q["gold"]:
                     continue
@@ -298,12 +300,20 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
                 every.append(float(set(q["gold"]) <= docs))
                 paragraphs.extend(float(d in docs) for d in q["gold"])
                 sizes.append(len(answer.context))
+                step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
+                passing = {chunk_doc_id(c) for c in step.get("passing", [])}
+                passed.append(float(bool(passing & set(q["gold"]))))
+                passed_paragraphs.extend(float(d in passing) for d in q["gold"])
+                cut.append(float(bool(step.get("budget_note"))))
             # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
             # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
             out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
                                                             "all_gold": mean(every), "per_gold": mean(paragraphs),
                                                             "mean_context": mean(sizes), "target": 1 - alpha,
-                                                            "set_size": size_distribution(sizes)}
+                                                            "set_size": size_distribution(sizes),
+                                                            "passing_coverage": mean(passed),
+                                                            "passing_per_gold": mean(passed_paragraphs),
+                                                            "budget_cut": mean(cut)}
     return out
 
 
@@ -394,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
               "defaults": Config().model_dump(include={"loop", "conformal", "outliers", "segments", "fallback",
                                                        "retrieval"}), "sets": {}}
     rows: list[dict] = []
-    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # a new index: the shipped default
     started = time.time()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         run_dataset(name, args, embedder, rows, report)

@@ -12,9 +12,14 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _source(path: Path, data: dict, command) -> str:
-    commit = str(data.get("commit") or "not recorded")[:12]
+    recorded = str(data.get("commit") or "not recorded")
+    commit = recorded[:12] + ("+dirty" if "dirty" in recorded else "")
     load = data.get("load_average") or data.get("load_average_at_start") or [None]
-    return f"`{path.name}` at {commit}, load {_f(load[0], 1)}: {command(data)}"
+    encoders = sorted({str(s["encoder"]) for s in (data.get("sets") or {}).values()
+                       if isinstance(s, dict) and s.get("encoder")} |
+                      ({str(data["index"]["encoder"])} if (data.get("index") or {}).get("encoder") else set()))
+    index = f", index encoder {', '.join(encoders)}" if encoders else ""
+    return f"`{path.name}` at {commit}, load {_f(load[0], 1)}{index}: {command(data)}"
 
 
 def _one(folder: Path, load, name: str):
@@ -47,6 +52,7 @@ def abstention_lines(folder: Path, load, command) -> list[str]:
 
 
 EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
+PASSING = {"hotpotqa": "passing_per_gold"}  # the same event on the conformal passing set, before the context budget
 
 
 def coverage_lines(folder: Path, load, command) -> list[str]:
@@ -61,7 +67,9 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
              "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
-             "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max |", "|---|---|---|---|---|---|---|"]
+             "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max | passing set before the budget "
+             "| questions the budget cut |", "|---|---|---|---|---|---|---|---|---|"]
+    failed: list[str] = []
     for name, info in sets.items():
         for key, v in ((info or {}).get("coverage") or {}).items():
             if not key.endswith("|calibrated"):
@@ -71,8 +79,13 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
             pairs = n * 2 if name == "hotpotqa" and n else n
             bound = None if cov is None else 1 - alpha - (_two_se(1 - alpha, pairs) or 0)
             size = v.get("set_size") or {}
+            if cov is not None and bound is not None and cov < bound:
+                failed.append(f"{name} at α {alpha}")
             lines.append(f"| {name} | {alpha} | {pairs} | {_f(cov)} | {_f(bound)} | {_f(v.get('mean_context'), 1)} | "
-                         f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} |")
+                         f"{_f(size.get('p50'), 0)} / {_f(size.get('p90'), 0)} / {_f(size.get('max'))} | "
+                         f"{_f(v.get(PASSING.get(name, 'passing_coverage')))} | {_f(v.get('budget_cut'))} |")
+    lines += ["", "Target " + (f"**not met**: {', '.join(failed)} (compare the passing set before the budget)."
+                               if failed else "met in every row.")]
     rows = (sets.get("hotpotqa") or {}).get("rows") or {}
     fast, full = rows.get("oracle|fast"), rows.get("oracle|full")
     if fast and full and fast.get("context_tokens"):
@@ -172,11 +185,15 @@ def fallback_lines(folder: Path, load, command) -> list[str]:
 
 
 def gmm_lines(folder: Path, load, command) -> list[str]:
+    from ragsieve.agent.config import OutlierConfig
+
+    shipped = OutlierConfig().standardize
     lines = []
-    for name, label in (("filters-gmm.json", "eq. 9 standardisation off"), ("filters-gmm-std.json", "eq. 9 on")):
+    for name, on in (("filters-gmm.json", False), ("filters-gmm-std.json", True)):
         path, data = _one(folder, load, name)
         if data is None:
             continue
+        label = f"eq. 9 standardisation {'on' if on else 'off'}{' (the shipped default)' if on == shipped else ''}"
         best = []
         for kind, readers in ((data.get("gmm") or {}).get("types") or {}).items():
             for reader, result in (readers or {}).items():
@@ -187,7 +204,11 @@ def gmm_lines(folder: Path, load, command) -> list[str]:
                     best.append(f"{kind}/{reader} n {default['n']}: Emb% {_f(default['Emb%'], 2)}, TFIDF% "
                                 f"{_f(default['TFIDF%'], 2)}, gold kept {_f(default.get('gold_kept'))} "
                                 f"(top-k same size {_f(default.get('gold_in_topk'))}), AR {_f(default['AR'])}")
-        lines += [f"- GMM Table 1 ({label}; paper settings α 0.5, interaction, freq 4; eq. 15): " + "; ".join(best)
+        writer = ((data.get("gmm") or {}).get("generation") or {}).get("model")
+        who = (f"broader/double questions and references written here by {writer}, the paper's by GPT-4o; "
+               if writer else "") + "reader: our extractive stand-in, the paper's TinyLlama-1.1B"
+        lines += [f"- GMM Table 1 ({label}; paper settings α 0.5, interaction, freq 4; eq. 15, the mean of "
+                  f"per-question ratios; {who}): " + "; ".join(best)
                   + f". Source: {_source(path, data, command)}"]
     return (["**GMM outliers** (off by default in `full`):", ""] + lines + [""]) if lines else []
 

@@ -164,3 +164,28 @@ def test_targets_table_ignores_result_files_without_a_commit(tmp_path):
                      commit=None)
     table = "\n".join(targets_section(tmp_path, report.load))
     assert "| abstention on SQuAD 2.0 | full vs fast | – | not measured |" in table and "| yes |" not in table
+
+
+def test_question_cache_counts_parsed_questions_of_the_same_writer_only(tmp_path):
+    """filters.py starts no LLM when the cache already holds --limit questions from the configured writer."""
+    import gmm_table
+
+    cache = tmp_path / "gmm_questions.json"
+    assert gmm_table.cached_questions(cache, "m", 0) == 0  # no cache yet
+    cache.write_text(json.dumps({"model": "m", "seed": 0, "windows": [
+        {"title": "a", "question": "q1", "answer": "x"}, {"title": "b", "error": "bad JSON"},
+        {"title": "c", "question": "q2", "answer": "y"}]}))
+    assert gmm_table.cached_questions(cache, "m", 0) == 2  # the unparsable window is not a question
+    assert gmm_table.cached_questions(cache, "other-model", 0) == 0
+    assert gmm_table.cached_questions(cache, "m", 1) == 0
+
+
+def test_a_source_line_keeps_dirty_and_names_the_index_encoder(tmp_path):
+    import report_headline
+
+    data = {"commit": "0123456789abcdef+dirty", "load_average": [2.5, 1, 1], "command": "c",
+            "sets": {"squad2": {"encoder": "onnx-int8"}}}
+    line = report_headline._source(tmp_path / "x.json", data, lambda d: d["command"])
+    assert "0123456789ab+dirty" in line and "index encoder onnx-int8" in line and "load 2.5" in line
+    assert "+dirty" not in report_headline._source(tmp_path / "x.json", {**data, "commit": "0123456789abcdef"},
+                                                     lambda d: d["command"])
