@@ -1,6 +1,7 @@
 """What a build reports, what text it indexes, and which ids a build covers (pure helpers of the builder)."""
 from __future__ import annotations
 
+import functools
 from importlib import metadata
 from pathlib import Path
 
@@ -81,6 +82,7 @@ def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
     return fingerprint_of(doc_hashes)
 
 
+@functools.lru_cache(maxsize=None)  # read from the installed metadata once per process, not per build
 def package_version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
