@@ -48,7 +48,7 @@ def compare(v: np.ndarray, percentile: float = 10.0) -> dict:
     approx, _ = ivf_nearest_neighbours(v)
     approx_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    exact, _ = nearest_neighbours(v, approximate_above=None)
+    exact, _ = nearest_neighbours(v, exact=True)
     exact_s = time.perf_counter() - t0
     short = exact - approx
     a, e = sparse_subset(approx, percentile), sparse_subset(exact, percentile)

@@ -40,12 +40,12 @@ APPROXIMATE_ABOVE = 50_000  # rows: above this the nearest-neighbour pass is the
 
 
 def nearest_neighbours(vectors: np.ndarray, block: int = 1024,
-                       approximate_above: int | None = APPROXIMATE_ABOVE) -> tuple[np.ndarray, np.ndarray]:
+                       exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(similarity, row) of each row's nearest other row (-inf and -1 below 2 rows): exact and blockwise up to
-    `approximate_above` rows (None: always exact), above it the approximate IVF search of
+    `APPROXIMATE_ABOVE` rows (or always with `exact`), above it the approximate IVF search of
     `ragsieve.tools.filters.ann` (O(N^1.5) instead of O(N^2); its similarity is a lower bound of the exact one)."""
     n = len(vectors)
-    if approximate_above is not None and n > approximate_above:
+    if not exact and n > APPROXIMATE_ABOVE:
         from ragsieve.tools.filters.ann import ivf_nearest_neighbours
 
         return ivf_nearest_neighbours(vectors)
