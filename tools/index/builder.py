@@ -240,7 +240,8 @@ class IndexBuilder:
                                    seconds=time.perf_counter() - start, **common)
             gen = new_generation(self.root)
             try:
-                hashes = {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
+                hashes = {} if plan is not None else \
+                    {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
                 manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
                                             prev_docs=prev_docs, plan=plan)
             except BaseException:

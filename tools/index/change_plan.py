@@ -16,6 +16,7 @@ settings: every kept document must be listed in the refusal) and the builder lis
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -88,7 +89,7 @@ class ChangePlan:
     documents: int = 0  # documents of the new generation
     stats: dict = field(default_factory=dict)  # documents read from the store, for tests
 
-    @property
+    @functools.cached_property
     def dropped(self) -> list[str]:
         """Previous documents whose records and rows go: the changed ones and the removed ones."""
         return [i for i in self.new_hashes if i in self.before and i not in self.unchanged] + self.removed
