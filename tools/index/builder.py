@@ -11,10 +11,11 @@ time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
 Unchanged documents (same doc_id and content hash, same chunking and embedding
 settings) keep their chunks, vectors and rows; only added or changed documents
 are chunked and embedded (`ragsieve.tools.index.generation_writer`, rows by
-`ragsieve.tools.index.layout`). BM25, FAISS and the sparse subset are rebuilt
-from all rows each generation (they are cheap next to embedding). This module
-decides what a build covers (scopes, kept, removed documents); the report and
-helpers live in `ragsieve.tools.index.build_report`.
+`ragsieve.tools.index.layout`); in the incremental layout a change writes one
+delta segment (`ragsieve.tools.index.incremental`). This module decides what a
+build covers (scopes, kept, removed documents: `ragsieve.tools.index.change_plan`
+finds them without listing the corpus); the report and helpers live in
+`ragsieve.tools.index.build_report`.
 """
 from __future__ import annotations
 

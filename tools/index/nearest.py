@@ -12,7 +12,9 @@ whose nearest neighbour was removed:
   them are renamed.
 
 The result equals `nearest_neighbour_similarity` of the final vectors (the similarity, to float precision; the
-row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild.
+row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. Above
+`sparse.APPROXIMATE_ABOVE` rows the base's entries come from the IVF search (`ragsieve.tools.filters.ann`, lower
+bounds of the exact similarity); the entries this update writes are still exact against all rows.
 """
 from __future__ import annotations
 
