@@ -7,7 +7,8 @@ multiply-adds, hours on two cores. Above a size threshold the index uses the cla
 IndexIVFFlat computes the same): k-means on a sample gives `nlist` centroids; every row is put in the cell of
 its nearest centroid and probes the `nprobe` cells whose centroids are nearest to it; its neighbour is the
 most similar other row among the members of those cells, compared exactly. Cost about
-N * nprobe * (N / nlist) * d, with nlist ~ sqrt(N): O(N^1.5 d) instead of O(N^2 d).
+N * nprobe * (N / nlist) * d, with nlist ~ sqrt(N): O(N^1.5 d) instead of O(N^2 d). The rows with the lowest
+similarities (the sparse candidates, the rows a partition misses most) are then searched again in 4x the cells.
 
 What the approximation changes: a row whose true nearest neighbour lies outside its probed cells gets the
 best row inside them, so its similarity is a lower bound of the exact one (never higher). Such a row can
@@ -59,10 +60,13 @@ def _top(x: np.ndarray, centroids: np.ndarray, p: int, block: int = 16384) -> np
     return out
 
 
-def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe: int = 8,
-                           seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe: int = 8, seed: int = 0,
+                           refine_share: float = 0.2, refine_probes: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """(similarity, row) of each row's nearest other row among the members of its `nprobe` nearest cells
-    (see the module docstring); -inf and -1 for a row that finds no other row there."""
+    (see the module docstring); -inf and -1 for a row that finds no other row there. The rows whose similarity
+    is in the lowest `refine_share` (the candidates for the sparse subset, and the rows a partition misses most:
+    their neighbours are far, often across a cell border) are searched again in their `refine_probes` nearest
+    cells."""
     v = np.asarray(vectors, dtype=np.float32)
     n = len(v)
     sim = np.full(n, -np.inf, dtype=np.float32)
@@ -70,14 +74,24 @@ def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe
     if n < 2:
         return sim, row
     nlist = min(n, nlist or default_nlist(n))
-    nprobe = max(1, min(nprobe, nlist))
     centroids = kmeans(v, nlist, seed=seed)
-    probes = _top(v, centroids, nprobe)  # probes[:, 0] is the row's own cell
+    probes = _top(v, centroids, max(1, min(nprobe, nlist)))  # probes[:, 0] is the row's own cell
     members = _groups(probes[:, 0], nlist)
-    probers = _groups(probes.ravel(), nlist, repeat=nprobe)
-    position = np.full(n, -1, dtype=np.int64)
-    for c in range(nlist):
-        m, q = members[c], probers[c]
+    _search(v, np.arange(n), probes, members, sim, row)
+    wide = min(refine_probes, nlist)
+    if refine_share > 0 and wide > probes.shape[1]:
+        low = np.flatnonzero(sim <= np.quantile(sim, refine_share))
+        _search(v, low, _top(v[low], centroids, wide), members, sim, row)
+    return sim, row
+
+
+def _search(v: np.ndarray, queries: np.ndarray, probes: np.ndarray, members: list[np.ndarray],
+            sim: np.ndarray, row: np.ndarray) -> None:
+    """Update sim/row of rows `queries` (probes[i]: the cells of queries[i]) with their best member of those cells."""
+    probers = _groups(probes.ravel(), len(members), repeat=probes.shape[1])
+    position = np.full(len(v), -1, dtype=np.int64)
+    for c, m in enumerate(members):
+        q = queries[probers[c]]
         if m.size == 0 or q.size == 0:
             continue
         position[m] = np.arange(m.size)
@@ -92,7 +106,6 @@ def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe
             better = best_sim > sim[qs]
             sim[qs[better]], row[qs[better]] = best_sim[better], m[best[better]]
         position[m] = -1
-    return sim, row
 
 
 def _groups(labels: np.ndarray, k: int, repeat: int = 1) -> list[np.ndarray]:
