@@ -125,13 +125,24 @@ def main(argv=None) -> int:
     ap.add_argument("--whole-corpus-max", type=int, default=None,
                     help="above this many chunks, time only the one-file changes")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale-local-publish.json")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the sizes of --out not run now (each size records its own command and commit)")
+    ap.add_argument("--no-embedding", action="store_true", help="do not time the default encoder")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    out = {"command": "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])]),
-           "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": [],
-           "own_embedding": own_embedding("# Note\n\nThe release marker is m1.\n")}
-    for n in [int(s) for s in args.sizes.split(",")]:
-        out["sizes"].append(one_size(n, args.work, args.changes, args.keep, args.whole_corpus_max))
+    command = "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])])
+    out = {"command": command, "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.append and args.out.is_file():
+        before = json.loads(args.out.read_text(encoding="utf-8"))
+        out = before | {"sizes": [s for s in before.get("sizes", []) if s["chunks"] - 1 not in sizes]}
+        out["command"] = f"{before.get('command')}; then {command}"
+    if not args.no_embedding:
+        out["own_embedding"] = own_embedding("# Note\n\nThe release marker is m1.\n")
+    for n in sizes:
+        out["sizes"].append(one_size(n, args.work, args.changes, args.keep, args.whole_corpus_max)
+                            | {"command": command, "commit": commit, "load_average_at_start": list(os.getloadavg())})
+        out["sizes"].sort(key=lambda s: s["chunks"])
         print(json.dumps(out["sizes"][-1]), flush=True)
         out["load_average_at_end"] = list(os.getloadavg())
         args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
