@@ -22,6 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_headline import headline_section  # noqa: E402
+from report_local_publish import local_publish_section  # noqa: E402
 from report_sections import (gmm_section, pipeline_section, scale_section, service_section,  # noqa: E402
                              sources_section)
 
@@ -300,6 +301,7 @@ def render(folder: Path) -> str:
     lines += service_section(folder, load, command, machine)
     lines += sources_section(folder, load, command, machine)
     lines += scale_section(folder, load, command, machine)
+    lines += local_publish_section(folder, command)
     lines += gmm_section(folder, load, command, machine)
     return "\n".join(lines)
 

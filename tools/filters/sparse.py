@@ -4,8 +4,9 @@ COS-Mix falls back to "sparse" chunks when similarity retrieval fails: chunks wh
 information occurs only in them, which a similarity search ranks low because nothing
 reinforces them. The criterion here is relative to the corpus: a chunk is sparse when
 the cosine similarity to its nearest *other* chunk (exact self-search over the
-normalised vectors) is below the `percentile`-th percentile of that similarity over
-the whole corpus. So S is about `percentile` % of the chunks whatever the corpus or
+normalised vectors; above `APPROXIMATE_ABOVE` rows the IVF search of `ann`, whose
+similarity is a lower bound of the exact one) is below the `percentile`-th
+percentile of that similarity over the whole corpus. So S is about `percentile` % of the chunks whatever the corpus or
 the embedding model (default 10 %); R is the rest. An absolute cut-off would flag half
 of a corpus of near-duplicates or none of a diverse one; a rare-term count flags
 chunks whose information is merely phrased uniquely, not found nowhere else.
@@ -35,9 +36,19 @@ def similarities_to_all(v: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return s
 
 
-def nearest_neighbours(vectors: np.ndarray, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """(similarity, row) of each row's nearest other row, exact, blockwise (-inf and -1 below 2 rows)."""
+APPROXIMATE_ABOVE = 50_000  # rows: above this the nearest-neighbour pass is the IVF search of `ann`
+
+
+def nearest_neighbours(vectors: np.ndarray, block: int = 1024,
+                       exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(similarity, row) of each row's nearest other row (-inf and -1 below 2 rows): exact and blockwise up to
+    `APPROXIMATE_ABOVE` rows (or always with `exact`), above it the approximate IVF search of
+    `ragsieve.tools.filters.ann` (O(N^1.5) instead of O(N^2); its similarity is a lower bound of the exact one)."""
     n = len(vectors)
+    if not exact and n > APPROXIMATE_ABOVE:
+        from ragsieve.tools.filters.ann import ivf_nearest_neighbours
+
+        return ivf_nearest_neighbours(vectors)
     sim = np.full(n, -np.inf, dtype=np.float32)
     row = np.full(n, -1, dtype=np.int64)
     if n < 2:

@@ -1,7 +1,7 @@
 """What a build reports, what text it indexes, and which ids a build covers (pure helpers of the builder)."""
 from __future__ import annotations
 
-import hashlib
+import functools
 from importlib import metadata
 from pathlib import Path
 
@@ -75,13 +75,14 @@ def excluded_counts(stats) -> dict[str, int]:
 
 
 def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
-    """sha256 over the sorted (doc_id, content_hash) pairs."""
-    h = hashlib.sha256()
-    for doc_id in sorted(doc_hashes):
-        h.update(f"{doc_id}\0{doc_hashes[doc_id]}\n".encode("utf-8"))
-    return h.hexdigest()
+    """The sum modulo 2^256 of sha256(doc_id, content_hash) over the documents (`change_plan.fingerprint_of`:
+    order-free, so a build updates it from the documents it changed)."""
+    from ragsieve.tools.index.change_plan import fingerprint_of
+
+    return fingerprint_of(doc_hashes)
 
 
+@functools.lru_cache(maxsize=None)  # read from the installed metadata once per process, not per build
 def package_version(dist: str) -> str | None:
     try:
         return metadata.version(dist)

@@ -11,10 +11,11 @@ time (`IndexLock`, a `flock` on `<index>/.lock`): a second one waits up to
 Unchanged documents (same doc_id and content hash, same chunking and embedding
 settings) keep their chunks, vectors and rows; only added or changed documents
 are chunked and embedded (`ragsieve.tools.index.generation_writer`, rows by
-`ragsieve.tools.index.layout`). BM25, FAISS and the sparse subset are rebuilt
-from all rows each generation (they are cheap next to embedding). This module
-decides what a build covers (scopes, kept, removed documents); the report and
-helpers live in `ragsieve.tools.index.build_report`.
+`ragsieve.tools.index.layout`); in the incremental layout a change writes one
+delta segment (`ragsieve.tools.index.incremental`). This module decides what a
+build covers (scopes, kept, removed documents: `ragsieve.tools.index.change_plan`
+finds them without listing the corpus); the report and helpers live in
+`ragsieve.tools.index.build_report`.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from pathlib import Path
 from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.index.build_report import (BuildReport, build_scopes, corpus_fingerprint,  # noqa: F401
                                                excluded_counts, in_scope, indexed_text, package_version)
+from ragsieve.tools.index.change_plan import any_document, ids_in_scopes, listed_change, plan_change
 from ragsieve.tools.index.embed_cache import EmbeddingCache
-from ragsieve.tools.index.generation_writer import FORMAT_VERSION, write_generation  # noqa: F401
+from ragsieve.tools.index.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
 from ragsieve.tools.index.generations import live_generation, new_generation, switch_current
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
@@ -69,13 +71,6 @@ def recorded_encoder(root: Path) -> str | None:
     if embedding.get("provider", "sentence-transformers") != "sentence-transformers":
         return None  # built through an endpoint: a local build of it is another provider (refused as a mismatch)
     return embedding.get("encoder", "torch")
-
-
-def _scope_test(scopes):
-    """`lambda doc_id: in_scope(doc_id, scopes)`, cheap enough to run over every document of a large index."""
-    prefixes = tuple(s if s.endswith("/") else s + "#" for s in scopes)
-    exact = {s for s in scopes if not s.endswith("/")}
-    return lambda doc_id: doc_id in exact or doc_id.startswith(prefixes)
 
 
 class IndexBuilder:
@@ -200,17 +195,17 @@ class IndexBuilder:
             if prev_gen is None:
                 raise UsageError(f"no index at {self.root} to remove documents from")
             store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True)
-            try:
-                ids = list(store.documents())
+            try:  # range scans on the store's doc_id index, not a listing of every document
+                wanted = [p.rstrip("/") for p in prefixes if p.strip()]
+                found = {p: ids_in_scopes(store, [p, p + "/"]) for p in wanted}
+                example = any_document(store)
             finally:
                 store.close()
-            wanted = [p.rstrip("/") for p in prefixes if p.strip()]
-            hit = {i for i in ids for p in wanted if i == p or i.startswith(p + "/") or i.startswith(p + "#")}
-            unmatched = [p for p in wanted if not any(i == p or i.startswith(p + "/") or i.startswith(p + "#")
-                                                      for i in ids)]
+            hit = {i for ids in found.values() for i in ids}
+            unmatched = [p for p in wanted if not found[p]]
             if unmatched:
-                raise UsageError(f"no indexed document matches {unmatched} (ids look like {ids[0]!r})")
-            if len(hit) == len(ids):
+                raise UsageError(f"no indexed document matches {unmatched} (ids look like {example!r})")
+            if len(hit) >= int(read_manifest(prev_gen)["counts"]["documents"]):
                 raise UsageError("that would remove every document; delete the index folder instead")
             from ragsieve.tools.ingest.walk import LoadStats
 
@@ -230,20 +225,12 @@ class IndexBuilder:
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
         try:
-            prev_docs = prev_store.documents() if prev_store else {}
-            new_hashes = {d.doc_id: d.content_hash for d in docs}
-            unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
-            gone = [i for i in prev_docs if i not in new_hashes]
-            # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
-            scoped = _scope_test(scopes)  # `in_scope` with one C-level startswith per document
-            kept = [] if sync else [i for i in gone if i not in (remove or set()) and not scoped(i)]
-            if kept and not reuse:
-                raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
-                                 f"settings changed: index them again too, or pass --sync to keep only these paths")
-            counts = {"docs_added": sum(1 for i in new_hashes if i not in prev_docs),
-                      "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
-                      "docs_removed": len(gone) - len(kept),
-                      "docs_unchanged": len(unchanged), "docs_kept": len(kept)}
+            plan = plan_change(prev_store, prev, docs, scopes, remove) \
+                if reuse and not sync and incremental_applies(self, prev, settings) else None
+            if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
+                prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
+            else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
+                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse)
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
                       "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
                       "excluded": excluded_counts(loaded.stats), **counts}
@@ -254,9 +241,10 @@ class IndexBuilder:
                                    seconds=time.perf_counter() - start, **common)
             gen = new_generation(self.root)
             try:
-                hashes = new_hashes | {i: prev_docs[i] for i in kept}
+                hashes = {} if plan is not None else \
+                    {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
                 manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
-                                            prev_docs=prev_docs)
+                                            prev_docs=prev_docs, plan=plan)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise

@@ -26,7 +26,8 @@ from ragsieve.tools.index import npy
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sparse import find_sparse_rows, sparse_subset
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
-from ragsieve.tools.index.build_report import corpus_fingerprint, indexed_text, package_version
+from ragsieve.tools.index.build_report import indexed_text, package_version
+from ragsieve.tools.index.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
 from ragsieve.tools.index.generations import fsync_tree
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
@@ -59,11 +60,21 @@ def segments_wanted(builder) -> bool:
         and builder.bm25_proto.engine is BM25Engine.BM25S
 
 
+def incremental_applies(builder, prev: dict | None, settings: dict) -> bool:
+    """True when the next generation appends a delta to `prev` (`ragsieve.tools.index.incremental`) and its
+    corpus fingerprint can be updated in place: then a build need not list the previous documents."""
+    return prev is not None and segments_wanted(builder) and prev.get("layout") == LAYOUT \
+        and prev.get("corpus_fingerprint_kind") == FINGERPRINT_KIND and \
+        {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
+        {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}
+
+
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                      prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = (),
-                     prev_docs: dict[str, str] | None = None) -> dict:
+                     prev_docs: dict[str, str] | None = None, plan: ChangePlan | None = None) -> dict:
     """Write generation `gen` of `builder`'s index; returns its manifest (`prev_docs`: the previous
-    generation's documents, when the caller has listed them already)."""
+    generation's documents, when the caller has listed them already; `plan`: the change found without listing
+    them, `ragsieve.tools.index.change_plan`, then `hashes` and `kept` are not used)."""
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
     ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
@@ -74,7 +85,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
             {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
             {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}:
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
-                                  set(unchanged) | set(kept), cut_before, prev_docs)
+                                  set(unchanged) | set(kept), cut_before, prev_docs, plan)
     if prev_store is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
@@ -129,14 +140,15 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     counts = {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
               "embed_seconds": embed_seconds, "rows_changed": len(layout.changed),
               "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before}
-    return _finish(builder, gen, prev_gen, settings, hashes, int(vectors.shape[1]), counts,
+    return _finish(builder, gen, prev_gen, settings, fingerprint_of(hashes), int(vectors.shape[1]), counts,
                    {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
 
 
 def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked, keep,
-                       cut_before, prev_docs=None) -> dict:
+                       cut_before, prev_docs=None, plan: ChangePlan | None = None) -> dict:
     t0 = time.perf_counter()
-    part = write_incremental(builder, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs)
+    part = write_incremental(builder, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs,
+                             dropped=plan.dropped if plan is not None else None)
     layout = part["layout"]
     if layout.n == 0:
         raise UsageError("the documents produced no chunks to index")
@@ -146,18 +158,20 @@ def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings,
                                            "changed": layout.changed}), encoding="utf-8")
     builder._last_keys = None
     builder._gone_keys = {text_key(t) for t in part["keys_gone"]} - {text_key(t) for t in part["keys_new"]}
-    counts = {"documents": len(docs) + len(kept), "chunks": layout.n, "embedded_this_run": part["embedded"],
+    counts = {"documents": plan.documents if plan is not None else len(docs) + len(kept), "chunks": layout.n,
+              "embedded_this_run": part["embedded"],
               "embed_seconds": round(time.perf_counter() - t0, 3), "rows_changed": len(layout.changed),
               "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before}
     extra = {"layout": LAYOUT, "store": part["store"], "segments": part["segments"],
              "bm25_total_len": part["total_len"],
              "io": {"segment_bytes": part["bytes_written"], "store_rows_written": part["store_rows_written"],
                     "compacted": part["compacted"]}}
-    return _finish(builder, gen, prev_gen, settings, hashes, int(part["vectors"].shape[1]), counts,
+    fingerprint = plan.fingerprint(prev["corpus_fingerprint"]) if plan is not None else fingerprint_of(hashes)
+    return _finish(builder, gen, prev_gen, settings, fingerprint, int(part["vectors"].shape[1]), counts,
                    {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
 
 
-def _finish(builder, gen, prev_gen, settings, hashes, dim, counts, sparse, extra) -> dict:
+def _finish(builder, gen, prev_gen, settings, fingerprint: str, dim, counts, sparse, extra) -> dict:
     root = builder._recorded_root(prev_gen)
     manifest = {
         "format_version": FORMAT_VERSION if not extra else SEGMENTS_FORMAT, "ragsieve_version": package_version("ragsieve"),
@@ -165,7 +179,7 @@ def _finish(builder, gen, prev_gen, settings, hashes, dim, counts, sparse, extra
         "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
         "chunk_tokens": builder.chunker.chunk_tokens, "index_titles": builder.index_titles, "settings": settings,
         "counts": counts, "sparse": sparse,
-        "corpus_fingerprint": corpus_fingerprint(hashes),
+        "corpus_fingerprint": fingerprint, "corpus_fingerprint_kind": FINGERPRINT_KIND,
         "source_root": str(root) if root else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": {d: package_version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},

@@ -90,13 +90,16 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
 
 
 def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store: ChunkStore, chunked,
-                      keep: set[str], prev_docs: dict[str, str] | None = None) -> dict:
+                      keep: set[str], prev_docs: dict[str, str] | None = None,
+                      dropped: list[str] | None = None) -> dict:
     """A generation that appends one delta segment to `prev_gen`'s (or compacts). Returns its parts:
-    layout, vectors view, sparse, store record, segments, bytes written, embedding counts."""
+    layout, vectors view, sparse, store record, segments, bytes written, embedding counts. `dropped`: the
+    previous documents that go (changed or removed), when known; else those of `prev_docs` not in `keep`."""
     g, g_prev = generation_number(gen), generation_number(prev_gen)
     n_base = int(prev["counts"]["chunks"])
-    prev_docs = prev_store.documents() if prev_docs is None else prev_docs
-    dropped = [d for d in prev_docs if d not in keep]
+    if dropped is None:
+        prev_docs = prev_store.documents() if prev_docs is None else prev_docs
+        dropped = [d for d in prev_docs if d not in keep]
     freed = [r for d in dropped for r in prev_store.doc_rows(d)]
     old_texts = [c.text for c in prev_store.get_many(freed)] if freed else []
     layout = plan_rows(n_base, freed, [(d.doc_id, len(chunks)) for d, chunks in chunked])

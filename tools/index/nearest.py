@@ -12,7 +12,9 @@ whose nearest neighbour was removed:
   them are renamed.
 
 The result equals `nearest_neighbour_similarity` of the final vectors (the similarity, to float precision; the
-row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild.
+row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. Above
+`sparse.APPROXIMATE_ABOVE` rows the base's entries come from the IVF search (`ragsieve.tools.filters.ann`, lower
+bounds of the exact similarity); the entries this update writes are still exact against all rows.
 """
 from __future__ import annotations
 
@@ -46,23 +48,25 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     added = np.asarray(sorted(new_rows), dtype=np.int64)
     stale = np.flatnonzero(row < 0)  # kept rows whose neighbour is gone (and the added rows, not yet set)
     v = np.asarray(vectors, dtype=np.float32)
-    for start in range(0, added.size, block):
-        part = added[start:start + block]
-        s = similarities_to_all(v, part)
-        best = s.argmax(axis=1)
-        sim[part], row[part] = s[np.arange(part.size), best], best
-        col_best = s.argmax(axis=0)
-        col_sim = s[col_best, np.arange(n)]
-        better = col_sim > sim
-        better[added] = False
-        sim[better], row[better] = col_sim[better], part[col_best[better]]
-        touched.update(np.flatnonzero(better).tolist())
     redo = np.setdiff1d(stale, added)
-    for start in range(0, redo.size, block):
-        part = redo[start:start + block]
+    is_added = np.zeros(n, dtype=bool)
+    is_added[added] = True
+    queries = np.concatenate([added, redo])  # one pass over the vectors for both (the product is memory-bound)
+    for start in range(0, queries.size, block):
+        part = queries[start:start + block]
         s = similarities_to_all(v, part)
         best = s.argmax(axis=1)
         sim[part], row[part] = s[np.arange(part.size), best], best
+        new = is_added[part]
+        if not new.any():
+            continue
+        s_new, part_new = s[new], part[new]
+        col_best = s_new.argmax(axis=0)
+        col_sim = s_new[col_best, np.arange(n)]
+        better = col_sim > sim  # never true for a redo row: its own search above is exact over all rows
+        better[added] = False
+        sim[better], row[better] = col_sim[better], part_new[col_best[better]]
+        touched.update(np.flatnonzero(better).tolist())
     touched.update(added.tolist())
     touched.update(redo.tolist())
     if n < 2:

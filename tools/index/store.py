@@ -162,7 +162,8 @@ class ChunkStore:
         """Store one document's chunks at `rows` (default: the next rows); returns those rows."""
         if self.read_only:
             raise UsageError(f"chunk store {self.path} is open read-only")
-        first = self.count()
+        given = rows is not None and len(rows) > 0  # rows given: no count needed (an O(N) scan of a shared store)
+        first = 0 if given else self.count()
         rows = list(range(first, first + len(chunks))) if rows is None else [int(r) for r in rows]
         if len(rows) != len(chunks):
             raise UsageError(f"{len(chunks)} chunks of {doc_id} but {len(rows)} rows")
@@ -176,7 +177,7 @@ class ChunkStore:
             f"line_end, symbol{extra}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{marks})",
             [(c.doc_id, c.chunk_index, r, c.text, text_hash(c.text), c.source, c.title, c.kind,
               c.line_start, c.line_end, c.symbol, *born) for r, c in zip(rows, chunks)])
-        self._count = first + len(chunks)
+        self._count = None if given else first + len(chunks)
         return rows
 
     def drop_documents(self, doc_ids: Sequence[str]) -> None:
