@@ -8,8 +8,8 @@ the file (`<file>.endpoint.json`), and `client_for` in another process connects
 to it there instead of opening the file, as clients of a Milvus server do. This
 is what lets `ragsieve index` publish a one-document change in seconds while
 `ragsieve serve` holds a large milvus-lite index open: milvus-lite reads a whole
-collection into memory when a process first touches it (O(corpus): ~40 s and
-~3 GB at 1M chunks here), which the holder has already paid. When the holder
+collection into memory when a process first touches it (O(corpus): 40-150 s
+and ~3 GB at 1M chunks here), which the holder has already paid. When the holder
 cannot be reached, `client_for` waits up to `wait_s` for the file, then fails
 with `IndexBusyError` saying so (a CLI process releases the file when it exits;
 `stop_lite_server` releases it from a long-lived one).
