@@ -46,7 +46,16 @@ def _encoder_sets(data: dict) -> list[str]:
     return ["Encoders on the shared sets (whole corpus indexed by the builder, every test query with a qrel, "
             "document nDCG@10; the default encoder must stay within the tolerance of torch):", ""] + _table(
         ["set", "encoder", "chunks", "queries", "hybrid nDCG@10", "dense nDCG@10", "hybrid diff", "dense diff",
-         "index chunks/CPU-s", "load avg"], rows) + ([verdict, ""] if verdict else [])
+         "index chunks/CPU-s", "load avg"], rows) + ([verdict, ""] if verdict else []) + _with_earlier(data)
+
+
+def _with_earlier(data: dict) -> list[str]:
+    v = data.get("verdict_with_earlier_runs")
+    if not v:
+        return []
+    return [f"With the earlier runs of the sets not completed here ({v.get('sets')}): hybrid differences "
+            f"{v.get('hybrid_differences')}, dense {v.get('dense_differences')}; within 0.005 on all three = "
+            f"{v.get('within_0.005_on_all_three')}. {data.get('stopped', '')}", ""]
 
 
 def _index_cpu(data: dict) -> list[str]:
@@ -67,7 +76,9 @@ def _ray(data: dict) -> list[str]:
     rows = [[a, r.get("chunks"), r.get("total_s"), r.get("load_and_chunk_on_ray_s"), r.get("to_first_block_s"),
              r.get("steady_texts_per_s"), r.get("steady_per_actor"), _f(r.get("load_average"), 1)]
             for a, r in (ray.get("runs") or {}).items()]
+    earlier = (data.get("earlier_parts") or {}).get("ray")
     return [f"Ray (`ragsieve index --ray`, local instance, {ray.get('docs')} SciFact abstracts, encoder "
-            f"{ray.get('encoder')}, batch {ray.get('batch_size')}):", ""] + _table(
+            f"{ray.get('encoder')}, batch {ray.get('batch_size')})"
+            + (f"; an EARLIER run, not the current code: {earlier}" if earlier else "") + ":", ""] + _table(
         ["actors", "chunks", "total s", "load+chunk on Ray s", "to first block s", "steady chunks/s",
          "per actor", "load avg"], rows)
