@@ -209,6 +209,9 @@ def scale_section(folder: Path, load, command, machine) -> list[str]:
                              "hybrid p95 ms", "Milvus hybrid_search p50 ms", "ANN recall@10", "ANN index",
                              "vectors", "queries timed"], rows)
         lines += extrapolation(data)
+        from report_scale_out import scale_out_lines
+
+        lines += scale_out_lines(data)  # issue 28: Milvus publishes, encoders on the shared sets, Ray
     return lines
 
 

@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -46,12 +45,11 @@ def corpus_file(folder: Path) -> Path:
 
 
 def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
-    from scale_parity import ndcg_recall
+    from scale_parity import dense_and_hybrid_ndcg
 
     from ragsieve.agent.eval.beir import read_qrels, read_queries
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.retriever import HybridRetriever
 
     folder = DATA / name
     target = work / f"{name}-{encoder}"
@@ -66,11 +64,7 @@ def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
     queries, qrels = read_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / "test.tsv")
     qids = sorted(q for q in qrels if q in queries)[:limit]
     with HybridIndex.open(target) as index:
-        for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
-            retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
-            scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
-                queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
-            row[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
+        row.update(dense_and_hybrid_ndcg(index, queries, qrels, qids))
     row["queries"] = len(qids)
     shutil.rmtree(target, ignore_errors=True)
     return row

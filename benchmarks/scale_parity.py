@@ -31,6 +31,20 @@ def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float,
     return (dcg / idcg if idcg else 0.0), recall
 
 
+def dense_and_hybrid_ndcg(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
+    """Document nDCG@10 (a document scores as its best chunk) of the default hybrid retrieval (weighted, fused
+    here) and of dense alone, top 100, over `qids`: {"hybrid_ndcg@10": ..., "dense_ndcg@10": ...}."""
+    from ragsieve.tools.index.retriever import HybridRetriever
+
+    out = {}
+    for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
+        retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
+        scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
+            queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
+        out[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
+    return out
+
+
 def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     """Parity twice: the index as built (BM25 k1 0.9, b 0.4, which milvus-lite ignores: it scores with
     k1 1.5, b 0.75), and the same index with its BM25 re-fit at milvus-lite's values (vectors untouched):
@@ -130,7 +144,6 @@ def encoder_quality(work: Path) -> dict:
     from ragsieve.agent.eval.beir import read_qrels, read_queries
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.retriever import HybridRetriever
 
     queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
     qids = [q for q in qrels if q in queries]
@@ -141,11 +154,7 @@ def encoder_quality(work: Path) -> dict:
         IndexBuilder(folder, progress=False, encoder=encoder).build([SCIFACT / "corpus.jsonl.gz"])
         row = {"build_s": round(time.perf_counter() - started, 1), "load_average": os.getloadavg()[0]}
         with HybridIndex.open(folder) as index:
-            for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
-                retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
-                scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
-                    queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
-                row[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
+            row.update(dense_and_hybrid_ndcg(index, queries, qrels, qids))
         out[encoder] = row
         print(f"  encoder quality {encoder}: {json.dumps(row)}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)

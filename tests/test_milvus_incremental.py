@@ -207,9 +207,10 @@ def test_a_copied_index_uses_its_own_milvus_file(tmp_path, monkeypatch):
         assert len(c) == 12 and len(original) == 10  # the original's file was not touched
 
 
-def test_publish_waits_for_a_reader_holding_the_milvus_lite_file_then_says_why(tmp_path):
-    """Issue 22 item 4: publishing runs under the index lock, and a milvus-lite file held by another process
-    gives a clear IndexBusyError after the wait, not a raw traceback."""
+def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_file_else_says_why(tmp_path):
+    """A milvus-lite file held by another process (a reader, `serve`) is published to through that process's
+    loopback server (`<file>.endpoint.json`), which already has the collection open; when that server cannot
+    be reached, a clear IndexBusyError after the wait, not a raw traceback (issue 22 item 4)."""
     from ragsieve.tools.index.lock import IndexBusyError
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
@@ -230,12 +231,20 @@ def test_publish_waits_for_a_reader_holding_the_milvus_lite_file_then_says_why(t
         assert holder.stdout.readline().strip() == "open"
         write_corpus(docs, 11)
         builder(index).build([docs])
+        endpoint = index / "milvus.db.endpoint.json"
+        assert json.loads(endpoint.read_text())["pid"] == holder.pid
+        assert publish(index, lock_wait_s=1.0)["last_publish"]["rows_written"] == 1  # through the holder's server
+        endpoint.write_text(json.dumps({"pid": holder.pid, "port": 9}))  # a server that does not answer
+        write_corpus(docs, 12)
+        builder(index).build([docs])
         with pytest.raises(IndexBusyError, match="open in another process"):
             publish(index, lock_wait_s=1.0)
     finally:
         holder.kill()
         holder.wait()
-    assert publish(index)["rows"] == 11  # once the reader is gone, the next publish completes
+    assert publish(index)["rows"] == 12  # once the reader is gone, the next publish completes
+    with opened(index) as idx:
+        assert len(idx) == 12 and snapshot(idx) == local_snapshot(index)
 
 
 def test_two_publishes_at_once_take_turns(tmp_path):

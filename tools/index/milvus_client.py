@@ -2,14 +2,23 @@
 
 milvus-lite runs an in-process server per file and holds a `flock` on
 `<file>/LOCK` until that server stops: while another process has the file open
-(a build, `ragsieve serve`, a reader), nothing else can open it. `client_for`
-waits up to `wait_s` for such a holder, then fails with `IndexBusyError` saying
-so (a CLI process releases the file when it exits; `stop_lite_server` releases
-it from a long-lived one).
+(a build, `ragsieve serve`, a reader), nothing else can open it. But that server
+is a gRPC server on loopback: the process that starts it records its port beside
+the file (`<file>.endpoint.json`), and `client_for` in another process connects
+to it there instead of opening the file, as clients of a Milvus server do. This
+is what lets `ragsieve index` publish a one-document change in seconds while
+`ragsieve serve` holds a large milvus-lite index open: milvus-lite reads a whole
+collection into memory when a process first touches it (O(corpus): 40-150 s
+and ~3 GB at 1M chunks here), which the holder has already paid. When the holder
+cannot be reached, `client_for` waits up to `wait_s` for the file, then fails
+with `IndexBusyError` saying so (a CLI process releases the file when it exits;
+`stop_lite_server` releases it from a long-lived one).
 """
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
 import threading
 import time
@@ -17,9 +26,12 @@ from pathlib import Path
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError
 
+log = logging.getLogger(__name__)
+
 _users: dict[str, int] = {}  # milvus-lite file -> open clients of this process
 _guard = threading.Lock()
 POLL_S = 0.5
+ENDPOINT = ".endpoint.json"  # `<file>.endpoint.json`: {"pid", "port"} of the process serving the file
 
 
 def is_lite(uri: str) -> bool:
@@ -38,6 +50,9 @@ def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
                                     "pip install 'ragsieve[milvus]'") from exc
     started = time.monotonic()
     while is_lite(uri) and _held_elsewhere(uri):
+        shared = _holder_client(uri, token)
+        if shared is not None:
+            return shared
         waited = time.monotonic() - started
         if wait_s is not None and waited >= wait_s:
             raise IndexBusyError(f"the milvus-lite file {uri} is open in another process (a build, `ragsieve "
@@ -53,6 +68,60 @@ def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
                                     f"{str(exc)[:200]}") from None
         if is_lite(uri):
             _users[key] = _users.get(key, 0) + 1
+            _record_endpoint(uri)
+    return client
+
+
+def _endpoint_file(uri: str) -> Path:
+    return Path(os.path.abspath(uri) + ENDPOINT)
+
+
+def _record_endpoint(uri: str) -> None:
+    """Say where this process serves the milvus-lite file `uri` (loopback port), for other processes."""
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+
+        entry = server_manager_instance._servers.get(os.path.abspath(uri))
+        if entry is None:
+            return
+        target = _endpoint_file(uri)
+        if _read_endpoint(uri) == {"pid": os.getpid(), "port": int(entry[2])}:
+            return
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "port": int(entry[2])}), encoding="utf-8")
+        os.replace(tmp, target)
+    except (ImportError, AttributeError, OSError, IndexError, TypeError) as exc:  # sharing is an optimisation
+        log.debug("milvus-lite endpoint for %s not recorded: %s", uri, exc)
+
+
+def _read_endpoint(uri: str) -> dict | None:
+    try:
+        found = json.loads(_endpoint_file(uri).read_text(encoding="utf-8"))
+        return {"pid": int(found["pid"]), "port": int(found["port"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _holder_client(uri: str, token: str | None):
+    """A client of the milvus-lite server another (live) process runs for `uri`, or None."""
+    from pymilvus import MilvusClient
+
+    found = _read_endpoint(uri)
+    if found is None or found["pid"] == os.getpid():
+        return None
+    try:
+        os.kill(found["pid"], 0)
+    except OSError:  # the recorded holder is gone (its lock went with it)
+        return None
+    try:
+        client = MilvusClient(uri=f"http://127.0.0.1:{found['port']}", token=token or "", timeout=5)
+        client.list_collections()
+    except Exception as exc:  # not (or no longer) serving: wait for the file as before
+        log.debug("milvus-lite server of process %s for %s unreachable: %s", found["pid"], uri, exc)
+        return None
+    client._ragsieve_shared = True  # another process's server: release_client counts nothing down
+    log.info("milvus-lite file %s is open in process %s: using its server on 127.0.0.1:%s", uri, found["pid"],
+             found["port"])
     return client
 
 
@@ -64,7 +133,7 @@ def release_client(client, uri: str) -> None:
         client.close()
     except Exception:  # pragma: no cover - closing is best effort
         pass
-    if is_lite(uri):
+    if is_lite(uri) and not getattr(client, "_ragsieve_shared", False):
         with _guard:
             key = os.path.abspath(uri)
             _users[key] = max(0, _users.get(key, 1) - 1)
@@ -79,6 +148,8 @@ def stop_lite_server(uri: str) -> None:
         return
     with _guard:
         _users.pop(os.path.abspath(uri), None)
+        if (_read_endpoint(uri) or {}).get("pid") == os.getpid():
+            _endpoint_file(uri).unlink(missing_ok=True)
         server_manager_instance.release_server(uri)
 
 
