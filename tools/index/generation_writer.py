@@ -71,8 +71,8 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     segmented = segments_wanted(builder)
     prev = read_manifest(prev_gen) if prev_store is not None else None
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \
-            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
-            {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}:
+            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")} == \
+            {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}:
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
                                   set(unchanged) | set(kept), cut_before, prev_docs)
     if prev_store is not None:
@@ -94,7 +94,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         chunks_in_rows = store.get_many(range(n))
     finally:
         store.close()
-    texts = [indexed_text(c, builder.symbol_headers) if builder.index_titles else c.text for c in chunks_in_rows]
+    texts = [indexed_text(c, builder.symbol_headers, builder.header_words) if builder.index_titles else c.text for c in chunks_in_rows]
     builder._last_keys = {text_key(t) for t in texts}
     to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
     prev_vectors = None
@@ -218,7 +218,7 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
 
 
 def _tokens(builder, texts: list[str], gen: Path) -> list[list[str]]:
-    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers) for t in texts]
+    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers, builder.bm25_proto.compounds) for t in texts]
 
 
 def _build_bm25(builder, texts: list[str], gen: Path) -> None:
