@@ -43,6 +43,8 @@ def test_bm25_finds_a_lower_case_compound_by_its_words():
     assert with_words.search("read a line", 1)[0][0] == 1
     without = BM25Index(compounds=False).build(CODE)
     assert 0 not in [r for r, _ in without.search("header", 4)]
+    prose = BM25Index().build(CODE, kinds=["text"] * len(CODE))  # an index's prose chunks keep their terms
+    assert 0 not in [r for r, _ in prose.search("header", 4)]
 
 
 def test_the_setting_is_saved_and_an_old_index_keeps_its_tokenizer(tmp_path: Path):
@@ -71,3 +73,6 @@ def test_code_headers_spell_symbol_names_in_words():
     assert indexed_text(chunk, True, True) == ("http/client.py HTTPResponse._read_chunked\n"
                                                "http response read chunked\ndef _read_chunked(self, amt=None):\n")
     assert indexed_text(chunk) == "http/client.py HTTPResponse._read_chunked\ndef _read_chunked(self, amt=None):\n"
+    page = Chunk(doc_id="re.html", chunk_index=0, text="re.search(pattern, string)", source="re.html", kind="html",
+                 symbol="#re.search")
+    assert indexed_text(page, True, True) == indexed_text(page)  # a web page's anchor header is left as it was

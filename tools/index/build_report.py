@@ -45,7 +45,8 @@ def indexed_text(chunk: Chunk, symbol_headers: bool = True, header_words: bool =
     `getheader` -> `get header`): the embedder's sub-word vocabulary does not split identifiers the way a
     reader does, and the header is the part of a long chunk the encoder always sees."""
     if chunk.symbol and symbol_headers:
-        words = f"{symbol_words(chunk.symbol)}\n" if header_words and symbol_words(chunk.symbol) else ""
+        spelled = symbol_words(chunk.symbol) if header_words and chunk.kind == "code" else ""
+        words = f"{spelled}\n" if spelled else ""
         return f"{chunk.source} {chunk.symbol}\n{words}{chunk.text}"
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 

@@ -106,10 +106,11 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
         # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
         work = _tokens if segmented else _build_bm25
-        bm25_job = pool.submit(work, builder, texts, gen) if builder.overlap else None
+        kinds = [c.kind for c in chunks_in_rows]  # compound words: code chunks only (`BM25Index.build`)
+        bm25_job = pool.submit(work, builder, texts, gen, kinds) if builder.overlap else None
         vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
         embed_seconds = round(time.perf_counter() - t0, 3)
-        tokens = work(builder, texts, gen) if bm25_job is None else bm25_job.result()
+        tokens = work(builder, texts, gen, kinds) if bm25_job is None else bm25_job.result()
     extra: dict = {}
     if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
         extra = {"layout": LAYOUT, "store": store_generation(builder, gen, gen / "chunks.sqlite")}
@@ -217,13 +218,15 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
         out.close()
 
 
-def _tokens(builder, texts: list[str], gen: Path) -> list[list[str]]:
-    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers, builder.bm25_proto.compounds) for t in texts]
-
-
-def _build_bm25(builder, texts: list[str], gen: Path) -> None:
+def _tokens(builder, texts: list[str], gen: Path, kinds: list[str]) -> list[list[str]]:
     proto = builder.bm25_proto
-    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers).build(texts).save(gen / "bm25")
+    return [tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code") for t, k in zip(texts, kinds)]
+
+
+def _build_bm25(builder, texts: list[str], gen: Path, kinds: list[str]) -> None:
+    proto = builder.bm25_proto
+    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers,
+              compounds=proto.compounds).build(texts, kinds).save(gen / "bm25")
 
 
 def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors) -> np.ndarray:

@@ -139,8 +139,9 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         vectors[new_rows] = fresh
     old_sim, old_row = view.nearest()
     sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
+    kinds = {r: c.kind for r, c in zip(changed, chunks_changed)}  # compound words: code chunks only
     tokens = [tokenize(texts[r], builder.bm25_proto.stem, builder.bm25_proto.identifiers,
-                       builder.bm25_proto.compounds) for r in changed]
+                       builder.bm25_proto.compounds and kinds[r] == "code") for r in changed]
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     name = f"seg-{g}"
     link_segments(prev_gen, gen, prev["segments"])

@@ -63,7 +63,7 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
         "pk": primary_key(generation, r), "row": r, "born": int(generation), "died": ALIVE,
         "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
         "search_text": analysed(indexed_text(c, headers, words) if titles else c.text, stem, identifiers,
-                                compounds)[:65000],
+                                compounds and c.kind == "code")[:65000],
         "source": c.source[:4000], "title": c.title[:1000],
         "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
         "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
