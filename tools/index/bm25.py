@@ -167,7 +167,8 @@ class BM25Index:
 
     def build(self, texts: list[str], kinds: list[str] | None = None) -> "BM25Index":
         """Index `texts` (row i = texts[i]); with `kinds` (the chunks' kinds), compound words are added to code
-        chunks only: on prose (SciFact) they cost nDCG@10 0.002 (benchmarks/results/bm25-identifiers.json)."""
+        chunks only: on prose (SciFact, BM25 alone) they cost nDCG@10 0.002 test / 0.001 train
+        (benchmarks/results/bm25-identifiers.json)."""
         code = [True] * len(texts) if kinds is None else [k == "code" for k in kinds]
         tokens = [tokenize(t, self.stem, self.identifiers, self.compounds and c) for t, c in zip(texts, code)]
         if not tokens or not any(tokens):
