@@ -1,5 +1,7 @@
 """Does keeping identifiers whole cost prose retrieval anything? BM25 alone on SciFact (title + text, the
-default k1 0.9 / b 0.4 with stems), plain tokenizer vs identifier terms -> benchmarks/results/bm25-identifiers.json.
+default k1 0.9 / b 0.4 with stems), plain tokenizer vs identifier terms vs identifier terms with documents'
+lower-case compounds split into words (`compounds`, the default of new indexes)
+-> benchmarks/results/bm25-identifiers.json.
 
     nice -n 10 .venv/bin/python benchmarks/bm25_identifiers.py
 """
@@ -37,9 +39,10 @@ def main() -> int:
             for row in csv.DictReader(fh, delimiter="\t"):
                 qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
         out = {"queries": len(qrels)}
-        for label, identifiers in (("plain", False), ("identifiers", True)):
+        for label, identifiers, compounds in (("plain", False, False), ("identifiers", True, False),
+                                              ("identifiers_compounds", True, True)):
             started = time.perf_counter()
-            index = BM25Index(identifiers=identifiers).build(texts)
+            index = BM25Index(identifiers=identifiers, compounds=compounds).build(texts)
             ndcg, recall = [], []
             for qid, rels in qrels.items():
                 ranked = [ids[r] for r, _ in index.search(queries[qid], 100)]

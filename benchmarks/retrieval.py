@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     results["bm25s"] = evaluate("bm25s", lambda q, t: ranked(idx.bm25.search(t, args.depth)), queries, qrels, row_doc)
     if not args.skip_rank_bm25:
         t0 = time.perf_counter()
-        rb = BM25Index("rank_bm25", k1=idx.bm25.k1, b=idx.bm25.b, stem=idx.bm25.stem).build(
-            [indexed_text(c) for c in chunks])
+        rb = BM25Index("rank_bm25", k1=idx.bm25.k1, b=idx.bm25.b, stem=idx.bm25.stem, identifiers=idx.bm25.identifiers,
+                       compounds=idx.bm25.compounds).build([indexed_text(c) for c in chunks])
         rb_build = time.perf_counter() - t0
         results["rank_bm25"] = evaluate("rank_bm25", lambda q, t: ranked(rb.search(t, args.depth)),
                                         queries, qrels, row_doc)

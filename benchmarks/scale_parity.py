@@ -71,10 +71,12 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
         m = index.manifest
         headers = m.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
         chunks = index.store.get_many(range(len(index)))
-        texts = [indexed_text(c, headers) if m.get("index_titles", True) else c.text for c in chunks]
+        words = m.get("settings", {}).get("chunking", {}).get("header_words", False)
+        texts = [indexed_text(c, headers, words) if m.get("index_titles", True) else c.text for c in chunks]
     gen = current_generation(index_dir)
     shutil.rmtree(gen / "bm25")
-    bm25 = BM25Index(m["bm25"]["engine"], k1=k1, b=b, stem=m["bm25"]["stem"]).build(texts)
+    bm25 = BM25Index(m["bm25"]["engine"], k1=k1, b=b, stem=m["bm25"]["stem"],
+                     identifiers=m["bm25"].get("identifiers", False), compounds=m["bm25"].get("compounds", False)).build(texts)
     bm25.save(gen / "bm25")
     m["bm25"] = m["settings"]["bm25"] = bm25.params
     (gen / MANIFEST).write_text(json.dumps(m, indent=2), encoding="utf-8")

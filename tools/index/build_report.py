@@ -38,12 +38,31 @@ class BuildReport(BaseModel):
                 + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else ""))
 
 
-def indexed_text(chunk: Chunk, symbol_headers: bool = True) -> str:
+def indexed_text(chunk: Chunk, symbol_headers: bool = True, header_words: bool = False) -> str:
     """What BM25 and the embedder see: a header (the title; for code the path and the enclosing
-    symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text."""
+    symbols, `http/client.py HTTPResponse._read_chunked`), then the chunk text. With `header_words` (new
+    indexes), a code header also spells its symbols' names in words (`http response read chunked`;
+    `getheader` -> `get header`): the embedder's sub-word vocabulary does not split identifiers the way a
+    reader does, and the header is the part of a long chunk the encoder always sees."""
     if chunk.symbol and symbol_headers:
-        return f"{chunk.source} {chunk.symbol}\n{chunk.text}"
+        spelled = symbol_words(chunk.symbol) if header_words and chunk.kind == "code" else ""
+        words = f"{spelled}\n" if spelled else ""
+        return f"{chunk.source} {chunk.symbol}\n{words}{chunk.text}"
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+def symbol_words(label: str) -> str:
+    """The words of a symbol label's names, once each, lower case (`HTTPResponse._read_chunked, getheader` ->
+    `http response read chunked get header`); "" for a label without names."""
+    from ragsieve.tools.index.compounds import split_compound
+    from ragsieve.tools.index.identifiers import split_identifier
+
+    words: list[str] = []
+    for name in (s.strip() for s in label.split(",")):
+        for part in name.split(".") if name and name != "..." else []:
+            for word in split_identifier(part.strip("_")):
+                words.extend((split_compound(word) if word.islower() else ()) or [word.lower()])
+    return " ".join(dict.fromkeys(words))
 
 
 def build_scopes(paths, base) -> list[str]:

@@ -92,6 +92,7 @@ class IndexBuilder:
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
+        self.header_words = symbol_headers  # code headers spell their names in words (`build_report.indexed_text`)
         if encoder is None and embedder is None:  # an index keeps the encoder it was built with
             encoder = recorded_encoder(self.root) or default_encoder()
         if embedder is None and encoder not in Embedder.ENCODERS:
@@ -118,6 +119,7 @@ class IndexBuilder:
                              "index_titles": self.index_titles,
                              "code": "cast-1" if self.chunker.syntax else "lines",
                              "symbol_headers": self.symbol_headers,
+                             "header_words": self.header_words,
                              # torch and onnx agree to float precision (one embedding space); int8 does not
                              "precision": "int8" if self.encoder == "onnx-int8" else "fp32"}
                 | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),

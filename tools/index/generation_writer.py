@@ -82,8 +82,8 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     segmented = segments_wanted(builder)
     prev = read_manifest(prev_gen) if prev_store is not None else None
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \
-            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
-            {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}:
+            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")} == \
+            {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}:
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
                                   set(unchanged) | set(kept), cut_before, prev_docs, plan)
     if prev_store is not None:
@@ -105,7 +105,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         chunks_in_rows = store.get_many(range(n))
     finally:
         store.close()
-    texts = [indexed_text(c, builder.symbol_headers) if builder.index_titles else c.text for c in chunks_in_rows]
+    texts = [indexed_text(c, builder.symbol_headers, builder.header_words) if builder.index_titles else c.text for c in chunks_in_rows]
     builder._last_keys = {text_key(t) for t in texts}
     to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
     prev_vectors = None
@@ -117,10 +117,11 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
         # releases the GIL, so the two overlap (benchmarks/scale.py `build`: with and without)
         work = _tokens if segmented else _build_bm25
-        bm25_job = pool.submit(work, builder, texts, gen) if builder.overlap else None
+        kinds = [c.kind for c in chunks_in_rows]  # compound words: code chunks only (`BM25Index.build`)
+        bm25_job = pool.submit(work, builder, texts, gen, kinds) if builder.overlap else None
         vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
         embed_seconds = round(time.perf_counter() - t0, 3)
-        tokens = work(builder, texts, gen) if bm25_job is None else bm25_job.result()
+        tokens = work(builder, texts, gen, kinds) if bm25_job is None else bm25_job.result()
     extra: dict = {}
     if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
         extra = {"layout": LAYOUT, "store": store_generation(builder, gen, gen / "chunks.sqlite")}
@@ -231,13 +232,15 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
         out.close()
 
 
-def _tokens(builder, texts: list[str], gen: Path) -> list[list[str]]:
-    return [tokenize(t, builder.bm25_proto.stem, builder.bm25_proto.identifiers) for t in texts]
-
-
-def _build_bm25(builder, texts: list[str], gen: Path) -> None:
+def _tokens(builder, texts: list[str], gen: Path, kinds: list[str]) -> list[list[str]]:
     proto = builder.bm25_proto
-    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers).build(texts).save(gen / "bm25")
+    return [tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code") for t, k in zip(texts, kinds)]
+
+
+def _build_bm25(builder, texts: list[str], gen: Path, kinds: list[str]) -> None:
+    proto = builder.bm25_proto
+    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers,
+              compounds=proto.compounds).build(texts, kinds).save(gen / "bm25")
 
 
 def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors) -> np.ndarray:

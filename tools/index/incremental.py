@@ -118,7 +118,7 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         rows_written += len(freed) + 2 * len(layout.moved) + len(changed)
     finally:
         store.close()
-    texts = {r: (indexed_text(c, builder.symbol_headers) if builder.index_titles else c.text)
+    texts = {r: (indexed_text(c, builder.symbol_headers, builder.header_words) if builder.index_titles else c.text)
              for r, c in zip(changed, chunks_changed)}
     new_rows = sorted(r for rows in layout.new_rows.values() for r in rows)
     view = SegmentView(prev_gen, prev["segments"], n_base)
@@ -142,7 +142,9 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         vectors[new_rows] = fresh
     old_sim, old_row = view.nearest()
     sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
-    tokens = [tokenize(texts[r], builder.bm25_proto.stem, builder.bm25_proto.identifiers) for r in changed]
+    kinds = {r: c.kind for r, c in zip(changed, chunks_changed)}  # compound words: code chunks only
+    tokens = [tokenize(texts[r], builder.bm25_proto.stem, builder.bm25_proto.identifiers,
+                       builder.bm25_proto.compounds and kinds[r] == "code") for r in changed]
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     name = f"seg-{g}"
     link_segments(prev_gen, gen, prev["segments"])

@@ -69,19 +69,19 @@ def bm25_settings(manifest: dict) -> dict:
     """k1, b, stemming and identifier terms of the local BM25 index, which Milvus must reproduce."""
     bm = manifest.get("bm25") or {}
     return {"k1": float(bm.get("k1", 0.9)), "b": float(bm.get("b", 0.4)), "stem": bool(bm.get("stem", True)),
-            "identifiers": bool(bm.get("identifiers", False))}
+            "identifiers": bool(bm.get("identifiers", False)), "compounds": bool(bm.get("compounds", False))}
 
 
 DOT = "_d0t_"  # `re.search` -> `re_d0t_search`: the `standard` tokenizer splits at "." but keeps `_` runs whole
 
 
-def analysed(text: str, stem: bool, identifiers: bool = False) -> str:
+def analysed(text: str, stem: bool, identifiers: bool = False, compounds: bool = False) -> str:
     """The local BM25 tokens as one Milvus input string. With `identifiers`, a whole dotted identifier
     (`re.search`) is written with DOT for its dots, so Milvus' `standard` tokenizer (milvus-lite offers no
     `whitespace` one) keeps it one token, as the local index does; `token_urlsafe` stays whole as it is."""
     from ragsieve.tools.index.bm25 import tokenize
 
-    tokens = tokenize(text, stem, identifiers)
+    tokens = tokenize(text, stem, identifiers, compounds)  # `compounds`: a document's text, never a query
     return " ".join(t.replace(".", DOT) for t in tokens) if identifiers else " ".join(tokens)
 
 
@@ -125,8 +125,8 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
                     and previous.get("name") == name and previous.get("tenant", "default") == tenant
                     and previous.get("dimension") == dim and previous.get("index_type") == index_type
-                    and {k: previous.get("bm25", {}).get(k, False) for k in ("k1", "b", "stem", "identifiers")} ==
-                    {k: bm25[k] for k in ("k1", "b", "stem", "identifiers")}
+                    and {k: previous.get("bm25", {}).get(k, False) for k in ("k1", "b", "stem", "identifiers", "compounds")}
+                    == {k: bm25[k] for k in ("k1", "b", "stem", "identifiers", "compounds")}
                     and client.has_collection(previous["collection"]))
             delta = delta_since(root, previous["generation"], local.path) if same else None
             if delta is not None:

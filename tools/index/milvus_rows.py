@@ -56,11 +56,14 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
     headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)
     titles = local.manifest.get("index_titles", True)  # the local BM25 indexed exactly this text
     identifiers = bool((local.manifest.get("bm25") or {}).get("identifiers", False))  # and with these terms
+    compounds = bool((local.manifest.get("bm25") or {}).get("compounds", False))
+    words = bool(local.manifest.get("settings", {}).get("chunking", {}).get("header_words", False))
     vectors = np.asarray(local.vectors[rows], dtype=np.float32).reshape(len(rows), -1)
     return [{
         "pk": primary_key(generation, r), "row": r, "born": int(generation), "died": ALIVE,
         "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
-        "search_text": analysed(indexed_text(c, headers) if titles else c.text, stem, identifiers)[:65000],
+        "search_text": analysed(indexed_text(c, headers, words) if titles else c.text, stem, identifiers,
+                                compounds and c.kind == "code")[:65000],
         "source": c.source[:4000], "title": c.title[:1000],
         "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
         "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),

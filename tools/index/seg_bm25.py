@@ -35,7 +35,7 @@ class SegmentBM25(BM25Index):
 
     def __init__(self, view, params: dict) -> None:
         super().__init__(BM25Engine.BM25S, k1=params["k1"], b=params["b"], stem=params["stem"],
-                         identifiers=params.get("identifiers", False))
+                         identifiers=params.get("identifiers", False), compounds=params.get("compounds", False))
         self.view = view
         self.n_docs = view.n
         self._model = self  # built: `scores` never reaches the bm25s branch
