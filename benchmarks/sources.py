@@ -288,13 +288,14 @@ def main(argv: list[str] | None = None) -> int:
                     "keeps page URLs, so a --work index is reused)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ragsieve.tools.index.builder import default_encoder
     from ragsieve.tools.index.dense import Embedder
 
     parts = set(args.parts.split(","))
-    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
+    embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # what a new index uses
     result = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    run = {**bench_io.header(), "commit": commit, "stdlib": str(STDLIB)}
+    run = {**bench_io.header(), "commit": commit, "stdlib": str(STDLIB), "encoder": embedder.encoder}
     work = args.work or Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
