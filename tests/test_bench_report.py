@@ -189,3 +189,20 @@ def test_a_source_line_keeps_dirty_and_names_the_index_encoder(tmp_path):
     assert "0123456789ab+dirty" in line and "index encoder onnx-int8" in line and "load 2.5" in line
     assert "+dirty" not in report_headline._source(tmp_path / "x.json", {**data, "commit": "0123456789abcdef"},
                                                      lambda d: d["command"])
+
+
+def test_targets_table_reads_scale_results_per_mode(tmp_path):
+    import report
+    from report_targets import targets_section
+
+    (tmp_path / "scale_publish_milvus.json").write_text(json.dumps({"commit": "abc", "summary": {
+        "server": {"first_publish_s": {"10000": 0.5, "1000000": 1.5}, "later_publish_s_median": {"1000000": 1.2}},
+        "cold": {"first_publish_s": {"10000": 1.7, "1000000": 150.0}}}}))
+    (tmp_path / "scale-local-publish.json").write_text(json.dumps({"commit": "abc", "sizes": [
+        {"chunks": 10001, "publish_s_median_one_file": 0.6}, {"chunks": 1000001, "publish_s_median_one_file": 18.1}]}))
+    table = "\n".join(targets_section(tmp_path, report.load))
+    rows = [r for r in table.splitlines() if r.startswith("| scale:")]
+    assert len(rows) == 3
+    assert "Milvus server" in rows[0] and "first 1.50 s" in rows[0] and "| yes |" in rows[0]
+    assert "milvus-lite file opened by the new process" in rows[1] and "| **no** |" in rows[1]
+    assert "local" in rows[2] and "median 18.1 s" in rows[2] and "| **no** |" in rows[2]
