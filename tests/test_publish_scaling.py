@@ -119,3 +119,23 @@ def test_scopes_match_like_in_scope(corpus):
             assert set(change_plan.ids_in_scopes(store, scopes)) == expected
     finally:
         store.close()
+
+
+def test_the_documents_api_finds_a_files_documents_by_range_probes(tmp_path, monkeypatch):
+    """What an upload or a removal asks of a store (which files are indexed, whether other files remain)
+    is answered by range probes on the doc_id index, never a listing of the store's documents."""
+    from ragsieve.agent.service.documents.ingest import indexed_files
+
+    files = tmp_path / "files"
+    for fid in ("f1", "f2", "f10"):
+        _write(files / fid, 3, seed=len(fid))
+    _build(tmp_path / "index", [files / "f1", files / "f2"])
+    statements = _forbid_listing(monkeypatch)
+    assert indexed_files(tmp_path / "index", ["f1", "f10", "f3"]) == ({"f1"}, False)
+    assert indexed_files(tmp_path / "index", ["f1"]) == ({"f1"}, True)  # f2 is still there
+    assert statements and not _full_scans(statements)
+    assert indexed_files(tmp_path / "missing", ["f1"]) == (set(), False)
+    monkeypatch.undo()
+    _build(tmp_path / "alone", [files / "f10"])
+    assert indexed_files(tmp_path / "alone", ["f10"]) == ({"f10"}, False)  # its last file: the store can go
+    assert indexed_files(tmp_path / "alone", ["f1"]) == (set(), True)

@@ -74,6 +74,18 @@ def ids_in_scopes(store, scopes) -> dict[str, str]:
     return out
 
 
+def has_prefix(store, prefix: str) -> bool:
+    """Whether any document's id starts with `prefix` (non-empty): one range probe on the doc_id index."""
+    return store._db.execute(f"SELECT 1 FROM documents WHERE doc_id >= ? AND doc_id < ?{store._vis} LIMIT 1",
+                             (prefix, _after(prefix))).fetchone() is not None
+
+
+def has_outside(store, prefix: str) -> bool:
+    """Whether any document's id does not start with `prefix` (non-empty): two range probes."""
+    return store._db.execute(f"SELECT 1 FROM documents WHERE (doc_id < ? OR doc_id >= ?){store._vis} LIMIT 1",
+                             (prefix, _after(prefix))).fetchone() is not None
+
+
 def any_document(store) -> str | None:
     r = store._db.execute(f"SELECT doc_id FROM documents WHERE 1{store._vis} LIMIT 1").fetchone()
     return r[0] if r else None

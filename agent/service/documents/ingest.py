@@ -20,6 +20,7 @@ from pathlib import Path
 from ragsieve.agent.service.documents.catalog import new_id
 from ragsieve.tools.errors import RagsieveError, UsageError
 from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.change_plan import has_outside, has_prefix
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.store import ChunkStore
 from ragsieve.tools.ingest.loaders import kind_of
@@ -67,12 +68,18 @@ def why_missing(folder: Path) -> str:
     return "no text could be extracted from the file"
 
 
-def documents_of(index_dir: Path) -> set[str]:
-    gen = current_generation(index_dir)
+def indexed_files(index_dir: Path, file_ids) -> tuple[set[str], bool]:
+    """Which of `file_ids` have a document in the store's current generation, and (for one file id)
+    whether it holds a document of any other file: range probes on the doc_id index, never a listing of
+    the store's documents (an upload to a large store costs the same as to a small one)."""
+    gen = current_generation(index_dir) if index_dir.is_dir() else None
     if gen is None:
-        return set()
+        return set(), False
+    file_ids = list(file_ids)
     with ChunkStore(gen / "chunks.sqlite", read_only=True) as store:
-        return set(store.documents())
+        found = {fid for fid in file_ids if has_prefix(store, fid + "/")}
+        others = len(file_ids) == 1 and has_outside(store, file_ids[0] + "/")
+    return found, others
 
 
 class Ingestor:
@@ -216,10 +223,10 @@ class Ingestor:
                 job["result"] = {"generation": report.generation, "chunks_total": report.chunks_total}
         except UsageError as exc:  # nothing in the batch could be read
             problems = {"*": str(exc)}
-        present = documents_of(self.catalog.index_dir(store_id))
+        present, _ = indexed_files(self.catalog.index_dir(store_id), [job["params"]["file_id"] for job in batch])
         for job in batch:
             fid = job["params"]["file_id"]
-            if not any(d.startswith(fid + "/") for d in present):
+            if fid not in present:
                 # this file's own problem line, else why it left no document; a build that read nothing at
                 # all ("*") says so once for the batch, which must not give every file the same reason
                 why = next((w for p, w in problems.items() if fid in p), None)
@@ -231,10 +238,10 @@ class Ingestor:
         job = batch[0]
         store_id, fid = job["index"], job["params"]["file_id"]
         index_dir = self.catalog.index_dir(store_id)
-        present = documents_of(index_dir) if index_dir.is_dir() else set()
-        if not any(d.startswith(fid + "/") for d in present):
+        present, others = indexed_files(index_dir, [fid])
+        if fid not in present:
             return  # never indexed (it failed) or already gone
-        if all(d.startswith(fid + "/") for d in present) and store_id not in self.catalog.served:
+        if not others and store_id not in self.catalog.served:
             self.on_built(store_id, removed=True)  # the store's last file: the index goes, not an empty generation
             shutil.rmtree(index_dir, ignore_errors=True)
             return
