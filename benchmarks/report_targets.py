@@ -181,7 +181,7 @@ def scale_rows(folder: Path, load) -> list[list[str]]:
     for path, data in _current(load, folder, "scale_encoder_sets.json"):
         verdict = ((data.get("verdict") or {}).get("onnx-int8") or {})
         if verdict:
-            out.append(["scale: onnx-int8 nDCG@10 vs torch, this run", "within 0.005 on SciFact, SQuAD 2.0, HotpotQA",
+            out.append(["scale: onnx-int8 nDCG@10 vs torch (per set: `set_runs`)", "within 0.005 on SciFact, SQuAD 2.0, HotpotQA",
                         f"{verdict.get('sets')} set(s) measured; worst hybrid {_f(verdict.get('worst_hybrid_difference'), 4)}",
                         YES if verdict.get("within_tolerance_on_all") and verdict.get("sets") == 3 else NO,
                         f"`{path.name}`"])
