@@ -33,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
+from pipeline_rows import alternate, resumed, row_for, rule_counts, size_distribution, summarise  # noqa: E402
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -41,8 +42,7 @@ from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.tools.index.builder import default_encoder, recorded_encoder  # noqa: E402
 from ragsieve.tools.index.dense import Embedder  # noqa: E402
-from ragsieve.tools.ingest.chunking import count_tokens  # noqa: E402
-from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
+from ragsieve.tools.metrics import chunk_doc_id, mean  # noqa: E402
 
 END = "end"
 LOOP = {"retrieve": {"next": "judge"}, "judge": {"next": "expand"}}
@@ -92,49 +92,15 @@ def config_for(plan: str, alpha: float | None = None, kind: str | None = None, c
     return cfg
 
 
-def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str) -> dict:
-    ctx_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in answer.context)
-    recall = gold_passage_recall(ctx_docs, q["gold"]) if q["gold"] else None
-    scores = answer_scores(answer.answer, q["answers"], q["impossible"]) if dataset != "scifact" else {}
-    return {"dataset": dataset, "judge": judge, "plan": plan, "qid": q["id"], "impossible": q["impossible"],
-            "gold_recall": recall.fraction if recall else None,
-            "both_gold": float(recall.all_found) if recall and dataset == "hotpotqa" else None,
-            "context_chunks": len(answer.context), "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
-            "llm_calls": answer.usage.calls, "seconds": round(seconds, 3),
-            "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
-            "resolved": answer.resolved, "abstention": answer.abstention}
-
-
-def answer_rule(answer) -> str:
-    """The context rule applied (loop.combine, auto resolved); "-" when no step chose one."""
-    loop = getattr(answer, "loop", None)
-    why = getattr(loop, "rule_reason", None) or ""
-    return why.split(" (")[0] if why else "-"
-
-
-def summarise(rows: list[dict]) -> dict:
-    ans = [r for r in rows if not r["impossible"]]
-    unans = [r for r in rows if r["impossible"]]
-    return {"n": len(rows), "gold_recall": mean(r["gold_recall"] for r in ans),
-            "both_gold_recall": mean(r["both_gold"] for r in ans),
-            "context_chunks": mean(r["context_chunks"] for r in rows), "context_tokens": mean(r["context_tokens"] for r in rows),
-            "llm_calls": mean(r["llm_calls"] for r in rows), "seconds": mean(r["seconds"] for r in rows),
-            "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
-            "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
-            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
-            **abstention_quality(rows)}
-
-
-def abstention_quality(rows: list[dict]) -> dict:
-    """Abstention as a detector of unanswerable questions: precision (abstentions that were on
-    unanswerable questions) and recall (unanswerable questions abstained on); None without both kinds."""
-    judged = [r for r in rows if r["abstained"] is not None]
-    if not any(r["impossible"] for r in judged) or all(r["impossible"] for r in judged):
-        return {"abstain_precision": None, "abstain_recall": None}
-    abstained = [r for r in judged if r["abstained"]]
-    hits = sum(1 for r in abstained if r["impossible"])
-    return {"abstain_precision": hits / len(abstained) if abstained else None,
-            "abstain_recall": hits / sum(1 for r in judged if r["impossible"])}
+def ask_row(q: dict, plan: str, orchs: dict, llm, chat, args, name: str, judge: str) -> dict:
+    """One question under one plan: its row (see `pipeline_rows.row_for`)."""
+    orch = orchs[q["fold"]]
+    orch.config, orch._llm = config_for(plan, combine=args.combine), llm
+    if chat is not None:
+        chat.q = q
+    started = time.perf_counter()
+    answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
+    return row_for(q, answer, time.perf_counter() - started, name, judge, plan)
 
 
 def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
@@ -186,19 +152,11 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report)
                 continue
             for plan in plans:
-                rows, rules = [], {}
-                for q in questions:
-                    orch = orchs[q["fold"]]
-                    orch.config, orch._llm = config_for(plan, combine=args.combine), llm
-                    if chat is not None:
-                        chat.q = q
-                    started = time.perf_counter()
-                    answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
-                    rows.append(row_for(q, answer, time.perf_counter() - started, name, judge, plan))
-                    rules[answer_rule(answer)] = rules.get(answer_rule(answer), 0) + 1
+                rows = [ask_row(q, plan, orchs, llm, chat, args, name, judge) for q in questions]
                 out_rows.extend(rows)
-                report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows) | {"rule": rules}
-                print(f"  {judge:14} {plan:16} {json.dumps(summarise(rows))}", flush=True)
+                summary = summarise(rows)
+                report["sets"][name]["rows"][f"{judge}|{plan}"] = summary | {"rule": rule_counts(rows)}
+                print(f"  {judge:14} {plan:16} {json.dumps(summary)}", flush=True)
         finally:
             close()
     if args.coverage:
@@ -208,60 +166,24 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
         orch.close()
 
 
-def alternate(questions: list[dict]) -> list[dict]:
-    """Answerable and unanswerable questions taken in turn (a run stopped early still has both kinds)."""
-    kinds = [[q for q in questions if not q["impossible"]], [q for q in questions if q["impossible"]]]
-    out = []
-    for i in range(max(map(len, kinds))):
-        out.extend(k[i] for k in kinds if i < len(k))
-    return out
-
-
-def resumed(args, name: str, judge: str, plans: list[str]) -> dict[tuple[str, str], dict]:
-    """--resume: the rows an interrupted run already appended to --checkpoint, by (qid, plan), for
-    this set and judge; a question is skipped only when every plan's row is there."""
-    path = Path(args.checkpoint) if args.checkpoint else None
-    if not args.resume or path is None or not path.exists():
-        return {}
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by the interruption
-            continue
-        if row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans:
-            out[row["qid"], row["plan"]] = row
-    return out
-
-
 def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report) -> None:
     """Every plan on one question before the next (paired rows), each row appended to
     `--checkpoint` as it is written, no new question once `--budget-s` seconds have passed since the run began: the n reached is
     stated in the summary (`n`) and `budget_stopped`."""
     rows: dict[str, list[dict]] = {p: [] for p in plans}
-    rules: dict[str, dict] = {p: {} for p in plans}
     done = resumed(args, name, judge, plans)
     stopped = False
     for q in alternate(questions):
         if all((q["id"], p) in done for p in plans):  # --resume: this question's rows came from the checkpoint
             for plan in plans:
                 rows[plan].append(done[q["id"], plan])
-                rule = done[q["id"], plan].get("rule", "resumed")
-                rules[plan][rule] = rules[plan].get(rule, 0) + 1
             continue
         if args.budget_s and time.time() - STARTED > args.budget_s:
             stopped = True
             break
         for plan in plans:
-            orch = orchs[q["fold"]]
-            orch.config, orch._llm = config_for(plan, combine=args.combine), llm
-            if chat is not None:
-                chat.q = q
-            t0 = time.perf_counter()
-            answer = orch.ask(q["question"], plan=SHIPPED.get(plan, plan))
-            row = row_for(q, answer, time.perf_counter() - t0, name, judge, plan) | {"rule": answer_rule(answer)}
+            row = ask_row(q, plan, orchs, llm, chat, args, name, judge)
             rows[plan].append(row)
-            rules[plan][row["rule"]] = rules[plan].get(row["rule"], 0) + 1
             if args.checkpoint:
                 with open(args.checkpoint, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")
@@ -270,7 +192,7 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
     for plan in plans:
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
-            "rule": rules[plan], "budget_stopped": stopped, "questions_available": len(questions)}
+            "rule": rule_counts(rows[plan]), "budget_stopped": stopped, "questions_available": len(questions)}
 
 
 def _abstention_report(path: Path) -> dict | None:
@@ -315,16 +237,6 @@ def coverage(questions, orchs, texts, doc_text) -> dict:
                                                             "passing_per_gold": mean(passed_paragraphs),
                                                             "budget_cut": mean(cut)}
     return out
-
-
-def size_distribution(sizes: list[int]) -> dict:
-    """The final context's size (chunks) over the questions: min, percentiles, max."""
-    from ragsieve.tools.metrics import percentile
-
-    if not sizes:
-        return {}
-    return {"min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
-            "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
 
 
 def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]:

@@ -110,7 +110,7 @@ def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_withou
 def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tmp_path):
     import argparse
 
-    import pipeline
+    import pipeline_rows as pipeline
 
     ckpt = tmp_path / "rows.jsonl"
     rows = [{"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
