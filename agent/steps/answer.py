@@ -29,10 +29,9 @@ def answerability(state: RunState, deps: Deps) -> dict:
     if vectors is None or not len(vectors):
         return {"answerable": None, "why": "the index has no vectors to score the question: the model decides"}
     sims = corpus_similarities(vectors, query_vector(state, deps))
-    admit = getattr(deps.retriever, "admit", None)  # a metadata filter: only the rows it admits can answer
-    where = getattr(deps.retriever, "where", None)
-    if admit is not None and where is not None and not where.empty():
-        sims = sims[np.asarray(admit(range(len(sims))), dtype=np.int64)]
+    where = getattr(deps.retriever, "where", None)  # a metadata filter: only the rows it admits can answer
+    if where is not None:
+        sims = sims[np.asarray(deps.index.filter_rows(where), dtype=np.int64)]
     if not sims.size:
         return {"answerable": False, "score": None, "max_false_answer": eps,
                 "why": "the metadata filter admits no passage: the model's abstention stands"}
