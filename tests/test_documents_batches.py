@@ -25,18 +25,27 @@ def _client(svc, key="sk-writer-0001"):
     return openai.OpenAI(base_url=svc.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
+def _keyed_service(examples_index, tmp_path):
+    """The lumen index with the scripted model, the test keys and a data folder for the documents API."""
+    return served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"),
+                  request_timeout_s=120)
+
+
+def _upload_batch(client, store_name: str, files: list):
+    """A new vector store and a file batch of `files` uploaded into it, polled until done."""
+    store = client.vector_stores.create(name=store_name)
+    return store, client.vector_stores.file_batches.upload_and_poll(store.id, files=files, poll_interval_ms=100)
+
+
 def _files_of(hits):
     return {h.filename for h in hits}
 
 
 def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_path):
-    with served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"),
-                request_timeout_s=120) as svc:
+    with _keyed_service(examples_index, tmp_path) as svc:
         client = _client(svc)
-        store = client.vector_stores.create(name="handbook")
-        batch = client.vector_stores.file_batches.upload_and_poll(
-            store.id, files=[("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()),
-                             ("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")], poll_interval_ms=100)
+        store, batch = _upload_batch(client, "handbook", [("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()),
+                                                          ("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")])
         assert batch.object == "vector_store.files_batch" and batch.status == "completed"
         assert (batch.file_counts.completed, batch.file_counts.failed, batch.file_counts.total) == (2, 2, 4)
         failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id,
@@ -262,12 +271,9 @@ def test_an_expired_vector_store_is_deleted_and_its_files_kept(examples_index, t
 
 def test_a_batch_where_nothing_can_be_read_gives_each_file_its_own_reason(examples_index, tmp_path):
     # the build reads nothing at all (UsageError): each file still says why, not the batch's one message
-    with served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"),
-                request_timeout_s=120) as svc:
+    with _keyed_service(examples_index, tmp_path) as svc:
         client = _client(svc)
-        store = client.vector_stores.create(name="unreadable")
-        batch = client.vector_stores.file_batches.upload_and_poll(
-            store.id, files=[("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")], poll_interval_ms=100)
+        store, batch = _upload_batch(client, "unreadable", [("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")])
         assert (batch.file_counts.completed, batch.file_counts.failed) == (0, 2)
         failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id))
         codes = {client.files.retrieve(f.id).filename: f.last_error.code for f in failed}
