@@ -110,7 +110,9 @@ class LLMConfig(_Section):
     api_key: str | None = None
     model: str | None = None
     local_model: str = "qwen2.5-coder-0.5b"  # a named packaged model or a GGUF path
-    n_ctx: int = Field(8192, ge=512)  # context of each parallel slot of the embedded server
+    # context of each parallel slot of the embedded server: 2 slots x 16,384 = 32,768 tokens, the packaged
+    # Qwen2.5-Coder models' trained context (the coverage guarantee needs room: docs/full-plan.md)
+    n_ctx: int = Field(16384, ge=512)
     context_window: int | None = Field(None, ge=512)  # a configured endpoint's context window (None: n_ctx)
     parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
     n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
