@@ -65,7 +65,7 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
              "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
-             "(– : unset, the model window less the reply and the prompt, 6,656 tokens at the defaults); "
+             "(– : unset, the model window less the reply and the prompt, 14,848 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
              "| set | α | n | coverage | 1 − α − 2 s.e. | set size mean | p50 / p90 / max | passing set before the budget "
              "| questions the budget cut |", "|---|---|---|---|---|---|---|---|---|"]
