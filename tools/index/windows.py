@@ -50,13 +50,13 @@ def window_texts(tokenizer, text: str, header: int, window: int) -> list[str]:
     """The texts to embed for `text`, whose first `header` characters are its header: `[text]` when it
     fits `window` wordpieces; else consecutive slices of the body (by the tokenizer's offsets, nothing
     dropped or repeated), each prefixed by the header, each within the window."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
-                        truncation=False)["offset_mapping"]
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
+                        verbose=False)["offset_mapping"]  # longer than the model's limit on purpose: no warning
     if len(offsets) <= window:
         return [text]
     head = text[:header].rstrip("\n")
     body = [o for o in offsets if o[0] >= header]
-    room = window - (len(tokenizer(head, add_special_tokens=False)["input_ids"]) + 1 if head else 0)
+    room = window - (len(tokenizer(head, add_special_tokens=False, verbose=False)["input_ids"]) + 1 if head else 0)
     if room < window // 4 or not body:  # a header filling most of the window: plain slices of the whole text
         head, body, room = "", offsets, window
     out = []
