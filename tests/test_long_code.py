@@ -127,3 +127,20 @@ def test_bad_values_and_endpoints_are_refused(tmp_path):
     IndexBuilder(tmp_path / "c", embedder=Endpoint(), progress=False).build([source])
     manifest = read_manifest(current_generation(tmp_path / "c"))
     assert "long_code" not in manifest["settings"]["chunking"], json.dumps(manifest["settings"])
+
+
+def test_the_cli_applies_long_code_and_keeps_the_recorded_one(tmp_path):
+    from ragsieve.agent.cli.main import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(STDLIB / "json" / "scanner.py", src / "scanner.py")
+    root = tmp_path / "idx"
+    assert main(["index", str(src), "--index", str(root), "--no-progress", "--long-code", "head"]) == 0
+    assert "long_code" not in read_manifest(current_generation(root))["settings"]["chunking"]
+    assert main(["index", str(src), "--index", str(root), "--no-progress"]) == 0  # unchanged: nothing written
+    assert "long_code" not in read_manifest(current_generation(root))["settings"]["chunking"]
+    assert main(["index", str(src), "--index", str(root), "--no-progress", "--long-code", "windows"]) == 0
+    assert read_manifest(current_generation(root))["settings"]["chunking"]["long_code"] == "windows"
+    with pytest.raises(SystemExit):
+        main(["index", str(src), "--index", str(root), "--no-progress", "--long-code", "max"])
