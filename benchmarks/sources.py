@@ -146,13 +146,11 @@ def long_chunk_share(idx: Path, chunks, embedder) -> dict:
     `windows` = the mean of their windows' vectors, tools/index/windows.py; `head` = the encoder's truncation)."""
     from ragsieve.tools.index.build_report import indexed_text
     from ragsieve.tools.index.hybrid import current_generation, read_manifest
-    from ragsieve.tools.index.windows import code_headers, tokenizer_of, window_texts
+    from ragsieve.tools.index.windows import tokenizer_of, windowed_rows
 
     chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
-    tokenizer, window = tokenizer_of(embedder)
     texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]
-    over = sum(1 for t, h in zip(texts, code_headers(chunks, texts))
-               if h is not None and len(window_texts(tokenizer, t, h, window)) > 1)
+    over, window = len(windowed_rows(embedder, chunks, texts)), tokenizer_of(embedder)[1]
     return {"over_window": over, "share": round(over / max(1, len(chunks)), 3), "window_wordpieces": window + 2,
             "long_code": chunking.get("long_code", "head")}
 

@@ -15,7 +15,8 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import HybridIndex, current_generation, read_manifest
-from ragsieve.tools.index.windows import LongCode, code_headers, embed_windowed, tokenizer_of, window_texts
+from ragsieve.tools.index.windows import (LongCode, code_headers, embed_windowed, tokenizer_of, window_texts,
+                                          windowed_rows)
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -38,12 +39,11 @@ def indexes(tmp_path_factory, source, embedder) -> dict[str, Path]:
 
 
 def long_chunks(index_dir: Path, embedder):
-    tokenizer, window = tokenizer_of(embedder)
     with HybridIndex.open(index_dir) as index:
         chunks = index.store.get_many(range(len(index)))
     texts = [indexed_text(c, True, True) for c in chunks]
-    return [(row, c, t, h) for row, (c, t, h) in enumerate(zip(chunks, texts, code_headers(chunks, texts)))
-            if h is not None and len(window_texts(tokenizer, t, h, window)) > 1]
+    headers = code_headers(chunks, texts)
+    return [(row, chunks[row], texts[row], headers[row]) for row in windowed_rows(embedder, chunks, texts)]
 
 
 def test_windows_cover_the_body_once_each_under_the_header_and_within_the_window(indexes, embedder):

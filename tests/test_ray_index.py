@@ -45,14 +45,11 @@ def long_code_chunks(folder: Path, embedder) -> int:
     """How many code chunks of the index are longer than the encoder's window (their vectors are the mean of
     their windows, `tools/index/windows.py`, made by the driver rather than by the Ray actors)."""
     from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.windows import code_headers, tokenizer_of, window_texts
+    from ragsieve.tools.index.windows import windowed_rows
 
-    tokenizer, window = tokenizer_of(embedder)
     with HybridIndex.open(folder, embedder=embedder) as index:
         chunks = index.store.get_many(range(len(index)))
-    texts = [indexed_text(c, True, True) for c in chunks]
-    return sum(1 for t, h in zip(texts, code_headers(chunks, texts))
-               if h is not None and len(window_texts(tokenizer, t, h, window)) > 1)
+    return len(windowed_rows(embedder, chunks, [indexed_text(c, True, True) for c in chunks]))
 
 
 def test_examples_on_ray_equal_the_single_process_index(local_ray, tmp_path, embedder, examples_index):

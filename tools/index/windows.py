@@ -88,3 +88,13 @@ def code_headers(chunks, texts: list[str]) -> list[int | None]:
     """For each chunk and the text it is indexed as: the length of the header before a code chunk's own
     text (0 when indexed bare), None for a chunk of any other kind (embedded as it is)."""
     return [len(t) - len(c.text) if c.kind == "code" and t.endswith(c.text) else None for c, t in zip(chunks, texts)]
+
+
+def windowed_rows(embedder, chunks, texts: list[str]) -> list[int]:
+    """Positions of the code chunks (indexed as `texts`) that `embedder` would read as more than one window;
+    [] for an embedder whose window is not known here."""
+    tok = tokenizer_of(embedder)
+    if tok is None:
+        return []
+    return [i for i, (t, h) in enumerate(zip(texts, code_headers(chunks, texts)))
+            if h is not None and len(window_texts(tok[0], t, h, tok[1])) > 1]
