@@ -262,8 +262,8 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
             vectors[list(new)] = prev_vectors[list(old)]
     if to_embed:
         cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
-        embed, local = builder._document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
         try:
+            embed, local = builder._document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
             if getattr(builder, "ray", None) is not None and builder.provider != "sentence-transformers":
                 raise UsageError(f"--ray runs the local encoder on the cluster; the {builder.provider!r} embedding "
                                  "provider is an endpoint already: index without --ray")
