@@ -110,6 +110,7 @@ def code_benchmark(work: Path, modules: list[str], embedder, n_identifiers: int)
         chunks = index.store.get_many(range(len(index)))
     split = [g for g in gold if sum(1 for c in chunks if _overlaps(c, g)) > 1]
     out["chunks"], out["gold_split_share"] = len(chunks), round(len(split) / len(gold), 3)
+    out["long_chunks"] = long_chunk_share(idx, chunks, embedder)
     for label, symbols in (("symbols_on", True), ("symbols_off", False)):
         config = Config.model_validate({"retrieval": {"symbols": symbols}})
         with Orchestrator.open(idx, config) as orch:
@@ -138,6 +139,20 @@ def code_benchmark(work: Path, modules: list[str], embedder, n_identifiers: int)
     out["identifier_examples"] = [g["query"] for g in identifier_queries(gold, n_identifiers)][:10]
     out["readme_question"] = readme_check(work, embedder)
     return out
+
+
+def long_chunk_share(idx: Path, chunks, embedder) -> dict:
+    """How many code chunks are longer than the encoder's window, and how the index embeds them (`long_code`:
+    `windows` = the mean of their windows' vectors, tools/index/windows.py; `head` = the encoder's truncation)."""
+    from ragsieve.tools.index.build_report import indexed_text
+    from ragsieve.tools.index.hybrid import current_generation, read_manifest
+    from ragsieve.tools.index.windows import tokenizer_of, windowed_rows
+
+    chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
+    texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]
+    over, window = len(windowed_rows(embedder, chunks, texts)), tokenizer_of(embedder)[1]
+    return {"over_window": over, "share": round(over / max(1, len(chunks)), 3), "window_wordpieces": window + 2,
+            "long_code": chunking.get("long_code", "head")}
 
 
 def readme_check(work: Path, embedder) -> dict:

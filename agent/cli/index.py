@@ -38,6 +38,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="website: requests per second at most, e.g. 2/s or 30/m (default: 2/s, unpaced on a "
                         "loopback site; robots.txt Crawl-delay always applies)")
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
+    p.add_argument("--long-code", choices=["windows", "head"], default=None,
+                   help="code chunks longer than the encoder's window: the mean of their windows' vectors (windows, "
+                        "new indexes) or the window the encoder reads first (head); default: as the index recorded")
     p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
                    help="how chunks are embedded (default: the encoder the index was built with, else onnx-int8: the same model, int8 weights on ONNX Runtime)")
     p.add_argument("--backend", choices=["local", "milvus"],
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         sparse_percentile=ic.sparse_percentile,
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
+        long_code=args.long_code,
         ray=ray_stage(args),
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)

@@ -44,6 +44,7 @@ from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.windows import LongCode, embed_windowed, tokenizer_of, window_texts
 from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class IndexBuilder:
                  bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
-                 ray=None, segments: bool = True) -> None:
+                 ray=None, segments: bool = True, long_code: str | None = None) -> None:
         self.root = Path(index_dir)
         self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
@@ -93,6 +94,9 @@ class IndexBuilder:
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
         self.header_words = symbol_headers  # code headers spell their names in words (`build_report.indexed_text`)
+        # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
+        # (`head` for an index built before), `windows` for a new one
+        self.long_code = None if long_code is None else LongCode.parse(long_code)
         if encoder is None and embedder is None:  # an index keeps the encoder it was built with
             encoder = recorded_encoder(self.root) or default_encoder()
         if embedder is None and encoder not in Embedder.ENCODERS:
@@ -120,11 +124,39 @@ class IndexBuilder:
                              "code": "cast-1" if self.chunker.syntax else "lines",
                              "symbol_headers": self.symbol_headers,
                              "header_words": self.header_words,
+                             **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
                              # torch and onnx agree to float precision (one embedding space); int8 does not
                              "precision": "int8" if self.encoder == "onnx-int8" else "fp32"}
                 | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
+
+    def _resolve_long_code(self, prev: dict | None) -> None:
+        """`long_code` as given, else as the previous generation recorded it (absent: `head`), else `windows`;
+        refused for an embedding provider whose tokenizer is unknown here (an endpoint)."""
+        if self.long_code is None and prev is not None:
+            self.long_code = LongCode(prev["settings"]["chunking"].get("long_code", LongCode.HEAD.value))
+        if self.provider != "sentence-transformers":
+            if self.long_code is LongCode.WINDOWS:
+                raise UsageError(f"long_code 'windows' needs the local encoder's tokenizer; the {self.provider!r} "
+                                 "embedding provider embeds each chunk as the endpoint cuts it (long_code 'head')")
+            self.long_code = LongCode.HEAD
+        elif self.long_code is None:
+            self.long_code = LongCode.WINDOWS
+
+    def _document_embed(self, texts: list[str], headers: list[int | None]):
+        """(embed function for a batch of `texts`, the rows of `texts` that must not go to Ray as they are):
+        with `long_code` `windows`, a code chunk (header length given) longer than the local encoder's window
+        is embedded as the mean of its windows (`windows.py`). An embedder with no known window (a
+        provider reading whole texts) has nothing to cut."""
+        embedder = self._embedder_for()
+        tok = tokenizer_of(embedder) if self.long_code is LongCode.WINDOWS else None
+        if tok is None or all(h is None for h in headers):
+            return embedder.embed, set()
+        by_text = dict(zip(texts, headers))
+        local = {i for i, (t, h) in enumerate(zip(texts, headers)) if h is not None and len(window_texts(
+            tok[0], t, h, tok[1])) > 1} if self.ray is not None else set()
+        return (lambda batch: embed_windowed(embedder.embed, *tok, batch, [by_text.get(t) for t in batch])), local
 
     def _embedder_for(self) -> Embedder:
         if self._embedder is None:
@@ -216,9 +248,10 @@ class IndexBuilder:
 
     def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,
                       remove: set[str] | None = None, scopes: list[str] = ()) -> BuildReport:
-        settings = self._settings()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
+        self._resolve_long_code(prev)
+        settings = self._settings()
         why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model,
                                                  known_dimension(self._embedder))
         if why:
@@ -282,7 +315,8 @@ class IndexBuilder:
     def _cache_model(self) -> str:
         from ragsieve.tools.index.embed_cache import cache_model  # keyed by encoder variant (issue 28)
 
-        return cache_model(self.model, self.encoder) if self.provider == "sentence-transformers" \
+        windows = "+windows" if self.long_code is LongCode.WINDOWS else ""  # long code chunks' vectors differ
+        return cache_model(self.model, self.encoder) + windows if self.provider == "sentence-transformers" \
             else f"{self.provider}:{self.model}"
 
     def _recorded_root(self, prev_gen: Path | None) -> Path | None:

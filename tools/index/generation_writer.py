@@ -29,6 +29,7 @@ from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import indexed_text, package_version
 from ragsieve.tools.index.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
+from ragsieve.tools.index.windows import code_headers
 from ragsieve.tools.index.generations import fsync_tree
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
 from ragsieve.tools.index.incremental import (LAYOUT, sparse_record, store_generation, write_base,
@@ -119,7 +120,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         work = _tokens if segmented else _build_bm25
         kinds = [c.kind for c in chunks_in_rows]  # compound words: code chunks only (`BM25Index.build`)
         bm25_job = pool.submit(work, builder, texts, gen, kinds) if builder.overlap else None
-        vectors = _vectors(builder, layout, texts, to_embed, prev_vectors)
+        vectors = _vectors(builder, layout, texts, to_embed, prev_vectors, code_headers(chunks_in_rows, texts))
         embed_seconds = round(time.perf_counter() - t0, 3)
         tokens = work(builder, texts, gen, kinds) if bm25_job is None else bm25_job.result()
     extra: dict = {}
@@ -243,7 +244,8 @@ def _build_bm25(builder, texts: list[str], gen: Path, kinds: list[str]) -> None:
               compounds=proto.compounds).build(texts, kinds).save(gen / "bm25")
 
 
-def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors) -> np.ndarray:
+def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
+             headers: list[int | None]) -> np.ndarray:
     dim = prev_vectors.shape[1] if prev_vectors is not None else None
     if to_embed:
         dim = builder._embedder_for().dimension
@@ -261,13 +263,15 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
     if to_embed:
         cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
         try:
+            embed, local = builder._document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
             if getattr(builder, "ray", None) is not None and builder.provider != "sentence-transformers":
                 raise UsageError(f"--ray runs the local encoder on the cluster; the {builder.provider!r} embedding "
                                  "provider is an endpoint already: index without --ray")
             if getattr(builder, "ray", None) is not None:  # embedded on a Ray cluster into the checkpoint first
-                builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(cache, texts, to_embed)
+                builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
+                    cache, texts, [r for i, r in enumerate(to_embed) if i not in local])  # windowed ones: here
             builder.resumed_embeddings = embed_resumable(
-                cache, texts, to_embed, vectors, lambda batch: builder._embedder_for().embed(batch),
+                cache, texts, to_embed, vectors, embed,
                 builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
         finally:
             cache.close()

@@ -37,6 +37,7 @@ from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
 from ragsieve.tools.index.nearest import nearest_update
 from ragsieve.tools.index.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.windows import code_headers
 
 LAYOUT = "segments"
 MAX_SEGMENTS = 16
@@ -123,7 +124,8 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     new_rows = sorted(r for rows in layout.new_rows.values() for r in rows)
     view = SegmentView(prev_gen, prev["segments"], n_base)
     dim = view.vectors.shape[1]
-    fresh, cached = _embed(builder, [texts[r] for r in new_rows], dim)
+    headers = dict(zip(changed, code_headers(chunks_changed, [texts[r] for r in changed])))
+    fresh, cached = _embed(builder, [texts[r] for r in new_rows], dim, [headers[r] for r in new_rows])
     base_vectors = npy.load(prev_gen / SEGMENTS / prev["segments"][0] / "vectors.npy", mmap_mode="c")
     n = layout.n
     if n <= len(base_vectors):
@@ -175,7 +177,7 @@ def _lengths(view: SegmentView, rows: list[int]) -> int:
     return int(view.dl[np.asarray(rows, dtype=np.int64)].sum()) if rows else 0
 
 
-def _embed(builder, texts: list[str], dim: int) -> tuple[np.ndarray, int]:
+def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
     """Vectors of `texts` (the added chunks only), resumable through the index's embedding checkpoint."""
     from ragsieve.tools.errors import UsageError
     from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable
@@ -190,9 +192,11 @@ def _embed(builder, texts: list[str], dim: int) -> tuple[np.ndarray, int]:
     cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
     try:
         rows = list(range(len(texts)))
+        embed, local = builder._document_embed(texts, headers)  # long code chunks: mean of windows (windows.py)
         if getattr(builder, "ray", None) is not None:
-            builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(cache, texts, rows)
-        cached = embed_resumable(cache, texts, rows, out, lambda batch: builder._embedder_for().embed(batch),
+            builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
+                cache, texts, [r for r in rows if r not in local])
+        cached = embed_resumable(cache, texts, rows, out, embed,
                                  builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
     finally:
         cache.close()
