@@ -78,7 +78,8 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
         # odd k: the whole corpus file given again with one document edited (its N documents loaded and hashed)
         one_file = k % 2 == 0
         if one_file:
-            note.write_text(f"# Note\n\nThe release marker is m{k + 1}.\n", encoding="utf-8")
+            # unique per run: a note equal to the indexed one (a reused index) would publish nothing
+            note.write_text(f"# Note\n\nThe release marker is m{k + 1}-{time.time_ns()}.\n", encoding="utf-8")
         else:
             _corpus(corpus, n, edited=n // 2 if k % 4 == 1 else None)
         t0 = time.perf_counter()
