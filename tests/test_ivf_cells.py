@@ -108,13 +108,14 @@ def test_an_index_without_cells_gets_them_once_and_stays_readable(tmp_path, monk
     assert view.cells() is None
     monkeypatch.setattr(sparse, "APPROXIMATE_ABOVE", 40)
     _write(corpus, N, edits={9})
-    _build(tmp_path / "idx", [corpus])
+    report = _build(tmp_path / "idx", [corpus])
+    assert "index upgraded once: IVF cells stored" in report.summary()
     view, manifest = _view(tmp_path / "idx")
     assert manifest["io"]["compacted"] and manifest["io"]["ivf_cells_added"]
     assert view.cells() is not None and len(manifest["segments"]) == 1
     assert np.allclose(view.nearest()[0], _exact(view), atol=1e-6)  # entries carried (exact) + exact for d9
     _write(corpus, N, edits={9, 10})
-    _build(tmp_path / "idx", [corpus])
+    assert "upgraded" not in _build(tmp_path / "idx", [corpus]).summary()
     view, manifest = _view(tmp_path / "idx")
     assert "ivf_cells_added" not in manifest["io"] and not manifest["io"]["compacted"]
     hits, _, _, _ = _results(tmp_path / "idx", ["w1 edited"])
