@@ -12,9 +12,10 @@ whose nearest neighbour was removed:
   them are renamed.
 
 The result equals `nearest_neighbour_similarity` of the final vectors (the similarity, to float precision; the
-row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. Above
-`sparse.APPROXIMATE_ABOVE` rows the base's entries come from the IVF search (`ragsieve.tools.filters.ann`, lower
-bounds of the exact similarity); the entries this update writes are still exact against all rows.
+row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. This
+exact update serves indexes up to `sparse.APPROXIMATE_ABOVE` rows; above it the base's entries come from the IVF
+search (`ragsieve.tools.filters.ann`) and a change searches only inside the cells kept with the index
+(`ragsieve.tools.index.cells`, which shares `relocate`).
 """
 from __future__ import annotations
 
