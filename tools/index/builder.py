@@ -236,7 +236,8 @@ class IndexBuilder:
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
-                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse)
+                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse,
+                                                                   prev_gen if prev is not None else None)
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
                       "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
                       "excluded": excluded_counts(loaded.stats), **counts}
