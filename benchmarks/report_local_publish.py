@@ -34,14 +34,16 @@ def local_publish_section(folder: Path, command) -> list[str]:
             rows.append([size.get("chunks"), f"{_span(one)} ({len(one)})", size.get("publish_s_median_one_file"),
                          f"{_span(whole)} ({len(whole)})" if whole else "not run",
                          max((r.get("segment_bytes", 0) for r in runs), default=None),
-                         size.get("first_build_nearest_neighbours", "–"), _span(loads)])
+                         size.get("first_build_nearest_neighbours", "–"),
+                         size.get("change_nearest_neighbours", "exact against all rows"), _span(loads)])
         embed = data.get("own_embedding") or {}
         lines += [f"Command: {command(data)}; commit {str(data.get('commit'))[:10]}. Hash vectors (the encoder is not "
                   "what is measured); samples on a shared 2-core machine. The edited document's own embedding by "
                   f"{embed.get('encoder', '?')} MiniLM: {_f(min(embed.get('embed_s') or [None]), 4)} s warm "
                   f"(model load {_f(embed.get('load_s'), 1)} s, apart).", ""]
         lines += _table(["chunks", "one file: publish s (samples)", "median", "whole corpus again: s (samples)",
-                         "segment bytes (max)", "first build's NN pass", "load average (1 min)"], rows)
+                         "segment bytes (max)", "first build's NN pass", "a change's NN search",
+                         "load average (1 min)"], rows)
     ann = _read(folder / "sparse-ann.json")
     if ann is None:
         return lines + ["Approximate nearest-neighbour pass: not run (no benchmarks/results/sparse-ann.json).", ""]

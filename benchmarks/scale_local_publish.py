@@ -12,8 +12,10 @@ and store rows written by each publish come from the manifest (`io`). Timings ar
 records the load average when it ended. The document's own embedding by the default encoder (MiniLM, `onnx-int8` when
 ONNX Runtime is installed) is timed apart (`own_embedding`): the issue's target is "<= 2 s plus the document's own
 embedding". Above `sparse.APPROXIMATE_ABOVE` rows the first build's nearest-neighbour pass is the IVF search
-(`ragsieve.tools.filters.ann`); a one-document change is exact against all rows either way. An index reused with
-`--keep` that was written before the fingerprint could be updated in place gets one untimed migration publish first.
+(`ragsieve.tools.filters.ann`), whose centroids and cells the index keeps: a one-document change then searches only
+the cells it probes (`ragsieve.tools.index.cells`); below it a change is exact against all rows. An index reused with
+`--keep` that was written before the fingerprint could be updated in place, or before the IVF cells were kept, gets
+one untimed migration publish first (`migration_publish_s`).
 """
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
     from ragsieve.tools.filters.sparse import APPROXIMATE_ABOVE
 
     row: dict = {"chunks": n + 1, "runs": [],
-                 "first_build_nearest_neighbours": "ivf" if n + 1 > APPROXIMATE_ABOVE else "exact"}
+                 "first_build_nearest_neighbours": "ivf" if n + 1 > APPROXIMATE_ABOVE else "exact",
+                 "change_nearest_neighbours": "ivf: the probed cells kept with the index" if n + 1 > APPROXIMATE_ABOVE
+                 else "exact against all rows"}
     if not (folder / "index" / "CURRENT").is_file() or not keep:  # --keep reuses an index built before
         shutil.rmtree(folder, ignore_errors=True)
         corpus.parent.mkdir(parents=True)
@@ -56,7 +60,10 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
     else:
         row["reused_index"] = True
         live = folder / "index" / (folder / "index" / "CURRENT").read_text().strip() / "manifest.json"
-        if "corpus_fingerprint_kind" not in json.loads(live.read_text()):  # written by an older build: migrate once
+        manifest = json.loads(live.read_text())
+        base = live.parent / "segments" / manifest.get("segments", ["-"])[0]
+        no_cells = n + 1 > APPROXIMATE_ABOVE and not (base / "centroids.npy").is_file()
+        if "corpus_fingerprint_kind" not in manifest or no_cells:  # written by an older build: migrate once
             note.write_text("# Note\n\nThe release marker is migrated.\n", encoding="utf-8")
             t0 = time.perf_counter()
             IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([note])
@@ -71,7 +78,8 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
         # odd k: the whole corpus file given again with one document edited (its N documents loaded and hashed)
         one_file = k % 2 == 0
         if one_file:
-            note.write_text(f"# Note\n\nThe release marker is m{k + 1}.\n", encoding="utf-8")
+            # unique per run: a note equal to the indexed one (a reused index) would publish nothing
+            note.write_text(f"# Note\n\nThe release marker is m{k + 1}-{time.time_ns()}.\n", encoding="utf-8")
         else:
             _corpus(corpus, n, edited=n // 2 if k % 4 == 1 else None)
         t0 = time.perf_counter()

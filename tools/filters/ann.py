@@ -36,7 +36,7 @@ def kmeans(vectors: np.ndarray, k: int, iterations: int = 10, sample: int | None
     x = np.asarray(vectors[pick], dtype=np.float32)
     centroids = x[rng.choice(len(x), size=k, replace=False)].copy()
     for _ in range(iterations):
-        assign = _top(x, centroids, 1)[:, 0]
+        assign = top_cells(x, centroids, 1)[:, 0]
         sums = np.zeros_like(centroids)
         np.add.at(sums, assign, x)
         empty = np.bincount(assign, minlength=k) == 0
@@ -46,7 +46,7 @@ def kmeans(vectors: np.ndarray, k: int, iterations: int = 10, sample: int | None
     return centroids.astype(np.float32)
 
 
-def _top(x: np.ndarray, centroids: np.ndarray, p: int, block: int = 16384) -> np.ndarray:
+def top_cells(x: np.ndarray, centroids: np.ndarray, p: int, block: int = 16384) -> np.ndarray:
     """(len(x), p) indices of the p centroids with the largest inner product with each row, best first."""
     out = np.empty((len(x), p), dtype=np.int64)
     for start in range(0, len(x), block):
@@ -60,29 +60,45 @@ def _top(x: np.ndarray, centroids: np.ndarray, p: int, block: int = 16384) -> np
     return out
 
 
-def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe: int = 8, seed: int = 0,
-                           refine_share: float = 0.2, refine_probes: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """(similarity, row) of each row's nearest other row among the members of its `nprobe` nearest cells
+NPROBE = 8  # cells each row searches
+REFINE_SHARE = 0.2  # the lowest share of similarities searched again ...
+REFINE_PROBES = 32  # ... in this many cells
+
+
+def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe: int | None = None, seed: int = 0,
+                           refine_share: float | None = None,
+                           refine_probes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(similarity, row) of `ivf_partition`, without the cells."""
+    return ivf_partition(vectors, nlist, nprobe, seed, refine_share, refine_probes)[:2]
+
+
+def ivf_partition(vectors: np.ndarray, nlist: int | None = None, nprobe: int | None = None, seed: int = 0,
+                  refine_share: float | None = None, refine_probes: int | None = None):
+    """(similarity, row, centroids, cell): centroids (nlist, d) and each row's cell are what an index keeps so
+    that a later change searches only the cells it touches (`ragsieve.tools.index.cells`). (similarity, row) of each row's nearest other row among the members of its `nprobe` nearest cells
     (see the module docstring); -inf and -1 for a row that finds no other row there. The rows whose similarity
     is in the lowest `refine_share` (the candidates for the sparse subset, and the rows a partition misses most:
     their neighbours are far, often across a cell border) are searched again in their `refine_probes` nearest
     cells."""
+    nprobe = NPROBE if nprobe is None else nprobe
+    refine_share = REFINE_SHARE if refine_share is None else refine_share
+    refine_probes = REFINE_PROBES if refine_probes is None else refine_probes
     v = np.asarray(vectors, dtype=np.float32)
     n = len(v)
     sim = np.full(n, -np.inf, dtype=np.float32)
     row = np.full(n, -1, dtype=np.int64)
     if n < 2:
-        return sim, row
+        return sim, row, np.zeros((0, v.shape[1] if v.ndim == 2 else 0), dtype=np.float32), np.zeros(n, np.int32)
     nlist = min(n, nlist or default_nlist(n))
     centroids = kmeans(v, nlist, seed=seed)
-    probes = _top(v, centroids, max(1, min(nprobe, nlist)))  # probes[:, 0] is the row's own cell
+    probes = top_cells(v, centroids, max(1, min(nprobe, nlist)))  # probes[:, 0] is the row's own cell
     members = _groups(probes[:, 0], nlist)
     _search(v, np.arange(n), probes, members, sim, row)
     wide = min(refine_probes, nlist)
     if refine_share > 0 and wide > probes.shape[1]:
         low = np.flatnonzero(sim <= np.quantile(sim, refine_share))
-        _search(v, low, _top(v[low], centroids, wide), members, sim, row)
-    return sim, row
+        _search(v, low, top_cells(v[low], centroids, wide), members, sim, row)
+    return sim, row, centroids, probes[:, 0].astype(np.int32)
 
 
 def _search(v: np.ndarray, queries: np.ndarray, probes: np.ndarray, members: list[np.ndarray],

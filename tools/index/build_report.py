@@ -29,13 +29,15 @@ class BuildReport(BaseModel):
     seconds: float
     problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
     excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
+    upgraded: str = ""  # a one-time change of the index's format made by this build (said in the summary)
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
         return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
                 f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
                 f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
-                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else ""))
+                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else "")
+                + (f"; {self.upgraded}" if self.upgraded else ""))
 
 
 def indexed_text(chunk: Chunk, symbol_headers: bool = True, header_words: bool = False) -> str:

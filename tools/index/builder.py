@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 _version = package_version  # the name benchmarks import
 
 
+UPGRADED_CELLS = ("index upgraded once: IVF cells stored so that later changes search only the cells they touch "
+                  "(this build rewrote the base segment; docs/local-layout.md)")
+
+
 def default_encoder() -> str:
     """The encoder of a new index: `onnx-int8` (int8 weights on ONNX Runtime: within 0.005 nDCG@10 of `torch` on
     SciFact, SQuAD 2.0 and HotpotQA, 2.0-3.2x the chunks per CPU-second; issue 28, `scale_encoder_sets.json`) when ONNX
@@ -265,7 +269,8 @@ class IndexBuilder:
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
-                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse)
+                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse,
+                                                                   prev_gen if prev is not None else None)
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
                       "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
                       "excluded": excluded_counts(loaded.stats), **counts}
@@ -301,7 +306,8 @@ class IndexBuilder:
                            chunks_embedded=manifest["counts"]["embedded_this_run"],
                            embed_seconds=manifest["counts"]["embed_seconds"],
                            embed_inputs_cut=manifest["counts"]["inputs_cut"],
-                           sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start, **common)
+                           sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
+                           upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "", **common)
 
     def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
         """The manifest's record of the provider (carried over from the previous generation when nothing was

@@ -142,10 +142,25 @@ def scope_test(scopes):
     return lambda doc_id: doc_id in exact or doc_id.startswith(prefixes)
 
 
-def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool):
-    """(prev_docs, unchanged, kept, counts) from a listing of the previous generation's documents."""
+def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool, prev_gen=None):
+    """(prev_docs, unchanged, kept, counts) from a listing of the previous generation's documents. When the
+    chunking settings changed (`reuse` False, no `prev_store`) the previous generation `prev_gen` is still
+    listed so that documents indexed from other paths are refused, not silently dropped."""
     prev_docs = prev_store.documents() if prev_store else {}
     new_hashes = {d.doc_id: d.content_hash for d in docs}
+    if not reuse and not sync and prev_store is None and prev_gen is not None:
+        from ragsieve.tools.index.store import ChunkStore
+
+        listing = ChunkStore(prev_gen / "chunks.sqlite", read_only=True)
+        try:
+            before = listing.documents()
+        finally:
+            listing.close()
+        scoped = scope_test(scopes)
+        if any(i not in new_hashes and i not in (remove or set()) and not scoped(i) for i in before):
+            others = sum(1 for i in before if i not in new_hashes and not scoped(i))
+            raise UsageError(f"{others} documents indexed before are not in these paths and the chunking "
+                             f"settings changed: index them again too, or pass --sync to keep only these paths")
     unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
     gone = [i for i in prev_docs if i not in new_hashes]
     # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)

@@ -167,7 +167,7 @@ def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings,
     extra = {"layout": LAYOUT, "store": part["store"], "segments": part["segments"],
              "bm25_total_len": part["total_len"],
              "io": {"segment_bytes": part["bytes_written"], "store_rows_written": part["store_rows_written"],
-                    "compacted": part["compacted"]}}
+                    "compacted": part["compacted"], **({"ivf_cells_added": True} if part["cells_added"] else {})}}
     fingerprint = plan.fingerprint(prev["corpus_fingerprint"]) if plan is not None else fingerprint_of(hashes)
     return _finish(builder, gen, prev_gen, settings, fingerprint, int(part["vectors"].shape[1]), counts,
                    {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)

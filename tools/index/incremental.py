@@ -33,7 +33,9 @@ from ragsieve.tools.index import npy
 from ragsieve.tools.index.bm25 import tokenize
 from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.layout import plan_rows
+from ragsieve.tools.filters import sparse as sparse_filter
 from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
+from ragsieve.tools.index.cells import carry_cells, cells_for, nearest_update_cells
 from ragsieve.tools.index.nearest import nearest_update
 from ragsieve.tools.index.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.store import ChunkStore
@@ -81,12 +83,18 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
     BM25 tokens and vector."""
     n = len(vectors)
     vocab, indptr, docs, tf, dl = postings_of(tokens)
-    sim, row = nearest_neighbours(vectors) if nn is None else nn
+    centroids = cell = None
+    if nn is None and n > sparse_filter.APPROXIMATE_ABOVE:  # IVF: its cells are kept for later changes
+        from ragsieve.tools.filters.ann import ivf_partition
+
+        sim, row, centroids, cell = ivf_partition(vectors)
+    else:
+        sim, row = nearest_neighbours(vectors) if nn is None else nn
     padded = np.zeros((capacity(n), vectors.shape[1]), dtype=np.float32)
     padded[:n] = vectors
     name = f"seg-{generation_number(gen)}"
     written = write_segment(gen / SEGMENTS / name, np.arange(n), padded, dl, (vocab, indptr, docs, tf),
-                            np.arange(n), sim, row)
+                            np.arange(n), sim, row, cell, centroids)
     return {"segments": [name], "total_len": int(dl.sum()), "bytes_written": written}
 
 
@@ -143,7 +151,15 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     if new_rows:
         vectors[new_rows] = fresh
     old_sim, old_row = view.nearest()
-    sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
+    cells, upgraded = view.cells(), False
+    if cells is None and n > sparse_filter.APPROXIMATE_ABOVE:  # written before cells were kept: once, then compact
+        cells, upgraded = cells_for(view.vectors), True
+    cell = None if cells is None else carry_cells(cells[1], n, n_base, layout.moved, new_rows, vectors, cells[0])
+    if cells is not None and n > sparse_filter.APPROXIMATE_ABOVE:
+        sim, row, touched = nearest_update_cells(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows,
+                                                 cells[0], cell)
+    else:  # exact against all rows
+        sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
     kinds = {r: c.kind for r, c in zip(changed, chunks_changed)}  # compound words: code chunks only
     tokens = [tokenize(texts[r], builder.bm25_proto.stem, builder.bm25_proto.identifiers,
                        builder.bm25_proto.compounds and kinds[r] == "code") for r in changed]
@@ -151,11 +167,12 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     name = f"seg-{g}"
     link_segments(prev_gen, gen, prev["segments"])
     written = write_segment(gen / SEGMENTS / name, changed, vectors[changed] if changed else np.zeros((0, dim)),
-                            dl, (vocab, indptr, docs, tf), touched, sim[touched], row[touched])
+                            dl, (vocab, indptr, docs, tf), touched, sim[touched], row[touched],
+                            None if cell is None else cell[changed])
     segments = list(prev["segments"]) + [name]
-    total_len = int(prev["bm25_total_len"]) + int(dl.sum()) - _lengths(view, freed + list(layout.moved))
+    total_len = int(prev["bm25_total_len"]) + int(dl.sum()) - view.dl_of(freed + list(layout.moved))
     delta_rows = sum(int((np.asarray(s.rows) < n).sum()) for s in view.segments[1:]) + len(changed)
-    compacted = len(segments) > MAX_SEGMENTS or delta_rows > DELTA_SHARE * n or n > len(base_vectors)
+    compacted = len(segments) > MAX_SEGMENTS or delta_rows > DELTA_SHARE * n or n > len(base_vectors) or upgraded
     if compacted:
         whole = SegmentView(gen, segments, n)
         (vocab, indptr, docs, tf), _, dl_all = whole.merged_postings()
@@ -164,17 +181,13 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         shutil.rmtree(gen / SEGMENTS)
         name = f"seg-{g}"
         written = write_segment(gen / SEGMENTS / name, np.arange(n), padded, dl_all, (vocab, indptr, docs, tf),
-                                np.arange(n), sim, row)
+                                np.arange(n), sim, row, cell, None if cells is None else cells[0])
         segments, total_len = [name], int(dl_all.sum())
     return {"layout": layout, "vectors": vectors, "segments": segments, "total_len": total_len,
             "store": prev["store"], "bytes_written": written, "store_rows_written": rows_written,
-            "compacted": compacted, "embedded": len(new_rows), "from_cache": cached,
+            "compacted": compacted, "cells_added": upgraded, "embedded": len(new_rows), "from_cache": cached,
             "sparse": sparse_subset(sim, builder.sparse_percentile), "keys_gone": old_texts,
             "keys_new": [texts[r] for r in new_rows]}
-
-
-def _lengths(view: SegmentView, rows: list[int]) -> int:
-    return int(view.dl[np.asarray(rows, dtype=np.int64)].sum()) if rows else 0
 
 
 def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:

@@ -12,9 +12,10 @@ whose nearest neighbour was removed:
   them are renamed.
 
 The result equals `nearest_neighbour_similarity` of the final vectors (the similarity, to float precision; the
-row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. Above
-`sparse.APPROXIMATE_ABOVE` rows the base's entries come from the IVF search (`ragsieve.tools.filters.ann`, lower
-bounds of the exact similarity); the entries this update writes are still exact against all rows.
+row may differ on exact ties), so the sparse rows and the percentile cut-off are those of a full rebuild. This
+exact update serves indexes up to `sparse.APPROXIMATE_ABOVE` rows; above it the base's entries come from the IVF
+search (`ragsieve.tools.filters.ann`) and a change searches only inside the cells kept with the index
+(`ragsieve.tools.index.cells`, which shares `relocate`).
 """
 from __future__ import annotations
 
@@ -32,19 +33,7 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     (length n_base); `freed`: base rows whose chunk is gone; `moved`: kept chunk old row -> new row;
     `new_rows`: rows of added chunks. Returns (sim, row, touched): touched = rows whose entry differs."""
     n = len(vectors)
-    where = np.arange(n_base, dtype=np.int64)  # base row -> its row now (-1: gone)
-    where[np.asarray(sorted(set(freed)), dtype=np.int64)] = -1
-    for old, new in moved.items():
-        where[old] = new
-    sim = np.full(n, -np.inf, dtype=np.float32)
-    row = np.full(n, -1, dtype=np.int64)
-    kept = np.flatnonzero(where >= 0)
-    sim[where[kept]] = np.asarray(old_sim)[kept]
-    target = np.asarray(old_row)[kept]
-    row[where[kept]] = np.where(target >= 0, where[np.clip(target, 0, None)], -1)
-    touched = set(moved.values())
-    renamed = where[kept][(target >= 0) & (where[np.clip(target, 0, None)] != target)]
-    touched.update(renamed.tolist())
+    sim, row, touched = relocate(old_sim, old_row, n, n_base, freed, moved)
     added = np.asarray(sorted(new_rows), dtype=np.int64)
     stale = np.flatnonzero(row < 0)  # kept rows whose neighbour is gone (and the added rows, not yet set)
     v = np.asarray(vectors, dtype=np.float32)
@@ -73,3 +62,24 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
         sim[:], row[:] = -np.inf, -1
     return sim, row, np.asarray(sorted(r for r in touched if r < n), dtype=np.int64)
 
+
+
+def relocate(old_sim: np.ndarray, old_row: np.ndarray, n: int, n_base: int, freed: list[int],
+             moved: dict[int, int]) -> tuple[np.ndarray, np.ndarray, set[int]]:
+    """The base generation's entries carried to the new rows (length n): gone rows and entries naming a gone row
+    are (-inf, -1); moved rows take their entries along and entries naming them are renamed. Returns
+    (sim, row, touched rows so far)."""
+    where = np.arange(n_base, dtype=np.int64)  # base row -> its row now (-1: gone)
+    where[np.asarray(sorted(set(freed)), dtype=np.int64)] = -1
+    for old, new in moved.items():
+        where[old] = new
+    sim = np.full(n, -np.inf, dtype=np.float32)
+    row = np.full(n, -1, dtype=np.int64)
+    kept = np.flatnonzero(where >= 0)
+    sim[where[kept]] = np.asarray(old_sim)[kept]
+    target = np.asarray(old_row)[kept]
+    row[where[kept]] = np.where(target >= 0, where[np.clip(target, 0, None)], -1)
+    touched = set(moved.values())
+    renamed = where[kept][(target >= 0) & (where[np.clip(target, 0, None)] != target)]
+    touched.update(renamed.tolist())
+    return sim, row, touched

@@ -7,6 +7,8 @@ A segment is an immutable folder `segments/seg-<id>/` that sets the content of s
     dl.npy          their BM25 document lengths (tokens)
     vocab.json      its terms; indptr.npy / docs.npy / tf.npy: term -> (local doc, term frequency) postings
     nn_rows.npy, nn_sim.npy, nn_row.npy   nearest-neighbour overrides (`ragsieve.tools.index.nearest`)
+    cell.npy        optional: the IVF cell of each row it sets; the base then also holds centroids.npy
+                    (`ragsieve.tools.index.cells`; absent in indexes written before, and below the IVF size)
 
 A generation lists its segments in order (`manifest["segments"]`); each is a set of hard links to the files of
 the generation that wrote it, so a new generation writes only its own small segment and links the others
@@ -28,6 +30,7 @@ from ragsieve.tools.index import npy
 
 SEGMENTS = "segments"
 _ARRAYS = ("rows", "vectors", "dl", "indptr", "docs", "tf", "nn_rows", "nn_sim", "nn_row")
+_OPTIONAL = ("cell", "centroids")
 
 
 @dataclass
@@ -44,6 +47,8 @@ class Segment:
     nn_rows: np.ndarray
     nn_sim: np.ndarray
     nn_row: np.ndarray
+    cell: np.ndarray | None = None
+    centroids: np.ndarray | None = None
     _term_ids: dict | None = None
 
     def term_id(self, term: str) -> int | None:
@@ -82,14 +87,20 @@ def _csr(vocab: list[str], terms: np.ndarray, docs: np.ndarray, tf: np.ndarray):
     return vocab, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32)
 
 
-def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn_row) -> int:
-    """Write one segment folder; `postings` = (vocab, indptr, docs, tf). Returns the bytes written."""
+def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn_row, cell=None,
+                  centroids=None) -> int:
+    """Write one segment folder; `postings` = (vocab, indptr, docs, tf); `cell`: the IVF cell of each of
+    `rows` (and, in a base, the `centroids`), or None. Returns the bytes written."""
     folder.mkdir(parents=True)
     vocab, indptr, docs, tf = postings
     arrays = {"rows": np.asarray(rows, dtype=np.int64), "vectors": np.asarray(vectors, dtype=np.float32),
               "dl": np.asarray(dl, dtype=np.int32), "indptr": indptr, "docs": docs, "tf": tf,
               "nn_rows": np.asarray(nn_rows, dtype=np.int64), "nn_sim": np.asarray(nn_sim, dtype=np.float32),
               "nn_row": np.asarray(nn_row, dtype=np.int64)}
+    if cell is not None:
+        arrays["cell"] = np.asarray(cell, dtype=np.int32)
+    if centroids is not None:
+        arrays["centroids"] = np.asarray(centroids, dtype=np.float32)
     for name, arr in arrays.items():
         np.save(folder / f"{name}.npy", arr)
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
@@ -98,6 +109,9 @@ def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn
 
 def read_segment(folder: Path) -> Segment:
     arrays = {name: npy.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    for name in _OPTIONAL:
+        if (folder / f"{name}.npy").is_file():
+            arrays[name] = npy.load(folder / f"{name}.npy", mmap_mode="r")
     return Segment(name=folder.name, vocab=json.loads((folder / "vocab.json").read_text(encoding="utf-8")), **arrays)
 
 
@@ -152,6 +166,25 @@ class SegmentView:
             base[np.asarray(b.rows)[keep]] = np.asarray(b.dl)[keep]
             self._dl = self._overlay(base, lambda s: (s.rows, s.dl))
         return self._dl
+
+    def dl_of(self, rows) -> int:
+        """Sum of the BM25 lengths of `rows`, each read from the segment that owns it (O(len(rows)))."""
+        total = 0
+        for r in rows:
+            seg = self.segments[int(self.owner[r])]
+            total += int(seg.dl[int(np.searchsorted(seg.rows, r))])
+        return total
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(centroids, cell of every row) when every segment records cells (`ragsieve.tools.index.cells`),
+        else None (an index written before, or one below the IVF size)."""
+        b = self.segments[0]
+        if b.centroids is None or any(s.cell is None for s in self.segments):
+            return None
+        cell = np.full(self.n, -1, dtype=np.int32)
+        keep = np.asarray(b.rows) < self.n
+        cell[np.asarray(b.rows)[keep]] = np.asarray(b.cell)[keep]
+        return np.asarray(b.centroids), self._overlay(cell, lambda s: (s.rows, s.cell))
 
     def nearest(self) -> tuple[np.ndarray, np.ndarray]:
         """(nearest-neighbour similarity, nearest row) of every row."""
