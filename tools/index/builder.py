@@ -98,6 +98,7 @@ class IndexBuilder:
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
         self.header_words = symbol_headers  # code headers spell their names in words (`build_report.indexed_text`)
+        self._record_header_words = True  # False: the previous generation predates the setting (kept off)
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one
         self.long_code = None if long_code is None else LongCode.parse(long_code)
@@ -127,7 +128,7 @@ class IndexBuilder:
                              "index_titles": self.index_titles,
                              "code": "cast-1" if self.chunker.syntax else "lines",
                              "symbol_headers": self.symbol_headers,
-                             "header_words": self.header_words,
+                             **({"header_words": self.header_words} if self._record_header_words else {}),
                              **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
                              # torch and onnx agree to float precision (one embedding space); int8 does not
                              "precision": "int8" if self.encoder == "onnx-int8" else "fp32"}
@@ -255,6 +256,10 @@ class IndexBuilder:
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
         self._resolve_long_code(prev)
+        # an index built before code headers spelled their names in words keeps its text (a new one spells them)
+        recorded = None if prev is None else prev["settings"]["chunking"]
+        self.header_words = self.symbol_headers and (recorded is None or bool(recorded.get("header_words")))
+        self._record_header_words = recorded is None or "header_words" in recorded  # the same settings dict
         settings = self._settings()
         why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model,
                                                  known_dimension(self._embedder))
