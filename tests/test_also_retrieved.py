@@ -63,24 +63,3 @@ def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_no
     assert "best answer so far: closest passages" in state.stopped and len(script.kinds) == 1
     assert state.answer.startswith(STOPPED) and CLOSEST_INTRO in state.answer
     assert state.citations and all(f"[{c.number}]" in state.answer for c in state.citations if c.cited)
-
-
-def test_a_deadline_spent_before_retrieval_still_lists_the_closest_passages():
-    # a question whose deadline ran out before the first step (a queued or starved request) used to end
-    # with an empty reply and no sources; retrieval needs no LLM call, so the stop searches once
-    from loop_fakes import CHAIN, Script, make_deps, run
-
-    from ragsieve.agent.also_retrieved import STOPPED
-    from ragsieve.agent.llm.budget import QuestionBudget
-
-    now = [0.0]
-    budget = QuestionBudget(deadline_s=5.0, clock=lambda: now[0])
-    now[0] = 6.0  # the deadline passed before the plan started
-    script = Script(answer="Alpha rotates daily [1].", validate=False)
-    deps = make_deps(CHAIN, FakeChat(default=script))
-    deps.llm = LLM(deps.llm.chat, budget=budget)
-    state = run(deps, "Where was the alpha project leader born?")
-    assert script.kinds == [] and "at step 'retrieve'" in state.stopped
-    assert "best answer so far: closest passages" in state.stopped
-    assert state.answer.startswith(STOPPED) and state.citations
-    assert len(deps.retriever.calls) == 1 and state.citations[0].chunk_id == "a#0"  # the best word overlap

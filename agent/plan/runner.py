@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from ragsieve.agent.config import Config, PlanSpec
-from ragsieve.agent.errors import BudgetExceeded, RagsieveError, UsageError
+from ragsieve.agent.errors import BudgetExceeded, UsageError
 from ragsieve.agent.plan.state import RunState, TraceEvent
 
 log = logging.getLogger(__name__)
@@ -174,10 +174,11 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
         state.answer = state.draft
         state.citations = [c.model_copy() for c in state.draft_citations]
         best = "last draft"
-    elif state.answer is None and (hits := _retrieved_so_far(state, deps)):  # never empty-handed
+    elif state.answer is None and (state.context or state.pool):  # never empty-handed: what was retrieved
         from ragsieve.agent.also_retrieved import STOPPED, with_also_retrieved
         from ragsieve.agent.answering import abstention_answer
 
+        hits = state.context or sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
         listed = deps.config.abstention.passages
         state.answer, state.citations = with_also_retrieved(
             *abstention_answer(hits, max(1, listed), head=STOPPED), hits, deps.config.abstention.also_retrieved)
@@ -186,19 +187,6 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
         best = "answer" if state.answer is not None else "none"
     state.stopped = f"budget: {reason} (at step {at!r}; best answer so far: {best})"
     state.trace.append(TraceEvent(step=at, outcome="stopped", summary={"reason": reason, "best_answer": best}))
-
-
-def _retrieved_so_far(state: RunState, deps: Deps) -> list:
-    """The context, else the pool (best first), else, when the budget ran out before retrieval ended, one
-    first-stage search (no LLM call, so no budget: the reply still lists the closest passages)."""
-    if state.context or state.pool:
-        return state.context or sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
-    if deps.retriever is None:
-        return []
-    try:
-        return list(deps.retriever.run(state.question, top_k=deps.config.retrieval.top_k))
-    except RagsieveError:  # a failing index leaves the stop as it was: no passages to list
-        return []
 
 
 def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:
