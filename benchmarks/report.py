@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_headline import headline_section  # noqa: E402
 from report_local_publish import local_publish_section  # noqa: E402
-from report_sections import (gmm_section, pipeline_section, scale_section, service_section,  # noqa: E402
-                             sources_section)
+from report_sections import gmm_section, pipeline_section, scale_section, service_section  # noqa: E402
+from report_sources import sources_section  # noqa: E402
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [

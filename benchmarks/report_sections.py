@@ -133,36 +133,6 @@ def _live_rows(path: Path, data: dict, command) -> list[str]:
                            "p95 idle", "p50 during uploads", "p95 during uploads"], rows)
 
 
-def sources_section(folder: Path, load, command, machine) -> list[str]:
-    lines = ["## Sources: code search and a website crawl (sources*.json)", "",
-             "Code: queries are the first docstring sentence of public stdlib functions, the code indexed with "
-             "docstrings blanked; a hit is a chunk of the gold file overlapping the function. Website: the "
-             "Python 3.11 documentation (Debian python3.11-doc) served on loopback and crawled; boilerplate = "
-             "lines of the whole page that are not in its div.body.", ""]
-    files = _load(folder, load, "sources*.json", lines)
-    for path, data in _readable(files, lines):
-        lines += [f"Command: {command(data)}; {machine(data)}; load average "
-                  f"{_f((data.get('load_average_at_start') or [None])[0], 2)}.", ""]
-        code = data.get("code") or {}
-        rows = [[name, c.get("n"), c.get("recall@1"), c.get("recall@5"), c.get("recall@10"), c.get("mrr"),
-                 c.get("chunks"), c.get("gold_split_share")] for name, c in (code.get("configs") or {}).items()]
-        lines += [f"Code search on {len(code.get('modules') or [])} stdlib modules, {code.get('queries')} queries:",
-                  ""]
-        lines += _table(["chunking", "n", "R@1", "R@5", "R@10", "MRR", "chunks", "gold functions split"], rows)
-        web = data.get("web") or {}
-        if web.get("skipped"):
-            lines += [f"Website: not run ({web['skipped']}).", ""]
-        elif web:
-            r = web.get("retrieval_by_page") or {}
-            lines += _table(["pages crawled", "pages/s", "chunks/page", "chunks with #anchor", "boilerplate removed",
-                             "main text kept", "questions", "page R@1", "page R@5", "page R@10", "MRR"],
-                            [[web.get("pages_crawled"), web.get("pages_per_s"), web.get("chunks_per_page"),
-                              web.get("chunks_with_anchor_share"), web.get("boilerplate_removed_share"),
-                              web.get("main_kept_share"), r.get("n"), r.get("recall@1"), r.get("recall@5"),
-                              r.get("recall@10"), r.get("mrr")]])
-    return lines
-
-
 def scale_section(folder: Path, load, command, machine) -> list[str]:
     lines = ["## Scale: backends, encoders, synthetic corpora (scale*.json)", ""]
     files = _load(folder, load, "scale*.json", lines)
