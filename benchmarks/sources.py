@@ -174,10 +174,11 @@ def readme_check(work: Path, embedder) -> dict:
 
 
 def prewarm(index, queries: list[str]) -> None:
-    """Embed the benchmark's queries in batches up front and serve them to `embed_query` (the same model and
-    vectors, up to batching's float noise), so a run on a busy machine costs minutes, not one model call per query."""
-    queries = list(dict.fromkeys(queries))
-    vectors = dict(zip(queries, index.embed(queries)))
+    """Embed each of the benchmark's queries once, alone, as a user's question is embedded, and serve the vector to
+    `embed_query` whenever the benchmark asks that query again. Alone, not in batches: the int8 encoder quantises
+    activations per batch, so a batched vector is not the one a user's query gets (on the code set, batching moved
+    R@5 from 0.6976 to 0.6939)."""
+    vectors = {q: index.embed([q])[0] for q in dict.fromkeys(queries)}
     original = index.embed_query
     index.embed_query = lambda text: vectors[text].copy() if text in vectors else original(text)
 
