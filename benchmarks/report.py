@@ -99,7 +99,8 @@ def scifact_section(folder: Path) -> list[str]:
         for method, fig in (data.get("methods") or {}).items():
             if isinstance(fig, dict) and is_scifact(data):
                 rows.append([f"ours: {method} ({path.name})", fig.get("ndcg@10"), fig.get("recall@100"),
-                             fig.get("latency_ms_p50"), command(data), machine(data)])
+                             fig.get("latency_ms_p50"), f"{command(data)} at {str(data.get('commit') or 'no commit')[:7]}",
+                             machine(data)])
     for path, data, error in evals:
         if data is None or not is_scifact(data):
             continue

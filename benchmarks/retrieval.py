@@ -143,13 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_scifact.json")
     ap.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-bench")
     ap.add_argument("--limit-queries", type=int, default=None)
-    ap.add_argument("--chunk-tokens", type=int, default=512)
+    ap.add_argument("--chunk-tokens", type=int, default=None, help="default: what `ragsieve index` uses")
     ap.add_argument("--depth", type=int, default=200, help="chunk rows retrieved per query by single retrievers")
     ap.add_argument("--skip-rank-bm25", action="store_true")
     ap.add_argument("--tune-on", default=None, metavar="SPLIT",
                     help="grid-search the fusion settings on this split (e.g. train), report the best on --split")
     args = ap.parse_args(argv)
 
+    load_at_start = os.getloadavg()
+    if args.chunk_tokens is None:
+        import inspect
+
+        args.chunk_tokens = inspect.signature(IndexBuilder).parameters["chunk_tokens"].default
     corpus = args.data / "corpus.jsonl.gz"
     if not corpus.is_file():
         corpus = args.data / "corpus.jsonl"
@@ -200,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         if before.get("dir") == str(index_dir) and before.get("build", {}).get("generation") == report.generation:
             build = before["build"]
     out = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "commit": _commit(),
+        "load_average_at_start": load_at_start,
         "dataset": str(args.data), "split": args.split, "queries": len(queries),
         "index": {"dir": str(index_dir), "chunks": n, "documents": idx.manifest["counts"]["documents"],
                   "chunk_tokens": args.chunk_tokens, "build": build, "build_this_run": report.summary(),
