@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     trials = inproc["trials"] + cli["trials"]
     result = {
         "command": " ".join(["benchmarks/reliability.py"] + (argv if argv is not None else sys.argv[1:])),
+        "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip(),
+        "load_average_at_start": os.getloadavg(),
         "cases": cases, "concurrent_inprocess": inproc, "concurrent_cli": cli, "control_without_lock": control,
         "concurrency_trials": trials, "concurrency_failures": inproc["failures"] + cli["failures"],
         "target": "0 failures in >= 100 concurrent build/read trials",

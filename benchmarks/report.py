@@ -99,7 +99,7 @@ def scifact_section(folder: Path) -> list[str]:
         for method, fig in (data.get("methods") or {}).items():
             if isinstance(fig, dict) and is_scifact(data):
                 rows.append([f"ours: {method} ({path.name})", fig.get("ndcg@10"), fig.get("recall@100"),
-                             fig.get("latency_ms_p50"), f"{command(data)} at {str(data.get('commit') or 'no commit')[:7]}",
+                             fig.get("latency_ms_p50"), f"{command(data)} " + (f"at {str(data['commit'])[:7]}" if data.get("commit") else "(no commit recorded)"),
                              machine(data)])
     for path, data, error in evals:
         if data is None or not is_scifact(data):

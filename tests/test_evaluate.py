@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,12 @@ def test_eval_two_plans_resume_and_outputs(dataset, tmp_path):
             assert row["context_tokens"] > 0
     assert results["command"] == "ragsieve eval tiny" and results["dataset"]["unanswerable"] == 1
     assert results["index"]["corpus_fingerprint"] and results["versions"]["numpy"]
+    head = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    if head:  # a checkout (CI's clean clone is one): the result names the code that produced it
+        assert results["commit"].split("+")[0] == head
+    else:  # pragma: no cover - an installed wheel
+        assert results["commit"] is None
     report = (out / "report.md").read_text()
     assert "| fast_copy |" in report and "context nDCG@10" in report and "Where the plans differ" in report
     for png in ("metric_per_plan.png", "cost_vs_quality.png"):
@@ -236,7 +243,7 @@ def test_benchmark_report_names_commands_and_says_not_run(tmp_path):
                            "answers": {"f1": 0.75}, "cost": {"calls": 1.0, "wall_p50_s": 2.0}}}}))
     text = report.render(tmp_path)
     assert "| BM25, Elasticsearch multifield | 0.665 |" in text and "| BM25, Pyserini flat index | 0.679 |" in text
-    assert "| ours: bm25s (retrieval_scifact.json) | 0.654 | 0.900 | 0.700 | `python benchmarks/retrieval.py` | Linux-x, 2 cpus" in text
+    assert "| ours: bm25s (retrieval_scifact.json) | 0.654 | 0.900 | 0.700 | `python benchmarks/retrieval.py` (no commit recorded) | Linux-x, 2 cpus" in text
     assert "### hotpotqa (agentic.json)" in text
     assert "| fast | 1.000 | 0.250 | `python benchmarks/agentic.py --limit 5` | 2 cpus, Python 3.11.9 |" in text
     assert "9.000" not in text  # per-question rows are not figures

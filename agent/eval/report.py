@@ -46,6 +46,24 @@ def machine_info() -> dict[str, Any]:
             "cpus": os.cpu_count(), "python": platform.python_version()}
 
 
+def source_commit() -> str | None:
+    """The git commit of the ragsieve source tree this runs from (a checkout or an editable install; "+dirty"
+    when it has uncommitted changes), None for an installed wheel: a result names the code that produced it."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for name in VERSIONED:
@@ -91,7 +109,8 @@ def assemble_results(*, command: str, started: float, dataset: dict[str, Any], s
                      plans: list[str]) -> dict[str, Any]:
     """The results.json document: every figure, the config, versions, machine and dataset fingerprint."""
     return {
-        "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "command": command, "commit": source_commit(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "elapsed_s": round(time.time() - started, 3), "machine": machine_info(), "versions": versions(),
         "dataset": dataset, "settings": {**settings, "context_tokens_by": "ragsieve.tools.ingest.chunking.count_tokens"},
         "index": {k: manifest.get(k) for k in ("generation", "embedding", "chunk_tokens", "bm25", "faiss", "counts",
