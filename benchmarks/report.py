@@ -88,6 +88,11 @@ def is_scifact(data: dict[str, Any]) -> bool:
     return "scifact" in where.lower()
 
 
+def command_at(data: dict[str, Any]) -> str:
+    """The command and the commit it ran at (or that none was recorded)."""
+    return f"{command(data)} " + (f"at {str(data['commit'])[:7]}" if data.get("commit") else "(no commit recorded)")
+
+
 def scifact_section(folder: Path) -> list[str]:
     lines = ["## SciFact (BEIR test) nDCG@10 beside the published baselines", ""]
     rows: list[list[Any]] = [[name, score, "–", "–", source, "published"] for name, score, source in PUBLISHED]
@@ -99,7 +104,7 @@ def scifact_section(folder: Path) -> list[str]:
         for method, fig in (data.get("methods") or {}).items():
             if isinstance(fig, dict) and is_scifact(data):
                 rows.append([f"ours: {method} ({path.name})", fig.get("ndcg@10"), fig.get("recall@100"),
-                             fig.get("latency_ms_p50"), f"{command(data)} " + (f"at {str(data['commit'])[:7]}" if data.get("commit") else "(no commit recorded)"),
+                             fig.get("latency_ms_p50"), command_at(data),
                              machine(data)])
     for path, data, error in evals:
         if data is None or not is_scifact(data):
@@ -109,7 +114,9 @@ def scifact_section(folder: Path) -> list[str]:
             ms = s.get("cost", {}).get("wall_p50_s")
             rows.append([f"ours: hybrid first stage via `ragsieve eval`, {plan} ({path.name}; latency end to end, "
                          "with query embedding)", r.get("fs_ndcg@10"),
-                         r.get("fs_recall@100"), ms * 1000 if ms is not None else None, command(data), machine(data)])
+                         r.get("fs_recall@100"), ms * 1000 if ms is not None else None,
+                         command_at(data),
+                         machine(data)])
     lines += table(["system", "nDCG@10", "Recall@100", "latency p50 (ms)", "command / source", "machine"], rows)
     if not retrieval and not any(d is not None and is_scifact(d) for _, d, _ in evals):
         lines += ["Our SciFact numbers: not run (no benchmarks/results/retrieval*.json or SciFact eval*.json).", ""]
