@@ -21,16 +21,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_headline import headline_section  # noqa: E402
+from report_headline import PUBLISHED, headline_section  # noqa: E402
 from report_local_publish import local_publish_section  # noqa: E402
 from report_sections import gmm_section, pipeline_section, scale_section, service_section  # noqa: E402
 from report_sources import sources_section  # noqa: E402
 
-# Published SciFact (BEIR test split) nDCG@10 baselines.
-PUBLISHED = [
-    ("BM25, Elasticsearch multifield", 0.665, "BEIR paper (Thakur et al. 2021, Table 2)"),
-    ("BM25, Pyserini flat index", 0.679, "Pyserini BEIR regressions"),
-]
 SKIP = {"filter", "machine", "versions", "config", "rows", "index", "command", "settings", "dataset", "llm", "per_question",
         "plots", "started", "elapsed_s", "questions_worse_both_gold@5", "questions_better_both_gold@5"}
 
