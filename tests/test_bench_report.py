@@ -227,3 +227,18 @@ def test_sources_section_renders_each_part_with_its_own_run_header(tmp_path):
     assert "| web | 60 | 60 | 59 | 21 | 35 | 1 |" in text
     assert "at commit abc1234" in text and "at commit fff0000" in text and "load average 0.50" in text
     assert "9.90" not in text and "No-op re-crawl" not in text  # no web part: nothing rendered for it
+
+
+def test_headline_shows_scifact_retrieval_beside_the_baselines_only_from_a_file_with_a_commit(tmp_path):
+    import report
+    from report_headline import retrieval_lines
+
+    data = {"command": "python benchmarks/retrieval.py", "queries": 300, "load_average_at_start": [1.0, 1.0, 1.0],
+            "methods": {"hybrid_weighted": {"ndcg@10": 0.7234}, "hybrid_rrf": {"ndcg@10": 0.7145},
+                        "bm25s": {"ndcg@10": 0.6827}, "dense": {"ndcg@10": 0.6432}}}
+    (tmp_path / "retrieval_scifact.json").write_text(json.dumps(data), encoding="utf-8")
+    assert "not run with the current code" in "\n".join(retrieval_lines(tmp_path, report.load, report.command))
+    (tmp_path / "retrieval_scifact.json").write_text(json.dumps({**data, "commit": "abcdef1234567"}), encoding="utf-8")
+    text = "\n".join(retrieval_lines(tmp_path, report.load, report.command))
+    assert "hybrid weighted (default) 0.723, RRF 0.715, BM25 0.683, dense 0.643" in text
+    assert "Pyserini flat index 0.679" in text and "`retrieval_scifact.json` at abcdef123456" in text
