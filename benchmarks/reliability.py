@@ -6,7 +6,9 @@ Three parts, all on real files and real processes:
 - cases: the issue's hostile cases, as the pytest files that encode them (walk faults,
   index concurrency and damage, LLM faults on a loopback stub), counted tried/passed;
 - concurrent build/read trials in one process: two builder threads rebuild one index
-  with changing content (`--builds` in all) while a reader thread re-opens it in a
+  with changing content (`--builds` in all; each build syncs the index to its own two-file
+  folder, so every complete generation holds exactly two chunks: a build adds to an index
+  by default, and a reader counting chunks would otherwise see earlier folders kept) while a reader thread re-opens it in a
   loop; every build and every open is a trial, every exception a failure;
 - control (`--control-builds N`): the same in-process trials with the write lock
   patched out, to show that the trials do detect what the lock prevents;
@@ -100,7 +102,7 @@ def _inprocess(work: Path, builds: int, IndexBuilder, HybridIndex, Embedder) -> 
         for i in range(builds // 2):
             try:
                 IndexBuilder(root, embedder=embedder, progress=False, lock_wait_s=120).build(
-                    [corpus(work / f"c{offset}-{i}", offset * 1000 + i)])
+                    [corpus(work / f"c{offset}-{i}", offset * 1000 + i)], sync=True)  # the index = this corpus
                 with lock:
                     counts["builds"] += 1
             except BaseException as exc:  # noqa: BLE001 - every failure is counted
