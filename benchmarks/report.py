@@ -231,7 +231,7 @@ def eval_section(folder: Path) -> list[str]:
             judged = s.get("retrieval", {}).get("n_fs_ndcg@10")
             asked = f"{s.get('questions')}" + (f" ({judged} judged)" if judged != s.get("questions") else "")
             rows.append([f"{Path(ds.get('folder', '?')).name} / {plan} ({path.name})", asked]
-                        + [s.get(part, {}).get(key) for part, key, _ in EVAL_COLUMNS] + [command(data), machine(data)])
+                        + [s.get(part, {}).get(key) for part, key, _ in EVAL_COLUMNS] + [command_at(data), machine(data)])
     return lines + table(["dataset / plan", "questions"] + [label for _, _, label in EVAL_COLUMNS]
                          + ["command", "machine"], rows)
 
