@@ -249,7 +249,7 @@ def test_benchmark_report_names_commands_and_says_not_run(tmp_path):
     assert "9.000" not in text  # per-question rows are not figures
     assert "filters-broken.json" in text and "unreadable" in text
     assert ("| squad2 / fast (eval_squad2.json) | 6 (4 judged) | 0.500 | – | – | – | – | – | 0.750 | – | – | 1.000 | "
-            "2.000 | `ragsieve eval squad2 --plan fast` | EPYC, 2 cpus, Python 3.11.9 |") in text
+            "2.000 | `ragsieve eval squad2 --plan fast` (no commit recorded) | EPYC, 2 cpus, Python 3.11.9 |") in text
     empty = report.render(tmp_path / "nothing")
     assert "not run (no benchmarks/results/agentic*.json)" in empty and "Our SciFact numbers: not run" in empty
     assert "not run (no benchmarks/results/filters*.json)" in empty and "eval*.json besides the SciFact" in empty
