@@ -62,7 +62,7 @@ class IndexConfig(_Section):
     embed_max_input_tokens: int | None = Field(8191, ge=1)  # longer inputs are cut (estimated), and counted
     embed_timeout_s: float = Field(120.0, gt=0)  # the chat calls' rules: each attempt bounded in all ...
     embed_max_attempts: int = Field(5, ge=1, le=20)  # ... attempts on 429/5xx/timeouts ...
-    embed_max_retry_s: float = Field(120.0, gt=0)  # ... and the total time spent retrying
+    embed_max_retry_s: float = Field(300.0, gt=0)  # ... and the total time spent retrying (room to retry a timeout)
 
     def embedder(self, model: str | None = None, encoder: str | None = None):
         """The provider these settings name, for `ragsieve index` (queries use the one the index records)."""
@@ -124,7 +124,8 @@ class LLMConfig(_Section):
     max_reply_bytes: int = Field(4_000_000, ge=1024, le=1_000_000_000)  # a longer reply body is refused
     max_prompt_tokens: int = Field(32_000, ge=256)  # a prompt over this (count_tokens) is refused before sending
     max_attempts: int = Field(5, ge=1, le=20)
-    max_retry_s: float = Field(120.0, gt=0)
+    # no new attempt starts after this many seconds in all: above timeout_s, so a timed-out call is retried
+    max_retry_s: float = Field(300.0, gt=0)
     output_mode: str = "auto"  # auto | json_schema | json_object | text
     cache_dir: str | None = None
 
@@ -216,7 +217,7 @@ class RerankConfig(_Section):
     keep: int | None = Field(None, ge=1, le=1000)  # context after reranking (None: retrieval.top_k)
     timeout_s: float = Field(60.0, gt=0)  # http: the chat calls' rules (attempt, attempts, total retry time)
     max_attempts: int = Field(5, ge=1, le=20)
-    max_retry_s: float = Field(60.0, gt=0)
+    max_retry_s: float = Field(150.0, gt=0)
 
     def options(self) -> dict:
         """The provider's options (`ragsieve.tools.rerankers.open_reranker`), only those it takes."""

@@ -69,6 +69,22 @@ def test_timeout_then_success():
         assert len(stub.chat_requests()) == 2
 
 
+def test_default_retry_budget_leaves_room_to_retry_a_timeout():
+    """With the shipped ratio of llm.max_retry_s to llm.timeout_s (scaled down), a call that timed out is
+    asked again; with a budget equal to the timeout (the old defaults) the first timeout ended the call."""
+    from ragsieve.agent.config import IndexConfig, LLMConfig, RerankConfig
+    llm, models, rerank = LLMConfig(), IndexConfig(), RerankConfig()
+    ratio = llm.max_retry_s / llm.timeout_s
+    assert ratio >= 2 and models.embed_max_retry_s >= 2 * models.embed_timeout_s
+    assert rerank.max_retry_s >= 2 * rerank.timeout_s
+    with StubOpenAI([StubReply(200, chat_body("late"), delay_s=3.0), ok("on time")]) as stub:
+        assert make(stub, timeout_s=0.5, max_retry_s=0.5 * ratio).complete(MSGS).text == "on time"
+        assert len(stub.chat_requests()) == 2
+    with StubOpenAI([StubReply(200, chat_body("late"), delay_s=3.0), ok("on time")]) as stub:
+        with pytest.raises(EndpointError):
+            make(stub, timeout_s=0.5, max_retry_s=0.5).complete(MSGS)
+
+
 def test_exhausted_retries_raise_endpoint_error_naming_url():
     with StubOpenAI([StubReply(503, error_body("overloaded", type_="server_error"))] * 3) as stub:
         with pytest.raises(EndpointError) as info:

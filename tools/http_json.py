@@ -91,7 +91,7 @@ class JsonEndpoint:
     """POSTs JSON to one URL with bounded retries; `sleep` replaces `time.sleep` (tests record waits)."""
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0, max_attempts: int = 5,
-                 max_retry_s: float = 120.0, max_reply_bytes: int = 64_000_000, what: str = "model endpoint",
+                 max_retry_s: float = 300.0, max_reply_bytes: int = 64_000_000, what: str = "model endpoint",
                  sleep: Callable[[float], None] | None = None):
         if not url or not str(url).startswith(("http://", "https://")):
             raise UsageError(f"invalid {what} URL {str(url)!r}: expected an http:// or https:// URL")

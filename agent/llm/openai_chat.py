@@ -93,7 +93,7 @@ class OpenAIChat:
     `sleep` replaces `time.sleep` between retries (tests record the waits)."""
 
     def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
-                 max_attempts: int = 5, max_retry_s: float = 120.0, output_mode: str | OutputMode = "auto",
+                 max_attempts: int = 5, max_retry_s: float = 300.0, output_mode: str | OutputMode = "auto",
                  sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000,
                  adaptive_timeouts: bool = False):
         if not base_url or not str(base_url).startswith(("http://", "https://")):

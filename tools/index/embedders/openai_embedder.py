@@ -55,7 +55,7 @@ class OpenAIEmbedder:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, api_key_env: str | None = DEFAULT_KEY_ENV,
                  batch_size: int = 64, dimensions: int | None = None, max_input_tokens: int | None = 8191,
-                 timeout_s: float = 120.0, max_attempts: int = 5, max_retry_s: float = 120.0, sleep=None) -> None:
+                 timeout_s: float = 120.0, max_attempts: int = 5, max_retry_s: float = 300.0, sleep=None) -> None:
         if not model or not str(model).strip():
             raise UsageError("the openai embedding provider needs a model name (--embed-model / [index] embedding_model)")
         if batch_size < 1:
