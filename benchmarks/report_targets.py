@@ -128,6 +128,22 @@ SOURCES_TARGETS = {"identifier_rank1_ge_0.90": "identifier queries: definition a
                    "readme_question_in_top5": "the README's `_read_chunked` question finds it"}
 
 
+def _sources_figure(base: str, data: dict) -> str | None:
+    """The measured figure behind a sources target (the file's `targets` holds only whether it holds)."""
+    code = (data.get("code") or {}).get("symbols_on") or {}
+    api = ((data.get("web") or {}).get("api_questions")) or {}
+    readme = (data.get("code") or {}).get("readme_question") or {}
+    figures = {
+        "identifier_rank1_ge_0.90": "; ".join(f"{name} {_f(part.get('identifier_rank1_rate'))} of "
+                                              f"{part.get('identifier_queries')}"
+                                              for name, part in (("code", code), ("web", api)) if part),
+        "code_recall@5_ge_0.70": code and f"{_f(code.get('recall@5'))} ({round(code['recall@5'] * code['n'])} of {code['n']})",
+        "api_anchor_precision_ge_0.90": api and f"{_f(api.get('anchor_precision_all'))} of {api.get('questions')} API questions",
+        "readme_question_in_top5": readme and f"rank {readme.get('rank')}",
+    }
+    return figures.get(base) or None
+
+
 def sources_rows(folder: Path, load) -> list[list[str]]:
     out = []
     for path, data in _current(load, folder, "sources*.json"):
@@ -137,8 +153,8 @@ def sources_rows(folder: Path, load) -> list[list[str]]:
             if all(v is None for v in values) or base not in SOURCES_TARGETS:
                 continue
             holds = all(v is not False for v in values)
-            out.append([f"sources: {SOURCES_TARGETS[base]}", key, ", ".join("–" if v is None else str(v).lower() for v in values),
-                        YES if holds else NO, f"`{path.name}`"])
+            shown = _sources_figure(base, data) or ", ".join("–" if v is None else str(v).lower() for v in values)
+            out.append([f"sources: {SOURCES_TARGETS[base]}", key, shown, YES if holds else NO, f"`{path.name}`"])
         summary = (data.get("answers") or {}).get("summary") or {}
         for corpus, s in summary.items():
             follows = s.get("gold_in_top5_not_in_sources") == 0

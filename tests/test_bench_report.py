@@ -242,3 +242,17 @@ def test_headline_shows_scifact_retrieval_beside_the_baselines_only_from_a_file_
     text = "\n".join(retrieval_lines(tmp_path, report.load, report.command))
     assert "hybrid weighted (default) 0.723, RRF 0.715, BM25 0.683, dense 0.643" in text
     assert "Pyserini flat index 0.679" in text and "`retrieval_scifact.json` at abcdef123456" in text
+
+
+def test_sources_target_rows_show_the_measured_figures_not_only_whether_they_hold(tmp_path):
+    import report
+    from report_targets import targets_section
+
+    code = {"symbols_on": {"n": 539, "recall@5": 376 / 539, "identifier_queries": 80, "identifier_rank1_rate": 0.925},
+            "readme_question": {"rank": 2}}
+    (tmp_path / "sources.json").write_text(json.dumps({"commit": "abc", "code": code, "targets": {
+        "identifier_rank1_ge_0.90 (code, web)": [True, None], "code_recall@5_ge_0.70": False,
+        "readme_question_in_top5": True}}))
+    table = "\n".join(targets_section(tmp_path, report.load))
+    assert "| 0.698 (376 of 539) | **no** |" in table
+    assert "| code 0.925 of 80 | yes |" in table and "| rank 2 | yes |" in table
