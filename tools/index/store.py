@@ -14,68 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.store_schema import COLS, OLD_COLS, SCHEMA, SHARED_SCHEMA
 from ragsieve.tools.types import Chunk
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    doc_id TEXT NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    row INTEGER NOT NULL UNIQUE,
-    text TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    line_start INTEGER,
-    line_end INTEGER,
-    symbol TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (doc_id, chunk_index)
-);
-CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT PRIMARY KEY,
-    source TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    n_chunks INTEGER NOT NULL,
-    first_row INTEGER NOT NULL
-);
-"""
-_SHARED_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    doc_id TEXT NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    row INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    line_start INTEGER,
-    line_end INTEGER,
-    symbol TEXT NOT NULL DEFAULT '',
-    born INTEGER NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS chunks_row ON chunks(row, born);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, chunk_index);
-CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
-CREATE INDEX IF NOT EXISTS chunks_born ON chunks(born);
-CREATE INDEX IF NOT EXISTS chunks_retired ON chunks(retired);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    n_chunks INTEGER NOT NULL,
-    first_row INTEGER NOT NULL,
-    born INTEGER NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS documents_doc ON documents(doc_id);
-CREATE INDEX IF NOT EXISTS documents_born ON documents(born);
-CREATE INDEX IF NOT EXISTS documents_retired ON documents(retired);
-"""
-_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, symbol"
-_OLD_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, '' AS symbol"  # before `symbol`
 
 
 def text_hash(text: str) -> str:
@@ -146,13 +86,13 @@ class ChunkStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             if generation is None:
-                self._db.executescript(_SCHEMA)
+                self._db.executescript(SCHEMA)
             else:
                 self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.executescript(_SHARED_SCHEMA)
+                self._db.executescript(SHARED_SCHEMA)
         self._count: int | None = count
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}
-        self._cols = _COLS if "symbol" in columns else _OLD_COLS  # an index written before symbols existed
+        self._cols = COLS if "symbol" in columns else OLD_COLS  # an index written before symbols existed
         if generation is None and "born" in columns:
             raise IndexMissingError(f"chunk store {self.path} is shared by generations: open it with one")
 
@@ -319,7 +259,7 @@ class ChunkStore:
     def symbol_chunks(self) -> list[tuple[int, Chunk]]:
         """(row, chunk) of the chunks that can define a symbol (`ragsieve.tools.index.symbols.definitions_in`:
         code, or a page section labelled `#anchor`), in row order; a prose corpus reads none."""
-        which = "(kind = 'code' OR symbol LIKE '#%')" if self._cols == _COLS else "kind = 'code'"
+        which = "(kind = 'code' OR symbol LIKE '#%')" if self._cols == COLS else "kind = 'code'"
         return [(r[0], _to_chunk(r[1:])) for r in self._db.execute(
             f"SELECT row, {self._cols} FROM chunks WHERE {which}{self._vis} ORDER BY row")]
 
