@@ -6,11 +6,7 @@ it was born in and the one that retired it (0: alive).
 """
 from __future__ import annotations
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    doc_id TEXT NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    row INTEGER NOT NULL UNIQUE,
+_CHUNK_COLUMNS = """
     text TEXT NOT NULL,
     text_hash TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -19,7 +15,14 @@ CREATE TABLE IF NOT EXISTS chunks (
     line_start INTEGER,
     line_end INTEGER,
     symbol TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (doc_id, chunk_index)
+"""  # a chunk's own columns, after its key and row, in both schemas
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    doc_id TEXT NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    row INTEGER NOT NULL UNIQUE,
+""" + _CHUNK_COLUMNS + """    PRIMARY KEY (doc_id, chunk_index)
 );
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS documents (
@@ -35,15 +38,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     doc_id TEXT NOT NULL,
     chunk_index INTEGER NOT NULL,
     row INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    line_start INTEGER,
-    line_end INTEGER,
-    symbol TEXT NOT NULL DEFAULT '',
-    born INTEGER NOT NULL,
+""" + _CHUNK_COLUMNS + """    born INTEGER NOT NULL,
     retired INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS chunks_row ON chunks(row, born);
