@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import bench_io  # noqa: E402
 CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py",
               "tests/test_cli_limits.py"]
 
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run this many builds WITHOUT the lock (control: should show failures)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "reliability.json"))
     args = parser.parse_args(argv)
+    run = bench_io.header()  # command, commit, machine and load average, before the work starts
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="rs-reliability-") as tmp:
         work = Path(tmp)
@@ -186,14 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         control = run_inprocess(work, args.control_builds, lock=False) if args.control_builds else None
     trials = inproc["trials"] + cli["trials"]
     result = {
-        "command": " ".join(["benchmarks/reliability.py"] + (argv if argv is not None else sys.argv[1:])),
-        "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip(),
-        "load_average_at_start": os.getloadavg(),
+        **run,
         "cases": cases, "concurrent_inprocess": inproc, "concurrent_cli": cli, "control_without_lock": control,
         "concurrency_trials": trials, "concurrency_failures": inproc["failures"] + cli["failures"],
         "target": "0 failures in >= 100 concurrent build/read trials",
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "load_average_at_end": os.getloadavg(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

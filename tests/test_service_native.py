@@ -157,7 +157,7 @@ def test_serve_command_answers_openai_sdk_and_stops_gracefully(examples_index, t
                 proc.kill()
 
 
-def test_serve_command_busy_port_and_open_public_bind(examples_index):
+def test_serve_command_reports_a_busy_loopback_port(examples_index):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -177,8 +177,17 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
     def must_not_bind(*args, **kwargs):
         raise AssertionError("serve tried to open a socket for a public address without API keys")
 
+    loopback_bind = socket.socket.bind
+
+    def loopback_only(sock, address, *args):  # any socket, whoever opens it: loopback or nothing
+        host = address[0] if isinstance(address, tuple) else address
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise AssertionError(f"a socket tried to bind {address!r} in a test")
+        return loopback_bind(sock, address, *args)
+
     for name in ("bind", "serve_foreground", "serve_workers"):
         monkeypatch.setattr(server, name, must_not_bind)
+    monkeypatch.setattr(socket.socket, "bind", loopback_only)
     monkeypatch.delenv("RAGSIEVE_API_KEYS", raising=False)
     code = main(["serve", "--index", f"demo={examples_index}", "--host", "0.0.0.0", "--port", "0"])
     assert code == 2 and "without API keys" in capsys.readouterr().err
