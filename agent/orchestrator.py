@@ -109,14 +109,10 @@ class Orchestrator:
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
              llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
         from ragsieve.tools.index.backend import open_index
-        from ragsieve.tools.index.retriever import HybridRetriever
 
         config = config or Config()
         index = open_index(index_dir, embedder)  # local, or the Milvus collection the index was published to
-        r = config.retrieval
-        retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                                    dense_weight=r.dense_weight, candidate_k=r.candidate_k,
-                                    fusion_site=r.fusion_site, symbols=r.symbols)
+        retriever = _retriever(index, config)
         if chat is not None and llm is None:
             llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
                       max_prompt_tokens=config.llm.max_prompt_tokens)
@@ -199,12 +195,7 @@ class Orchestrator:
     def _retriever_for(self, config: Config):
         if config is self.config or config.retrieval == self.config.retrieval:
             return self.retriever
-        from ragsieve.tools.index.retriever import HybridRetriever
-
-        r = config.retrieval
-        return HybridRetriever(self.index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                               dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                               symbols=r.symbols)
+        return _retriever(self.index, config)
 
     def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
         """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""
@@ -234,3 +225,12 @@ class Orchestrator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _retriever(index, config: Config):
+    from ragsieve.tools.index.retriever import HybridRetriever
+
+    r = config.retrieval
+    return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
+                           dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
+                           symbols=r.symbols, collapse=r.collapse)

@@ -3,11 +3,10 @@ website crawl of the Python documentation (Debian's python3.11-doc), on real dat
 
     nice -n 10 .venv/bin/python benchmarks/sources.py [--parts code,web,answers] [--pages 60] [--answers 60]
 
-Code (question sets: benchmarks/sources_sets.py): 539 docstring queries (the modules indexed with docstrings
-blanked; a hit is a chunk of the gold file overlapping the function) -> Recall@1/5/10 and MRR, with the
-symbol table on and off; >= 60 identifier queries (a function named as a user types it) -> the share whose
-definition chunk ranks first; the README's own question for `HTTPResponse._read_chunked`; and, for gold
-functions split over several chunks, the share a top-5 piece is stitched back to the whole function.
+Code (benchmarks/sources_code.py; question sets: benchmarks/sources_sets.py): 539 docstring queries (the
+modules indexed with docstrings blanked) -> Recall@1/5/10, MRR and what an answer reads, with the defaults, the
+symbol table off and `collapse` off; >= 60 identifier queries -> the share whose definition ranks first; the
+README's own question for `HTTPResponse._read_chunked`; split gold functions stitched back whole.
 Website: the docs served on 127.0.0.1 and crawled from a sitemap (with lastmod); text cleanliness counts
 (escapes, empty bullets, flattened doctests, site suffix in titles); page retrieval on 32 written questions;
 >= 60 API questions (a definition's description) and their names: rank of the gold page, and anchor
@@ -33,8 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_io  # noqa: E402
 import sources_answers  # noqa: E402
-from sources_sets import (README_QUESTION, api_definitions, api_questions, code_corpus,  # noqa: E402
-                          identifier_queries)
+from sources_code import code_benchmark, prewarm, score  # noqa: E402
+from sources_sets import api_definitions, api_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -77,110 +76,6 @@ QUESTIONS = [  # (question, gold page below the docs root)
     ("How do I declare a class that stores data fields with generated __init__?", "library/dataclasses.html"),
     ("How do I write unit tests with assertions in classes?", "library/unittest.html"),
 ]
-
-
-def score(ranks: list[int | None]) -> dict:
-    n = len(ranks)
-    return {"n": n, **{f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)},
-            "mrr": sum(1 / r for r in ranks if r is not None) / n}
-
-
-def _overlaps(chunk, g) -> bool:
-    return chunk.doc_id == g["file"] and chunk.line_start <= g["end"] and chunk.line_end >= g["start"]
-
-
-def _defines(chunk, g) -> bool:
-    return chunk.doc_id == g["file"] and chunk.line_start <= g["def_line"] <= chunk.line_end
-
-
-def code_benchmark(work: Path, modules: list[str], embedder, n_identifiers: int) -> dict:
-    from ragsieve import Config
-    from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.filters.stitch import stitch_definitions
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
-
-    gold = code_corpus(STDLIB, work, modules)
-    idx = work / "idx-code"
-    started = time.perf_counter()
-    IndexBuilder(idx, embedder=embedder, progress=False).build([work / "stdlib"])
-    out = {"modules": modules, "queries": len(gold), "index": "syntax chunks (cAST) + symbol headers, the defaults",
-           "build_s": round(time.perf_counter() - started, 1)}
-    with HybridIndex.open(idx) as index:
-        chunks = index.store.get_many(range(len(index)))
-    split = [g for g in gold if sum(1 for c in chunks if _overlaps(c, g)) > 1]
-    out["chunks"], out["gold_split_share"] = len(chunks), round(len(split) / len(gold), 3)
-    out["long_chunks"] = long_chunk_share(idx, chunks, embedder)
-    for label, symbols in (("symbols_on", True), ("symbols_off", False)):
-        config = Config.model_validate({"retrieval": {"symbols": symbols}})
-        with Orchestrator.open(idx, config) as orch:
-            prewarm(orch.index, [g["query"] for g in gold] + [g["query"] for g in identifier_queries(gold, n_identifiers)])
-            ranks, stitched = [], 0
-            for g in gold:
-                hits = orch.retrieve(g["query"], top_k=10)
-                ranks.append(next((i for i, h in enumerate(hits, start=1) if _overlaps(h.chunk, g)), None))
-                if symbols and g in split:
-                    piece = next((h for h in hits[:5] if _overlaps(h.chunk, g)), None)
-                    if piece is not None:
-                        whole = stitch_definitions([piece], orch.index.store, 3000)[0].chunk
-                        stitched += whole.line_start <= g["def_line"] and whole.line_end >= g["end"]
-            out[label] = score(ranks)
-            if symbols:
-                found = sum(1 for g in split if any(_overlaps(h.chunk, g) for h in orch.retrieve(g["query"], top_k=5)))
-                out["split_gold_found_in_top5"] = found
-                out["split_gold_stitched_whole"] = stitched
-                out["split_gold_stitched_whole_share_of_found"] = round(stitched / max(1, found), 3)
-            ids = identifier_queries(gold, n_identifiers)
-            first = [g for g in ids if (hits := orch.retrieve(g["query"], top_k=1)) and _defines(hits[0].chunk, g)]
-            out[label]["identifier_queries"] = len(ids)
-            out[label]["identifier_rank1_rate"] = round(len(first) / len(ids), 3)
-            out[label]["identifier_misses"] = [g["query"] for g in ids if g not in first][:20]
-        print(f"  code {label}: {json.dumps(out[label])}", flush=True)
-    out["identifier_examples"] = [g["query"] for g in identifier_queries(gold, n_identifiers)][:10]
-    out["readme_question"] = readme_check(work, embedder)
-    return out
-
-
-def long_chunk_share(idx: Path, chunks, embedder) -> dict:
-    """How many code chunks are longer than the encoder's window, and how the index embeds them (`long_code`:
-    `windows` = the mean of their windows' vectors, tools/index/windows.py; `head` = the encoder's truncation)."""
-    from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.hybrid import current_generation, read_manifest
-    from ragsieve.tools.index.windows import tokenizer_of, windowed_rows
-
-    chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
-    texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]
-    over, window = len(windowed_rows(embedder, chunks, texts)), tokenizer_of(embedder)[1]
-    return {"over_window": over, "share": round(over / max(1, len(chunks)), 3), "window_wordpieces": window + 2,
-            "long_code": chunking.get("long_code", "head")}
-
-
-def readme_check(work: Path, embedder) -> dict:
-    """The README's own example: http/client.py indexed as it is (docstrings kept), asked its question."""
-    from ragsieve import Config
-    from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
-
-    question, path, symbol = README_QUESTION
-    src = work / "readme" / "stdlib" / "http"
-    src.mkdir(parents=True, exist_ok=True)
-    shutil.copy(STDLIB / "http" / "client.py", src / "client.py")
-    IndexBuilder(work / "idx-readme", embedder=embedder, progress=False).build([work / "readme" / "stdlib"])
-    with Orchestrator.open(work / "idx-readme", Config()) as orch:
-        hits = orch.retrieve(question, top_k=20)
-    rank = next((i for i, h in enumerate(hits, start=1) if h.chunk.symbol.endswith(symbol)), None)
-    return {"question": question, "gold": f"{path} ({symbol})", "rank": rank,
-            "top5": [h.chunk.symbol for h in hits[:5]]}
-
-
-def prewarm(index, queries: list[str]) -> None:
-    """Embed each of the benchmark's queries once, alone, as a user's question is embedded, and serve the vector to
-    `embed_query` whenever the benchmark asks that query again. Alone, not in batches: the int8 encoder quantises
-    activations per batch, so a batched vector is not the one a user's query gets (on the code set, batching moved
-    R@5 from 0.6976 to 0.6939)."""
-    vectors = {q: index.embed([q])[0] for q in dict.fromkeys(queries)}
-    original = index.embed_query
-    index.embed_query = lambda text: vectors[text].copy() if text in vectors else original(text)
 
 
 @contextlib.contextmanager
@@ -310,13 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # what a new index uses
     result = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    run = {**bench_io.header(), "commit": commit, "stdlib": str(STDLIB), "encoder": embedder.encoder}
+    run = {**bench_io.header(), "stdlib": str(STDLIB), "encoder": embedder.encoder}
     work = args.work or Path(tempfile.mkdtemp(prefix="ragsieve-sources-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
         if "code" in parts:
-            result["code"] = {**code_benchmark(work, args.modules.split(","), embedder, args.identifiers), "run": run}
+            result["code"] = {**code_benchmark(work, STDLIB, args.modules.split(","), embedder, args.identifiers),
+                              "run": run}
         if "web" in parts:
             if not DOCS.is_dir():
                 result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)", "run": run}

@@ -19,6 +19,10 @@ symbol table knows (`ragsieve.tools.index.symbols`: `token_urlsafe`, `re.search`
 `HTTPResponse._read_chunked`), the chunks defining it lead the fused list (marked `extra["symbol"]`),
 as a code search engine's "go to definition" would; the rest keeps its fused order. A definition the
 query spells out in words is raised, not moved (`definitions_first`).
+
+One hit per definition (`collapse=True`): a later piece of a split code definition whose better-ranked piece
+is already in the list is dropped and the list read further (`ragsieve.tools.filters.stitch.one_per_definition`),
+so the top k are k different passages once stitching reads each definition whole. Prose is never collapsed.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
 from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
@@ -88,7 +93,8 @@ class HybridRetriever:
 
     def __init__(self, index: HybridIndex, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
                  bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
-                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True) -> None:
+                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True,
+                 collapse: bool = True) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
@@ -103,6 +109,8 @@ class HybridRetriever:
             raise UsageError(f"candidate_k must be an integer >= 1, got {candidate_k!r}")
         self.rrf_k, self.candidate_k = rrf_k, candidate_k
         self.symbols = bool(symbols)
+        self.collapse = bool(collapse)
+        self._parsed = ParsedFiles()  # documents parsed by `collapse`, shared with the clones of `with_filter`
         self.weights = _check_weights(bm25_weight, dense_weight)
         if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
                 self.weights[0] != self.weights[1]:
@@ -189,19 +197,42 @@ class HybridRetriever:
         named, spelled = self._named_rows(query, rows)
         if named or spelled:
             fused = definitions_first(fused, named, spelled)
-        fused = fused[:top_k]
         if not fused:
             return []
         bm25_rank = {r: i for i, (r, _) in enumerate(bm25_list, start=1)}
         dense_rank = {r: i for i, (r, _) in enumerate(dense_list, start=1)}
-        hit_rows = [int(r) for r, _ in fused]
-        dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
-        bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
-        chunks = self.index.store.get_many(hit_rows)
-        return [Hit(chunk=c, row=r, score=float(s), rank=i, bm25_score=float(b),
-                    bm25_rank=bm25_rank.get(r), dense_score=float(d), dense_rank=dense_rank.get(r),
-                    extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {})
-                for i, (c, r, (_, s), d, b) in enumerate(zip(chunks, hit_rows, fused, dense_scores, bm25_hit), start=1)]
+
+        def build(part: list[tuple[int, float]]) -> list[Hit]:
+            hit_rows = [int(r) for r, _ in part]
+            dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
+            bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
+            chunks = self.index.store.get_many(hit_rows)
+            return [Hit(chunk=c, row=r, score=float(s), bm25_score=float(b), bm25_rank=bm25_rank.get(r),
+                        dense_score=float(d), dense_rank=dense_rank.get(r),
+                        extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {})
+                    for c, r, (_, s), d, b in zip(chunks, hit_rows, part, dense_scores, bm25_hit)]
+
+        return self._top(lambda start, end: build(fused[start:end]), top_k, len(fused))
+
+    def _top(self, build: Callable[[int, int], list[Hit]], top_k: int, available: int) -> list[Hit]:
+        """The first `top_k` hits (`build(start, end)` makes those of ranked positions start..end-1; `available`:
+        at most how many there are), ranked from 1. With `collapse`, a later piece of a split code
+        definition already in the list is dropped and the list is read further (`one_per_definition`)."""
+        if not self.collapse:
+            hits = build(0, top_k)
+        else:
+            seen: set = set()
+            hits, start, step = [], 0, top_k
+            while len(hits) < top_k and start < available:
+                part = build(start, start + step)
+                hits += one_per_definition(part, self.index.store, self._parsed, seen)
+                if len(part) < step:
+                    break  # the ranked list is exhausted
+                start, step = start + step, step * 2
+            hits = hits[:top_k]
+        for i, hit in enumerate(hits, start=1):
+            hit.rank = i
+        return hits
 
     def _named_rows(self, query: str, rows: list[int] | None) -> tuple[list[int], list[int]]:
         """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`."""
@@ -218,10 +249,12 @@ class HybridRetriever:
         return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
-        fused = self.index.hybrid_search(bm25_query, qvec, top_k, self.fusion.value, self.rrf_k, weights,
-                                         self.candidate_k, payload=True)  # chunks and vectors in the same request
-        if not fused:
-            return []
-        dense_scores = np.asarray([v for *_, v in fused], dtype=np.float32) @ qvec
-        return [Hit(chunk=c, row=r, score=float(s), rank=i, dense_score=float(d))
-                for i, ((r, s, c, _), d) in enumerate(zip(fused, dense_scores), start=1)]
+        def build(start: int, end: int) -> list[Hit]:  # the first `end` again: a second request only when
+            fused = self.index.hybrid_search(bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights,
+                                             self.candidate_k, payload=True)  # collapse dropped pieces
+            part = fused[start:end]
+            dense_scores = np.asarray([v for *_, v in part], dtype=np.float32) @ qvec if part else []
+            return [Hit(chunk=c, row=r, score=float(s), dense_score=float(d))
+                    for (r, s, c, _), d in zip(part, dense_scores)]
+
+        return self._top(build, top_k, 2 * self.candidate_k)  # a fused list holds at most both lists
