@@ -20,15 +20,25 @@ def _run_line(part: str, run: dict, command, machine) -> str:
             f"encoder {run.get('encoder', '–')}; load average {_f(load, 2)} at start.")
 
 
+_CODE_ROWS = (("symbols_on", "defaults"), ("symbols_off", "symbol table off"), ("collapse_off", "collapse off"))
+
+
 def _code(code: dict) -> list[str]:
-    rows = [[name, c.get("n"), c.get("recall@1"), c.get("recall@5"), c.get("recall@10"), c.get("mrr"),
-             c.get("identifier_queries"), c.get("identifier_rank1_rate")]
-            for name in ("symbols_on", "symbols_off") if (c := code.get(name))]
+    rows = []
+    for name, label in _CODE_ROWS:
+        if not (c := code.get(name)):
+            continue
+        read = c.get("top5_after_stitching") or {}
+        rows.append([label, c.get("n"), c.get("recall@1"), c.get("recall@5"), c.get("recall@10"), c.get("mrr"),
+                     c.get("gold_within_1000_tokens"), read.get("passages_mean"), read.get("tokens_mean"),
+                     c.get("identifier_queries"), c.get("identifier_rank1_rate")])
     lines = [f"Code search on {len(code.get('modules') or [])} stdlib modules ({code.get('chunks')} chunks, "
              f"{code.get('index', '–')}; long code chunks: {(code.get('long_chunks') or {}).get('long_code', '–')}), "
-             f"{code.get('queries')} queries (target R@5 >= 0.70; identifier queries at rank 1 >= 0.90):", ""]
-    lines += _table(["symbol table", "n", "R@1", "R@5", "R@10", "MRR", "identifier queries", "identifier rank 1"],
-                    rows)
+             f"{code.get('queries')} queries (target R@5 >= 0.70; identifier queries at rank 1 >= 0.90). "
+             "\"Within 1,000 tokens\": gold in the ranking's first 1,000 tokens (an equal budget); \"stitched top 5\": "
+             "the passages and tokens the `fast` answer reads (– where the run predates these columns):", ""]
+    lines += _table(["configuration", "n", "R@1", "R@5", "R@10", "MRR", "within 1,000 tokens",
+                     "stitched top 5: passages", "tokens", "identifier queries", "identifier rank 1"], rows)
     readme = code.get("readme_question") or {}
     if readme:
         lines += [f"README question \"{readme.get('question')}\": {readme.get('gold')} at rank {readme.get('rank')}. "

@@ -217,13 +217,19 @@ def test_sources_section_renders_each_part_with_its_own_run_header(tmp_path):
     data = {"load_average_at_start": [9.9, 9.9, 9.9],  # a stale top-level figure must not be shown
             "code": {"modules": ["json/__init__.py"], "queries": 539, "chunks": 1396,
                      "symbols_on": {"n": 539, "recall@1": 0.349, "recall@5": 0.694, "recall@10": 0.807, "mrr": 0.49,
-                                    "identifier_queries": 80, "identifier_rank1_rate": 0.925}, "run": run},
+                                    "identifier_queries": 80, "identifier_rank1_rate": 0.925},
+                     "collapse_off": {"n": 539, "recall@1": 0.349, "recall@5": 0.69, "recall@10": 0.8, "mrr": 0.48,
+                                      "gold_within_1000_tokens": 0.755, "identifier_queries": 80,
+                                      "identifier_rank1_rate": 0.925,
+                                      "top5_after_stitching": {"passages_mean": 4.53, "tokens_mean": 1319}},
+                     "run": run},
             "answers": {"summary": {"web": {"asked": 60, "gold_in_top5": 60, "gold_in_sources": 59,
                                             "gold_cited_by_answer": 21, "abstained": 35,
                                             "gold_in_top5_not_in_sources": 1}}, "run": {**run, "commit": "fff0000"}}}
     (tmp_path / "sources.json").write_text(json.dumps(data), encoding="utf-8")
     text = "\n".join(sources_section(tmp_path, report.load, report.command, report.machine))
-    assert "| symbols_on | 539 | 0.349 | 0.694 | 0.807 | 0.490 | 80 | 0.925 |" in text
+    assert "| defaults | 539 | 0.349 | 0.694 | 0.807 | 0.490 | – | – | – | 80 | 0.925 |" in text  # an older run
+    assert "| collapse off | 539 | 0.349 | 0.690 | 0.800 | 0.480 | 0.755 | 4.530 | 1319 | 80 | 0.925 |" in text
     assert "| web | 60 | 60 | 59 | 21 | 35 | 1 |" in text
     assert "at commit abc1234" in text and "at commit fff0000" in text and "load average 0.50" in text
     assert "9.90" not in text and "No-op re-crawl" not in text  # no web part: nothing rendered for it
