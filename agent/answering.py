@@ -5,9 +5,11 @@ import re
 
 from ragsieve.agent.citation_merge import merge_same_label
 from ragsieve.agent.citation_stream import CitationStream
+from ragsieve.agent.errors import ContextOverflow
 from ragsieve.agent.plan.state import Citation
 from ragsieve.agent.stitching import whole_definitions
 from ragsieve.tools.filters.ordering import order_for_context
+from ragsieve.tools.ingest.chunking import count_tokens
 from ragsieve.tools.types import Hit
 
 ABSTAIN = "The context does not contain the answer."
@@ -117,6 +119,24 @@ def infer_citations(text: str, passages: list[str]) -> list[int]:
     return [number for _, number in sorted(scored)[:INFER_MAX]]
 
 
+WINDOW_RETRIES = 2  # answer calls re-sent with fewer passages after the endpoint refused the window
+WINDOW_MARGIN = 0.9  # the share of the refused request's passage tokens the next request keeps, scaled to the window
+
+
+def fit_window(hits: list[Hit], exc: ContextOverflow) -> list[Hit]:
+    """The best-first `hits` cut to what the window holds: their estimated tokens scaled by the endpoint's
+    available / requested counts (x WINDOW_MARGIN; 0.7 when it gave none), at least one passage dropped."""
+    sizes = [count_tokens(h.chunk.text) for h in hits]
+    share = exc.available / exc.requested if exc.requested and exc.available else 0.7 / WINDOW_MARGIN
+    room, kept, used = sum(sizes) * share * WINDOW_MARGIN, [], 0
+    for hit, size in zip(hits[:-1], sizes):
+        if used + size > room:
+            break
+        kept.append(hit)
+        used += size
+    return kept
+
+
 def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
                         max_tokens: int | None = None, report: dict | None = None,
                         instructions: str | None = None, on_token=None,
@@ -130,20 +150,29 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     `report["citations_inferred"]` says so.
     """
     hits = whole_definitions(hits, deps)
-    ordered = number_passages(hits, order)
-    passages = [
-        {"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
-        for i, h in enumerate(ordered, start=1)
-    ]
     shown = question if not asked or asked.strip() == question.strip() else f"{asked.strip()}\n(In context: {question})"
-    prompt = deps.prompts.render("answer", question=shown, passages=passages, abstain=ABSTAIN)
-    messages = conversation_messages(history) + [{"role": "user", "content": prompt}]
-    if instructions:  # the client application's system messages (style, language): the answer call only
-        messages.insert(0, {"role": "system", "content": instructions})
-    labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
-    stream = CitationStream(len(ordered), on_token, labels) if on_token is not None else None
-    reply = deps.llm.reply(messages, max_tokens=max_tokens, temperature=temperature,
-                           on_token=stream.feed if stream is not None else None)
+    for attempt in range(WINDOW_RETRIES + 1):
+        ordered = number_passages(hits, order)
+        passages = [{"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
+                    for i, h in enumerate(ordered, start=1)]
+        prompt = deps.prompts.render("answer", question=shown, passages=passages, abstain=ABSTAIN)
+        messages = conversation_messages(history) + [{"role": "user", "content": prompt}]
+        if instructions:  # the client application's system messages (style, language): the answer call only
+            messages.insert(0, {"role": "system", "content": instructions})
+        labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
+        stream = CitationStream(len(ordered), on_token, labels) if on_token is not None else None
+        try:
+            reply = deps.llm.reply(messages, max_tokens=max_tokens, temperature=temperature,
+                                   on_token=stream.feed if stream is not None else None)
+            break
+        except ContextOverflow as exc:  # refused before any token: retried with the best passages that fit
+            fewer = fit_window(hits, exc)
+            if attempt == WINDOW_RETRIES or not fewer or len(fewer) == len(hits):
+                raise
+            if report is not None:
+                cut = report.setdefault("window_cut", {"passages": len(hits), "window_tokens": exc.available})
+                cut.update({"sent": len(fewer), "requested_tokens": exc.requested})
+            hits = fewer
     text = reply.text.strip()
     cut = reply.finish_reason == "length"
     if stream is not None:

@@ -24,6 +24,16 @@ class StructuredOutputError(LLMError):
         self.errors = errors
 
 
+class ContextOverflow(LLMError):
+    """The endpoint refused a prompt longer than the model's context window (`requested` and `available`: its
+    token counts, when the endpoint says them). The answer step retries with fewer passages."""
+
+    def __init__(self, message: str, *, requested: int | None = None, available: int | None = None):
+        super().__init__(message)
+        self.requested = requested
+        self.available = available
+
+
 class BudgetExceeded(LLMError):
     """The question's deadline, LLM-call or token budget is spent (`reason` says which)."""
 
@@ -38,5 +48,5 @@ class TemplateError(RagsieveError):
 
 __all__ = [
     "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError",
-    "LLMError", "EndpointError", "BudgetExceeded", "StructuredOutputError", "TemplateError",
+    "LLMError", "EndpointError", "ContextOverflow", "BudgetExceeded", "StructuredOutputError", "TemplateError",
 ]

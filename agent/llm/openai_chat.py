@@ -36,6 +36,7 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, s
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import RateMeter
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
+from ragsieve.agent.llm.overflow import context_overflow
 from ragsieve.agent.llm.redact import redact, redact_url
 from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
 
@@ -84,6 +85,13 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
         return redact(f"HTTP {exc.status_code}: {exc.message}")[:500]
     return redact(f"{type(exc).__name__}: {exc}")[:500]
+
+
+def rejected(shown_url: str, model: str, exc: openai.APIStatusError) -> LLMError:
+    """The error for a request the endpoint refused: `ContextOverflow` when it says the prompt is over the
+    model's window (`ragsieve.agent.llm.overflow`), else `LLMError`."""
+    message = f"LLM endpoint {shown_url} (model {model}) rejected the request: {_describe(exc)}"
+    return context_overflow(exc.status_code, f"{exc.message} {exc.body}", message) or LLMError(message)
 
 
 class OpenAIChat:
@@ -159,11 +167,9 @@ class OpenAIChat:
             except openai.BadRequestError as exc:
                 if self._downgrade(mode, exc, json_schema is not None):
                     continue
-                raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
-                               f"{_describe(exc)}") from exc
+                raise rejected(self.shown_url, model, exc) from exc
             except openai.APIStatusError as exc:
-                raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) rejected the request: "
-                               f"{_describe(exc)}") from exc
+                raise rejected(self.shown_url, model, exc) from exc
             latency = time.monotonic() - started
             self.rates.observe_reply(body, latency)
             return self._reply(body, model, latency)

@@ -135,8 +135,9 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
         on_token(reply.text)
         return reply
     except openai.APIStatusError as exc:
-        raise LLMError(f"LLM endpoint {chat.shown_url} (model {model}) rejected the request: "
-                       f"HTTP {exc.status_code}") from exc
+        from ragsieve.agent.llm.openai_chat import rejected
+
+        raise rejected(chat.shown_url, model, exc) from exc
     prompt_tokens = usage.get("prompt_tokens") or prompt_tokens_est
     completion_tokens = usage.get("completion_tokens") or count_tokens(text)
     if "first" in timing:

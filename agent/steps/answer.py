@@ -97,6 +97,13 @@ class Answer(Step):
                                                   asked=state.asked, history=state.history)
             state.citations_inferred = bool(asked.get("citations_inferred"))
             state.truncated = asked.get("finish_reason") == "length"
+            if asked.get("window_cut"):  # the endpoint refused the whole context: say what the answer read
+                cut = report["window_cut"] = asked["window_cut"]
+                note = (f"the model's context window ({cut.get('window_tokens') or 'its size not given'} tokens) "
+                        f"refused the whole context: the answer read the best {cut['sent']} of {cut['passages']} "
+                        "passages, so the context's coverage is not guaranteed for this answer")
+                if note not in state.notes:
+                    state.notes.append(note)
         if is_abstention(text):
             decision = answerability(state, deps)
             report["answerability"] = decision
