@@ -120,15 +120,17 @@ def infer_citations(text: str, passages: list[str]) -> list[int]:
 
 
 WINDOW_RETRIES = 2  # answer calls re-sent with fewer passages after the endpoint refused the window
-WINDOW_MARGIN = 0.9  # the share of the refused request's passage tokens the next request keeps, scaled to the window
+WINDOW_MARGIN = 0.9  # kept: this share of the passages' tokens scaled by the refusal's available / requested
+WINDOW_KEEP_UNKNOWN = 0.7  # kept when the refusal gives no token counts
 
 
 def fit_window(hits: list[Hit], exc: ContextOverflow) -> list[Hit]:
     """The best-first `hits` cut to what the window holds: their estimated tokens scaled by the endpoint's
-    available / requested counts (x WINDOW_MARGIN; 0.7 when it gave none), at least one passage dropped."""
+    available / requested counts (x WINDOW_MARGIN; WINDOW_KEEP_UNKNOWN when it gave none), at least one
+    passage dropped."""
     sizes = [count_tokens(h.chunk.text) for h in hits]
-    share = exc.available / exc.requested if exc.requested and exc.available else 0.7 / WINDOW_MARGIN
-    room, kept, used = sum(sizes) * share * WINDOW_MARGIN, [], 0
+    keep = exc.available / exc.requested * WINDOW_MARGIN if exc.requested and exc.available else WINDOW_KEEP_UNKNOWN
+    room, kept, used = sum(sizes) * keep, [], 0
     for hit, size in zip(hits[:-1], sizes):
         if used + size > room:
             break
@@ -170,8 +172,8 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
             if attempt == WINDOW_RETRIES or not fewer or len(fewer) == len(hits):
                 raise
             if report is not None:
-                cut = report.setdefault("window_cut", {"passages": len(hits), "window_tokens": exc.available})
-                cut.update({"sent": len(fewer), "requested_tokens": exc.requested})
+                window = report.setdefault("window_cut", {"passages": len(hits), "window_tokens": exc.available})
+                window.update({"sent": len(fewer), "requested_tokens": exc.requested})
             hits = fewer
     text = reply.text.strip()
     cut = reply.finish_reason == "length"

@@ -249,9 +249,11 @@ class HybridRetriever:
         return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
-        def build(start: int, end: int) -> list[Hit]:  # the first `end` again: a second request only when
+        def build(start: int, end: int) -> list[Hit]:
+            # the first `end` fused hits, chunks and vectors in one request; asked again (deeper) only when
+            # collapse dropped pieces and the list must be read further
             fused = self.index.hybrid_search(bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights,
-                                             self.candidate_k, payload=True)  # collapse dropped pieces
+                                             self.candidate_k, payload=True)
             part = fused[start:end]
             dense_scores = np.asarray([v for *_, v in part], dtype=np.float32) @ qvec if part else []
             return [Hit(chunk=c, row=r, score=float(s), dense_score=float(d))
