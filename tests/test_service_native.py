@@ -170,7 +170,9 @@ def test_serve_command_reports_a_busy_loopback_port(examples_index):
 
 def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkeypatch, capsys):
     """In process, with every way the command opens a socket replaced by a failure: the refusal comes
-    before any bind, and no server ever listens beyond loopback in this test."""
+    before any bind, and no server ever listens beyond loopback in this test. The public host asked for is
+    192.0.2.1 (TEST-NET-1, RFC 5737): not an address of this machine, so even a bind that got past every
+    guard could not listen (0.0.0.0 would listen everywhere); `check_exposure` refuses 0.0.0.0 itself above."""
     import ragsieve.agent.service.server as server
     from ragsieve.agent.cli.main import main
 
@@ -181,7 +183,7 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
 
     def loopback_only(sock, address, *args):  # any socket, whoever opens it: loopback or nothing
         host = address[0] if isinstance(address, tuple) else address
-        if host not in ("127.0.0.1", "::1", "localhost"):
+        if host != "127.0.0.1":
             raise AssertionError(f"a socket tried to bind {address!r} in a test")
         return loopback_bind(sock, address, *args)
 
@@ -189,7 +191,7 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
         monkeypatch.setattr(server, name, must_not_bind)
     monkeypatch.setattr(socket.socket, "bind", loopback_only)
     monkeypatch.delenv("RAGSIEVE_API_KEYS", raising=False)
-    code = main(["serve", "--index", f"demo={examples_index}", "--host", "0.0.0.0", "--port", "0"])
+    code = main(["serve", "--index", f"demo={examples_index}", "--host", "192.0.2.1", "--port", "0"])
     assert code == 2 and "without API keys" in capsys.readouterr().err
 
 
