@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
-from pipeline_rows import alternate, resumed, row_for, rule_counts, size_distribution, summarise  # noqa: E402
+from pipeline_rows import alternate, resumed, row_commits, row_for, rule_counts, size_distribution, summarise  # noqa: E402
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -172,17 +172,19 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
     stated in the summary (`n`) and `budget_stopped`."""
     rows: dict[str, list[dict]] = {p: [] for p in plans}
     done = resumed(args, name, judge, plans)
+    reused: list[dict] = []
     stopped = False
     for q in alternate(questions):
         if all((q["id"], p) in done for p in plans):  # --resume: this question's rows came from the checkpoint
             for plan in plans:
                 rows[plan].append(done[q["id"], plan])
+                reused.append(done[q["id"], plan])
             continue
         if args.budget_s and time.time() - STARTED > args.budget_s:
             stopped = True
             break
         for plan in plans:
-            row = ask_row(q, plan, orchs, llm, chat, args, name, judge)
+            row = ask_row(q, plan, orchs, llm, chat, args, name, judge) | {"commit": report["commit"]}
             rows[plan].append(row)
             if args.checkpoint:
                 with open(args.checkpoint, "a", encoding="utf-8") as fh:
@@ -193,6 +195,8 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
             "rule": rule_counts(rows[plan]), "budget_stopped": stopped, "questions_available": len(questions)}
+    if reused:  # rows a resumed run took from the checkpoint, by the commit that wrote them
+        report["sets"][name]["resumed_rows"] = row_commits(reused)
 
 
 def _abstention_report(path: Path) -> dict | None:

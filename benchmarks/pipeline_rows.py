@@ -90,6 +90,15 @@ def resumed(args, name: str, judge: str, plans: list[str]) -> dict[tuple[str, st
     return out
 
 
+def row_commits(rows: list[dict]) -> dict[str, int]:
+    """How many rows each commit wrote ("unrecorded" for checkpoint rows from before rows named it)."""
+    out: dict[str, int] = {}
+    for row in rows:
+        key = row.get("commit") or "unrecorded"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def size_distribution(sizes: list[int]) -> dict:
     """The final context's size (chunks) over the questions: min, percentiles, max."""
     from ragsieve.tools.metrics import percentile

@@ -124,6 +124,9 @@ def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tm
     assert set(done) == {("a", "fast"), ("a", "full"), ("b", "fast")}
     assert done["a", "full"]["abstained"] is False
     assert pipeline.resumed(argparse.Namespace(checkpoint=str(ckpt), resume=False), "squad2", "j", ["fast"]) == {}
+    # a resumed run states which commit wrote the rows it reused; rows from before rows named it say so
+    assert pipeline.row_commits([{"commit": "c1"}, {"commit": "c1"}, {"qid": "x"}, {"commit": "c2+dirty"}]) == {
+        "c1": 2, "unrecorded": 1, "c2+dirty": 1}
 
 
 def _abstention_file(folder, name, judge_rows, commit="abc"):
