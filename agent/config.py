@@ -71,7 +71,7 @@ class IndexConfig(_Section):
         if provider == "sentence-transformers":
             if self.embed_base_url or self.embed_dimensions:
                 raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
-            from ragsieve.tools.index.builder import default_encoder
+            from ragsieve.tools.index.encoder_choice import default_encoder
             from ragsieve.tools.index.dense import Embedder
 
             return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen or default_encoder())

@@ -179,7 +179,7 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusStore, MilvusVectors
-    from ragsieve.tools.index.milvus_publish import analysed, create_collection
+    from ragsieve.tools.index.milvus_schema import analysed, create_collection
 
     uri = str(work / f"milvus-{n}.db")
     client = MilvusClient(uri)

@@ -49,7 +49,7 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     """Parity twice: the index as built (BM25 k1 0.9, b 0.4, which milvus-lite ignores: it scores with
     k1 1.5, b 0.75), and the same index with its BM25 re-fit at milvus-lite's values (vectors untouched):
     the second isolates what the backend changes from what milvus-lite's fixed BM25 parameters change."""
-    from ragsieve.tools.index.milvus_publish import MILVUS_LITE_BM25
+    from ragsieve.tools.index.milvus_schema import MILVUS_LITE_BM25
 
     out = {"as_built": parity_once(index_dir, work / "as-built", limit)}
     matched = work / "bm25-matched-src"

@@ -5,7 +5,7 @@
 Why a separate part: measuring the whole `ragsieve index` + `publish` path at 1M chunks needs a 1M-chunk local
 index built and rebuilt per change, which this 2-core machine shares with others for hours; the local build is
 the local backend's cost (measured in `scale_publish.py` at 10k/100k). Here the collection is filled directly
-with N synthetic one-chunk documents (schema of `milvus_publish.create_collection`, FLAT dense index, Milvus
+with N synthetic one-chunk documents (schema of `milvus_schema.create_collection`, FLAT dense index, Milvus
 BM25 over generated text, random unit vectors, every row born in generation 1) and cached under `--cache`
 (building 1M rows takes long; reruns reuse it). Then one document is changed per publish: exactly the calls
 `milvus_publish` makes in incremental mode, timed — `recover` (delete the rows retired by the previous
@@ -50,7 +50,7 @@ def _texts(rng, n: int) -> list[str]:
 
 
 def _entities(rows: list[int], texts: list[str], vectors: np.ndarray, generation: int) -> list[dict]:
-    from ragsieve.tools.index.milvus_publish import analysed
+    from ragsieve.tools.index.milvus_schema import analysed
     from ragsieve.tools.index.milvus_rows import ALIVE, primary_key
 
     return [{"pk": primary_key(generation, r), "row": r, "born": generation, "died": ALIVE, "doc_id": f"d{r}",
@@ -65,7 +65,7 @@ def build_collection(n: int, cache: Path) -> dict:
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_publish import create_collection
+    from ragsieve.tools.index.milvus_schema import create_collection
 
     folder = cache / f"milvus-rows-{n}"
     state_file = folder / "state.json"

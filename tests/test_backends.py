@@ -19,7 +19,8 @@ from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.tools.index.backend import Backend, open_index  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish, read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]
@@ -163,9 +164,9 @@ def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tm
     """Same analysed tokens, same Lucene BM25: with the local index built with milvus-lite's fixed k1/b the
     rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop).
     With identifier terms (the default) the published text holds them too, dotted ones kept whole through
-    Milvus' `standard` tokenizer (milvus_publish.analysed), and identifier queries rank alike."""
+    Milvus' `standard` tokenizer (milvus_schema.analysed), and identifier queries rank alike."""
     from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.milvus_publish import MILVUS_LITE_BM25
+    from ragsieve.tools.index.milvus_schema import MILVUS_LITE_BM25
 
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"

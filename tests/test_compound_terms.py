@@ -9,7 +9,7 @@ from pathlib import Path
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import indexed_text, symbol_words
 from ragsieve.tools.index.compounds import compound_words, split_compound
-from ragsieve.tools.index.milvus_publish import analysed
+from ragsieve.tools.index.milvus_schema import analysed
 from ragsieve.tools.types import Chunk
 
 CODE = [

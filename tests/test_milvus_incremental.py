@@ -22,7 +22,8 @@ from test_stable_rows import HashEmbedder, builder, snapshot, write_corpus  # no
 from ragsieve.tools.index.backend import open_index  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus_client import stop_lite_server  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish, read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,8 @@ from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 
 from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: E402
 from ragsieve.tools.index.milvus_leases import held  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish, read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +75,7 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from ragsieve.tools.index.milvus_leases import hold
-    from ragsieve.tools.index.milvus_publish import read_pointer
+    from ragsieve.tools.index.milvus_pointer import read_pointer
     root = Path(sys.argv[1])
     pointer, lease = hold(root, lambda: read_pointer(root))
     print(pointer["visible"], lease is not None and lease.held, flush=True)

@@ -36,6 +36,7 @@ from ragsieve.tools.index.generations import live_generation, new_generation, sw
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
+from ragsieve.tools.index.encoder_choice import default_encoder, recorded_encoder  # noqa: F401  (re-exported)
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.incremental import collect_stores
@@ -53,29 +54,6 @@ _version = package_version  # the name benchmarks import
 
 UPGRADED_CELLS = ("index upgraded once: IVF cells stored so that later changes search only the cells they touch "
                   "(this build rewrote the base segment; docs/local-layout.md)")
-
-
-def default_encoder() -> str:
-    """The encoder of a new index: `onnx-int8` (int8 weights on ONNX Runtime: within 0.005 nDCG@10 of `torch` on
-    SciFact, SQuAD 2.0 and HotpotQA, 2.0-3.2x the chunks per CPU-second; issue 28, `scale_encoder_sets.json`) when ONNX
-    Runtime and onnx are installed, else `torch`. An existing index keeps the encoder its manifest records."""
-    from importlib.util import find_spec
-
-    if find_spec("onnxruntime") is not None and find_spec("onnx") is not None:
-        return "onnx-int8"
-    log.info("encoder torch: install ragsieve[fast] for the faster onnx-int8 encoder")
-    return "torch"
-
-
-def recorded_encoder(root: Path) -> str | None:
-    """The encoder the live generation of `root` was embedded with (None: no index yet)."""
-    gen = live_generation(root)
-    if gen is None or not (gen / MANIFEST).is_file():
-        return None
-    embedding = read_manifest(gen).get("embedding", {})
-    if embedding.get("provider", "sentence-transformers") != "sentence-transformers":
-        return None  # built through an endpoint: a local build of it is another provider (refused as a mismatch)
-    return embedding.get("encoder", "torch")
 
 
 class IndexBuilder:

@@ -46,7 +46,7 @@ def next_born(born: dict[int, int], write: set[int], rows_now: int, generation: 
 def write_born(root: Path, gen: str, born: dict[int, int]) -> str | None:
     if not born:
         return None
-    from ragsieve.tools.index.milvus_publish import SPARSE_DIR
+    from ragsieve.tools.index.milvus_pointer import SPARSE_DIR
 
     folder = Path(root) / SPARSE_DIR
     folder.mkdir(exist_ok=True)

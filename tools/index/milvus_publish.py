@@ -35,54 +35,21 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import secrets
 from pathlib import Path
-
-import numpy as np
 
 from ragsieve.tools.index import npy
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: F401  (client_for re-exported)
+from ragsieve.tools.index.milvus_pointer import (INTENT, POINTER, SPARSE_DIR, read_pointer, resolve_uri, stored_uri,
+                                                 write_intent, write_pointer, write_sparse)
+from ragsieve.tools.index.milvus_schema import BM25_INPUT, bm25_params_applied, bm25_settings, create_collection
 
 log = logging.getLogger(__name__)
 
-POINTER = "milvus.json"
-SPARSE_DIR = "milvus-sparse"
-INTENT = "milvus-publishing.json"  # the collection a full publish is writing, until the switch
 BATCH = 2000
-ANALYZER = {"tokenizer": "standard"}  # the text arrives analysed (see the module doc)
-MILVUS_LITE_BM25 = (1.5, 0.75)  # what milvus-lite scores with whatever it is given
-BM25_INPUT = "pretokenized"  # recorded in the pointer; older collections ("raw") analysed with Milvus' stemmer
-
-
-def read_pointer(root: Path) -> dict:
-    try:
-        return json.loads((Path(root) / POINTER).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IndexMissingError(f"index {root}: {POINTER} is missing or damaged ({exc})") from None
-
-
-def bm25_settings(manifest: dict) -> dict:
-    """k1, b, stemming and identifier terms of the local BM25 index, which Milvus must reproduce."""
-    bm = manifest.get("bm25") or {}
-    return {"k1": float(bm.get("k1", 0.9)), "b": float(bm.get("b", 0.4)), "stem": bool(bm.get("stem", True)),
-            "identifiers": bool(bm.get("identifiers", False)), "compounds": bool(bm.get("compounds", False))}
-
-
-DOT = "_d0t_"  # `re.search` -> `re_d0t_search`: the `standard` tokenizer splits at "." but keeps `_` runs whole
-
-
-def analysed(text: str, stem: bool, identifiers: bool = False, compounds: bool = False) -> str:
-    """The local BM25 tokens as one Milvus input string. With `identifiers`, a whole dotted identifier
-    (`re.search`) is written with DOT for its dots, so Milvus' `standard` tokenizer (milvus-lite offers no
-    `whitespace` one) keeps it one token, as the local index does; `token_urlsafe` stays whole as it is."""
-    from ragsieve.tools.index.bm25 import tokenize
-
-    tokens = tokenize(text, stem, identifiers, compounds)  # `compounds`: a document's text, never a query
-    return " ".join(t.replace(".", DOT) for t in tokens) if identifiers else " ".join(tokens)
 
 
 def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
@@ -140,7 +107,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                 counts = {"rows_written": 0, "rows_retired": 0}
                 born = read_born(root, previous)
                 if previous["generation"] != gen:
-                    _write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
+                    write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
                     counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
                                          retire, tenant, bm25["stem"],
                                          known=live_entities(root, previous, born, retire, tenant, bm25["stem"]))
@@ -151,7 +118,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                 mode = "incremental"
             else:
                 collection = f"{name}_{re.sub(r'[^0-9A-Za-z_]', '_', gen)}_{secrets.token_hex(3)}"
-                _write_intent(root, {"mode": "full", "collection": collection})
+                write_intent(root, {"mode": "full", "collection": collection})
                 retired_ids, pending, expire_now, born, copy_generation = [], [], [], {}, number
                 create_collection(client, collection, dim, index_type, k1=bm25["k1"], b=bm25["b"])
                 bm25["applied"] = bm25_params_applied(client, collection, bm25)
@@ -177,7 +144,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                    "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
                    "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
                    "last_publish": {"mode": mode, **counts, **recovery}}
-        _write_pointer(root, pointer)  # the switch: readers now show the new generation
+        write_pointer(root, pointer)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
         keep = {Path(str(f)).name for f in (sparse_file, retired_file, born_file, previous.get("sparse_file"))} | \
             {Path(e["file"]).name for e in pending}
@@ -190,19 +157,13 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                     and client.has_collection(old):
                 if any(c == old for c, _ in leases.held(root)):  # a reader still shows it: dropped later
                     pointer["pending_drop"] = pending_drop + [old]
-                    _write_pointer(root, pointer)
+                    write_pointer(root, pointer)
                 else:
                     client.drop_collection(old)
             leases.sweep(root, collection, number, leases.held(root))
         finally:
             release_client(client, resolve_uri(root, stored))
     return pointer
-
-
-def _write_pointer(root: Path, pointer: dict) -> None:
-    tmp = root / f".{POINTER}.tmp"
-    tmp.write_text(json.dumps(pointer, indent=2), encoding="utf-8")
-    os.replace(tmp, root / POINTER)
 
 
 def _pending_expiry(previous: dict) -> list[dict]:
@@ -236,50 +197,6 @@ def _drop_unread(client, pending: list[str], held: list[tuple[str, int]]) -> lis
         elif client.has_collection(old):
             client.drop_collection(old)
     return left
-
-
-def write_sparse(root: Path, gen: str, rows) -> str:
-    """The COS-Mix sparse rows of generation `gen` beside the pointer (`milvus-sparse/<gen>.npy`): the subset is
-    recomputed from all vectors each generation, so it lives in one small file, not in every entity."""
-    folder = root / SPARSE_DIR
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f".{gen}.npy.tmp"
-    with open(tmp, "wb") as fh:
-        np.save(fh, np.asarray(sorted(rows), dtype=np.int64))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / f"{gen}.npy")
-    return f"{SPARSE_DIR}/{gen}.npy"
-
-
-def stored_uri(root: Path, uri: str) -> str:
-    """How the pointer records `uri`: a server URI as given; a milvus-lite file inside the index folder relative
-    to it (a copied or moved index then uses its own copy), any other file as an absolute path."""
-    if "://" in uri:
-        return uri
-    path = Path(uri).expanduser().resolve()
-    try:
-        return str(path.relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
-
-
-def resolve_uri(root: Path, stored: str) -> str:
-    """The URI a client opens for a pointer's `uri` (a relative file is relative to the index folder)."""
-    if "://" in stored or Path(stored).is_absolute():
-        return stored
-    inside = Path(root).resolve() / stored
-    if not inside.exists() and Path(stored).exists():  # a pointer written before: relative to the build's cwd
-        return str(Path(stored).resolve())
-    return str(inside)
-
-
-def _write_intent(root: Path, intent: dict) -> None:
-    """Before writing to Milvus, say what: a publish killed before the switch leaves it here (a full copy's
-    collection to drop, or an incremental publish's rows to undo)."""
-    tmp = root / f".{INTENT}.tmp"
-    tmp.write_text(json.dumps(intent), encoding="utf-8")
-    os.replace(tmp, root / INTENT)
 
 
 def _drop_abandoned(client, root: Path, live: str | None) -> dict:
@@ -317,56 +234,6 @@ def _point_alias(client, alias: str, collection: str) -> None:
     except Exception as exc:  # an engine without aliases: the pointer file alone switches
         log.warning("Milvus alias %s not set (%s: %s); readers still switch by %s", alias, type(exc).__name__,
                     str(exc)[:120], POINTER)
-
-
-def bm25_params_applied(client, collection: str, bm25: dict) -> bool:
-    """Whether the engine kept the BM25 k1 and b it was given. milvus-lite 3.2.2 drops them and scores with
-    k1 = 1.5, b = 0.75 (measured: its scores fit Lucene BM25 with those values exactly), so BM25 rankings
-    then differ a little from the local index's; a warning says so and the pointer records it."""
-    try:
-        described = client.describe_index(collection, "bm25") or {}
-    except Exception:  # an engine that cannot describe: assume it applied what it accepted
-        return True
-    kept = str(described.get("bm25_k1", "")) and str(described.get("bm25_b", ""))
-    if not kept and (bm25["k1"], bm25["b"]) != MILVUS_LITE_BM25:
-        log.warning("Milvus at this URI ignored bm25_k1=%s bm25_b=%s and scores BM25 with its defaults "
-                    "(milvus-lite: k1=1.5, b=0.75); build the local index with those values for identical "
-                    "BM25 rankings, or use a Milvus server", bm25["k1"], bm25["b"])
-    return bool(kept)
-
-
-def create_collection(client, collection: str, dim: int, index_type: str = "FLAT", *, k1: float = 0.9,
-                      b: float = 0.4) -> None:
-    """The chunk collection: metadata, text, a dense vector and Milvus' BM25 function over `search_text`."""
-    from pymilvus import DataType, Function, FunctionType
-
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("pk", DataType.INT64, is_primary=True)  # generation << 36 | row (`milvus_rows`)
-    schema.add_field("row", DataType.INT64)
-    schema.add_field("born", DataType.INT64)
-    schema.add_field("died", DataType.INT64)
-    for field, length in (("doc_id", 2048), ("source", 4096), ("title", 1024), ("kind", 32),
-                          ("symbol", 1024), ("text_hash", 64), ("doc_hash", 128)):
-        schema.add_field(field, DataType.VARCHAR, max_length=length)
-    schema.add_field("tenant", DataType.VARCHAR, max_length=128, is_partition_key=True)
-    schema.add_field("chunk_index", DataType.INT64)
-    schema.add_field("line_start", DataType.INT64)
-    schema.add_field("line_end", DataType.INT64)
-    schema.add_field("text", DataType.VARCHAR, max_length=65535)
-    schema.add_field("search_text", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                     analyzer_params=ANALYZER)
-    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
-    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
-                                 input_field_names=["search_text"], output_field_names=["bm25"]))
-    params = client.prepare_index_params()
-    dense_params = {"M": 32, "efConstruction": 200} if index_type == "HNSW" else {}
-    params.add_index("dense", index_type=index_type, metric_type="IP", params=dense_params)
-    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                     params={"bm25_k1": k1, "bm25_b": b})
-    for field in ("row", "born", "died"):  # the visibility filter and row lookups run on every read
-        params.add_index(field, index_type="INVERTED")
-    client.create_collection(collection, schema=schema, index_params=params, consistency_level="Strong")
 
 
 def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:

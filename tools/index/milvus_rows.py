@@ -48,7 +48,7 @@ def primary_key(generation: int, row: int) -> int:
 def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -> list[dict]:
     """The entities of `rows` of the local generation `local` (a HybridIndex), born in `generation`."""
     from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.milvus_publish import analysed
+    from ragsieve.tools.index.milvus_schema import analysed
     from ragsieve.tools.index.store import text_hash
 
     chunks = local.store.get_many(rows)
