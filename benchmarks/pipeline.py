@@ -33,7 +33,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
-from pipeline_rows import alternate, resumed, row_commits, row_for, rule_counts, size_distribution, summarise  # noqa: E402
+from pipeline_rows import (alternate, error_row, resumed, row_commits, row_for, rule_counts,  # noqa: E402
+                           size_distribution, summarise)  # noqa: E402
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -169,10 +170,12 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
 def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report) -> None:
     """Every plan on one question before the next (paired rows), each row appended to
     `--checkpoint` as it is written, no new question once `--budget-s` seconds have passed since the run began: the n reached is
-    stated in the summary (`n`) and `budget_stopped`."""
+    stated in the summary (`n`) and `budget_stopped`. A question whose ask raised is left out of every plan's summary
+    (rows stay paired) and listed under `errors`; after `--max-errors` of them no new question is asked."""
     rows: dict[str, list[dict]] = {p: [] for p in plans}
     done = resumed(args, name, judge, plans)
     reused: list[dict] = []
+    errors: list[dict] = []
     stopped = False
     for q in alternate(questions):
         if all((q["id"], p) in done for p in plans):  # --resume: this question's rows came from the checkpoint
@@ -183,20 +186,36 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
         if args.budget_s and time.time() - STARTED > args.budget_s:
             stopped = True
             break
+        if len(errors) >= args.max_errors:
+            stopped = "errors"
+            break
+        asked = {}
         for plan in plans:
-            row = ask_row(q, plan, orchs, llm, chat, args, name, judge) | {"commit": report["commit"]}
-            rows[plan].append(row)
+            started = time.perf_counter()
+            try:
+                row = ask_row(q, plan, orchs, llm, chat, args, name, judge)
+            except Exception as exc:  # one question's fault is a row, not the end of a long run
+                row = error_row(q, plan, name, judge, exc, time.perf_counter() - started)
+            asked[plan] = row | {"commit": report["commit"]}
             if args.checkpoint:
                 with open(args.checkpoint, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row) + "\n")
+                    fh.write(json.dumps(asked[plan]) + "\n")
+        failed = [r for r in asked.values() if "error" in r]
+        errors.extend({"qid": r["qid"], "plan": r["plan"], "error": r["error"]} for r in failed)
+        if not failed:
+            for plan in plans:
+                rows[plan].append(asked[plan])
         print(f"  {judge:14} {name} q{len(rows[plans[0]])}: " + " ".join(
-            f"{p}={rows[p][-1]['gold_recall']}/{rows[p][-1]['abstained']}" for p in plans), flush=True)
+            f"{p}={asked[p].get('gold_recall')}/{asked[p].get('abstained')}" for p in plans)
+            + (f" (error: {failed[0]['error'][:120]})" if failed else ""), flush=True)
     for plan in plans:
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
             "rule": rule_counts(rows[plan]), "budget_stopped": stopped, "questions_available": len(questions)}
     if reused:  # rows a resumed run took from the checkpoint, by the commit that wrote them
         report["sets"][name]["resumed_rows"] = row_commits(reused)
+    if errors:
+        report["sets"][name].setdefault("errors", {})[judge] = errors
 
 
 def _abstention_report(path: Path) -> dict | None:
@@ -296,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="every plan on a question before the next (paired rows; answerable/unanswerable in turn)")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="with --interleave: no new question after this many seconds from the start (n reached is stated)")
+    ap.add_argument("--max-errors", type=int, default=3,
+                    help="with --interleave: questions whose ask raised before no new question is asked")
     ap.add_argument("--checkpoint", default=None, help="with --interleave: append each row to this JSONL as it is done")
     ap.add_argument("--resume", action="store_true",
                     help="with --checkpoint: reuse the rows a stopped run wrote there instead of asking those questions again")

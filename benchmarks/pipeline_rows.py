@@ -85,9 +85,16 @@ def resumed(args, name: str, judge: str, plans: list[str]) -> dict[tuple[str, st
             row = json.loads(line)
         except json.JSONDecodeError:  # a line cut by the interruption
             continue
-        if row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans:
+        if row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans \
+                and "error" not in row:  # a question that raised is asked again
             out[row["qid"], row["plan"]] = row
     return out
+
+
+def error_row(q: dict, plan: str, name: str, judge: str, exc: BaseException, seconds: float) -> dict:
+    """The row of a question whose ask raised: what raised, and how long it took."""
+    return {"dataset": name, "judge": judge, "plan": plan, "qid": q["id"], "impossible": q["impossible"],
+            "error": f"{type(exc).__name__}: {str(exc)[:300]}", "seconds": round(seconds, 3)}
 
 
 def row_commits(rows: list[dict]) -> dict[str, int]:
