@@ -18,7 +18,8 @@ identifiers are also kept whole, unstemmed (`token_urlsafe`, `re.search`,
 Stemming is on by default because it scored best on SciFact (bm25s, k1=0.9,
 b=0.4, title+text, chunk_tokens=512): nDCG@10 0.682 test / 0.692 train with
 stems vs 0.666 / 0.665 without (measured with benchmarks/retrieval.py's
-metric functions; 2026-11-21).
+metric functions; 2026-11-21, a one-off decision run with no result file kept). The current
+default index's BM25-alone figure is 0.683 (200-token chunks, `benchmarks/results/retrieval_scifact.json`).
 """
 from __future__ import annotations
 
