@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +34,7 @@ import ragsieve.agent.steps.expand  # noqa: E402,F401
 import ragsieve.agent.steps.fallback  # noqa: E402,F401
 import ragsieve.agent.steps.judge  # noqa: E402,F401
 import ragsieve.agent.steps.validate  # noqa: E402,F401
+from bench_io import header  # noqa: E402  (this folder)
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
@@ -217,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         from ragsieve.agent.llm.client import LLM
 
         llm, close = LLM(oracle), (lambda: None)
-    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "llm": endpoint,
-                    "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                "platform": platform.platform()},
+    report: dict = {**header(), "llm": endpoint,
                     "config": {"loop": config.loop.model_dump(), "fallback": config.fallback.model_dump(),
                                "retrieval": config.retrieval.model_dump()}, "sets": {}}
     try:
@@ -258,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({name: report["sets"][name]["summary"]}, indent=1), flush=True)
     finally:
         close()
+    report["load_average_at_end"] = os.getloadavg()
     out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     print(f"wrote {out}")
     return 0

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 from ragsieve.agent.judging.combine import evidence_keys, select_context  # noqa: E402
 from agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
+from bench_io import header  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 ANCHORS = (0, 1, 2, 3, 4)  # capped at final_k - 1 = 4
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", nargs="+", help="benchmarks/agentic.py result files")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "combine-replay.json"))
     args = ap.parse_args(argv)
-    report: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "files": {}}
+    report: dict = {**header(), "files": {}}
     for path in args.results:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         final_k = data["config"]["loop"]["final_k"]
