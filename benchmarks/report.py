@@ -138,6 +138,10 @@ def agentic_section(folder: Path) -> list[str]:
     files = load(folder, "agentic*.json")
     if not files:
         return lines + ["not run (no benchmarks/results/agentic*.json).", ""]
+    lines += ["`both_gold@5` reads the context's first five chunks. With a trusted judge the `agentic` context (rule "
+              "`union`, `agent/steps/expand.py`) is the relevant set together with `fast`'s context, best retrieval "
+              "evidence first, so its first five chunks are `fast`'s and its gain shows in `gold_recall` (gold "
+              "paragraphs in the whole context). In an oracle run no answer is generated (EM/F1 0).", ""]
     for path, data, error in files:
         if data is None or not isinstance(data.get("sets"), dict):
             lines += generic_file(path, data, error or "no `sets`")
