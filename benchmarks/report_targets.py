@@ -167,7 +167,7 @@ def sources_rows(folder: Path, load) -> list[list[str]]:
 
 
 MILVUS_MODES = {"server": "Milvus server", "cold": "milvus-lite file opened by the new process",
-                "warm": "milvus-lite file, rows looked up by query"}
+                "warm": "milvus-lite file, pointer from before the born record (read once)"}
 
 
 def scale_rows(folder: Path, load) -> list[list[str]]:

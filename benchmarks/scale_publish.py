@@ -18,7 +18,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -40,10 +39,13 @@ class HashEmbedder:
 
 
 def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return ""
+    """The checkout's commit, "+dirty" when tracked code differs (`bench_io.commit`, shared by every benchmark)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_io import commit as checkout
+
+    return checkout()
 
 
 def _corpus(path: Path, n: int, edited: int | None = None) -> None:

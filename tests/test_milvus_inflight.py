@@ -125,3 +125,41 @@ def test_an_incremental_publish_does_not_read_the_collection(tmp_path, monkeypat
         assert len(idx) == 40
         assert versions_seen(index, [d for d in idx.store.documents() if "doc0005" in d]).popitem()[1] == {"3", "n=1"}
     assert entities(index, first["collection"]) == 41  # 40 live + the row retired last (deleted next time)
+
+
+def test_a_pointer_from_before_the_born_record_is_looked_up_once_then_never(tmp_path, monkeypatch):
+    """An index published before `copy_generation` / `born_file` existed: its next publish looks the retired rows
+    up (the query path) and reads the born record from the collection once; the publishes after it read
+    nothing, and still retire the right entity of a document changed before the record existed."""
+    import json
+
+    from ragsieve.tools.index import milvus_born, milvus_delta
+
+    docs, index = tmp_path / "docs", tmp_path / "idx"
+    write_corpus(docs, 40)
+    builder(index).build([docs])
+    first = publish(index)
+    change(docs, index, 1)  # document 5's row now lives in a later generation than the full copy
+    legacy = read_pointer(index)
+    for key in ("copy_generation", "born_file"):
+        legacy.pop(key)
+    (index / "milvus.json").write_text(json.dumps(legacy), encoding="utf-8")
+
+    reads, migrations = [], []
+    real_query, real_born = milvus_delta._query_all, milvus_born.born_from_collection
+    monkeypatch.setattr(milvus_delta, "_query_all", lambda *a, **k: reads.append(a[2]) or real_query(*a, **k))
+    monkeypatch.setattr(milvus_born, "born_from_collection",
+                        lambda *a: migrations.append(a[2]) or real_born(*a))
+    migrated = change(docs, index, 2)
+    assert len(reads) == 1 and len(migrations) == 1  # looked up, then the record read from the collection
+    assert migrated["copy_generation"] == first["visible"]
+    born = milvus_born.read_born(index, migrated)
+    assert born == {r: migrated["visible"] for r in born} and len(born) == 1  # only document 5's row is newer
+    for version in (3, 4):
+        now = change(docs, index, version)
+        assert now["last_publish"]["rows_written"] == now["last_publish"]["rows_retired"] == 1
+    assert len(reads) == 1 and len(migrations) == 1  # nothing read after the migration
+    with opened(index) as idx:
+        assert len(idx) == 40
+        assert versions_seen(index, [d for d in idx.store.documents() if "doc0005" in d]).popitem()[1] == {"4", "n=1"}
+    assert entities(index, first["collection"]) == 41  # 40 live + the row retired last

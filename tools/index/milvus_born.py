@@ -9,8 +9,10 @@ small file of the rows written since by incremental publishes with their
 generation (`milvus-sparse/born-<gen>.npy`, rows x (row, born)): a retired
 row's entity is rebuilt from the previous local generation (the one the
 collection shows, kept by the local builder) with the recorded `born`, and no
-read of the collection is needed. Without that record (a pointer written
-before it, or the previous local generation gone) the publish looks the rows up.
+read of the collection is needed. Without the previous local generation the
+publish looks the rows up; a pointer written before the record (or with its
+file unreadable) is looked up once and the record read from the collection
+(`born_from_collection`), so the publishes after it read nothing.
 """
 from __future__ import annotations
 
@@ -79,3 +81,27 @@ def live_entities(root: Path, pointer: dict, born: dict[int, int] | None, rows: 
         return [e for b, part in sorted(by_born.items()) for e in entities(view, part, tenant, stem, b)]
     finally:
         view.close()
+
+
+def born_from_collection(client, collection: str, generation: int) -> tuple[int, dict[int, int]]:
+    """(copy_generation, row -> born) read once from the entities generation `generation` shows, for a pointer
+    written before the born record: the most common `born` stands for the full copy, the other rows are
+    recorded. O(corpus) once (the collection is loaded and every (row, born) pair read); every later publish
+    then rebuilds retired entities without reading the collection."""
+    from collections import Counter
+
+    from ragsieve.tools.index.milvus_rows import visible_at
+
+    client.load_collection(collection)
+    pairs: dict[int, int] = {}
+    it = client.query_iterator(collection, batch_size=16000, filter=visible_at(generation),
+                               output_fields=["row", "born"])
+    try:
+        while page := it.next():
+            pairs.update((int(e["row"]), int(e["born"])) for e in page)
+    finally:
+        it.close()
+    if not pairs:
+        return int(generation), {}
+    copy = Counter(pairs.values()).most_common(1)[0][0]
+    return int(copy), {r: b for r, b in pairs.items() if b != copy}

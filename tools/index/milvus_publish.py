@@ -71,7 +71,8 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
     from ragsieve.tools.index import milvus_leases as leases
-    from ragsieve.tools.index.milvus_born import live_entities, next_born, read_born, write_born
+    from ragsieve.tools.index.milvus_born import (born_from_collection, live_entities, next_born, read_born,
+                                                 write_born)
     from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
     from ragsieve.tools.index.milvus_local import open_live
     from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number
@@ -113,6 +114,8 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                                          known=live_entities(root, previous, born, retire, tenant, bm25["stem"]))
                     born = None if born is None else next_born(born, write, len(local), number)
                 copy_generation = previous.get("copy_generation")
+                if born is None:  # a pointer from before the born record: read it from the collection, once
+                    copy_generation, born = born_from_collection(client, collection, number)
                 retired_ids = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"
