@@ -24,8 +24,9 @@ def _milvus_publish(data: dict) -> list[str]:
                          r.get("max_rss_gb"), _f((r.get("load_average") or [None])[0], 1)])
     return [f"One-document publish on Milvus ({data.get('engine')}; {data.get('vectors')}). server: each publish "
             "from a new process to a server holding the collection open; cold: a new process opening the "
-            "milvus-lite file (its engine reads the collection first: 'open s'); warm: the same, loaded, the retired "
-            "row looked up by query. Target: flat in N, <= 2 s at 1M:", ""] + _table(
+            "milvus-lite file (its engine reads the collection first: 'open s'); warm: the same with a pointer from "
+            "before the born record, loaded: its first publish looks the retired row up and reads the record from "
+            "the collection once, the later ones do not. Target: flat in N, <= 2 s at 1M:", ""] + _table(
         ["chunks", "mode", "open s", "load s", "publishes s", "written/retired", "peak RSS GB", "load avg"], rows)
 
 
