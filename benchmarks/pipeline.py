@@ -34,7 +34,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
 from pipeline_rows import (alternate, error_row, resumed, row_commits, row_for, rule_counts,  # noqa: E402
-                           size_distribution, summarise)  # noqa: E402
+                           size_distribution, summarise)
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -176,6 +176,7 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
     done = resumed(args, name, judge, plans)
     reused: list[dict] = []
     errors: list[dict] = []
+    errored = 0  # questions with an error row
     stopped = False
     for q in alternate(questions):
         if all((q["id"], p) in done for p in plans):  # --resume: this question's rows came from the checkpoint
@@ -186,7 +187,7 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
         if args.budget_s and time.time() - STARTED > args.budget_s:
             stopped = True
             break
-        if len(errors) >= args.max_errors:
+        if errored >= args.max_errors:
             stopped = "errors"
             break
         asked = {}
@@ -202,6 +203,7 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
                     fh.write(json.dumps(asked[plan]) + "\n")
         failed = [r for r in asked.values() if "error" in r]
         errors.extend({"qid": r["qid"], "plan": r["plan"], "error": r["error"]} for r in failed)
+        errored += bool(failed)
         if not failed:
             for plan in plans:
                 rows[plan].append(asked[plan])
