@@ -64,8 +64,8 @@ def test_resume_asks_an_errored_question_again_and_reuses_the_rest(monkeypatch, 
 
 
 def test_the_run_stops_asking_after_max_errors(monkeypatch, tmp_path):
-    failing = {(f"q{i}", "fast") for i in range(10)}  # an endpoint that is down
+    failing = {(f"q{i}", p) for i in range(10) for p in ("fast", "full")}  # an endpoint that is down
     got, out, asked = _run(monkeypatch, tmp_path, 10, failing, max_errors=2)
-    assert len(asked) == 4  # two questions, both plans, then no new question
+    assert len(asked) == 4  # two questions (each counted once, though both plans raised), then no new one
     assert got["rows"]["j|fast"]["budget_stopped"] == "errors" and got["rows"]["j|fast"]["n"] == 0
-    assert len(got["errors"]["j"]) == 2
+    assert len(got["errors"]["j"]) == 4
