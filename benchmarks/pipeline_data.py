@@ -10,6 +10,9 @@ Calibration never sees the questions it is evaluated on:
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import random
 import shutil
@@ -75,23 +78,50 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
     out: dict[int, Path] = {}
     train = name == "scifact" and scifact_calibration == "train"
     for fold in sorted({q["fold"] for q in questions}):
-        target = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
+        plain = index_dir.parent / f"{index_dir.name}-cal{'train' if train else ''}{fold}"
         evaluated = {q["id"] for q in questions if q["fold"] == fold}
-        # (re)calibrate when missing, written before the hybrid score kinds existed, or calibrated on some of the
-        # questions now evaluated (an earlier run with --limit kept fewer questions out: `held-out.json` says which)
-        if not (target / "calibration.json").exists() or load_calibration(target)[0].hybrid_k is None \
-                or load_calibration(target)[0].abstention is None or not _held_out_covers(target, evaluated):
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(index_dir, target)
-            qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
-            with HybridIndex.open(target) as index:
-                cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(
-                    queries_path=queries_path, qrels_path=qrels_path,
-                    unanswerable=_unanswerable_outside(name, folder, evaluated))
-            save_calibration(cal, target)
-            (target / "held-out.json").write_text(json.dumps(sorted(evaluated)), encoding="utf-8")
+        with _copy_lock(plain):  # two runs sharing --index-root create a copy one at a time
+            # a copy is used when it was calibrated without every question now evaluated (`held-out.json`); one
+            # that was not gets a sibling keyed by this held-out set, so a run using it keeps its files
+            target = copy_for(plain, evaluated)
+            if not _usable(target, evaluated):
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(index_dir, target)
+                qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
+                with HybridIndex.open(target) as index:
+                    cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(
+                        queries_path=queries_path, qrels_path=qrels_path,
+                        unanswerable=_unanswerable_outside(name, folder, evaluated))
+                save_calibration(cal, target)
+                (target / "held-out.json").write_text(json.dumps(sorted(evaluated)), encoding="utf-8")
         out[fold] = target
     return out
+
+
+def _usable(target: Path, evaluated: set[str]) -> bool:
+    """Calibrated with the hybrid score kinds and abstention, and without any of the questions now evaluated."""
+    if not (target / "calibration.json").exists():
+        return False
+    cal = load_calibration(target)[0]
+    return cal.hybrid_k is not None and cal.abstention is not None and _held_out_covers(target, evaluated)
+
+
+def _key(evaluated: set[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(evaluated)).encode()).hexdigest()[:10]
+
+
+@contextlib.contextmanager
+def _copy_lock(target: Path):
+    """An exclusive file lock beside `target` (`fcntl.flock`; released when the block ends and the file closes)."""
+    with open(target.parent / f".{target.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def copy_for(plain: Path, evaluated: set[str], usable=None) -> Path:
+    """The calibrated copy to use for `evaluated`: the plain one when usable, else a sibling keyed by the set."""
+    usable = usable or _usable
+    return plain if usable(plain, evaluated) else plain.with_name(f"{plain.name}-{_key(evaluated)}")
 
 
 def _held_out_covers(target: Path, evaluated: set[str]) -> bool:

@@ -107,6 +107,24 @@ def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_withou
     assert not _held_out_covers(tmp_path, {"a", "d"})  # "d" was a calibration question of that copy
 
 
+def test_a_run_needing_other_held_out_questions_gets_its_own_calibrated_copy(tmp_path):
+    """Two runs sharing --index-root: a copy that does not hold out every question now evaluated is left for
+    the run using it, and a sibling keyed by the held-out set is used instead (same set, same sibling)."""
+    from pipeline_data import _held_out_covers, copy_for
+
+    plain = tmp_path / "squad2-cal0"
+    plain.mkdir()
+    (plain / "held-out.json").write_text(json.dumps(["a", "b"]))
+
+    def usable(target, evaluated):
+        return target.is_dir() and _held_out_covers(target, evaluated)
+
+    assert copy_for(plain, {"a"}, usable) == plain
+    other = copy_for(plain, {"a", "d"}, usable)
+    assert other.parent == plain.parent and other != plain and other.name.startswith("squad2-cal0-")
+    assert copy_for(plain, {"d", "a"}, usable) == other != copy_for(plain, {"a", "e"}, usable)
+
+
 def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tmp_path):
     import argparse
 
