@@ -157,7 +157,7 @@ def _one_change(client, state: dict, live: dict, n: int, k: int, rng, cold: bool
                          known=[live[row]] if cold else None)
     t3 = time.perf_counter()
     if migrate:
-        copy, born = born_from_collection(client, COLLECTION, gen)
+        _, born = born_from_collection(client, COLLECTION, gen)
         migrate_s, migrated_rows = round(time.perf_counter() - t3, 3), len(born)
     t3m = time.perf_counter()
     live[row] = entities(local, [row], "default", True, gen)[0]

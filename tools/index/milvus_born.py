@@ -90,17 +90,13 @@ def born_from_collection(client, collection: str, generation: int) -> tuple[int,
     then rebuilds retired entities without reading the collection."""
     from collections import Counter
 
+    from ragsieve.tools.index.milvus_delta import query_pages
     from ragsieve.tools.index.milvus_rows import visible_at
 
     client.load_collection(collection)
     pairs: dict[int, int] = {}
-    it = client.query_iterator(collection, batch_size=16000, filter=visible_at(generation),
-                               output_fields=["row", "born"])
-    try:
-        while page := it.next():
-            pairs.update((int(e["row"]), int(e["born"])) for e in page)
-    finally:
-        it.close()
+    for page in query_pages(client, collection, visible_at(generation), ["row", "born"], batch=16000):
+        pairs.update((int(e["row"]), int(e["born"])) for e in page)
     if not pairs:
         return int(generation), {}
     copy = Counter(pairs.values()).most_common(1)[0][0]

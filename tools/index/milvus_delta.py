@@ -115,12 +115,16 @@ def _count(client, collection: str, expr: str) -> int:
 
 
 def _query_all(client, collection: str, expr: str) -> list[dict]:
-    """Every entity matching `expr`, all fields (a query iterator: no 16,384-result cap)."""
-    out: list[dict] = []
-    it = client.query_iterator(collection, batch_size=BATCH, filter=expr, output_fields=ALL_FIELDS)
+    """Every entity matching `expr`, all fields."""
+    return [e for page in query_pages(client, collection, expr) for e in page]
+
+
+def query_pages(client, collection: str, expr: str, fields: list[str] = ALL_FIELDS, batch: int = BATCH):
+    """The entities matching `expr` (`fields` of each), page by page through a query iterator: no 16,384-result
+    cap, and a caller that folds the pages never holds them all."""
+    it = client.query_iterator(collection, batch_size=batch, filter=expr, output_fields=fields)
     try:
         while page := it.next():
-            out.extend(page)
+            yield page
     finally:
         it.close()
-    return out
