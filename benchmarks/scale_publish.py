@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_io import commit  # noqa: F401  (this folder; scale.py and scale_encoder_sets.py read it from here)
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
@@ -36,16 +37,6 @@ class HashEmbedder:
         out = np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest() * 12, dtype=np.uint8)
                           for t in texts], dtype=np.float32) - 127.5
         return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-def commit() -> str:
-    """The checkout's commit, "+dirty" when tracked code differs (`bench_io.commit`, shared by every benchmark)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_io import commit as checkout
-
-    return checkout()
 
 
 def _corpus(path: Path, n: int, edited: int | None = None) -> None:
