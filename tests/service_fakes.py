@@ -48,6 +48,8 @@ class CountingChat(FakeChat):
 @contextlib.contextmanager
 def served(indexes: dict[str, Path], chat=None, *, config: Config | None = None, keys: KeyRing | None = None,
            lifetime_s: float = 300.0, **settings):
+    if settings.get("host", "127.0.0.1") != "127.0.0.1":  # a server started by a test listens on loopback only
+        raise ValueError(f"tests serve on 127.0.0.1 only, not {settings['host']!r}")
     chat = chat if chat is not None else FakeChat(default=ANSWER)
     registry = IndexRegistry(indexes, config or Config(), llm=LLM(chat), llm_parallel=settings.pop("llm_parallel", 4))
     app = create_app(registry, ServiceSettings(port=0, **settings), keys, preload_model=False)

@@ -115,6 +115,7 @@ def test_client_disconnect_cancels_the_stream(examples_index):
 
 
 def test_public_address_needs_keys_or_a_flag():
+    # check_exposure only reads the settings (no socket is opened): 0.0.0.0 is the public bind users type
     with pytest.raises(UsageError, match="without API keys"):
         check_exposure(ServiceSettings(host="0.0.0.0"), KeyRing())
     check_exposure(ServiceSettings(host="0.0.0.0", allow_public_without_keys=True), KeyRing())
