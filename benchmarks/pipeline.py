@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
-from pipeline_rows import (alternate, error_row, resumed, row_commits, row_for, rule_counts,  # noqa: E402
+from pipeline_rows import (alternate, error_row, resumed, row_commits, row_for, rule_counts, stage_agreement,  # noqa: E402
                            size_distribution, summarise)
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
@@ -214,6 +214,8 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
             "rule": rule_counts(rows[plan]), "budget_stopped": stopped, "questions_available": len(questions)}
+    if stage_agreement(rows):  # the prefix plans ran beside `full`: do its in-run stages match them?
+        report["sets"][name]["stage_agreement"] = stage_agreement(rows)
     if reused:  # rows a resumed run took from the checkpoint, by the commit that wrote them
         report["sets"][name]["resumed_rows"] = row_commits(reused)
     if errors:

@@ -21,7 +21,47 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
             "context_chunks": len(answer.context), "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
             "llm_calls": answer.usage.calls, "seconds": round(seconds, 3),
             "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
-            "resolved": answer.resolved, "abstention": answer.abstention, "rule": answer_rule(answer)}
+            "resolved": answer.resolved, "abstention": answer.abstention, "rule": answer_rule(answer),
+            **stage_recalls(answer, q["gold"], dataset)}
+
+
+# The first pass of a plan's filter steps, read from the trace: (step, the stage it completes as an ablation plan
+# name, the summary key holding the context after it). The context after step k is the final context of the
+# plan that stops after step k (the same steps on the same replies), so one `full` run gives every stage.
+STAGES = (("expand", "+judge", "context"), ("conformal", "+conformal", "kept"), ("outliers", "+gmm", "kept"),
+          ("segments", "+rse", "context"))
+
+
+def stage_contexts(trace) -> dict[str, list[str]]:
+    """Chunk ids of the context after each filter step's first run (before any fallback pass); a step that
+    was disabled or did not run is left out."""
+    out: dict[str, list[str]] = {}
+    for event in trace:
+        for step, stage, key in STAGES:
+            summary = event.summary or {}
+            if event.step != step or stage in out or summary.get("status") == "disabled":
+                continue
+            if step == "expand" and event.outcome != "converged":
+                continue
+            ids = summary.get(key, summary.get("kept"))
+            if ids is not None:
+                out[stage] = list(ids)
+    return out
+
+
+def stage_recalls(answer, gold, dataset: str) -> dict:
+    """`stages`: gold recall after each filter step of the first pass (`stage_contexts`), then `final` (the
+    answer's context); `stages_both`: HotpotQA's both-gold after each. Empty for a plan with no filter step
+    or a question without gold."""
+    stages = stage_contexts(getattr(answer, "trace", None) or [])
+    if not stages or not gold:
+        return {}
+    stages["final"] = [h.chunk_id for h in answer.context]
+    recalls = {s: gold_passage_recall(unique_in_order(chunk_doc_id(c) for c in ids), gold) for s, ids in stages.items()}
+    out = {"stages": {s: r.fraction for s, r in recalls.items()}}
+    if dataset == "hotpotqa":
+        out["stages_both"] = {s: float(r.all_found) for s, r in recalls.items()}
+    return out
 
 
 def answer_rule(answer) -> str:
@@ -41,7 +81,35 @@ def summarise(rows: list[dict]) -> dict:
             "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
             "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
             "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
-            **abstention_quality(rows)}
+            **abstention_quality(rows), **stage_means(ans)}
+
+
+def stage_agreement(rows: dict[str, list[dict]]) -> dict[str, dict[str, int]]:
+    """When a run has the prefix plans beside `full` (paired rows): per stage, on how many answerable questions
+    the stage's gold recall inside the `full` run equals the prefix plan's own final gold recall."""
+    full = {r["qid"]: r.get("stages") or {} for r in rows.get("full", [])}
+    out = {}
+    for stage in ("+judge", "+conformal", "+gmm", "+rse"):
+        pairs = [(full[r["qid"]][stage], r["gold_recall"]) for r in rows.get(stage, [])
+                 if stage in full.get(r["qid"], {}) and r["gold_recall"] is not None]
+        if pairs:
+            out[stage] = {"questions": len(pairs), "equal": sum(a == b for a, b in pairs)}
+    return out
+
+
+def stage_means(rows: list[dict]) -> dict:
+    """Per-stage gold recall (and both-gold) over the answerable rows that recorded stages: the stages of the
+    default plan from its own trace (`stage_recalls`); `stage_n` rows carried them. Empty when none did."""
+    staged = [r for r in rows if r.get("stages")]
+    if not staged:
+        return {}
+    names = list(dict.fromkeys(s for r in staged for s in r["stages"]))
+    out = {"stage_n": len(staged),
+           "stage_gold_recall": {s: mean(r["stages"][s] for r in staged if s in r["stages"]) for s in names}}
+    if any(r.get("stages_both") for r in staged):
+        out["stage_both_gold"] = {s: mean(r["stages_both"][s] for r in staged if s in r.get("stages_both", {}))
+                                  for s in names}
+    return out
 
 
 def abstention_quality(rows: list[dict]) -> dict:

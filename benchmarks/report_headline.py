@@ -236,12 +236,14 @@ def retrieval_lines(folder: Path, load, command) -> list[str]:
 
 
 def headline_section(folder: Path, load, command) -> list[str]:
-    from report_targets import targets_section  # it imports this module's helpers
+    from report_stages import in_run_lines  # they import this module's helpers
+    from report_targets import targets_section
 
     lines = ["## Headline figures (current code)", "",
              "Each block names its result file, the commit it ran at and its command; "
              "a result file that records no commit is never used here.", ""]
     lines += targets_section(folder, load)
-    for part in (retrieval_lines, abstention_lines, coverage_lines, ablation_lines, embedded_lines, fallback_lines, gmm_lines):
+    for part in (retrieval_lines, abstention_lines, coverage_lines, ablation_lines, in_run_lines, embedded_lines,
+                 fallback_lines, gmm_lines):
         lines += part(folder, load, command)
     return lines

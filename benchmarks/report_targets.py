@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from report_headline import EVENT, _f, _two_se, stage_steps
+from report_stages import in_run_steps
 
 YES, NO, UNMEASURED = "yes", "**no**", "not measured"
+JUDGES = ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")  # the judge levels issue 23 names
 
 
 def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
@@ -75,15 +77,19 @@ def ablation_rows(folder: Path, load) -> list[list[str]]:
     if not found:
         return [["stages of default `full`", "no stage loses > 1 s.e. of gold recall", "–", UNMEASURED,
                  "`pipeline-ablation*.json`"]]
-    steps = [s for s in stage_steps(found) if s[2] is not None]
-    misses = [s for s in steps if s[4]]
+    steps = [(s[0], s[0].get("plan"), s[2], s[4]) for s in stage_steps(found) if s[2] is not None]
+    in_run = _current(load, folder, "pipeline-embedded*.json")  # the embedded judge: stages from its `full` trace
+    steps += [(r, stage, d, miss) for r, stage, _g, _se, d, miss in in_run_steps(in_run) if d is not None]
+    misses = [s for s in steps if s[3]]
     judges = sorted({s[0].get("judge") for s in steps})
+    unmeasured = [j for j in JUDGES if j not in judges]
     worst = min(steps, key=lambda s: s[2]) if steps else None
     measured = (f"{len(misses)} of {len(steps)} stage steps lose > 1 s.e. (judges {', '.join(judges)}); "
-                f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[0].get('plan')})"
-                if worst else "–")
+                f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[1]})"
+                if worst else "–") + (f"; not measured: {', '.join(unmeasured)}" if unmeasured else "")
+    files = f"{len(found)} files `pipeline-ablation-*.json`" + (f", {_names(in_run)}" if in_run else "")
     out = [["stages of default `full`", "no stage loses > 1 s.e. of gold recall, every judge", measured,
-            YES if not misses else NO, f"{len(found)} files `pipeline-ablation-*.json`"]]
+            YES if not misses and not unmeasured else NO, files]]
     for path, data in found:
         rows = {(r.get("dataset"), r.get("judge"), r.get("plan")): r for r in data.get("rows") or []}
         fast, full = rows.get(("hotpotqa", "oracle", "fast")), rows.get(("hotpotqa", "oracle", "full"))
