@@ -33,8 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
-from pipeline_rows import (alternate, error_row, resumed, row_commits, row_for, rule_counts, stage_agreement,  # noqa: E402
-                           size_distribution, summarise)
+from pipeline_coverage import coverage  # noqa: E402
+from pipeline_rows import (alternate, error_row, merged, resumed, row_commits, row_for, rule_counts,  # noqa: E402
+                           stage_agreement, summarise)
 from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
                            measure_judge_on_folds)
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -43,7 +44,6 @@ from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.tools.index.builder import default_encoder, recorded_encoder  # noqa: E402
 from ragsieve.tools.index.dense import Embedder  # noqa: E402
-from ragsieve.tools.metrics import chunk_doc_id, mean  # noqa: E402
 
 END = "end"
 LOOP = {"retrieve": {"next": "judge"}, "judge": {"next": "expand"}}
@@ -161,7 +161,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
         finally:
             close()
     if args.coverage:
-        report["sets"][name]["coverage"] = coverage(questions, orchs, texts, doc_text)
+        report["sets"][name]["coverage"] = coverage(questions, orchs, texts, doc_text, config_for, COVERAGE_KINDS)
     for orch in orchs.values():
         orch._llm = None
         orch.close()
@@ -228,68 +228,6 @@ def _abstention_report(path: Path) -> dict | None:
     return None if cal.abstention is None else cal.abstention.report(Config().abstention.max_false_answer)
 
 
-def coverage(questions, orchs, texts, doc_text) -> dict:
-    """Held-out coverage of the conformal set on the final context (no judge), calibrated kind vs raw."""
-    out = {}
-    chat = OracleChat(texts, doc_text, 0.0)
-    for alpha in (0.05, 0.1, 0.2):
-        for kind in COVERAGE_KINDS:
-            covered, every, paragraphs, sizes = [], [], [], []
-            passed, passed_paragraphs, cut = [], [], []  # the passing set before the context budget cut it
-            for q in questions:
-                if not q["gold"]:
-                    continue
-                orch = orchs[q["fold"]]
-                # the conformal set itself: `relevant` adds nothing to it without a judge (auto could add fast)
-                orch.config, orch._llm = config_for("coverage", alpha, kind, combine="relevant"), LLM(chat)
-                chat.q = q
-                answer = orch.ask(q["question"], plan="coverage")
-                docs = {chunk_doc_id(h.chunk_id) for h in answer.context}
-                covered.append(float(bool(docs & set(q["gold"]))))
-                every.append(float(set(q["gold"]) <= docs))
-                paragraphs.extend(float(d in docs) for d in q["gold"])
-                sizes.append(len(answer.context))
-                step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
-                passing = {chunk_doc_id(c) for c in step.get("passing", [])}
-                passed.append(float(bool(passing & set(q["gold"]))))
-                passed_paragraphs.extend(float(d in passing) for d in q["gold"])
-                cut.append(float(bool(step.get("budget_note"))))
-            # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
-            # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
-            out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
-                                                            "all_gold": mean(every), "per_gold": mean(paragraphs),
-                                                            "mean_context": mean(sizes), "target": 1 - alpha,
-                                                            "set_size": size_distribution(sizes),
-                                                            "passing_coverage": mean(passed),
-                                                            "passing_per_gold": mean(passed_paragraphs),
-                                                            "budget_cut": mean(cut)}
-    return out
-
-
-def merged(out: Path, report: dict, rows: list[dict]) -> tuple[dict, list[dict]]:
-    """An earlier run's results with this run's (same keys: this run wins); both commands kept."""
-    old = json.loads(out.read_text(encoding="utf-8"))
-    for name, info in report["sets"].items():
-        into = old["sets"].setdefault(name, info)
-        if into is not info:
-            both = {**into.get("rows", {}), **info["rows"]}
-            judges = list(dict.fromkeys(k.split("|")[0] for k in both))
-            into["rows"] = dict(sorted(both.items(), key=lambda kv: (judges.index(kv[0].split("|")[0]),
-                                                                    list(PLANS).index(kv[0].split("|")[1]))))
-            for key in ("judge_reliability", "coverage"):
-                if info.get(key):
-                    into[key] = info[key]
-    old["command"] = "; ".join(c for c in (old.get("command"), report["command"]) if c)
-    old["commits_merged"] = [*old.get("commits_merged", [old.get("commit")]), report.get("commit")]
-    old["seconds"] = round((old.get("seconds") or 0) + report["seconds"], 1)
-    old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
-    done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
-    previous = out.with_suffix(".questions.jsonl")
-    kept = [r for r in map(json.loads, previous.read_text(encoding="utf-8").splitlines() if previous.is_file() else [])
-            if (r["dataset"], r["judge"], r["plan"]) not in done]
-    return old, kept + rows
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="hotpotqa,squad2,scifact")
@@ -352,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     report["seconds"] = round(time.time() - started, 1)
     report["load_average_end"] = os.getloadavg()
     if args.merge and out.is_file():
-        report, rows = merged(out, report, rows)
+        report, rows = merged(out, report, rows, list(PLANS))
     report["rows"] = [{"dataset": d, "judge": k.split("|")[0], "plan": k.split("|")[1], **v}
                       for d, s in report["sets"].items() for k, v in s["rows"].items()]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -173,7 +173,7 @@ def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path,
                      train: bool = False) -> tuple[Path, Path]:
     if train:
         return folder / "qrels" / "train.tsv", folder / "queries.jsonl"
-    qrels_lines = [f"query-id\tcorpus-id\tscore"]
+    qrels_lines = ["query-id\tcorpus-id\tscore"]
     queries = []
     if name == "scifact":  # the other fold's test claims: one record per claim, any gold abstract
         texts = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}

@@ -182,3 +182,28 @@ def size_distribution(sizes: list[int]) -> dict:
         return {}
     return {"min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
             "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
+
+
+def merged(out: Path, report: dict, rows: list[dict], plan_order: list[str]) -> tuple[dict, list[dict]]:
+    """An earlier run's results with this run's (same keys: this run wins; rows sorted by judge, then by
+    `plan_order`); both commands kept."""
+    old = json.loads(out.read_text(encoding="utf-8"))
+    for name, info in report["sets"].items():
+        into = old["sets"].setdefault(name, info)
+        if into is not info:
+            both = {**into.get("rows", {}), **info["rows"]}
+            judges = list(dict.fromkeys(k.split("|")[0] for k in both))
+            into["rows"] = dict(sorted(both.items(), key=lambda kv: (judges.index(kv[0].split("|")[0]),
+                                                                    plan_order.index(kv[0].split("|")[1]))))
+            for key in ("judge_reliability", "coverage"):
+                if info.get(key):
+                    into[key] = info[key]
+    old["command"] = "; ".join(c for c in (old.get("command"), report["command"]) if c)
+    old["commits_merged"] = [*old.get("commits_merged", [old.get("commit")]), report.get("commit")]
+    old["seconds"] = round((old.get("seconds") or 0) + report["seconds"], 1)
+    old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
+    done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
+    previous = out.with_suffix(".questions.jsonl")
+    kept = [r for r in map(json.loads, previous.read_text(encoding="utf-8").splitlines() if previous.is_file() else [])
+            if (r["dataset"], r["judge"], r["plan"]) not in done]
+    return old, kept + rows

@@ -74,7 +74,7 @@ def pipeline_section(folder: Path, load, command, machine) -> list[str]:
                 raw = {k.split("|")[0]: v.get("mean_context") for k, v in cov.items() if k.endswith("|raw")}
                 rows = []
                 for key, v in cov.items():
-                    alpha, size, base = key.split("|")[0], v.get("mean_context"), raw.get(key.split("|")[0])
+                    size, base = v.get("mean_context"), raw.get(key.split("|")[0])
                     rows.append([key.replace("|", ", "), v.get("n"), v.get("target"), v.get("coverage"),
                                  v.get("all_gold"), v.get("per_gold"), size,
                                  _f(size / base) if base and size is not None else None])

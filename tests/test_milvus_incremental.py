@@ -297,3 +297,21 @@ def test_the_trace_counts_round_trips_to_milvus_and_fused_retrieval_is_one(tmp_p
         before = idx.round_trips()
         hits = HybridRetriever(idx).run("Document 3 part 0", top_k=5)
         assert hits and calls == [1] and idx.round_trips() - before == 1  # one request for the fused ranking
+
+
+def test_a_row_missing_from_the_collection_is_a_usage_error_naming_it(tmp_path):
+    """The Milvus store's missing-row error is raised as UsageError (the split into milvus_store.py had left it
+    unimported: a NameError instead of the message)."""
+    from ragsieve.tools.errors import UsageError
+    from ragsieve.tools.index.milvus_store import MilvusStore
+
+    docs, index = tmp_path / "docs", tmp_path / "idx"
+    write_corpus(docs, 5)
+    builder(index).build([docs])
+    publish(index)
+    with opened(index) as served:
+        assert isinstance(served.store, MilvusStore)
+        n = len(served)
+        assert served.store.get_many([0])[0].text  # a present row reads back
+        with pytest.raises(UsageError, match=rf"rows \[{n + 7}\] not in the Milvus collection"):
+            served.store.get_many([0, n + 7])

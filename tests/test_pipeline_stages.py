@@ -62,7 +62,7 @@ def test_summary_averages_each_stage_over_the_answerable_rows_that_carry_it():
     assert "stage_both_gold" not in got
 
 
-def test_one_full_run_gives_the_context_each_prefix_plan_ends_with(calibrated_index):
+def test_one_full_run_gives_the_context_each_prefix_plan_ends_with(calibrated_index):  # noqa: F811 (the fixture)
     from ragsieve.agent.orchestrator import Orchestrator
 
     with Orchestrator.open(calibrated_index, pipeline.config_for("full"), chat=FakeChat(default=fake_model)) as orch:

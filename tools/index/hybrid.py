@@ -169,9 +169,6 @@ class HybridIndex:
     def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
                        batch_size: int) -> "HybridIndex":
         """An incremental generation (`ragsieve.tools.index.incremental`): segments composed at open."""
-        from ragsieve.tools.index.seg_bm25 import SegmentBM25
-        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
-
         from ragsieve.tools.index.readers import ReaderLease
 
         lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ragsieve.tools.errors import UsageError
 from ragsieve.tools.types import Chunk
 
 FIELDS = ["row", "doc_id", "chunk_index", "text", "source", "title", "kind", "line_start", "line_end", "symbol",

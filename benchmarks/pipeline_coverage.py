@@ -1,0 +1,48 @@
+"""`benchmarks/pipeline.py --coverage`: held-out coverage of the conformal set on the final context, with no
+judge (CONFLARE's guarantee measured on the context the answer is written from, and on the passing set before
+the context budget cut it)."""
+from __future__ import annotations
+
+from pipeline_data import OracleChat
+from pipeline_rows import size_distribution
+from ragsieve.agent.llm.client import LLM
+from ragsieve.tools.metrics import chunk_doc_id, mean
+
+
+def coverage(questions, orchs, texts, doc_text, config_for, kinds) -> dict:
+    """Held-out coverage of the conformal set on the final context (no judge), for each conformal score kind in
+    `kinds` (None: the calibrated kind; raw: CONFLARE's own score); `config_for` is the benchmark's plan config."""
+    out = {}
+    chat = OracleChat(texts, doc_text, 0.0)
+    for alpha in (0.05, 0.1, 0.2):
+        for kind in kinds:
+            covered, every, paragraphs, sizes = [], [], [], []
+            passed, passed_paragraphs, cut = [], [], []  # the passing set before the context budget cut it
+            for q in questions:
+                if not q["gold"]:
+                    continue
+                orch = orchs[q["fold"]]
+                # the conformal set itself: `relevant` adds nothing to it without a judge (auto could add fast)
+                orch.config, orch._llm = config_for("coverage", alpha, kind, combine="relevant"), LLM(chat)
+                chat.q = q
+                answer = orch.ask(q["question"], plan="coverage")
+                docs = {chunk_doc_id(h.chunk_id) for h in answer.context}
+                covered.append(float(bool(docs & set(q["gold"]))))
+                every.append(float(set(q["gold"]) <= docs))
+                paragraphs.extend(float(d in docs) for d in q["gold"])
+                sizes.append(len(answer.context))
+                step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
+                passing = {chunk_doc_id(c) for c in step.get("passing", [])}
+                passed.append(float(bool(passing & set(q["gold"]))))
+                passed_paragraphs.extend(float(d in passing) for d in q["gold"])
+                cut.append(float(bool(step.get("budget_note"))))
+            # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
+            # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
+            out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
+                                                            "all_gold": mean(every), "per_gold": mean(paragraphs),
+                                                            "mean_context": mean(sizes), "target": 1 - alpha,
+                                                            "set_size": size_distribution(sizes),
+                                                            "passing_coverage": mean(passed),
+                                                            "passing_per_gold": mean(passed_paragraphs),
+                                                            "budget_cut": mean(cut)}
+    return out
