@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import load_documents

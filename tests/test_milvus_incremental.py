@@ -4,7 +4,6 @@ completes it; and the hostile re-run's Milvus findings (issue 22: items 1, 3, 4,
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

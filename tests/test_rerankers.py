@@ -3,7 +3,6 @@
 call when the configured reranker cannot load, and the fallback using the same provider."""
 from __future__ import annotations
 
-import json
 import math
 
 import pytest

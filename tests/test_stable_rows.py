@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.generation_writer import read_changes
