@@ -158,6 +158,39 @@ def test_conformal_adds_the_trusted_relevant_set_under_union(tmp_path):
     assert summary["kept"] == [] and state.evidence == "none"
 
 
+@pytest.mark.parametrize("combine", ["union", "auto"])
+def test_with_no_trusted_judge_the_conformal_set_joins_the_fast_context_never_replaces_it(tmp_path, combine):
+    """Planted: the fast context holds a chunk the conformal cutoff rejects (the weakest pool chunk). With the
+    judge distrusted the step keeps it beside the passing set: the stage never holds less than the one before."""
+    from ragsieve.agent.plan.state import JudgeRoundReport
+
+    index = TinyIndex(tmp_path, FACTS)
+    calibrate(index)
+    question = "beta bridge toll coins"
+    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
+    passing = run_step("conformal", state, deps)["passing"]
+    weakest = hits_for(index, question)[-1].chunk_id
+    assert passing and weakest not in passing
+    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
+    state.first_stage = [weakest, passing[0]]
+    state.context = [state.pool[c] for c in state.first_stage]
+    state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
+    state.loop.trusted.update({weakest: True})
+    state.loop.distrusted = "round 1: called a decoy relevant"
+    summary = run_step("conformal", state, deps)
+    assert summary["kept"] == [weakest] + passing and summary["removed"] == []
+    assert summary["combined_with"] == "conformal set + fast context (no trusted judge)"
+    assert state.evidence == "strong"
+    saved = json.loads((tmp_path / "calibration.json").read_text())
+    saved["qhat"]["rank"] = -1.0  # nothing passes: the fast context stays, marked as such, and the model is asked
+    (tmp_path / "calibration.json").write_text(json.dumps(saved))
+    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
+    state.first_stage = [weakest]
+    state.context = [state.pool[weakest]]
+    summary = run_step("conformal", state, deps)
+    assert summary["kept"] == [weakest] and state.evidence == "fast"
+
+
 def test_conformal_warns_when_corpus_changed(tmp_path):
     index = TinyIndex(tmp_path, FACTS)
     calibrate(index)

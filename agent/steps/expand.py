@@ -96,7 +96,7 @@ def converged_context(state: RunState, deps: Deps) -> tuple[list[str], dict]:
 
     A trusted judge: its relevant set, best evidence first, cut by `loop.context_tokens`.
     An untrusted judge (or no verdict at all): the `fast` context; a later conformal
-    step replaces it with the conformal set. `anchored`: the first release's rule.
+    step adds the conformal set to it. `anchored`: the first release's rule.
     """
     loop = deps.config.loop
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
