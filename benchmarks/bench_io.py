@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def commit() -> str:
 
 
 def header() -> dict:
-    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
+    return {"command": "python " + shlex.join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
             "load_average_at_start": os.getloadavg()}
 

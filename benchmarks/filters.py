@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     index_dir = Path(args.index_root) / "squad2"
     built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build([DATA / "corpus.jsonl"])
-    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
+    report: dict = {"command": shlex.join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
                     "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model,
                               "encoder": recorded_encoder(index_dir)}}

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -276,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
-    report = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
+    report = {"command": shlex.join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
               "combine": args.combine or Config().loop.combine, "overrides": args.override,
               "scifact_calibration": args.scifact_calibration,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
