@@ -1,6 +1,6 @@
 """`benchmarks/pipeline.py --coverage`: held-out coverage of the conformal set on the final context, with no
-judge (CONFLARE's guarantee measured on the context the answer is written from, and on the passing set before
-the context budget cut it)."""
+judge (CONFLARE's guarantee measured on the context the answer is written from - with no trusted judge the
+conformal set joins the fast context - and on the passing set alone, before the context budget cut it)."""
 from __future__ import annotations
 
 from pipeline_data import OracleChat
@@ -17,12 +17,13 @@ def coverage(questions, orchs, texts, doc_text, config_for, kinds) -> dict:
     for alpha in (0.05, 0.1, 0.2):
         for kind in kinds:
             covered, every, paragraphs, sizes = [], [], [], []
-            passed, passed_paragraphs, cut = [], [], []  # the passing set before the context budget cut it
+            passed, passed_paragraphs, passed_sizes, cut = [], [], [], []  # the passing set alone, before the budget
             for q in questions:
                 if not q["gold"]:
                     continue
                 orch = orchs[q["fold"]]
-                # the conformal set itself: `relevant` adds nothing to it without a judge (auto could add fast)
+                # no judge: the context is the conformal set joined to the fast context; `relevant` so that the
+                # rule's choice cannot differ between runs
                 orch.config, orch._llm = config_for("coverage", alpha, kind, combine="relevant"), LLM(chat)
                 chat.q = q
                 answer = orch.ask(q["question"], plan="coverage")
@@ -34,6 +35,7 @@ def coverage(questions, orchs, texts, doc_text, config_for, kinds) -> dict:
                 step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
                 passing = {chunk_doc_id(c) for c in step.get("passing", [])}
                 passed.append(float(bool(passing & set(q["gold"]))))
+                passed_sizes.append(len(step.get("passing", [])))
                 passed_paragraphs.extend(float(d in passing) for d in q["gold"])
                 cut.append(float(bool(step.get("budget_note"))))
             # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
@@ -44,5 +46,6 @@ def coverage(questions, orchs, texts, doc_text, config_for, kinds) -> dict:
                                                             "set_size": size_distribution(sizes),
                                                             "passing_coverage": mean(passed),
                                                             "passing_per_gold": mean(passed_paragraphs),
+                                                            "passing_size": size_distribution(passed_sizes),
                                                             "budget_cut": mean(cut)}
     return out

@@ -175,12 +175,12 @@ def row_commits(rows: list[dict]) -> dict[str, int]:
 
 
 def size_distribution(sizes: list[int]) -> dict:
-    """The final context's size (chunks) over the questions: min, percentiles, max."""
+    """A set's size (chunks) over the questions: mean, min, percentiles, max."""
     from ragsieve.tools.metrics import percentile
 
     if not sizes:
         return {}
-    return {"min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
+    return {"mean": sum(sizes) / len(sizes), "min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
             "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
 
 
