@@ -77,7 +77,8 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
     sets = {name: info for _, d in found for name, info in (d.get("sets") or {}).items()}
     missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in sets]
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
-             "`conformal.candidates = \"corpus\"`; context budget `loop.context_tokens` "
+             "`conformal.candidates = \"corpus\"`, no judge: the context is the conformal set joined to the `fast` "
+             "context; context budget `loop.context_tokens` "
              f"{_f(((data.get('defaults') or {}).get('loop') or {}).get('context_tokens'))} "
              "(– : unset, the model window less the reply and the prompt, 14,848 tokens at the defaults); "
              "target ≥ 1 − α − 2 s.e.; event: any gold for SQuAD/SciFact, each gold paragraph for HotpotQA):", "",
