@@ -10,6 +10,7 @@ from report_stages import in_run_steps
 
 YES, NO, UNMEASURED = "yes", "**no**", "not measured"
 JUDGES = ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")  # the judge levels issue 23 names
+STAGE_SETS = ("squad2", "hotpotqa", "scifact")  # the stage check holds per judge on every set
 
 
 def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
@@ -82,11 +83,13 @@ def ablation_rows(folder: Path, load) -> list[list[str]]:
     steps += [(r, stage, d, miss) for r, stage, _g, _se, d, miss in in_run_steps(in_run) if d is not None]
     misses = [s for s in steps if s[3]]
     judges = sorted({s[0].get("judge") for s in steps})
-    unmeasured = [j for j in JUDGES if j not in judges]
+    measured_sets = {(s[0].get("judge"), s[0].get("dataset")) for s in steps}
+    unmeasured = [f"{j} on {', '.join(m)}" if len(m) < len(STAGE_SETS) else j for j in JUDGES
+                  if (m := sorted(d for d in STAGE_SETS if (j, d) not in measured_sets))]
     worst = min(steps, key=lambda s: s[2]) if steps else None
     measured = (f"{len(misses)} of {len(steps)} stage steps lose > 1 s.e. (judges {', '.join(judges)}); "
                 f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[1]})"
-                if worst else "–") + (f"; not measured: {', '.join(unmeasured)}" if unmeasured else "")
+                if worst else "–") + (f"; not measured: {'; '.join(unmeasured)}" if unmeasured else "")
     files = f"{len(found)} files `pipeline-ablation-*.json`" + (f", {_names(in_run)}" if in_run else "")
     out = [["stages of default `full`", "no stage loses > 1 s.e. of gold recall, every judge", measured,
             YES if not misses and not unmeasured else NO, files]]
