@@ -58,6 +58,7 @@ def abstention_lines(folder: Path, load, command) -> list[str]:
     return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
 
 
+SETS = ("squad2", "hotpotqa", "scifact")  # the three shared sets every promise is measured on
 EVENT = {"squad2": "coverage", "hotpotqa": "per_gold", "scifact": "coverage"}
 PASSING = {"hotpotqa": "passing_per_gold"}  # the same event on the conformal passing set, before the context budget
 
@@ -75,7 +76,7 @@ def coverage_lines(folder: Path, load, command) -> list[str]:
         return ["- Final-context coverage in the default `full` configuration: not run with the current code.", ""]
     path, data = found[0]
     sets = {name: info for _, d in found for name, info in (d.get("sets") or {}).items()}
-    missing = [s for s in ("squad2", "hotpotqa", "scifact") if s not in sets]
+    missing = [s for s in SETS if s not in sets]
     lines = ["**Coverage in the default configuration** (threshold retrieval over the whole index, "
              "`conformal.candidates = \"corpus\"`, no judge: the context is the conformal set joined to the `fast` "
              "context; context budget `loop.context_tokens` "

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report_headline import EVENT, _f, _two_se, stage_steps
+from report_headline import EVENT, SETS, _f, _two_se, stage_steps
 from report_stages import in_run_steps
 
 YES, NO, UNMEASURED = "yes", "**no**", "not measured"
 JUDGES = ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")  # the judge levels issue 23 names
-STAGE_SETS = ("squad2", "hotpotqa", "scifact")  # the stage check holds per judge on every set
 
 
 def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
@@ -84,8 +83,8 @@ def ablation_rows(folder: Path, load) -> list[list[str]]:
     misses = [s for s in steps if s[3]]
     judges = sorted({s[0].get("judge") for s in steps})
     measured_sets = {(s[0].get("judge"), s[0].get("dataset")) for s in steps}
-    unmeasured = [f"{j} on {', '.join(m)}" if len(m) < len(STAGE_SETS) else j for j in JUDGES
-                  if (m := sorted(d for d in STAGE_SETS if (j, d) not in measured_sets))]
+    unmeasured = [f"{j} on {', '.join(m)}" if len(m) < len(SETS) else j for j in JUDGES
+                  if (m := sorted(d for d in SETS if (j, d) not in measured_sets))]
     worst = min(steps, key=lambda s: s[2]) if steps else None
     measured = (f"{len(misses)} of {len(steps)} stage steps lose > 1 s.e. (judges {', '.join(judges)}); "
                 f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[1]})"

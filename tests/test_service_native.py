@@ -115,11 +115,13 @@ def test_client_disconnect_cancels_the_stream(examples_index):
 
 
 def test_public_address_needs_keys_or_a_flag():
-    # check_exposure only reads the settings (no socket is opened): 0.0.0.0 is the public bind users type
+    # check_exposure only reads the settings (no socket is opened). Every host outside the loopback list is
+    # public (`is_loopback` is an allow-list, so the bind-all address takes the same branch); the public host
+    # here is 192.0.2.1 (TEST-NET-1, RFC 5737), not an address of this machine
     with pytest.raises(UsageError, match="without API keys"):
-        check_exposure(ServiceSettings(host="0.0.0.0"), KeyRing())
-    check_exposure(ServiceSettings(host="0.0.0.0", allow_public_without_keys=True), KeyRing())
-    check_exposure(ServiceSettings(host="0.0.0.0"), KeyRing({"key-1234-abcd": {"*"}}))
+        check_exposure(ServiceSettings(host="192.0.2.1"), KeyRing())
+    check_exposure(ServiceSettings(host="192.0.2.1", allow_public_without_keys=True), KeyRing())
+    check_exposure(ServiceSettings(host="192.0.2.1"), KeyRing({"key-1234-abcd": {"*"}}))
     check_exposure(ServiceSettings(host="127.0.0.1"), KeyRing())
 
 
@@ -173,7 +175,7 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
     """In process, with every way the command opens a socket replaced by a failure: the refusal comes
     before any bind, and no server ever listens beyond loopback in this test. The public host asked for is
     192.0.2.1 (TEST-NET-1, RFC 5737): not an address of this machine, so even a bind that got past every
-    guard could not listen (0.0.0.0 would listen everywhere); `check_exposure` refuses 0.0.0.0 itself above."""
+    guard could not listen."""
     import ragsieve.agent.service.server as server
     from ragsieve.agent.cli.main import main
 

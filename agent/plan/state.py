@@ -69,6 +69,11 @@ class JudgeLoop(BaseModel):
     rule_reason: str | None = None
     rule_adds_fast: bool = False  # auto: the statistical evidence includes the fast context
 
+    @property
+    def judge_trusted(self) -> bool:
+        """The judge ran, was not distrusted for this question, and left verdicts to act on."""
+        return bool(self.rounds) and not self.distrusted and bool(self.trusted)
+
 
 class FallbackRecord(BaseModel):
     """The sparse-information fallback: what it looked at and what it added."""

@@ -129,8 +129,8 @@ class Conformal(Step):
         if warnings:
             summary["warnings"] = warnings
         state.context = kept
-        judged = "judged" if _judge_trusted(state) else "fast"
-        state.evidence = "none" if not kept else ("strong" if passing else judged)
+        state.evidence = "none" if not kept else ("strong" if passing else
+                                                  ("judged" if state.loop.judge_trusted else "fast"))
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
                                           calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
                                           passing=[h.chunk_id for h in passing])
@@ -144,12 +144,11 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple
     because similarity misses them (COS-Mix)."""
     rule = applied_rule(state, deps)
     added = [state.pool[c] for c in (state.fallback.added if state.fallback else []) if c in state.pool]
-    judge_trusted = _judge_trusted(state)
     if rule is ContextRule.ANCHORED:
         narrowed = {h.chunk_id for h in passing}
         return _unique([h for h in state.context if h.chunk_id in narrowed] + added), "anchored: context narrowed"
     fast_context = [state.pool[c] for c in state.first_stage[: deps.config.retrieval.top_k] if c in state.pool]
-    if not judge_trusted:
+    if not state.loop.judge_trusted:
         # the context before this step is the fast context (no trusted verdict narrowed it): the conformal
         # set joins it, never replaces it, so the step cannot lose what the stage before it held (measured:
         # the conformal set alone, 1-3 chunks on SQuAD at alpha 0.1, lost gold the fast context held, issue 23)
@@ -177,10 +176,6 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
             margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
         state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule.value, why, with_fast
     return ContextRule(state.loop.rule)
-
-
-def _judge_trusted(state: RunState) -> bool:
-    return bool(state.loop.rounds) and not state.loop.distrusted and bool(state.loop.trusted)
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:
