@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_headline import PUBLISHED, headline_section  # noqa: E402
 from report_local_publish import local_publish_section  # noqa: E402
+from report_plan import predates_plan, predating_note  # noqa: E402
 from report_sections import gmm_section, pipeline_section, scale_section, service_section  # noqa: E402
 from report_sources import sources_section  # noqa: E402
 
@@ -31,12 +32,18 @@ SKIP = {"filter", "machine", "versions", "config", "rows", "index", "command", "
 
 
 def load(folder: Path, pattern: str) -> list[tuple[Path, dict[str, Any] | None, str]]:
-    """(path, data or None, error) for each file matching `pattern`, sorted by name."""
+    """(path, data or None, error) for each file matching `pattern`, sorted by name; a pipeline result that ran
+    an earlier `full` plan (`report_plan`) comes back without its data, the reason as its error."""
     found = []
     for path in sorted(folder.glob(pattern)):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            found.append((path, data if isinstance(data, dict) else None, "" if isinstance(data, dict) else "not an object"))
+            if not isinstance(data, dict):
+                found.append((path, None, "not an object"))
+            elif path.name.startswith("pipeline-") and predates_plan(str(data.get("commit") or "")):
+                found.append((path, None, predating_note(str(data["commit"]))))  # an earlier plan's figures
+            else:
+                found.append((path, data, ""))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             found.append((path, None, str(exc)))
     return found

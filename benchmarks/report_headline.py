@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from report_plan import PREDATES
+
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [
@@ -165,7 +167,9 @@ def ablation_lines(folder: Path, load, command) -> list[str]:
 
 
 def embedded_lines(folder: Path, load, command) -> list[str]:
-    found = [(p, d) for p, d, _ in load(folder, "pipeline-embedded*.json") if d is not None and d.get("commit")]
+    files = load(folder, "pipeline-embedded*.json")
+    found = [(p, d) for p, d, _ in files if d is not None and d.get("commit")]
+    older = [f"`{p.name}` {e}" for p, d, e in files if d is None and e.startswith(PREDATES)]
     if not found:
         return ["- The embedded 0.5B model as judge and reader: not run with the current code "
                 "(`pipeline-embedded*.json` holds earlier code's samples).", ""]
@@ -178,7 +182,7 @@ def embedded_lines(folder: Path, load, command) -> list[str]:
                          f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | "
                          f"{_f(r.get('abstain_unanswerable'))} | {_f(r.get('abstain_answerable'))} | "
                          f"{_f(r.get('seconds'), 0)} |")
-    lines.append("")
+    lines += ["", *(f"Not shown: {o}." for o in older), ""] if older else [""]
     return lines + [f"Source: {_source(path, data, command)}" for path, data in found] + [""]
 
 

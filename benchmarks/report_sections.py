@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from report_plan import PREDATES
+
 
 def _f(value: Any, digits: int = 3) -> str:
     if value is None:
@@ -32,7 +34,7 @@ def _readable(files, lines: list[str]):
     """(path, data) of each loaded result file; an unreadable one is named in `lines` and skipped."""
     for path, data, error in files:
         if data is None:
-            lines += [f"`{path.name}`: unreadable ({error})", ""]
+            lines += [f"`{path.name}`: {error if error.startswith(PREDATES) else f'unreadable ({error})'}", ""]
             continue
         yield path, data
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from report_headline import EVENT, SETS, _f, _two_se, stage_steps
+from report_plan import PREDATES
 from report_stages import in_run_steps
 
 YES, NO, UNMEASURED = "yes", "**no**", "not measured"
@@ -14,6 +15,12 @@ JUDGES = ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")  # the ju
 
 def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
     return [(p, d) for p, d, _ in load(folder, pattern) if d is not None and d.get("commit")]
+
+
+def _predating(load, folder: Path, pattern: str) -> str:
+    """'; predates …: `a.json`' for the files matching `pattern` that ran an earlier plan ('' when none)."""
+    names = [f"`{p.name}`" for p, d, e in load(folder, pattern) if d is None and e.startswith(PREDATES)]
+    return f"; {PREDATES}: {', '.join(names)}" if names else ""
 
 
 def _names(found) -> str:
@@ -88,7 +95,8 @@ def ablation_rows(folder: Path, load) -> list[list[str]]:
     worst = min(steps, key=lambda s: s[2]) if steps else None
     measured = (f"{len(misses)} of {len(steps)} stage steps lose > 1 s.e. (judges {', '.join(judges)}); "
                 f"largest loss {worst[2]:+.3f} ({worst[0].get('dataset')} {worst[0].get('judge')} {worst[1]})"
-                if worst else "–") + (f"; not measured: {'; '.join(unmeasured)}" if unmeasured else "")
+                if worst else "–") + (f"; not measured: {'; '.join(unmeasured)}" if unmeasured else "") + \
+        _predating(load, folder, "pipeline-embedded*.json")
     files = f"{len(found)} files `pipeline-ablation-*.json`" + (f", {_names(in_run)}" if in_run else "")
     out = [["stages of default `full`", "no stage loses > 1 s.e. of gold recall, every judge", measured,
             YES if not misses and not unmeasured else NO, files]]
@@ -110,7 +118,8 @@ def embedded_rows(folder: Path, load) -> list[list[str]]:
         for r in data.get("rows") or []:
             n = r.get("n") or 0
             n_by_set[r.get("dataset")] = min(n_by_set.get(r.get("dataset"), n), n)
-    measured = "; ".join(f"{s} n {n}" for s, n in sorted(n_by_set.items())) or "–"
+    measured = ("; ".join(f"{s} n {n}" for s, n in sorted(n_by_set.items())) or "–") + \
+        _predating(load, folder, "pipeline-embedded*.json")
     enough = all(n_by_set.get(s, 0) >= 50 for s in ("squad2", "hotpotqa", "scifact"))
     return [["embedded 0.5B rows", "n ≥ 50 per set (SQuAD 2.0, HotpotQA, SciFact)", measured,
              YES if enough else NO, _names(found)]]

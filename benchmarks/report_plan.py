@@ -1,0 +1,43 @@
+"""Which pipeline results ran an earlier `full` plan than the one the current code runs.
+
+A result file records the commit it ran at. `PLAN_SINCE` is the last commit that changed what the plans
+compute (e09c432: with no trusted judge the conformal set joins the fast context instead of replacing it);
+a `pipeline-*.json` whose commit git knows and that does not contain `PLAN_SINCE` measured a plan that no
+longer exists, so the report does not show its figures as current. Whoever changes what a plan computes
+moves `PLAN_SINCE` to that commit in the same change's follow-up, and the pipeline results are re-run.
+
+A commit git does not know (a result from another clone, a test's fixture) is not judged here: the file
+is shown with its commit, as before.
+"""
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAN_SINCE = "e09c432"
+PREDATES = "predates the current `full` plan"
+
+
+@lru_cache(maxsize=256)
+def predates_plan(commit: str | None, since: str = PLAN_SINCE, repo: Path = REPO) -> bool:
+    """True when git knows `commit` (a "+dirty" suffix is ignored) and `since` is not among its ancestors."""
+    if not commit:
+        return False
+    sha = commit.split("+", 1)[0]
+
+    def git(*args: str) -> int:
+        try:
+            return subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=10).returncode
+        except (OSError, subprocess.TimeoutExpired):
+            return -1
+
+    if git("cat-file", "-e", f"{sha}^{{commit}}") != 0 or git("cat-file", "-e", f"{since}^{{commit}}") != 0:
+        return False
+    return git("merge-base", "--is-ancestor", since, sha) == 1
+
+
+def predating_note(commit: str) -> str:
+    """The load error a predating pipeline result is reported with."""
+    return f"{PREDATES} (ran at {commit[:7]}, before {PLAN_SINCE}); re-run it to show its figures"
