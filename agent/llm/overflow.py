@@ -1,8 +1,9 @@
 """Telling a context-window refusal from other rejected requests, across OpenAI-compatible servers.
 
 The context budget is counted with `count_tokens` (words and punctuation), an estimate: the model's own
-tokenizer counts more on some text (SciFact: a context of 73 abstracts, 10,112 budget tokens and well inside
-the budget, became a 17,582-token answer request to the embedded 16,384-token window). Servers refuse such a request with HTTP 400 and say so in words:
+tokenizer counts more on some text (on SciFact a context of dozens of abstracts, well inside the budget,
+became an answer request over the embedded 16,384-token window). Servers refuse such a request with HTTP 400
+and say so in words:
 
 - llama.cpp: "request (17582 tokens) exceeds the available context size (16384 tokens)";
 - OpenAI, vLLM: "This model's maximum context length is 8192 tokens. However, your messages resulted in
