@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from report_plan import PREDATES
+from report_plan import predating
 
 
 # Published SciFact (BEIR test split) nDCG@10 baselines.
@@ -169,7 +169,7 @@ def ablation_lines(folder: Path, load, command) -> list[str]:
 def embedded_lines(folder: Path, load, command) -> list[str]:
     files = load(folder, "pipeline-embedded*.json")
     found = [(p, d) for p, d, _ in files if d is not None and d.get("commit")]
-    older = [f"`{p.name}` {e}" for p, d, e in files if d is None and e.startswith(PREDATES)]
+    older = [f"`{p.name}` {e}" for p, e in predating(files)]
     if not found:
         return ["- The embedded 0.5B model as judge and reader: not run with the current code "
                 "(`pipeline-embedded*.json` holds earlier code's samples).", ""]

@@ -38,6 +38,11 @@ def predates_plan(commit: str | None, since: str = PLAN_SINCE, repo: Path = REPO
     return git("merge-base", "--is-ancestor", since, sha) == 1
 
 
+def predating(files) -> list[tuple[Path, str]]:
+    """(path, note) of each loaded file (`report.load`'s triples) that ran an earlier plan."""
+    return [(p, e) for p, d, e in files if d is None and e.startswith(PREDATES)]
+
+
 def predating_note(commit: str) -> str:
     """The load error a predating pipeline result is reported with."""
     return f"{PREDATES} (ran at {commit[:7]}, before {PLAN_SINCE}); re-run it to show its figures"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from report_headline import EVENT, SETS, _f, _two_se, stage_steps
-from report_plan import PREDATES
+from report_plan import PREDATES, predating
 from report_stages import in_run_steps
 
 YES, NO, UNMEASURED = "yes", "**no**", "not measured"
@@ -19,7 +19,7 @@ def _current(load, folder: Path, pattern: str) -> list[tuple[Path, dict]]:
 
 def _predating(load, folder: Path, pattern: str) -> str:
     """'; predates …: `a.json`' for the files matching `pattern` that ran an earlier plan ('' when none)."""
-    names = [f"`{p.name}`" for p, d, e in load(folder, pattern) if d is None and e.startswith(PREDATES)]
+    names = [f"`{p.name}`" for p, _ in predating(load(folder, pattern))]
     return f"; {PREDATES}: {', '.join(names)}" if names else ""
 
 
@@ -120,7 +120,7 @@ def embedded_rows(folder: Path, load) -> list[list[str]]:
             n_by_set[r.get("dataset")] = min(n_by_set.get(r.get("dataset"), n), n)
     measured = ("; ".join(f"{s} n {n}" for s, n in sorted(n_by_set.items())) or "–") + \
         _predating(load, folder, "pipeline-embedded*.json")
-    enough = all(n_by_set.get(s, 0) >= 50 for s in ("squad2", "hotpotqa", "scifact"))
+    enough = all(n_by_set.get(s, 0) >= 50 for s in SETS)
     return [["embedded 0.5B rows", "n ≥ 50 per set (SQuAD 2.0, HotpotQA, SciFact)", measured,
              YES if enough else NO, _names(found)]]
 
