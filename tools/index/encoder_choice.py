@@ -12,7 +12,7 @@ log = logging.getLogger(__name__)
 
 def default_encoder() -> str:
     """The encoder of a new index: `onnx-int8` (int8 weights on ONNX Runtime: within 0.005 nDCG@10 of `torch` on
-    SciFact, SQuAD 2.0 and HotpotQA, 2.0-3.2x the chunks per CPU-second; issue 28, `scale_encoder_sets.json`) when ONNX
+    SciFact, SQuAD 2.0 and HotpotQA, 2.2-2.5x the chunks per CPU-second; issue 28, `scale_encoder_sets.json`) when ONNX
     Runtime and onnx are installed, else `torch`. An existing index keeps the encoder its manifest records."""
     from importlib.util import find_spec
 
