@@ -8,7 +8,7 @@ DEMO_QUESTION ?= How do I rotate the API key of a Lumen workspace, and what happ
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test install install-dev bench clean chromium
+.PHONY: demo test install install-dev bench clean chromium lint typecheck-tree
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,17 @@ chromium:
 	elif [ ! -x /usr/bin/chromium ]; then \
 		echo "chromium is missing and this is not root: the browser tests will be skipped (sudo apt-get install chromium)"; fi
 
-test: $(VENV)/.installed-browser chromium
+# The gates, before the suite: ruff (pyflakes, import order, bugbear) over the whole tree, then mypy.
+typecheck-tree:
+	@rm -rf build/typecheck && mkdir -p build/typecheck/ragsieve
+	@for d in agent tools prompts; do ln -s ../../../$$d build/typecheck/ragsieve/$$d; done
+	@for f in ragsieve/*; do ln -s ../../../$$f build/typecheck/ragsieve/$$(basename $$f); done
+
+lint: $(VENV)/.installed-dev typecheck-tree
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: $(VENV)/.installed-browser chromium lint
 	$(PY) -m pytest -q tests
 
 bench: $(VENV)/.installed-dev

@@ -7,19 +7,18 @@ OPENAI_API_KEY, OPENAI_MODEL / RAGSIEVE_MODEL) when a field is not set.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.judging.rule import ContextRule
+from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, parse_enum
-from ragsieve.tools.filters.ordering import ContextOrder
-from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.rerankers.flashrank_provider import FLASHRANK_MODELS
-
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
 
@@ -71,8 +70,8 @@ class IndexConfig(_Section):
         if provider == "sentence-transformers":
             if self.embed_base_url or self.embed_dimensions:
                 raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
-            from ragsieve.tools.index.encoder_choice import default_encoder
             from ragsieve.tools.index.dense import Embedder
+            from ragsieve.tools.index.encoder_choice import default_encoder
 
             return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen or default_encoder())
         if not self.embed_base_url:

@@ -8,17 +8,16 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.config import Config
 from ragsieve.agent.conversation import Turn, rewrite_question
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
+from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps, run_plan
-from ragsieve.agent.plan.state import (Citation, ConformalRecord, FallbackRecord, JudgeLoop, RunState, SegmentRecord,
-                                        TraceEvent)
+from ragsieve.agent.plan.state import Citation, ConformalRecord, FallbackRecord, JudgeLoop, RunState, SegmentRecord, TraceEvent
 from ragsieve.tools.index.where import Where
 from ragsieve.tools.types import Hit
 

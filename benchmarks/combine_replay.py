@@ -20,9 +20,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from ragsieve.agent.judging.combine import evidence_keys, select_context  # noqa: E402
 from agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
 from bench_io import header  # noqa: E402
+
+from ragsieve.agent.judging.combine import evidence_keys, select_context  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 ANCHORS = (0, 1, 2, 3, 4)  # capped at final_k - 1 = 4

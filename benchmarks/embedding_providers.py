@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.dense import Embedder
@@ -37,7 +38,6 @@ from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.index.retriever import HybridRetriever
 from ragsieve.tools.metrics import ndcg_at_k
-from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
 AGREEMENT = 0.002
 POOL = 20

@@ -31,9 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-
 from bench_io import commit, header, write  # noqa: E402
 from pipeline_data import REPO, build_index, load_questions  # noqa: E402
+
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.agent.steps.fallback import _nn_of_rows  # noqa: E402

@@ -182,7 +182,7 @@ def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, pr
         truth_vec = index.embed([q["truth"] or " "])[0]
 
         def scores(answer: str) -> tuple[float, float]:
-            return float(index.embed([answer or " "])[0] @ truth_vec), tfidf_cosine(answer, q["truth"])
+            return float(index.embed([answer or " "])[0] @ truth_vec), tfidf_cosine(answer, q["truth"])  # noqa: B023
 
         emb_u, tf_u = scores(read(q["question"], top))
         counts: dict = {}  # the K x PCA fits do not depend on min_outlier_freq: run once per (alpha, method)

@@ -35,10 +35,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
 from pipeline_coverage import coverage  # noqa: E402
-from pipeline_rows import (alternate, error_row, merged, resumed, row_commits, row_for, rule_counts,  # noqa: E402
-                           stage_agreement, summarise)
-from pipeline_data import (REPO, OracleChat, build_index, calibrated_copies, load_questions,  # noqa: E402
-                           measure_judge_on_folds)
+from pipeline_data import REPO, OracleChat, build_index, calibrated_copies, load_questions, measure_judge_on_folds  # noqa: E402
+from pipeline_rows import alternate, error_row, merged, resumed, row_commits, row_for, rule_counts, stage_agreement, summarise  # noqa: E402
+
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline_data import OracleChat
 from pipeline_rows import size_distribution
+
 from ragsieve.agent.llm.client import LLM
 from ragsieve.tools.metrics import chunk_doc_id, mean
 

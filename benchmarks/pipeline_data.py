@@ -156,11 +156,11 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
         random.Random(fold).shuffle(records)
 
         def items():
-            for r in records[:n]:
-                positive = store.get(r.positive_row).chunk_id
+            for r in records[:n]:  # noqa: B023
+                positive = store.get(r.positive_row).chunk_id  # noqa: B023
                 if chat is not None:
                     chat.q = {"id": f"cal-{r.qid}", "gold": [chunk_doc_id(positive)], "answers": []}
-                yield r.question, {positive}, orch.retrieve(r.question, top_k=pool)
+                yield r.question, {positive}, orch.retrieve(r.question, top_k=pool)  # noqa: B023
 
         model = str(getattr(llm.chat, "model_name", "") or "unknown")
         measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k)

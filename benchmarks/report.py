@@ -108,7 +108,7 @@ def scifact_section(folder: Path) -> list[str]:
                 rows.append([f"ours: {method} ({path.name})", fig.get("ndcg@10"), fig.get("recall@100"),
                              fig.get("latency_ms_p50"), command_at(data),
                              machine(data)])
-    for path, data, error in evals:
+    for path, data, error in evals:  # noqa: B007
         if data is None or not is_scifact(data):
             continue
         for plan, s in (data.get("plans") or {}).items():
@@ -254,7 +254,7 @@ def conformal_section(folder: Path) -> list[str]:
     """Coverage against 1-alpha and mean set size per nonconformity score, one row per alpha."""
     lines = ["## Conformal coverage and set size (filters*.json)", ""]
     rows = []
-    for path, data, _ in load(folder, "filters*.json"):
+    for _path, data, _ in load(folder, "filters*.json"):
         alphas = ((data or {}).get("conformal") or {}).get("alphas") or {}
         for alpha, a in alphas.items():
             kinds = a.get("kinds", {})

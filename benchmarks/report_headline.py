@@ -8,7 +8,6 @@ from typing import Any
 
 from report_plan import predating
 
-
 # Published SciFact (BEIR test split) nDCG@10 baselines.
 PUBLISHED = [
     ("BM25, Elasticsearch multifield", 0.665, "BEIR paper (Thakur et al. 2021, Table 2)"),
@@ -50,7 +49,7 @@ def abstention_lines(folder: Path, load, command) -> list[str]:
              "oracle reader abstains when no passage holds the answer.", "",
              "| judge | plan | n | abstains, unanswerable | abstains, answerable | precision | recall | gold recall | "
              "context tokens |", "|---|---|---|---|---|---|---|---|---|"]
-    for path, data in found:
+    for _path, data in found:
         for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
             judge, plan = key.split("|")
             lines.append(f"| {judge} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
@@ -176,7 +175,7 @@ def embedded_lines(folder: Path, load, command) -> list[str]:
     lines = ["**Embedded Qwen2.5-Coder 0.5B** (judge, reader and validator; a sample: `n` is what the run reached "
              "in its time budget):", "", "| set | plan | n | gold recall | both gold | context tokens | abstains, "
              "unanswerable | abstains, answerable | s / question |", "|---|---|---|---|---|---|---|---|---|"]
-    for path, data in found:
+    for _path, data in found:
         for r in data.get("rows") or []:
             lines.append(f"| {r.get('dataset')} | {r.get('plan')} | {r.get('n')} | {_f(r.get('gold_recall'))} | "
                          f"{_f(r.get('both_gold_recall'))} | {_f(r.get('context_tokens'), 0)} | "

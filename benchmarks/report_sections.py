@@ -138,7 +138,7 @@ def _live_rows(path: Path, data: dict, command) -> list[str]:
 def scale_section(folder: Path, load, command, machine) -> list[str]:
     lines = ["## Scale: backends, encoders, synthetic corpora (scale*.json)", ""]
     files = _load(folder, load, "scale*.json", lines)
-    for path, data in _readable(files, lines):
+    for _path, data in _readable(files, lines):
         lines += [f"Command: {command(data)}; {machine(data)}; load average "
                   f"{_f((data.get('load_average_at_start') or [None])[0], 2)} at start.", ""]
         lines += parity_lines(data.get("parity"))

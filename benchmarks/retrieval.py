@@ -29,10 +29,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragsieve.agent.eval.beir import read_qrels, read_queries  # noqa: E402
 from ragsieve.tools.index.bm25 import BM25Index  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
 from ragsieve.tools.index.builder import IndexBuilder, _version, indexed_text  # noqa: E402
-from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
+from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
 from ragsieve.tools.index.retriever import HybridRetriever  # noqa: E402
+from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 
 
 def timed_query_vectors(idx, queries: dict[str, str]) -> tuple[dict[str, np.ndarray], list[float]]:
@@ -94,7 +94,7 @@ def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -
     for fusion, k, share in TUNE_GRID:
         ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
         res = evaluate(f"{args.tune_on}:{fusion}/{k}/{share}",
-                       lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])], queries, qrels, row_doc)
+                       lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])], queries, qrels, row_doc)  # noqa: B023
         scores.append((res["ndcg@10"], fusion, k, share))
     best, fusion, k, share = max(scores)
     ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                                 queries, qrels, row_doc)
     for name, fusion in (("hybrid_rrf", "rrf"), ("hybrid_weighted", "weighted")):
         ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100)
-        results[name] = evaluate(name, lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],
+        results[name] = evaluate(name, lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
                                  queries, qrels, row_doc)
-        top10 = evaluate(name + "@top10", lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],
+        top10 = evaluate(name + "@top10", lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
                          queries, qrels, row_doc)
         results[name]["latency_ms_p50_top10"] = top10["latency_ms_p50"]
         results[name]["latency_ms_p95_top10"] = top10["latency_ms_p95"]

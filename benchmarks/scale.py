@@ -34,10 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_io  # noqa: E402
+import numpy as np
 import scale_parity  # noqa: E402
 from scale_parity import pct  # noqa: E402
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"

@@ -51,8 +51,8 @@ def _texts(rng, n: int) -> list[str]:
 
 
 def _entities(rows: list[int], texts: list[str], vectors: np.ndarray, generation: int) -> list[dict]:
-    from ragsieve.tools.index.milvus_schema import analysed
     from ragsieve.tools.index.milvus_rows import ALIVE, primary_key
+    from ragsieve.tools.index.milvus_schema import analysed
 
     return [{"pk": primary_key(generation, r), "row": r, "born": generation, "died": ALIVE, "doc_id": f"d{r}",
              "chunk_index": 0, "text": t, "search_text": analysed(t, True), "source": f"d{r}", "title": "",
@@ -240,7 +240,7 @@ def _verify(client, n: int, runs: list[dict], live: dict, gen: int, load: bool) 
     if load:
         client.load_collection(COLLECTION)
     verify_load_s = time.perf_counter() - t0
-    for r, text in zip(runs, texts):
+    for r, _text in zip(runs, texts):
         seen = client.query(COLLECTION, filter=f"{visible_at(gen)} and row == {r['row']}", output_fields=["text"])
         r["reader_sees_latest_text"] = len(seen) == 1 and seen[0]["text"] == live[r["row"]]["text"]
     total = client.query(COLLECTION, filter=visible_at(gen), output_fields=["count(*)"])

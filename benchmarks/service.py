@@ -28,7 +28,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_io  # noqa: E402
-
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent

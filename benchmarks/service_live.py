@@ -169,10 +169,10 @@ def run(sizes: list[int], samples: int, queries: int, workdir: Path) -> dict:
 
                 def uploader():
                     i = 0
-                    while not stop.is_set():
-                        searchable_after(c2, svc.base_url, f"bg{n}x{i}", "")
+                    while not stop.is_set():  # noqa: B023
+                        searchable_after(c2, svc.base_url, f"bg{n}x{i}", "")  # noqa: B023
                         i += 1
-                        done[0] = i
+                        done[0] = i  # noqa: B023
 
                 with httpx.Client(timeout=600) as c2:
                     t = threading.Thread(target=uploader, daemon=True)

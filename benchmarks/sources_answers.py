@@ -21,7 +21,6 @@ from pathlib import Path
 
 from sources_sets import api_definitions, api_questions, code_corpus
 
-
 CODE_FILES = ("http/client.py", "asyncio/tasks.py", "json/decoder.py", "logging/config.py")
 CODE_QUESTIONS = [  # (question, gold file below stdlib/, a name the gold definition's label ends with)
     ("where does http.client read a chunked response body?", "http/client.py", "HTTPResponse._read_chunked"),

@@ -51,7 +51,7 @@ def test_held_out_document_proxy_is_the_best_other_row():
     assert top1_excluding(sims, [0, 1, 2, 3]) is None
 
 
-def test_calibrate_stores_the_held_out_document_proxy(calibrated_index):
+def test_calibrate_stores_the_held_out_document_proxy(calibrated_index):  # noqa: F811
     cal, _ = load_calibration(calibrated_index)
     ab = cal.abstention
     assert ab is not None and ab.origin == "heldout-document"
@@ -90,7 +90,7 @@ def abstaining_model(messages):
     return fake_model(messages) if "Question:" not in prompt or "Passages" not in prompt else ABSTAIN
 
 
-def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(calibrated_index):
+def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(calibrated_index):  # noqa: F811
     # eps 0.02 needs 49 unanswerable calibration scores: with 6 the cutoff is +inf, nothing is overruled
     answer = _ask(calibrated_index, QUESTION, 0.02, FakeChat(default=lambda m: ABSTAIN))
     assert answer.abstention == "model" and answer.answer.startswith(ABSTAIN)
@@ -101,7 +101,7 @@ def test_a_model_abstention_stands_when_the_evidence_does_not_say_answerable(cal
     assert decision["answerable"] is False and decision["threshold"] is None
 
 
-def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerable(calibrated_index):
+def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerable(calibrated_index):  # noqa: F811
     cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)
     assert not math.isinf(cutoff)
@@ -120,7 +120,7 @@ def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerab
     assert far_score <= cutoff and far.abstention == "model" and counted_as_abstention(far.answer)
 
 
-def test_answerability_is_scored_over_the_rows_the_metadata_filter_admits(calibrated_index):
+def test_answerability_is_scored_over_the_rows_the_metadata_filter_admits(calibrated_index):  # noqa: F811
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.hybrid import HybridIndex
     from ragsieve.tools.index.where import Where

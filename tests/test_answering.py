@@ -1,15 +1,15 @@
 """Answer composition: context order, citation parsing and renumbering."""
+import pytest
+
 from ragsieve.agent.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
 from ragsieve.agent.config import Config
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps
+from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.ordering import edges_order, order_for_context
 from ragsieve.tools.types import Chunk, Hit
-
-import pytest
-from ragsieve.tools.errors import UsageError
 
 
 def _hit(i: int) -> Hit:

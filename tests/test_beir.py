@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
 
 
 def test_read_qrels_header_blank_lines_and_grades(tmp_path):

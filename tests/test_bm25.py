@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from ragsieve.tools.index.bm25 import BM25Index, lucene_bm25_scores, lucene_idf, tokenize
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.bm25 import BM25Index, lucene_bm25_scores, lucene_idf, tokenize
 
 CORPUS = [
     "The cat sat on the mat with another cat.",

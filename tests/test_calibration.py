@@ -10,11 +10,19 @@ import numpy as np
 import pytest
 from loop_fakes import fenced_text
 
-from ragsieve.agent.calibration import (CALIBRATION_FILE, Calibrator, ContainsVerdict, GeneratedQA, format_report,
-                               load_calibration, read_qrels, save_calibration)
+from ragsieve.agent.calibration import (
+    CALIBRATION_FILE,
+    Calibrator,
+    ContainsVerdict,
+    GeneratedQA,
+    format_report,
+    load_calibration,
+    read_qrels,
+    save_calibration,
+)
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
 from ragsieve.tools.index.bm25 import BM25Index

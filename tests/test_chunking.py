@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, Chunker, count_tokens, pack
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, Chunker, count_tokens, pack
 from ragsieve.tools.ingest.loaders import load_documents
 from ragsieve.tools.types import Chunk, Document
 

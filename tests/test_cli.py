@@ -1,8 +1,9 @@
 """The CLI end to end over the real openai client and a local stub server."""
 import json
 
-from ragsieve.agent.cli.main import main
 from stub_openai import StubOpenAI, StubReply, error_body, ok
+
+from ragsieve.agent.cli.main import main
 
 
 def _error_line(err: str) -> str:

@@ -6,10 +6,25 @@ import math
 import numpy as np
 import pytest
 
-from ragsieve.tools.filters.conformal import (DENSE_KINDS, KindReport, ScoreKind, binomial_tolerance, candidate_scores, choose_kind,
-                             conformal_quantile, conformal_rank, empirical_coverage, evaluate_kinds, keep_mask,
-                             hybrid_signal, nonconformity, positive_scores, ranks_of, smallest_k_for_coverage)
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.conformal import (
+    DENSE_KINDS,
+    KindReport,
+    ScoreKind,
+    binomial_tolerance,
+    candidate_scores,
+    choose_kind,
+    conformal_quantile,
+    conformal_rank,
+    empirical_coverage,
+    evaluate_kinds,
+    hybrid_signal,
+    keep_mask,
+    nonconformity,
+    positive_scores,
+    ranks_of,
+    smallest_k_for_coverage,
+)
 
 
 def brute_quantile(scores, alpha):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from ragsieve.tools.index.dense import DenseIndex, Embedder, l2_normalise, packaged_model_dir
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
+from ragsieve.tools.index.dense import DenseIndex, Embedder, l2_normalise, packaged_model_dir
 
 
 def test_packaged_model_is_found_without_import():

@@ -11,7 +11,6 @@ import time
 
 import httpx
 import openai
-
 from stub_openai import StubOpenAI, ok
 from test_crawl_job import serve_pages
 from test_documents_api import MD, PY

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, REPO
 
 pytestmark = pytest.mark.llm

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import load_documents
 
@@ -14,8 +13,8 @@ def make_pdf(path: Path, pages: list[str]) -> Path:
 
     matplotlib.use("Agg")
     matplotlib.rcParams["pdf.fonttype"] = 42  # TrueType: the text is extractable
-    from matplotlib.backends.backend_pdf import PdfPages
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
 
     with PdfPages(path) as pdf:
         for text in pages:

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from service_fakes import ANSWER, served
 
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.service.frontend_tasks import PASSTHROUGH_MODEL
-from service_fakes import ANSWER, served
 
 FIXTURES = Path(__file__).parent / "fixtures" / "frontends"
 

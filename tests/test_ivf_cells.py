@@ -10,13 +10,13 @@ import json
 
 import numpy as np
 import pytest
+from test_incremental import HashEmbedder, _results, _write
 
 import ragsieve.tools.filters.ann as ann
 import ragsieve.tools.filters.sparse as sparse
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.segments import SegmentView
-from test_incremental import HashEmbedder, _results, _write
 
 N = 150
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.judging.checks import order_agreement
-
 from loop_fakes import Script, decoy_deps, judge_chunks, run
+
+from ragsieve.agent.judging.checks import order_agreement
+from ragsieve.agent.llm.fake import FakeChat
 
 
 def positional(script: Script, favoured=("1", "2")):

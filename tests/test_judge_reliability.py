@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_full_plan import FACTS, TinyIndex, calibrate, hits_for, make, run_step
 
 from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.judging.reliability import JudgeReliability, decide_rule, measure_judge
@@ -18,8 +19,6 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.state import JudgeRoundReport
 from ragsieve.tools.types import Hit
-
-from test_full_plan import FACTS, TinyIndex, calibrate, hits_for, make, run_step
 
 
 def _reliability(recall, n=40, fast=0.8, pool=0.95):
@@ -111,11 +110,12 @@ def test_conformal_step_applies_the_rule_the_measurement_chose(tmp_path, recall,
 def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_index, tmp_path):
     """The real CLI, a real index, a scripted judge: `--judge N` stores the model's recall; a later
     calibration without --judge keeps it."""
+    from test_full_plan import calibrated_index as _  # noqa: F401  (the fixture's fake model)
+    from test_full_plan import fake_model
+
     from ragsieve.agent.cli.calibrate import measure_configured_judge
     from ragsieve.agent.config import Config
     from ragsieve.agent.orchestrator import Orchestrator
-    from test_full_plan import calibrated_index as _  # noqa: F401  (the fixture's fake model)
-    from test_full_plan import fake_model
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)
@@ -143,5 +143,5 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "judge judge-all: recall 1.000" in again.stdout  # kept from the previous calibration, and shown
-    loaded, _ = load_calibration(folder)
+    loaded, _ = load_calibration(folder)  # noqa: F811
     assert loaded.origin == "qrels" and loaded.judges["judge-all"].judge_recall == 1.0

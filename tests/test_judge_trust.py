@@ -1,8 +1,8 @@
 """When the judge is no judge: malformed replies, endpoint faults, uninformative or decoy-calling judges."""
 from __future__ import annotations
 
-
 import pytest
+from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
 import ragsieve.agent.steps.expand  # noqa: F401
@@ -11,8 +11,6 @@ import ragsieve.agent.steps.judge  # noqa: F401
 import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.errors import EndpointError
 from ragsieve.agent.llm.fake import FakeChat
-
-from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():

@@ -9,12 +9,12 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.config import LoopConfig
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.judging.checks import assess_verdicts, interleave, pick_decoys, rank_sum_pvalue
 from ragsieve.agent.judging.rounds import batch_schema, budget_reason, judge_candidates, make_batches
+from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.types import Chunk, Hit
 

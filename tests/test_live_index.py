@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 import openai
+from service_fakes import served
 
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.tools.index.builder import IndexBuilder
-from service_fakes import served
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,7 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import HybridIndex, current_generation, read_manifest
-from ragsieve.tools.index.windows import (LongCode, code_headers, embed_windowed, tokenizer_of, window_texts,
-                                          windowed_rows)
+from ragsieve.tools.index.windows import LongCode, code_headers, embed_windowed, tokenizer_of, window_texts, windowed_rows
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -50,7 +49,7 @@ def test_windows_cover_the_body_once_each_under_the_header_and_within_the_window
     tokenizer, window = tokenizer_of(embedder)
     found = long_chunks(indexes["windows"], embedder)
     assert found, "http/client.py has code chunks longer than the encoder's window"
-    for _, chunk, text, header in found:
+    for _, _chunk, text, header in found:
         parts = window_texts(tokenizer, text, header, window)
         head = text[:header].rstrip("\n")
         assert all(p.startswith(head + "\n") for p in parts)

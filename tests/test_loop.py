@@ -1,7 +1,7 @@
 """The agentic loop driven by a scripted FakeChat: convergence, budget, neighbours, fallback."""
 from __future__ import annotations
 
-
+from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
 import ragsieve.agent.steps.expand  # noqa: F401
 import ragsieve.agent.steps.fallback  # noqa: F401
@@ -9,7 +9,6 @@ import ragsieve.agent.steps.judge  # noqa: F401
 import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.llm.fake import FakeChat
 
-from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
 def test_converges_when_relevant_set_stops_growing():
     script = Script(judge=chain_judge)

@@ -6,9 +6,22 @@ import pytest
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.metrics import (
-    chunk_doc_id, dcg_at_k, docs_from_chunks, exact_match, gold_passage_recall, is_abstention, mean,
-    ndcg_at_k, normalize_answer, p50_p95, percentile, rank_by_score, recall_at_k, reciprocal_rank,
-    strip_citations, token_f1,
+    chunk_doc_id,
+    dcg_at_k,
+    docs_from_chunks,
+    exact_match,
+    gold_passage_recall,
+    is_abstention,
+    mean,
+    ndcg_at_k,
+    normalize_answer,
+    p50_p95,
+    percentile,
+    rank_by_score,
+    recall_at_k,
+    reciprocal_rank,
+    strip_citations,
+    token_f1,
 )
 
 

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 from test_milvus_incremental import local_snapshot, opened  # noqa: E402
+from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 
 from ragsieve.tools.index import milvus_publish  # noqa: E402
 from ragsieve.tools.index.milvus_client import stop_lite_server  # noqa: E402

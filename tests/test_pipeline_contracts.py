@@ -6,17 +6,15 @@ import math
 
 import numpy as np
 import pytest
+from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
-from ragsieve.agent.answering import (ABSTAIN, CLOSEST_INTRO, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains,
-                                      is_abstention)
+from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains, is_abstention
 from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.runner import STEPS
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
-from ragsieve.tools.metrics import is_abstention as counted_as_abstention
 from ragsieve.tools.filters.segments import adjust_for_chunk_length, best_segments, preset_params
-
-from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
+from ragsieve.tools.metrics import is_abstention as counted_as_abstention
 
 
 def _state_with_context(deps, question, ids):
@@ -138,10 +136,10 @@ def test_chunk_length_adjustment_scales_long_chunks_only():
 
 
 def test_rse_values_every_pool_chunk_of_the_candidate_documents():
-    from test_full_plan import FACTS, TinyIndex, make, run_step  # noqa: F401  (shared tiny index)
-
     import tempfile
     from pathlib import Path
+
+    from test_full_plan import FACTS, TinyIndex, make, run_step  # noqa: F401  (shared tiny index)
 
     with tempfile.TemporaryDirectory() as tmp:
         index = TinyIndex(Path(tmp), FACTS)

@@ -7,13 +7,13 @@ import json
 import sqlite3
 
 import pytest
+from test_incremental import HashEmbedder, _write
 
 import ragsieve.tools.index.builder as builder_module
 import ragsieve.tools.index.change_plan as change_plan
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import current_generation, read_manifest
 from ragsieve.tools.index.store import ChunkStore
-from test_incremental import HashEmbedder, _write
 
 N = 300
 

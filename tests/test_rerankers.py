@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from model_endpoints import FakeRerank
+
 from ragsieve.agent.config import Config, RerankConfig
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.fake import FakeChat

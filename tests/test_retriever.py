@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.dense import l2_normalise
+from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.index.retriever import HybridRetriever
 
 DOCS = [

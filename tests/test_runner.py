@@ -3,8 +3,8 @@ import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.plans import get_plan, plan_names
 from ragsieve.agent.plan.runner import END, STEPS, Deps, Step, StepResult, register, run_plan
 from ragsieve.agent.plan.state import RunState

@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.filters.segments import (PRESETS, RSEPreset, beta_transform, best_segments, chunk_values, preset_params,
-                            relevance_from_calibration, relevance_from_cosine)
+from ragsieve.tools.filters.segments import (
+    PRESETS,
+    RSEPreset,
+    best_segments,
+    beta_transform,
+    chunk_values,
+    preset_params,
+    relevance_from_calibration,
+    relevance_from_cosine,
+)
 
 
 def admissible(values, max_length, splits, taken, room):

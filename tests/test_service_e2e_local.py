@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import openai
 import pytest
-
 from service_fakes import served
 
 pytestmark = pytest.mark.llm

@@ -7,17 +7,17 @@ import json
 import httpx
 import openai
 import pytest
-
-from ragsieve.agent.llm.openai_chat import OpenAIChat
 from service_fakes import served
 from stub_openai import StubOpenAI, StubReply, error_body, ok
+
+from ragsieve.agent.llm.openai_chat import OpenAIChat
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 
 
 def sse_body(pieces: list[str], usage: bool = True) -> str:
     events = []
-    for i, piece in enumerate(pieces):
+    for _i, piece in enumerate(pieces):
         events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub-model",
                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
     events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub-model",

@@ -5,8 +5,9 @@ import os
 import subprocess
 import sys
 
-from ragsieve.agent.llm.fake import FakeChat
 from service_fakes import ANSWER, served
+
+from ragsieve.agent.llm.fake import FakeChat
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

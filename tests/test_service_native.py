@@ -12,14 +12,14 @@ import time
 import httpx
 import openai
 import pytest
+from service_fakes import ANSWER, CountingChat, served, sse_events
+from stub_openai import StubOpenAI, StubReply, ok
 
 from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.server import check_exposure
 from ragsieve.agent.service.settings import ServiceSettings
-from service_fakes import ANSWER, CountingChat, served, sse_events
-from stub_openai import StubOpenAI, StubReply, ok
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 
@@ -101,7 +101,7 @@ def test_client_disconnect_cancels_the_stream(examples_index):
         stream = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}],
                                            stream=True)
         got = 0
-        for chunk in stream:
+        for _chunk in stream:
             got += 1
             if got == 5:
                 break

@@ -7,10 +7,10 @@ import json
 import httpx
 import openai
 import pytest
+from service_fakes import ANSWER, served
 
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.service.keys import KeyRing
-from service_fakes import ANSWER, served
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

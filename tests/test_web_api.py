@@ -6,6 +6,8 @@ import json
 
 import httpx
 import pytest
+from service_fakes import ANSWER
+from service_fakes import sse_events as sse
 
 from ragsieve.agent.cli.main import main
 from ragsieve.agent.errors import EndpointError, UsageError
@@ -18,7 +20,6 @@ from ragsieve.agent.service.web import source_view
 from ragsieve.agent.service.web.links import citation_href, load_secret, verify
 from ragsieve.agent.service.widget_keys import RateLimit, WidgetKey, WidgetKeys
 from ragsieve.tools.types import Chunk
-from service_fakes import ANSWER, sse_events as sse
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 KEY = "pk-site-widget-1"

@@ -11,13 +11,23 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import REPO
+from web_fixtures import (
+    CHROMIUM,
+    GUIDE,
+    HOSTILE,
+    REWRITTEN,
+    browser,
+    screenshots_dir,
+    scripted_reply,
+    served_ui,
+    static_site,
+    write_corpus,
+)
 
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.service.feedback import FeedbackStore
 from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
-from conftest import REPO
-from web_fixtures import (CHROMIUM, GUIDE, HOSTILE, REWRITTEN, browser, screenshots_dir, scripted_reply,
-                          served_ui, static_site, write_corpus)
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

@@ -32,16 +32,26 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.calibration.abstention import build_abstention
-from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
-from ragsieve.agent.eval.beir import read_qrels as beir_qrels, read_queries
 from ragsieve.agent.errors import LLMError, StructuredOutputError, UsageError
+from ragsieve.agent.eval.beir import read_qrels as beir_qrels
+from ragsieve.agent.eval.beir import read_queries
 from ragsieve.agent.llm.deadlines import is_slow_call
-from ragsieve.tools.filters.conformal import (HYBRID_RRF_K, ScoreKind, binomial_tolerance, check_alpha, choose_kind,
-                                            evaluate_kinds, hybrid_signal, ranks_of, smallest_k_for_coverage,
-                                            CalibrationReport)
 from ragsieve.tools.filters.abstention import top1_excluding
+from ragsieve.tools.filters.conformal import (
+    HYBRID_RRF_K,
+    CalibrationReport,
+    ScoreKind,
+    binomial_tolerance,
+    check_alpha,
+    choose_kind,
+    evaluate_kinds,
+    hybrid_signal,
+    ranks_of,
+    smallest_k_for_coverage,
+)
 from ragsieve.tools.index.dense import corpus_similarities
+from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -161,7 +171,7 @@ class Calibrator:
     def _record(self, qid, question, answer, origin, sims, positive_rows, source_row=None, judge=None, hybrid=None):
         order = np.argsort(-sims, kind="stable")
         found_row, calls = None, 0
-        for position, row in enumerate(order[: self.depth]):
+        for _position, row in enumerate(order[: self.depth]):
             row = int(row)
             if row in positive_rows:
                 found_row = row

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-
 import re
+import sys
 
 from ragsieve.agent.also_retrieved import STOPPED, UNCITED
 from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, range_checked
-
 
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",

@@ -52,8 +52,8 @@ def command_line(args: argparse.Namespace) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
-    from ragsieve.agent.eval.report import LABELS
     from ragsieve.agent.eval.evaluate import Evaluation
+    from ragsieve.agent.eval.report import LABELS
 
     if args.retrieval_only:
         unused = [f"--{f.replace('_', '-')}" for f in ("base_url", "model", "local_model", "no_cache") if getattr(args, f)]

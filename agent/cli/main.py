@@ -6,7 +6,8 @@ import logging
 import os
 import sys
 
-from ragsieve.agent.cli import ask, calibrate, eval as evaluate, feedback, index, mcp, migrate, plans, remove, search, serve
+from ragsieve.agent.cli import ask, calibrate, feedback, index, mcp, migrate, plans, remove, search, serve
+from ragsieve.agent.cli import eval as evaluate
 from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.llm.redact import RedactingFilter, redact

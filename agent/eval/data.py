@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
 
 
 class Question(BaseModel):

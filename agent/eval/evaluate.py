@@ -21,10 +21,10 @@ from pydantic import BaseModel
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import IndexMissingError, LLMError, StructuredOutputError, UsageError
-from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.agent.eval.data import Dataset, Question, load_dataset, sample_questions
 from ragsieve.agent.eval.report import assemble_results, json_differences, running_postfix, write_outputs
 from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.tools import metrics as m
 from ragsieve.tools.ingest.chunking import count_tokens
 

@@ -66,10 +66,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.config import LoopConfig
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.judging.checks import assess_verdicts, interleave, order_agreement
+from ragsieve.agent.llm.chat import Usage
 from ragsieve.tools.types import Hit
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ class BoundedChat:
 
     @property
     def stream(self):
-        inner = getattr(self.inner, "stream")  # AttributeError when the model cannot stream
+        inner = self.inner.stream  # AttributeError when the model cannot stream
 
         def call(messages, **kwargs):
             self._acquire(kwargs.get("deadline"))

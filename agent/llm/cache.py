@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.chat import ChatReply
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from ragsieve.agent.llm.cache import DiskCache
 from ragsieve.agent.config import LLMConfig
+from ragsieve.agent.llm.cache import DiskCache
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.local_server import LocalLLMServer
 from ragsieve.agent.llm.model_packages import MODELS, resolve_local_model

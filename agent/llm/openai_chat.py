@@ -33,9 +33,9 @@ from urllib.parse import urlparse
 import openai
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
+from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import RateMeter
-from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.overflow import context_overflow
 from ragsieve.agent.llm.redact import redact, redact_url
 from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
@@ -163,7 +163,7 @@ class OpenAIChat:
             mode = self._mode
             kwargs = self._request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)
             try:
-                body = self._call(lambda: self._post(kwargs, deadline), model, deadline)
+                body = self._call(lambda: self._post(kwargs, deadline), model, deadline)  # noqa: B023
             except openai.BadRequestError as exc:
                 if self._downgrade(mode, exc, json_schema is not None):
                     continue

@@ -22,7 +22,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ragsieve.agent.errors import TemplateError
 
-
 FENCE_PREFIX = "@@"
 
 

@@ -1,9 +1,9 @@
 """Shipped plans, as data. A config may add or override plans by name."""
 from __future__ import annotations
 
+import ragsieve.agent.steps  # noqa: F401  (registers the steps)
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import UsageError
-import ragsieve.agent.steps  # noqa: F401  (registers the steps)
 from ragsieve.agent.plan.runner import END, validate_plan
 
 FULL = {  # the card's pipeline: every stage

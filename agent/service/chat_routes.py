@@ -5,17 +5,17 @@ import json
 import time
 import uuid
 
-from starlette.background import BackgroundTask
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
-from ragsieve.agent.service.keys import ALL
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
+from ragsieve.agent.service.keys import ALL
 from ragsieve.agent.service.render import annotations, extension, finish_reason, references, usage
 from ragsieve.agent.service.requests import ChatRequest, check_text
 

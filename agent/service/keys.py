@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import hmac
 import os
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from ragsieve.agent.errors import UsageError
 
@@ -84,7 +85,7 @@ class KeyRing:
         return None
 
     def check_names(self, names: set[str]) -> None:
-        for key, indexes in self.scopes.items():
+        for _key, indexes in self.scopes.items():
             unknown = sorted({i.removesuffix(WRITE) for i in indexes} - names - {ALL})
             if unknown:
                 raise UsageError(f"a key is scoped to unknown index(es) {unknown}; served: {sorted(names)}")

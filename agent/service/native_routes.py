@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-from starlette.background import BackgroundTask
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError

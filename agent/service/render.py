@@ -22,7 +22,6 @@ from typing import Any
 from ragsieve.agent.also_retrieved import UNCITED
 
 
-
 def references(answer) -> str:
     if not answer.citations:
         return ""

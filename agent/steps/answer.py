@@ -6,8 +6,14 @@ import math
 import numpy as np
 
 from ragsieve.agent.also_retrieved import with_also_retrieved
-from ragsieve.agent.answering import (NO_EVIDENCE, abstention_answer, answer_from_context, answers_and_abstains,
-                                      is_abstention, passages_answer)
+from ragsieve.agent.answering import (
+    NO_EVIDENCE,
+    abstention_answer,
+    answer_from_context,
+    answers_and_abstains,
+    is_abstention,
+    passages_answer,
+)
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.steps.conformal import cached_calibration

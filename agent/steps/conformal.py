@@ -22,12 +22,11 @@ from __future__ import annotations
 import logging
 import math
 
-
 from ragsieve.agent.calibration import calibration_path, load_calibration
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.judging.rule import ContextRule
+from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import ConformalRecord, RunState
 from ragsieve.agent.steps.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity

@@ -27,11 +27,18 @@ import numpy as np
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState, SegmentRecord
-from ragsieve.agent.steps.outliers import judged_evidence
 from ragsieve.agent.steps.conformal import cached_calibration, candidate_hits
 from ragsieve.agent.steps.conformal_signal import dense_similarities
-from ragsieve.tools.filters.segments import (RSEParams, adjust_for_chunk_length, best_segments, chunk_values,
-                                             preset_params, relevance_from_calibration, relevance_from_cosine)
+from ragsieve.agent.steps.outliers import judged_evidence
+from ragsieve.tools.filters.segments import (
+    RSEParams,
+    adjust_for_chunk_length,
+    best_segments,
+    chunk_values,
+    preset_params,
+    relevance_from_calibration,
+    relevance_from_cosine,
+)
 from ragsieve.tools.types import Chunk, Hit
 
 

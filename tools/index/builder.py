@@ -20,32 +20,38 @@ finds them without listing the corpus); the report and helpers live in
 from __future__ import annotations
 
 import functools
-
 import logging
 import shutil
 import time
 from pathlib import Path
 
+from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.bm25 import BM25Index
-from ragsieve.tools.index.build_report import (BuildReport, build_scopes, corpus_fingerprint,  # noqa: F401
-                                               excluded_counts, in_scope, indexed_text, package_version)
+from ragsieve.tools.index.build_report import (  # noqa: F401
+    BuildReport,
+    build_scopes,
+    corpus_fingerprint,
+    excluded_counts,
+    in_scope,
+    indexed_text,
+    package_version,
+)
 from ragsieve.tools.index.change_plan import any_document, ids_in_scopes, listed_change, plan_change
-from ragsieve.tools.index.embed_cache import EmbeddingCache
-from ragsieve.tools.index.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
-from ragsieve.tools.index.generations import live_generation, new_generation, switch_current
-from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.index.embed_cache import EmbeddingCache
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.index.encoder_choice import default_encoder, recorded_encoder  # noqa: F401  (re-exported)
-from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
+from ragsieve.tools.index.generations import live_generation, new_generation, switch_current
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.incremental import collect_stores
 from ragsieve.tools.index.lock import IndexLock
+from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.windows import LongCode, embed_windowed, tokenizer_of, window_texts
+from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
-from ragsieve.tools.index.store import ChunkStore
-from ragsieve.tools.index.windows import LongCode, embed_windowed, tokenizer_of, window_texts
 from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
-
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
+from ragsieve.tools.index import npy
 from ragsieve.tools.modes import FaissKind, parse_enum
 
 log = logging.getLogger(__name__)

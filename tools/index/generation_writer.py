@@ -21,24 +21,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
-
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sparse import find_sparse_rows, sparse_subset
+from ragsieve.tools.index import npy
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import indexed_text, package_version
 from ragsieve.tools.index.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
-from ragsieve.tools.index.windows import code_headers
 from ragsieve.tools.index.generations import fsync_tree
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
-from ragsieve.tools.index.incremental import (LAYOUT, sparse_record, store_generation, write_base,
-                                              write_incremental)
-from ragsieve.tools.index.segments import SegmentView
-from ragsieve.tools.modes import BM25Engine, FaissKind
+from ragsieve.tools.index.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
 from ragsieve.tools.index.layout import Layout, plan_rows
 from ragsieve.tools.index.progress import progress_reporter
+from ragsieve.tools.index.segments import SegmentView
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.windows import code_headers
+from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.types import Document
 
 FORMAT_VERSION = 1

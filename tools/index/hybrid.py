@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.index.dense import DenseIndex, Embedder
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
-from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.store import ChunkStore
 
 CURRENT = "CURRENT"

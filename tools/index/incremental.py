@@ -28,14 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
-
-from ragsieve.tools.index.bm25 import tokenize
-from ragsieve.tools.index.build_report import indexed_text
-from ragsieve.tools.index.layout import plan_rows
 from ragsieve.tools.filters import sparse as sparse_filter
 from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
+from ragsieve.tools.index import npy
+from ragsieve.tools.index.bm25 import tokenize
+from ragsieve.tools.index.build_report import indexed_text
 from ragsieve.tools.index.cells import carry_cells, cells_for, nearest_update_cells
+from ragsieve.tools.index.layout import plan_rows
 from ragsieve.tools.index.nearest import nearest_update
 from ragsieve.tools.index.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.store import ChunkStore

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
-
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index import npy
 from ragsieve.tools.index.milvus_client import Reloading, client_for, release_client, thread_round_trips
 from ragsieve.tools.index.milvus_pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus_rows import pointer_filter
 from ragsieve.tools.index.milvus_search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus_store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
+
 
 class MilvusIndex:
     """An index folder whose live generation is served by Milvus (see the module doc)."""
@@ -54,7 +54,6 @@ class MilvusIndex:
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
         from ragsieve.tools.index.hybrid import current_generation, read_manifest
-
         from ragsieve.tools.index.milvus_leases import hold
 
         root = Path(index_dir)

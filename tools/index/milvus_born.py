@@ -24,7 +24,6 @@ import numpy as np
 from ragsieve.tools.index import npy
 
 
-
 def read_born(root: Path, pointer: dict) -> dict[int, int] | None:
     """row -> born for rows written since the last full copy; None when the pointer does not record them."""
     if "copy_generation" not in pointer:

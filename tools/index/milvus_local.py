@@ -15,10 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
-
 from ragsieve.tools.errors import IndexMissingError
-
+from ragsieve.tools.index import npy
 
 REQUIRED = ("manifest.json", "vectors.npy", "sparse.json", "chunks.sqlite")  # a whole-generation layout
 SEGMENTED = ("manifest.json", "segments", "sparse.json")  # the incremental layout (chunks in a shared store)

@@ -39,12 +39,20 @@ import re
 import secrets
 from pathlib import Path
 
-from ragsieve.tools.index import npy
-
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index import npy
 from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: F401  (client_for re-exported)
-from ragsieve.tools.index.milvus_pointer import (INTENT, POINTER, SPARSE_DIR, read_pointer, resolve_uri, stored_uri,
-                                                 write_intent, write_pointer, write_sparse)
+from ragsieve.tools.index.milvus_pointer import (
+    INTENT,
+    POINTER,
+    SPARSE_DIR,
+    read_pointer,
+    resolve_uri,
+    stored_uri,
+    write_intent,
+    write_pointer,
+    write_sparse,
+)
 from ragsieve.tools.index.milvus_schema import BM25_INPUT, bm25_params_applied, bm25_settings, create_collection
 
 log = logging.getLogger(__name__)
@@ -71,8 +79,7 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
     from ragsieve.tools.index import milvus_leases as leases
-    from ragsieve.tools.index.milvus_born import (born_from_collection, live_entities, next_born, read_born,
-                                                 write_born)
+    from ragsieve.tools.index.milvus_born import born_from_collection, live_entities, next_born, read_born, write_born
     from ragsieve.tools.index.milvus_delta import apply_delta, delta_since, recover
     from ragsieve.tools.index.milvus_local import open_live
     from ragsieve.tools.index.milvus_rows import LAYOUT, generation_number

@@ -6,6 +6,7 @@ import numpy as np
 from ragsieve.tools.index.milvus_schema import analysed
 from ragsieve.tools.index.milvus_store import and_visible, rows_in
 
+
 class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 

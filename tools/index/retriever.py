@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
 from ragsieve.tools.index.dense import l2_normalise
-from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
 from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.modes import FusionMode, FusionSite, parse_enum

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
-from ragsieve.tools.ingest.web_text import extract_page, page_locators
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
+from ragsieve.tools.ingest.web_text import extract_page, page_locators
 from ragsieve.tools.types import Document
 
 logger = logging.getLogger(__name__)

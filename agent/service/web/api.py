@@ -110,8 +110,8 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                     answer_id = None
                     if web.feedback is not None:
                         answer_id = await anyio.to_thread.run_sync(lambda: web.feedback.record_answer(
-                            index=name, plan=answer.plan, asked=question, question=answer.question,
-                            answer=answer.answer, citations=citations, trace=trace,
+                            index=name, plan=answer.plan, asked=question, question=answer.question,  # noqa: B023
+                            answer=answer.answer, citations=citations, trace=trace,  # noqa: B023
                             history=[t.model_dump() for t in body.history], via=who.via))
                     yield sse("done", {"answer_id": answer_id, "index": name, "plan": answer.plan,
                                        "question": answer.question, "asked": answer.asked, "answer": answer.answer,

@@ -1,8 +1,16 @@
 """Embedding providers behind one small protocol, and what an index records about the one that built it."""
 from ragsieve.tools.index.dense import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-from ragsieve.tools.index.embedders.providers import (PROVIDERS, EmbeddingProvider, embedding_identity, embedding_record,
-                                                      known_dimension, mismatch, open_embedder, provider_of)
+from ragsieve.tools.index.embedders.providers import (
+                                                      PROVIDERS,
+                                                      EmbeddingProvider,
+                                                      embedding_identity,
+                                                      embedding_record,
+                                                      known_dimension,
+                                                      mismatch,
+                                                      open_embedder,
+                                                      provider_of,
+)
 
 __all__ = ["PROVIDERS", "Embedder", "EmbeddingProvider", "OpenAIEmbedder", "embedding_identity", "embedding_record",
            "known_dimension", "mismatch", "open_embedder", "provider_of"]
