@@ -81,8 +81,7 @@ class Embedder:
         if encoder != "torch":  # same model, run by ONNX Runtime (ragsieve.tools.index.onnx_encoder)
             from ragsieve.tools.index.onnx_encoder import OnnxEncoder
 
-            self._fast = OnnxEncoder(self._model, self.name, quantized=encoder == "onnx-int8",
-                                     batch_size=min(batch_size, 8))
+            self._fast = OnnxEncoder(self._model, self.name, quantized=encoder == "onnx-int8")
 
     def _load(self):
         try:

@@ -23,8 +23,10 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT
 def cache_model(model: str, encoder: str | None) -> str:
     """The cache's model column for `model` embedded by `encoder`. `torch` and `onnx` compute the same fp32
     vectors (cosine 1.000 to torch, `benchmarks/results/scale.json`) and keep the bare model name, as caches
-    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8`."""
-    return f"{model}#int8" if encoder == "onnx-int8" else model
+    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8-alone`.
+    `-alone`: each text embedded by itself (`onnx_encoder`); vectors cached as `#int8` came from batches, where a
+    text's int8 vector depended on its neighbours, so they are not reused: an older index re-embeds once."""
+    return f"{model}#int8-alone" if encoder == "onnx-int8" else model
 
 
 def text_key(text: str) -> str:

@@ -5,15 +5,23 @@ once with `torch.onnx.export` — transformer, mean pooling and L2
 normalisation in one graph — into `~/.cache/ragsieve/onnx/<model>-<hash>/`
 (`RAGSIEVE_CACHE` moves it), and then run by ONNX Runtime on the CPU. `onnx-int8`
 adds ONNX Runtime's dynamic int8 quantisation of the weights. Texts are
-tokenized with the model's own tokenizer, in small length-sorted batches (less
-padding), truncated to the model's `max_seq_length`, exactly as
-sentence-transformers does, so `onnx` agrees with `torch` to float precision;
-`benchmarks/scale.py` reports each path's cosine agreement and docs/s.
+tokenized with the model's own tokenizer, truncated to the model's
+`max_seq_length`, exactly as sentence-transformers does, so `onnx` agrees with
+`torch` to float precision; `benchmarks/scale.py` reports each path's cosine
+agreement and docs/s.
 
-Batches run concurrently, one per core, each on a single intra-op thread: for a
-model this small, splitting one batch's matrix products over cores wastes more
-than it gains (measured on 2 cores, 300 SciFact abstracts, int8: 36.7 docs/s
-with one batch on 2 threads, 46.0 with two batches on 1 thread each).
+Each text runs alone (a batch of one, no padding). Dynamic quantisation picks
+the activations' int8 scale from the whole input tensor, so in a batch a
+text's vector depended on its neighbours and on their padding: the same text
+embedded alone and in a batch of five differed at cosine 0.988-0.996, and a
+query (embedded alone) was not embedded like the same text as a document
+(issue 46). One text per run makes the vector a function of the text only
+(`tests/test_encoder_determinism.py` asserts equality to 1e-6 across mixed
+batches) and wastes nothing on padding: on 200 SciFact abstracts, 2 busy cores,
+batches of one ran 1.12x the texts/s of length-sorted batches of eight
+(median of 4 interleaved pairs). Texts run concurrently, one per core, each on
+a single intra-op thread: for a model this small, splitting one input's matrix
+products over cores wastes more than it gains.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import ModelUnavailableError
+from ragsieve.tools.extras import Extra, require
 
 _lock = threading.Lock()
 
@@ -35,16 +44,10 @@ def cache_dir() -> Path:
 
 
 class OnnxEncoder:
-    def __init__(self, st_model, name: str, quantized: bool = False, batch_size: int = 8,
-                 workers: int | None = None):
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise ModelUnavailableError("the onnx encoder needs onnxruntime (and onnx to export the model once): "
-                                        "pip install 'ragsieve[fast]'") from exc
+    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None):
+        ort = require(Extra.FAST, "onnxruntime", "the onnx encoders", 'or encoder = "torch" / --encoder torch')
         self.tokenizer = st_model[0].tokenizer
         self.max_length = int(st_model.max_seq_length)
-        self.batch_size = batch_size
         self.workers = max(1, min(8, workers or os.cpu_count() or 1))
         path = self._export(st_model, name, quantized)
         options = ort.SessionOptions()
@@ -73,6 +76,8 @@ class OnnxEncoder:
 
     def _to_onnx(self, transformer, target: Path) -> None:
         import torch
+
+        require(Extra.FAST, "onnx", "exporting the encoder to ONNX", 'or encoder = "torch" / --encoder torch')
 
         class Pooled(torch.nn.Module):
             def __init__(self, model):
@@ -103,19 +108,14 @@ class OnnxEncoder:
         os.replace(tmp, target)
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """One vector per text, each computed alone: the result for a text never depends on the others."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        order = np.argsort([-len(t) for t in texts], kind="stable")  # length-sorted batches: less padding
-        batches = [order[s:s + self.batch_size] for s in range(0, len(texts), self.batch_size)]
         # tokenized here, in one thread: a fast tokenizer's padding/truncation state is not thread-safe
-        feeds = [self._feed([texts[i] for i in idx]) for idx in batches]
-        out: np.ndarray | None = None
+        feeds = [self._feed([text]) for text in texts]
         with ThreadPoolExecutor(self.workers) as pool:  # session.run releases the GIL; a session is thread-safe
-            for idx, vectors in zip(batches, pool.map(lambda feed: self.session.run(None, feed)[0], feeds)):
-                if out is None:
-                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[idx] = vectors
-        return out
+            vectors = list(pool.map(lambda feed: self.session.run(None, feed)[0][0], feeds))
+        return np.stack(vectors).astype(np.float32, copy=False)
 
     def _feed(self, texts: list[str]) -> dict[str, np.ndarray]:
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
