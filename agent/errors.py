@@ -1,5 +1,5 @@
 """Errors of the agent layer; the base and input errors live in `ragsieve.tools.errors`."""
-from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, RagsieveError, UsageError
+from ragsieve.tools.errors import IndexMissingError, MissingExtraError, ModelUnavailableError, RagsieveError, UsageError
 
 
 class LLMError(RagsieveError):
@@ -47,6 +47,6 @@ class TemplateError(RagsieveError):
 
 
 __all__ = [
-    "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError",
+    "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError", "MissingExtraError",
     "LLMError", "EndpointError", "ContextOverflow", "BudgetExceeded", "StructuredOutputError", "TemplateError",
 ]

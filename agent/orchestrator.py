@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
@@ -15,11 +15,26 @@ from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.caches import StepCaches
 from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps, run_plan
-from ragsieve.agent.plan.state import Citation, ConformalRecord, FallbackRecord, JudgeLoop, RunState, SegmentRecord, TraceEvent
+from ragsieve.agent.plan.state import (
+    Abstention,
+    Citation,
+    ConformalRecord,
+    Evidence,
+    FallbackRecord,
+    JudgeLoop,
+    RunState,
+    SegmentRecord,
+    TraceEvent,
+)
 from ragsieve.tools.index.where import Where
 from ragsieve.tools.types import Hit
+
+if TYPE_CHECKING:  # loaded when an index is opened (`open`)
+    from ragsieve.tools.index.backend import IndexBackend
+    from ragsieve.tools.index.retriever import HybridRetriever
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +56,8 @@ class Answer(BaseModel):
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
     citations_inferred: bool = False
-    evidence: str | None = None
-    abstention: str | None = None
+    evidence: Evidence | None = None
+    abstention: Abstention | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
@@ -90,17 +105,17 @@ class Orchestrator:
     that needs it), so retrieval-only use never starts a model.
     """
 
-    def __init__(self, index, retriever, config: Config, *, llm: LLM | None = None,
-                 prompts: PromptRenderer | None = None, extras: dict[str, Any] | None = None,
+    def __init__(self, index: IndexBackend, retriever: HybridRetriever, config: Config, *, llm: LLM | None = None,
+                 prompts: PromptRenderer | None = None, caches: StepCaches | None = None,
                  llm_factory: Callable[[], LLM] | None = None):
         self.index = index
         self.retriever = retriever
         self.config = config
         self.prompts = prompts or PromptRenderer()
-        self.extras = dict(extras or {})
+        self.caches = caches or StepCaches()  # what the steps reuse across this orchestrator's questions
         self._llm = llm
         self._llm_factory = llm_factory  # a shared LLM owned elsewhere (the service's, one for every index)
-        self._close_llm = None
+        self._close_llm: Callable[[], None] | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -155,9 +170,9 @@ class Orchestrator:
         if budget is None:
             b = config.budget
             budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
+        llm = base.fork(budget=budget, templates=self.prompts.fingerprint())
         deps = Deps(config=config, retriever=self._retriever_for(config).with_filter(where), index=self.index,
-                    llm=base.fork(budget=budget, templates=self.prompts.fingerprint()), prompts=self.prompts,
-                    extras=self.extras, on_event=on_event, on_token=on_token,
+                    llm=llm, prompts=self.prompts, caches=self.caches, on_event=on_event, on_token=on_token,
                     answer_options=dict(answer_options or {}))
         state = RunState(question=question, plan=plan_name, instructions=instructions)
         if where is not None and not where.empty():
@@ -169,7 +184,7 @@ class Orchestrator:
         run_plan(spec, state, deps, config.max_steps)
         return Answer(question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
-                      trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
+                      trace=state.trace, usage=llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,
                       citations_inferred=state.citations_inferred, evidence=state.evidence,
                       abstention=state.abstention, stopped=state.stopped, notes=state.notes, asked=state.asked,
@@ -198,16 +213,17 @@ class Orchestrator:
 
     def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
         """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""
-        before = deps.llm.meter.snapshot()
+        llm = deps.need_llm()
+        before = llm.meter.snapshot()
         started = time.perf_counter()
-        rewritten, note = rewrite_question(state.question, history, deps.llm, self.prompts)
+        rewritten, note = rewrite_question(state.question, history, llm, self.prompts)
         rewritten = check_question(rewritten) if rewritten.strip() else state.question
         summary = {"asked": state.question, "question": rewritten, "turns": len(history)}
         if note:
             summary["note"] = note
         state.trace.append(TraceEvent(step="rewrite", outcome="rewritten" if rewritten != state.question else "kept",
                                       summary=summary, duration_s=round(time.perf_counter() - started, 4),
-                                      usage=deps.llm.meter.snapshot().minus(before)))
+                                      usage=llm.meter.snapshot().minus(before)))
         deps.emit("step", {"step": "rewrite", "outcome": state.trace[-1].outcome, "summary": summary})
         state.asked, state.question = state.question, rewritten
 
@@ -215,9 +231,7 @@ class Orchestrator:
         if self._close_llm is not None:
             self._close_llm()
             self._close_llm = None
-        closer = getattr(self.index, "close", None)
-        if closer is not None:
-            closer()
+        self.index.close()
 
     def __enter__(self) -> "Orchestrator":
         return self

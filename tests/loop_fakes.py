@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -42,19 +43,42 @@ class FakeStore:
 
 
 class FakeIndex:
+    """The `IndexBackend` members the steps read, over an in-memory store; no stored vectors (`vectors` None:
+    the steps score the hits they have) and no folder (`root` does not exist: no calibration)."""
+
     def __init__(self, docs: dict[str, list[str]], sparse_rows=()):
         chunks = [Chunk(doc_id=d, chunk_index=i, text=t, source=f"{d}.txt")
                   for d, parts in docs.items() for i, t in enumerate(parts)]
         self.store = FakeStore(chunks)
         self.sparse_rows = list(sparse_rows)
+        self.vectors = None
+        self.root = Path("/nonexistent/ragsieve-fake-index")
+        self.manifest: dict = {}
+        self.model_name = "fake"
+
+    def __len__(self):
+        return len(self.store.chunks)
+
+    def filter_rows(self, where):
+        return list(range(len(self.store.chunks)))
+
+    symbols = None
+
+    def close(self):
+        pass
 
 
 class FakeRetriever:
     """Score = number of distinct query words in the chunk; dense_score = that / chunk words."""
 
+    where = None  # no metadata filter
+
     def __init__(self, index: FakeIndex):
         self.index = index
         self.calls: list[dict] = []
+
+    def admit(self, rows):
+        return list(rows)
 
     def run(self, query, top_k=10, *, rows=None, extra_texts=None):
         self.calls.append({"query": query, "top_k": top_k, "rows": rows, "extra_texts": list(extra_texts or [])})
@@ -126,8 +150,7 @@ def make_deps(docs, chat, *, sparse_rows=(), **loop):
     # the order check doubles round 1's calls: off here so call counts stay readable; its own tests turn it on
     cfg.loop = cfg.loop.model_copy(update={"judge_concurrency": 1, "judge_order_check": False, **loop})
     index = FakeIndex(docs, sparse_rows)
-    return Deps(config=cfg, retriever=FakeRetriever(index), index=index, llm=LLM(chat), prompts=PromptRenderer(),
-                extras={})
+    return Deps(config=cfg, retriever=FakeRetriever(index), index=index, llm=LLM(chat), prompts=PromptRenderer())
 
 
 def run(deps, question, plan="agentic"):

@@ -17,7 +17,7 @@ pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
-from ragsieve.tools.index.backend import Backend, open_index  # noqa: E402
+from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion, open_index  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
@@ -48,6 +48,17 @@ def reference(examples_index):
         yield {"n": len(local), "chunks": local.store.get_many(range(len(local))),
                "vectors": np.asarray(local.vectors), "sparse": list(local.sparse_rows),
                "docs": local.store.documents()}
+
+
+def test_each_backend_satisfies_the_index_protocol(index):
+    """Every `IndexBackend` member is there at run time (mypy checks the types: tests/test_gates.py); the
+    optional capabilities are exactly those the backend has."""
+    assert isinstance(index, IndexBackend)
+    local = index.backend is Backend.LOCAL
+    assert isinstance(index, ServerFusion) is not local and isinstance(index, RoundTrips) is not local
+    assert isinstance(index.bm25, CorpusScores) is local
+    assert (index.symbols is None) is not local
+    assert index.vectors is not None and len(index.vectors) == len(index)
 
 
 def test_rows_chunks_documents(index, reference):

@@ -50,7 +50,7 @@ def make(index, question, context_rows=None, **sections):
     state = RunState(question=question, plan="full")
     state.remember(pool)
     state.context = pool[:4] if context_rows is None else [h for h in pool if h.row in context_rows]
-    deps = Deps(config=config, retriever=None, index=index, llm=None, prompts=PromptRenderer(), extras={})
+    deps = Deps(config=config, retriever=None, index=index, llm=None, prompts=PromptRenderer())
     return state, deps
 
 

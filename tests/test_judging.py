@@ -166,7 +166,10 @@ def test_pick_decoys_are_the_least_similar_chunks():
     assert [h.row for h in got] == brute[:3]
     assert [h.row for h in pick_decoys(Index(), "q", set(), 3, skip=3)] == brute[3:6]
     assert all(h.extra["decoy"] == 1.0 for h in got)
-    assert pick_decoys(object(), "q", set(), 3) == []  # no vectors: no decoys
+    unvectored = Index()
+    unvectored.vectors = None
+    assert pick_decoys(unvectored, "q", set(), 3) == []  # no vectors: no decoys
+    assert pick_decoys(None, "q", set(), 3) == []  # no index: none either
     assert pick_decoys(Index(), "q", set(), 0) == []
 
 

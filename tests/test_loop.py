@@ -97,7 +97,7 @@ def fallback_deps(script, tmp_path):
 
     deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2,
                      max_iterations=1)
-    deps.extras["reranker"] = Reranker(cache_dir=tmp_path)  # offline: embedding order, said so
+    deps.caches.reranker = Reranker(cache_dir=tmp_path)  # offline: embedding order, said so
     return deps
 
 
@@ -165,7 +165,7 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
     class ScoreOrder(Reranker):  # a reranker that keeps the candidates' order (what FlashRank would refine)
         def run(self, query, hits):
             return super().run(query, hits).model_copy(update={"hits": hits})
-    deps.extras["reranker"] = ScoreOrder(cache_dir=tmp_path)
+    deps.caches.reranker = ScoreOrder(cache_dir=tmp_path)
     question = "alpha code secret"
     state = RunState(question=question, plan="t")
     main = [h for h in deps.retriever.run(question, top_k=10) if h.chunk_id == "dup1#0"]

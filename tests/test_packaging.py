@@ -1,32 +1,59 @@
-"""The wheel holds one import package, `ragsieve`, and works installed outside the repository.
+"""The wheel holds one import package, `ragsieve`, with every package folder of the tree, and works installed
+outside the repository.
 
-The wheel is built from the repo, then installed (without dependencies) into a fresh
-venv whose dependencies come from this test environment's site-packages through a
-`.pth` line: only the wheel provides `ragsieve`. Everything then runs from a folder
-outside the repository, so nothing can be imported from the source tree by accident.
+Wheels are built from a clean copy of the tree (`dist_build`): one by `pip wheel .`, one from the sdist by
+`python -m build`. The sdist-built wheel is then installed (without dependencies) into a fresh venv whose
+dependencies come from this test environment's site-packages through a `.pth` line: only the wheel provides
+`ragsieve`. Everything then runs from a folder outside the repository, so nothing can be imported from the
+source tree by accident. (`test_release.py` installs the wheel with its real dependencies.)
 """
 import re
 import subprocess
-import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, REPO
+from dist_build import (
+    build_sdist_and_wheel,
+    copy_tree,
+    folders_missing_from,
+    modules_missing_from,
+    package_folders,
+    pip_wheel,
+    requires_dist,
+)
 
 OLD_TOP_LEVEL = re.compile(r"^\s*(from|import)\s+(agent|tools|prompts)(\.|\s|$)", re.MULTILINE)
+SURFACE_PACKAGES = {"fastapi", "uvicorn", "starlette", "mcp", "trafilatura", "matplotlib", "onnx", "onnxruntime",
+                    "python-multipart", "prometheus-client", "pypdf", "python-docx", "tree-sitter-language-pack",
+                    "xllamacpp", "pymilvus", "milvus-lite", "ray", "lxml", "lxml-html-clean"}
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(REPO)], check=True, capture_output=True, timeout=300)
-    wheels = list(out.glob("ragsieve-*.whl"))
-    assert len(wheels) == 1
-    return wheels[0]
+def tree(tmp_path_factory):
+    return copy_tree(tmp_path_factory.mktemp("tree") / "ragsieve-src")
+
+
+@pytest.fixture(scope="module")
+def built(tree, tmp_path_factory):
+    """(sdist, wheel built from the sdist)."""
+    return build_sdist_and_wheel(tree, tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def wheel(built):
+    return built[1]
+
+
+@pytest.fixture(scope="module")
+def tree_wheel(tmp_path_factory):
+    """`pip wheel .` in its own copy (an in-tree build leaves build/ and *.egg-info behind)."""
+    source = copy_tree(tmp_path_factory.mktemp("tree-for-pip") / "ragsieve-src")
+    return pip_wheel(source, tmp_path_factory.mktemp("pip-wheel"))
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +68,53 @@ def installed(wheel, tmp_path_factory):
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True, timeout=300)
     return env_dir / "bin"
+
+
+def test_every_package_folder_is_in_both_wheels(tree, wheel, tree_wheel):
+    """Each folder of .py files under ragsieve/, agent/, tools/ (and prompts/) ships, every module in it, with
+    the prompts and web assets: from the tree (`pip wheel .`) and from the sdist (`python -m build`)."""
+    assert "ragsieve/agent/service/documents" in package_folders(tree)  # the folder the hand-kept list lacked
+    assets = {f"ragsieve/prompts/{p.name}" for p in (tree / "prompts").glob("*.j2")}
+    assets |= {f"ragsieve/{p.relative_to(tree).as_posix()}" for p in (tree / "agent/service/web/static").rglob("*")
+               if p.is_file()}
+    assert len(assets) > 20
+    for built_wheel in (tree_wheel, wheel):
+        assert folders_missing_from(built_wheel, tree) == []
+        assert modules_missing_from(built_wheel, tree) == []
+        assert assets - set(zipfile.ZipFile(built_wheel).namelist()) == set()  # prompts and web assets
+
+
+def test_a_new_subpackage_ships_with_no_configuration_change(tmp_path):
+    """Packages are discovered: a folder added under agent/ is in the next wheel, and one without its
+    `__init__.py` is reported missing (the check can fail)."""
+    source = copy_tree(tmp_path / "src")
+    (source / "agent" / "planted").mkdir()
+    (source / "agent" / "planted" / "__init__.py").write_text('"""A planted sub-package."""\n')
+    (source / "agent" / "planted" / "thing.py").write_text("VALUE = 1\n")
+    (source / "tools" / "no_init").mkdir()
+    (source / "tools" / "no_init" / "orphan.py").write_text("VALUE = 2\n")
+    built_wheel = pip_wheel(source, tmp_path / "out")
+    names = set(zipfile.ZipFile(built_wheel).namelist())
+    assert "ragsieve/agent/planted/thing.py" in names
+    assert folders_missing_from(built_wheel, source) == ["ragsieve/tools/no_init"]
+
+
+def test_sdist_carries_the_sources_prompts_and_web_assets(built, tree):
+    sdist, _ = built
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    wanted = {path.relative_to(tree).as_posix() for top in ("agent", "tools", "prompts", "ragsieve")
+              for path in (tree / top).rglob("*") if path.is_file()}
+    wanted = {rel for rel in wanted if rel.endswith((".py", ".j2")) or "/web/static/" in rel}
+    assert len(wanted) > 200 and sorted(wanted - names) == []
+    assert {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md"} <= names
+
+
+def test_the_wheel_alone_requires_no_surface_package(wheel):
+    """`pip install ragsieve` is the library: servers, MCP, crawling, plots and ONNX Runtime are extras."""
+    required = {re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].lower().replace("_", "-") for req in requires_dist(wheel)}
+    assert {"openai", "numpy", "faiss-cpu", "sentence-transformers", "jinja2"} <= required
+    assert required & SURFACE_PACKAGES == set()
 
 
 def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):

@@ -19,3 +19,13 @@ class ModelUnavailableError(RagsieveError):
 
 class ModelEndpointError(RagsieveError):
     """A model endpoint (embeddings, rerank) kept failing after retries, or replied with something unusable."""
+
+
+class MissingExtraError(ModelUnavailableError):
+    """An optional part of ragsieve is not installed; the message names the `pip install 'ragsieve[EXTRA]'` that
+    adds it (`extra`, `module`: which extra, and the module that failed to import)."""
+
+    def __init__(self, message: str, *, extra: str, module: str):
+        super().__init__(message)
+        self.extra = extra
+        self.module = module

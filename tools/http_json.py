@@ -116,7 +116,7 @@ class JsonEndpoint:
             wait=self._wait, retry=retry_if_exception(lambda e: isinstance(e, TransientFault)),
             sleep=self._sleep, reraise=False,
             before_sleep=lambda s: log.warning("%s %s attempt %d failed (%s); retrying", self.what, self.shown,
-                                               s.attempt_number, s.outcome.exception()))
+                                               s.attempt_number, s.outcome.exception() if s.outcome else None))
         started = time.monotonic()
         try:
             return retrying(lambda: self._once(payload))

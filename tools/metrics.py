@@ -62,7 +62,7 @@ def dcg_at_k(gains: Sequence[float], k: int | None = None) -> float:
     return sum(g / math.log2(i + 2) for i, g in enumerate(top) if g)
 
 
-def ndcg_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> float:
+def ndcg_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int = 10) -> float:
     """nDCG@k = DCG@k(ranking) / DCG@k(ideal) (Järvelin & Kekäläinen 2002).
 
     Gains are the graded relevance values of `qrels` (negative grades count 0),
@@ -78,11 +78,11 @@ def ndcg_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> f
     return dcg_at_k(gains, k) / idcg if idcg > 0 else 0.0
 
 
-def relevant_set(qrels: Mapping[str, int]) -> set[str]:
+def relevant_set(qrels: Mapping[str, float]) -> set[str]:
     return {doc for doc, grade in qrels.items() if grade > 0}
 
 
-def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int | None = None) -> float:
+def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int | None = None) -> float:
     """Recall@k = |relevant ∩ top-k| / |relevant| (BEIR's definition); 0.0 without relevant docs."""
     _check_k(k)
     relevant = relevant_set(qrels)
@@ -93,7 +93,7 @@ def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int | None =
     return len(relevant.intersection(top)) / len(relevant)
 
 
-def reciprocal_rank(ranked: Sequence[str], qrels: Mapping[str, int], k: int | None = None) -> float:
+def reciprocal_rank(ranked: Sequence[str], qrels: Mapping[str, float], k: int | None = None) -> float:
     """1 / rank of the first relevant id within the top k (0.0 if none); its mean
     over queries is MRR (Voorhees 1999, TREC-8 QA track)."""
     _check_k(k)
@@ -226,7 +226,7 @@ def mean(values: Iterable[float | None]) -> float | None:
 # --- per-question bundles used by the evaluation harness ---
 
 def retrieval_scores(first_stage_docs: Sequence[str], context_docs: Sequence[str] | None,
-                     qrels: Mapping[str, int]) -> dict[str, float]:
+                     qrels: Mapping[str, float]) -> dict[str, float]:
     """First-stage nDCG@10, Recall@10/@100 and RR over the document ranking; with a final
     context also its nDCG@10, recall, RR and gold-passage recall. Empty without qrels."""
     if not relevant_set(qrels):

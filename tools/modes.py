@@ -2,8 +2,21 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import TypeVar
 
 from ragsieve.tools.errors import UsageError
+
+
+class TextMode(str, Enum):
+    """A str-valued mode that is equal to its string and printed (`str`, f-strings) and serialised as it, so
+    traces, JSON replies and pages keep the same strings (a plain `(str, Enum)` prints `Class.MEMBER` in an
+    f-string on Python 3.11+)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 class BM25Engine(str, Enum):
@@ -31,7 +44,10 @@ class FaissKind(str, Enum):
     HNSW = "hnsw"
 
 
-def parse_enum(enum_cls: type[Enum], value: "str | Enum", what: str) -> Enum:
+E = TypeVar("E", bound=Enum)
+
+
+def parse_enum(enum_cls: type[E], value: "str | E", what: str) -> E:
     """Parse a mode string into its Enum, or fail listing the valid values."""
     if isinstance(value, enum_cls):
         return value

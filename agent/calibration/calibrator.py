@@ -50,6 +50,7 @@ from ragsieve.tools.filters.conformal import (
     ranks_of,
     smallest_k_for_coverage,
 )
+from ragsieve.tools.index.backend import CorpusScores, IndexBackend, vectors_of
 from ragsieve.tools.index.dense import corpus_similarities
 from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.tools.modes import parse_enum
@@ -105,7 +106,7 @@ def calibration_warnings(n_calibration: int, alpha: float, chosen_qhat: float) -
 class Calibrator:
     """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
 
-    def __init__(self, index, *, llm=None, prompts=None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
+    def __init__(self, index: IndexBackend, *, llm=None, prompts=None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
                  heldout_fraction: float = 0.5, passage_chars: int = 1500, min_chunk_chars: int = 80,
                  score_kind: str = "auto", llm_name: str = ""):
         self.alpha = check_alpha(alpha)
@@ -143,27 +144,27 @@ class Calibrator:
 
     # -- building records ------------------------------------------------------------
     def _similarities(self, qvec: np.ndarray) -> np.ndarray:
-        return corpus_similarities(self.index.vectors, qvec)
+        return corpus_similarities(vectors_of(self.index), qvec)
 
     def _hybrid(self, question: str, sims: np.ndarray) -> np.ndarray | None:
         """The hybrid signal of every chunk, or None when the index has no whole-corpus BM25 scores."""
-        scores = getattr(getattr(self.index, "bm25", None), "scores", None)
-        if scores is None:
+        bm25 = self.index.bm25
+        if not isinstance(bm25, CorpusScores):  # Milvus ranks BM25 server-side: no whole-corpus array
             return None
-        return hybrid_signal(sims, scores(question), HYBRID_RRF_K)
+        return hybrid_signal(sims, bm25.scores(question), HYBRID_RRF_K)
 
     def _view(self, sims: np.ndarray, hybrid: np.ndarray | None):
         """What a held-out query keeps is counted on: its best similarities (and hybrid signals)."""
         return _top(sims) if hybrid is None else {"dense": _top(sims), "hybrid": _top(hybrid)}
 
     @staticmethod
-    def _add_hybrid(record: CalibrationRecord, hybrid: np.ndarray | None, known: set[int]) -> CalibrationRecord:
-        known = {int(r) for r in known if r is not None}
+    def _add_hybrid(record: CalibrationRecord, hybrid: np.ndarray | None, known: set[int | None]) -> CalibrationRecord:
+        rows = {int(r) for r in known if r is not None}
         if hybrid is None:
             return record
-        if not known:  # no positive in the index: not found (+inf), as for the dense kinds
+        if not rows:  # no positive in the index: not found (+inf), as for the dense kinds
             return record.model_copy(update={"hybrid_top1": float(hybrid.max())})
-        best = max(known, key=lambda r: (hybrid[r], -r))
+        best = max(rows, key=lambda r: (hybrid[r], -r))
         return record.model_copy(update={"hybrid_row": best, "hybrid": float(hybrid[best]),
                                          "hybrid_top1": float(hybrid.max()),
                                          "hybrid_rank": int(ranks_of(hybrid)[best])})
@@ -193,7 +194,7 @@ class Calibrator:
         if limit:
             rng = np.random.default_rng(self.seed)
             items = [items[i] for i in sorted(rng.choice(len(items), size=min(limit, len(items)), replace=False))]
-        vecs = self.index.embed([text for _, text, _ in items]) if items else []
+        vecs = self.index.embed([text for _, text, _ in items]) if items else np.zeros((0, 0), dtype=np.float32)
         records, sims_list = [], []
         for (qid, text, docs), qvec in zip(items, vecs):
             rows = {r for d in docs for r in self.index.store.doc_rows(d)}
@@ -264,7 +265,7 @@ class Calibrator:
         if self.unanswerable:
             vecs = self.index.embed(self.unanswerable)
             held = set(int(i) for i in rng.permutation(len(vecs))[: len(vecs) // 2])
-            scores = [(float(corpus_similarities(self.index.vectors, v).max()), i in held) for i, v in enumerate(vecs)]
+            scores = [(float(corpus_similarities(vectors_of(self.index), v).max()), i in held) for i, v in enumerate(vecs)]
             return build_abstention(answerable, scores, "labelled")
         proxy = [(r.heldout_top1, r.split == "heldout") for r in records if r.heldout_top1 is not None]
         return build_abstention(answerable, proxy, "heldout-document")
@@ -295,11 +296,11 @@ class Calibrator:
                          f"depth {self.depth}: kept with an infinite score (counted as not covered)")
         notes.extend(calibration_warnings(len(cal_rows), self.alpha,
                                           next(k.qhat for k in kinds if k.kind is chosen)))
-        if len(self.index.vectors) > SIZE_DEPTH:
+        if len(vectors_of(self.index)) > SIZE_DEPTH:
             notes.append(f"set sizes are counted within the top {SIZE_DEPTH} chunks of each query")
         report = CalibrationReport(self.alpha, len(cal_rows), len(held_rows),
                                    binomial_tolerance(1 - self.alpha, len(held_rows)), kinds, chosen, fixed_k, notes)
-        manifest = getattr(self.index, "manifest", {}) or {}
+        manifest = self.index.manifest or {}
         abstention = self._abstention(records, rng)
         return Calibration(abstention=abstention,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), alpha=self.alpha,
@@ -307,7 +308,7 @@ class Calibrator:
             n_calibration=len(cal_rows), n_heldout=len(held_rows), n_not_found=n_not_found,
             n_generation_failed=self.counters["generation_failed"], judge_errors=self.counters["judge_errors"],
             depth=self.depth, seed=self.seed, origin=origin,
-            models={"embedding": str(getattr(self.index, "model_name", "")),
+            models={"embedding": str(self.index.model_name),
                     "embedding_identity": embedding_identity(manifest.get("embedding") or {}),
                     "llm": self.llm_name if origin == "generated" else ""},
             corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records,

@@ -54,7 +54,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.eval.evaluate import Evaluation
     from ragsieve.agent.eval.report import LABELS
+    from ragsieve.tools.extras import Extra, require
 
+    require(Extra.EVAL, "matplotlib", "ragsieve eval (its report's plots)")  # before any question is spent
     if args.retrieval_only:
         unused = [f"--{f.replace('_', '-')}" for f in ("base_url", "model", "local_model", "no_cache") if getattr(args, f)]
         if unused:

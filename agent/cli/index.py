@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ragsieve.agent.cli.common import add_common, for_terminal, load_config, range_checked
 
@@ -42,7 +43,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="code chunks longer than the encoder's window: the mean of their windows' vectors (windows, "
                         "new indexes) or the window the encoder reads first (head); default: as the index recorded")
     p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
-                   help="how chunks are embedded (default: the encoder the index was built with, else onnx-int8: the same model, int8 weights on ONNX Runtime)")
+                   help="how chunks are embedded (default: the encoder the index was built with, else onnx-int8: the same model, "
+                        "int8 weights on ONNX Runtime, with the fast extra; torch without it)")
     p.add_argument("--backend", choices=["local", "milvus"],
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
@@ -67,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait,
                        embed_base_url=args.embed_base_url, embed_dimensions=args.embed_dimensions,
                        embed_batch_size=args.embed_batch_size)
+    if (args.backend or ic.backend) == "milvus":  # a missing milvus extra is said before the build
+        from ragsieve.tools.extras import Extra, require
+
+        require(Extra.MILVUS, "pymilvus", "the milvus backend")
     builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
@@ -192,7 +198,7 @@ def log_progress(every_s: float = 10.0):
     """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
     import time
 
-    state = {"start": None, "last": 0.0, "printed": None}
+    state: dict[str, Any] = {"start": None, "last": 0.0, "printed": None}
 
     def report(stage: str, done: int, total: int) -> None:
         now = time.monotonic()

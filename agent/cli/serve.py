@@ -42,6 +42,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ragsieve.tools.extras import SERVER_MODULES, Extra, require_all
+
+    require_all(Extra.SERVER, SERVER_MODULES, "ragsieve serve")  # before any work: one line, not a traceback
+
     from ragsieve.agent.service.keys import KeyRing
     from ragsieve.agent.service.registry import IndexRegistry, parse_index_specs
     from ragsieve.agent.service.server import check_exposure, serve_foreground, serve_workers
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                                    max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
                                    allow_public_without_keys=args.allow_public_without_keys,
                                    data_dir=args.data_dir or None, max_file_bytes=args.max_file_bytes)
-    except ValueError as exc:
+    except ValidationError as exc:
         from ragsieve.agent.errors import UsageError
 
         raise UsageError(f"invalid serve option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
@@ -92,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     where = f"http://{settings.host}:{sock.getsockname()[1]}/v1"
     print(f"ragsieve: serving {names} at {where} (OpenAI chat API; models: "
           f"{', '.join(registry.model_ids()[:4])}{' ...' if len(registry.model_ids()) > 4 else ''}; {auth}); "
-          f"MCP at {where[:-3]}/mcp" + (f"; documents API (files in {settings.data_dir})" if settings.data_dir else ""),
+          + (f"MCP at {where[:-3]}/mcp" if app.state.mcp is not None else "no MCP (pip install 'ragsieve[mcp]')")
+          + (f"; documents API (files in {settings.data_dir})" if settings.data_dir else ""),
           file=sys.stderr)
     print(f"ragsieve: chat page at {where[:-3]}/ (widget: {where[:-3]}/widget.js)", file=sys.stderr)
     serve_foreground(app, settings, sock)

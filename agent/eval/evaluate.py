@@ -95,6 +95,7 @@ class Evaluation:
         self.limit, self.seed, self.split = limit, seed, split
         self.retrieval_only, self.judge, self.cache = retrieval_only, judge, cache
         self.chat, self.progress, self.command = chat, progress, command
+        self.index_report: str | None = None  # the build summary when this run indexed the corpus
 
     def _run_key(self, ds: Dataset, manifest: dict[str, Any]) -> dict[str, Any]:
         """What must not change between a run and its resumption (no secrets, no cache path)."""
@@ -127,7 +128,8 @@ class Evaluation:
     def _open(self, ds: Dataset):
         from ragsieve.agent.orchestrator import Orchestrator
 
-        config, llm = self.config, LLM(_NoLLM())
+        config = self.config
+        llm: LLM | None = LLM(_NoLLM())
         if not self.retrieval_only:
             cache_dir = (config.llm.cache_dir or str(self.out / "llm-cache")) if self.cache else None
             config = config.model_copy(update={"llm": config.llm.model_copy(update={"cache_dir": cache_dir})})

@@ -11,6 +11,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.metrics import mean, p50_p95
 
 log = logging.getLogger(__name__)
@@ -177,8 +178,8 @@ def _wins(rows: list[dict[str, Any]], plans: list[str], key: str) -> list[str]:
     lines = [f"Per-question {LABELS[key]}: wins / losses / ties (rows in `per_question.jsonl`).", "",
              "| plan A | plan B | A better | B better | tie | largest gaps (qid: A−B) |", "|---|---|---|---|---|---|"]
     for a, b in combinations(plans, 2):
-        diffs = [(q, by[(a, q)].get(key), by[(b, q)].get(key)) for q in qids if (a, q) in by and (b, q) in by]
-        diffs = [(q, x - y) for q, x, y in diffs if x is not None and y is not None]
+        pairs = [(q, by[(a, q)].get(key), by[(b, q)].get(key)) for q in qids if (a, q) in by and (b, q) in by]
+        diffs = [(q, x - y) for q, x, y in pairs if x is not None and y is not None]
         gaps = sorted(diffs, key=lambda d: -abs(d[1]))[:5]
         lines.append(f"| {a} | {b} | {sum(d > 0 for _, d in diffs)} | {sum(d < 0 for _, d in diffs)} | "
                      f"{sum(d == 0 for _, d in diffs)} | " + ", ".join(f"{q}: {d:+.2f}" for q, d in gaps if d) + " |")
@@ -217,8 +218,7 @@ def render_report(results: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 
 def plot(results: dict[str, Any], folder: Path) -> list[Path]:
     """Two PNGs: grouped bars of the quality metrics per plan; headline metric vs cost per plan."""
-    import matplotlib
-
+    matplotlib = require(Extra.EVAL, "matplotlib", "the evaluation's plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
 
 import numpy as np
 
+from ragsieve.tools.index.backend import IndexBackend
 from ragsieve.tools.types import Hit
 
 
-def pick_decoys(index: Any, question: str, exclude: set[str], n: int, skip: int = 0) -> list[Hit]:
+def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n: int, skip: int = 0) -> list[Hit]:
     """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`.
 
-    Needs `index.vectors` and `index.embed_query`; without them there are no decoys.
+    Needs the index's vectors; without them (or without an index) there are no decoys.
     """
-    vectors = getattr(index, "vectors", None)
-    embed = getattr(index, "embed_query", None)
-    if n <= 0 or vectors is None or embed is None or len(vectors) == 0:
+    vectors = index.vectors if index is not None else None
+    if index is None or n <= 0 or vectors is None or len(vectors) == 0:
         return []
-    query = np.asarray(embed(question), dtype=np.float32).reshape(-1)
+    query = np.asarray(index.embed_query(question), dtype=np.float32).reshape(-1)
     sims = np.asarray(vectors, dtype=np.float32) @ query
     rows: list[int] = []
     for row in np.argsort(sims, kind="stable").tolist():

@@ -115,7 +115,9 @@ def relevant_set(keys: dict[str, float], trusted: dict[str, bool], relevant: lis
 def fit_budget(hits: list, budget_tokens: int) -> tuple[list, list]:
     """(kept, dropped): hits in the given order while their texts fit `budget_tokens`;
     the first hit is always kept so a single long chunk still reaches the answer."""
-    kept, dropped, used = [], [], 0
+    kept: list = []
+    dropped: list = []
+    used = 0
     for hit in hits:
         size = count_tokens(hit.chunk.text)
         if kept and used + size > budget_tokens:

@@ -110,9 +110,13 @@ def decide_rule(configured: str, reliability: JudgeReliability | None, ranks: np
     rule = ContextRule(configured)
     if rule is not ContextRule.AUTO:
         return rule, False, f"loop.combine = {rule.value}"
-    measured = reliability is not None and reliability.fast_recall is not None
-    fast = reliability.fast_recall if measured else (rank_recall(ranks, top_k) if ranks is not None else None)
-    pooled = reliability.pool_recall if measured else (rank_recall(ranks, pool) if ranks is not None else None)
+    fast: float | None
+    pooled: float | None
+    if reliability is not None and reliability.fast_recall is not None:  # measured
+        fast, pooled = reliability.fast_recall, reliability.pool_recall
+    else:
+        fast = rank_recall(ranks, top_k) if ranks is not None else None
+        pooled = rank_recall(ranks, pool) if ranks is not None else None
     with_fast = fast is not None and coverage is not None and fast > coverage
     stat = (f"; fast recall {fast:.3f} > conformal coverage {coverage:.2f}: statistics = conformal set + fast context"
             if with_fast else "")

@@ -69,6 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ragsieve.agent.config import LoopConfig
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.judging.checks import assess_verdicts, interleave, order_agreement
+from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.tools.types import Hit
 
@@ -128,7 +129,7 @@ class JudgeRound:
     batches: list[BatchReport] = field(default_factory=list)
     verdicts: dict[str, bool] = field(default_factory=dict)  # raw verdicts of successful batches
     failed: list[str] = field(default_factory=list)  # ids whose batch failed
-    mode: str = "judge"
+    mode: JudgeMode = JudgeMode.JUDGE
     reason: str = ""
     decoys: int = 0  # control chunks shown
     decoys_relevant: int = 0  # of those, judged relevant
@@ -136,7 +137,7 @@ class JudgeRound:
 
     @property
     def trusted(self) -> dict[str, bool]:
-        return dict(self.verdicts) if self.mode == "judge" else {}
+        return dict(self.verdicts) if self.mode is JudgeMode.JUDGE else {}
 
 
 def judge_batch(question: str, hits: list[Hit], *, llm: Any, prompts: Any, chunk_chars: int) -> BatchReport:
@@ -189,7 +190,7 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
     `order_check` runs check (c) of the module docstring.
     """
     if not hits:
-        return JudgeRound(mode="judge", reason="nothing to judge")
+        return JudgeRound(mode=JudgeMode.JUDGE, reason="nothing to judge")
     decoys = [d for d in (decoys or []) if d.chunk_id not in {h.chunk_id for h in hits}]
     decoy_ids = {d.chunk_id for d in decoys}
     items = interleave(hits, decoys, f"{question}\n{seed}")
@@ -197,21 +198,21 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
     result = JudgeRound(batches=reports)
     result.verdicts, result.failed, result.decoys, result.decoys_relevant = split_verdicts(reports, decoy_ids)
     if not result.verdicts:
-        result.mode, result.reason = "failed", "every judge batch failed"
+        result.mode, result.reason = JudgeMode.FAILED, "every judge batch failed"
         return result
     if result.decoys_relevant:
-        result.mode = "score"
+        result.mode = JudgeMode.SCORE
         result.reason = (f"judge called {result.decoys_relevant} of {result.decoys} decoys "
                          "(chunks least similar to the question) relevant")
         return result
     informative, reason = assess_verdicts(result.verdicts, ranked_ids, first_round=first_round,
                                           min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha)
     if not informative:
-        result.mode, result.reason = "score", reason
+        result.mode, result.reason = JudgeMode.SCORE, reason
         return result
     if order_check and len(items) > 1:
         check_order(question, items, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
-        if result.mode != "judge":
+        if result.mode is not JudgeMode.JUDGE:
             return result
     if result.failed:
         result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
@@ -229,10 +230,10 @@ def check_order(question: str, items: list[Hit], decoy_ids: set[str], result: Ju
                           "batches": [b.public() for b in reports]}
     result.decoys, result.decoys_relevant = result.decoys + shown, result.decoys_relevant + called
     if called:
-        result.mode = "score"
+        result.mode = JudgeMode.SCORE
         result.reason = f"in reversed order the judge called {called} of {shown} decoys relevant"
     elif compared and len(flipped) > loop.order_max_flips * compared:
-        result.mode = "score"
+        result.mode = JudgeMode.SCORE
         result.reason = (f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
                          f"(> {loop.order_max_flips:.0%}: position bias, not relevance)")
     else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict

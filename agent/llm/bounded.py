@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ragsieve.agent.errors import BudgetExceeded
 
@@ -10,10 +11,10 @@ from ragsieve.agent.errors import BudgetExceeded
 class BoundedChat:
     """Calls beyond `limit` wait for a free slot, never past the question's deadline."""
 
-    def __init__(self, chat, limit: int):
+    def __init__(self, chat: Any, limit: int) -> None:
         if isinstance(chat, BoundedChat):
             chat = chat.inner
-        self.inner = chat
+        self.inner: Any = chat
         self.limit = int(limit)
         self._slots = threading.BoundedSemaphore(self.limit)
 

@@ -42,7 +42,8 @@ class Usage(BaseModel):
 class ChatModel(Protocol):
     """One chat completion. `json_schema`, when given, asks for output matching it."""
 
-    model_name: str
+    @property
+    def model_name(self) -> str: ...
 
     def complete(
         self,

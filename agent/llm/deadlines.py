@@ -58,7 +58,8 @@ class RateMeter:
                 return
             except (TypeError, ValueError):
                 pass
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        raw = body.get("usage")
+        usage = raw if isinstance(raw, dict) else {}
         try:
             prompt_n, gen_n = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         except (TypeError, ValueError):

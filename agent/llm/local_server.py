@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ragsieve.agent.errors import ModelUnavailableError, UsageError
+from ragsieve.tools.extras import Extra, require
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,8 @@ class LocalLLMServer:
             raise UsageError(f"invalid n_threads {n_threads!r}: must be >= 1 or None (usable cores - 1)")
         if n_parallel < 1:
             raise UsageError(f"invalid n_parallel {n_parallel!r}: must be >= 1")
-        try:
-            import xllamacpp
-        except ImportError as exc:
-            raise ModelUnavailableError(
-                "the embedded LLM needs xllamacpp: pip install 'ragsieve[local]' "
-                "(or point llm.base_url / OPENAI_BASE_URL at an OpenAI-compatible server)") from exc
+        xllamacpp = require(Extra.LOCAL, "xllamacpp", "the embedded LLM",
+                            "or point llm.base_url / OPENAI_BASE_URL at an OpenAI-compatible server")
         self.gguf_path = path
         params = xllamacpp.CommonParams()
         params.model.path = str(path)

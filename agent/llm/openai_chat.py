@@ -81,7 +81,9 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no error recorded"
     if isinstance(exc, openai.APIStatusError):
         return redact(f"HTTP {exc.status_code}: {exc.message}")[:500]
     return redact(f"{type(exc).__name__}: {exc}")[:500]
@@ -265,20 +267,25 @@ class OpenAIChat:
         def past_deadline(state: RetryCallState) -> bool:
             return deadline is not None and time.monotonic() >= deadline
 
+        bounded = stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s)
+
+        def stop(state: RetryCallState) -> bool:
+            return bool(bounded(state)) or past_deadline(state)
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s) | past_deadline,
+            stop=stop,
             wait=lambda state: self._wait(state, deadline), retry=retry_if_exception(_retryable),
             sleep=self._sleep, reraise=False,
             before_sleep=lambda s: log.warning(
                 "LLM endpoint %s attempt %d failed (%s); retrying", self.shown_url, s.attempt_number,
-                _describe(s.outcome.exception())),
+                _describe(s.outcome.exception()) if s.outcome else "?"),
         )
         started = time.monotonic()
         try:
             return retrying(fn)
         except RetryError as exc:
             attempt = exc.last_attempt
-            last = attempt.exception()
+            last = attempt.exception() or RuntimeError("no exception recorded")
             if deadline is not None and time.monotonic() >= deadline:
                 raise BudgetExceeded(f"deadline per question reached after {attempt.attempt_number} attempt(s) "
                                      f"at {self.shown_url}; last error: {_describe(last)}") from None
@@ -337,7 +344,8 @@ class OpenAIChat:
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         if first is None:
             raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no choices")
-        message = first.get("message") if isinstance(first.get("message"), dict) else {}
+        raw_message = first.get("message")
+        message = raw_message if isinstance(raw_message, dict) else {}
         refusal = message.get("refusal")
         if refusal:
             raise LLMError(f"model {model} refused: {str(refusal)[:500]}")
@@ -345,7 +353,8 @@ class OpenAIChat:
         if not isinstance(content, str):
             raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no message content "
                            f"(finish_reason={first.get('finish_reason')})")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        raw_usage = body.get("usage")
+        usage = raw_usage if isinstance(raw_usage, dict) else {}
         finish = first.get("finish_reason")
         return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
                          completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s,

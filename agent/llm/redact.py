@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from typing import overload
 from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
@@ -12,6 +13,10 @@ _KEY_ENV = ("OPENAI_API_KEY", "RAGSIEVE_API_KEY")
 _BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9._\-]{8,}")
 
 
+@overload
+def redact_url(url: str) -> str: ...
+@overload
+def redact_url(url: None) -> None: ...
 def redact_url(url: str | None) -> str | None:
     """`url` with any password in its user-info replaced by ***."""
     if not url:

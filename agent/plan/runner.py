@@ -19,11 +19,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import BudgetExceeded, UsageError
+from ragsieve.agent.plan.caches import StepCaches
+from ragsieve.agent.plan.contracts import MeteredLLM, Prompts, Retriever
 from ragsieve.agent.plan.state import RunState, TraceEvent
+from ragsieve.tools.index.backend import IndexBackend, RoundTrips
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +41,18 @@ class StepResult:
 
 @dataclass
 class Deps:
-    """What steps use but do not own. `llm` is an `agent.llm.LLM` (metered)."""
+    """What steps use but do not own, typed over protocols (`ragsieve.agent.plan.contracts`): the index
+    (`IndexBackend`), the retriever, the metered model client (`agent.llm.LLM`) and the prompt templates.
+    `index` / `retriever` / `llm` are None only where a caller runs steps that need none of them (answering
+    over a given context; tests): a step that needs one asks `need_index()` and so on. `caches` keeps what
+    steps compute once, shared by the questions of one orchestrator."""
 
     config: Config
-    retriever: Any
-    index: Any
-    llm: Any
-    prompts: Any
-    extras: dict[str, Any] = field(default_factory=dict)
+    retriever: Retriever | None
+    index: IndexBackend | None
+    llm: MeteredLLM | None
+    prompts: Prompts
+    caches: StepCaches = field(default_factory=StepCaches)
     # streaming (the service): step events as they finish, the answer's tokens as the model writes them
     on_event: Callable[[str, dict[str, Any]], None] | None = None
     on_token: Callable[[str], None] | None = None
@@ -54,6 +61,25 @@ class Deps:
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, data)
+
+    def need_index(self) -> IndexBackend:
+        if self.index is None:
+            raise UsageError("this step needs an index, and none is open")
+        return self.index
+
+    def need_retriever(self) -> Retriever:
+        if self.retriever is None:
+            raise UsageError("this step needs a retriever, and none is given")
+        return self.retriever
+
+    def admitted(self, rows: Sequence[int]) -> list[int]:
+        """`rows` narrowed to those the question's metadata filter admits (all of them without a retriever)."""
+        return self.retriever.admit(rows) if self.retriever is not None else list(rows)
+
+    def need_llm(self) -> MeteredLLM:
+        if self.llm is None:
+            raise UsageError("this step calls the model, and no model client is given")
+        return self.llm
 
 
 class Step:
@@ -162,14 +188,13 @@ def run_plan(plan: PlanSpec, state: RunState, deps: Deps, max_steps: int) -> Run
 
 
 def _budget_spent(deps: Deps) -> bool:
-    budget = getattr(deps.llm, "budget", None)
-    return budget is not None and budget.spent()
+    return deps.llm is not None and deps.llm.budget.spent()
 
 
 def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
     """End the plan with the best answer so far (the answer, else the last draft, else the closest passages
     retrieved, marked as not an answer), marked and traced."""
-    reason = deps.llm.budget.exhausted or "LLM budget spent"
+    reason = (deps.llm.budget.exhausted if deps.llm is not None else None) or "LLM budget spent"
     if state.answer is None and state.draft is not None:
         state.answer = state.draft
         state.citations = [c.model_copy() for c in state.draft_citations]
@@ -192,14 +217,14 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
 def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:
     step = STEPS[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None
-    trips = getattr(deps.index, "round_trips", None)  # a remote backend counts its requests (Milvus)
-    trips_before = trips() if trips is not None else None
+    counter = deps.index if isinstance(deps.index, RoundTrips) else None  # a remote backend counts requests
+    trips_before = counter.round_trips() if counter is not None else None
     started = time.perf_counter()
     result = step.run(state, deps)
     duration = time.perf_counter() - started
-    usage = deps.llm.meter.snapshot().minus(before) if before is not None else None
-    summary = result.summary if trips_before is None else {**result.summary,
-                                                           "index_round_trips": trips() - trips_before}
+    usage = deps.llm.meter.snapshot().minus(before) if deps.llm is not None and before is not None else None
+    summary = result.summary if counter is None or trips_before is None else {
+        **result.summary, "index_round_trips": counter.round_trips() - trips_before}
     event = TraceEvent(step=name, outcome=result.outcome, summary=summary, duration_s=round(duration, 4))
     if usage is not None:
         event.usage = usage

@@ -5,8 +5,31 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ragsieve.agent.judging.modes import JudgeMode
+from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.llm.chat import Usage
+from ragsieve.tools.modes import TextMode
 from ragsieve.tools.types import Hit
+
+
+class Evidence(TextMode):
+    """What backs the context after the conformal step: `none`, `fast` (no trusted judge), `judged`, `strong`
+    (a chunk passed the conformal cutoff)."""
+
+    NONE = "none"
+    FAST = "fast"
+    JUDGED = "judged"
+    STRONG = "strong"
+
+
+class Abstention(TextMode):
+    """How an abstention was decided: `no_evidence` (nothing to answer from), `passages` (the calibrated
+    verdict: the closest passages instead), `model` (the model declined), `mixed` (it answered and declined)."""
+
+    NO_EVIDENCE = "no_evidence"
+    PASSAGES = "passages"
+    MODEL = "model"
+    MIXED = "mixed"
 
 
 class TraceEvent(BaseModel):
@@ -43,7 +66,7 @@ class JudgeRoundReport(BaseModel):
 
     round: int
     judged: int
-    mode: str  # judge | score | skipped (see ragsieve.agent.judging.rounds)
+    mode: JudgeMode  # see ragsieve.agent.judging.rounds
     reason: str
     batches: list[dict[str, Any]] = Field(default_factory=list)
     decoys: int = 0
@@ -65,7 +88,7 @@ class JudgeLoop(BaseModel):
     distrusted: str | None = None  # why the judge is not trusted for this question
     stop_reason: str | None = None  # why the loop stopped
     selection: dict[str, Any] = Field(default_factory=dict)  # the combination rule's account of the context
-    rule: str | None = None  # loop.combine as applied (auto resolved: ragsieve.agent.judging.reliability)
+    rule: ContextRule | None = None  # loop.combine as applied (auto resolved: ragsieve.agent.judging.reliability)
     rule_reason: str | None = None
     rule_adds_fast: bool = False  # auto: the statistical evidence includes the fast context
 
@@ -82,7 +105,7 @@ class FallbackRecord(BaseModel):
     candidates: list[str] = Field(default_factory=list)
     rerank: str = ""
     rerank_note: str | None = None
-    judge_mode: str = ""
+    judge_mode: JudgeMode | None = None
     judge_reason: str = ""
     added: list[str] = Field(default_factory=list)
     context_size: int = 0
@@ -136,8 +159,8 @@ class RunState(BaseModel):
     fallback: FallbackRecord | None = None
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
-    evidence: str | None = None  # after the conformal step: none | fast (no trusted judge) | judged | strong (a chunk passed the cutoff)
-    abstention: str | None = None  # how an abstention was decided: no_evidence | passages | mixed
+    evidence: Evidence | None = None  # set by the conformal step
+    abstention: Abstention | None = None  # how an abstention was decided
     citations_inferred: bool = False  # citations chosen by word overlap because the model cited none
     stopped: str | None = None  # why the runner stopped early (step bound)
     notes: list[str] = Field(default_factory=list)  # free-form text for the trace reader only

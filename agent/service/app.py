@@ -12,12 +12,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
-from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
+try:
+    from fastapi import FastAPI
+    from fastapi.middleware.cors import CORSMiddleware
+except ImportError:  # the server extra is not installed: its one-line error, not a traceback
+    from ragsieve.tools.extras import SERVER_MODULES, Extra, require_all
 
-from ragsieve.agent.service import chat_routes, errors, mcp_server, native_routes, web
+    require_all(Extra.SERVER, SERVER_MODULES, "the HTTP service (ragsieve serve)")
+    raise
+
+from ragsieve.agent.service import chat_routes, errors, native_routes, web
 from ragsieve.agent.service.access_log import AccessLog
 from ragsieve.agent.service.body_limit import BodyLimit
 from ragsieve.agent.service.content_type import FormAsJson
@@ -27,6 +33,7 @@ from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
 from ragsieve.agent.service.metrics import ServiceMetrics
 from ragsieve.agent.service.settings import ServiceSettings
+from ragsieve.tools.errors import MissingExtraError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +54,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
         if hasattr(registry, "watch"):
             registry.watch()  # new generations are followed without a restart (`live`)
         try:
-            async with app.state.mcp.run():
+            async with app.state.mcp.run() if app.state.mcp is not None else nullcontext():
                 yield
         finally:
             if documents is not None:
@@ -64,7 +71,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     errors.install(app)
     app.include_router(chat_routes.router)
     app.include_router(native_routes.router)
-    app.state.mcp = mcp_server.mount(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
+    app.state.mcp = _mount_mcp(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
     app.state.documents = documents
     app.include_router(documents_routes.router)  # files, vector stores, crawl jobs
 
@@ -85,6 +92,23 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
     app.add_middleware(AccessLog)  # outermost: one line per request, the x-ragsieve-server header on every reply
     return app
+
+
+def _mount_mcp(app: FastAPI, registry, keys: KeyRing, settings: ServiceSettings):
+    """MCP at /mcp (its session manager), or, without the mcp extra, a /mcp that answers 501 with the one line
+    naming the install (also logged at start-up)."""
+    try:
+        from ragsieve.agent.service import mcp_server
+    except MissingExtraError as exc:
+        log.warning("no MCP at /mcp: %s", exc)
+        message = str(exc)
+
+        @app.api_route("/mcp", methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        async def mcp_missing():
+            return errors.error_response(501, message, code="not_installed")
+
+        return None
+    return mcp_server.mount(app, registry, keys, settings)
 
 
 def _preload(registry) -> None:

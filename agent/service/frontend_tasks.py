@@ -134,7 +134,7 @@ def keywords(text: str, n: int) -> list[str]:
     words = [w.strip(".'-") for w in _WORDS.findall(text)]
     words = [w for w in words if len(w) > 2 and w.lower() not in _STOP]
     counts = Counter(w.lower() for w in words)
-    first = {}
+    first: dict[str, tuple[int, str]] = {}
     for i, w in enumerate(words):
         first.setdefault(w.lower(), (i, w))
     ranked = sorted(counts, key=lambda k: (-counts[k], first[k][0]))

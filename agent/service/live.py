@@ -17,10 +17,13 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from ragsieve.tools.index.hybrid import CURRENT, current_generation
+from ragsieve.tools.index.hybrid import CURRENT, HybridIndex, current_generation
 from ragsieve.tools.index.readers import ReaderLease, remove_unless_read
+
+if TYPE_CHECKING:  # the orchestrator is opened by the caller's `open_orch`
+    from ragsieve.agent.orchestrator import Orchestrator
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +44,10 @@ def version(root: Path) -> str:
 
 
 class _Generation:
-    def __init__(self, token: str, orch) -> None:
+    def __init__(self, token: str, orch: Orchestrator) -> None:
         self.token, self.orch, self.refs, self.retired = token, orch, 0, False
-        path = getattr(orch.index, "path", None)  # a local generation folder (Milvus: none to hold)
-        self.path = Path(path) if path is not None and getattr(orch.index.backend, "value", "") == "local" else None
+        index = orch.index  # a local generation folder is held while read (Milvus: none to hold)
+        self.path = Path(index.path) if isinstance(index, HybridIndex) else None
         self.lease = ReaderLease(self.path) if self.path is not None else None
         self.opened = time.time()
 
@@ -54,7 +57,7 @@ class LiveOrchestrator:
 
     resolve_where: Callable | None = None  # set by the documents API: file attributes -> source prefixes
 
-    def __init__(self, folder: str | Path, open_orch: Callable[..., object], check_s: float = CHECK_S) -> None:
+    def __init__(self, folder: str | Path, open_orch: Callable[..., Orchestrator], check_s: float = CHECK_S) -> None:
         self.folder = Path(folder)
         self._open = open_orch
         self.check_s = check_s
@@ -133,7 +136,7 @@ class LiveOrchestrator:
                 remove_unless_read(gen.path)
 
     @contextmanager
-    def pinned(self) -> Iterator[object]:
+    def pinned(self) -> Iterator[Orchestrator]:
         """The orchestrator of the current generation, held (not closed, not deleted) until the block ends."""
         gen = self._acquire()
         try:

@@ -13,10 +13,16 @@ import logging
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
+
+try:
+    from mcp.server.fastmcp import Context, FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.transport_security import TransportSecuritySettings
+except ImportError as exc:  # the mcp extra is not installed: its one-line error, not a traceback
+    from ragsieve.tools.extras import Extra, missing
+
+    raise missing(Extra.MCP, "the MCP server (ragsieve mcp, /mcp)", exc.name or "mcp") from None
 
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.service import mcp_tools

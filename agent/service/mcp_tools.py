@@ -9,6 +9,8 @@ import re
 
 from ragsieve.agent.cli.search import label, snippet
 from ragsieve.agent.service.keys import allows
+from ragsieve.agent.service.live import LiveOrchestrator
+from ragsieve.tools.index.backend import IndexBackend, RowLookup
 from ragsieve.tools.index.where import Where
 
 MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
@@ -20,7 +22,7 @@ class ToolFault(Exception):
     """A tool call that cannot be served as asked; the message tells the agent what to do instead."""
 
 
-def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, object]:
+def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, LiveOrchestrator]:
     names = sorted(n for n in registry.orchestrators if allows(scope, n))
     if index is None:
         if len(names) == 1:
@@ -59,24 +61,23 @@ def _numbered(chunk) -> str:
     return "\n".join(f"{chunk.line_start + i:>6}  {line}" for i, line in enumerate(chunk.text.split("\n")))
 
 
-def _rows_of_source(index, source: str) -> list[int]:
-    if hasattr(index, "filter_rows"):
-        return index.filter_rows(Where(source=source))
-    return index.store.doc_rows(source)
+def _rows_of_source(index: IndexBackend, source: str) -> list[int]:
+    return index.filter_rows(Where(source=source))
 
 
-def resolve_ref(index, ref: str) -> list[int]:
+def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
     """Rows a chunk id (`doc#3`) or a citation label (`path:10-20 (Symbol)`, `URL#anchor`, `source`) names."""
     store = index.store
     doc, sep, number = ref.rpartition("#")
     if sep and number.isdigit():
-        row = store.row_of(doc, int(number)) if hasattr(store, "row_of") else None
+        row = store.row_of(doc, int(number)) if isinstance(store, RowLookup) else None
         if row is not None:
             return [row]
     text, symbol = ref, None
     if (m := _SYMBOL.match(ref)) is not None:
         text, symbol = m.group("rest"), m.group("symbol")
-    start = end = None
+    start: int | None = None
+    end: int | None = None
     source = text
     if (m := _LINES.match(text)) is not None:
         source, start = m.group("source"), int(m.group("start"))
@@ -90,7 +91,7 @@ def resolve_ref(index, ref: str) -> list[int]:
     for row, chunk in zip(rows, chunks):
         if anchor is not None and chunk.symbol != anchor:
             continue
-        if start is not None and chunk.line_start is not None and \
+        if start is not None and end is not None and chunk.line_start is not None and \
                 ((chunk.line_end or chunk.line_start) < start or chunk.line_start > end):
             continue
         if symbol and chunk.symbol and symbol not in chunk.symbol and chunk.symbol not in symbol:

@@ -52,7 +52,8 @@ class IndexRegistry:
         self.llm_error: str | None = None
         if llm is not None:
             llm.chat = BoundedChat(llm.chat, llm_parallel)
-        self.orchestrators = {}
+        self.orchestrators: dict[str, LiveOrchestrator] = {}
+        self._watcher: Watcher | None = None
         self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
             folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
@@ -62,7 +63,6 @@ class IndexRegistry:
             self.close()
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
-        self._watcher: Watcher | None = None
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
@@ -112,9 +112,9 @@ class IndexRegistry:
         return name, plan or None
 
     def close(self) -> None:
-        if getattr(self, "_watcher", None) is not None:
+        if self._watcher is not None:
             self._watcher.stop()
-        for orch in getattr(self, "orchestrators", {}).values():
+        for orch in self.orchestrators.values():
             try:
                 orch.close()
             except Exception:  # pragma: no cover - closing is best effort

@@ -62,7 +62,7 @@ def finish_reason(answer) -> str:
     return "length" if getattr(answer, "truncated", False) else "stop"
 
 
-def annotations(answer) -> list[dict[str, Any]]:
+def citation_annotations(answer) -> list[dict[str, Any]]:
     """The citations as OpenAI `url_citation` annotations (indices point into the message content)."""
     out = []
     for c in answer.citations:

@@ -94,8 +94,7 @@ class ServiceThread:
             raise UsageError("ServiceThread serves on loopback only")
         self._sock = bind(self.settings.host, self.settings.port)
         self.port = self._sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn_config(app, self.settings))
-        self.server.install_signal_handlers = lambda: None  # not the main thread
+        self.server = uvicorn.Server(uvicorn_config(app, self.settings))  # off the main thread: no signal handlers
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
                                          name="ragsieve-service", daemon=True)
         self._stopper = threading.Timer(lifetime_s, self.stop)

@@ -15,7 +15,7 @@ from ragsieve.agent.answering import (
     passages_answer,
 )
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
-from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.plan.state import Abstention, RunState
 from ragsieve.agent.steps.conformal import cached_calibration
 from ragsieve.agent.steps.conformal_signal import query_vector
 from ragsieve.tools.filters.abstention import says_answerable
@@ -31,13 +31,14 @@ def answerability(state: RunState, deps: Deps) -> dict:
     eps = deps.config.abstention.max_false_answer
     if cal is None or cal.abstention is None:
         return {"answerable": None, "why": "no abstention calibration (`ragsieve calibrate`): the model decides"}
-    vectors = getattr(deps.index, "vectors", None)
-    if vectors is None or not len(vectors):
+    index = deps.index
+    vectors = index.vectors if index is not None else None
+    if index is None or vectors is None or not len(vectors):
         return {"answerable": None, "why": "the index has no vectors to score the question: the model decides"}
     sims = corpus_similarities(vectors, query_vector(state, deps))
-    where = getattr(deps.retriever, "where", None)  # a metadata filter: only the rows it admits can answer
+    where = deps.retriever.where if deps.retriever is not None else None  # only the rows it admits can answer
     if where is not None:
-        sims = sims[np.asarray(deps.index.filter_rows(where), dtype=np.int64)]
+        sims = sims[np.asarray(index.filter_rows(where), dtype=np.int64)]
     if not sims.size:
         return {"answerable": False, "score": None, "max_false_answer": eps,
                 "why": "the metadata filter admits no passage: the model's abstention stands"}
@@ -84,7 +85,7 @@ class Answer(Step):
             state.answer, state.citations = with_also_retrieved(
                 *abstention_answer(closest(state), listed, head=NO_EVIDENCE), closest(state),
                 deps.config.abstention.also_retrieved if listed else 0)
-            state.abstention, state.citations_inferred = "no_evidence", False
+            state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
         if state.draft is not None and state.draft_context == context_ids:
@@ -115,13 +116,13 @@ class Answer(Step):
             report["answerability"] = decision
             if decision["answerable"] and deps.config.abstention.overrule == "passages":
                 text, citations = passages_answer(state.context, max(1, listed))
-                state.abstention = "passages"
+                state.abstention = Abstention.PASSAGES
             else:
                 text, citations = abstention_answer(state.context, listed)
-                state.abstention = "model"
+                state.abstention = Abstention.MODEL
             state.citations_inferred = False
         elif answers_and_abstains(text):
-            state.abstention = "mixed"
+            state.abstention = Abstention.MIXED
         shown = text
         also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
         text, citations = with_also_retrieved(text, citations, state.context, also)

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
+from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
-from ragsieve.agent.plan.state import ConformalRecord, RunState
+from ragsieve.agent.plan.state import ConformalRecord, Evidence, RunState
 from ragsieve.agent.steps.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
@@ -52,20 +54,18 @@ def candidate_hits(state: RunState) -> list[Hit]:
     return list(seen.values())
 
 
-def cached_calibration(deps: Deps):
+def cached_calibration(deps: Deps) -> tuple[Calibration | None, list[str], Path | None]:
     """(calibration or None, warnings, path), re-read only when the file changes."""
-    root = getattr(deps.index, "root", None)
-    if root is None:
-        return None, ["the index has no root folder: no calibration can be found"], None
+    index = deps.index
+    if index is None:
+        return None, ["no index is open: no calibration can be found"], None
+    root = index.root
     path = calibration_path(root)
     stamp = path.stat().st_mtime_ns if path.is_file() else None
-    cached = deps.extras.get("_calibration")
-    if cached is not None and cached[0] == (str(path), stamp):
-        return cached[1], cached[2], path
-    manifest = getattr(deps.index, "manifest", None) or {}
-    cal, warnings = load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding")) \
-        if stamp is not None else (None, [])
-    deps.extras["_calibration"] = ((str(path), stamp), cal, warnings)
+    manifest = index.manifest or {}
+    cal, warnings = deps.caches.calibration.get(
+        (str(path), stamp), lambda: load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding"))
+        if stamp is not None else (None, []))
     return cal, warnings, path
 
 
@@ -128,8 +128,8 @@ class Conformal(Step):
         if warnings:
             summary["warnings"] = warnings
         state.context = kept
-        state.evidence = "none" if not kept else ("strong" if passing else
-                                                  ("judged" if state.loop.judge_trusted else "fast"))
+        state.evidence = Evidence.NONE if not kept else (Evidence.STRONG if passing else
+                                                         (Evidence.JUDGED if state.loop.judge_trusted else Evidence.FAST))
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
                                           calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
                                           passing=[h.chunk_id for h in passing])
@@ -166,15 +166,15 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
     if state.loop.rule is None:
         loop, retrieval = deps.config.loop, deps.config.retrieval
         cal = cached_calibration(deps)[0] if ContextRule(loop.combine) is ContextRule.AUTO else None
-        model = str(getattr(getattr(deps.llm, "chat", None), "model_name", "") or "")
+        model = str(deps.llm.chat.model_name or "") if deps.llm is not None else ""
         alpha = deps.config.conformal.alpha if deps.config.conformal.alpha is not None else \
             (cal.alpha if cal is not None else None)
         rule, with_fast, why = decide_rule(
             loop.combine, (cal.judges.get(model) if cal is not None else None),
             cal.ranks() if cal is not None else None, top_k=retrieval.top_k, pool=retrieval.pool,
             margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
-        state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule.value, why, with_fast
-    return ContextRule(state.loop.rule)
+        state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule, why, with_fast
+    return state.loop.rule
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:

@@ -16,13 +16,14 @@ import numpy as np
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.filters.conformal import HYBRID_RRF_K, ScoreKind, hybrid_signal, ranks_of
+from ragsieve.tools.index.backend import CorpusScores, vectors_of
 from ragsieve.tools.index.dense import corpus_similarities
 from ragsieve.tools.types import Hit
 
 
 def query_vector(state: RunState, deps: Deps) -> np.ndarray:
     """The question's embedding (the index remembers recent queries, so this costs one embedding)."""
-    return np.asarray(deps.index.embed_query(state.question), dtype=float)
+    return np.asarray(deps.need_index().embed_query(state.question), dtype=float)
 
 
 def dense_similarities(state: RunState, deps: Deps, hits: list[Hit]) -> np.ndarray:
@@ -32,7 +33,7 @@ def dense_similarities(state: RunState, deps: Deps, hits: list[Hit]) -> np.ndarr
     carry the similarity to that expanded query, not to the question the calibration
     measured. Without vectors (a test double), `Hit.dense_score` is used.
     """
-    if getattr(deps.index, "vectors", None) is None:
+    if deps.index is None or deps.index.vectors is None:
         return np.array([math.nan if h.dense_score is None else float(h.dense_score) for h in hits], dtype=float)
     return row_similarities(state, deps, [h.row for h in hits])
 
@@ -41,27 +42,27 @@ def row_similarities(state: RunState, deps: Deps, rows: list[int]) -> np.ndarray
     """The dense cosine of each of `rows` (index vectors) to the question."""
     if not rows:
         return np.zeros(0)
-    return np.asarray(deps.index.vectors[rows], dtype=float) @ query_vector(state, deps)
+    return np.asarray(vectors_of(deps.need_index())[rows], dtype=np.float64) @ query_vector(state, deps)
 
 
 def corpus_signal(state: RunState, deps: Deps, kind: ScoreKind, hybrid_k: int | None) -> np.ndarray | None:
     """The kind's signal for every index row (None without index vectors, or without whole-corpus
     BM25 scores for a hybrid kind)."""
-    vectors = getattr(deps.index, "vectors", None)
-    if vectors is None:
+    index = deps.index
+    vectors = index.vectors if index is not None else None
+    if index is None or vectors is None:
         return None
-    key = (id(deps.index), state.question, kind.hybrid, hybrid_k, len(vectors))
-    memo = deps.extras.get("_corpus_signal")  # the step asks twice per question (candidates, then view)
-    if memo is not None and memo[0] == key:
-        return memo[1]
-    scores = getattr(getattr(deps.index, "bm25", None), "scores", None)
-    if kind.hybrid and scores is None:
+    key = (id(index), state.question, kind.hybrid, hybrid_k, len(vectors))
+    memo = deps.caches.corpus_signal.peek(key)  # the step asks twice per question (candidates, then view)
+    if memo is not None:
+        return memo
+    bm25 = index.bm25
+    if kind.hybrid and not isinstance(bm25, CorpusScores):  # BM25 ranked server-side: no whole-corpus array
         return None
     signal = corpus_similarities(vectors, query_vector(state, deps))
-    if kind.hybrid:
-        signal = hybrid_signal(signal, scores(state.question), hybrid_k or HYBRID_RRF_K)
-    deps.extras["_corpus_signal"] = (key, signal)
-    return signal
+    if kind.hybrid and isinstance(bm25, CorpusScores):
+        signal = hybrid_signal(signal, bm25.scores(state.question), hybrid_k or HYBRID_RRF_K)
+    return deps.caches.corpus_signal.put(key, signal)
 
 
 def hits_signal(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind, hybrid_k: int | None) -> np.ndarray:
@@ -92,13 +93,12 @@ def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], k
                       hybrid_k: int | None = None) -> list[Hit]:
     """The `limit` chunks of the whole index best by the kind's signal (the metadata filter applies),
     those not among `have`; the cutoff then decides which pass. Empty without a whole-index view."""
-    store = getattr(deps.index, "store", None)
-    everything = corpus_signal(state, deps, kind, hybrid_k) if store is not None else None
-    if everything is None:
+    everything = corpus_signal(state, deps, kind, hybrid_k) if deps.index is not None else None
+    if deps.index is None or everything is None:
         return []
+    store = deps.index.store
     top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
-    admit = getattr(deps.retriever, "admit", None)
-    rows = [int(r) for r in (admit(top.tolist()) if admit is not None else top.tolist())][:limit]
+    rows = [int(r) for r in deps.admitted(top.tolist())][:limit]
     out = []
     for row, cosine in zip(rows, row_similarities(state, deps, rows)):
         chunk = store.get(row)

@@ -5,7 +5,7 @@ from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_s
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
-from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.steps.conformal import applied_rule
 from ragsieve.tools.types import Hit
 
@@ -27,16 +27,16 @@ class Expand(Step):
     def run(self, state: RunState, deps: Deps) -> StepResult:
         loop = deps.config.loop
         rounds = state.loop.rounds
-        last = rounds[-1] if rounds else JudgeRoundReport(round=0, judged=0, mode="judge", reason="")
+        last = rounds[-1] if rounds else JudgeRoundReport(round=0, judged=0, mode=JudgeMode.JUDGE, reason="")
         reason = None
-        if last.mode != "judge":
+        if last.mode is not JudgeMode.JUDGE:
             reason = f"judge gave no usable verdicts ({last.mode}: {last.reason}); score-based selection"
         elif not last.new_relevant:
             reason = "relevant set did not grow in the last judge round"
         elif len(rounds) >= loop.max_iterations:
             reason = f"max_iterations={loop.max_iterations} reached"
         else:
-            reason = budget_reason(deps.llm.meter.snapshot(), loop)
+            reason = budget_reason(deps.need_llm().meter.snapshot(), loop)
         if reason is None:
             new, offered = self._expand(state, deps)
             if new:
@@ -53,7 +53,7 @@ class Expand(Step):
         relevant = sorted(state.relevant, key=lambda c: (not trusted.get(c, False), keys.get(c, float("inf"))))
         texts = [state.pool[c].chunk.text for c in relevant[: loop.expand_max_texts] if c in state.pool]
         # ask deep enough that judged chunks cannot crowd out the `expand_k` new ones
-        hits = deps.retriever.run(state.question, top_k=loop.expand_k + len(state.judged), extra_texts=texts)
+        hits = deps.need_retriever().run(state.question, top_k=loop.expand_k + len(state.judged), extra_texts=texts)
         new: list[Hit] = []
         seen: set[str] = set()
         for hit in hits:
@@ -63,7 +63,7 @@ class Expand(Step):
         offered: list[str] = []
         if loop.neighbours:
             neighbour_of = state.loop.neighbour_of
-            store = deps.index.store
+            store = deps.need_index().store
             for cid in relevant:
                 parent = state.pool.get(cid)
                 if parent is None:

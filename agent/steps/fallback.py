@@ -6,7 +6,7 @@ import numpy as np
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
-from ragsieve.agent.plan.state import FallbackRecord, RunState
+from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.agent.steps.rerank import fallback_reranker, reranker_for
 from ragsieve.tools.filters.sparse import cosmix_scores
 from ragsieve.tools.types import Hit
@@ -21,7 +21,7 @@ class Fallback(Step):
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
     (`ragsieve.tools.filters.sparse.cosmix_scores`, w = `fallback.distance_weight`);
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
-    (`ragsieve.agent.steps.rerank.fallback_reranker`): `deps.extras["reranker"]`, else the configured
+    (`ragsieve.agent.steps.rerank.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
     from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after
@@ -39,14 +39,14 @@ class Fallback(Step):
     def run(self, state: RunState, deps: Deps) -> StepResult:
         cfg = deps.config
         state.fallback_used = True
-        rows = list(getattr(deps.index, "sparse_rows", []) or [])
+        rows = list(deps.need_index().sparse_rows)
         if not rows:
             return StepResult("next", {"added": [], "reason": "the index has no sparse chunks"})
         in_context = {h.chunk_id for h in state.context}
         hits, scoring = sparse_candidates(state, deps, rows, in_context)
         if not hits:
             return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
-        reranker = fallback_reranker(cfg, deps.extras)  # the configured [rerank] provider, else lenient FlashRank
+        reranker = fallback_reranker(cfg, deps.caches)  # the configured [rerank] provider, else lenient FlashRank
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits
         state.remember(ordered)
@@ -55,13 +55,13 @@ class Fallback(Step):
 
         known = {h.chunk_id: state.judged[h.chunk_id] for h in ordered if h.chunk_id in state.judged}
         todo = [h for h in ordered if h.chunk_id not in known]
-        spent = budget_reason(deps.llm.meter.snapshot(), cfg.loop)
+        spent = budget_reason(deps.need_llm().meter.snapshot(), cfg.loop)
         verdicts: dict[str, bool] = dict(known)
         distrusted = state.loop.distrusted
         if todo and distrusted:
-            mode, reason = "skipped", f"not judged: the judge is not trusted for this question ({distrusted})"
+            mode, reason = JudgeMode.SKIPPED, f"not judged: the judge is not trusted for this question ({distrusted})"
         elif todo and spent:
-            mode, reason = "skipped", f"not judged: {spent}"
+            mode, reason = JudgeMode.SKIPPED, f"not judged: {spent}"
         elif todo:
             decoys = pick_decoys(deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys)
             result = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=cfg.loop,
@@ -71,13 +71,13 @@ class Fallback(Step):
             summary["batches"] = [b.public() for b in result.batches]
             verdicts.update(result.trusted)
             summary["decoys_relevant"] = f"{result.decoys_relevant} of {result.decoys}"
-            if mode == "score":
+            if mode is JudgeMode.SCORE:
                 state.loop.distrusted = f"fallback: {reason}"
             for cid, value in result.verdicts.items():
-                state.judged[cid] = value if mode == "judge" else state.judged.get(cid, False)
+                state.judged[cid] = value if mode is JudgeMode.JUDGE else state.judged.get(cid, False)
         else:
-            mode, reason = "judge", "every candidate was judged before"
-        if mode == "judge":
+            mode, reason = JudgeMode.JUDGE, "every candidate was judged before"
+        if mode is JudgeMode.JUDGE:
             added = [h for h in ordered if verdicts.get(h.chunk_id)]
         else:
             added = list(ordered)
@@ -96,28 +96,25 @@ class Fallback(Step):
 def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set[str]) -> tuple[list[Hit], str]:
     """The best sparse chunks for the question by our distance score (`cosmix_scores`: ours, not COS-Mix's)."""
     cfg = deps.config.fallback
-    vectors = getattr(deps.index, "vectors", None)
+    index = deps.need_index()
+    vectors = index.vectors
     if vectors is None:
-        hits = deps.retriever.run(state.question, top_k=cfg.sparse_candidates + len(exclude), rows=rows)
+        hits = deps.need_retriever().run(state.question, top_k=cfg.sparse_candidates + len(exclude), rows=rows)
         return [h for h in hits if h.chunk_id not in exclude][: cfg.sparse_candidates], "hybrid retriever on S"
-    cached = deps.extras.get("_sparse_nn")
-    if cached is None or cached[0] != tuple(rows):
-        cached = (tuple(rows), _nn_of_rows(np.asarray(vectors, dtype=np.float32), rows))
-        deps.extras["_sparse_nn"] = cached
-    admit = getattr(deps.retriever, "admit", None)  # a metadata filter on the question narrows S too
-    admitted = set(admit(rows)) if admit is not None else set(rows)
+    all_nn = deps.caches.sparse_nn.get(tuple(rows), lambda: _nn_of_rows(np.asarray(vectors, dtype=np.float32), rows))
+    admitted = set(deps.admitted(rows))  # a metadata filter on the question narrows S too
     keep = [i for i, r in enumerate(rows) if r in admitted]
-    nn, rows = cached[1][keep], [rows[i] for i in keep]
+    nn, rows = all_nn[keep], [rows[i] for i in keep]
     if not rows:
         return [], "no sparse chunk passes the question's filter"
-    qvec = np.asarray(deps.index.embed_query(state.question), dtype=np.float32)
+    qvec = np.asarray(index.embed_query(state.question), dtype=np.float32)
     sims = np.asarray(vectors[rows], dtype=np.float32) @ qvec
     scores = cosmix_scores(sims, nn, cfg.distance_weight)
     order = np.argsort(-scores, kind="stable")
     picked: list[Hit] = []
     for i in order:
         row = rows[int(i)]
-        chunk = deps.index.store.get_many([row])[0]
+        chunk = index.store.get_many([row])[0]
         if chunk.chunk_id in exclude:
             continue
         picked.append(Hit(chunk=chunk, row=row, score=float(scores[i]), dense_score=float(sims[i]),

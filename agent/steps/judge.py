@@ -5,7 +5,7 @@ from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.combine import score_based_relevant
 from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
-from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 
 
 @register
@@ -33,11 +33,11 @@ class Judge(Step):
         state.remember(todo)
         number = len(rounds) + 1
         ids = [h.chunk_id for h in todo]
-        spent = budget_reason(deps.llm.meter.snapshot(), loop)
+        spent = budget_reason(deps.need_llm().meter.snapshot(), loop)
         if not todo:
-            outcome = JudgeRound(mode="judge", reason="no unjudged candidates")
+            outcome = JudgeRound(mode=JudgeMode.JUDGE, reason="no unjudged candidates")
         elif spent:
-            outcome = JudgeRound(mode="skipped", reason=f"not judged: {spent}")
+            outcome = JudgeRound(mode=JudgeMode.SKIPPED, reason=f"not judged: {spent}")
             outcome.failed = list(ids)
         else:
             neighbours = state.loop.neighbour_of
@@ -47,7 +47,7 @@ class Judge(Step):
             outcome = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=loop,
                                        ranked_ids=ranked, first_round=number == 1, decoys=decoys,
                                        seed=str(number), order_check=number == 1 and loop.judge_order_check)
-        if outcome.mode == "score":
+        if outcome.mode is JudgeMode.SCORE:
             state.loop.distrusted = f"round {number}: {outcome.reason}"
         decided = dict(outcome.trusted)
         undecided = [cid for cid in ids if cid not in decided]

@@ -19,6 +19,7 @@ from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.steps.conformal import candidate_hits
 from ragsieve.agent.steps.conformal_signal import dense_similarities, query_vector
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
+from ragsieve.tools.index.backend import vectors_of
 
 
 def build_filter(cfg) -> GMMOutlierFilter:
@@ -55,7 +56,7 @@ class Outliers(Step):
                 chosen.append(hits[i])
         sim_of = {h.chunk_id: float(s) for h, s in zip(hits, sims)}
         chosen.sort(key=lambda h: -sim_of[h.chunk_id])
-        vectors = np.asarray(deps.index.vectors[[h.row for h in chosen]], dtype=float)
+        vectors = np.asarray(vectors_of(deps.need_index())[[h.row for h in chosen]], dtype=float)
         qvec = query_vector(state, deps)
         result = flt.run(vectors, qvec)
         flagged = {h.chunk_id for h, out in zip(chosen, result.outliers) if out}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.plan.caches import StepCaches
+from ragsieve.agent.plan.contracts import Reranker as RerankerLike
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.errors import ModelUnavailableError
@@ -34,21 +36,20 @@ def reranker_for(config: Config):
         raise UsageError(f"the configured reranker ({cfg.provider} {cfg.model or ''}) cannot load: {exc}") from None
 
 
-def fallback_reranker(config: Config, extras: dict):
-    """The fallback's reranker: the configured one when there is one (strict), else FlashRank when cached, else
-    the embedding order (the lenient default of `ragsieve.tools.filters.rerank`, kept in `extras`)."""
-    if "reranker" in extras:  # given by the caller (tests, an application)
-        return extras["reranker"]
+def fallback_reranker(config: Config, caches: StepCaches) -> RerankerLike:
+    """The fallback's reranker: the caller's (`caches.reranker`: tests, an application), else the configured one
+    when there is one (strict), else FlashRank when cached, else the embedding order (the lenient default of
+    `ragsieve.tools.filters.rerank`, kept in `caches.lenient_reranker`)."""
+    if caches.reranker is not None:
+        return caches.reranker
     if config.rerank.provider is not None:
         return reranker_for(config)
     from ragsieve.tools.filters.rerank import Reranker
 
     fb = config.fallback
-    key = ("_lenient_reranker", fb.rerank_model, fb.rerank_cache_dir, fb.rerank_download)
-    if extras.get("_lenient_reranker", (None,))[0] != key:
-        extras["_lenient_reranker"] = (key, Reranker(fb.rerank_model, fb.rerank_cache_dir,
-                                                     allow_download=fb.rerank_download))
-    return extras["_lenient_reranker"][1]
+    key = (fb.rerank_model, fb.rerank_cache_dir, fb.rerank_download)
+    return caches.lenient_reranker.get(key, lambda: Reranker(fb.rerank_model, fb.rerank_cache_dir,
+                                                             allow_download=fb.rerank_download))
 
 
 @register

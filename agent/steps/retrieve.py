@@ -7,14 +7,12 @@ from ragsieve.agent.plan.state import RunState
 
 def rest_rows(deps: Deps) -> list[int] | None:
     """COS-Mix's R: every row outside the sparse subset S (None: search everything)."""
-    sparse = set(getattr(deps.index, "sparse_rows", []) or [])
+    index = deps.need_index()
+    sparse = set(index.sparse_rows)
     if not sparse:
         return None
-    cached = deps.extras.get("_rest_rows")
-    if cached is None or cached[0] != len(deps.index):
-        cached = (len(deps.index), [r for r in range(len(deps.index)) if r not in sparse])
-        deps.extras["_rest_rows"] = cached
-    return cached[1]
+    n = len(index)
+    return deps.caches.rest_rows.get(n, lambda: [r for r in range(n) if r not in sparse])
 
 
 @register
@@ -30,8 +28,8 @@ class Retrieve(Step):
         cfg = deps.config.retrieval
         depth = max(cfg.candidate_k, cfg.top_k, cfg.pool)
         rows = rest_rows(deps) if cfg.exclude_sparse else None
-        hits = deps.retriever.run(state.question, top_k=depth, rows=rows) if rows is not None else \
-            deps.retriever.run(state.question, top_k=depth)
+        hits = deps.need_retriever().run(state.question, top_k=depth, rows=rows) if rows is not None else \
+            deps.need_retriever().run(state.question, top_k=depth)
         pool = hits[: cfg.pool]
         state.remember(pool)
         state.first_stage = [h.chunk_id for h in hits]

@@ -21,6 +21,7 @@ without undoing the conformal coverage. With no segment worth
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -83,8 +84,10 @@ class Segments(Step):
         value_of = {h.row: float(v) for h, v in zip(valued, values)}
         by_row = {h.row: h for h in valued}
 
-        store = deps.index.store
-        array, rows_at, splits = [], [], []
+        store = deps.need_index().store
+        array: list[float] = []
+        rows_at: list[int] = []
+        splits: list[int] = []
         for doc_id in docs:
             doc_rows = store.doc_rows(doc_id)
             positions = [p for p, r in enumerate(doc_rows) if r in value_of]
@@ -95,14 +98,15 @@ class Segments(Step):
                 rows_at.append(r)
                 array.append(value_of.get(r, -params.irrelevant_chunk_penalty))
         segments = best_segments(array, params.max_length, params.overall_max_length, params.minimum_value, splits)
-        summary = {"status": "applied", "preset": cfg.preset, "params": params.__dict__, "relevance": mode,
+        summary: dict[str, Any] = {"status": "applied", "preset": cfg.preset, "params": params.__dict__, "relevance": mode,
                    "values": {h.chunk_id: round(value_of[h.row], 4) for h in valued}}
         if not segments:
             summary.update(status="no_segment", kept=before, removed=[],
                            note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged")
             return StepResult("next", summary)
 
-        built, described = [], []
+        built = []
+        described: list[dict[str, Any]] = []
         for seg in segments:
             seg_rows = rows_at[seg.start: seg.end]
             chunks = store.get_many(seg_rows)

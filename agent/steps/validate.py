@@ -44,7 +44,7 @@ class Validate(Step):
         if text is None:
             resolved, reason = False, f"no {what} to validate"
             summary["default"] = "unresolved"
-        elif what == "answer" and state.abstention in ("no_evidence", "passages", "mixed", "model"):
+        elif what == "answer" and state.abstention is not None:
             resolved, reason = False, f"deterministic: the answer abstains ({state.abstention})"
         elif is_abstention(text) or answers_and_abstains(text):
             resolved, reason = False, f"deterministic: the {what} abstains"
@@ -52,7 +52,7 @@ class Validate(Step):
             passages = _passages(state, citations)
             prompt = deps.prompts.render("validate", question=state.question, draft=text, passages=passages)
             try:
-                verdict = deps.llm.structured([{"role": "user", "content": prompt}], Verdict, max_tokens=256)
+                verdict = deps.need_llm().structured([{"role": "user", "content": prompt}], Verdict, max_tokens=256)
                 resolved, reason = verdict.resolved, verdict.reason
             except LLMError as exc:
                 log.warning("validation failed (%s): %s", type(exc).__name__, exc)

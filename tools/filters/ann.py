@@ -34,7 +34,7 @@ def kmeans(vectors: np.ndarray, k: int, iterations: int = 10, sample: int | None
     size = min(n, sample if sample is not None else 64 * k)
     pick = np.sort(rng.choice(n, size=size, replace=False)) if size < n else np.arange(n)
     x = np.asarray(vectors[pick], dtype=np.float32)
-    centroids = x[rng.choice(len(x), size=k, replace=False)].copy()
+    centroids: np.ndarray = x[rng.choice(len(x), size=k, replace=False)].copy()
     for _ in range(iterations):
         assign = top_cells(x, centroids, 1)[:, 0]
         sums = np.zeros_like(centroids)

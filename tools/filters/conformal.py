@@ -99,7 +99,7 @@ def conformal_rank(n: int, alpha: float) -> int:
     return int(math.ceil((n + 1) * (1.0 - alpha) - 1e-9))
 
 
-def conformal_quantile(scores: Sequence[float], alpha: float) -> float:
+def conformal_quantile(scores: Sequence[float] | np.ndarray, alpha: float) -> float:
     """The ceil((n+1)(1-alpha))-th smallest of `scores` (Angelopoulos & Bates eq. 1).
 
     Returns +inf when that rank exceeds n (too few calibration points for this alpha:
@@ -156,7 +156,7 @@ def keep_mask(kind: ScoreKind, similarities, qhat: float) -> np.ndarray:
     return candidate_scores(kind, similarities) <= qhat
 
 
-def empirical_coverage(scores: Sequence[float], qhat: float) -> float:
+def empirical_coverage(scores: Sequence[float] | np.ndarray, qhat: float) -> float:
     """Fraction of held-out positives whose score is <= q."""
     arr = np.asarray(scores, dtype=float)
     return float(np.mean(arr <= qhat)) if arr.size else math.nan
@@ -167,7 +167,7 @@ def binomial_tolerance(p: float, m: int, z: float = 2.0) -> float:
     return z * math.sqrt(p * (1.0 - p) / m) if m > 0 else math.inf
 
 
-def smallest_k_for_coverage(positive_ranks: Sequence[float], coverage: float) -> float:
+def smallest_k_for_coverage(positive_ranks: Sequence[float] | np.ndarray, coverage: float) -> float:
     """Fixed top-k baseline: the smallest k with mean(rank <= k) >= coverage (inf if unreachable)."""
     ranks = np.sort(np.asarray(positive_ranks, dtype=float))
     if ranks.size == 0:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
@@ -200,8 +201,7 @@ def plot_outliers(vectors: np.ndarray, query: np.ndarray, outliers: list[bool], 
                   *, flt: GMMOutlierFilter | None = None, labels: list[str] | None = None, title: str = "") -> Path:
     """PNG of the first two principal components of the features, coloured by GMM cluster
     (the smallest configured component count), outliers circled in red (the paper's Figure 2)."""
-    import matplotlib
-
+    matplotlib = require(Extra.EVAL, "matplotlib", "the outlier plot (outliers.plot)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.decomposition import PCA

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ragsieve.tools.ingest.chunking import count_tokens
 from ragsieve.tools.types import Chunk, Hit
@@ -151,7 +152,7 @@ def _outer(node):
     return node
 
 
-def _parsed(chunks: list[Chunk], language: str) -> tuple[list[str], object]:
+def _parsed(chunks: list[Chunk], language: str) -> tuple[list[str], Any]:
     """The file's lines rebuilt from its chunks (gaps between chunks are blank lines) and its parse tree."""
     from ragsieve.tools.ingest.syntax import _lock, _parser
 

@@ -8,10 +8,14 @@ the `local` backend, `MilvusIndex` the distributed one. Rows are integers
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ragsieve.tools.errors import IndexMissingError
+from ragsieve.tools.index.symbols import SymbolTable
+from ragsieve.tools.index.where import Where
 from ragsieve.tools.types import Chunk
 
 
@@ -31,9 +35,23 @@ class ChunkSource(Protocol):
     def documents(self) -> dict[str, str]: ...
 
 
+@runtime_checkable
+class RowLookup(Protocol):
+    """A chunk store that finds a row by (document, chunk number) without a scan (the local SQLite store)."""
+
+    def row_of(self, doc_id: str, chunk_index: int) -> int | None: ...
+
+
 class LexicalSearch(Protocol):
     def search(self, query: str, k: int = 10, rows: list[int] | None = None) -> list[tuple[int, float]]: ...
     def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class CorpusScores(Protocol):
+    """BM25 that scores every row at once (local BM25; Milvus ranks server-side and has no such array)."""
+
+    def scores(self, query: str) -> np.ndarray: ...
 
 
 class VectorSearch(Protocol):
@@ -41,29 +59,79 @@ class VectorSearch(Protocol):
     def search_rows(self, vector: np.ndarray, rows: list[int], k: int = 10) -> list[tuple[int, float]]: ...
 
 
+class VectorRows(Protocol):
+    """The stored vectors: `vectors[row]` (1-D), `vectors[[rows]]` / `vectors[a:b]` (2-D), `len(vectors)`;
+    a numpy array, or `MilvusVectors` fetching from the collection."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: Any) -> Any: ...
+
+
+@runtime_checkable
 class IndexBackend(Protocol):
     """`store` (chunks by row, by document, neighbours), `bm25` and `dense` (search, also restricted to rows),
-    `vectors` (indexable by a row or a list of rows), `sparse_rows` (COS-Mix S), `embed_query` / `embed`
-    (the index's own embedding model), `manifest` and `root` (the index folder)."""
+    `vectors` (indexable by a row or a list of rows; None only in a test double without vectors: the steps
+    then score the hits they have), `sparse_rows` (COS-Mix S), `embed_query` / `embed` (the index's own
+    embedding model), `manifest` and `root` (the index folder), `filter_rows` (a metadata filter's rows),
+    and `symbols` (the code symbol table; None where the backend keeps none). Capabilities only some
+    backends have are the runtime-checkable protocols `ServerFusion`, `RoundTrips`, `CorpusScores` (of
+    `bm25`) and `RowLookup` (of `store`)."""
 
-    store: ChunkSource
-    bm25: LexicalSearch
-    dense: VectorSearch
-    vectors: Any
-    sparse_rows: list[int]
-    manifest: dict
-    backend: Backend
+    # read-only members (properties), so that a backend may hold a narrower type (e.g. `bm25: BM25Index`)
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def manifest(self) -> dict: ...
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def store(self) -> ChunkSource: ...
+    @property
+    def bm25(self) -> LexicalSearch: ...
+    @property
+    def dense(self) -> VectorSearch: ...
+    @property
+    def vectors(self) -> VectorRows | None: ...
+    @property
+    def sparse_rows(self) -> list[int]: ...
 
     def __len__(self) -> int: ...
     def embed_query(self, text: str) -> np.ndarray: ...
     def embed(self, texts: list[str]) -> np.ndarray: ...
+    def filter_rows(self, where: Where) -> list[int]: ...
+    @property
+    def symbols(self) -> SymbolTable | None: ...
     def close(self) -> None: ...
 
 
-def open_index(index_dir, embedder=None):
-    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local."""
-    from pathlib import Path
+def vectors_of(index: IndexBackend) -> VectorRows:
+    """The index's stored vectors, refused with one line when it has none (dense retrieval needs them)."""
+    if index.vectors is None:
+        raise IndexMissingError("this index has no stored vectors: dense retrieval needs them (rebuild the index)")
+    return index.vectors
 
+
+@runtime_checkable
+class RoundTrips(Protocol):
+    """A remote backend that counts the requests it has sent for this thread (Milvus; the plan runner records
+    each step's difference in the trace)."""
+
+    def round_trips(self) -> int: ...
+
+
+@runtime_checkable
+class ServerFusion(Protocol):
+    """A backend whose engine fuses BM25 and dense lists itself (Milvus `hybrid_search`)."""
+
+    def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
+                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
+                      payload: bool = False) -> list[tuple]: ...
+
+
+def open_index(index_dir: str | Path, embedder: Any = None) -> IndexBackend:
+    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local."""
     from ragsieve.tools.index.hybrid import HybridIndex
 
     if (Path(index_dir) / "milvus.json").is_file():

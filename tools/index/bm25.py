@@ -29,6 +29,7 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ class BM25Index:
         self.k1, self.b, self.stem = float(k1), float(b), bool(stem)
         self.identifiers = bool(identifiers)
         self.compounds = bool(compounds)  # documents' lower-case compounds split (`tokenize`); old indexes: False
-        self._model = None
+        self._model: Any = None  # a bm25s.BM25 or a rank_bm25 BM25Okapi
         self._tokens: list[list[str]] | None = None
         self.n_docs = 0
 

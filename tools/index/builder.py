@@ -24,8 +24,10 @@ import logging
 import shutil
 import time
 from pathlib import Path
+from typing import Sequence
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.index.build_report import (  # noqa: F401
     BuildReport,
@@ -86,11 +88,14 @@ class IndexBuilder:
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one
         self.long_code = None if long_code is None else LongCode.parse(long_code)
-        if encoder is None and embedder is None:  # an index keeps the encoder it was built with
-            encoder = recorded_encoder(self.root) or default_encoder()
-        if embedder is None and encoder not in Embedder.ENCODERS:
-            raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
-        self.encoder = embedder.encoder if embedder is not None else encoder
+        if embedder is not None:
+            self.encoder: str = embedder.encoder
+        else:
+            if encoder is None:  # an index keeps the encoder it was built with
+                encoder = recorded_encoder(self.root) or default_encoder()
+            if encoder not in Embedder.ENCODERS:
+                raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
+            self.encoder = encoder
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -108,6 +113,7 @@ class IndexBuilder:
 
     def _settings(self) -> dict:
         """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
+        assert self.long_code is not None, "_resolve_long_code runs first"
         return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
                              "index_titles": self.index_titles,
                              "code": "cast-1" if self.chunker.syntax else "lines",
@@ -145,7 +151,9 @@ class IndexBuilder:
         by_text = dict(zip(texts, headers))
         local = {i for i, (t, h) in enumerate(zip(texts, headers)) if h is not None and len(window_texts(
             tok[0], t, h, tok[1])) > 1} if self.ray is not None else set()
-        return (lambda batch: embed_windowed(embedder.embed, *tok, batch, [by_text.get(t) for t in batch])), local
+        tokenizer, window = tok
+        return (lambda batch: embed_windowed(embedder.embed, tokenizer, window, batch,
+                                             [by_text.get(t) for t in batch])), local
 
     def _embedder_for(self) -> Embedder:
         if self._embedder is None:
@@ -189,6 +197,7 @@ class IndexBuilder:
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
     def _crawler(self, url: str, options: dict):
+        require(Extra.CRAWL, "trafilatura", f"indexing a website ({url})")
         import hashlib as _hashlib
 
         from ragsieve.tools.ingest.crawler import Crawler
@@ -236,7 +245,7 @@ class IndexBuilder:
             return self._build_locked([], loaded, [], False, start, False, remove=hit)
 
     def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,
-                      remove: set[str] | None = None, scopes: list[str] = ()) -> BuildReport:
+                      remove: set[str] | None = None, scopes: Sequence[str] = ()) -> BuildReport:
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
         self._resolve_long_code(prev)
@@ -251,10 +260,10 @@ class IndexBuilder:
             raise UsageError(f"index {self.root}: {why}; refusing to mix two embedding spaces in one index "
                              f"(re-embed everything with rebuild=True / --rebuild)")
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
-        prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse else None
+        prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse and prev_gen else None
         try:
             plan = plan_change(prev_store, prev, docs, scopes, remove) \
-                if reuse and not sync and incremental_applies(self, prev, settings) else None
+                if reuse and prev is not None and not sync and incremental_applies(self, prev, settings) else None
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
@@ -263,14 +272,14 @@ class IndexBuilder:
             common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
                       "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
                       "excluded": excluded_counts(loaded.stats), **counts}
-            if prev is not None and reuse and prev["settings"] == settings and len(unchanged) == len(docs) \
-                    and counts["docs_removed"] == 0 and not remove:
+            if prev is not None and prev_gen is not None and reuse and prev["settings"] == settings \
+                    and len(unchanged) == len(docs) and counts["docs_removed"] == 0 and not remove:
                 return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
                                    chunks_embedded=0, sparse_rows=prev["sparse"]["rows"],
                                    seconds=time.perf_counter() - start, **common)
             gen = new_generation(self.root)
             try:
-                hashes = {} if plan is not None else \
+                hashes = {} if prev_docs is None else \
                     {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
                 manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
                                             prev_docs=prev_docs, plan=plan)

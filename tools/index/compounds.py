@@ -78,8 +78,8 @@ def split_compound(run: str) -> tuple[str, ...]:
     best[0] = ()
     for end in range(MIN_PIECE, n + 1):  # dynamic programme over the end of the last word
         for start in range(max(0, end - MAX_PIECE), end - MIN_PIECE + 1):
-            head = best[start]
-            if head is not None and _is_word(run[start:end]) and (best[end] is None or len(head) + 1 < len(best[end])):
+            head, current = best[start], best[end]
+            if head is not None and _is_word(run[start:end]) and (current is None or len(head) + 1 < len(current)):
                 best[end] = head + (run[start:end],)
     found = best[n]
     return found if found is not None and len(found) >= 2 else ()

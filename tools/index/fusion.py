@@ -6,6 +6,7 @@ deterministic: ties are broken by first appearance across the input lists.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from ragsieve.tools.errors import UsageError
 
@@ -23,12 +24,15 @@ def _check_weights(n_lists: int, weights: Sequence[float] | None) -> list[float]
     return w
 
 
-def _ordered(scores: dict[Hashable, float], first_seen: dict[Hashable, int]) -> list[tuple[Hashable, float]]:
+K = TypeVar("K", bound=Hashable)  # a ranked item: a row number, a document id
+
+
+def _ordered(scores: dict[K, float], first_seen: dict[K, int]) -> list[tuple[K, float]]:
     return sorted(scores.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
 
 
-def rrf(ranked_lists: Sequence[Sequence[Hashable]], k: int = 60,
-        weights: Sequence[float] | None = None) -> list[tuple[Hashable, float]]:
+def rrf(ranked_lists: Sequence[Sequence[K]], k: int = 60,
+        weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
     """Reciprocal Rank Fusion, best first.
 
     score(d) = sum_i w_i / (k + rank_i(d)), rank 1-based, summed over the lists
@@ -40,8 +44,8 @@ def rrf(ranked_lists: Sequence[Sequence[Hashable]], k: int = 60,
     if k < 1:
         raise UsageError(f"rrf k must be >= 1, got {k}")
     w = _check_weights(len(ranked_lists), weights)
-    scores: dict[Hashable, float] = {}
-    first_seen: dict[Hashable, int] = {}
+    scores: dict[K, float] = {}
+    first_seen: dict[K, int] = {}
     pos = 0
     for weight, ranked in zip(w, ranked_lists):
         for rank, item in enumerate(ranked, start=1):
@@ -72,8 +76,8 @@ def minmax_normalise(scores: Sequence[float]) -> list[float]:
     return [(v - lo) / (hi - lo) for v in values]
 
 
-def weighted_fusion(score_lists: Sequence[Mapping[Hashable, float]],
-                    weights: Sequence[float] | None = None) -> list[tuple[Hashable, float]]:
+def weighted_fusion(score_lists: Sequence[Mapping[K, float]],
+                    weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
     """Weighted sum of min-max normalised scores (CombSUM with weights), best first.
 
     score(d) = sum_i w_i * minmax_i(s_i(d)) / sum_i w_i, where an item missing
@@ -83,8 +87,8 @@ def weighted_fusion(score_lists: Sequence[Mapping[Hashable, float]],
     """
     w = _check_weights(len(score_lists), weights)
     total = sum(w)
-    fused: dict[Hashable, float] = {}
-    first_seen: dict[Hashable, int] = {}
+    fused: dict[K, float] = {}
+    first_seen: dict[K, int] = {}
     pos = 0
     for weight, scores in zip(w, score_lists):
         items = list(scores.keys())

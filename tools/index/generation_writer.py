@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def incremental_applies(builder, prev: dict | None, settings: dict) -> bool:
 
 
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: list[str] = (),
+                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: Sequence[str] = (),
                      prev_docs: dict[str, str] | None = None, plan: ChangePlan | None = None) -> dict:
     """Write generation `gen` of `builder`'s index; returns its manifest (`prev_docs`: the previous
     generation's documents, when the caller has listed them already; `plan`: the change found without listing
@@ -79,13 +80,13 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
     chunked = [(d, ray.chunks_of(d, builder.chunker) if ray is not None else builder.chunker.run(d)) for d in fresh]
     segmented = segments_wanted(builder)
-    prev = read_manifest(prev_gen) if prev_store is not None else None
+    prev = read_manifest(prev_gen) if prev_store is not None and prev_gen is not None else None
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \
             {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")} == \
             {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}:
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
                                   set(unchanged) | set(kept), cut_before, prev_docs, plan)
-    if prev_store is not None:
+    if prev_store is not None and prev_gen is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
         layout = plan_rows(0, [], [(d.doc_id, len(chunks)) for d, chunks in chunked])
@@ -108,7 +109,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     builder._last_keys = {text_key(t) for t in texts}
     to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
     prev_vectors = None
-    if prev_store is not None:
+    if prev_store is not None and prev_gen is not None and prev is not None:
         prev_vectors = SegmentView(prev_gen, prev["segments"], prev["counts"]["chunks"]).vectors \
             if prev.get("layout") == LAYOUT else npy.load(prev_gen / "vectors.npy", mmap_mode="r")
     t0 = time.perf_counter()
@@ -124,6 +125,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     extra: dict = {}
     if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
         extra = {"layout": LAYOUT, "store": store_generation(builder, gen, gen / "chunks.sqlite")}
+        assert tokens is not None  # `_tokens` returns them
         base = write_base(builder, gen, tokens, vectors)
         extra |= {"segments": base["segments"], "bm25_total_len": base["total_len"]}
         sim = SegmentView(gen, base["segments"], n).nearest()[0]
@@ -134,7 +136,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         builder.dense_proto.build(vectors).save(gen)
         sparse = find_sparse_rows(vectors, builder.sparse_percentile)
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
-    if prev_store is not None:
+    if prev_store is not None and prev_gen is not None:
         (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": n,
                                                "changed": layout.changed}), encoding="utf-8")
     counts = {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
@@ -250,6 +252,8 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
         if prev_vectors is not None and layout.n_base and prev_vectors.shape[1] != dim:
             raise UsageError(f"index {builder.root} holds {prev_vectors.shape[1]}-d vectors; {builder.model!r} gives "
                              f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
+    if dim is None:
+        raise UsageError(f"index {builder.root}: nothing to embed and no previous vectors")
     n = layout.n
     vectors = np.zeros((n, dim), dtype=np.float32)
     if prev_vectors is not None:

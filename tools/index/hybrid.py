@@ -25,7 +25,11 @@ from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.bm25 import BM25Index
 from ragsieve.tools.index.dense import DenseIndex, Embedder
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
+from ragsieve.tools.index.readers import ReaderLease
+from ragsieve.tools.index.segments import SegmentView
 from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.symbols import SymbolTable
+from ragsieve.tools.index.where import Where
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
@@ -105,7 +109,9 @@ class HybridIndex:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._filter_cache: dict[str, list[int]] = {}
-        self._symbols = None
+        self._symbols: SymbolTable | None = None
+        self._lease: ReaderLease | None = None  # an incremental generation's records, held until close()
+        self.segments: SegmentView | None = None  # the incremental layout's composed segments
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
@@ -169,8 +175,6 @@ class HybridIndex:
     def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
                        batch_size: int) -> "HybridIndex":
         """An incremental generation (`ragsieve.tools.index.incremental`): segments composed at open."""
-        from ragsieve.tools.index.readers import ReaderLease
-
         lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation
         if not lease.held or not (gen / MANIFEST).is_file():
             lease.release()
@@ -187,7 +191,7 @@ class HybridIndex:
     def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
                  batch_size: int) -> "HybridIndex":
         from ragsieve.tools.index.seg_bm25 import SegmentBM25
-        from ragsieve.tools.index.segments import NumpyFlat, SegmentView
+        from ragsieve.tools.index.segments import NumpyFlat
 
         n = int(manifest["counts"]["chunks"])
         view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
@@ -236,17 +240,15 @@ class HybridIndex:
         return self.embedder.embed(texts)
 
     @property
-    def symbols(self):
+    def symbols(self) -> SymbolTable:
         """The index's symbol table (`ragsieve.tools.index.symbols`), read from the chunk store on first use."""
         if self._symbols is None:
-            from ragsieve.tools.index.symbols import SymbolTable
-
             table = SymbolTable.from_chunks(self.store.symbol_chunks())  # code and #anchor chunks only
             with self._query_lock:
                 self._symbols = table
         return self._symbols
 
-    def filter_rows(self, where) -> list[int]:
+    def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter (`ragsieve.tools.index.where.Where`) admits; a local index is tenant
         `default`. Cached per filter: the chunk store of a generation never changes."""
         key = where.model_dump_json()
@@ -254,7 +256,7 @@ class HybridIndex:
             cached = self._filter_cache.get(key)
         if cached is None:
             cached = [r for r, source, kind in self.store.row_metadata() if where.matches(source, kind, "default")]
-            if getattr(where, "symbol_kind", None):  # rows defining a symbol of that kind
+            if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
                 cached = [r for r in cached if r in defining]
             with self._query_lock:
@@ -265,7 +267,7 @@ class HybridIndex:
 
     def close(self) -> None:
         self.store.close()
-        lease = getattr(self, "_lease", None)
+        lease, self._lease = self._lease, None
         if lease is not None:
             lease.release()
 

@@ -154,7 +154,7 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     if cells is None and n > sparse_filter.APPROXIMATE_ABOVE:  # written before cells were kept: once, then compact
         cells, upgraded = cells_for(view.vectors), True
     cell = None if cells is None else carry_cells(cells[1], n, n_base, layout.moved, new_rows, vectors, cells[0])
-    if cells is not None and n > sparse_filter.APPROXIMATE_ABOVE:
+    if cells is not None and cell is not None and n > sparse_filter.APPROXIMATE_ABOVE:
         sim, row, touched = nearest_update_cells(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows,
                                                  cells[0], cell)
     else:  # exact against all rows
@@ -234,16 +234,17 @@ def collect_stores(root: Path) -> dict:
                 continue
             if isinstance(store, dict) and store.get("file"):
                 users.setdefault(store["file"], []).append(generation_number(gen))
-    out = {"stores_deleted": [], "records_deleted": 0}
+    deleted: list[str] = []
+    records = 0
     for path in root.glob("store-*.sqlite"):
         if path.name not in users:
             for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
                 f.unlink(missing_ok=True)
-            out["stores_deleted"].append(path.name)
+            deleted.append(path.name)
             continue
         store = ChunkStore(path, generation=max(users[path.name]))
         try:
-            out["records_deleted"] += store.collect(min(users[path.name]))
+            records += store.collect(min(users[path.name]))
         finally:
             store.close()
-    return out
+    return {"stores_deleted": deleted, "records_deleted": records}

@@ -23,6 +23,8 @@ from ragsieve.tools.index.milvus_pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus_rows import pointer_filter
 from ragsieve.tools.index.milvus_search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus_store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
+from ragsieve.tools.index.readers import ReaderLease
+from ragsieve.tools.index.where import Where
 
 
 class MilvusIndex:
@@ -47,9 +49,10 @@ class MilvusIndex:
         else:  # collections published before: a flag per entity
             self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
                                                                        output_fields=["row"], limit=16384))
-        self.model_name = manifest["embedding"]["model"]
+        self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
         self._lock = threading.Lock()
+        self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus_leases`)
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
@@ -89,7 +92,12 @@ class MilvusIndex:
     def embed_query(self, text: str) -> np.ndarray:
         return self._model().embed([text])[0]
 
-    def filter_rows(self, where) -> list[int]:
+    @property
+    def symbols(self) -> None:
+        """Milvus keeps no symbol table: symbol lookups are a local index's (the retriever skips them)."""
+        return None
+
+    def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
         expr = where.milvus_expr()
         if not expr:
@@ -134,6 +142,7 @@ class MilvusIndex:
         found = self.client.hybrid_search(self.pointer["collection"], reqs, ranker, limit=min(k, 16384),
                                           output_fields=FIELDS + ["dense"] if payload else ["row"])
         hits = found[0] if found else []
+        out: list[tuple]
         if payload:
             out = [(int(h["entity"]["row"]), float(h["distance"]), MilvusStore._chunk(h["entity"]),
                     np.asarray(h["entity"]["dense"], dtype=np.float32)) for h in hits]
@@ -150,7 +159,7 @@ class MilvusIndex:
         return thread_round_trips()
 
     def close(self) -> None:
-        lease = getattr(self, "_lease", None)
+        lease = self._lease
         if lease is not None:  # publishes may now expire what this generation showed (`milvus_leases`)
             self._lease = None
             lease.release()

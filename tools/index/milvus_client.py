@@ -24,7 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError
+from ragsieve.tools.errors import IndexMissingError
+from ragsieve.tools.extras import Extra, require
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,7 @@ def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
     (None: for ever), then refused with `IndexBusyError`."""
     from ragsieve.tools.index.lock import IndexBusyError
 
-    try:
-        from pymilvus import MilvusClient
-    except ImportError as exc:
-        raise ModelUnavailableError("the milvus backend needs pymilvus (and milvus-lite for a local file): "
-                                    "pip install 'ragsieve[milvus]'") from exc
+    MilvusClient = require(Extra.MILVUS, "pymilvus", "the milvus backend").MilvusClient
     started = time.monotonic()
     while is_lite(uri) and _held_elsewhere(uri):
         shared = _holder_client(uri, token)

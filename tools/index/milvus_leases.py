@@ -63,7 +63,7 @@ def hold(root: Path, read_pointer) -> tuple[dict, ReaderLease | None]:
 
 def held(root: Path) -> list[tuple[str, int]]:
     """(collection, generation) of every lease some reader (any process) holds now."""
-    out = []
+    out: list[tuple[str, int]] = []
     folder = Path(root) / LEASES
     if not folder.is_dir():
         return out
@@ -78,7 +78,8 @@ def expirable(pending: list[dict], collection: str, leases: list[tuple[str, int]
     """Split `pending` ({"died": D, "file": ...}) into (deletable now, kept): rows dead from D on are shown by a
     held generation g < D of `collection`."""
     gens = [g for c, g in leases if c == collection]
-    now, kept = [], []
+    now: list[dict] = []
+    kept: list[dict] = []
     for entry in pending:
         (kept if any(g < int(entry["died"]) for g in gens) else now).append(entry)
     return now, kept

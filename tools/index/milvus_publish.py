@@ -38,6 +38,7 @@ import logging
 import re
 import secrets
 from pathlib import Path
+from typing import Any
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
@@ -112,7 +113,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                                    expired=_expired_ids(root, expire_now, pending),
                                    oldest_held=min([g for c, g in held if c == collection], default=None))
                 write, retire = delta
-                counts = {"rows_written": 0, "rows_retired": 0}
+                counts: dict[str, Any] = {"rows_written": 0, "rows_retired": 0}
                 born = read_born(root, previous)
                 if previous["generation"] != gen:
                     write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
@@ -123,7 +124,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                 copy_generation = previous.get("copy_generation")
                 if born is None:  # a pointer from before the born record: read it from the collection, once
                     copy_generation, born = born_from_collection(client, collection, number)
-                retired_ids = counts.pop("retired_ids", [])
+                retired_ids: list[Any] = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"
             else:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 _LOCK = threading.Lock()
 
 
-def load(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
+def load(path: str | Path, mmap_mode: Literal["r+", "r", "w+", "c"] | None = None) -> np.ndarray:
     with _LOCK:
         return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)

@@ -27,18 +27,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragsieve.tools.errors import ModelUnavailableError, UsageError
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.extras import Extra, require
 
 log = logging.getLogger(__name__)
 
 
 def import_ray():
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as exc:
-        raise ModelUnavailableError("indexing on Ray needs the ray extra: pip install 'ragsieve[ray]' "
-                                    "(ray[data]), on the driver and on every node of the cluster") from exc
+    require(Extra.RAY, "ray.data", "indexing on Ray", "on the driver and on every node of the cluster")
+    import ray
+
     return ray
 
 

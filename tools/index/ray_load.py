@@ -22,8 +22,10 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Sequence
 
 from ragsieve.tools.ingest.walk import LoadStats
+from ragsieve.tools.types import Document
 
 HTML = (".html", ".htm")
 
@@ -35,7 +37,8 @@ def load_one(item: dict) -> list[dict]:
 
     stats, path = LoadStats(), Path(item["path"])
     stats.files_seen += 1
-    kind, docs = loaders.kind_of(path), []
+    kind = loaders.kind_of(path)
+    docs: Sequence[Document | None] = []
     if kind is None:
         stats._skip("skipped_unsupported", loaders.display_path(path),
                     f"unsupported file type {path.suffix or path.name!r}")
@@ -50,11 +53,11 @@ def load_one(item: dict) -> list[dict]:
         except (OSError, EOFError, loaders.zlib.error) as exc:
             stats._skip("skipped_unreadable", loaders.display_path(path),
                         f"unreadable: {getattr(exc, 'strerror', None) or exc}")
-        docs = [d for d in docs if d is not None]
-        if docs:
-            stats.files_loaded += 1
+    found = [d for d in docs if d is not None]
+    if found:
+        stats.files_loaded += 1
     rows = [{"i": item["i"], "j": j, "doc": d.model_dump_json(), "stats": "", "chunks": ""}
-            for j, d in enumerate(docs)]
+            for j, d in enumerate(found)]
     return rows + [{"i": item["i"], "j": -1, "doc": "", "stats": json.dumps(dataclasses.asdict(stats)),
                     "chunks": ""}]
 

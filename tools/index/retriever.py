@@ -32,9 +32,9 @@ import numpy as np
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
+from ragsieve.tools.index.backend import IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
-from ragsieve.tools.index.hybrid import HybridIndex
 from ragsieve.tools.modes import FusionMode, FusionSite, parse_enum
 from ragsieve.tools.types import Hit
 
@@ -68,7 +68,7 @@ SPELLED_BOOST = 0.3  # a definition spelled out in the query's words gains this 
 
 
 def definitions_first(fused: list[tuple[int, float]], named: list[int],
-                      spelled: list[int] = ()) -> list[tuple[int, float]]:
+                      spelled: Sequence[int] = ()) -> list[tuple[int, float]]:
     """The fused (row, score) list with the `named` rows moved to the front in their order, and the `spelled`
     rows raised by SPELLED_BOOST x the top score: a definition whose name the query spells in words
     (`read a chunked response` -> `_read_chunked`) is likely its subject, but unlike a named one it keeps
@@ -91,15 +91,14 @@ def definitions_first(fused: list[tuple[int, float]], named: list[int],
 class HybridRetriever:
     """BM25 top `candidate_k` + dense top `candidate_k`, fused by RRF or weighted min-max sum."""
 
-    def __init__(self, index: HybridIndex, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
+    def __init__(self, index: IndexBackend, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
                  bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
                  fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True,
                  collapse: bool = True) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
-        server = getattr(index, "hybrid_search", None)
-        if self.fusion_site is FusionSite.SERVER and server is None:
+        if self.fusion_site is FusionSite.SERVER and not isinstance(index, ServerFusion):
             raise UsageError("retrieval.fusion_site = \"server\" needs a backend that fuses (milvus); "
                              "this index is local: use \"client\" or \"auto\"")
         self.where = None if where is None or where.empty() else where
@@ -132,7 +131,7 @@ class HybridRetriever:
         return [r for r in rows if r in allowed]
 
     def _server_fuses(self, rows, w_bm25: float, w_dense: float) -> bool:
-        if rows is not None or getattr(self.index, "hybrid_search", None) is None or not (w_bm25 > 0 and w_dense > 0):
+        if rows is not None or not isinstance(self.index, ServerFusion) or not (w_bm25 > 0 and w_dense > 0):
             return False
         if self.fusion_site is FusionSite.SERVER:
             return True
@@ -145,7 +144,7 @@ class HybridRetriever:
             return q
         stored = [self.index.store.row_of_text(t) for t in extra_texts]
         missing = [t for t, r in zip(extra_texts, stored) if r is None]
-        parts = [np.asarray(self.index.vectors[r], dtype=np.float32) for r in stored if r is not None]
+        parts = [np.asarray(vectors_of(self.index)[r], dtype=np.float32) for r in stored if r is not None]
         if missing:
             parts.extend(self.index.embed(missing))
         return l2_normalise((q + np.mean(parts, axis=0)) / 2.0)
@@ -204,7 +203,7 @@ class HybridRetriever:
 
         def build(part: list[tuple[int, float]]) -> list[Hit]:
             hit_rows = [int(r) for r, _ in part]
-            dense_scores = np.asarray(self.index.vectors[hit_rows], dtype=np.float32) @ qvec
+            dense_scores = np.asarray(vectors_of(self.index)[hit_rows], dtype=np.float32) @ qvec
             bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
             chunks = self.index.store.get_many(hit_rows)
             return [Hit(chunk=c, row=r, score=float(s), bm25_score=float(b), bm25_rank=bm25_rank.get(r),
@@ -236,7 +235,7 @@ class HybridRetriever:
 
     def _named_rows(self, query: str, rows: list[int] | None) -> tuple[list[int], list[int]]:
         """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`."""
-        table = getattr(self.index, "symbols", None) if self.symbols else None
+        table = self.index.symbols if self.symbols else None
         if table is None:
             return [], []
         from ragsieve.tools.index.symbols import is_lookup
@@ -249,10 +248,14 @@ class HybridRetriever:
         return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
+        index = self.index
+        if not isinstance(index, ServerFusion):  # `_server_fuses` said it does
+            raise UsageError("this index's engine does not fuse BM25 and dense lists itself")
+
         def build(start: int, end: int) -> list[Hit]:
             # the first `end` fused hits, chunks and vectors in one request; asked again (deeper) only when
             # collapse dropped pieces and the list must be read further
-            fused = self.index.hybrid_search(bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights,
+            fused = index.hybrid_search(bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights,
                                              self.candidate_k, payload=True)
             part = fused[start:end]
             dense_scores = np.asarray([v for *_, v in part], dtype=np.float32) @ qvec if part else []

@@ -23,6 +23,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn
 
 
 def read_segment(folder: Path) -> Segment:
-    arrays = {name: npy.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    arrays: dict[str, Any] = {name: npy.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     for name in _OPTIONAL:
         if (folder / f"{name}.npy").is_file():
             arrays[name] = npy.load(folder / f"{name}.npy", mmap_mode="r")
@@ -136,7 +137,9 @@ class SegmentView:
             self.owner[rows[rows < self.n]] = i
         if self.n and (self.owner < 0).any():
             raise ValueError(f"{gen}: rows {np.flatnonzero(self.owner < 0)[:5].tolist()} belong to no segment")
-        self._vectors = self._dl = self._nn = None
+        self._vectors: np.ndarray | None = None
+        self._dl: np.ndarray | None = None
+        self._nn: tuple[np.ndarray, np.ndarray] | None = None
 
     def _overlay(self, base: np.ndarray, pick) -> np.ndarray:
         out = base

@@ -139,7 +139,7 @@ class ChunkStore:
         if not moves:
             return
         if self.generation is not None:
-            self._move_shared(moves)
+            self._move_shared(moves, self.generation)
             return
         self._db.executemany("UPDATE chunks SET row = ? WHERE row = ?", [(n, o) for o, n in moves.items()])
         docs = sorted({d for (d,) in self._db.execute(
@@ -147,9 +147,9 @@ class ChunkStore:
         self._db.executemany("UPDATE documents SET first_row = (SELECT MIN(row) FROM chunks "
                              "WHERE chunks.doc_id = documents.doc_id) WHERE doc_id = ?", [(d,) for d in docs])
 
-    def _move_shared(self, moves: dict[int, int]) -> None:
+    def _move_shared(self, moves: dict[int, int], generation: int) -> None:
         """A shared store moves a chunk by retiring its record and adding a copy at the new row."""
-        g = int(self.generation)
+        g = int(generation)
         cols = "doc_id, chunk_index, text, text_hash, source, title, kind, line_start, line_end, symbol"
         docs = set()
         for old, new in moves.items():

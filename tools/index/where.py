@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ragsieve.tools.errors import UsageError
 
@@ -79,9 +79,11 @@ class Where(BaseModel):
                 raise UsageError(f"--where {key} given twice")
             values[key] = value.strip()
         try:
-            return cls(**values) if values else None
+            return cls.model_validate(values) if values else None
+        except ValidationError as exc:
+            raise UsageError(f"--where: {exc.errors()[0]['msg']}") from None
         except ValueError as exc:
-            raise UsageError(f"--where: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+            raise UsageError(f"--where: {exc}") from None
 
     def empty(self) -> bool:
         return not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.types import Chunk, Document
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -228,6 +229,9 @@ class Chunker:
             from ragsieve.tools.ingest.syntax import available, cast_spans, language_of
 
             language = language_of(doc.source)
+            if language is not None:
+                require(Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree",
+                        "or --no-syntax: cut by lines")
             if available(language):
                 return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
         return self._by_lines(doc)
@@ -250,8 +254,9 @@ class Chunker:
                          self.chunk_tokens)
         weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
         scores = [u[3] for u in units]
-        ranges = []
-        for a, b in anchor_sections(units, weights, doc.locators, self.chunk_tokens):
+        ranges: list[tuple[int, int]] = []
+        for a, b in anchor_sections(
+units, weights, doc.locators, self.chunk_tokens):
             ranges.extend((a + i, a + j) for i, j in pack(weights[a:b], scores[a:b], self.chunk_tokens))
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
         chunks: list[Chunk] = []

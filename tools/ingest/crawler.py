@@ -241,9 +241,9 @@ class Crawler:
         if response is not None and response.status_code == 200:
             parser.parse(response.text.splitlines())
         elif response is not None and response.status_code in (401, 403):
-            parser.disallow_all = True
+            parser.parse(["User-agent: *", "Disallow: /"])  # everything refused
         else:
-            parser.allow_all = True
+            parser.parse([])  # no rules: everything allowed
         return parser
 
     def _visit(self, url: str, previous: dict | None, report: CrawlReport) -> dict | None:
@@ -265,9 +265,8 @@ class Crawler:
         if response.refused:
             report.skipped.append((url, response.refused))
             return None
-        if response.status_code == 304 and previous and self._cached(previous["content_hash"]) is not None:
+        if response.status_code == 304 and previous and (html := self._cached(previous["content_hash"])) is not None:
             self._count(report, "not_modified")
-            html = self._cached(previous["content_hash"])
             final = normalise(str(response.url))
             return {**previous, "changed": False, "links": self._links(final, html), "final": final,
                     **({"lastmod": lastmod} if lastmod else {})}

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragsieve.tools.extras import Extra, missing
+
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*\n", re.DOTALL)
 _FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
@@ -36,8 +38,9 @@ def read_pdf(path: Path) -> Extracted:
     try:
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise FormatError(f"pypdf is not installed ({exc})") from None
+    except ImportError as exc:
+        raise missing(Extra.DOCUMENTS, f"reading PDF files ({path.name})", exc.name or "pypdf",
+                      "or --exclude '*.pdf'") from None
     try:
         reader = PdfReader(str(path))
         if reader.is_encrypted:
@@ -62,8 +65,12 @@ def read_pdf(path: Path) -> Extracted:
 def read_docx(path: Path) -> Extracted:
     try:
         import docx
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise FormatError(f"python-docx is not installed ({exc})") from None
+    except ImportError as exc:
+        raise missing(Extra.DOCUMENTS, f"reading DOCX files ({path.name})", exc.name or "docx",
+                      "or --exclude '*.docx'") from None
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # python-docx raises PackageNotFoundError, KeyError, zipfile errors ...
@@ -73,7 +80,7 @@ def read_docx(path: Path) -> Extracted:
     for block in document.element.body.iterchildren():
         tag = block.tag.rsplit("}", 1)[-1]
         if tag == "p":
-            para = docx.text.paragraph.Paragraph(block, document)
+            para = Paragraph(block, document)
             text = para.text.strip()
             if not text:
                 continue
@@ -85,7 +92,7 @@ def read_docx(path: Path) -> Extracted:
             else:
                 lines.append(text)
         elif tag == "tbl":
-            table = docx.table.Table(block, document)
+            table = Table(block, document)
             for row in table.rows:
                 lines.append(" | ".join(cell.text.strip() for cell in row.cells))
             lines.append("")

@@ -31,7 +31,8 @@ def site_affixes(titles: list[str]) -> tuple[str | None, str | None]:
     """(site-wide suffix, site-wide prefix) of the titles, each None when there is none."""
     titles = [t for t in titles if t]
     need = max(MIN_PAGES, (len(titles) + 1) // 2)
-    suffix_count, prefix_count = Counter(), Counter()
+    suffix_count: Counter[str] = Counter()
+    prefix_count: Counter[str] = Counter()
     for title in titles:
         suffixes, prefixes = _ends(title)
         suffix_count.update(set(suffixes))

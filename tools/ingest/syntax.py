@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeGuard
 
 from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, count_tokens
 
@@ -76,10 +77,10 @@ def language_of(path: str) -> str | None:
 def _parser(language: str):
     from tree_sitter_language_pack import get_parser
 
-    return get_parser(language)
+    return get_parser(language)  # type: ignore[arg-type]  # the stub's Literal of names; ours are LANGUAGES' values
 
 
-def available(language: str | None) -> bool:
+def available(language: str | None) -> TypeGuard[str]:
     """Whether a prebuilt grammar for `language` can be loaded (never downloads)."""
     if language is None:
         return False

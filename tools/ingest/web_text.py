@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.ingest.html_markdown import SKIPPED, element_markdown
 from ragsieve.tools.ingest.html_text import html_to_text
 
@@ -76,15 +77,10 @@ def extract_page(html: str) -> PageText:
         got = element_markdown(container)
         if got.text.strip():
             return PageText(title or "", got.text, markdown=True, locators=got.locators)
-    try:
-        import trafilatura
-    except ImportError:  # pragma: no cover - trafilatura is a dependency
-        trafilatura = None
-    text = None
-    if trafilatura is not None:
-        text = trafilatura.extract(_without_boilerplate_tags(root, html), output_format="markdown", include_formatting=True, include_tables=True,
-                                   include_comments=False, include_links=False, include_images=False,
-                                   favor_recall=True, with_metadata=False, deduplicate=False)
+    trafilatura = require(Extra.CRAWL, "trafilatura", "reading HTML pages", "or --exclude '*.html'")
+    text = trafilatura.extract(_without_boilerplate_tags(root, html), output_format="markdown", include_formatting=True, include_tables=True,
+                               include_comments=False, include_links=False, include_images=False,
+                               favor_recall=True, with_metadata=False, deduplicate=False)
     if not text or not text.strip():
         plain_title, plain = html_to_text(html)
         return PageText(title or plain_title or "", plain, markdown=False)
@@ -127,10 +123,9 @@ def bound_attributes(html: str) -> str:
 
 
 def _parse(html: str):
-    try:
-        import lxml.html
-    except ImportError:  # pragma: no cover - lxml comes with trafilatura
-        return None
+    require(Extra.CRAWL, "lxml.html", "reading HTML pages", "or --exclude '*.html'")
+    import lxml.html
+
     try:
         return lxml.html.fromstring(html)
     except (ValueError, lxml.etree.ParserError):

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from ragsieve.agent.service.documents.catalog import new_id
 from ragsieve.tools.errors import RagsieveError, UsageError
@@ -101,7 +102,7 @@ class Ingestor:
         with self._cv:
             if sum(1 for j in self._queue) >= self.limit:
                 raise QueueFull(f"{self.limit} ingestion jobs are already waiting; retry later")
-            job = {"id": new_id("job_"), "object": "job", "kind": kind, "index": store_id, "status": "queued",
+            job: dict[str, Any] = {"id": new_id("job_"), "object": "job", "kind": kind, "index": store_id, "status": "queued",
                    "created_at": int(time.time()), "started_at": None, "finished_at": None, "progress": {},
                    "error": None, "result": None, "params": params}
             self.jobs[job["id"]] = job

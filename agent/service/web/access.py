@@ -92,7 +92,7 @@ class WidgetCors:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         origin = normal_origin(headers["origin"]) if "origin" in headers else None
-        if not self.widget_keys.any_allows(origin):
+        if origin is None or not self.widget_keys.any_allows(origin):
             return await self.app(scope, receive, send)
         cors = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:

@@ -38,7 +38,7 @@ def render(index: str, chunks: list, cited_index: int) -> str:
             rows = []
             for offset, line in enumerate(lines):
                 n = c.line_start + offset
-                hl = is_cited and (cited.line_end is None or n <= cited.line_end)
+                hl = is_cited and (c.line_end is None or n <= c.line_end)
                 rows.append(f'<span class="line{" hl" if hl else ""}" id="L{n}"><a class="n" href="#L{n}">{n}</a>'
                             f'<span class="t">{escape(line) or " "}</span></span>')
             next_line = c.line_start + len(lines)

@@ -87,7 +87,9 @@ class OpenAIEmbedder:
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            self.embed(["dimension probe"])
+            self.embed(["dimension probe"])  # a reply records the dimension
+        if self._dimension is None:
+            raise ModelEndpointError(f"{self.name}: the endpoint's reply gave no vector dimension")
         return int(self._dimension)
 
     def expect_dimension(self, dimension: int) -> None:
