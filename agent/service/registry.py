@@ -5,7 +5,7 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
@@ -63,6 +63,7 @@ class IndexRegistry:
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
         self._watcher: Watcher | None = None
+        self.insights: Any = None  # the question log's hook (`ragsieve.agent.service.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
@@ -111,7 +112,17 @@ class IndexRegistry:
             raise KeyError(model)
         return name, plan or None
 
+    def logged(self, name: str, surface: Any) -> Any:
+        """Where a question to index `name` is logged (`jobs.Logged`), or None when insights are off for it."""
+        from ragsieve.agent.service.jobs import Logged
+
+        hook = getattr(self, "insights", None)
+        return Logged(hook, name, surface) if hook is not None and hook.logs(name) else None
+
     def close(self) -> None:
+        if getattr(self, "insights", None) is not None:
+            self.insights.close()
+            self.insights = None
         if getattr(self, "_watcher", None) is not None:
             self._watcher.stop()
         for orch in getattr(self, "orchestrators", {}).values():
