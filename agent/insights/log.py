@@ -173,7 +173,8 @@ class QuestionLog:
         """Logged questions (oldest first) of `index` (all when None) asked at or after `since`."""
         if not self.path.exists():
             return []
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if index is not None:
             where.append("index_name = ?")
             args.append(index)

@@ -48,7 +48,7 @@ class Report(BaseModel):
     totals: dict[str, int]
     groups: list[TopicGroup]
     flagged: list[Flagged]
-    most_cited: list[tuple[str, int]]
+    most_cited: list[tuple[str, int]]  # documents by the answers (not abstentions) citing them
     unreached: list[str]
     unreached_total: int
     clustered: str  # what was embedded/clustered, for the reader of the numbers
@@ -70,10 +70,11 @@ def build_report(records: list[QuestionRecord], *, index: str, since: float, unt
                        why="marked wrong" if r.rating == -1 else "low confidence")
                for r in reversed(records) if not r.unanswered and (r.rating == -1 or r.low_confidence)]
     cites = [r.citations for r in records]
-    unreached = unreached_documents(documents, cites)
+    unreached = unreached_documents(documents, cites)  # an abstention's closest passages reached their documents
+    answered_cites = [r.citations for r in records if r.outcome is Outcome.ANSWERED]
     embedded = sum(r.vector is not None for r in open_)
     return Report(index=index, since=since, until=until, totals=totals, groups=groups, flagged=flagged[:MAX_FLAGGED],
-                  most_cited=cited_documents(cites).most_common(TOP_DOCS), unreached=unreached[:max_unreached],
+                  most_cited=cited_documents(answered_cites).most_common(TOP_DOCS), unreached=unreached[:max_unreached],
                   unreached_total=len(unreached),
                   clustered=f"{len(open_)} unanswered questions grouped ({embedded} with the embedding cached at "
                             f"log time, {len(open_) - embedded} embedded now); answered ones are not clustered")
