@@ -34,7 +34,7 @@ def insights_for(log: QuestionLog, name: str, orch: Searchable, *, since: float,
         for hit in orch.retrieve(question, top_k=CLOSEST):
             text = " ".join(hit.chunk.text.split())
             out.append({"chunk_id": hit.chunk_id, "source": hit.chunk.source, "title": hit.chunk.title,
-                        "score": round(float(hit.score or 0.0), 4),
+                        "cosine": None if hit.dense_score is None else round(float(hit.dense_score), 4),
                         "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " ..."})
         return out
 

@@ -136,7 +136,7 @@
     var cl = el("ul");
     g.closest.forEach(function (p) {
       var li = el("li", "ri-passage");
-      li.appendChild(el("span", null, (p.title ? p.title + " — " : "") + p.source + " (score " + p.score + ")"));
+      li.appendChild(el("span", null, (p.title ? p.title + " — " : "") + p.source + (p.cosine === null ? "" : " (cosine " + p.cosine.toFixed(2) + ")")));
       li.appendChild(el("small", null, p.snippet));
       cl.appendChild(li);
     });
