@@ -6,7 +6,8 @@ user typed (sent as a bearer token, kept in the tab's sessionStorage):
 downloads `GET /insights/api/export.csv` / `export.json`, and
 `POST /insights/api/export-eval` which writes a group of unanswered questions as
 an evaluation set under DATA_DIR/insights-eval/. Every route needs a key whose
-scope says `:admin` for the index (403 otherwise; 401 without a valid key).
+scope says `:admin` for the index (403 otherwise; 401 without a valid key). A report is kept REPORT_TTL_S
+seconds, so the page's downloads and its export click reuse it (a large log takes seconds to group).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ragsieve.agent.service.web import assets
 from ragsieve.agent.service.web.pages import PAGE_CSP, SAFE
 
 router = APIRouter()
+REPORT_TTL_S = 30.0  # the page, its downloads and its export click share one computation this long
 SinceArg = Query("30d", max_length=40, description="30d, 12h, 6w or an ISO date")
 IndexArg = Query(max_length=64)
 
@@ -93,12 +95,18 @@ async def _report(request: Request, who: Caller, index: str, since: str) -> tupl
     except ValueError as exc:
         raise ApiError(400, str(exc), param="since") from None
     live = request.app.state.registry.orchestrators[index]
+    cache: dict[tuple[str, str], tuple[float, Report, list[QuestionRecord]]] = hook.reports
+    hit = cache.get((index, since))
+    if hit is not None and time.monotonic() - hit[0] < REPORT_TTL_S:
+        return hit[1], hit[2]
 
     def compute() -> tuple[Report, list[QuestionRecord]]:
         hook.log.flush(5.0)  # what was just asked is in the report
         return insights_for(hook.log, index, live, since=start, until=now, distance=hook.settings.group_distance)
 
-    return await anyio.to_thread.run_sync(compute)
+    result, records = await anyio.to_thread.run_sync(compute)
+    cache[(index, since)] = (time.monotonic(), result, records)
+    return result, records
 
 
 @router.get("/insights/api/report")
