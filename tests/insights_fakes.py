@@ -50,13 +50,13 @@ class FakeClock:
 
 @contextlib.contextmanager
 def insights_service(indexes: dict[str, Path], data_dir: Path, clock, *, config: Config | None = None,
-                     keys: KeyRing | None = None, lifetime_s: float = 300.0):
+                     keys: KeyRing | None = None, lifetime_s: float = 300.0, widget_keys=None):
     config = config or Config.model_validate({"insights": {"enabled": True}})
     registry = IndexRegistry(indexes, config, llm=LLM(FakeChat(default=scripted)))
     try:
         registry.insights = open_insights(registry, str(data_dir), clock=clock)
         settings = ServiceSettings(port=0, data_dir=str(data_dir))
-        app = create_app(registry, settings, keys, preload_model=False)
+        app = create_app(registry, settings, keys, preload_model=False, widget_keys=widget_keys)
         with ServiceThread(app, settings, lifetime_s=lifetime_s) as svc:
             svc.registry = registry
             yield svc

@@ -249,3 +249,22 @@ def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp
     assert main(args + ["--export-eval", "g1", "--out", str(out)]) == 0
     assert {q.text for q in load_dataset(out).questions} == set(BILLING)
     assert words(report["groups"][0]["label"]) & {"refund", "invoices", "credit", "billing", "vat", "card"}
+
+
+def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index, tmp_path):
+    from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+
+    site, key = "https://docs.example.com", "pk-insights-widget-1"
+    keys = WidgetKeys([WidgetKey(key, frozenset({"lumen"}), frozenset({site}), 30, visitor_requests_per_minute=30)])
+    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), widget_keys=keys) as svc:
+        headers = {"Authorization": f"Bearer {key}", "Origin": site}
+        with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": BILLING[0]}, headers=headers,
+                          timeout=60) as r:
+            done = [d for e, d in sse_events(r) if e == "done"][0]
+        rated = httpx.post(f"{svc.base_url}/ui/api/feedback", headers=headers,
+                           json={"answer_id": done["answer_id"], "rating": "up"})
+        assert rated.status_code == 200, rated.text
+        svc.registry.insights.log.flush()
+        (row,) = svc.registry.insights.log.rows("lumen")
+        assert row.surface is Surface.WIDGET and row.id == done["answer_id"] and row.rating == 1
+        assert row.outcome is Outcome.ABSTAINED_MODEL
