@@ -19,6 +19,7 @@ from ragsieve.agent.insights.log import FILE_NAME, QuestionLog
 from ragsieve.agent.insights.record import Outcome, QuestionRecord, Surface, record_of
 from ragsieve.agent.insights.redact import redact
 from ragsieve.agent.orchestrator import Answer
+from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
 from ragsieve.agent.service.keys import KeyRing
 
 EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+44 20 7946 0958"
@@ -187,6 +188,18 @@ def test_outcomes_from_answers():
     mixed = record_of(Answer(**base, abstention="mixed"), index="i", surface="widget", at=0, latency_s=0,
                       keep_answer=True)
     assert mixed.outcome is Outcome.ANSWERED and mixed.low_confidence and mixed.answer == "a"
+    trace = [TraceEvent(step="conformal", outcome="next", summary={"status": "applied", "best": 0.31, "qhat": 0.4}),
+             TraceEvent(step="answer", outcome="next", summary={"answerability": {
+                 "answerable": False, "score": 0.42, "threshold": 0.55}})]
+    calibrated = record_of(Answer(**base, abstention="model", trace=trace, evidence="fast",
+                                  conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50,
+                                                            coverage=0.9)),
+                           index="i", surface="ask", at=0, latency_s=0)
+    assert (calibrated.score, calibrated.threshold, calibrated.conformal_best, calibrated.qhat) == (0.42, 0.55, 0.31, 0.4)
+    weak = record_of(Answer(**base, evidence="fast", conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4,
+                                                                               calibration_n=50, coverage=0.9)),
+                     index="i", surface="ask", at=0, latency_s=0)
+    assert weak.outcome is Outcome.ANSWERED and weak.low_confidence  # answered without passing the cutoff
 
 
 def test_admin_scope_is_needed_for_insights(examples_index, tmp_path):

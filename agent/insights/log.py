@@ -34,13 +34,13 @@ PRUNE_EVERY_S = 3600.0
 Embed = Callable[[list[str]], np.ndarray]
 
 _COLUMNS = ("id", "index_name", "surface", "at", "plan", "outcome", "question", "latency_s", "asked",
-            "low_confidence", "abstention", "evidence", "resolved", "score", "threshold", "qhat", "citations",
+            "low_confidence", "abstention", "evidence", "resolved", "score", "threshold", "qhat", "conformal_best", "citations",
             "answer", "rating", "vector")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS questions (
     id TEXT PRIMARY KEY, index_name TEXT NOT NULL, surface TEXT NOT NULL, at REAL NOT NULL, plan TEXT NOT NULL,
     outcome TEXT NOT NULL, question TEXT NOT NULL, latency_s REAL NOT NULL, asked TEXT, low_confidence INTEGER NOT NULL,
-    abstention TEXT, evidence TEXT, resolved INTEGER, score REAL, threshold REAL, qhat REAL, citations TEXT NOT NULL,
+    abstention TEXT, evidence TEXT, resolved INTEGER, score REAL, threshold REAL, qhat REAL, conformal_best REAL, citations TEXT NOT NULL,
     answer TEXT, rating INTEGER, vector BLOB
 );
 CREATE INDEX IF NOT EXISTS questions_at ON questions(index_name, at);
@@ -115,8 +115,8 @@ class QuestionLog:
     def _write_items(self, items: list[tuple[str, object]]) -> None:
         records = [r for kind, r in items if kind == "record" and isinstance(r, QuestionRecord)]
         self._embed(records)
-        ratings = [r for kind, r in items if kind == "rate"]
-        self.write(records, ratings)  # type: ignore[arg-type]
+        ratings = [(str(r[0]), int(r[1])) for kind, r in items if kind == "rate" and isinstance(r, tuple)]
+        self.write(records, ratings)
 
     def _embed(self, records: list[QuestionRecord]) -> None:
         by_index: dict[str, list[QuestionRecord]] = {}
@@ -201,7 +201,7 @@ class QuestionLog:
 def _row(r: QuestionRecord) -> tuple:
     return (r.id, r.index, r.surface.value, r.at, r.plan, r.outcome.value, r.question, r.latency_s, r.asked,
             int(r.low_confidence), r.abstention, r.evidence, None if r.resolved is None else int(r.resolved),
-            r.score, r.threshold, r.qhat, json.dumps(r.citations, ensure_ascii=False), r.answer, r.rating, r.vector)
+            r.score, r.threshold, r.qhat, r.conformal_best, json.dumps(r.citations, ensure_ascii=False), r.answer, r.rating, r.vector)
 
 
 def _record(row: tuple) -> QuestionRecord:
@@ -211,7 +211,7 @@ def _record(row: tuple) -> QuestionRecord:
         outcome=Outcome(v["outcome"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
         low_confidence=bool(v["low_confidence"]), abstention=v["abstention"], evidence=v["evidence"],
         resolved=None if v["resolved"] is None else bool(v["resolved"]), score=v["score"], threshold=v["threshold"],
-        qhat=v["qhat"], citations=json.loads(v["citations"]), answer=v["answer"], rating=v["rating"],
+        qhat=v["qhat"], conformal_best=v["conformal_best"], citations=json.loads(v["citations"]), answer=v["answer"], rating=v["rating"],
         vector=v["vector"])
 
 

@@ -70,6 +70,7 @@ class QuestionRecord:
     score: float | None = None  # the calibrated answerability score (top-1 cosine), when the run computed it
     threshold: float | None = None  # its cutoff at `abstention.max_false_answer`
     qhat: float | None = None  # the conformal cutoff the context was filtered with
+    conformal_best: float | None = None  # the best candidate's nonconformity score (it passes when <= qhat)
     citations: list[dict[str, Any]] = field(default_factory=list)  # {"chunk_id", "source", "cited"}
     answer: str | None = None
     rating: int | None = None
@@ -86,6 +87,14 @@ def answerability_of(trace: list[TraceEvent]) -> dict[str, Any]:
         if event.step == "answer" and isinstance(event.summary.get("answerability"), dict):
             return event.summary["answerability"]
     return {}
+
+
+def conformal_best_of(trace: list[TraceEvent]) -> float | None:
+    """The last conformal step's best nonconformity score, when it applied a calibrated cutoff."""
+    for event in reversed(trace):
+        if event.step == "conformal" and event.summary.get("status") == "applied":
+            return _num(event.summary.get("best"))
+    return None
 
 
 def outcome_of(abstention: str | None) -> Outcome:
@@ -106,6 +115,7 @@ def record_of(answer: AnswerLike, *, index: str, surface: Surface | str, at: flo
         asked=asked, low_confidence=low, abstention=answer.abstention, evidence=answer.evidence,
         resolved=answer.resolved, score=_num(decided.get("score")), threshold=_num(decided.get("threshold")),
         qhat=answer.conformal.qhat if answer.conformal is not None else None,
+        conformal_best=conformal_best_of(answer.trace),
         citations=[{"chunk_id": c.chunk_id, "source": c.source, "cited": c.cited} for c in answer.citations],
         answer=redact(answer.answer) if keep_answer else None)
     if answer_id:

@@ -125,7 +125,7 @@ def parse_since(text: str, now: float) -> float:
 
 
 CSV_FIELDS = ("id", "at", "surface", "plan", "outcome", "low_confidence", "rating", "score", "threshold",
-              "latency_s", "group", "question", "sources")
+              "conformal_best", "qhat", "latency_s", "group", "question", "sources")
 
 
 def to_csv(report: Report, records: list[QuestionRecord]) -> str:
@@ -140,9 +140,14 @@ def to_csv(report: Report, records: list[QuestionRecord]) -> str:
         at = dt.datetime.fromtimestamp(r.at, dt.timezone.utc).isoformat(timespec="seconds")
         writer.writerow([r.id, at, r.surface.value, r.plan, r.outcome.value, int(r.low_confidence),
                          "" if r.rating is None else r.rating, "" if r.score is None else r.score,
-                         "" if r.threshold is None else r.threshold, r.latency_s, group_of.get(r.id, ""),
+                         "" if r.threshold is None else r.threshold, _blank(r.conformal_best), _blank(r.qhat),
+                         r.latency_s, group_of.get(r.id, ""),
                          _cell(r.question), _cell(" ".join(_sources(r)))])
     return buf.getvalue()
+
+
+def _blank(value: float | None) -> str | float:
+    return "" if value is None else value
 
 
 def _cell(text: str) -> str:
