@@ -16,14 +16,15 @@ from typing import Any
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.insights.log import FILE_NAME, Embed, QuestionLog
-from ragsieve.agent.insights.record import AnswerLike, Surface, record_of
+from ragsieve.agent.insights.record import AnswerLike, QuestionRecord, Surface, record_of
+from ragsieve.agent.insights.report import Report
 
 
 class InsightsHook:
     def __init__(self, log: QuestionLog, config: Config, names: set[str]):
         self.log, self.settings = log, config.insights
         self.names = {n for n in names if self.settings.logs(n)}
-        self.reports: dict[tuple[str, str], Any] = {}  # the insights routes' recent reports (web/insights.py)
+        self.reports: dict[tuple[str, str], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
 
     def logs(self, index: str) -> bool:
         return index in self.names

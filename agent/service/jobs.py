@@ -12,13 +12,17 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import anyio
 
 from ragsieve.agent.errors import BudgetExceeded, LLMError, ModelUnavailableError, RagsieveError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.service.errors import ApiError
+
+if TYPE_CHECKING:
+    from ragsieve.agent.insights.record import Surface
+    from ragsieve.agent.service.insights_hook import InsightsHook
 
 DISCONNECT_POLL_S = 0.25
 
@@ -71,9 +75,9 @@ def check_answered(answer):
 class Logged:
     """Where a question goes in the question log (`ragsieve.agent.service.insights_hook`)."""
 
-    hook: Any  # an InsightsHook
+    hook: InsightsHook
     index: str
-    surface: Any  # a `ragsieve.agent.insights.record.Surface`
+    surface: Surface
 
 
 class QuestionJob:

@@ -95,7 +95,7 @@ async def _report(request: Request, who: Caller, index: str, since: str) -> tupl
     except ValueError as exc:
         raise ApiError(400, str(exc), param="since") from None
     live = request.app.state.registry.orchestrators[index]
-    cache: dict[tuple[str, str], tuple[float, Report, list[QuestionRecord]]] = hook.reports
+    cache = hook.reports
     hit = cache.get((index, since))
     if hit is not None and time.monotonic() - hit[0] < REPORT_TTL_S:
         return hit[1], hit[2]
