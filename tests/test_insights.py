@@ -281,3 +281,47 @@ def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index
         (row,) = svc.registry.insights.log.rows("lumen")
         assert row.surface is Surface.WIDGET and row.id == done["answer_id"] and row.rating == 1
         assert row.outcome is Outcome.ABSTAINED_MODEL
+
+
+BILLING_PAGE = """# Billing and invoices
+
+Invoices are in Settings > Billing; download any invoice as a PDF there. Pay by credit card or by invoice (bank
+transfer). Change the billing address on future invoices under Billing details. A refund of a subscription is
+possible within 14 days: write to the billing team. Every payment gets a VAT receipt. A credit card charged twice
+is refunded automatically within five days.
+"""
+
+
+def _passage_aware(messages) -> str:
+    """Answers only when a passage shown talks about billing; abstains otherwise (as a careful model would)."""
+    prompt = messages[-1]["content"]
+    passages = prompt.rsplit("Question:", 1)[0].lower()
+    return "See the billing page [1]." if "billing" in passages and "invoice" in passages else \
+        "The context does not contain the answer."
+
+
+def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(month, examples_index, embedder, tmp_path):
+    """The loop the export is for: today the group's questions are abstained on; the owner adds the page, re-indexes,
+    and the same evaluation set shows them answered."""
+    import shutil
+
+    from conftest import EXAMPLES
+
+    from ragsieve.agent.eval.evaluate import Evaluation
+    from ragsieve.agent.llm.fake import FakeChat
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    folder = month["exported"].json()["folder"]
+
+    def abstention_rate(index_dir) -> float:
+        results = Evaluation(folder, index_dir, plans=["fast"], out=tmp_path / f"eval-{index_dir.name}",
+                             chat=FakeChat(default=_passage_aware), cache=False, progress=False).run()
+        return results["plans"]["fast"]["answers"]["abstain_correct"]
+
+    assert abstention_rate(examples_index) == 1.0  # every question of the group is abstained on today
+    docs = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, docs)
+    (docs / "docs" / "billing.md").write_text(BILLING_PAGE, encoding="utf-8")
+    fixed = tmp_path / "fixed-index"
+    IndexBuilder(fixed, embedder=embedder, progress=False).build([str(docs)])
+    assert abstention_rate(fixed) <= 0.25  # after the page: the group is answered
