@@ -151,6 +151,7 @@ def test_redaction_keeps_planted_secrets_out_of_the_database_file(month):
     assert b"rotate an API key? I am [email]" in raw  # the question is there ...
     for secret in (EMAIL, KEY, "7946 0958", "jane.roe", "9f8e7d6c5b4a"):
         assert secret.encode() not in raw  # ... its e-mail, phone and key are not, in the file or its WAL
+    assert db.stat().st_mode & 0o077 == 0  # readable by the server's user only
 
 
 def test_redact_patterns():

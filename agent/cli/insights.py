@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(text: str) -> str:
+    """A logged question on a terminal: control characters (escape sequences) shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def text_report(report) -> str:
     day = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d")  # noqa: E731
     t = report.totals
@@ -95,4 +100,4 @@ def text_report(report) -> str:
     lines += ["", "Most cited documents:"] + [f"  {n:>5}  {d}" for d, n in report.most_cited[:10]]
     lines += ["", f"Documents no question reached: {report.unreached_total}"] + [f"  {d}" for d in report.unreached[:20]]
     lines += ["", report.clustered]
-    return "\n".join(lines)
+    return "\n".join(_shown(line) for line in lines)

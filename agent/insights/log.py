@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -188,6 +189,8 @@ class QuestionLog:
     def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():  # what users asked: readable by the server's user only (WAL files follow)
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             db = sqlite3.connect(self.path, timeout=10.0)
             db.execute("PRAGMA busy_timeout = 10000")
             db.execute("PRAGMA journal_mode=WAL")
