@@ -308,6 +308,23 @@ class SegmentConfig(_Section):
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
 
 
+class InsightsConfig(_Section):
+    """The question log behind `ragsieve insights` and `/insights` (ragsieve.agent.insights). Off by default;
+    texts are redacted (e-mails, phone numbers, tokens, key-like strings) before anything is written."""
+
+    enabled: bool = False
+    indexes: list[str] = Field(default_factory=list)  # the served indexes logged; empty: every one
+    retention_days: float = Field(default=90.0, gt=0, le=3650)  # older rows are deleted
+    store_answers: bool = False  # also keep the (redacted) answer text
+    # average cosine distance under which questions share a topic (average linkage); 0.75 joins MiniLM paraphrases
+    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/test_insights.py)
+    group_distance: float = Field(default=0.75, gt=0.0, lt=2.0)
+    dir: str | None = None  # where insights.sqlite3 lives (None: the server's --data-dir)
+
+    def logs(self, index: str) -> bool:
+        return self.enabled and (not self.indexes or index in self.indexes)
+
+
 class PlanSpec(_Section):
     """A plan as data: the first step and, per step, where each outcome leads ("end" stops)."""
 
@@ -327,6 +344,7 @@ class Config(_Section):
     outliers: OutlierConfig = Field(default_factory=OutlierConfig)
     abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
+    insights: InsightsConfig = Field(default_factory=InsightsConfig)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)
