@@ -106,6 +106,9 @@ class RetrievalConfig(_Section):
     # benchmark R@5 0.698 -> 0.703, 5.0 instead of 4.53 passages in the stitched top 5: results/sources.json);
     # false: every piece keeps its own place
     collapse: bool = True
+    # one hit per page section (the same URL#anchor): a section's later chunks leave the ranked list, which is
+    # read further, so a top 3 is three sections; false: every chunk keeps its own place
+    sections: bool = True
 
 
 class LLMConfig(_Section):
