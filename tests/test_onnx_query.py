@@ -71,3 +71,21 @@ def test_search_never_imports_torch(int8, tmp_path):
     hits = json.loads(done.stdout[:done.stdout.rindex("\n{")])["hits"]
     assert last == {"code": 0, "torch": False, "st": False}
     assert hits and "ninety days" in hits[0]["text"]
+
+
+def test_the_first_export_shows_no_tracer_warnings(tmp_path, monkeypatch):
+    import warnings
+
+    monkeypatch.setenv("RAGSIEVE_CACHE", str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Embedder(encoder="onnx")
+    assert list(tmp_path.rglob("model.onnx"))  # it did export
+    shown = [w for w in caught if "Tracer" in type(w.message).__name__ or "onnx" in str(w.filename)]
+    assert not shown, [str(w.message)[:120] for w in shown]
+
+
+def test_call_counts_are_pluralised():
+    from ragsieve.agent.cli.common import plural
+
+    assert [plural(n, "LLM call") for n in (0, 1, 2)] == ["0 LLM calls", "1 LLM call", "2 LLM calls"]

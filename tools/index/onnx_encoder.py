@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -113,7 +114,9 @@ class OnnxEncoder:
         axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
         tmp = target.with_suffix(".tmp.onnx")
         try:
-            with torch.no_grad():
+            # the exporter's TracerWarnings and opset notes are about its tracing, not the user's data: not shown
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 torch.onnx.export(Pooled(transformer.eval()), tuple(sample[n] for n in names), str(tmp),
                                   input_names=names, output_names=["embedding"], dynamic_axes=axes,
                                   opset_version=17, dynamo=False)
