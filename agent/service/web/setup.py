@@ -29,4 +29,4 @@ def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
                              page_origins={o for o in map(normal_origin, settings.cors_origins) if o})
     app.include_router(api.router)
     app.include_router(pages.router)
-    app.add_middleware(access.WidgetCors, widget_keys=widget_keys)
+    app.add_middleware(access.WidgetCors, widget_keys=widget_keys, page_origins=app.state.web.page_origins)
