@@ -133,3 +133,36 @@ def test_ranking_keeps_one_chunk_per_section_and_skips_toc(tmp_path, embedder):
         assert [h.chunk.symbol for h in every].count("#frob.table") >= 3
         toc = HybridRetriever(index).with_filter(Where(kind="toc")).run("library part", top_k=3)
         assert toc and all(h.chunk.kind == "toc" for h in toc)  # asked for by kind: returned
+
+
+def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_pages_last(tmp_path, embedder):
+    """The fixture pages served over loopback and crawled: the index page is fetched first (the start), a page
+    named as an index last, and the index holds a table chunk, a whole code block and a `toc` page."""
+    from test_crawler import serve
+
+    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.ingest.crawler import Crawler
+
+    site = tmp_path / "site"
+    (site / "docs").mkdir(parents=True)
+    (site / "docs" / "index.html").write_text(TOC.replace("lib0.html", "genindex.html").replace(
+        "lib1.html", "frob.html"), encoding="utf-8")
+    (site / "docs" / "frob.html").write_text(FROB, encoding="utf-8")
+    (site / "docs" / "genindex.html").write_text(TOC, encoding="utf-8")
+    (site / "docs" / "sitemap.xml").write_text("<urlset></urlset>", encoding="utf-8")
+    with serve(site) as (origin, _):
+        order: list[str] = []
+        Crawler(origin + "/docs/index.html", state_dir=tmp_path / "state", rate=50, sleep=lambda s: None,
+                workers=1, progress=lambda done, total, url: order.append(url.rsplit("/", 1)[-1])).run()
+        assert order[0] == "index.html" and order.index("frob.html") < order.index("genindex.html")
+        IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False).build(
+            [origin + "/docs/index.html"], crawl={"rate": 50, "sleep": lambda s: None})
+    with HybridIndex.open(tmp_path / "idx") as index:
+        chunks = index.store.get_many(range(len(index)))
+    kinds = {c.source.rsplit("/", 1)[-1]: c.kind for c in chunks}
+    assert kinds["index.html"] == "toc" and kinds["genindex.html"] == "toc" and kinds["frob.html"] == "markdown"
+    texts = [c.text for c in chunks if c.source.endswith("frob.html")]
+    assert any("| Mode | Meaning |\n|---|---|\n" in t for t in texts)
+    assert any("```\ndef spam(eggs):" in t and "    return total\n```" in t for t in texts)
+    assert all(t.count("```") % 2 == 0 for t in texts)

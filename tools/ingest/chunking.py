@@ -12,6 +12,14 @@ ends only, except a line over the budget (minified JavaScript, a data blob),
 which is cut at token starts like prose. Every chunk is at most `chunk_tokens`
 tokens and `chunk_tokens * MAX_CHARS_PER_TOKEN` characters, whatever the input:
 a run of characters with no token boundary is cut by length.
+
+Markdown keeps its blocks whole: a fenced code block or a table (a run of `|`
+lines) that fits the budget is one unit, so it is never cut. A longer code
+block is cut between its lines (preferably at blank lines, never just before
+its closing fence), and each piece is re-opened (`` ``` `` before it) and
+closed (after it) so that every chunk has balanced fences; a document with
+such a block is packed `FENCE_RESERVE` tokens under the budget to leave room.
+Those added fences are the only text of a chunk that is not in the document.
 """
 from __future__ import annotations
 
