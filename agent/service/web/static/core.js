@@ -140,7 +140,6 @@ var Core = (function () {
     function submit(e) {
       if (e) e.preventDefault();
       if (busy) {  // the button reads "Stop" while an answer streams: only a click on it cancels the question
-        if (input.value.trim()) { enqueue(); return; }
         if (stopper) stopper.abort();
         return;
       }
