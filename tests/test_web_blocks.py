@@ -166,3 +166,42 @@ def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_p
     assert any("| Mode | Meaning |\n|---|---|\n" in t for t in texts)
     assert any("```\ndef spam(eggs):" in t and "    return total\n```" in t for t in texts)
     assert all(t.count("```") % 2 == 0 for t in texts)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_markdown_blocks_keep_balanced_fences_budget_and_text(seed):
+    import random
+
+    from ragsieve.tools.types import Document
+
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "x", "(", ")", "=", "rows", "append", "gamma", "|", "delta"]
+    parts: list[str] = []
+    for _ in range(rng.randint(1, 12)):
+        kind = rng.random()
+        if kind < 0.3:
+            body = [" " * rng.choice([0, 4]) + " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+                    for _ in range(rng.randint(1, 40))]
+            parts.append("```\n" + "\n".join(body) + "\n```")
+        elif kind < 0.5:
+            rows = ["| " + " | ".join(rng.choice(words[:5]) for _ in range(3)) + " |" for _ in range(rng.randint(1, 30))]
+            parts.append("| a | b | c |\n|---|---|---|\n" + "\n".join(rows))
+        elif kind < 0.6:
+            parts.append("## " + " ".join(rng.choice(words) for _ in range(3)))
+        else:
+            parts.append(" ".join(rng.choice(words) for _ in range(rng.randint(1, 80))))
+    text = "\n\n".join(parts)
+    budget = rng.choice([20, 40, 80, 200])
+    doc = Document(doc_id="d", source="d", text=text, kind="markdown", line_start=None)
+    chunks = Chunker(budget).run(doc)
+    for chunk in chunks:
+        assert chunk.text.count("```") % 2 == 0, chunk.text
+        assert count_tokens(chunk.text) <= budget
+    from ragsieve.tools.ingest.chunking import FENCE_RESERVE
+
+    for block in parts:  # a code block or table that fits (with room for re-opened fences) is in one chunk
+        if block.startswith(("```", "|")) and count_tokens(block) <= budget - FENCE_RESERVE:
+            assert any(block in c.text for c in chunks), block
+    kept = [ln for c in chunks for ln in c.text.split("\n") if ln.strip() and ln.strip() != "```"]
+    original = [ln for ln in text.split("\n") if ln.strip() and ln.strip() != "```"]
+    assert "".join(kept).replace(" ", "") == "".join(original).replace(" ", "")
