@@ -34,10 +34,10 @@ def test_a_role_delta_is_not_a_first_token_and_a_silent_prompt_is_not_sent_twice
 
 
 def test_progress_events_keep_a_long_prompt_alive_and_the_embedded_server_is_asked_for_them():
-    # 12 progress events 0.15 s apart: 1.8 s of prompt reading, over three times the 0.5 s window
-    with SlowStream(role_first=True, progress=12, interval_s=0.15, tokens=3) as slow:
+    # 24 progress events 0.15 s apart: 3.6 s of prompt reading, over twice the 1.5 s window
+    with SlowStream(role_first=True, progress=24, interval_s=0.15, tokens=3) as slow:
         got: list[str] = []
-        adaptive = chat(slow.base_url, timeout_s=0.5, max_attempts=1, adaptive_timeouts=True)
+        adaptive = chat(slow.base_url, timeout_s=1.5, max_attempts=1, adaptive_timeouts=True)
         reply = adaptive.stream(MSGS, on_token=got.append)
         assert got == ["t0 ", "t1 ", "t2 "] and reply.text == "t0 t1 t2 "
         assert slow.bodies[-1].get("return_progress") is True

@@ -33,7 +33,7 @@ def docs_index(tmp_path_factory, embedder):
 
 
 def test_enter_while_an_answer_streams_queues_the_question(docs_index, tmp_path):
-    chat = FakeChat(default=scripted_reply, token_delay_s=0.15)  # a slow stream: seconds of "Answering…"
+    chat = FakeChat(default=scripted_reply, token_delay_s=0.25)  # a slow stream: seconds of "Answering…"
     with served_ui({"docs": docs_index}, chat, tmp_path / "data") as svc, browser() as b:
         page = b.new_context(viewport={"width": 1000, "height": 800}).new_page()
         errors: list[str] = []
