@@ -106,6 +106,9 @@ class RetrievalConfig(_Section):
     # benchmark R@5 0.698 -> 0.703, 5.0 instead of 4.53 passages in the stitched top 5: results/sources.json);
     # false: every piece keeps its own place
     collapse: bool = True
+    # one hit per page section (the same URL#anchor): a section's later chunks leave the ranked list, which is
+    # read further, so a top 3 is three sections; false: every chunk keeps its own place
+    sections: bool = True
 
 
 class LLMConfig(_Section):
@@ -118,7 +121,7 @@ class LLMConfig(_Section):
     n_ctx: int = Field(16384, ge=512)
     context_window: int | None = Field(None, ge=512)  # a configured endpoint's context window (None: n_ctx)
     parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
-    n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
+    n_threads: int | None = Field(None, ge=1)  # None: the cores the load leaves idle (local_server.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
     # inactivity timeout: a stream is cut when no token arrives for this long; a plain call may take this long

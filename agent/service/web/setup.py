@@ -30,4 +30,4 @@ def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(insights.router)
-    app.add_middleware(access.WidgetCors, widget_keys=widget_keys)
+    app.add_middleware(access.WidgetCors, widget_keys=widget_keys, page_origins=app.state.web.page_origins)
