@@ -106,6 +106,9 @@ class RetrievalConfig(_Section):
     # benchmark R@5 0.698 -> 0.703, 5.0 instead of 4.53 passages in the stitched top 5: results/sources.json);
     # false: every piece keeps its own place
     collapse: bool = True
+    # one hit per page section (the same URL#anchor): a section's later chunks leave the ranked list, which is
+    # read further, so a top 3 is three sections; false: every chunk keeps its own place
+    sections: bool = True
 
 
 class LLMConfig(_Section):
@@ -118,7 +121,7 @@ class LLMConfig(_Section):
     n_ctx: int = Field(16384, ge=512)
     context_window: int | None = Field(None, ge=512)  # a configured endpoint's context window (None: n_ctx)
     parallel: int = Field(2, ge=1, le=64)  # the embedded server's parallel slots (concurrent requests)
-    n_threads: int | None = None  # None: all usable cores (lower it on a busy machine: see local_llm.default_threads)
+    n_threads: int | None = Field(None, ge=1)  # None: the cores the load leaves idle (local_server.default_threads)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=1)
     # inactivity timeout: a stream is cut when no token arrives for this long; a plain call may take this long
@@ -308,6 +311,23 @@ class SegmentConfig(_Section):
     merge: bool = True  # one passage per segment (text rebuilt from the chunk store) or one per chunk
 
 
+class InsightsConfig(_Section):
+    """The question log behind `ragsieve insights` and `/insights` (ragsieve.agent.insights). Off by default;
+    texts are redacted (e-mails, phone numbers, tokens, key-like strings) before anything is written."""
+
+    enabled: bool = False
+    indexes: list[str] = Field(default_factory=list)  # the served indexes logged; empty: every one
+    retention_days: float = Field(default=90.0, gt=0, le=3650)  # older rows are deleted
+    store_answers: bool = False  # also keep the (redacted) answer text
+    # average cosine distance under which questions share a topic (average linkage); 0.75 joins MiniLM paraphrases
+    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/test_insights.py)
+    group_distance: float = Field(default=0.75, gt=0.0, lt=2.0)
+    dir: str | None = None  # where insights.sqlite3 lives (None: the server's --data-dir)
+
+    def logs(self, index: str) -> bool:
+        return self.enabled and (not self.indexes or index in self.indexes)
+
+
 class PlanSpec(_Section):
     """A plan as data: the first step and, per step, where each outcome leads ("end" stops)."""
 
@@ -327,6 +347,7 @@ class Config(_Section):
     outliers: OutlierConfig = Field(default_factory=OutlierConfig)
     abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
+    insights: InsightsConfig = Field(default_factory=InsightsConfig)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)

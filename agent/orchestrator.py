@@ -246,4 +246,4 @@ def _retriever(index, config: Config):
     r = config.retrieval
     return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                            dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                           symbols=r.symbols, collapse=r.collapse)
+                           symbols=r.symbols, collapse=r.collapse, sections=r.sections)

@@ -3,7 +3,10 @@
 `SlowStream` listens on 127.0.0.1 and answers every POST /v1/chat/completions
 with server-sent events paced as scripted: `silence_s` before anything, then
 `tokens` content chunks `interval_s` apart (or, with `pings`, only `: ping`
-comments every `interval_s`), then `[DONE]`. It records when each response
+comments every `interval_s`), then `[DONE]`. `role_first` sends a role-only delta
+at once (as llama.cpp does); `progress` sends that many `prompt_progress` events
+`interval_s` apart before the first token (llama.cpp's `return_progress`).
+Request bodies are kept in `bodies`. It records when each response
 ended and whether the client went away first. Everything it does is bounded
 by `max_s`, and it stops when closed.
 """
@@ -31,7 +34,10 @@ class SlowStream:
     silence_s: float = 0.0
     pings: bool = False  # send only `: ping` comments, never a token
     max_s: float = 30.0
+    role_first: bool = False
+    progress: int = 0
     served: list[Served] = field(default_factory=list)
+    bodies: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
         self._closing = threading.Event()
@@ -74,7 +80,8 @@ class SlowStream:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                                               or b"{}"))
                 record = Served(started=time.monotonic())
                 owner.served.append(record)
                 self.send_response(200)
@@ -85,8 +92,16 @@ class SlowStream:
                 ends = record.started + owner.max_s
                 try:
                     self.wfile.flush()
+                    if owner.role_first:
+                        self._event({"role": "assistant", "content": None},
+                                    {"total": 900, "cache": 0, "processed": 0, "time_ms": 0})
                     if owner.silence_s and owner._closing.wait(owner.silence_s):
                         return
+                    for step in range(owner.progress):
+                        self._event({}, {"total": 900, "cache": 0, "processed": (step + 1) * 900 // owner.progress,
+                                         "time_ms": step})
+                        if owner._closing.wait(owner.interval_s):
+                            return
                     sent = 0
                     while time.monotonic() < ends and (owner.pings or sent < owner.tokens):
                         if owner.pings:
@@ -110,5 +125,12 @@ class SlowStream:
                     record.client_left = True
                 finally:
                     record.ended = time.monotonic()
+
+            def _event(self, delta: dict, progress: dict) -> None:
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "slow",
+                         "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                         "prompt_progress": progress}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
 
         return Handler

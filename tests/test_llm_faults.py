@@ -51,7 +51,8 @@ def test_trickling_server_is_cut_by_timeout_s_without_a_deadline():
         started = time.monotonic()
         with pytest.raises(EndpointError, match="timeout_s=0.5"):
             LLM(chat(stub, timeout_s=0.5, max_attempts=2)).text(MSGS)
-        assert time.monotonic() - started < 3.0 and len(stub.chat_requests()) == 2
+        # not sent again: the server was working on it (issue 44: re-sent prompts queued behind the first)
+        assert time.monotonic() - started < 3.0 and len(stub.chat_requests()) == 1
 
 
 def test_retries_stop_at_the_deadline():

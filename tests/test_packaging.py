@@ -175,7 +175,7 @@ def test_wheel_ships_the_assistant_assets_with_their_licences(wheel, installed, 
     names = set(zipfile.ZipFile(wheel).namelist())
     web = "ragsieve/agent/service/web/static/"
     for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "trace.js", "page.js",
-                  "widget.js",
+                  "widget.js", "insights.html", "insights.css", "insights.js",
                   "vendor/purify.min.js", "vendor/marked.umd.js", "vendor/LICENSE-dompurify.txt",
                   "vendor/LICENSE-dompurify-MPL.txt", "vendor/LICENSE-marked.txt", "vendor/README.md"):
         assert web + asset in names

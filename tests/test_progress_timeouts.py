@@ -90,9 +90,14 @@ def test_the_watchdog_reports_why_it_closed():
     closed = []
     with Watchdog(lambda: closed.append(1), inactivity_s=0.2, tick_s=0.02) as dog:
         time.sleep(0.1)
-        dog.progress()
+        dog.token()
         time.sleep(0.5)
     assert closed == [1] and dog.kind == "inactivity" and "no new token for 0.2s" in dog.reason
+    closed.clear()
+    with Watchdog(lambda: closed.append(1), inactivity_s=0.2, tick_s=0.02) as dog:
+        dog.progress()  # an event that is not a token (a role delta, prompt progress): still no first token
+        time.sleep(0.5)
+    assert closed == [1] and dog.kind == "first_token" and "no first token for 0.2s" in dog.reason
     stop = {"now": False}
     with Watchdog(lambda: None, inactivity_s=10, should_stop=lambda: stop["now"], tick_s=0.02) as dog:
         stop["now"] = True

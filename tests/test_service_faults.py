@@ -46,7 +46,7 @@ def test_upstream_faults_give_clean_errors_and_the_server_stays_up(examples_inde
                StubReply(200, "{this is not json", content_type="application/json"),
                StubReply(200, "{still not json", content_type="application/json"),  # malformed twice -> 502
                StubReply(200, ok("x" * 30_000_000).body),  # a 30 MB body: refused, not held
-               StubReply(200, ok("late").body, delay_s=5.0), StubReply(200, ok("late").body, delay_s=5.0),  # hangs
+               StubReply(200, ok("late").body, delay_s=5.0),  # hangs: not sent again (the upstream is working)
                ok("Back to normal [1].")]
     with StubOpenAI(replies) as stub:
         with served({"demo": examples_index}, upstream_chat(stub, max_reply_bytes=20_000_000)) as svc:

@@ -100,7 +100,11 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         for note in answer.locator(".rs-sources li.rs-uncited").all():  # the other top passages: sources, marked
             assert "retrieved, not cited" in note.inner_text()
         keys_href = next(h for t, h in cites.items() if "keys.md" in t)
-        web_href = next(h for t, h in cites.items() if "guide.html" in t)
+        web_label, web_href = next((t, h) for t, h in cites.items() if "guide.html" in h)
+        # a short label (the page's title and section), not a raw URL; the full URL on hover
+        assert "http" not in web_label and "rotating-keys" in web_label
+        web_link = answer.locator(".rs-sources a[href*='guide.html']")
+        assert web_link.get_attribute("title").startswith(f"http://127.0.0.1:{site[1]}/docs/guide.html#rotating-keys")
         code_href = next(h for t, h in cites.items() if "client.py" in t)
         assert keys_href.startswith(svc.base_url + "/ui/source?") and keys_href.endswith("#L1")
         assert web_href == f"http://127.0.0.1:{site[1]}/docs/guide.html#rotating-keys"
@@ -115,7 +119,7 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         source.screenshot(path=str(shots / "04-source-view.png"))
         source.close()
         with page.context.expect_page() as opened:
-            answer.locator(".rs-sources a", has_text="guide.html").click()
+            web_link.click()
         web = opened.value
         web.wait_for_load_state()
         assert web.url == web_href and web.evaluate("location.hash") == "#rotating-keys"
@@ -298,7 +302,7 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         phone.screenshot(path=str(shots / "03-mobile.png"))
         phone.close()
 
-        # another origin: the browser gets no CORS grant and the server refuses the key there
+        # another origin: the server refuses the key there, and the widget can read and say why
         other = f"http://localhost:{port}"
         stranger = b.new_context().new_page()
         stranger.goto(f"{other}/host.html")
@@ -307,7 +311,7 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         stranger.keyboard.press("Enter")
         failed = stranger.locator("article.rs-failed")
         failed.wait_for(timeout=TIMEOUT_MS)
-        assert "cannot be reached" in failed.inner_text()
+        assert "not allowed on http://localhost" in failed.inner_text()
         stranger.screenshot(path=str(shots / "04-refused-origin.png"))
         stranger.close()
         assert not errors
@@ -318,6 +322,7 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         body = {"question": "How do I rotate the API key?", "index": "docs"}
         refused = httpx.post(svc.base_url + "/ui/api/ask", json=body, headers={**auth, "Origin": other})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "origin_not_allowed"
+        assert refused.headers["access-control-allow-origin"] == other  # the page can read the refusal
         other_index = httpx.post(svc.base_url + "/ui/api/ask", json={**body, "index": "notes"},
                                  headers={**auth, "Origin": allowed})
         assert other_index.status_code == 404  # another index is invisible to the key
@@ -328,7 +333,11 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == allowed
         denied = httpx.options(svc.base_url + "/ui/api/ask", headers={
             "Origin": other, "Access-Control-Request-Method": "POST"})
-        assert "access-control-allow-origin" not in denied.headers
+        # answered (not a bare 405), so the browser sends the call and shows its refusal
+        assert denied.status_code == 204 and denied.headers["access-control-allow-origin"] == other
+        unknown = httpx.post(svc.base_url + "/ui/api/ask", json=body,
+                             headers={"Authorization": "Bearer pk-not-a-key", "Origin": allowed})
+        assert unknown.status_code == 401 and "widget key is not known" in unknown.json()["error"]["message"]
     assert len(chat.history) == calls_before  # refused calls never reached the model
     with sqlite3.connect(tmp_path / "data" / "feedback.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 1

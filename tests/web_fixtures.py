@@ -110,10 +110,10 @@ def static_site(root: Path, lifetime_s: float = 300.0):
 
 @contextlib.contextmanager
 def served_ui(indexes, chat, data_dir: Path, *, widget_keys=None, config: Config | None = None,
-              lifetime_s: float = 300.0, llm=None):
+              lifetime_s: float = 300.0, llm=None, keys=None):
     registry = IndexRegistry(indexes, config or Config(), llm=llm or LLM(chat))
     settings = ServiceSettings(port=0, data_dir=str(data_dir))
-    app = create_app(registry, settings, None, preload_model=False, widget_keys=widget_keys)
+    app = create_app(registry, settings, keys, preload_model=False, widget_keys=widget_keys)
     try:
         with ServiceThread(app, settings, lifetime_s=lifetime_s) as svc:
             yield svc

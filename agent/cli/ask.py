@@ -7,7 +7,7 @@ import re
 import sys
 
 from ragsieve.agent.also_retrieved import STOPPED, UNCITED
-from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, range_checked
+from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, plural, range_checked
 
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",
@@ -80,6 +80,6 @@ def run(args: argparse.Namespace) -> int:
     for note in answer.notes:
         print(f"(note: {note})")
     u = answer.usage
-    print(f"\n(plan {answer.plan}: {u.calls} LLM calls, {u.prompt_tokens}+{u.completion_tokens} tokens, "
+    print(f"\n(plan {answer.plan}: {plural(u.calls, 'LLM call')}, {u.prompt_tokens}+{u.completion_tokens} tokens, "
           f"{u.latency_s:.1f}s in the model)", file=sys.stderr)
     return 0

@@ -16,6 +16,11 @@ def for_terminal(text: str) -> str:
     return _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 LLM call`, `2 LLM calls`, `0 LLM calls`."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def range_checked(section, **values):
     """`section` (a config model) with the command-line `values` that were given, validated by the
     same field constraints as the config file: `--chunk-tokens 0` is refused, never replaced."""

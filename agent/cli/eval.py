@@ -5,7 +5,7 @@ import argparse
 import shlex
 import sys
 
-from ragsieve.agent.cli.common import add_common, add_llm_options, load_config
+from ragsieve.agent.cli.common import add_common, add_llm_options, load_config, plural
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -72,6 +72,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         shown = ", ".join(f"{LABELS[k]} {v:.3f}" for k, v in figures.items() if k in LABELS and v is not None)
         cost = summary["cost"]
         print(f"{plan} ({summary['questions']} questions): {shown}; wall p50 {cost['wall_p50_s']:.3f}s "
-              f"p95 {cost['wall_p95_s']:.3f}s; {cost['total_calls']} LLM calls")
+              f"p95 {cost['wall_p95_s']:.3f}s; {plural(cost['total_calls'], 'LLM call')}")
     print(f"wrote {evaluation.out}/results.json, report.md, plots/ and per_question.jsonl")
     return 0

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from ragsieve.agent.errors import UsageError
+    from ragsieve.agent.service.insights_hook import open_insights
     from ragsieve.agent.service.mcp_server import build_mcp
     from ragsieve.agent.service.registry import IndexRegistry, parse_index_specs
 
@@ -34,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     _protocol_only_stdout()
     registry = IndexRegistry(parse_index_specs(args.index), config)
     try:
+        registry.insights = open_insights(registry, None)  # [insights] dir: stdio has no --data-dir
         registry.watch()
         server = build_mcp(registry, limiter=anyio.CapacityLimiter(args.max_concurrent),
                            timeout_s=args.request_timeout)

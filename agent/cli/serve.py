@@ -73,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
     widget_keys = WidgetKeys.load(args.keys_file)
     widget_keys.check_names(set(indexes))
     check_exposure(settings, keys)
+    unknown = sorted(set(config.insights.indexes) - set(indexes))
+    if config.insights.enabled and (unknown or not (config.insights.dir or settings.data_dir)):
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError(f"[insights] indexes names unknown index(es) {unknown}" if unknown else
+                         "[insights] enabled needs a place for the question log: [insights] dir or --data-dir")
     names = ", ".join(indexes)
     where = f"http://{settings.host}:{settings.port}/v1"
     if settings.workers > 1:  # each worker process sends its access lines to stderr (factory.app_from_env)
@@ -102,5 +108,9 @@ def run(args: argparse.Namespace) -> int:
           + (f"; documents API (files in {settings.data_dir})" if settings.data_dir else ""),
           file=sys.stderr)
     print(f"ragsieve: chat page at {where[:-3]}/ (widget: {where[:-3]}/widget.js)", file=sys.stderr)
+    if registry.insights is not None:
+        print(f"ragsieve: insights of {', '.join(sorted(registry.insights.names))} at {where[:-3]}/insights "
+              f"(question log {registry.insights.log.path}, redacted, kept {config.insights.retention_days:g} days)",
+              file=sys.stderr)
     serve_foreground(app, settings, sock)
     return 0

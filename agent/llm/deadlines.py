@@ -7,6 +7,11 @@ take minutes for a long judge prompt. Two rules replace it:
 - a streamed call is cut only when nothing arrives for `inactivity_s` (an SSE
   comment such as `: ping` is not progress: the watchdog sees only events),
   when the question's deadline passes, or when the question is cancelled;
+  until its first content token it may stay silent for `first_event_s` (the
+  prompt is processed first: the window is scaled by the prompt's length and
+  the measured prompt rate), and every event resets that window, so a server
+  that reports its prompt processing (llama.cpp's `return_progress` events)
+  is never cut while it reports;
 - a call whose server sends nothing until it is done (a plain completion from
   the embedded llama.cpp server) waits `expected_s * margin`, the time its
   measured prompt-processing and generation rates predict for this prompt and
@@ -84,11 +89,12 @@ def _ewma(old: float, new: float, samples: int) -> float:
 
 
 class Watchdog:
-    """Closes a stream (`close()`) when it makes no progress for `inactivity_s` (the first event may take
-    `first_event_s`), when `deadline` (monotonic) passes, or when `should_stop()` turns true.
+    """Closes a stream (`close()`) when it makes no progress for `inactivity_s` (before its first content
+    token, `first_event_s`), when `deadline` (monotonic) passes, or when `should_stop()` turns true.
 
-    The stream's reader calls `progress()` on every event; after the stream ends, `reason` says why the
-    watchdog closed it (None when it did not). Checks run every `tick_s` in a daemon thread."""
+    The stream's reader calls `progress()` on every event and `token()` on every content delta; after the
+    stream ends, `reason` says why the watchdog closed it (None when it did not) and `kind` what kind of
+    reason it was ("first_token" when no content token came). Checks run every `tick_s` in a daemon thread."""
 
     def __init__(self, close: Callable[[], None], *, inactivity_s: float, first_event_s: float | None = None,
                  deadline: float | None = None, should_stop: Callable[[], bool] | None = None,
@@ -98,9 +104,10 @@ class Watchdog:
         self.first_event_s = float(first_event_s if first_event_s is not None else inactivity_s)
         self.deadline, self.should_stop, self.tick_s = deadline, should_stop, tick_s
         self.reason: str | None = None
-        self.kind: str | None = None  # "inactivity" | "deadline" | "cancelled"
+        self.kind: str | None = None  # "first_token" | "inactivity" | "deadline" | "cancelled"
         self._last = clock()
         self._events = 0
+        self._tokens = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ragsieve-stream-watchdog", daemon=True)
 
@@ -115,16 +122,22 @@ class Watchdog:
         self._last = self._clock()
         self._events += 1
 
+    def token(self) -> None:
+        self.progress()
+        self._tokens += 1
+
     def _verdict(self) -> tuple[str, str] | None:
         now = self._clock()
         if self.deadline is not None and now >= self.deadline:
             return "deadline", "deadline per question reached while streaming"
         if self.should_stop is not None and self.should_stop():
             return "cancelled", "the question was stopped (cancelled or out of budget)"
-        allowed = self.first_event_s if self._events == 0 else self.inactivity_s
+        first = self._tokens == 0
+        allowed = self.first_event_s if first else self.inactivity_s
         if now - self._last >= allowed:
-            what = "no first token" if self._events == 0 else "no new token"
-            return "inactivity", f"{what} for {allowed:g}s (inactivity timeout); the endpoint stalled"
+            what = "no first token" if first else "no new token"
+            return ("first_token" if first else "inactivity",
+                    f"{what} for {allowed:g}s (inactivity timeout); the endpoint stalled")
         return None
 
     def _run(self) -> None:

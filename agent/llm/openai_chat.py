@@ -1,6 +1,6 @@
 """`ChatModel` over any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, the embedded server).
 
-Transport faults (429, 5xx, timeouts, refused connections) are retried by
+Transport faults (429, 5xx, connect timeouts, refused connections) are retried by
 tenacity with exponential backoff and full jitter (AWS Architecture Blog,
 "Exponential Backoff and Jitter", 2015: sleep = U(0, min(cap, base * 2**n))),
 honouring `Retry-After` / `retry-after-ms`; attempts and total time are both
@@ -15,7 +15,10 @@ over `max_reply_bytes` is refused instead of held in memory. A plain call may
 take `timeout_s`; with `adaptive_timeouts` (the embedded server) it may take
 what the measured prompt-processing and generation rates predict for its
 prompt and `max_tokens` (times a margin) when that is longer; a streamed call
-is cut by inactivity, not by the clock (`ragsieve.agent.llm.deadlines`). A body that is
+is cut by inactivity, not by the clock (`ragsieve.agent.llm.deadlines`). A call
+cut by one of these limits (`SlowReply`, `streaming.NoFirstToken`), or whose
+server accepted it and then stayed silent past the read timeout, is not sent
+again: the server was working on it. A body that is
 not JSON is retried like a transport fault, then reported in one line. The
 URL's password and the API key never appear in a message.
 """
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 20.0
+DEADLINE_SLACK_S = 0.05  # a read timeout set to the deadline's remaining time ends about at the deadline
+_UNSENT_TIMEOUTS = ("ConnectTimeout", "PoolTimeout")  # httpx's (the SDK bundles its own copy: matched by name)
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
 
 
@@ -66,7 +71,9 @@ class MalformedReply(LLMError):
 
 
 class SlowReply(LLMError):
-    """The reply took longer than `timeout_s` in all (e.g. trickled byte by byte): retried like a timeout."""
+    """The reply took longer than its time limit in all (e.g. trickled byte by byte). Not retried: the server
+    was working on the request, and sending it again would repeat that work (issue 44: ten re-sent prompts
+    of 300-430 s each on a busy machine); the caller reports it."""
 
 
 class ReplyTooLarge(LLMError):
@@ -74,9 +81,11 @@ class ReplyTooLarge(LLMError):
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (MalformedReply, SlowReply)):
+    if isinstance(exc, MalformedReply):
         return True
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
+    if isinstance(exc, openai.APITimeoutError):  # retried only when the request never reached the server
+        return type(exc.__cause__).__name__ in _UNSENT_TIMEOUTS
+    if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError)):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
@@ -283,6 +292,15 @@ class OpenAIChat:
         started = time.monotonic()
         try:
             return retrying(fn)
+        except (SlowReply, openai.APITimeoutError) as exc:  # not retried (`_retryable`): the server was working
+            if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
+                raise BudgetExceeded(f"deadline per question reached while waiting for {self.shown_url}: "
+                                     f"{_describe(exc)}") from None
+            raise EndpointError(
+                f"LLM endpoint {self.shown_url} (model {model}) did not answer in time after 1 attempt(s) in "
+                f"{time.monotonic() - started:.1f}s; not sent again (the server may still be working on it): "
+                f"raise llm.timeout_s (--request-timeout) for a slow model; last error: {_describe(exc)}",
+                base_url=self.shown_url, attempts=1) from exc
         except RetryError as exc:
             attempt = exc.last_attempt
             last = attempt.exception() or RuntimeError("no exception recorded")

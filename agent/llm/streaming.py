@@ -9,7 +9,12 @@ a stream that keeps sending tokens is never cut by a fixed timeout; a
 comments such as `: ping` are not events), when the first event takes longer
 than the embedded model's measured rates predict, when the question's
 deadline passes, or when `should_stop()` (the question cancelled: client
-gone) turns true. `max_reply_bytes` bounds the text. Transport faults are
+gone) turns true. The embedded llama.cpp server is asked for its prompt-processing
+progress (`return_progress`): each progress event resets the first-token window,
+so a long prompt on a busy machine is not cut while it is being read. A stream
+cut for want of a first token is not sent again (`NoFirstToken`): the server
+may still be working on it, and a second copy would queue behind the first.
+`max_reply_bytes` bounds the text. Transport faults are
 retried only *before the first token*: once text has reached the caller it
 cannot be taken back, so a later fault raises `StreamBroken`. A server that
 answers a streaming request with a plain JSON body (no events) is asked again
@@ -22,7 +27,7 @@ from typing import Any, Callable
 
 import openai
 
-from ragsieve.agent.errors import BudgetExceeded, LLMError
+from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import Watchdog
 from ragsieve.tools.ingest.chunking import count_tokens
@@ -30,6 +35,10 @@ from ragsieve.tools.ingest.chunking import count_tokens
 
 class StreamBroken(LLMError):
     """The stream failed after some tokens were already handed on (not retried)."""
+
+
+class NoFirstToken(EndpointError):
+    """No content token came within the first-token window (not retried: the prompt is not sent twice)."""
 
 
 class _NoEvents(Exception):
@@ -45,6 +54,8 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
     model = chat.model_name if deadline is None else chat.ensure_model(deadline)
     kwargs = chat._request(model, messages, None, "reply", OutputMode.TEXT, max_tokens, temperature)
     kwargs.update(stream=True, stream_options={"include_usage": True})
+    if chat.adaptive_timeouts:  # the embedded llama.cpp server: progress events while it reads the prompt
+        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "return_progress": True}
     started = time.monotonic()
     emitted = {"any": False}
 
@@ -94,6 +105,7 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
                         if not emitted["any"]:
                             timing["first"] = time.monotonic() - begun
                         emitted["any"] = True
+                        dog.token()
                         on_token(delta)
         except (LLMError, openai.APIStatusError):
             raise
@@ -170,4 +182,7 @@ def _watchdog_error(dog: Watchdog, chat, size: int, emitted: bool) -> LLMError:
     message = f"stream from {chat.shown_url}: {dog.reason} ({size} bytes in)"
     if dog.kind in ("deadline", "cancelled"):
         return BudgetExceeded(message)
+    if dog.kind == "first_token":
+        return NoFirstToken(f"{message}; not sent again (the endpoint may still be reading the prompt): raise "
+                            f"llm.timeout_s (--request-timeout) for long prompts on a slow machine")
     return StreamBroken(message) if emitted else SlowReply(message)

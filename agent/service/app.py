@@ -29,6 +29,7 @@ from ragsieve.agent.service.body_limit import BodyLimit
 from ragsieve.agent.service.content_type import FormAsJson
 from ragsieve.agent.service.documents import routes as documents_routes
 from ragsieve.agent.service.documents.service import Documents
+from ragsieve.agent.service.insights_hook import open_insights
 from ragsieve.agent.service.keys import KeyRing
 from ragsieve.agent.service.limits import Admission
 from ragsieve.agent.service.metrics import ServiceMetrics
@@ -73,6 +74,8 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     app.include_router(native_routes.router)
     app.state.mcp = _mount_mcp(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
     app.state.documents = documents
+    if getattr(registry, "insights", None) is None and hasattr(registry, "config"):
+        registry.insights = open_insights(registry, settings.data_dir)  # None unless [insights] enabled
     app.include_router(documents_routes.router)  # files, vector stores, crawl jobs
 
     @app.middleware("http")

@@ -11,6 +11,7 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.insights.record import Surface
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
@@ -50,7 +51,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
     req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
                           overrides=overrides, answer_options=body.answer_options(), where=body.where)
     orch = app.registry.orchestrators[name]
-    return orch, req, ignored
+    return orch, req, ignored, app.registry.logged(name, Surface.CHAT_COMPLETIONS)
 
 
 @router.post("/v1/chat/completions")
@@ -67,13 +68,13 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
         app.metrics.requests_by_task.labels(task.task.value).inc()
         request.state.access_task = task.task.value
         return direct.task_reply(body, task, _ignored_header(ignored))
-    orch, req, ignored = prepare(request, body, who)
+    orch, req, ignored, logged = prepare(request, body, who)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     headers = _ignored_header(ignored)
     ticket = app.admission.enter()  # a 429 is raised here, before any response starts
     limiter = ticket.limiter
-    job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s))
+    job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s), logged)
     if not body.stream:
         try:
             answer = await job.result(limiter, request.is_disconnected)

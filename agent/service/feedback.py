@@ -60,8 +60,10 @@ class FeedbackStore:
         return db
 
     def record_answer(self, *, index: str, plan: str, asked: str, question: str, answer: str,
-                      citations: list[dict], trace: list[dict], history: list[dict], via: str) -> str:
-        answer_id = uuid.uuid4().hex
+                      citations: list[dict], trace: list[dict], history: list[dict], via: str,
+                      answer_id: str | None = None) -> str:
+        """Store an answer under `answer_id` (the question log's id for it; a new one when None)."""
+        answer_id = answer_id or uuid.uuid4().hex
         now = time.time()
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import anyio
 
 from ragsieve.agent.errors import BudgetExceeded, LLMError, ModelUnavailableError, RagsieveError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.service.errors import ApiError
+
+if TYPE_CHECKING:
+    from ragsieve.agent.insights.record import Surface
+    from ragsieve.agent.service.insights_hook import InsightsHook
 
 DISCONNECT_POLL_S = 0.25
 
@@ -66,17 +71,33 @@ def check_answered(answer):
     return answer
 
 
+@dataclass
+class Logged:
+    """Where a question goes in the question log (`ragsieve.agent.service.insights_hook`)."""
+
+    hook: InsightsHook
+    index: str
+    surface: Surface
+
+
 class QuestionJob:
-    def __init__(self, orch, request: QuestionRequest, budget: QuestionBudget):
-        self.orch, self.request, self.budget = orch, request, budget
+    """`answer_id` names the answer for the question log and the chat page's feedback alike."""
+
+    def __init__(self, orch, request: QuestionRequest, budget: QuestionBudget, logged: Logged | None = None):
+        self.orch, self.request, self.budget, self.logged = orch, request, budget, logged
         self.started = time.monotonic()
         self.first_token_s: float | None = None
+        self.answer_id = uuid.uuid4().hex
 
     def _ask(self, on_event=None, on_token=None):
         r = self.request
-        return self.orch.ask(r.question, plan=r.plan, history=r.history or None, instructions=r.instructions,
-                             overrides=r.overrides or None, budget=self.budget, on_event=on_event,
-                             on_token=on_token, answer_options=r.answer_options, where=r.where)
+        answer = self.orch.ask(r.question, plan=r.plan, history=r.history or None, instructions=r.instructions,
+                               overrides=r.overrides or None, budget=self.budget, on_event=on_event,
+                               on_token=on_token, answer_options=r.answer_options, where=r.where)
+        if self.logged is not None and not (answer.stopped and not (answer.answer or "").strip()):
+            self.logged.hook.asked(self.logged.index, self.logged.surface, answer,
+                                   time.monotonic() - self.started, self.answer_id)
+        return answer
 
     async def result(self, limiter, is_disconnected) -> Any:
         """The `Answer`; the question is cancelled when `is_disconnected()` turns true while it runs."""

@@ -8,10 +8,12 @@ each reaches every index) and/or a keys file (TOML):
     "sk-admin" = ["*"]                 # every index
     "sk-ci" = ["docs:write"]           # `docs`, and it may change it (upload, delete, crawl)
     "sk-ops" = ["*:write"]             # every index, writes too (also creating vector stores)
+    "sk-owner" = ["docs:admin"]        # `docs`, and its insights (/insights: what users asked)
 
 A key reads only unless its scope says `:write` (read-only keys get 403 on
-writes); the keys in `RAGSIEVE_API_KEYS` are the operator's: they read and write
-everything, as does everyone on an open loopback server.
+writes); only a key whose scope says `:admin` sees an index's insights (the
+question log). The keys in `RAGSIEVE_API_KEYS` are the operator's: they read,
+write and administer everything, as does everyone on an open loopback server.
 
 No key configured means an open server, which `serve` allows on a loopback
 address only (or with `--allow-public-without-keys`). A request whose index is
@@ -31,6 +33,8 @@ from ragsieve.agent.errors import UsageError
 ENV_VAR = "RAGSIEVE_API_KEYS"
 ALL = "*"
 WRITE = ":write"
+ADMIN = ":admin"
+OPERATOR = {ALL, ALL + WRITE, ALL + ADMIN}
 
 
 
@@ -56,7 +60,7 @@ class KeyRing:
         scopes: dict[str, set[str]] = {}
         for key in (env.get(ENV_VAR) or "").split(","):
             if key.strip():
-                scopes.setdefault(key.strip(), set()).update({ALL, ALL + WRITE})
+                scopes.setdefault(key.strip(), set()).update(OPERATOR)
         if keys_file:
             path = Path(keys_file)
             data = read_keys_file(path)
@@ -76,7 +80,7 @@ class KeyRing:
     def scope(self, key: str | None) -> set[str] | None:
         """The indexes `key` reaches (`{"*"}` = all); None when the key is unknown."""
         if not self.enabled:
-            return {ALL, ALL + WRITE}
+            return set(OPERATOR)
         if not key:
             return None
         for known, indexes in self.scopes.items():  # constant-time comparison for each known key
@@ -86,13 +90,18 @@ class KeyRing:
 
     def check_names(self, names: set[str]) -> None:
         for _key, indexes in self.scopes.items():
-            unknown = sorted({i.removesuffix(WRITE) for i in indexes} - names - {ALL})
+            unknown = sorted({i.removesuffix(WRITE).removesuffix(ADMIN) for i in indexes} - names - {ALL})
             if unknown:
                 raise UsageError(f"a key is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
 
 
 def allows(scope: set[str], index: str) -> bool:
-    return bool({ALL, index, ALL + WRITE, index + WRITE} & scope)
+    return bool({ALL, index, ALL + WRITE, index + WRITE, ALL + ADMIN, index + ADMIN} & scope)
+
+
+def may_administer(scope: set[str], index: str) -> bool:
+    """Whether a key may see `index`'s insights (its question log): an `:admin` scope, or the operator's."""
+    return ALL + ADMIN in scope or index + ADMIN in scope
 
 
 def may_write(scope: set[str], index: str) -> bool:

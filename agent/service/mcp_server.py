@@ -10,6 +10,7 @@ sees the request. A failing call is an MCP tool error with one line of text
 """
 
 import logging
+import time
 from typing import Annotated, Any
 
 import anyio
@@ -25,6 +26,7 @@ except ImportError as exc:  # the mcp extra is not installed: its one-line error
     raise missing(Extra.MCP, "the MCP server (ragsieve mcp, /mcp)", exc.name or "mcp") from None
 
 from ragsieve.agent.errors import RagsieveError
+from ragsieve.agent.insights.record import Surface
 from ragsieve.agent.service import mcp_tools
 from ragsieve.agent.service.keys import ALL
 from ragsieve.tools.index.where import Where
@@ -105,7 +107,12 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
             if plan is not None and plan not in registry.plans:
                 raise mcp_tools.ToolFault(f"unknown plan {plan!r}; choose one of {', '.join(registry.plans)}")
             budget = question_budget(live, timeout_s)
-            return mcp_tools.answer_record(name, live.ask(question, plan=plan, budget=budget, where=where))
+            started = time.monotonic()
+            answered = live.ask(question, plan=plan, budget=budget, where=where)
+            logged = registry.logged(name, Surface.MCP)
+            if logged is not None:
+                logged.hook.asked(name, Surface.MCP, answered, time.monotonic() - started)
+            return mcp_tools.answer_record(name, answered)
 
         return await run(answer)
 

@@ -11,6 +11,7 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.insights.record import Surface
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
@@ -41,16 +42,16 @@ def _prepare(request: Request, body: AskRequest, who: Caller):
                if v is not None}
     req = QuestionRequest(question=question, plan=plan, history=history, answer_options=options,
                           overrides={"retrieval": {"top_k": body.top_k}} if body.top_k else {}, where=body.where)
-    return app.registry.orchestrators[name], req
+    return app.registry.orchestrators[name], req, app.registry.logged(name, Surface.ASK)
 
 
 @router.post("/v1/ask")
 @router.post("/ask", include_in_schema=False)  # the route of the first release
 async def ask(request: Request, body: AskRequest, who: Caller = Depends(caller)):
     app = request.app.state
-    orch, req = _prepare(request, body, who)
+    orch, req, logged = _prepare(request, body, who)
     async with app.admission.slot() as limiter:
-        job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s))
+        job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s), logged)
         try:
             answer = await job.result(limiter, request.is_disconnected)
         except Exception as exc:
@@ -63,10 +64,10 @@ async def ask(request: Request, body: AskRequest, who: Caller = Depends(caller))
 @router.post("/v1/ask/stream")
 async def ask_stream(request: Request, body: AskRequest, who: Caller = Depends(caller)):
     app = request.app.state
-    orch, req = _prepare(request, body, who)
+    orch, req, logged = _prepare(request, body, who)
     ticket = app.admission.enter()
     limiter = ticket.limiter
-    job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s))
+    job = QuestionJob(orch, req, question_budget(orch, app.settings.request_timeout_s), logged)
 
     def sse(event: str, data) -> str:
         return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"

@@ -5,7 +5,7 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
@@ -13,6 +13,11 @@ from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.plan.plans import usable_plans
 from ragsieve.agent.service.live import LiveOrchestrator, Watcher
+
+if TYPE_CHECKING:
+    from ragsieve.agent.insights.record import Surface
+    from ragsieve.agent.service.insights_hook import InsightsHook
+    from ragsieve.agent.service.jobs import Logged
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class IndexRegistry:
             self.close()
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
+        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.agent.service.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
@@ -111,7 +117,18 @@ class IndexRegistry:
             raise KeyError(model)
         return name, plan or None
 
+    def logged(self, name: str, surface: Surface) -> Logged | None:
+        """Where a question to index `name` is logged (`jobs.Logged`), or None when insights are off for it."""
+        from ragsieve.agent.service.jobs import Logged
+
+        hook = self.insights
+        return Logged(hook, name, surface) if hook is not None and hook.logs(name) else None
+
     def close(self) -> None:
+        hook = self.insights
+        if hook is not None:
+            self.insights = None
+            hook.close()
         if self._watcher is not None:
             self._watcher.stop()
         for orch in self.orchestrators.values():

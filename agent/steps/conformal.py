@@ -104,7 +104,8 @@ class Conformal(Step):
         summary: dict = {"status": "applied", "kind": kind.value, "alpha": alpha, "coverage": round(1 - alpha, 4),
                          "qhat": None if math.isinf(qhat) else round(qhat, 6),
                          "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
-                         "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing]}
+                         "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing],
+                         "best": _best(scores)}  # the lowest nonconformity score: it passes when <= qhat
         kept, how = combine_with_judge(state, deps, passing)
         summary["combined_with"] = how
         summary["rule"] = state.loop.rule_reason
@@ -182,3 +183,9 @@ def _unique(hits: list[Hit]) -> list[Hit]:
     for hit in hits:
         seen.setdefault(hit.chunk_id, hit)
     return list(seen.values())
+
+
+def _best(scores) -> float | None:
+    """The best (lowest) finite nonconformity score of the candidates, or None."""
+    finite = [float(s) for s in scores if math.isfinite(float(s))]
+    return round(min(finite), 6) if finite else None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -72,7 +73,27 @@ class OnnxEncoder:
                 tmp = int8.with_suffix(".tmp.onnx")
                 quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
                 os.replace(tmp, int8)
+            self._describe(st_model, name, folder)
         return int8 if quantized else fp32
+
+    def _describe(self, st_model, name: str, folder: Path) -> None:
+        """Write the tokenizer and a pointer from the model's name to this export, so that a query can be
+        embedded later without importing torch or sentence-transformers (`onnx_query`)."""
+        from ragsieve.tools.index.dense import canonical_model_name
+        from ragsieve.tools.index.onnx_query import write_pointer
+
+        tokenizer_file = folder / "tokenizer.json"
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)  # a fast tokenizer (`tokenizers`) only
+        if backend is None:
+            return
+        if not tokenizer_file.is_file():
+            tmp = tokenizer_file.with_suffix(".tmp")
+            backend.save(str(tmp))
+            os.replace(tmp, tokenizer_file)
+        write_pointer(canonical_model_name(name), folder, max_length=self.max_length,
+                      dimension=int((getattr(st_model, "get_embedding_dimension", None)
+                                     or st_model.get_sentence_embedding_dimension)()),
+                      pad_id=int(self.tokenizer.pad_token_id or 0), pad_token=str(self.tokenizer.pad_token or "[PAD]"))
 
     def _to_onnx(self, transformer, target: Path) -> None:
         import torch
@@ -98,7 +119,9 @@ class OnnxEncoder:
         axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
         tmp = target.with_suffix(".tmp.onnx")
         try:
-            with torch.no_grad():
+            # the exporter's TracerWarnings and opset notes are about its tracing, not the user's data: not shown
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 torch.onnx.export(Pooled(transformer.eval()), tuple(sample[n] for n in names), str(tmp),
                                   input_names=names, output_names=["embedding"], dynamic_axes=axes,
                                   opset_version=17, dynamo=False)

@@ -22,7 +22,10 @@ query spells out in words is raised, not moved (`definitions_first`).
 
 One hit per definition (`collapse=True`): a later piece of a split code definition whose better-ranked piece
 is already in the list is dropped and the list read further (`ragsieve.tools.filters.stitch.one_per_definition`),
-so the top k are k different passages once stitching reads each definition whole. Prose is never collapsed.
+so the top k are k different passages once stitching reads each definition whole. One hit per section
+(`sections=True`): a later chunk of a page section (the same `URL#anchor`) is dropped the same way
+(`ragsieve.tools.filters.sections.one_per_section`). A table-of-contents page's chunks (`kind == "toc"`)
+are never returned, unless the filter asks for `kind="toc"`.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.filters.sections import TOC_KIND, one_per_section
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
 from ragsieve.tools.index.backend import IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.dense import l2_normalise
@@ -94,7 +98,7 @@ class HybridRetriever:
     def __init__(self, index: IndexBackend, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
                  bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
                  fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True,
-                 collapse: bool = True) -> None:
+                 collapse: bool = True, sections: bool = True) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
@@ -109,6 +113,7 @@ class HybridRetriever:
         self.rrf_k, self.candidate_k = rrf_k, candidate_k
         self.symbols = bool(symbols)
         self.collapse = bool(collapse)
+        self.sections = bool(sections)
         self._parsed = ParsedFiles()  # documents parsed by `collapse`, shared with the clones of `with_filter`
         self.weights = _check_weights(bm25_weight, dense_weight)
         if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
@@ -216,19 +221,22 @@ class HybridRetriever:
     def _top(self, build: Callable[[int, int], list[Hit]], top_k: int, available: int) -> list[Hit]:
         """The first `top_k` hits (`build(start, end)` makes those of ranked positions start..end-1; `available`:
         at most how many there are), ranked from 1. With `collapse`, a later piece of a split code
-        definition already in the list is dropped and the list is read further (`one_per_definition`)."""
-        if not self.collapse:
-            hits = build(0, top_k)
-        else:
-            seen: set = set()
-            hits, start, step = [], 0, top_k
-            while len(hits) < top_k and start < available:
-                part = build(start, start + step)
-                hits += one_per_definition(part, self.index.store, self._parsed, seen)
-                if len(part) < step:
-                    break  # the ranked list is exhausted
-                start, step = start + step, step * 2
-            hits = hits[:top_k]
+        definition already in the list is dropped and the list is read further (`one_per_definition`);
+        with `sections`, a later chunk of a page section; a table-of-contents chunk always
+        (`one_per_section`)."""
+        keep_toc = self.where is not None and self.where.kind == TOC_KIND
+        seen: set = set()
+        seen_sections: set[tuple[str, str]] = set()
+        hits: list[Hit] = []
+        start, step = 0, top_k
+        while len(hits) < top_k and start < available:
+            ranked = build(start, start + step)
+            part = one_per_section(ranked, seen_sections, self.sections, keep_toc)
+            hits += one_per_definition(part, self.index.store, self._parsed, seen) if self.collapse else part
+            if len(ranked) < step:
+                break  # the ranked list is exhausted
+            start, step = start + step, step * 2
+        hits = hits[:top_k]
         for i, hit in enumerate(hits, start=1):
             hit.rank = i
         return hits

@@ -3,7 +3,8 @@
 Built from the chunk store (no extra build step, so every existing index has one): a code chunk defines
 the symbols whose `def`/`class`/`function`/... line it holds (qualified with the chunk's symbol label,
 `HTTPResponse._read_chunked`); a web page chunk defines the API entry whose signature line
-(`###### re.search(pattern, string, flags=0)`, written by `html_markdown`) it holds, named by its anchor.
+(a first line `` `re.search(pattern, string, flags=0)` `` naming the anchor's last part, written by
+`html_markdown`; `###### re.search(...)` in indexes built before) it holds, named by its anchor.
 
 `lookup(query)` finds the definitions a query names: the identifiers written in it (`token_urlsafe`,
 `re.search`, `HTTPResponse._read_chunked`, `dictConfig`, anything in backticks, or a one-word query),
@@ -28,7 +29,8 @@ _CODE_DEF = re.compile(
     r"(def|class|function|func|fn|interface|struct|enum|trait|type|impl)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)",
     re.MULTILINE)
 _CLASSLIKE = {"class", "interface", "struct", "enum", "trait", "type", "impl"}
-_SIGNATURE = re.compile(r"^###### (.+)$", re.MULTILINE)
+_SIGNATURE = re.compile(r"^###### (.+)$", re.MULTILINE)  # indexes built before signatures were inline code
+_CODE_SIGNATURE = re.compile(r"\A`([^`\n]+)`[ \t]*(?:\n|\Z)")
 # `name` or ``name`` (reStructuredText): a name-like run only, so "``obj`` to a ``str``" gives `obj`, `str`
 _BACKTICKED = re.compile(r"(?<!`)(`{1,2})([A-Za-z_][\w.]{1,79}(?:\(\))?)\1(?!`)")
 MAX_PER_TERM = 2
@@ -167,7 +169,9 @@ def _code_definitions(text: str, label: str) -> list[tuple[str, str]]:
 
 def _page_definitions(text: str, anchor: str) -> list[tuple[str, str]]:
     out = []
-    for match in _SIGNATURE.finditer(text):
+    first_line = _CODE_SIGNATURE.match(text)
+    names_anchor = first_line is not None and anchor.rsplit(".", 1)[-1] in first_line.group(1)
+    for match in ([first_line] if first_line is not None and names_anchor else _SIGNATURE.finditer(text)):
         signature = match.group(1).strip().lstrip("@")
         first = signature.split(" ", 1)[0]
         if first in ("class", "exception"):

@@ -12,6 +12,14 @@ ends only, except a line over the budget (minified JavaScript, a data blob),
 which is cut at token starts like prose. Every chunk is at most `chunk_tokens`
 tokens and `chunk_tokens * MAX_CHARS_PER_TOKEN` characters, whatever the input:
 a run of characters with no token boundary is cut by length.
+
+Markdown keeps its blocks whole: a fenced code block or a table (a run of `|`
+lines) that fits the budget is one unit, so it is never cut. A longer code
+block is cut between its lines (preferably at blank lines, never just before
+its closing fence), and each piece is re-opened (`` ``` `` before it) and
+closed (after it) so that every chunk has balanced fences; a document with
+such a block is packed `FENCE_RESERVE` tokens under the budget to leave room.
+Those added fences are the only text of a chunk that is not in the document.
 """
 from __future__ import annotations
 
@@ -100,21 +108,78 @@ def _bounded(text: str, units: list[Unit], budget: int) -> list[Unit]:
 
 def _prose_units(text: str, budget: int, markdown: bool) -> list[Unit]:
     units: list[Unit] = []
-    previous_blank, in_fence = True, False
+    previous_blank, in_fence, after_block = True, False, False
     for start, end in _lines(text):
         line = text[start:end]
         blank = not line.strip()
         heading = markdown and not in_fence and _MD_HEADING.match(line) is not None
-        if markdown and _FENCE.match(line):
+        fence = markdown and _FENCE.match(line) is not None
+        if fence:
             in_fence = not in_fence
-        score = SECTION if heading else PARAGRAPH if previous_blank else LINE
-        previous_blank = blank
+        score = SECTION if heading else PARAGRAPH if previous_blank or after_block or (fence and in_fence) else LINE
+        if markdown and (in_fence or fence) and not (fence and in_fence):
+            # inside a code block that must be cut: at its blank lines, never before its closing fence
+            score = PARAGRAPH if blank and not fence else NONE
+        previous_blank, after_block = blank, fence and not in_fence
         tokens = count_tokens(line)
         if tokens > budget:
             units.extend(_cut_long(text, start, end, budget, score))
         else:
             units.append((start, end, tokens, score))
-    return units
+    return _whole_blocks(text, units, budget) if markdown else units
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """(start, end) character spans of the fenced code blocks and tables (runs of `|` lines) of markdown."""
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    table: int | None = None
+    last_end = 0
+    for start, end in _lines(text):
+        line = text[start:end]
+        if _FENCE.match(line):
+            if opened is None:
+                opened = start
+            else:
+                spans.append((opened, end))
+                opened = None
+        elif opened is None:
+            is_row = line.lstrip().startswith("|")
+            if is_row and table is None:
+                table = start
+            elif not is_row and table is not None:
+                spans.append((table, last_end))
+                table = None
+        last_end = end
+    if table is not None:
+        spans.append((table, last_end))
+    return sorted(spans)
+
+
+def _whole_blocks(text: str, units: list[Unit], budget: int) -> list[Unit]:
+    """`units` with each code block or table that fits the budget merged into one unit (so a chunk holds
+    it whole); a longer block keeps its line units and is cut between lines (`Chunker` re-opens fences)."""
+    blocks = [(a, b) for a, b in _blocks(text)]
+    if not blocks:
+        return units
+    out: list[Unit] = []
+    i = 0
+    for a, b in blocks:
+        while i < len(units) and units[i][0] < a:
+            out.append(units[i])
+            i += 1
+        j = i
+        while j < len(units) and units[j][1] <= b:
+            j += 1
+        inside = units[i:j]
+        tokens = sum(u[2] for u in inside)
+        if inside and tokens <= budget and inside[-1][1] - inside[0][0] <= budget * MAX_CHARS_PER_TOKEN:
+            out.append((inside[0][0], inside[-1][1], tokens, inside[0][3]))
+        else:
+            out.extend(inside)
+        i = j
+    out.extend(units[i:])
+    return out
 
 
 def _code_units(text: str) -> list[Unit]:
@@ -169,8 +234,32 @@ def pack(tokens: list[int], scores: list[int], budget: int) -> list[tuple[int, i
 _UNIT_MAKERS: dict[str, Callable[[str, int], list[Unit]]] = {
     "code": lambda text, budget: _code_units(text),
     "markdown": lambda text, budget: _prose_units(text, budget, markdown=True),
+    "toc": lambda text, budget: _prose_units(text, budget, markdown=True),  # a table-of-contents page
     "text": lambda text, budget: _prose_units(text, budget, markdown=False),
 }  # html and beir text is prose without markdown headings
+
+
+_MARKDOWN_KINDS = frozenset({"markdown", "toc"})
+FENCE_RESERVE = 8  # tokens (and 16x characters) kept free in a document whose code block must be cut: ``` twice
+
+
+def _long_fenced_block(text: str, fences: list[int], budget: int) -> bool:
+    """Whether a fenced block of `text` (fence line starts `fences`) is over `budget` tokens."""
+    return any(count_tokens(text[a:b]) > budget or b - a > budget * MAX_CHARS_PER_TOKEN
+               for a, b in zip(fences[::2], fences[1::2] + [len(text)]))
+
+
+def _balanced_fences(body: str, fences: list[int], start: int, end: int) -> str:
+    """A chunk's text with a code block cut at its start re-opened and one cut at its end closed, so every
+    chunk has balanced fences (`fences`: the document's fence line starts; [start, end) the chunk's span)."""
+    before = bisect.bisect_left(fences, start)
+    within = bisect.bisect_left(fences, end) - before
+    opened_at_start = before % 2 == 1
+    if opened_at_start:
+        body = "```\n" + body
+    if (before + within) % 2 == 1:
+        body = body + "\n```"
+    return body
 
 
 def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
@@ -250,14 +339,17 @@ class Chunker:
 
     def _by_lines(self, doc: Document) -> list[Chunk]:
         text = doc.text
-        units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, self.chunk_tokens),
-                         self.chunk_tokens)
+        fences = [start for start, end in _lines(text) if _FENCE.match(text, start)] \
+            if doc.kind in _MARKDOWN_KINDS else []
+        budget = self.chunk_tokens
+        if fences and _long_fenced_block(text, fences, budget):  # room to re-open and close a cut block
+            budget = max(1, budget - FENCE_RESERVE)
+        units = _bounded(text, _UNIT_MAKERS.get(doc.kind, _UNIT_MAKERS["text"])(text, budget), budget)
         weights = [max(u[2], -(-(u[1] - u[0]) // MAX_CHARS_PER_TOKEN)) for u in units]  # tokens or chars/16
         scores = [u[3] for u in units]
         ranges: list[tuple[int, int]] = []
-        for a, b in anchor_sections(
-units, weights, doc.locators, self.chunk_tokens):
-            ranges.extend((a + i, a + j) for i, j in pack(weights[a:b], scores[a:b], self.chunk_tokens))
+        for a, b in anchor_sections(units, weights, doc.locators, budget):
+            ranges.extend((a + i, a + j) for i, j in pack(weights[a:b], scores[a:b], budget))
         newlines = [m.start() for m in re.finditer("\n", text)] if doc.line_start is not None else []
         chunks: list[Chunk] = []
         for i, j in ranges:
@@ -269,6 +361,8 @@ units, weights, doc.locators, self.chunk_tokens):
                 body = piece.strip()
             if not body:
                 continue
+            if fences:
+                body = _balanced_fences(body, fences, start, end)
             line_start = line_end = None
             if doc.line_start is not None:
                 first = start + len(piece) - len(piece.lstrip())

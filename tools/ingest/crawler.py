@@ -15,7 +15,9 @@
   ETag / Last-Modified are sent back (a 304 reuses the stored copy), and the
   page's content hash decides whether it changed. Requests run on `workers`
   threads, started no faster than the rate allows (`ragsieve.tools.ingest.fetcher`);
-  with no `rate` given, a loopback site is not paced, any other site gets 2/s. Pages that are gone (404/410, or no longer reached) are not
+  with no `rate` given, a loopback site is not paced, any other site gets 2/s. Index pages named as such
+  (`genindex`, `py-modindex`, `search`, `contents`: `web_text.is_toc_url`) wait until every other known
+  page is fetched, so a page budget is spent on text first. Pages that are gone (404/410, or no longer reached) are not
   returned, so the index removes them. The state file is rewritten (atomically)
   after every page: a killed crawl resumes its frontier.
 """
@@ -39,6 +41,7 @@ import httpx
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.fetcher import Fetched, Fetcher, RateLimiter, is_loopback
+from ragsieve.tools.ingest.web_text import is_toc_url
 
 USER_AGENT = "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"
 TRACKING = re.compile(r"^(utm_\w+|gclid|fbclid|mc_cid|mc_eid|_hsenc|_hsmi|ref_src)$", re.I)
@@ -61,6 +64,26 @@ def normalise(url: str) -> str:
         host = f"{host}:{port}"
     query = urlencode(sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not TRACKING.match(k)))
     return urlunsplit((parts.scheme.lower(), host, parts.path or "/", query, ""))
+
+
+class _Frontier:
+    """The URLs to fetch, breadth-first; index pages (`is_toc_url`) after all others."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.first: deque[str] = deque(u for u in urls if not is_toc_url(u))
+        self.last: deque[str] = deque(u for u in urls if is_toc_url(u))
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.last)
+
+    def append(self, url: str) -> None:
+        (self.last if is_toc_url(url) else self.first).append(url)
+
+    def popleft(self) -> str:
+        return self.first.popleft() if self.first else self.last.popleft()
+
+    def urls(self) -> list[str]:
+        return [*self.first, *self.last]
 
 
 @dataclass
@@ -138,10 +161,10 @@ class Crawler:
         self.delay = max(self.delay, float(robots.crawl_delay(self.user_agent) or 0))
         self._fetcher = self._make_fetcher(robots)
         resumed = state.get("frontier") and state.get("start") == self.start
-        frontier = deque(state["frontier"] if resumed else self._seeds(robots))
+        frontier = _Frontier(state["frontier"] if resumed else self._seeds(robots))
         if resumed:
             self.lastmod = state.get("lastmod", {})
-        seen = set(state["seen"]) if resumed else set(frontier)
+        seen = set(state["seen"]) if resumed else set(frontier.urls())
         done: dict[str, dict] = state.get("done", {}) if resumed else {}
         report = CrawlReport()
         pages_meta = state.get("pages", {})
@@ -162,7 +185,7 @@ class Crawler:
                     self._record(url, outcome, done, seen, frontier)
                     if self.progress:
                         self.progress(len(done), len(done) + len(frontier), url)
-                self._save_state({"start": self.start, "frontier": list(frontier), "seen": sorted(seen),
+                self._save_state({"start": self.start, "frontier": frontier.urls(), "seen": sorted(seen),
                                   "done": done, "pages": pages_meta, "lastmod": self.lastmod})
         for url, meta in done.items():
             if meta.get("gone") or meta.get("alias_of"):
@@ -190,7 +213,7 @@ class Crawler:
             previous = pages_meta.get(previous["alias_of"])
         return previous
 
-    def _record(self, url: str, outcome: dict | None, done: dict, seen: set, frontier: deque) -> None:
+    def _record(self, url: str, outcome: dict | None, done: dict, seen: set, frontier: "_Frontier") -> None:
         final = outcome.pop("final", url) if outcome else url
         if final != url:  # redirected: the page is known by where it landed
             done[url] = {"alias_of": final}

@@ -6,8 +6,12 @@ written as markdown that keeps what a reader and a keyword index need:
 
 - no markdown escapes: `capture_output` stays `capture_output` (a `\\_` splits an identifier in two);
 - `<pre>` blocks (code, doctests) become fenced blocks with their line breaks and indentation;
-- headings become `#` lines; a definition term with an id (`<dt id>`, Sphinx's API signatures) a
-  `######` line, so chunks start at a signature; other terms lines of their own;
+- headings become `#` lines; a definition term with an id (`<dt id>`, Sphinx's API signatures) a line
+  of inline code (`` `re.search(pattern, string, flags=0)` ``: no raw `######` in a quoted passage; the
+  chunker cuts at its anchor, so chunks start at a signature); other terms lines of their own;
+- tables become markdown tables (one row a line, a header separator, `|` in a cell escaped), so a row is
+  read as a row and never as lines of lone `|`; a layout table that holds code (Sphinx's line-numbered
+  `highlighttable`) gives its code blocks;
 - list items start with `- `, and an item with no text leaves no empty bullet;
 - permalink marks (`a.headerlink`, the pilcrow) and navigation inside the container are dropped.
 
@@ -33,6 +37,8 @@ _BLANKS = re.compile(r"\n{3,}")
 _EMPTY_BULLET = re.compile(r"^[ \t]*[-*][ \t]*$")
 _PRE_NL = "\ue000"  # a line break inside a fenced block, protected from whitespace clean-up
 _PRE_SP = "\ue002"
+_SIG_OPEN, _SIG_CLOSE = "\ue003", "\ue004"  # a signature's backticks, set against its text in `_finish`
+_SIGNATURE_SPACES = re.compile(_SIG_OPEN + r" ?| ?" + _SIG_CLOSE)
 
 
 @dataclass
@@ -72,6 +78,56 @@ def _pre_text(el) -> str:
     return el.text_content().strip("\n").replace("\t", "    ")
 
 
+def _fenced(pre) -> str:
+    code = _pre_text(pre).replace("\n", _PRE_NL).replace(" ", _PRE_SP)
+    return f"\n\n```{_PRE_NL}{code}{_PRE_NL}```\n\n"
+
+
+def _cell(el) -> str:
+    """A cell's text on one line: its paragraphs and lines joined by a space, `|` escaped."""
+    import lxml.etree as etree
+
+    parts: list[str] = []
+    for event, node in etree.iterwalk(el, events=("start", "end")):
+        if not isinstance(node.tag, str):
+            continue
+        if event == "start":
+            if node.tag in BLOCKS or node.tag in ("br", "li", "p"):
+                parts.append(" ")
+            parts.append(node.text or "")
+        else:
+            if node.tag in BLOCKS or node.tag in ("li", "p"):
+                parts.append(" ")
+            if node is not el:
+                parts.append(node.tail or "")
+    return _SPACES.sub(" ", "".join(parts).replace("\u00b6", "")).strip().replace("|", "\\|")
+
+
+def _table(table) -> str:
+    """A table as a markdown table (the first row its header), or the code blocks of a layout table that
+    holds code; "" for a table with no text."""
+    code = [p for p in table.iter("pre") if "linenos" not in _classes(p) and
+            not any("linenos" in _classes(a) for a in p.iterancestors("td", "div"))]
+    if code:
+        return "".join(_fenced(p) for p in code)
+    rows = []
+    for tr in table.iter("tr"):
+        if next(tr.iterancestors("table")) is not table:
+            continue  # a nested table's row: its text is in the enclosing cell
+        cells = [_cell(c) for c in tr if c.tag in ("td", "th")]
+        if any(cells):
+            rows.append(cells)
+    if not rows:
+        return "\n\n"
+    width = max(len(r) for r in rows)
+    lines = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
+    lines.insert(1, "|" + "---|" * width)
+    caption = table.find("caption")
+    title = [_cell(caption)] if caption is not None and _cell(caption) else []
+    body = _PRE_NL.join(title + lines).replace(" ", _PRE_SP)
+    return f"\n\n{body}\n\n"
+
+
 def element_markdown(container) -> Markdown:
     """Markdown of an lxml element (see the module docstring)."""
     import lxml.etree as etree
@@ -92,8 +148,11 @@ def element_markdown(container) -> Markdown:
                 walker.skip_subtree()
                 continue
             if tag == "pre":
-                code = _pre_text(el).replace("\n", _PRE_NL).replace(" ", _PRE_SP)
-                parts.append(f"\n\n```{_PRE_NL}{code}{_PRE_NL}```\n\n")
+                parts.append(_fenced(el))
+                walker.skip_subtree()
+                continue
+            if tag == "table":
+                parts.append(_table(el))
                 walker.skip_subtree()
                 continue
             if tag in HEADINGS:
@@ -105,16 +164,14 @@ def element_markdown(container) -> Markdown:
                 in_heading += 1
             elif tag == "dt":
                 parts.append("\n\n")
-                if el.get("id"):  # a definition: a heading of its own, so chunks start at its signature
+                if el.get("id"):  # a definition: the chunker cuts at its anchor, so chunks start at its signature
                     mark(f"#{el.get('id')}")
-                    parts.append("###### ")
+                    parts.append(_SIG_OPEN)
                     in_heading += 1
             elif tag == "li":
                 parts.append("\n- ")
-            elif tag in ("tr", "br"):
+            elif tag == "br":
                 parts.append("\n")
-            elif tag in ("td", "th"):
-                parts.append(" | ")
             elif tag in BLOCKS:
                 parts.append("\n\n")
             elif tag in ("code", "tt", "kbd", "samp") and not in_heading and "pre" not in _classes(el):
@@ -128,7 +185,7 @@ def element_markdown(container) -> Markdown:
                     parts.append("\n\n")
                 elif tag == "dt":
                     in_heading -= 1 if el.get("id") else 0
-                    parts.append("\n\n")
+                    parts.append(_SIG_CLOSE + "\n\n" if el.get("id") else "\n\n")
                 elif tag in BLOCKS:
                     parts.append("\n\n")
                 elif tag in ("code", "tt", "kbd", "samp") and not in_heading and "pre" not in _classes(el):
@@ -141,7 +198,7 @@ def element_markdown(container) -> Markdown:
 def _finish(raw: str, anchors: list[str]) -> Markdown:
     lines, carried = [], ""
     for line in raw.replace("\u00b6", "").split("\n"):
-        line = _SPACES.sub(" ", line).strip()
+        line = _SIGNATURE_SPACES.sub("`", _SPACES.sub(" ", line).strip())
         bare = _MARKER.sub("", line)
         if not bare.strip() or _EMPTY_BULLET.match(bare):  # an empty line or bullet goes; its anchors
             carried += "".join(m.group(0) for m in _MARKER.finditer(line))  # move to the next text line

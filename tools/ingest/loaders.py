@@ -23,7 +23,7 @@ from pathlib import Path
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
-from ragsieve.tools.ingest.web_text import extract_page, page_locators
+from ragsieve.tools.ingest.web_text import PageText, extract_page, is_toc_url, page_locators
 from ragsieve.tools.types import Document
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
         page = extract_page(text)
         title, text = page.title, page.text
         locators = page_locators(page)
-        kind = "markdown" if page.markdown else "html"  # markdown: chunks follow the page's headings
+        kind = "toc" if is_toc_url(path.name) else _page_kind(page)  # markdown: chunks follow the headings
         line_start = None  # extracted text has no line correspondence with the file
     elif kind == "notebook":
         try:
@@ -312,8 +312,14 @@ def page_document(url: str, html: str, content_hash: str) -> Document | None:
     if not page.text.strip():
         return None
     return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
-                    kind="markdown" if page.markdown else "html", content_hash=content_hash, line_start=None,
+                    kind="toc" if is_toc_url(url) else _page_kind(page), content_hash=content_hash, line_start=None,
                     locators=page_locators(page))
+
+
+def _page_kind(page: PageText) -> str:
+    """`toc` for a table-of-contents or index page (indexed for `read`, never ranked as a passage), else
+    `markdown` when the text is markdown, else `html`."""
+    return "toc" if page.toc else "markdown" if page.markdown else "html"
 
 
 def site_documents(pages) -> list[Document]:

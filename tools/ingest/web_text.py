@@ -30,6 +30,7 @@ class PageText:
     markdown: bool  # True when `text` is markdown (headings as `#` lines)
     anchors: dict[str, str] = field(default_factory=dict)  # normalised heading text -> anchor id
     locators: list[tuple[int, str]] | None = None  # (offset, "#id") of definitions and headings, when known
+    toc: bool = False  # a table-of-contents or index page (`is_toc_page`): kept for its links, never a passage
 
 
 def norm(text: str) -> str:
@@ -73,21 +74,54 @@ def extract_page(html: str) -> PageText:
     root = _parse(html)
     title = _title(root) if root is not None else None
     container = _main_container(root) if root is not None else None
+    toc = is_toc_page(container if container is not None else root) if root is not None else False
     if container is not None:
         got = element_markdown(container)
         if got.text.strip():
-            return PageText(title or "", got.text, markdown=True, locators=got.locators)
+            return PageText(title or "", got.text, markdown=True, locators=got.locators, toc=toc)
     trafilatura = require(Extra.CRAWL, "trafilatura", "reading HTML pages", "or --exclude '*.html'")
     text = trafilatura.extract(_without_boilerplate_tags(root, html), output_format="markdown", include_formatting=True, include_tables=True,
                                include_comments=False, include_links=False, include_images=False,
                                favor_recall=True, with_metadata=False, deduplicate=False)
     if not text or not text.strip():
         plain_title, plain = html_to_text(html)
-        return PageText(title or plain_title or "", plain, markdown=False)
+        return PageText(title or plain_title or "", plain, markdown=False, toc=toc)
     text = drop_empty_bullets(unescape_markdown(text.replace(_PILCROW, "")))  # Sphinx permalink marks
     levels: dict[str, int] = {}
     anchors = heading_anchors(html, levels)
-    return PageText(title or "", restore_headings(text, levels), markdown=True, anchors=anchors)
+    return PageText(title or "", restore_headings(text, levels), markdown=True, anchors=anchors, toc=toc)
+
+
+TOC_LINK_SHARE = 0.6  # a page whose text is at least this share link text (and MIN_TOC_LINKS links) is a TOC
+MIN_TOC_LINKS = 10
+_TOC_CLASSES = {"toctree-wrapper", "genindextable", "modindextable", "indextable", "toc", "table-of-contents"}
+
+
+_TOC_URL = re.compile(r"(?:^|/)(?:genindex(?:-[^/]*)?|py-modindex|modindex|search|contents|sitemap)"
+                      r"(?:\.html?)?/?$", re.I)
+
+
+def is_toc_url(url: str) -> bool:
+    """Whether a URL or file path names an index page by its name (Sphinx's `genindex`, `genindex-A`,
+    `py-modindex`, `search`, `contents`; a `sitemap` page), query and fragment aside."""
+    return _TOC_URL.search(url.split("#", 1)[0].split("?", 1)[0]) is not None
+
+
+def is_toc_page(element) -> bool:
+    """Whether a page's main element is a table of contents or an index rather than text to quote: its
+    text is mostly link text (at least TOC_LINK_SHARE of it, over MIN_TOC_LINKS links), or mostly inside
+    a Sphinx `toctree`, general index (`genindex`) or module index (`py-modindex`) block."""
+    text = _SPACE.sub("", element.text_content())
+    if not text:
+        return False
+    links = [a for a in element.iter("a") if "headerlink" not in (a.get("class") or "")]
+    linked = sum(len(_SPACE.sub("", a.text_content())) for a in links)
+    if len(links) >= MIN_TOC_LINKS and linked >= TOC_LINK_SHARE * len(text):
+        return True
+    listed = sum(len(_SPACE.sub("", el.text_content())) for el in element.iter()
+                 if isinstance(el.tag, str) and set((el.get("class") or "").split()) & _TOC_CLASSES
+                 and not any(set((a.get("class") or "").split()) & _TOC_CLASSES for a in el.iterancestors()))
+    return listed >= 0.5 * len(text)
 
 
 _ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>|~=])")

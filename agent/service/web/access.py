@@ -6,7 +6,11 @@
   `--cors-origin`), with the API key rules of `/v1` (none on an open server).
 
 `WidgetCors` answers CORS preflights and labels responses for origins some
-widget key allows; the key/origin pair itself is checked on every call.
+widget key allows; the key/origin pair itself is checked on every call. Another
+origin's preflight is answered too (not 405), and its error replies carry CORS
+headers, so a widget on a site its key does not allow can say "origin not
+allowed" instead of "cannot be reached"; every call from such an origin is
+refused by `ui_caller`, so all it can read is that refusal.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.widget_keys import WidgetKey, normal_origin
 
 API_PREFIX = "/ui/api/"
+WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, README)
 
 
 @dataclass
@@ -64,7 +69,12 @@ def ui_caller(request: Request) -> UiCaller:
     web = request.app.state.web
     raw_origin = request.headers.get("origin")
     origin = normal_origin(raw_origin) if raw_origin else None
-    key = web.widget_keys.find(_bearer(request))
+    bearer = _bearer(request)
+    key = web.widget_keys.find(bearer)
+    if key is None and bearer is not None and bearer.startswith(WIDGET_KEY_PREFIX) and \
+            raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
+        raise ApiError(401, "this widget key is not known to the server: check data-key in the page's <script> tag",
+                       code="invalid_api_key")
     if key is not None:
         if origin is None or origin not in key.origins:
             raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
@@ -84,17 +94,21 @@ def ui_caller(request: Request) -> UiCaller:
 class WidgetCors:
     """Pure ASGI middleware: CORS for the assistant routes, for origins some widget key allows."""
 
-    def __init__(self, app, widget_keys):
+    def __init__(self, app, widget_keys, page_origins: set[str] | None = None):
         self.app, self.widget_keys = app, widget_keys
+        self.page_origins = page_origins or set()  # `--cors-origin`: the CORS middleware inside answers them
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         origin = normal_origin(headers["origin"]) if "origin" in headers else None
-        if origin is None or not self.widget_keys.any_allows(origin):
+        if origin is None or origin in self.page_origins:
             return await self.app(scope, receive, send)
+        allowed = self.widget_keys.any_allows(origin)
         cors = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+        if not allowed:
+            return await self._refusals_readable(scope, receive, send, headers, cors)
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
             await send({"type": "http.response.start", "status": 204, "headers": cors + [
                 (b"access-control-allow-methods", b"GET, POST"),
@@ -110,3 +124,22 @@ class WidgetCors:
             await send(message)
 
         await self.app(scope, receive, send_with_cors)
+
+    async def _refusals_readable(self, scope, receive, send, headers: dict[str, str], cors: list) -> None:
+        """An origin no widget key allows: its preflight is granted (a short while), and its replies carry CORS
+        headers only when they are errors (the refusal `ui_caller` gives every call from it)."""
+        if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+            await send({"type": "http.response.start", "status": 204, "headers": cors + [
+                (b"access-control-allow-methods", b"GET, POST"),
+                (b"access-control-allow-headers", b"Authorization, Content-Type"),
+                (b"access-control-max-age", b"60")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_errors_with_cors(message):
+            if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"access-control-allow-origin"]
+                message = {**message, "headers": kept + cors}
+            await send(message)
+
+        await self.app(scope, receive, send_errors_with_cors)

@@ -15,6 +15,7 @@ from starlette.background import BackgroundTask
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.service.errors import ApiError
+from ragsieve.agent.service.insights_hook import surface_of_page
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, question_budget
 from ragsieve.agent.service.requests import check_text
 from ragsieve.agent.service.web.access import UiCaller, ui_caller
@@ -86,7 +87,8 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
     orch = app.registry.orchestrators[name]
     ticket = app.admission.enter()
     job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history),
-                      question_budget(orch, app.settings.request_timeout_s))
+                      question_budget(orch, app.settings.request_timeout_s),
+                      app.registry.logged(name, surface_of_page(who.via)))
 
     def sse(event: str, data) -> str:
         return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
@@ -110,6 +112,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                     answer_id = None
                     if web.feedback is not None:
                         answer_id = await anyio.to_thread.run_sync(lambda: web.feedback.record_answer(
+                            answer_id=job.answer_id,
                             index=name, plan=answer.plan, asked=question, question=answer.question,  # noqa: B023
                             answer=answer.answer, citations=citations, trace=trace,  # noqa: B023
                             history=[t.model_dump() for t in body.history], via=who.via))
@@ -136,5 +139,9 @@ async def feedback(request: Request, body: UiFeedback, who: UiCaller = Depends(u
     index = await anyio.to_thread.run_sync(store.answer_index, body.answer_id)
     if index is None or index not in who.visible([index]):
         raise ApiError(404, "no such answer (it may have expired)", code="answer_not_found", param="answer_id")
-    await anyio.to_thread.run_sync(store.rate, body.answer_id, 1 if body.rating == "up" else -1, body.comment)
+    rating = 1 if body.rating == "up" else -1
+    await anyio.to_thread.run_sync(store.rate, body.answer_id, rating, body.comment)
+    hook = request.app.state.registry.insights
+    if hook is not None and hook.logs(index):
+        hook.rated(body.answer_id, rating)
     return {"status": "stored", "answer_id": body.answer_id, "rating": body.rating}

@@ -14,7 +14,8 @@ from importlib import resources
 STATIC = resources.files("ragsieve.agent.service.web") / "static"
 VENDOR = (("DOMPurify", "purify.min.js"), ("markedLib", "marked.umd.js"))
 FILES = {"chat.html": "text/html; charset=utf-8", "chat.css": "text/css; charset=utf-8",
-         "conversation.css": "text/css; charset=utf-8", "source.css": "text/css; charset=utf-8"}
+         "conversation.css": "text/css; charset=utf-8", "source.css": "text/css; charset=utf-8",
+         "insights.css": "text/css; charset=utf-8"}
 
 
 def read(name: str) -> str:

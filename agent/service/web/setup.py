@@ -17,7 +17,7 @@ class WebState:
 
 def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
     """Add the pages, the assistant API and its CORS to `app` (after every other middleware: outermost)."""
-    from ragsieve.agent.service.web import access, api, pages
+    from ragsieve.agent.service.web import access, api, insights, pages
     from ragsieve.agent.service.web.links import load_secret
 
     widget_keys = widget_keys or WidgetKeys()
@@ -29,4 +29,5 @@ def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
                              page_origins={o for o in map(normal_origin, settings.cors_origins) if o})
     app.include_router(api.router)
     app.include_router(pages.router)
-    app.add_middleware(access.WidgetCors, widget_keys=widget_keys)
+    app.include_router(insights.router)
+    app.add_middleware(access.WidgetCors, widget_keys=widget_keys, page_origins=app.state.web.page_origins)

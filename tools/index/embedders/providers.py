@@ -82,9 +82,15 @@ def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
     the base URL is the recorded one unless RAGSIEVE_EMBED_BASE_URL names where the endpoint moved."""
     provider = record.get("provider", DEFAULT_PROVIDER)
     if provider == DEFAULT_PROVIDER:
+        from ragsieve.tools.index.onnx_query import OnnxQueryEmbedder
+
+        encoder = record.get("encoder", "torch")
+        light = OnnxQueryEmbedder.find(record["model"], encoder, batch_size=batch_size)
+        if light is not None:  # an exported ONNX encoder: no torch or sentence-transformers import
+            return light
         from ragsieve.tools.index.dense import Embedder
 
-        return Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"))
+        return Embedder(record["model"], batch_size=batch_size, encoder=encoder)
     if provider == "openai":
         from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 

@@ -127,16 +127,19 @@ var Core = (function () {
     send.type = "submit";
     form.appendChild(label); form.appendChild(input); form.appendChild(send);
     root.appendChild(log); root.appendChild(form);
-    var busy = false, stopper = null;
+    var busy = false, stopper = null, queued = [];  // questions asked while an answer streams, asked in turn
 
     input.addEventListener("keydown", function (e) {
-      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit ? form.requestSubmit() : submit(e); }
+      if (e.key !== "Enter" || e.shiftKey || e.isComposing) return;
+      e.preventDefault();
+      if (busy) { enqueue(); return; }  // Enter never stops the answer that is streaming: it queues the question
+      if (form.requestSubmit) form.requestSubmit(); else submit(e);
     });
     form.addEventListener("submit", submit);
 
     function submit(e) {
       if (e) e.preventDefault();
-      if (busy) {  // the button reads "Stop" while an answer streams: closing the stream cancels the question
+      if (busy) {  // the button reads "Stop" while an answer streams: only a click on it cancels the question
         if (stopper) stopper.abort();
         return;
       }
@@ -144,6 +147,25 @@ var Core = (function () {
       if (!q) return;
       input.value = "";
       ask(q);
+    }
+
+    function enqueue() {
+      var q = input.value.trim();
+      if (!q) return;
+      input.value = "";
+      var bubble = el(doc, "div", "rs-user rs-queued", q);
+      var note = el(doc, "span", "rs-queued-note", " (asked when the answer above is done)");
+      bubble.appendChild(note);
+      log.appendChild(bubble);
+      queued.push({ question: q, bubble: bubble });
+      bubble.scrollIntoView({ block: "end" });
+    }
+
+    function next() {
+      var item = queued.shift();
+      if (!item) return;
+      item.bubble.parentNode.removeChild(item.bubble);
+      ask(item.question);
     }
 
     function ask(question) {
@@ -209,6 +231,7 @@ var Core = (function () {
         stopper = null;
         send.textContent = "Ask";
         card.setAttribute("aria-busy", "false");
+        next();
       });
     }
 
@@ -234,13 +257,13 @@ var Core = (function () {
       sources.textContent = "";
       Object.keys(byNumber).forEach(function (n) {
         var c = byNumber[n], li = el(doc, "li");
-        var a = el(doc, "a", "rs-source", "[" + c.number + "] " + c.label);
+        var a = el(doc, "a", "rs-source", "[" + c.number + "] " + shortLabel(c));
         a.href = c.abs;
+        a.title = c.label;  // the full location, on hover and for assistive technology
         a.target = "_blank";
         a.rel = "noopener noreferrer";
         a.setAttribute("data-kind", c.kind);
         li.appendChild(a);
-        if (c.title) li.appendChild(el(doc, "span", "rs-source-title", " " + c.title));
         if (c.cited === false) {  // a top retrieved passage the answer did not cite
           li.classList.add("rs-uncited");
           li.appendChild(el(doc, "span", "rs-source-note", " (retrieved, not cited)"));
@@ -304,8 +327,22 @@ var Core = (function () {
       return box;
     }
 
-    return { input: input, ask: ask, reset: function () { history = []; log.textContent = ""; } };
+    return { input: input, ask: ask, reset: function () { history = []; queued = []; log.textContent = ""; } };
   }
 
-  return { mount: mount, el: el, absolute: absolute };
+  // A source's label as a reader scans it: a web page by its title (else host and the path's last part), with
+  // the section it cites; a file by its path and lines (already short). The full URL stays in href and title.
+  function shortLabel(c) {
+    var label = String(c.label || "");
+    if (!/^https?:\/\//i.test(label)) return label;
+    try {
+      var u = new URL(label), section = u.hash ? " § " + decodeURIComponent(u.hash.slice(1)) : "";
+      if (c.title) return c.title + section;
+      var parts = u.pathname.split("/").filter(function (p) { return p; });
+      var tail = parts.length ? parts[parts.length - 1] : "";
+      return u.host + (parts.length > 1 ? "/…/" : "/") + tail + section;
+    } catch (e) { return label; }
+  }
+
+  return { mount: mount, el: el, absolute: absolute, shortLabel: shortLabel };
 })();

@@ -4,6 +4,7 @@
   var doc = document, keyName = "ragsieve-api-key";
   var indexSel = doc.getElementById("rs-index"), planSel = doc.getElementById("rs-plan");
   var keyBox = doc.getElementById("rs-keybox"), keyInput = doc.getElementById("rs-key"), notice = doc.getElementById("rs-notice");
+  var keyChange = doc.getElementById("rs-keychange");
 
   function auth() {
     var key = sessionStorage.getItem(keyName);
@@ -21,12 +22,15 @@
     return fetch("/ui/api/config", { headers: auth(), credentials: "omit" }).then(function (r) {
       if (r.status === 401) {
         keyBox.hidden = false;
-        notice.textContent = "This server needs an API key.";
+        keyChange.hidden = true;
+        notice.textContent = sessionStorage.getItem(keyName) ? "This API key is not accepted: enter another."
+          : "This server needs an API key.";
         keyInput.focus();
         return;
       }
       return r.json().then(function (cfg) {
-        keyBox.hidden = !sessionStorage.getItem(keyName);
+        keyBox.hidden = true;  // a working key (or none needed): the field goes, "Change API key" stays
+        keyChange.hidden = !sessionStorage.getItem(keyName);
         notice.textContent = cfg.indexes.length ? "" : "No index is served to this key.";
         indexSel.textContent = "";
         cfg.indexes.forEach(function (ix) { indexSel.appendChild(option(ix.name, ix.name)); });
@@ -42,6 +46,12 @@
       });
     }).catch(function (e) { notice.textContent = "The server cannot be reached: " + e.message; });
   }
+
+  keyChange.addEventListener("click", function () {
+    keyBox.hidden = false;
+    keyChange.hidden = true;
+    keyInput.focus();
+  });
 
   doc.getElementById("rs-keyform").addEventListener("submit", function (e) {
     e.preventDefault();

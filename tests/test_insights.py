@@ -1,0 +1,328 @@
+"""Insights: a scripted month of traffic over the examples index, through the real surfaces (OpenAI client,
+/v1/ask, the chat page's API, MCP), with a fake clock and the scripted model; then the report, its exports and
+the evaluation set, the redaction in the SQLite bytes, retention, key scopes, and logging off."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import anyio
+import httpx
+import pytest
+from insights_fakes import ANSWERED, BILLING, DAY, MOBILE, FakeClock, insights_service, month_of_questions, words
+from service_fakes import sse_events
+
+from ragsieve import Config
+from ragsieve.agent.eval.data import load_dataset
+from ragsieve.agent.insights.log import FILE_NAME, QuestionLog
+from ragsieve.agent.insights.record import Outcome, QuestionRecord, Surface, record_of
+from ragsieve.agent.insights.redact import redact
+from ragsieve.agent.orchestrator import Answer
+from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
+from ragsieve.agent.service.keys import KeyRing
+
+EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+44 20 7946 0958"
+PLANTED = f"How do I rotate an API key? I am {EMAIL}, call {PHONE}, my key is {KEY}"
+START = float(int(time.time() - 31 * DAY))  # the scripted month ends a day ago (the CLI reads with the real clock)
+
+
+def _ask_all(svc, questions, clock) -> dict[str, str]:
+    """Each question through one surface in turn; returns the chat page's answer ids by question."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{svc.base_url}/v1", api_key="unused", max_retries=0)
+    page_ids: dict[str, str] = {}
+    for n, (day, question) in enumerate(questions):
+        clock.now = START + day * DAY + n * 60
+        surface = n % 3
+        if surface == 0:
+            reply = client.chat.completions.create(model="lumen", messages=[{"role": "user", "content": question}])
+            assert reply.choices[0].message.content
+        elif surface == 1:
+            r = httpx.post(f"{svc.base_url}/v1/ask", json={"question": question, "index": "lumen"}, timeout=60)
+            assert r.status_code == 200, r.text
+        else:
+            with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": question, "index": "lumen"},
+                              timeout=60) as r:
+                done = [d for e, d in sse_events(r) if e == "done"]
+            assert done and done[0]["answer_id"], done
+            page_ids[question] = done[0]["answer_id"]
+    return page_ids
+
+
+def _mcp_ask(svc, question: str) -> dict:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def main():
+        async with streamablehttp_client(f"{svc.base_url}/mcp") as (r, w, _):
+            async with ClientSession(r, w, read_timeout_seconds=timedelta(seconds=60)) as session:
+                await session.initialize()
+                result = await session.call_tool("ask", {"question": question, "index": "lumen"})
+                return json.loads(result.content[0].text)
+
+    return anyio.run(main)
+
+
+@pytest.fixture(scope="module")
+def month(examples_index, tmp_path_factory):
+    """A month of questions (fake clock), one thumbs down, one planted secret; the served report at the end."""
+    data = tmp_path_factory.mktemp("insights-data")
+    clock = FakeClock(START)
+    with insights_service({"lumen": examples_index}, data, clock) as svc:
+        questions = month_of_questions()
+        page_ids = _ask_all(svc, questions, clock)
+        clock.now = START + 29.5 * DAY
+        assert _mcp_ask(svc, ANSWERED[0])["answer"]
+        assert _mcp_ask(svc, PLANTED)["answer"]
+        wrong = next(q for q in page_ids if q in ANSWERED)
+        r = httpx.post(f"{svc.base_url}/ui/api/feedback", json={"answer_id": page_ids[wrong], "rating": "down"})
+        assert r.status_code == 200, r.text
+        report = httpx.get(f"{svc.base_url}/insights/api/report", params={"index": "lumen", "since": "30d"},
+                           timeout=120)
+        assert report.status_code == 200, report.text
+        csv_text = httpx.get(f"{svc.base_url}/insights/api/export.csv", params={"index": "lumen"}, timeout=120)
+        exported = httpx.post(f"{svc.base_url}/insights/api/export-eval", timeout=120, json={
+            "index": "lumen", "since": "30d", "group": report.json()["groups"][0]["id"],
+            "label": report.json()["groups"][0]["label"]})
+        rows = svc.registry.insights.log.rows("lumen")
+    return {"data": data, "questions": questions, "report": report.json(), "csv": csv_text, "rows": rows,
+            "wrong": (wrong, page_ids[wrong]), "exported": exported}
+
+
+def test_every_surface_logs_its_questions_with_outcome_and_citations(month):
+    rows = month["rows"]
+    assert len(rows) == len(month["questions"]) + 2
+    assert {r.surface for r in rows} == {Surface.CHAT_COMPLETIONS, Surface.ASK, Surface.CHAT_PAGE, Surface.MCP}
+    by_question = {r.question: r for r in rows}
+    assert all(by_question[q].outcome is Outcome.ABSTAINED_MODEL for q in BILLING + MOBILE)
+    assert all(by_question[q].outcome is Outcome.ANSWERED and by_question[q].citations for q in ANSWERED)
+    assert all(r.answer is None for r in rows)  # no answer text unless store_answers
+    assert all(r.latency_s > 0 and r.vector is not None for r in rows)  # embedded by the writer, off the request
+    assert [r.at for r in rows] == sorted(r.at for r in rows) and rows[0].at == START  # the fake clock's times
+
+
+def test_the_missing_topic_comes_out_as_one_group_with_its_count(month):
+    groups = month["report"]["groups"]
+    billing = [g for g in groups if set(g["examples"]) & set(BILLING)]
+    assert len(billing) == 1, [(g["label"], g["count"]) for g in groups]
+    assert billing[0]["count"] == 24 and billing[0]["label"] in BILLING
+    assert set(billing[0]["examples"]) <= set(BILLING)
+    mobile = [g for g in groups if set(g["examples"]) & set(MOBILE)]
+    assert len(mobile) == 1 and mobile[0]["count"] == 6
+    assert sum(n for _, n in billing[0]["trend"]) == 24 and len(billing[0]["trend"]) >= 4  # weekly, a month
+    assert billing[0]["closest"] and all(p["source"] and p["snippet"] for p in billing[0]["closest"])
+    totals = month["report"]["totals"]
+    assert totals["abstained_model"] == 30 and totals["answered"] == 32 and totals["thumbs_down"] == 1
+
+
+def test_thumbs_down_is_linked_by_answer_id_and_flagged(month):
+    question, answer_id = month["wrong"]
+    row = next(r for r in month["rows"] if r.id == answer_id)
+    assert row.rating == -1 and row.question == question
+    flagged = month["report"]["flagged"]
+    assert [f["id"] for f in flagged] == [answer_id] and flagged[0]["why"] == "marked wrong"
+
+
+def test_cited_and_unreached_documents(month):
+    report = month["report"]
+    assert report["most_cited"] and all(n >= 1 for _, n in report["most_cited"])
+    cited = {d for d, _ in report["most_cited"]}
+    assert cited.isdisjoint(report["unreached"])
+    assert report["unreached_total"] == len(report["unreached"]) > 0
+
+
+def test_csv_export_and_eval_set_from_a_group(month):
+    csv_response = month["csv"]
+    assert csv_response.status_code == 200 and "attachment" in csv_response.headers["content-disposition"]
+    lines = csv_response.text.strip().splitlines()
+    assert lines[0].startswith("id,at,surface") and len(lines) == len(month["rows"]) + 1
+    exported = month["exported"]
+    assert exported.status_code == 200, exported.text
+    dataset = load_dataset(exported.json()["folder"])
+    assert len(dataset.questions) == 24 and all(q.impossible for q in dataset.questions)
+    assert {q.text for q in dataset.questions} == set(BILLING)
+
+
+def test_redaction_keeps_planted_secrets_out_of_the_database_file(month):
+    db = month["data"] / FILE_NAME
+    raw = b"".join(p.read_bytes() for p in (db, db.with_name(FILE_NAME + "-wal")) if p.exists())
+    assert b"rotate an API key? I am [email]" in raw  # the question is there ...
+    for secret in (EMAIL, KEY, "7946 0958", "jane.roe", "9f8e7d6c5b4a"):
+        assert secret.encode() not in raw  # ... its e-mail, phone and key are not, in the file or its WAL
+    assert db.stat().st_mode & 0o077 == 0  # readable by the server's user only
+
+
+def test_redact_patterns():
+    text = redact("mail a.b+c@mail.example.co.uk, call (555) 123-4567, token ghp_abcdefghij0123456789, "
+                  "Authorization: Bearer abc.DEF-123_456789, password=hunter22, key AKIAIOSFODNN7EXAMPLE, "
+                  "hash 9f86d081884c7d659a2feaa0c55ad015")
+    for leaked in ("a.b+c", "123-4567", "ghp_", "abc.DEF", "hunter22", "AKIA", "9f86d0"):
+        assert leaked not in text
+    kept = "How do I set the rate limit to 1000 requests per 60 s in v2.3.1 since 2026-01-05?"
+    assert redact(kept) == kept
+
+
+def _record(at: float, question: str) -> QuestionRecord:
+    return QuestionRecord(index="lumen", surface=Surface.ASK, at=at, plan="fast", outcome=Outcome.ANSWERED,
+                          question=question, latency_s=0.1)
+
+
+def test_retention_deletes_old_rows_and_their_bytes(tmp_path):
+    clock = FakeClock(START)
+    log = QuestionLog(tmp_path / FILE_NAME, retention_days=7, clock=clock)
+    log.write([_record(START - 10 * DAY, "an old question about zebras"), _record(START - DAY, "a recent one")])
+    assert [r.question for r in log.rows()] == ["a recent one"]  # the write pruned what retention excludes
+    clock.advance(7 * DAY)
+    assert log.prune() == 1 and log.rows() == []
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"zebras" not in raw and b"a recent one" not in raw  # secure_delete + checkpoint: the bytes are gone
+
+
+def test_outcomes_from_answers():
+    base = {"question": "q", "answer": "a", "plan": "fast"}
+    assert record_of(Answer(**base, abstention="no_evidence"), index="i", surface="ask", at=0, latency_s=0).outcome \
+        is Outcome.ABSTAINED_CALIBRATION
+    assert record_of(Answer(**base, abstention="passages"), index="i", surface="mcp", at=0, latency_s=0).outcome \
+        is Outcome.PASSAGES
+    mixed = record_of(Answer(**base, abstention="mixed"), index="i", surface="widget", at=0, latency_s=0,
+                      keep_answer=True)
+    assert mixed.outcome is Outcome.ANSWERED and mixed.low_confidence and mixed.answer == "a"
+    trace = [TraceEvent(step="conformal", outcome="next", summary={"status": "applied", "best": 0.31, "qhat": 0.4}),
+             TraceEvent(step="answer", outcome="next", summary={"answerability": {
+                 "answerable": False, "score": 0.42, "threshold": 0.55}})]
+    calibrated = record_of(Answer(**base, abstention="model", trace=trace, evidence="fast",
+                                  conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50,
+                                                            coverage=0.9)),
+                           index="i", surface="ask", at=0, latency_s=0)
+    assert (calibrated.score, calibrated.threshold, calibrated.conformal_best, calibrated.qhat) == (0.42, 0.55, 0.31, 0.4)
+    weak = record_of(Answer(**base, evidence="fast", conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4,
+                                                                               calibration_n=50, coverage=0.9)),
+                     index="i", surface="ask", at=0, latency_s=0)
+    assert weak.outcome is Outcome.ANSWERED and weak.low_confidence  # answered without passing the cutoff
+
+
+def test_admin_scope_is_needed_for_insights(examples_index, tmp_path):
+    keys = KeyRing({"sk-reader-0001": {"lumen"}, "sk-writer-0001": {"lumen:write"}, "sk-owner-0001": {"lumen:admin"}})
+    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), keys=keys) as svc:
+        url = f"{svc.base_url}/insights/api/report"
+        assert httpx.get(url, params={"index": "lumen"}).status_code == 401
+        for key in ("sk-reader-0001", "sk-writer-0001"):
+            for path in ("/insights/api/report", "/insights/api/indexes", "/insights/api/export.csv"):
+                r = httpx.get(svc.base_url + path, params={"index": "lumen"},
+                              headers={"Authorization": f"Bearer {key}"})
+                assert r.status_code == 403, (key, path, r.text)
+        owner = httpx.get(url, params={"index": "lumen"}, headers={"Authorization": "Bearer sk-owner-0001"})
+        assert owner.status_code == 200 and owner.json()["totals"]["questions"] == 0
+        page = httpx.get(f"{svc.base_url}/insights")
+        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_logging_off_writes_nothing(examples_index, tmp_path):
+    off = Config()
+    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), config=off) as svc:
+        assert svc.registry.insights is None
+        r = httpx.post(f"{svc.base_url}/v1/ask", json={"question": BILLING[0], "index": "lumen"}, timeout=60)
+        assert r.status_code == 200
+        assert httpx.get(f"{svc.base_url}/insights/api/report", params={"index": "lumen"}).status_code == 404
+    assert not list(tmp_path.glob("insights*"))
+
+
+def test_insights_only_for_the_indexes_named(examples_index, second_index, tmp_path):
+    config = Config.model_validate({"insights": {"enabled": True, "indexes": ["notes"]}})
+    with insights_service({"lumen": examples_index, "notes": second_index}, tmp_path, FakeClock(START),
+                          config=config) as svc:
+        httpx.post(f"{svc.base_url}/v1/ask", json={"question": ANSWERED[0], "index": "lumen"}, timeout=60)
+        httpx.post(f"{svc.base_url}/v1/ask", json={"question": "When is the tea ceremony?", "index": "notes"},
+                   timeout=60)
+        svc.registry.insights.log.flush()
+        assert [r.index for r in svc.registry.insights.log.rows()] == ["notes"]
+
+
+def test_insights_refuse_bad_settings(examples_index, tmp_path):
+    from ragsieve.agent.errors import UsageError
+
+    bad = Config.model_validate({"insights": {"enabled": True, "indexes": ["nope"]}})
+    with pytest.raises(UsageError, match="unknown index"), insights_service({"lumen": examples_index}, tmp_path,
+                                                                             FakeClock(START), config=bad):
+        pass
+
+
+def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp_path, capsys):
+    from ragsieve.agent.cli.main import main
+
+    args = ["insights", "--index", f"lumen={examples_index}", "--data-dir", str(month["data"]), "--since", "35d"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Topics the documents miss" in text and "   24  " in text
+    assert main(args + ["--json", "--csv", str(tmp_path / "q.csv")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["groups"][0]["count"] == 24 and (tmp_path / "q.csv").read_text().count("\n") == len(month["rows"]) + 1
+    out = tmp_path / "billing-eval"
+    assert main(args + ["--export-eval", "g1", "--out", str(out)]) == 0
+    assert {q.text for q in load_dataset(out).questions} == set(BILLING)
+    assert words(report["groups"][0]["label"]) & {"refund", "invoices", "credit", "billing", "vat", "card"}
+
+
+def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index, tmp_path):
+    from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+
+    site, key = "https://docs.example.com", "pk-insights-widget-1"
+    keys = WidgetKeys([WidgetKey(key, frozenset({"lumen"}), frozenset({site}), 30, visitor_requests_per_minute=30)])
+    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), widget_keys=keys) as svc:
+        headers = {"Authorization": f"Bearer {key}", "Origin": site}
+        with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": BILLING[0]}, headers=headers,
+                          timeout=60) as r:
+            done = [d for e, d in sse_events(r) if e == "done"][0]
+        rated = httpx.post(f"{svc.base_url}/ui/api/feedback", headers=headers,
+                           json={"answer_id": done["answer_id"], "rating": "up"})
+        assert rated.status_code == 200, rated.text
+        svc.registry.insights.log.flush()
+        (row,) = svc.registry.insights.log.rows("lumen")
+        assert row.surface is Surface.WIDGET and row.id == done["answer_id"] and row.rating == 1
+        assert row.outcome is Outcome.ABSTAINED_MODEL
+
+
+BILLING_PAGE = """# Billing and invoices
+
+Invoices are in Settings > Billing; download any invoice as a PDF there. Pay by credit card or by invoice (bank
+transfer). Change the billing address on future invoices under Billing details. A refund of a subscription is
+possible within 14 days: write to the billing team. Every payment gets a VAT receipt. A credit card charged twice
+is refunded automatically within five days.
+"""
+
+
+def _passage_aware(messages) -> str:
+    """Answers only when a passage shown talks about billing; abstains otherwise (as a careful model would)."""
+    prompt = messages[-1]["content"]
+    passages = prompt.rsplit("Question:", 1)[0].lower()
+    return "See the billing page [1]." if "billing" in passages and "invoice" in passages else \
+        "The context does not contain the answer."
+
+
+def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(month, examples_index, embedder, tmp_path):
+    """The loop the export is for: today the group's questions are abstained on; the owner adds the page, re-indexes,
+    and the same evaluation set shows them answered."""
+    import shutil
+
+    from conftest import EXAMPLES
+
+    from ragsieve.agent.eval.evaluate import Evaluation
+    from ragsieve.agent.llm.fake import FakeChat
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    folder = month["exported"].json()["folder"]
+
+    def abstention_rate(index_dir) -> float:
+        results = Evaluation(folder, index_dir, plans=["fast"], out=tmp_path / f"eval-{index_dir.name}",
+                             chat=FakeChat(default=_passage_aware), cache=False, progress=False).run()
+        return results["plans"]["fast"]["answers"]["abstain_correct"]
+
+    assert abstention_rate(examples_index) == 1.0  # every question of the group is abstained on today
+    docs = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, docs)
+    (docs / "docs" / "billing.md").write_text(BILLING_PAGE, encoding="utf-8")
+    fixed = tmp_path / "fixed-index"
+    IndexBuilder(fixed, embedder=embedder, progress=False).build([str(docs)])
+    assert abstention_rate(fixed) <= 0.25  # after the page: the group is answered
