@@ -39,7 +39,7 @@ from ragsieve.tools.index.build_report import (  # noqa: F401
     package_version,
 )
 from ragsieve.tools.index.change_plan import any_document, ids_in_scopes, listed_change, plan_change
-from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder, canonical_model_name
+from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder
 from ragsieve.tools.index.embed_cache import EmbeddingCache
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.index.encoder_choice import default_encoder, recorded_encoder  # noqa: F401  (re-exported)
@@ -48,6 +48,7 @@ from ragsieve.tools.index.generations import live_generation, new_generation, sw
 from ragsieve.tools.index.hybrid import MANIFEST, current_generation, read_manifest
 from ragsieve.tools.index.incremental import collect_stores
 from ragsieve.tools.index.lock import IndexLock
+from ragsieve.tools.index.model_names import canonical_model_name
 from ragsieve.tools.index.store import ChunkStore
 from ragsieve.tools.index.windows import LongCode, embed_windowed, tokenizer_of, window_texts
 from ragsieve.tools.ingest.chunking import Chunker

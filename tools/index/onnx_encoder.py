@@ -36,12 +36,10 @@ import numpy as np
 
 from ragsieve.tools.errors import ModelUnavailableError
 from ragsieve.tools.extras import Extra, require
+from ragsieve.tools.index.model_names import canonical_model_name
+from ragsieve.tools.index.onnx_query import cache_dir, write_pointer
 
 _lock = threading.Lock()
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("RAGSIEVE_CACHE") or Path.home() / ".cache" / "ragsieve") / "onnx"
 
 
 class OnnxEncoder:
@@ -79,9 +77,6 @@ class OnnxEncoder:
     def _describe(self, st_model, name: str, folder: Path) -> None:
         """Write the tokenizer and a pointer from the model's name to this export, so that a query can be
         embedded later without importing torch or sentence-transformers (`onnx_query`)."""
-        from ragsieve.tools.index.dense import canonical_model_name
-        from ragsieve.tools.index.onnx_query import write_pointer
-
         tokenizer_file = folder / "tokenizer.json"
         backend = getattr(self.tokenizer, "backend_tokenizer", None)  # a fast tokenizer (`tokenizers`) only
         if backend is None:

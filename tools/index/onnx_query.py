@@ -7,7 +7,7 @@ or `onnx-int8` encoder), the export folder holds everything a query needs: the g
 pooling and L2 normalisation), the fast tokenizer's `tokenizer.json`, and a pointer from the model's name
 to the folder (`write_pointer`). `OnnxQueryEmbedder.find` opens them with `tokenizers` and ONNX Runtime
 only; it gives the same vectors as the `Embedder` that built the index (the same graph and tokenizer
-settings: truncation at the model's `max_seq_length`, padding to the longest text of a batch).
+settings: truncation at the model's `max_seq_length`, each text run alone without padding).
 """
 from __future__ import annotations
 
@@ -22,9 +22,12 @@ ENCODERS = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
 PROVIDER = "sentence-transformers"
 
 
-def _pointer_path(name: str) -> Path:
-    from ragsieve.tools.index.onnx_encoder import cache_dir
+def cache_dir() -> Path:
+    """Where ONNX exports live: `~/.cache/ragsieve/onnx` (`RAGSIEVE_CACHE` moves it)."""
+    return Path(os.environ.get("RAGSIEVE_CACHE") or Path.home() / ".cache" / "ragsieve") / "onnx"
 
+
+def _pointer_path(name: str) -> Path:
     return cache_dir() / "exports" / f"{hashlib.sha1(name.encode()).hexdigest()[:16]}.json"
 
 
@@ -52,7 +55,7 @@ class OnnxQueryEmbedder:
         self.dimension = int(record["dimension"])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(int(record["max_length"]))
-        self.tokenizer.enable_padding(pad_id=int(record["pad_id"]), pad_token=str(record["pad_token"]))
+        self.tokenizer.no_padding()  # each text runs alone (see `embed`)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = 1  # one short query: threads cost more than they save
@@ -71,8 +74,6 @@ class OnnxQueryEmbedder:
             record = json.loads(_pointer_path(name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        from ragsieve.tools.index.onnx_encoder import cache_dir
-
         folder = cache_dir() / str(record.get("folder", ""))
         if record.get("name") != name or not (folder / ENCODERS[encoder]).is_file() or \
                 not (folder / "tokenizer.json").is_file():
@@ -83,13 +84,14 @@ class OnnxQueryEmbedder:
             return None  # a missing package or an unreadable export: the full embedder will do
 
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """float32 array (len(texts), dimension), rows L2-normalised (the graph normalises)."""
+        """float32 array (len(texts), dimension), rows L2-normalised (the graph normalises). Each text runs
+        alone, unpadded, as `OnnxEncoder` runs it: int8 activations are quantised per input tensor, so a text's
+        vector must not depend on the texts beside it (`tests/test_encoder_determinism.py`)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = self.tokenizer.encode_batch(list(texts[start:start + self.batch_size]))
-            feed = {"input_ids": np.asarray([e.ids for e in batch], dtype=np.int64),
-                    "attention_mask": np.asarray([e.attention_mask for e in batch], dtype=np.int64),
-                    "token_type_ids": np.asarray([e.type_ids for e in batch], dtype=np.int64)}
-            out[start:start + len(batch)] = self.session.run(None, {n: feed[n] for n in self.inputs})[0]
+        for i, encoding in enumerate(self.tokenizer.encode_batch(list(texts))):
+            feed = {"input_ids": np.asarray([encoding.ids], dtype=np.int64),
+                    "attention_mask": np.asarray([encoding.attention_mask], dtype=np.int64),
+                    "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64)}
+            out[i] = self.session.run(None, {n: feed[n] for n in self.inputs})[0][0]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1, norms)

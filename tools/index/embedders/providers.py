@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.dense import canonical_model_name
+from ragsieve.tools.index.model_names import canonical_model_name
 
 PROVIDERS = ("sentence-transformers", "openai")
 DEFAULT_PROVIDER = "sentence-transformers"
