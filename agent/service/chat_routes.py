@@ -112,13 +112,11 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
                 elif item[0] == "done":
                     answer = item[1]
-                    tail, sent = "", "".join(streamed).strip()
-                    final = answer.answer.strip()
-                    if sent and final.startswith(sent):  # continued after the model wrote (an abstention's passages)
-                        tail = final[len(sent):]
-                    elif sent != final:  # replaced after the model wrote
-                        tail = ("\n\n" if streamed else "") + answer.answer
-                    yield chunk({"content": tail + references(answer), "annotations": annotations(answer)})
+                    sent = "".join(streamed)  # the answer step streams the answer text once, as it is final
+                    rest = answer.answer[len(sent):]
+                    if not answer.answer.startswith(sent):  # cut short mid-stream (budget): what replaced it
+                        rest = "\n\n" + answer.answer
+                    yield chunk({"content": rest + references(answer), "annotations": annotations(answer)})
                     ttft = job.first_token_s
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)

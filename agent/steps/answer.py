@@ -1,6 +1,7 @@
 """Answer from the current context (the plan's last word), deciding abstention with calibrated evidence."""
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -20,6 +21,8 @@ from ragsieve.agent.steps.conformal import cached_calibration
 from ragsieve.agent.steps.conformal_signal import query_vector
 from ragsieve.tools.filters.abstention import says_answerable
 from ragsieve.tools.index.dense import corpus_similarities
+
+logger = logging.getLogger(__name__)
 
 
 def answerability(state: RunState, deps: Deps) -> dict:
@@ -55,6 +58,15 @@ def closest(state: RunState) -> list:
     return sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
 
 
+def send_rest(text: str, streamed: str, on_token) -> None:
+    """Send what the stream has not: the stream releases only text that cannot change, so the final
+    answer always begins with it (a reused draft was not streamed: it is sent whole)."""
+    if not text.startswith(streamed):  # a bug: logged, and nothing is sent twice
+        logger.warning("the answer no longer begins with the %d characters already streamed", len(streamed))
+    elif len(text) > len(streamed):
+        on_token(text[len(streamed):])
+
+
 @register
 class Answer(Step):
     """Sets `state.answer` and `state.citations` from `state.context` (best first).
@@ -87,6 +99,7 @@ class Answer(Step):
             state.abstention, state.citations_inferred = "no_evidence", False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
+        streamed = ""  # the part of the answer already sent to `deps.on_token`
         if state.draft is not None and state.draft_context == context_ids:
             text, citations = state.draft, [c.model_copy() for c in state.draft_citations]
             report["reused_draft"] = True
@@ -102,6 +115,7 @@ class Answer(Step):
                                                   temperature=options.get("temperature"),
                                                   asked=state.asked, history=state.history)
             state.citations_inferred = bool(asked.get("citations_inferred"))
+            streamed = asked.get("streamed", "")
             state.truncated = asked.get("finish_reason") == "length"
             if asked.get("window_cut"):  # the endpoint refused the whole context: say what the answer read
                 cut = report["window_cut"] = asked["window_cut"]
@@ -122,11 +136,10 @@ class Answer(Step):
             state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = "mixed"
-        shown = text
         also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
         text, citations = with_also_retrieved(text, citations, state.context, also)
-        if deps.on_token is not None and state.abstention is None and text != shown:
-            deps.on_token(text[len(shown.rstrip()):])  # the streamed answer ends with the same line
+        if deps.on_token is not None:
+            send_rest(text, streamed, deps.on_token)
         state.answer, state.citations = text, citations
         report.update({"cited": [c.chunk_id for c in citations], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})
