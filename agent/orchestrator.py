@@ -59,7 +59,7 @@ class Answer(BaseModel):
             "question": self.question,
             "plan": self.plan,
             "answer": self.answer,
-            "citations": [c.model_dump() | {"label": c.label()} for c in self.citations],
+            "citations": [c.public() for c in self.citations],
             "context": [h.chunk_id for h in self.context],
             "resolved": self.resolved,
             "trace": [e.model_dump() for e in self.trace],

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.llm.chat import Usage
+from ragsieve.agent.locations import deepest_location
 from ragsieve.tools.types import Hit
 
 
@@ -36,6 +37,14 @@ class Citation(BaseModel):
         if self.symbol.startswith("#"):  # a web page's section anchor
             return f"{self.source}{self.symbol}"
         return f"{where} ({self.symbol})" if self.symbol else where
+
+    def location(self) -> str:
+        """The deepest location known: URL with `#anchor`, `file#page=N` or `path#L10-L24`."""
+        return deepest_location(self.source, self.symbol, self.line_start, self.line_end)
+
+    def public(self) -> dict[str, Any]:
+        """The citation as every response carries it: its fields, `label` and `location`."""
+        return self.model_dump() | {"label": self.label(), "location": self.location()}
 
 
 class JudgeRoundReport(BaseModel):

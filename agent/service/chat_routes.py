@@ -16,7 +16,7 @@ from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
 from ragsieve.agent.service.keys import ALL
-from ragsieve.agent.service.render import annotations, extension, finish_reason, references, usage
+from ragsieve.agent.service.render import extension, finish_reason, references, url_annotations, usage
 from ragsieve.agent.service.requests import ChatRequest, check_text
 
 router = APIRouter()
@@ -88,7 +88,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "finish_reason": finish_reason(answer),
                          "message": {"role": "assistant", "content": answer.answer + references(answer),
-                                     "annotations": annotations(answer)}}],
+                                     "annotations": url_annotations(answer)}}],
             "usage": usage(answer), "ragsieve": extension(answer, ignored=ignored),
         }, headers=headers)
 
@@ -116,7 +116,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     rest = answer.answer[len(sent):]
                     if not answer.answer.startswith(sent):  # cut short mid-stream (budget): what replaced it
                         rest = "\n\n" + answer.answer
-                    yield chunk({"content": rest + references(answer), "annotations": annotations(answer)})
+                    yield chunk({"content": rest + references(answer), "annotations": url_annotations(answer)})
                     ttft = job.first_token_s
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ragsieve.agent.cli.search import label, snippet
+from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.keys import allows
 from ragsieve.tools.index.where import Where
 
@@ -32,9 +33,13 @@ def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, objec
     return index, registry.orchestrators[index]
 
 
+def chunk_location(chunk) -> str:
+    return deepest_location(chunk.source, chunk.symbol, chunk.line_start, chunk.line_end)
+
+
 def hit_record(hit) -> dict:
     return {"rank": hit.rank, "label": label(hit.chunk), "chunk_id": hit.chunk_id, "score": round(float(hit.score), 6),
-            "source": hit.chunk.source, "snippet": snippet(hit.chunk.text)}
+            "source": hit.chunk.source, "location": chunk_location(hit.chunk), "snippet": snippet(hit.chunk.text)}
 
 
 def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None) -> dict:
@@ -49,7 +54,8 @@ def search(registry, scope, query: str, index: str | None, top_k: int, where: Wh
 def answer_record(name: str, answer) -> dict:
     return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
             "abstention": answer.abstention, "stopped": answer.stopped,
-            "citations": [{"number": c.number, "label": c.label(), "chunk_id": c.chunk_id, "cited": c.cited}
+            "citations": [{"number": c.number, "label": c.label(), "location": c.location(), "chunk_id": c.chunk_id,
+                           "cited": c.cited}
                           for c in answer.citations]}
 
 

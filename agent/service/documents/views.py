@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.documents.expiry import expires_at
 from ragsieve.agent.service.errors import ApiError
 
@@ -77,5 +78,9 @@ def search(docs, live, store_id: str, query: str, k: int, where, threshold: floa
             file_id, filename = source, source
         out.append({"file_id": file_id, "filename": filename, "score": round(float(score), 6),
                     "attributes": (entry or {}).get("attributes") or {},
-                    "content": [{"type": "text", "text": hit.chunk.text}]})
+                    "content": [{"type": "text", "text": hit.chunk.text}],
+                    "ragsieve": {"location": deepest_location(filename, hit.chunk.symbol, hit.chunk.line_start,
+                                                              hit.chunk.line_end),
+                                 "line_start": hit.chunk.line_start, "line_end": hit.chunk.line_end,
+                                 "symbol": hit.chunk.symbol}})
     return out
