@@ -261,6 +261,9 @@ class AbstentionConfig(_Section):
     # not cited (agent/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
     # (under an abstention only when `passages` > 0)
     also_retrieved: int = Field(5, ge=0, le=20)
+    # an answer that cites none of the passages (agent/grounding.py) is replaced by the abstention with the closest
+    # passages; off by default (the answer is then marked `grounding: none`); the widget asks for it by default
+    strict: bool = False
 
 
 class OutlierConfig(_Section):

@@ -8,9 +8,11 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
+from ragsieve.agent.also_retrieved import STOPPED
 from ragsieve.agent.config import Config
 from ragsieve.agent.conversation import Turn, rewrite_question
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.grounding import ABSTENTIONS, Grounding, grounding_of
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
@@ -47,6 +49,12 @@ class Answer(BaseModel):
     notes: list[str] = Field(default_factory=list)
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
+    grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/grounding.py)
+
+    @property
+    def grounded(self) -> bool:
+        """The answer cites the documents (its own markers or inferred ones); False for an abstention too."""
+        return self.grounding in (Grounding.CITED, Grounding.INFERRED)
 
     @property
     def coverage(self) -> float | None:
@@ -59,6 +67,8 @@ class Answer(BaseModel):
             "question": self.question,
             "plan": self.plan,
             "answer": self.answer,
+            "grounding": self.grounding.value,
+            "grounded": self.grounded,
             "citations": [c.public() for c in self.citations],
             "context": [h.chunk_id for h in self.context],
             "resolved": self.resolved,
@@ -167,7 +177,11 @@ class Orchestrator:
             state.history = [{"role": t.role, "text": t.text} for t in history]
             self._rewrite(state, history, deps)
         run_plan(spec, state, deps, config.max_steps)
-        return Answer(question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
+        text = state.answer or ""
+        abstained = state.abstention in ABSTENTIONS or (state.stopped is not None and text.startswith(STOPPED))
+        grounding = grounding_of(text, state.citations, abstained=abstained or not text.strip(),
+                                 inferred=state.citations_inferred)
+        return Answer(grounding=grounding, question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
                       trace=state.trace, usage=deps.llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,

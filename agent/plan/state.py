@@ -146,7 +146,7 @@ class RunState(BaseModel):
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
     evidence: str | None = None  # after the conformal step: none | fast (no trusted judge) | judged | strong (a chunk passed the cutoff)
-    abstention: str | None = None  # how an abstention was decided: no_evidence | passages | mixed
+    abstention: str | None = None  # how an abstention was decided: no_evidence | model | passages | mixed | ungrounded
     citations_inferred: bool = False  # citations chosen by word overlap because the model cited none
     stopped: str | None = None  # why the runner stopped early (step bound)
     notes: list[str] = Field(default_factory=list)  # free-form text for the trace reader only

@@ -17,7 +17,7 @@ from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
 from ragsieve.agent.service.keys import ALL
 from ragsieve.agent.service.render import extension, finish_reason, references, url_annotations, usage
-from ragsieve.agent.service.requests import ChatRequest, check_text
+from ragsieve.agent.service.requests import ChatRequest, check_text, question_overrides
 
 router = APIRouter()
 
@@ -46,7 +46,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
         check_text(turn.text or " ", app.settings.max_body_bytes, "history")
     if conv.instructions:
         check_text(conv.instructions, app.settings.max_body_bytes, "system message")
-    overrides = {"retrieval": {"top_k": body.top_k}} if body.top_k else {}
+    overrides = question_overrides(body.top_k, body.strict)
     req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
                           overrides=overrides, answer_options=body.answer_options(), where=body.where)
     orch = app.registry.orchestrators[name]

@@ -91,7 +91,11 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                   index: IndexArg = None,
                   plan: Annotated[str | None, Field(None, description=f"plan name: {', '.join(registry.plans)}; "
                                                                       f"default: the server's")] = None,
-                  where: WhereArg = None) -> dict:
+                  where: WhereArg = None,
+                  strict: Annotated[bool | None, Field(None, description="replace an answer that cites none of the "
+                                                                         "passages with the abstention and the "
+                                                                         "closest passages; default: the server's")]
+                  = None) -> dict:
         scope = scope_of(ctx)
 
         def answer() -> dict:
@@ -99,7 +103,9 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
             if plan is not None and plan not in registry.plans:
                 raise mcp_tools.ToolFault(f"unknown plan {plan!r}; choose one of {', '.join(registry.plans)}")
             budget = question_budget(live, timeout_s)
-            return mcp_tools.answer_record(name, live.ask(question, plan=plan, budget=budget, where=where))
+            overrides = {"abstention": {"strict": strict}} if strict is not None else None
+            return mcp_tools.answer_record(name, live.ask(question, plan=plan, budget=budget, where=where,
+                                                          overrides=overrides))
 
         return await run(answer)
 

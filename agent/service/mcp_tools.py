@@ -53,7 +53,8 @@ def search(registry, scope, query: str, index: str | None, top_k: int, where: Wh
 
 def answer_record(name: str, answer) -> dict:
     return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
-            "abstention": answer.abstention, "stopped": answer.stopped,
+            "abstention": answer.abstention, "stopped": answer.stopped, "grounding": answer.grounding.value,
+            "grounded": answer.grounded,
             "citations": [{"number": c.number, "label": c.label(), "location": c.location(), "chunk_id": c.chunk_id,
                            "cited": c.cited}
                           for c in answer.citations]}

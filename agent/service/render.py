@@ -20,12 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from ragsieve.agent.also_retrieved import UNCITED
+from ragsieve.agent.grounding import NOT_GROUNDED_NOTE, Grounding
 
 
 def references(answer) -> str:
+    note = f"\n\n*{NOT_GROUNDED_NOTE}*" if answer.grounding == Grounding.NONE else ""
     if not answer.citations:
-        return ""
-    lines = ["", "", "**Sources**"]
+        return note
+    lines = [note, "", "**Sources**"] if note else ["", "", "**Sources**"]
     for c in answer.citations:
         title = f" ({c.title})" if c.title else ""
         mark = "" if c.cited else f" *({UNCITED})*"
@@ -41,6 +43,8 @@ def extension(answer, *, ignored: list[str] | None = None, first_token_s: float 
         "citations": [c.public() for c in answer.citations],
         "resolved": answer.resolved,
         "abstention": answer.abstention,
+        "grounding": answer.grounding.value,
+        "grounded": answer.grounded,
         "stopped": answer.stopped,
         "trace": [{"step": e.step, "outcome": e.outcome, "duration_s": e.duration_s} for e in answer.trace],
     }

@@ -15,6 +15,7 @@ from ragsieve.agent.answering import (
     is_abstention,
     passages_answer,
 )
+from ragsieve.agent.grounding import cited_in_text
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.steps.conformal import cached_calibration
@@ -81,6 +82,8 @@ class Answer(Step):
     - every abstention still lists the closest passages (`abstention.passages`), marked as not
       an answer, after the abstention sentence;
     - a reply that both answers and abstains is marked `abstention = "mixed"`;
+    - under `abstention.strict`, a reply citing none of the passages is replaced by the abstention with the
+      closest passages (`abstention = "ungrounded"`); its text was never streamed (`hold_uncited`);
     - the reply's sources also list the context's top `abstention.also_retrieved` passages it did not
       cite, marked in the text as retrieved, not cited (`ragsieve.agent.also_retrieved`).
     When a draft was already written from exactly this context, it is reused.
@@ -113,7 +116,8 @@ class Answer(Step):
                                                   instructions=state.instructions, on_token=deps.on_token,
                                                   max_tokens=options.get("max_tokens"),
                                                   temperature=options.get("temperature"),
-                                                  asked=state.asked, history=state.history)
+                                                  asked=state.asked, history=state.history,
+                                                  hold_uncited=deps.config.abstention.strict)
             state.citations_inferred = bool(asked.get("citations_inferred"))
             streamed = asked.get("streamed", "")
             state.truncated = asked.get("finish_reason") == "length"
@@ -136,11 +140,15 @@ class Answer(Step):
             state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = "mixed"
+        if deps.config.abstention.strict and state.abstention in (None, "mixed") and not cited_in_text(text, citations):
+            text, citations = abstention_answer(state.context, listed)  # strict: an answer citing nothing is not shown
+            state.abstention, state.citations_inferred = "ungrounded", False
+            report["strict"] = "the answer cited no passage: replaced by the abstention"
         also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
         text, citations = with_also_retrieved(text, citations, state.context, also)
         if deps.on_token is not None:
             send_rest(text, streamed, deps.on_token)
         state.answer, state.citations = text, citations
-        report.update({"cited": [c.chunk_id for c in citations], "abstention": state.abstention,
+        report.update({"cited": [c.chunk_id for c in cited_in_text(text, citations)], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})
         return StepResult("next", report)
