@@ -17,7 +17,7 @@ PAGE = f"""<!doctype html><html><head><title>functools</title></head><body><main
 <p>Return a new partial object which when called behaves like func called with the positional arguments.</p>
 </main></body></html>"""
 QUESTION = "What does the lru cache decorator evict when it is full?"
-UNCITED_REPLY = "It evicts the oldest entry, as every cache in Python does."
+UNCITED = "Python drops whichever item came first, like any FIFO queue would."  # shares no word with a passage
 
 
 def write_site(root: Path) -> Path:

@@ -10,7 +10,7 @@ import anyio
 import httpx
 import openai
 import pytest
-from anchor_fixtures import QUESTION
+from anchor_fixtures import QUESTION, UNCITED
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from service_fakes import sse_events
@@ -23,7 +23,6 @@ from ragsieve.agent.service.feedback import FeedbackStore
 from ragsieve.agent.service.feedback_export import export
 from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
 
-UNCITED = "Python drops whichever item came first, like any FIFO queue would."  # shares no word with a passage
 KEY, SITE = "pk-grounding-1", "https://docs.example.com"
 
 
