@@ -47,7 +47,7 @@ class Documents:
     def _claim_key(store_id: str, entry: dict) -> str:
         return f"{store_id}/{entry['id']}/{entry['created_at']}"
 
-    def queue_add(self, store_id: str, entry: dict, claimed: bool = False) -> dict:
+    def queue_add(self, store_id: str, entry: dict, claimed: bool = False, batch_member: bool = False) -> dict:
         """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends
         (`cancelled` when its batch was cancelled first: then it is not built, or taken out again)."""
         key = self._claim_key(store_id, entry)
@@ -80,7 +80,8 @@ class Documents:
                 self.jobs.release(key)
 
         try:
-            return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done, wanted=wanted)
+            return self.ingestor.submit("add", store_id, batch_member=batch_member, file_id=entry["id"], done=done,
+                                        wanted=wanted)
         except Exception:
             self.jobs.release(key)
             raise

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.documents.expiry import expires_at
 from ragsieve.agent.service.errors import ApiError
@@ -46,9 +44,10 @@ def store_object(docs, meta: dict) -> dict:
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
-    return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time() * 1000) / 1000,
+    return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time()),
             "vector_store_id": store_id, "status": "in_progress", "last_error": None,
-            "usage_bytes": meta["bytes"], "attributes": attributes, "chunking_strategy": {"type": "auto"}}
+            "usage_bytes": meta["bytes"], "attributes": attributes,
+            "chunking_strategy": {"type": "other"}}  # OpenAI's type for a strategy it does not describe
 
 
 def last_error(message: str) -> dict:
@@ -56,19 +55,35 @@ def last_error(message: str) -> dict:
     return {"code": code, "message": message[:1000]}
 
 
+def result_scores(hits, retrieval) -> list[float]:
+    """Each hit's hybrid score in 0..1, never rising down the ranked list, so `score` orders the results and
+    `score_threshold` keeps a top of the list. Weighted fusion's score is already in 0..1 (a weighted sum of
+    min-max normalised BM25 and cosine scores, so relative to this query's candidates); reciprocal-rank fusion's
+    is divided by its maximum, sum(weights) / (k + 1) (first in every list). A hit the symbol table put first
+    scores as the best fused one (the running maximum from the bottom keeps the order)."""
+    if retrieval.fusion == "rrf":
+        top = (retrieval.bm25_weight + retrieval.dense_weight) / (retrieval.rrf_k + 1)
+        raw = [h.score / top if top > 0 else 0.0 for h in hits]
+    else:
+        raw = [h.score for h in hits]
+    out, floor = [], 0.0
+    for value in reversed(raw):  # from the bottom: each score at least the one below it
+        floor = max(floor, min(1.0, max(0.0, float(value))))
+        out.append(floor)
+    return out[::-1]
+
+
 def search(docs, live, store_id: str, query: str, k: int, where, threshold: float) -> list[dict]:
-    """Ranked by ragsieve's hybrid retrieval; `score` is the chunk's cosine similarity to the query (0..1),
-    which `score_threshold` applies to."""
+    """Ranked by ragsieve's hybrid retrieval; `score` is the hybrid score (`result_scores`: 0..1, in the order
+    of the results), which `score_threshold` applies to."""
     entries = {e["id"]: e for e in docs.catalog.entries(store_id)}
     with live.pinned() as orch:
         hits = orch.retrieve(query, top_k=k, where=where)
         if not hits:
             return []
-        vector = orch.index.embed_query(query)
-        rows = np.asarray(orch.index.vectors[[h.row for h in hits]], dtype=np.float32)
-        cosines = np.clip(rows @ vector, 0.0, 1.0)
+        scores = result_scores(hits, orch.config.retrieval)
     out = []
-    for hit, score in zip(hits, cosines):
+    for hit, score in zip(hits, scores):
         if score < threshold:
             continue
         source = hit.chunk.source
