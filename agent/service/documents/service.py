@@ -32,6 +32,7 @@ class Documents:
         self.jobs = JobStore(settings.data_dir)
         self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue,
                                  store=self.jobs)
+        registry.store_name = lambda store_id: (self.catalog.store(store_id) or {}).get("name")
         self.sync()  # stores created before a restart are served again
         for name, live in registry.orchestrators.items():
             live.resolve_where = partial(self.resolve_where, name)
