@@ -17,7 +17,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.tools.index.backend import Backend
-from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, parse_enum
+from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.rerankers.flashrank_provider import FLASHRANK_MODELS
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
@@ -106,6 +106,10 @@ class RetrievalConfig(_Section):
     # benchmark R@5 0.698 -> 0.703, 5.0 instead of 4.53 passages in the stitched top 5: results/sources.json);
     # false: every piece keeps its own place
     collapse: bool = True
+    # source-first: for "where is X implemented", definitions in source files before other code, tests and prose
+    # (ragsieve.tools.index.source_first); hybrid: the fused order
+    ranking: str = "hybrid"
+    _ranking = _mode(RankingMode, "ranking")
 
 
 class LLMConfig(_Section):

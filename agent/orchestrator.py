@@ -138,10 +138,13 @@ class Orchestrator:
                 self._llm, self._close_llm = open_llm(self.config.llm)
             return self._llm
 
-    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None) -> list[Hit]:
-        """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...)."""
+    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None,
+                 ranking: str | None = None) -> list[Hit]:
+        """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...);
+        `ranking` (`hybrid`, `source-first`) overrides `retrieval.ranking` for this search."""
         question = check_question(question)
-        return self.retriever.with_filter(where).run(question, top_k=top_k or self.config.retrieval.top_k)
+        config = self._config_for({"retrieval": {"ranking": ranking}}) if ranking is not None else self.config
+        return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
@@ -246,4 +249,4 @@ def _retriever(index, config: Config):
     r = config.retrieval
     return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                            dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                           symbols=r.symbols, collapse=r.collapse)
+                           symbols=r.symbols, collapse=r.collapse, ranking=r.ranking)

@@ -12,7 +12,7 @@ sees the request. A failing call is an MCP tool error with one line of text
 
 import logging
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
@@ -91,8 +91,12 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
     async def search(query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
                      ctx: Context, index: IndexArg = None,
                      top_k: Annotated[int, Field(ge=1, le=50, description="hits to return")] = 8,
-                     where: WhereArg = None) -> mcp_schema.SearchResult:
-        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, where)
+                     where: WhereArg = None,
+                     ranking: Annotated[Literal["hybrid", "source-first"] | None, Field(
+                         None, description="source-first: definitions in source files before other code, tests "
+                                           "and prose (for 'where is X implemented'); default: hybrid")] = None
+                     ) -> mcp_schema.SearchResult:
+        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, where, ranking)
 
     @server.tool(description=f"Answer a question from an index with cited passages, by an LLM (seconds to "
                              f"minutes: it sends progress notifications every {PROGRESS_EVERY_S:.0f} s while it "

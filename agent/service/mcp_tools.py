@@ -51,11 +51,12 @@ def hit_record(hit) -> dict:
             "source": hit.chunk.source, "location": chunk_location(hit.chunk), "snippet": snippet(hit.chunk.text)}
 
 
-def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None) -> dict:
+def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None,
+           ranking: str | None = None) -> dict:
     if not query.strip():
         raise ToolFault("the query is empty: send the words or question to search for")
     name, live = pick_index(registry, scope, index)
-    hits = live.retrieve(query, top_k=top_k, where=where)
+    hits = live.retrieve(query, top_k=top_k, where=where, ranking=ranking)
     return {"index": name, "query": query, "hits": [hit_record(h) for h in hits],
             "note": None if hits else "no hits: try other words, a wider `where` filter, or another index"}
 
