@@ -66,6 +66,8 @@ def test_vector_stores_stay_out_of_the_way_and_resolve_by_name(examples_index, t
     with served({"lumen": examples_index}, FakeChat(default=ANSWER), data_dir=str(tmp_path / "data"),
                 request_timeout_s=120) as svc:
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        lumen = client.vector_stores.retrieve("lumen")  # the served index, as a store: not an empty one
+        assert lumen.file_counts.completed == lumen.file_counts.total > 0 and lumen.usage_bytes > 0
         store = client.vector_stores.create(name="handbook")
         client.vector_stores.files.upload_and_poll(
             vector_store_id=store.id, file=("ferry.md", b"# Ferry\n\nThe Skellig ferry leaves pier nine at 07:45.\n"),

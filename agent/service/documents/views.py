@@ -29,14 +29,31 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
             "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
 
 
+def served_bytes(folder) -> int:
+    """The bytes of a served index's folder (every file under it), as its store's usage."""
+    from pathlib import Path
+
+    root = Path(folder)
+    try:
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
 def store_object(docs, meta: dict) -> dict:
     entries = docs.catalog.entries(meta["id"])
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
     counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
+    usage = docs.usage_bytes(meta["id"])
+    if meta["id"] in docs.catalog.served and live is not None:  # an index served with --index: its documents
+        indexed = (live.index.manifest or {}).get("counts", {}).get("documents") or 0
+        counts["completed"] += indexed
+        counts["total"] += indexed
+        usage += served_bytes(docs.catalog.index_dir(meta["id"]))
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
                                                                                                else time.time()),
-            "name": meta["name"], "usage_bytes": docs.usage_bytes(meta["id"]), "file_counts": counts,
+            "name": meta["name"], "usage_bytes": usage, "file_counts": counts,
             "status": "in_progress" if counts["in_progress"] else "completed",
             "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
             "expires_after": meta.get("expires_after"),
