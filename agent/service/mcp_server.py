@@ -39,7 +39,9 @@ IndexArg = Annotated[str | None, Field(None, description="the index to use (see 
 WhereArg = Annotated[Where | None, Field(None, description="metadata filter, every field given must match: source "
                                                            "(exact path or URL), path_prefix (e.g. `src/http/`), "
                                                            "language (e.g. `python`), kind (`code`, `markdown`, "
-                                                           "`html`, `text`, `pdf`...), tenant")]
+                                                           "`html`, `text`, `pdf`...), tenant, symbol_kind "
+                                                           "(`function`, `class`...: definitions only), attributes "
+                                                           "(an uploaded file's attributes, all equal)")]
 
 
 def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout_s: float = 120.0,
