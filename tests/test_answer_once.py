@@ -74,3 +74,32 @@ def test_the_stream_holds_what_may_still_change():
     assert "".join(strict) == "It is so. See [1]."
     with pytest.raises(ValueError):
         CitationStream(2, shown.append, ["a"])
+
+
+def test_a_validated_plan_streams_only_the_answer_that_stands(examples_index):
+    """agentic: answer, validate (unresolved), fallback, answer again, validate (resolved). The first answer is
+    never sent; the stream carries the second once and equals the JSON reply."""
+    import json
+
+    from service_fakes import served
+    from web_fixtures import scripted_reply
+
+    def reply(messages):
+        prompt = messages[-1]["content"]
+        if "Draft answer:" in prompt:  # the first validation refuses, every later one accepts
+            reply.validations += 1
+            return json.dumps({"resolved": reply.validations % 2 == 0, "reason": "scripted"})
+        if "SOURCE [" in prompt:
+            reply.answers += 1
+            return "First try, not checked [1]." if reply.answers % 2 == 1 else "Second try, checked [1]."
+        return scripted_reply(messages)
+
+    reply.validations = reply.answers = 0
+    with served({"demo": examples_index}, FakeChat(default=reply, token_delay_s=0.001)) as svc:
+        c = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        messages = [{"role": "user", "content": "How do I rotate the API key?"}]
+        whole = c.chat.completions.create(model="demo:agentic", messages=messages).choices[0].message.content
+        streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+            model="demo:agentic", messages=messages, stream=True) if ch.choices)
+    assert reply.answers == 4 and reply.validations == 4  # each request answered twice
+    assert streamed == whole and whole.startswith("Second try, checked [1].") and "First try" not in streamed

@@ -11,6 +11,7 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
@@ -99,17 +100,26 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **more}
         return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
+    revisable = validates_answers(orch, req.plan)
+
     async def events():
         streamed: list[str] = []  # the text of the current answer attempt, as sent
+        held: list[str] = []  # an answer a validation may still replace: sent once it is final
         try:
             yield chunk({"role": "assistant", "content": ""})
             async for item in job.stream(limiter):
-                if item[0] == "token":
+                if item[0] == "token" and revisable:
+                    held.append(item[1])
+                elif item[0] == "token":
                     streamed.append(item[1])
                     yield chunk({"content": item[1]})
-                elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1 and streamed:
-                    streamed = []
-                    yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
+                elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1:
+                    held = []  # the earlier attempt was never sent: nothing to take back
+                elif item[0] == "event" and item[1] == "step" and item[2].get("step") == "validate" and held \
+                        and item[2].get("outcome") in FINAL_VALIDATIONS:
+                    streamed.extend(held)
+                    yield chunk({"content": "".join(held)})
+                    held = []
                 elif item[0] == "done":
                     answer = item[1]
                     sent = "".join(streamed)  # the answer step streams the answer text once, as it is final
@@ -136,6 +146,19 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
 
     return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+
+
+FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)
+
+
+def validates_answers(orch, plan: str | None) -> bool:
+    """The plan validates its answer and may write another (`answer` -> `validate`): its tokens are held until
+    the validation keeps the answer, so a streamed reply never shows an answer that is then replaced."""
+    try:
+        spec = get_plan(plan or orch.config.plan, orch.config)
+    except UsageError:  # an unknown plan fails the question itself, with its own message
+        return False
+    return "validate" in spec.transitions.get("answer", {}).values()
 
 
 def _ignored_header(ignored: list[str]) -> dict[str, str]:
