@@ -78,6 +78,7 @@ def test_an_answer_citing_nothing_is_marked_on_every_surface(examples_index, tmp
         assert strict["abstention"] == "ungrounded" and strict["grounding"] == "abstained"
         assert strict["answer"].startswith(ABSTAIN + "\n\n" + CLOSEST_INTRO) and "FIFO" not in tokens
         assert tokens == strict["answer"]  # the model's text was never streamed
+        assert [e for e in strict["trace"] if e["step"] == "answer"][-1]["summary"]["cited"] == []  # listed only
         lenient, _ = ui_done(svc.base_url, widget, strict=False)
         assert lenient["grounding"] == "none" and lenient["answer"] == UNCITED
         strict_whole, strict_ext = chat_text(c, stream=False, strict=True)

@@ -15,7 +15,7 @@ from ragsieve.agent.answering import (
     is_abstention,
     passages_answer,
 )
-from ragsieve.agent.grounding import cited_in_text
+from ragsieve.agent.grounding import ABSTENTIONS, cited_in_text
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.steps.conformal import cached_calibration
@@ -149,6 +149,7 @@ class Answer(Step):
         if deps.on_token is not None:
             send_rest(text, streamed, deps.on_token)
         state.answer, state.citations = text, citations
-        report.update({"cited": [c.chunk_id for c in cited_in_text(text, citations)], "abstention": state.abstention,
+        cited = [] if state.abstention in ABSTENTIONS else cited_in_text(text, citations)  # listed passages: not cited
+        report.update({"cited": [c.chunk_id for c in cited], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})
         return StepResult("next", report)
