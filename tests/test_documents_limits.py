@@ -57,6 +57,7 @@ def test_a_batch_larger_than_the_queue_names_and_scores(examples_index, tmp_path
         assert done.status == "completed" and done.file_counts.completed == 5
         files = list(client.vector_stores.files.list(store.id))
         assert all(isinstance(f.created_at, int) for f in files) and {f.chunking_strategy.type for f in files} == {"other"}
+        assert not any(k.startswith("_") for f in files for k in (f.model_extra or {}))  # private fields stay in
         assert sorted(client.files.retrieve(i).filename for i in ids) == sorted(NAMES)
         results = client.vector_stores.search(store.id, query="quokka token rotates nightly", max_num_results=6).data
         assert {r.filename for r in results} >= set(NAMES)  # citations name the files uploaded

@@ -134,4 +134,5 @@ async def list_batch_files(request: Request, store_id: str, batch_id: str, who: 
         raise ApiError(400, f"filter must be one of {', '.join(STATUSES)}", param="filter")
     entries = [e for f in batch["file_ids"] if (e := docs.catalog.entry(store_id, f)) is not None]
     entries.sort(key=lambda e: (e["created_at"], e["id"]))
-    return views.page([e for e in entries if filter is None or e["status"] == filter], limit, order, after, before)
+    return views.page([views.public_entry(e) for e in entries if filter is None or e["status"] == filter], limit,
+                      order, after, before)

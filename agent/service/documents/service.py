@@ -46,7 +46,7 @@ class Documents:
 
     @staticmethod
     def _claim_key(store_id: str, entry: dict) -> str:
-        return f"{store_id}/{entry['id']}/{entry['created_at']}"
+        return f"{store_id}/{entry['id']}/{entry.get('_attached') or entry['created_at']}"
 
     def queue_add(self, store_id: str, entry: dict, claimed: bool = False, batch_member: bool = False) -> dict:
         """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends
@@ -56,7 +56,7 @@ class Documents:
             self.jobs.claim(key)
 
         def mine(current: dict) -> bool:
-            return current["created_at"] == entry["created_at"]  # not detached and attached again meanwhile
+            return (current.get("_attached"), current["created_at"]) == (entry.get("_attached"), entry["created_at"])
 
         def wanted() -> bool:
             current = self.catalog.entry(store_id, entry["id"])

@@ -1,6 +1,7 @@
 """The documents API's objects in OpenAI's shapes: lists, vector stores, their files, search results, jobs."""
 from __future__ import annotations
 
+import secrets
 import time
 
 from ragsieve.agent.locations import deepest_location
@@ -61,10 +62,23 @@ def store_object(docs, meta: dict) -> dict:
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
+    """A store file's record; `_attached` (private, never returned) tells this attachment from a later one of
+    the same file, as `created_at` (whole seconds, as OpenAI's) cannot."""
     return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time()),
+            "_attached": secrets.token_hex(8),
             "vector_store_id": store_id, "status": "in_progress", "last_error": None,
             "usage_bytes": meta["bytes"], "attributes": attributes,
             "chunking_strategy": {"type": "other"}}  # OpenAI's type for a strategy it does not describe
+
+
+def public_entry(entry: dict) -> dict:
+    """A store file's record as OpenAI's `vector_store.file`: private fields dropped, `created_at` whole
+    seconds and a response `chunking_strategy` (records written by earlier versions had a float and `auto`)."""
+    out = {k: v for k, v in entry.items() if not k.startswith("_")}
+    out["created_at"] = int(out.get("created_at") or 0)
+    if (out.get("chunking_strategy") or {}).get("type") == "auto":
+        out["chunking_strategy"] = {"type": "other"}
+    return out
 
 
 def last_error(message: str) -> dict:
