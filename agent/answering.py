@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-from ragsieve.agent.citation_merge import merge_same_label
 from ragsieve.agent.citation_stream import CitationStream
 from ragsieve.agent.errors import ContextOverflow
 from ragsieve.agent.plan.state import Citation
@@ -143,13 +142,15 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
                         max_tokens: int | None = None, report: dict | None = None,
                         instructions: str | None = None, on_token=None,
                         temperature: float | None = None, asked: str | None = None,
-                        history: list | None = None) -> tuple[str, list[Citation]]:
+                        history: list | None = None, hold_uncited: bool = False) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
     order and rewritten in the text, so `[1]` in the answer is citation 1. When
     the model cited nothing, citations are inferred by word overlap and
-    `report["citations_inferred"]` says so.
+    `report["citations_inferred"]` says so. The text is made by `CitationStream`, streamed or not (so both
+    are the same bytes); `report["streamed"]` is the part sent to `on_token` (an abstention, or with
+    `hold_uncited` an answer that cites nothing, is held back for the answer step to decide).
     """
     hits = whole_definitions(hits, deps.index, deps.config)
     shown = question if not asked or asked.strip() == question.strip() else f"{asked.strip()}\n(In context: {question})"
@@ -162,10 +163,10 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         if instructions:  # the client application's system messages (style, language): the answer call only
             messages.insert(0, {"role": "system", "content": instructions})
         labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
-        stream = CitationStream(len(ordered), on_token, labels) if on_token is not None else None
+        stream = CitationStream(len(ordered), on_token, labels, hold_uncited=hold_uncited)
         try:
             reply = deps.need_llm().reply(messages, max_tokens=max_tokens, temperature=temperature,
-                                   on_token=stream.feed if stream is not None else None)
+                                          on_token=stream.feed if on_token is not None else None)
             break
         except ContextOverflow as exc:  # refused before any token: retried with the best passages that fit
             fewer = fit_window(hits, exc)
@@ -175,33 +176,29 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
                 window = report.setdefault("window_cut", {"passages": len(hits), "window_tokens": exc.available})
                 window.update({"sent": len(fewer), "requested_tokens": exc.requested})
             hits = fewer
-    text = reply.text.strip()
-    cut = reply.finish_reason == "length"
-    if stream is not None:
-        stream.close()
-    used = cited_numbers(text, len(ordered))
-    inferred = False
-    if not used and not is_refusal(text):
-        used = infer_citations(text, [h.chunk.text for h in ordered])
-        inferred = bool(used)
+    if on_token is None:  # not streamed: the same stream makes the same text
+        stream.feed(reply.text)
+    inferred: list[int] = []
+    if not stream.cited and not is_refusal(stream.text):
+        inferred = infer_citations(stream.text, [h.chunk.text for h in ordered])
+        if inferred:  # the sources listed are marked in the text too
+            stream.feed(" " + "".join(f"[{n}]" for n in inferred))
+    if reply.finish_reason == "length":
+        stream.feed("\n\n" + CUT_NOTE)
+    stream.close()
     if report is not None:
-        report["citations_inferred"] = inferred
+        report["citations_inferred"] = bool(inferred)
         report["finish_reason"] = reply.finish_reason
-    renumber = {old: new for new, old in enumerate(used, start=1)}
-    text = _CITE.sub(lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "", text)
-    suffix = ""
-    if inferred:  # the sources listed are marked in the text too
-        suffix += " " + "".join(f"[{n}]" for n in range(1, len(used) + 1))
-    if cut:
-        suffix += "\n\n" + CUT_NOTE
-    if suffix:
-        text += suffix
-        if on_token is not None:
-            on_token(suffix)
-    citations = []
-    for new, old in enumerate(used, start=1):
-        citations.append(citation_of(new, ordered[old - 1].chunk))
-    return merge_same_label(text, citations)
+        report["streamed"] = stream.released
+    first: dict[int, Citation] = {}  # citation number -> citation
+    for old in stream.cited:
+        chunk = ordered[old - 1].chunk
+        number = stream.numbers[labels[old - 1]]
+        if number not in first:
+            first[number] = citation_of(number, chunk)
+        elif chunk.chunk_id != first[number].chunk_id and chunk.chunk_id not in first[number].merged:
+            first[number].merged.append(chunk.chunk_id)
+    return stream.text, [first[n] for n in sorted(first)]
 
 
 def conversation_messages(history: list | None) -> list[dict[str, str]]:

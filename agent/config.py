@@ -17,7 +17,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.tools.filters.ordering import ContextOrder
 from ragsieve.tools.index.backend import Backend
-from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, parse_enum
+from ragsieve.tools.modes import BM25Engine, FaissKind, FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.rerankers.flashrank_provider import FLASHRANK_MODELS
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
@@ -109,6 +109,10 @@ class RetrievalConfig(_Section):
     # one hit per page section (the same URL#anchor): a section's later chunks leave the ranked list, which is
     # read further, so a top 3 is three sections; false: every chunk keeps its own place
     sections: bool = True
+    # source-first: for "where is X implemented", definitions in source files before other code, tests and prose
+    # (ragsieve.tools.index.source_first); hybrid: the fused order
+    ranking: str = "hybrid"
+    _ranking = _mode(RankingMode, "ranking")
 
 
 class LLMConfig(_Section):
@@ -264,6 +268,9 @@ class AbstentionConfig(_Section):
     # not cited (agent/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
     # (under an abstention only when `passages` > 0)
     also_retrieved: int = Field(5, ge=0, le=20)
+    # an answer that cites none of the passages (agent/grounding.py) is replaced by the abstention with the closest
+    # passages; off by default (the answer is then marked `grounding: none`); the widget asks for it by default
+    strict: bool = False
 
 
 class OutlierConfig(_Section):

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
+from ragsieve.agent.also_retrieved import STOPPED
 from ragsieve.agent.config import Config
 from ragsieve.agent.conversation import Turn, rewrite_question
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.grounding import ABSTENTIONS, Grounding, grounding_of
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
@@ -62,6 +64,12 @@ class Answer(BaseModel):
     notes: list[str] = Field(default_factory=list)
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
+    grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/grounding.py)
+
+    @property
+    def grounded(self) -> bool:
+        """The answer cites the documents (its own markers or inferred ones); False for an abstention too."""
+        return self.grounding in (Grounding.CITED, Grounding.INFERRED)
 
     @property
     def coverage(self) -> float | None:
@@ -74,7 +82,9 @@ class Answer(BaseModel):
             "question": self.question,
             "plan": self.plan,
             "answer": self.answer,
-            "citations": [c.model_dump() | {"label": c.label()} for c in self.citations],
+            "grounding": self.grounding.value,
+            "grounded": self.grounded,
+            "citations": [c.public() for c in self.citations],
             "context": [h.chunk_id for h in self.context],
             "resolved": self.resolved,
             "trace": [e.model_dump() for e in self.trace],
@@ -143,10 +153,13 @@ class Orchestrator:
                 self._llm, self._close_llm = open_llm(self.config.llm)
             return self._llm
 
-    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None) -> list[Hit]:
-        """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...)."""
+    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None,
+                 ranking: str | None = None) -> list[Hit]:
+        """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...);
+        `ranking` (`hybrid`, `source-first`) overrides `retrieval.ranking` for this search."""
         question = check_question(question)
-        return self.retriever.with_filter(where).run(question, top_k=top_k or self.config.retrieval.top_k)
+        config = self._config_for({"retrieval": {"ranking": ranking}}) if ranking is not None else self.config
+        return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
@@ -182,7 +195,11 @@ class Orchestrator:
             state.history = [{"role": t.role, "text": t.text} for t in history]
             self._rewrite(state, history, deps)
         run_plan(spec, state, deps, config.max_steps)
-        return Answer(question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
+        text = state.answer or ""
+        abstained = state.abstention in ABSTENTIONS or (state.stopped is not None and text.startswith(STOPPED))
+        grounding = grounding_of(text, state.citations, abstained=abstained or not text.strip(),
+                                 inferred=state.citations_inferred)
+        return Answer(grounding=grounding, question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
                       resolved=state.resolved, context=state.context, first_stage=state.first_stage,
                       trace=state.trace, usage=llm.meter.snapshot(), loop=state.loop,
                       fallback=state.fallback, conformal=state.conformal, segments=state.segments,
@@ -246,4 +263,4 @@ def _retriever(index, config: Config):
     r = config.retrieval
     return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
                            dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                           symbols=r.symbols, collapse=r.collapse, sections=r.sections)
+                           symbols=r.symbols, collapse=r.collapse, sections=r.sections, ranking=r.ranking)

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from stub_openai import StubOpenAI, StubReply, ok
+from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 from ragsieve.agent.cli.main import main
 from ragsieve.agent.errors import UsageError
@@ -116,3 +116,15 @@ def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys
     out = json.loads(capsys.readouterr().out)
     assert out["stopped"].startswith("budget: deadline") and out["trace"][-1]["outcome"] == "stopped"
     assert out["answer"].startswith(STOPPED) and out["citations"]  # never empty-handed: the closest passages
+
+
+def test_ask_json_prints_json_whatever_ends_it(examples_index, tmp_path, capsys):
+    """A failure under `--json` is one JSON object on stdout too (a missing index, a refusing endpoint)."""
+    assert main(["ask", "how to rotate keys", "--index", str(tmp_path / "none"), "--json"]) == 2
+    missing = json.loads(capsys.readouterr().out)
+    assert set(missing) == {"error"} and missing["error"]["message"] and missing["error"]["type"]
+    with StubOpenAI([StubReply(status=400, body=error_body("no such model"))] * 4) as stub:
+        code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
+                     "--model", "m", "--json"])
+    refused = json.loads(capsys.readouterr().out)
+    assert code == 2 and "no such model" in refused["error"]["message"]

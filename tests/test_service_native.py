@@ -199,24 +199,44 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
 
 
 def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
+    """The first question holds the only thread (blocked before its plan starts, so no deadline of its own can end
+    it early on a busy machine); the second is admitted, and once its 1 s deadline has surely passed in the queue
+    the first is let go: the second then gets a 504 without running."""
     gate, holding = threading.Event(), threading.Event()
-
-    def slow(messages):
-        holding.set()
-        gate.wait(20)
-        return ANSWER
-
-    with served({"demo": examples_index}, FakeChat(default=slow), max_concurrent=1, queue_limit=4,
+    with served({"demo": examples_index}, FakeChat(default=ANSWER), max_concurrent=1, queue_limit=4,
                 request_timeout_s=1.0) as svc:
+        live = svc.registry.orchestrators["demo"]
+        real_ask = live.ask
+
+        def held_ask(*args, **kwargs):
+            live.ask = real_ask  # only the first question is held
+            holding.set()
+            gate.wait(120)
+            return real_ask(*args, **kwargs)
+
+        live.ask = held_ask
         first = threading.Thread(target=lambda: httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION},
-                                                           timeout=60))
+                                                           timeout=180))
         first.start()
+        result: dict = {}
+        second = threading.Thread(target=lambda: result.update(r=httpx.post(
+            svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=180)))
         try:
-            assert holding.wait(30)  # the first question holds the only thread until the second is answered
-            r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=60)  # waits > 1 s queued
+            assert holding.wait(120)
+            second.start()
+            admission = svc.app.state.admission
+            for _ in range(1200):  # until the second question is admitted (queued behind the first)
+                if admission.admitted >= 2:
+                    break
+                time.sleep(0.05)
+            assert admission.admitted >= 2
+            time.sleep(1.5)  # its 1 s deadline, counted from admission, has passed whatever the load
         finally:
             gate.set()
-            first.join(30)
+            first.join(180)
+            if second.is_alive() or "r" not in result:
+                second.join(180)
+        r = result["r"]
         assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
 
 

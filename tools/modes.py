@@ -29,6 +29,14 @@ class FusionMode(str, Enum):
     WEIGHTED = "weighted"
 
 
+class RankingMode(str, Enum):
+    """How first-stage hits are ordered: `hybrid` (the fused score) or `source-first` (definitions in source
+    files, then other source code, tests, prose: `ragsieve.tools.index.source_first`)."""
+
+    HYBRID = "hybrid"
+    SOURCE_FIRST = "source-first"
+
+
 class FusionSite(str, Enum):
     """Where BM25 and dense lists are fused: `client` (ragsieve's fusion functions, every backend), `server`
     (the engine's own ranker: Milvus `hybrid_search`), `auto` (server when it computes the same fusion as

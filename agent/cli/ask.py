@@ -8,6 +8,7 @@ import sys
 
 from ragsieve.agent.also_retrieved import STOPPED, UNCITED
 from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, plural, range_checked
+from ragsieve.agent.grounding import NOT_GROUNDED_NOTE, Grounding
 
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",
@@ -15,6 +16,7 @@ ABSTENTION_TEXT = {
                 "passages are shown instead",
     "mixed": "the answer both answers and says the context lacks the answer",
     "model": "the model found no answer in the passages (the closest ones are listed, not as an answer)",
+    "ungrounded": "strict: the model's answer cited none of the passages, so the closest ones are listed instead",
 }
 
 
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                            f"raise --deadline or the budget"), file=sys.stderr)
         return EXIT_NO_ANSWER
     print(for_terminal(answer.answer))
+    if answer.grounding == Grounding.NONE:
+        print(f"\n({NOT_GROUNDED_NOTE})")
     if answer.stopped:
         print(for_terminal(f"\n(stopped early: {answer.stopped})"), file=sys.stderr)
     if answer.citations:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -44,10 +45,22 @@ def main(argv: list[str] | None = None) -> int:
     except RagsieveError as exc:
         message = " ".join(str(exc).split("\n"))  # one line
         print(for_terminal(f"ragsieve: error: {redact(message, secrets)}"), file=sys.stderr)
+        json_error(args, type(exc).__name__, redact(message, secrets))
         return 2
     except KeyboardInterrupt:
         print("ragsieve: interrupted", file=sys.stderr)
+        json_error(args, "KeyboardInterrupt", "interrupted")
         return 130
+    except Exception as exc:  # a bug: the JSON reader still gets JSON, then the traceback
+        json_error(args, type(exc).__name__, redact(" ".join(str(exc).split("\n")), secrets))
+        raise
+
+
+def json_error(args: argparse.Namespace, kind: str, message: str) -> None:
+    """With `--json`, a failure is JSON on stdout too (`{"error": {"type", "message"}}`): a script reading the
+    output always gets JSON, whatever ended the command."""
+    if getattr(args, "json", False) is True:
+        print(json.dumps({"error": {"type": kind, "message": message}}, ensure_ascii=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--top-k", type=int, default=10, help="hits to show (1..100)")
     p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
+    p.add_argument("--ranking", choices=["hybrid", "source-first"], default=None,
+                   help="source-first: definitions in source files before other code, tests and prose "
+                        "(for 'where is X implemented'); default: the index config's retrieval.ranking (hybrid)")
     p.add_argument("--where", action="append", metavar="FIELD=VALUE",
                    help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
                         "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--top-k must be in 1..100, got {args.top_k}")
     config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:  # the LLM is opened lazily: never here
-        hits = orch.retrieve(args.query, top_k=args.top_k, where=where)
+        hits = orch.retrieve(args.query, top_k=args.top_k, where=where, ranking=args.ranking)
     if args.json:
         print(json.dumps({"query": args.query, "hits": [
             {"rank": h.rank, "label": label(h.chunk), "chunk_id": h.chunk_id, "score": round(h.score, 6),

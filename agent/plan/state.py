@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.llm.chat import Usage
+from ragsieve.agent.locations import deepest_location
 from ragsieve.tools.modes import TextMode
 from ragsieve.tools.types import Hit
 
@@ -24,12 +25,14 @@ class Evidence(TextMode):
 
 class Abstention(TextMode):
     """How an abstention was decided: `no_evidence` (nothing to answer from), `passages` (the calibrated
-    verdict: the closest passages instead), `model` (the model declined), `mixed` (it answered and declined)."""
+    verdict: the closest passages instead), `model` (the model declined), `mixed` (it answered and declined),
+    `ungrounded` (under `abstention.strict`, an answer that cited nothing replaced by the closest passages)."""
 
     NO_EVIDENCE = "no_evidence"
     PASSAGES = "passages"
     MODEL = "model"
     MIXED = "mixed"
+    UNGROUNDED = "ungrounded"
 
 
 class TraceEvent(BaseModel):
@@ -59,6 +62,14 @@ class Citation(BaseModel):
         if self.symbol.startswith("#"):  # a web page's section anchor
             return f"{self.source}{self.symbol}"
         return f"{where} ({self.symbol})" if self.symbol else where
+
+    def location(self) -> str:
+        """The deepest location known: URL with `#anchor`, `file#page=N` or `path#L10-L24`."""
+        return deepest_location(self.source, self.symbol, self.line_start, self.line_end)
+
+    def public(self) -> dict[str, Any]:
+        """The citation as every response carries it: its fields, `label` and `location`."""
+        return self.model_dump() | {"label": self.label(), "location": self.location()}
 
 
 class JudgeRoundReport(BaseModel):
@@ -160,7 +171,7 @@ class RunState(BaseModel):
     conformal: ConformalRecord | None = None
     segments: list[SegmentRecord] = Field(default_factory=list)
     evidence: Evidence | None = None  # set by the conformal step
-    abstention: Abstention | None = None  # how an abstention was decided
+    abstention: Abstention | None = None  # how an abstention was decided (ungrounded: strict replaced an uncited answer)
     citations_inferred: bool = False  # citations chosen by word overlap because the model cited none
     stopped: str | None = None  # why the runner stopped early (step bound)
     notes: list[str] = Field(default_factory=list)  # free-form text for the trace reader only

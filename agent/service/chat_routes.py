@@ -12,13 +12,14 @@ from starlette.background import BackgroundTask
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.insights.record import Surface
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
 from ragsieve.agent.service.keys import ALL
-from ragsieve.agent.service.render import citation_annotations, extension, finish_reason, references, usage
-from ragsieve.agent.service.requests import ChatRequest, check_text
+from ragsieve.agent.service.render import extension, finish_reason, references, url_annotations, usage
+from ragsieve.agent.service.requests import ChatRequest, check_text, question_overrides
 
 router = APIRouter()
 
@@ -47,7 +48,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
         check_text(turn.text or " ", app.settings.max_body_bytes, "history")
     if conv.instructions:
         check_text(conv.instructions, app.settings.max_body_bytes, "system message")
-    overrides = {"retrieval": {"top_k": body.top_k}} if body.top_k else {}
+    overrides = question_overrides(body.top_k, body.strict)
     req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
                           overrides=overrides, answer_options=body.answer_options(), where=body.where)
     orch = app.registry.orchestrators[name]
@@ -89,7 +90,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "finish_reason": finish_reason(answer),
                          "message": {"role": "assistant", "content": answer.answer + references(answer),
-                                     "annotations": citation_annotations(answer)}}],
+                                     "annotations": url_annotations(answer)}}],
             "usage": usage(answer), "ragsieve": extension(answer, ignored=ignored),
         }, headers=headers)
 
@@ -100,26 +101,33 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **more}
         return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
+    revisable = validates_answers(orch, req.plan)
+
     async def events():
         streamed: list[str] = []  # the text of the current answer attempt, as sent
+        held: list[str] = []  # an answer a validation may still replace: sent once it is final
         try:
             yield chunk({"role": "assistant", "content": ""})
             async for item in job.stream(limiter):
-                if item[0] == "token":
+                if item[0] == "token" and revisable:
+                    held.append(item[1])
+                elif item[0] == "token":
                     streamed.append(item[1])
                     yield chunk({"content": item[1]})
-                elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1 and streamed:
-                    streamed = []
-                    yield chunk({"content": "\n\n*Revised answer, after checking more passages:*\n\n"})
+                elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1:
+                    held = []  # the earlier attempt was never sent: nothing to take back
+                elif item[0] == "event" and item[1] == "step" and item[2].get("step") == "validate" and held \
+                        and item[2].get("outcome") in FINAL_VALIDATIONS:
+                    streamed.extend(held)
+                    yield chunk({"content": "".join(held)})
+                    held = []
                 elif item[0] == "done":
                     answer = item[1]
-                    tail, sent = "", "".join(streamed).strip()
-                    final = answer.answer.strip()
-                    if sent and final.startswith(sent):  # continued after the model wrote (an abstention's passages)
-                        tail = final[len(sent):]
-                    elif sent != final:  # replaced after the model wrote
-                        tail = ("\n\n" if streamed else "") + answer.answer
-                    yield chunk({"content": tail + references(answer), "annotations": citation_annotations(answer)})
+                    sent = "".join(streamed)  # the answer step streams the answer text once, as it is final
+                    rest = answer.answer[len(sent):]
+                    if not answer.answer.startswith(sent):  # cut short mid-stream (budget): what replaced it
+                        rest = "\n\n" + answer.answer
+                    yield chunk({"content": rest + references(answer), "annotations": url_annotations(answer)})
                     ttft = job.first_token_s
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)
@@ -139,6 +147,19 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
 
     return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+
+
+FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)
+
+
+def validates_answers(orch, plan: str | None) -> bool:
+    """The plan validates its answer and may write another (`answer` -> `validate`): its tokens are held until
+    the validation keeps the answer, so a streamed reply never shows an answer that is then replaced."""
+    try:
+        spec = get_plan(plan or orch.config.plan, orch.config)
+    except UsageError:  # an unknown plan fails the question itself, with its own message
+        return False
+    return "validate" in spec.transitions.get("answer", {}).values()
 
 
 def _ignored_header(ignored: list[str]) -> dict[str, str]:

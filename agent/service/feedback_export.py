@@ -1,8 +1,13 @@
 """Rated answers as a dataset `ragsieve eval` reads (BEIR layout with a `qa.jsonl`).
 
 - thumbs-up answers become questions: `queries.jsonl` (the standalone question
-  that was searched), `qrels/test.tsv` (the documents the answer cited, grade 1)
-  and `qa.jsonl` (the approved answer as the gold answer): a regression set;
+  that was searched), `qrels/test.tsv` (the documents the answer cited, grade 1:
+  only citations whose `[n]` the answer's text contains, never the passages
+  listed as retrieved and not cited) and `qa.jsonl` (the approved answer as the
+  gold answer): a regression set. An abstention (the model's, no evidence,
+  quoted passages, a strict replacement, a stop) is never a gold answer, and
+  an answer that cites nothing gives no question: a rating of either is kept
+  in `feedback.jsonl` only;
 - `corpus.jsonl` holds the cited documents as the index holds them, so the
   folder is complete (`ragsieve eval` can also build its own index from it);
 - `feedback.jsonl` keeps every rated answer whole (both ratings, comments,
@@ -16,7 +21,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from ragsieve.agent.also_retrieved import STOPPED
+from ragsieve.agent.answering import ABSTAIN, NO_EVIDENCE, PASSAGES_INTRO, is_abstention
 from ragsieve.agent.errors import UsageError
+from ragsieve.agent.grounding import ABSTENTIONS, markers_in
+
+_NO_ANSWER_HEADS = (ABSTAIN, NO_EVIDENCE, PASSAGES_INTRO, STOPPED)
 
 
 def doc_of(chunk_id: str) -> str:
@@ -28,7 +38,8 @@ def export(rated: list[dict], store, out: str | Path) -> dict[str, int]:
     store (documents by id). Returns counts."""
     if not rated:
         raise UsageError("no rated answer to export yet (thumbs up or down on the chat page or widget)")
-    approved = [r for r in rated if r["rating"] > 0 and r["citations"]]
+    approved = [{**r, "citations": cited(r)} for r in rated if r["rating"] > 0 and not abstained(r)]
+    approved = [r for r in approved if r["citations"]]
     docs: dict[str, dict] = {}
     for r in approved:
         for c in r["citations"]:
@@ -64,7 +75,23 @@ def export(rated: list[dict], store, out: str | Path) -> dict[str, int]:
     else:
         tmp.rename(out)
     return {"rated": len(rated), "questions": len(kept), "documents": len(docs),
-            "thumbs_down": sum(r["rating"] < 0 for r in rated)}
+            "thumbs_down": sum(r["rating"] < 0 for r in rated),
+            "abstentions": sum(r["rating"] > 0 and abstained(r) for r in rated)}
+
+
+def cited(record: dict) -> list[dict]:
+    """The record's citations the answer cites: marked cited and with its `[n]` in the text."""
+    present = markers_in(record.get("answer") or "")
+    return [c for c in record["citations"] if c.get("cited", True) and c.get("number") in present]
+
+
+def abstained(record: dict) -> bool:
+    """The rated reply gave no answer: its answer step says so, or its text opens as every abstention does."""
+    steps = [e for e in record.get("trace") or [] if e.get("step") == "answer"]
+    if steps and (steps[-1].get("summary") or {}).get("abstention") in ABSTENTIONS:
+        return True
+    text = (record.get("answer") or "").lstrip()
+    return is_abstention(text) or text.startswith(_NO_ANSWER_HEADS)
 
 
 def _jsonl(path: Path, rows) -> None:

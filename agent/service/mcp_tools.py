@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ragsieve.agent.cli.search import label, snippet
+from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.live import LiveOrchestrator
 from ragsieve.tools.index.backend import IndexBackend, RowLookup
@@ -23,35 +24,51 @@ class ToolFault(Exception):
 
 
 def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, LiveOrchestrator]:
-    names = sorted(n for n in registry.orchestrators if allows(scope, n))
+    """The index to use: the only served index when none is named (vector stores made over HTTP do not count),
+    else the index or vector store of that id, or the vector store of that name."""
+    allowed = sorted(n for n in registry.orchestrators if allows(scope, n))
+    served = [n for n in allowed if n in registry.served]
     if index is None:
-        if len(names) == 1:
-            return names[0], registry.orchestrators[names[0]]
-        raise ToolFault(f"name the index: this server has {len(names)} ({', '.join(names) or 'none you may read'}); "
+        if len(served) == 1:
+            return served[0], registry.orchestrators[served[0]]
+        raise ToolFault(f"name the index: this server has {len(served)} ({', '.join(served) or 'none you may read'}); "
                         f"call the `indexes` tool to list them")
-    if index not in names:
-        raise ToolFault(f"no index named {index!r} (or not for this key); available: {', '.join(names) or 'none'}")
-    return index, registry.orchestrators[index]
+    if index in allowed:
+        return index, registry.orchestrators[index]
+    named = [n for n in allowed if n not in registry.served and registry.store_name(n) == index]
+    if len(named) == 1:
+        return named[0], registry.orchestrators[named[0]]
+    if named:
+        raise ToolFault(f"{len(named)} vector stores are named {index!r}: use one's id ({', '.join(named)})")
+    raise ToolFault(f"no index named {index!r} (or not for this key); available: {', '.join(served) or 'none'}"
+                    + ("; vector stores: call `indexes` with include_stores" if len(served) < len(allowed) else ""))
+
+
+def chunk_location(chunk) -> str:
+    return deepest_location(chunk.source, chunk.symbol, chunk.line_start, chunk.line_end)
 
 
 def hit_record(hit) -> dict:
     return {"rank": hit.rank, "label": label(hit.chunk), "chunk_id": hit.chunk_id, "score": round(float(hit.score), 6),
-            "source": hit.chunk.source, "snippet": snippet(hit.chunk.text)}
+            "source": hit.chunk.source, "location": chunk_location(hit.chunk), "snippet": snippet(hit.chunk.text)}
 
 
-def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None) -> dict:
+def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None,
+           ranking: str | None = None) -> dict:
     if not query.strip():
         raise ToolFault("the query is empty: send the words or question to search for")
     name, live = pick_index(registry, scope, index)
-    hits = live.retrieve(query, top_k=top_k, where=where)
+    hits = live.retrieve(query, top_k=top_k, where=where, ranking=ranking)
     return {"index": name, "query": query, "hits": [hit_record(h) for h in hits],
             "note": None if hits else "no hits: try other words, a wider `where` filter, or another index"}
 
 
 def answer_record(name: str, answer) -> dict:
     return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
-            "abstention": answer.abstention, "stopped": answer.stopped,
-            "citations": [{"number": c.number, "label": c.label(), "chunk_id": c.chunk_id, "cited": c.cited}
+            "abstention": answer.abstention, "stopped": answer.stopped, "grounding": answer.grounding.value,
+            "grounded": answer.grounded,
+            "citations": [{"number": c.number, "label": c.label(), "location": c.location(), "chunk_id": c.chunk_id,
+                           "cited": c.cited}
                           for c in answer.citations]}
 
 
@@ -65,8 +82,21 @@ def _rows_of_source(index: IndexBackend, source: str) -> list[int]:
     return index.filter_rows(Where(source=source))
 
 
+def by_suffix(store, path: str) -> str | None:
+    """The source of the one document whose path is `path` or ends with `/path`; several: a ToolFault."""
+    tail = "/" + path.strip().lstrip("/")
+    if not hasattr(store, "documents") or tail == "/":
+        return None
+    found = [d for d in store.documents() if d.endswith(tail)]
+    if len(found) > 1:
+        raise ToolFault(f"{len(found)} documents end with {path!r} ({', '.join(sorted(found)[:5])}"
+                        f"{', ...' if len(found) > 5 else ''}): give more of the path")
+    return store.source_of(found[0]) if found else None
+
+
 def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
-    """Rows a chunk id (`doc#3`) or a citation label (`path:10-20 (Symbol)`, `URL#anchor`, `source`) names."""
+    """Rows a chunk id (`doc#3`) or a citation label (`path:10-20 (Symbol)`, `URL#anchor`, `source`, or the path's
+    last parts) names."""
     store = index.store
     doc, sep, number = ref.rpartition("#")
     if sep and number.isdigit():
@@ -83,6 +113,9 @@ def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
         source, start = m.group("source"), int(m.group("start"))
         end = int(m.group("end") or start)
     rows = _rows_of_source(index, source)
+    if not rows and not sep:  # a path's last parts (`httpx/_auth.py`): the one document whose path ends so
+        found = by_suffix(store, source)
+        rows = _rows_of_source(index, found) if found else []
     anchor = None
     if not rows and sep:  # `URL#anchor`: the page's chunks under that section
         rows, anchor = _rows_of_source(index, doc), "#" + number
@@ -120,15 +153,20 @@ def read(registry, scope, ref: str, index: str | None, neighbours: int) -> dict:
                         "text": _numbered(c)} for r, c in zip(wanted, chunks)]}
 
 
-def indexes(registry, scope) -> dict:
+def indexes(registry, scope, include_stores: bool = False) -> dict:
     out = []
     for name in sorted(n for n in registry.orchestrators if allows(scope, n)):
+        store = name not in registry.served
+        if store and not include_stores:
+            continue
         live = registry.orchestrators[name]
         manifest = live.index.manifest or {}
         counts = manifest.get("counts", {})
-        out.append({"name": name, "backend": getattr(live.index.backend, "value", str(live.index.backend)),
+        out.append({"name": name, "kind": "vector_store" if store else "index",
+                    "title": (registry.store_name(name) or name) if store else name,
+                    "backend": getattr(live.index.backend, "value", str(live.index.backend)),
                     "chunks": len(live.index), "documents": counts.get("documents"),
                     "generation": manifest.get("generation"), "last_build": manifest.get("created"),
                     "embedding_model": manifest.get("embedding", {}).get("model"),
-                    "plans": list(registry.plans)})
+                    "plans": list(registry.plans), "default_plan": live.config.plan})
     return {"indexes": out}

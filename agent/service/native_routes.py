@@ -15,7 +15,7 @@ from ragsieve.agent.insights.record import Surface
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
-from ragsieve.agent.service.requests import AskRequest, check_text
+from ragsieve.agent.service.requests import AskRequest, check_text, question_overrides
 
 router = APIRouter()
 
@@ -41,7 +41,7 @@ def _prepare(request: Request, body: AskRequest, who: Caller):
     options = {k: v for k, v in {"max_tokens": body.max_tokens, "temperature": body.temperature}.items()
                if v is not None}
     req = QuestionRequest(question=question, plan=plan, history=history, answer_options=options,
-                          overrides={"retrieval": {"top_k": body.top_k}} if body.top_k else {}, where=body.where)
+                          overrides=question_overrides(body.top_k, body.strict), where=body.where)
     return app.registry.orchestrators[name], req, app.registry.logged(name, Surface.ASK)
 
 

@@ -68,6 +68,8 @@ class IndexRegistry:
             self.close()
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
+        self.served = set(indexes)  # the indexes given at start; the others are vector stores made over HTTP
+        self.store_name: Callable[[str], str | None] = lambda store_id: None  # set by the documents API
         self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.agent.service.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:

@@ -35,6 +35,7 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1, le=32_000)
     top_k: int | None = Field(None, ge=1, le=100)  # ragsieve extension: chunks retrieved for the context
     where: Where | None = None  # ragsieve extension: metadata filter (source, path_prefix, language, kind, tenant)
+    strict: bool | None = None  # ragsieve extension: `abstention.strict` for this question (agent/grounding.py)
 
     def checked(self, max_messages: int, *, json_ok: bool = False) -> list[str]:
         """Refuse what cannot be applied; return the names of unknown fields (reported, not applied)."""
@@ -102,6 +103,7 @@ class AskRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1, le=32_000)
     temperature: float | None = Field(None, ge=0, le=2)
     where: Where | None = None  # metadata filter: source, path_prefix, language, kind, tenant (all must match)
+    strict: bool | None = None  # an answer citing no passage is replaced by the abstention (`abstention.strict`)
 
 
 def check_text(text: str, limit: int, what: str = "question") -> str:
@@ -117,3 +119,13 @@ def check_text(text: str, limit: int, what: str = "question") -> str:
         raise ApiError(400, f"the {what} holds invalid Unicode (a lone surrogate such as \\ud800)",
                        code="invalid_unicode", param=what) from None
     return text
+
+
+def question_overrides(top_k: int | None = None, strict: bool | None = None) -> dict[str, dict[str, Any]]:
+    """The config sections a request's own settings change for its question only."""
+    out: dict[str, dict[str, Any]] = {}
+    if top_k:
+        out["retrieval"] = {"top_k": top_k}
+    if strict is not None:
+        out["abstention"] = {"strict": strict}
+    return out

@@ -8,11 +8,13 @@ within `graceful_shutdown_s`.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import threading
 import time
+from typing import Callable
 
 import uvicorn
 
@@ -50,9 +52,29 @@ class _Server(uvicorn.Server):
     """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown (the process then dies by the signal);
     `ragsieve serve` has finished its work by then and exits with status 0."""
 
+    on_exit: Callable[[], None] | None = None  # what else to stop at the signal (the MCP streams)
+
     def handle_exit(self, sig, frame) -> None:
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
+        if self.on_exit is not None:
+            self.on_exit()
+
+
+def close_mcp_streams(app) -> Callable[[], None]:
+    """At SIGTERM, end the open MCP streams (a client's standalone GET stream never ends by itself, so the
+    graceful shutdown would wait its whole `graceful_shutdown_s` for it): the session manager's tasks are
+    cancelled on the event loop; questions in flight on other routes still finish."""
+    def stop() -> None:
+        group = getattr(getattr(app.state, "mcp", None), "_task_group", None)
+        if group is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon_threadsafe(group.cancel_scope.cancel)
+    return stop
 
 
 def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
@@ -68,6 +90,7 @@ def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
 def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None = None) -> None:
     sock = sock or bind(settings.host, settings.port)
     server = _Server(uvicorn_config(app, settings))
+    server.on_exit = close_mcp_streams(app)
     server.run(sockets=[sock])
 
 

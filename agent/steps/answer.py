@@ -1,6 +1,7 @@
 """Answer from the current context (the plan's last word), deciding abstention with calibrated evidence."""
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -14,12 +15,15 @@ from ragsieve.agent.answering import (
     is_abstention,
     passages_answer,
 )
+from ragsieve.agent.grounding import ABSTENTIONS, cited_in_text
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import Abstention, RunState
 from ragsieve.agent.steps.conformal import cached_calibration
 from ragsieve.agent.steps.conformal_signal import query_vector
 from ragsieve.tools.filters.abstention import says_answerable
 from ragsieve.tools.index.dense import corpus_similarities
+
+logger = logging.getLogger(__name__)
 
 
 def answerability(state: RunState, deps: Deps) -> dict:
@@ -56,6 +60,15 @@ def closest(state: RunState) -> list:
     return sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
 
 
+def send_rest(text: str, streamed: str, on_token) -> None:
+    """Send what the stream has not: the stream releases only text that cannot change, so the final
+    answer always begins with it (a reused draft was not streamed: it is sent whole)."""
+    if not text.startswith(streamed):  # a bug: logged, and nothing is sent twice
+        logger.warning("the answer no longer begins with the %d characters already streamed", len(streamed))
+    elif len(text) > len(streamed):
+        on_token(text[len(streamed):])
+
+
 @register
 class Answer(Step):
     """Sets `state.answer` and `state.citations` from `state.context` (best first).
@@ -70,6 +83,8 @@ class Answer(Step):
     - every abstention still lists the closest passages (`abstention.passages`), marked as not
       an answer, after the abstention sentence;
     - a reply that both answers and abstains is marked `abstention = "mixed"`;
+    - under `abstention.strict`, a reply citing none of the passages is replaced by the abstention with the
+      closest passages (`abstention = "ungrounded"`); its text was never streamed (`hold_uncited`);
     - the reply's sources also list the context's top `abstention.also_retrieved` passages it did not
       cite, marked in the text as retrieved, not cited (`ragsieve.agent.also_retrieved`).
     When a draft was already written from exactly this context, it is reused.
@@ -88,6 +103,7 @@ class Answer(Step):
             state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
+        streamed = ""  # the part of the answer already sent to `deps.on_token`
         if state.draft is not None and state.draft_context == context_ids:
             text, citations = state.draft, [c.model_copy() for c in state.draft_citations]
             report["reused_draft"] = True
@@ -101,8 +117,10 @@ class Answer(Step):
                                                   instructions=state.instructions, on_token=deps.on_token,
                                                   max_tokens=options.get("max_tokens"),
                                                   temperature=options.get("temperature"),
-                                                  asked=state.asked, history=state.history)
+                                                  asked=state.asked, history=state.history,
+                                                  hold_uncited=deps.config.abstention.strict)
             state.citations_inferred = bool(asked.get("citations_inferred"))
+            streamed = asked.get("streamed", "")
             state.truncated = asked.get("finish_reason") == "length"
             if asked.get("window_cut"):  # the endpoint refused the whole context: say what the answer read
                 cut = report["window_cut"] = asked["window_cut"]
@@ -123,12 +141,16 @@ class Answer(Step):
             state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = Abstention.MIXED
-        shown = text
+        if deps.config.abstention.strict and state.abstention in (None, Abstention.MIXED) and not cited_in_text(text, citations):
+            text, citations = abstention_answer(state.context, listed)  # strict: an answer citing nothing is not shown
+            state.abstention, state.citations_inferred = Abstention.UNGROUNDED, False
+            report["strict"] = "the answer cited no passage: replaced by the abstention"
         also = deps.config.abstention.also_retrieved if listed or not state.abstention else 0  # passages = 0: none
         text, citations = with_also_retrieved(text, citations, state.context, also)
-        if deps.on_token is not None and state.abstention is None and text != shown:
-            deps.on_token(text[len(shown.rstrip()):])  # the streamed answer ends with the same line
+        if deps.on_token is not None:
+            send_rest(text, streamed, deps.on_token)
         state.answer, state.citations = text, citations
-        report.update({"cited": [c.chunk_id for c in citations], "abstention": state.abstention,
+        cited = [] if state.abstention in ABSTENTIONS else cited_in_text(text, citations)  # listed passages: not cited
+        report.update({"cited": [c.chunk_id for c in cited], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})
         return StepResult("next", report)

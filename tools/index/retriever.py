@@ -39,7 +39,8 @@ from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
 from ragsieve.tools.index.backend import IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.dense import l2_normalise
 from ragsieve.tools.index.fusion import rrf, weighted_fusion
-from ragsieve.tools.modes import FusionMode, FusionSite, parse_enum
+from ragsieve.tools.index.source_first import DEPTH, MIN_DEPTH, source_first
+from ragsieve.tools.modes import FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.types import Hit
 
 Ranked = list[tuple[int, float]]
@@ -98,7 +99,8 @@ class HybridRetriever:
     def __init__(self, index: IndexBackend, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
                  bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
                  fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True,
-                 collapse: bool = True, sections: bool = True) -> None:
+                 collapse: bool = True, sections: bool = True,
+                 ranking: str | RankingMode = RankingMode.HYBRID) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
@@ -114,6 +116,7 @@ class HybridRetriever:
         self.symbols = bool(symbols)
         self.collapse = bool(collapse)
         self.sections = bool(sections)
+        self.ranking = parse_enum(RankingMode, ranking, "ranking")
         self._parsed = ParsedFiles()  # documents parsed by `collapse`, shared with the clones of `with_filter`
         self.weights = _check_weights(bm25_weight, dense_weight)
         if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
@@ -186,6 +189,9 @@ class HybridRetriever:
         qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
 
         if self._server_fuses(rows, w_bm25, w_dense):
+            if self.ranking is RankingMode.SOURCE_FIRST:
+                window = max(top_k * DEPTH, MIN_DEPTH)
+                return source_first(self._server_hits(bm25_query, qvec, window, (w_bm25, w_dense)), top_k)
             return self._server_hits(bm25_query, qvec, top_k, (w_bm25, w_dense))
         bm25_list: Ranked = self.index.bm25.search(bm25_query, self.candidate_k, rows) if w_bm25 > 0 else []
         dense_list: Ranked = []
@@ -216,6 +222,9 @@ class HybridRetriever:
                         extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {})
                     for c, r, (_, s), d, b in zip(chunks, hit_rows, part, dense_scores, bm25_hit)]
 
+        if self.ranking is RankingMode.SOURCE_FIRST:  # a deeper window, definitions in source files first
+            deep = self._top(lambda start, end: build(fused[start:end]), max(top_k * DEPTH, MIN_DEPTH), len(fused))
+            return source_first(deep, top_k)
         return self._top(lambda start, end: build(fused[start:end]), top_k, len(fused))
 
     def _top(self, build: Callable[[int, int], list[Hit]], top_k: int, available: int) -> list[Hit]:

@@ -27,14 +27,14 @@ def check_room(docs, store_id: str, adding: int = 1) -> None:
                        code="too_many_files")
 
 
-def attach(docs, store_id: str, meta: dict, attributes: dict) -> dict:
+def attach(docs, store_id: str, meta: dict, attributes: dict, *, batch_member: bool = False) -> dict:
     check_room(docs, store_id)
     entry = views.new_entry(store_id, meta, attributes)
     docs.catalog.stage(store_id, meta)
     docs.catalog.put_entry(store_id, entry)
     docs.touch(store_id)
     try:
-        docs.queue_add(store_id, entry)
+        docs.queue_add(store_id, entry, batch_member=batch_member)
     except QueueFull as exc:
         docs.catalog.drop_entry(store_id, meta["id"])
         raise ApiError(429, str(exc), code="ingest_queue_full", headers={"Retry-After": "5"}) from None

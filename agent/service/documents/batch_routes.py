@@ -86,18 +86,14 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
         raise ApiError(404, f"no file {wanted[metas.index(None)][0]!r}", code="not_found", param="file_ids")
     fresh = [(m, a) for m, (_, a) in zip(metas, wanted)
              if (e := docs.catalog.entry(store_id, m["id"])) is None or e["status"] in ("failed", "cancelled")]
-    room = docs.ingestor.limit - docs.ingestor.pending()
-    if len(fresh) > docs.ingestor.limit:
-        raise ApiError(400, f"a batch holds at most {docs.ingestor.limit} new files on this server (its ingestion "
-                            f"queue): send several batches", param="file_ids")
-    if len(fresh) > room:
-        raise ApiError(429, f"the ingestion queue has room for {max(room, 0)} files, the batch needs {len(fresh)}; "
-                            f"retry later", code="ingest_queue_full", headers={"Retry-After": "5"})
+    if fresh and docs.ingestor.pending() >= docs.ingestor.limit:  # a batch goes in whole, while the queue has room
+        raise ApiError(429, f"the ingestion queue is full ({docs.ingestor.limit} jobs waiting); retry later",
+                       code="ingest_queue_full", headers={"Retry-After": "5"})
     check_room(docs, store_id, sum(1 for m, _ in fresh if docs.catalog.entry(store_id, m["id"]) is None))
     batch = docs.catalog.add_batch(store_id, [m["id"] for m in metas])
     for meta, attributes in fresh:
         docs.catalog.drop_entry(store_id, meta["id"])  # a failed or cancelled earlier copy: its room is reused
-        attach(docs, store_id, meta, attributes)
+        attach(docs, store_id, meta, attributes, batch_member=True)
     return batch_object(docs, batch)
 
 
@@ -138,4 +134,5 @@ async def list_batch_files(request: Request, store_id: str, batch_id: str, who: 
         raise ApiError(400, f"filter must be one of {', '.join(STATUSES)}", param="filter")
     entries = [e for f in batch["file_ids"] if (e := docs.catalog.entry(store_id, f)) is not None]
     entries.sort(key=lambda e: (e["created_at"], e["id"]))
-    return views.page([e for e in entries if filter is None or e["status"] == filter], limit, order, after, before)
+    return views.page([views.public_entry(e) for e in entries if filter is None or e["status"] == filter], limit,
+                      order, after, before)

@@ -30,7 +30,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]+")  # controls, bidi marks
+MAX_NAME_BYTES = 200  # under every file system's 255-byte limit, in UTF-8
 SAFE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")  # an id as a file name: no folders, no dot files
 
 
@@ -39,10 +40,18 @@ def new_id(prefix: str) -> str:
 
 
 def safe_filename(name: str) -> str:
-    """A filename that is one path component: no folders, no dot files, at most 128 characters."""
-    base = SAFE_NAME.sub("_", os.path.basename(name.replace("\\", "/"))).strip("._") or "file"
+    """The uploaded name kept as sent, made safe to store: its last path component (`/` and `\\` separate), control
+    and bidi characters as `_`, no leading dots (no hidden files, no `..`), at most MAX_NAME_BYTES of UTF-8 (the
+    extension kept). `__init__.py` and non-ASCII names stay as they are, so citations name the file uploaded."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = UNSAFE_CHARS.sub("_", base).strip().lstrip(".") or "file"
+    if len(base.encode("utf-8")) <= MAX_NAME_BYTES:
+        return base
     stem, dot, ext = base.rpartition(".")
-    return (stem[:100] + dot + ext[:20]) if dot and stem else base[:128]
+    ext = (dot + ext) if dot and stem and len(ext.encode("utf-8")) <= 20 else ""
+    stem = base[:len(base) - len(ext)] if ext else base
+    room = MAX_NAME_BYTES - len(ext.encode("utf-8"))
+    return stem.encode("utf-8")[:room].decode("utf-8", "ignore") + ext
 
 
 def write_json(path: Path, data: dict) -> None:

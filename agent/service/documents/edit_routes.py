@@ -69,7 +69,7 @@ async def update_store_file(request: Request, store_id: str, file_id: str, body:
     entry = docs.catalog.update_entry(store_id, file_id, lambda e: e | {"attributes": attributes})
     if entry is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
-    return entry
+    return views.public_entry(entry)
 
 
 @router.get("/v1/files/{file_id}/content")

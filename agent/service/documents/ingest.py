@@ -98,9 +98,11 @@ class Ingestor:
         self._thread.start()
 
     # -- submitting --------------------------------------------------------------
-    def submit(self, kind: str, store_id: str, **params) -> dict:
+    def submit(self, kind: str, store_id: str, *, batch_member: bool = False, **params) -> dict:
+        """Queue a job, or raise QueueFull when `limit` wait. A file batch, admitted as a whole while the queue
+        had room (`batch_member`), may take it past `limit` by up to its size (500 at most)."""
         with self._cv:
-            if sum(1 for j in self._queue) >= self.limit:
+            if not batch_member and len(self._queue) >= self.limit:
                 raise QueueFull(f"{self.limit} ingestion jobs are already waiting; retry later")
             job: dict[str, Any] = {"id": new_id("job_"), "object": "job", "kind": kind, "index": store_id, "status": "queued",
                    "created_at": int(time.time()), "started_at": None, "finished_at": None, "progress": {},

@@ -157,8 +157,8 @@ async def add_store_file(request: Request, store_id: str, body: StoreFileCreate,
         raise ApiError(404, f"no file {body.file_id!r}", code="not_found", param="file_id")
     existing = docs.catalog.entry(store_id, body.file_id)
     if existing is not None and existing["status"] != "failed":
-        return existing
-    return attach(docs, store_id, meta, check_attributes(body.attributes))
+        return views.public_entry(existing)
+    return views.public_entry(attach(docs, store_id, meta, check_attributes(body.attributes)))
 
 
 @router.get("/v1/vector_stores/{store_id}/files")
@@ -169,7 +169,7 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
     readable_store(request, who, store_id)
     if filter is not None and filter not in views.FILE_STATUSES:
         raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
-    entries = [e for e in docs.catalog.entries(store_id) if filter is None or e["status"] == filter]
+    entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if filter is None or e["status"] == filter]
     return views.page(entries, limit, order, after, before)
 
 
@@ -181,7 +181,7 @@ async def get_store_file(request: Request, store_id: str, file_id: str, who: Cal
     if entry is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     headers = {"openai-poll-after-ms": "200"} if entry["status"] == "in_progress" else {}
-    return JSONResponse(entry, headers=headers)
+    return JSONResponse(views.public_entry(entry), headers=headers)
 
 
 @router.delete("/v1/vector_stores/{store_id}/files/{file_id}")

@@ -25,6 +25,9 @@ WORKER_HEADER = "x-ragsieve-worker"  # the process that answered (`serve --worke
 
 
 # -- search ------------------------------------------------------------------------------
+RANKERS = ("auto", "default-2024-11-15", "none")
+
+
 class RankingOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -53,9 +56,9 @@ async def search_store(request: Request, store_id: str, body: StoreSearch, who: 
     if body.rewrite_query:
         raise ApiError(400, "rewrite_query is not supported: send the query to search for", param="rewrite_query")
     ranking = body.ranking_options or RankingOptions()
-    if ranking.ranker not in ("auto", "default-2024-11-15"):
-        raise ApiError(400, "ranking_options.ranker: auto or default-2024-11-15 (ragsieve's hybrid ranking)",
-                       param="ranking_options.ranker")
+    if ranking.ranker not in RANKERS:  # search never reranks: every accepted ranker is ragsieve's hybrid ranking
+        raise ApiError(400, f"ranking_options.ranker: one of {', '.join(RANKERS)} (all mean ragsieve's hybrid "
+                            f"ranking, no reranker)", param="ranking_options.ranker")
     where = None
     if body.filters is not None:
         matches(body.filters, {})  # a malformed filter is refused even on an empty store

@@ -32,6 +32,7 @@ class Documents:
         self.jobs = JobStore(settings.data_dir)
         self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue,
                                  store=self.jobs)
+        registry.store_name = lambda store_id: (self.catalog.store(store_id) or {}).get("name")
         self.sync()  # stores created before a restart are served again
         for name, live in registry.orchestrators.items():
             live.resolve_where = partial(self.resolve_where, name)
@@ -45,9 +46,9 @@ class Documents:
 
     @staticmethod
     def _claim_key(store_id: str, entry: dict) -> str:
-        return f"{store_id}/{entry['id']}/{entry['created_at']}"
+        return f"{store_id}/{entry['id']}/{entry.get('_attached') or entry['created_at']}"
 
-    def queue_add(self, store_id: str, entry: dict, claimed: bool = False) -> dict:
+    def queue_add(self, store_id: str, entry: dict, claimed: bool = False, batch_member: bool = False) -> dict:
         """Queue the ingestion of a store's file; its record says `completed` or `failed` when the job ends
         (`cancelled` when its batch was cancelled first: then it is not built, or taken out again)."""
         key = self._claim_key(store_id, entry)
@@ -55,7 +56,7 @@ class Documents:
             self.jobs.claim(key)
 
         def mine(current: dict) -> bool:
-            return current["created_at"] == entry["created_at"]  # not detached and attached again meanwhile
+            return (current.get("_attached"), current["created_at"]) == (entry.get("_attached"), entry["created_at"])
 
         def wanted() -> bool:
             current = self.catalog.entry(store_id, entry["id"])
@@ -80,7 +81,8 @@ class Documents:
                 self.jobs.release(key)
 
         try:
-            return self.ingestor.submit("add", store_id, file_id=entry["id"], done=done, wanted=wanted)
+            return self.ingestor.submit("add", store_id, batch_member=batch_member, file_id=entry["id"], done=done,
+                                        wanted=wanted)
         except Exception:
             self.jobs.release(key)
             raise

@@ -1,10 +1,10 @@
 """The documents API's objects in OpenAI's shapes: lists, vector stores, their files, search results, jobs."""
 from __future__ import annotations
 
+import secrets
 import time
 
-import numpy as np
-
+from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.documents.expiry import expires_at
 from ragsieve.agent.service.errors import ApiError
 
@@ -30,14 +30,31 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
             "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
 
 
+def served_bytes(folder) -> int:
+    """The bytes of a served index's folder (every file under it), as its store's usage."""
+    from pathlib import Path
+
+    root = Path(folder)
+    try:
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
 def store_object(docs, meta: dict) -> dict:
     entries = docs.catalog.entries(meta["id"])
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
     counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
+    usage = docs.usage_bytes(meta["id"])
+    if meta["id"] in docs.catalog.served and live is not None:  # an index served with --index: its documents
+        indexed = (live.index.manifest or {}).get("counts", {}).get("documents") or 0
+        counts["completed"] += indexed
+        counts["total"] += indexed
+        usage += served_bytes(docs.catalog.index_dir(meta["id"]))
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
                                                                                                else time.time()),
-            "name": meta["name"], "usage_bytes": docs.usage_bytes(meta["id"]), "file_counts": counts,
+            "name": meta["name"], "usage_bytes": usage, "file_counts": counts,
             "status": "in_progress" if counts["in_progress"] else "completed",
             "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
             "expires_after": meta.get("expires_after"),
@@ -45,9 +62,23 @@ def store_object(docs, meta: dict) -> dict:
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
-    return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time() * 1000) / 1000,
+    """A store file's record; `_attached` (private, never returned) tells this attachment from a later one of
+    the same file, as `created_at` (whole seconds, as OpenAI's) cannot."""
+    return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time()),
+            "_attached": secrets.token_hex(8),
             "vector_store_id": store_id, "status": "in_progress", "last_error": None,
-            "usage_bytes": meta["bytes"], "attributes": attributes, "chunking_strategy": {"type": "auto"}}
+            "usage_bytes": meta["bytes"], "attributes": attributes,
+            "chunking_strategy": {"type": "other"}}  # OpenAI's type for a strategy it does not describe
+
+
+def public_entry(entry: dict) -> dict:
+    """A store file's record as OpenAI's `vector_store.file`: private fields dropped, `created_at` whole
+    seconds and a response `chunking_strategy` (records written by earlier versions had a float and `auto`)."""
+    out = {k: v for k, v in entry.items() if not k.startswith("_")}
+    out["created_at"] = int(out.get("created_at") or 0)
+    if (out.get("chunking_strategy") or {}).get("type") == "auto":
+        out["chunking_strategy"] = {"type": "other"}
+    return out
 
 
 def last_error(message: str) -> dict:
@@ -55,19 +86,35 @@ def last_error(message: str) -> dict:
     return {"code": code, "message": message[:1000]}
 
 
+def result_scores(hits, retrieval) -> list[float]:
+    """Each hit's hybrid score in 0..1, never rising down the ranked list, so `score` orders the results and
+    `score_threshold` keeps a top of the list. Weighted fusion's score is already in 0..1 (a weighted sum of
+    min-max normalised BM25 and cosine scores, so relative to this query's candidates); reciprocal-rank fusion's
+    is divided by its maximum, sum(weights) / (k + 1) (first in every list). A hit the symbol table put first
+    scores as the best fused one (the running maximum from the bottom keeps the order)."""
+    if retrieval.fusion == "rrf":
+        top = (retrieval.bm25_weight + retrieval.dense_weight) / (retrieval.rrf_k + 1)
+        raw = [h.score / top if top > 0 else 0.0 for h in hits]
+    else:
+        raw = [h.score for h in hits]
+    out, floor = [], 0.0
+    for value in reversed(raw):  # from the bottom: each score at least the one below it
+        floor = max(floor, min(1.0, max(0.0, float(value))))
+        out.append(floor)
+    return out[::-1]
+
+
 def search(docs, live, store_id: str, query: str, k: int, where, threshold: float) -> list[dict]:
-    """Ranked by ragsieve's hybrid retrieval; `score` is the chunk's cosine similarity to the query (0..1),
-    which `score_threshold` applies to."""
+    """Ranked by ragsieve's hybrid retrieval; `score` is the hybrid score (`result_scores`: 0..1, in the order
+    of the results), which `score_threshold` applies to."""
     entries = {e["id"]: e for e in docs.catalog.entries(store_id)}
     with live.pinned() as orch:
         hits = orch.retrieve(query, top_k=k, where=where)
         if not hits:
             return []
-        vector = orch.index.embed_query(query)
-        rows = np.asarray(orch.index.vectors[[h.row for h in hits]], dtype=np.float32)
-        cosines = np.clip(rows @ vector, 0.0, 1.0)
+        scores = result_scores(hits, orch.config.retrieval)
     out = []
-    for hit, score in zip(hits, cosines):
+    for hit, score in zip(hits, scores):
         if score < threshold:
             continue
         source = hit.chunk.source
@@ -77,5 +124,9 @@ def search(docs, live, store_id: str, query: str, k: int, where, threshold: floa
             file_id, filename = source, source
         out.append({"file_id": file_id, "filename": filename, "score": round(float(score), 6),
                     "attributes": (entry or {}).get("attributes") or {},
-                    "content": [{"type": "text", "text": hit.chunk.text}]})
+                    "content": [{"type": "text", "text": hit.chunk.text}],
+                    "ragsieve": {"location": deepest_location(filename, hit.chunk.symbol, hit.chunk.line_start,
+                                                              hit.chunk.line_end),
+                                 "line_start": hit.chunk.line_start, "line_end": hit.chunk.line_end,
+                                 "symbol": hit.chunk.symbol}})
     return out

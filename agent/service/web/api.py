@@ -17,7 +17,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.insights_hook import surface_of_page
 from ragsieve.agent.service.jobs import QuestionJob, QuestionRequest, question_budget
-from ragsieve.agent.service.requests import check_text
+from ragsieve.agent.service.requests import check_text, question_overrides
 from ragsieve.agent.service.web.access import UiCaller, ui_caller
 from ragsieve.agent.service.web.links import public_citations
 
@@ -38,6 +38,7 @@ class UiAsk(BaseModel):
     index: str | None = Field(None, max_length=64)
     plan: str | None = Field(None, max_length=64)
     history: list[Turn] = Field(default_factory=list, max_length=MAX_HISTORY)
+    strict: bool | None = None  # an answer citing no passage becomes the abstention; default: on for the widget
 
 
 class UiFeedback(BaseModel):
@@ -86,7 +87,9 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
             raise ApiError(400, str(exc), param="history") from None
     orch = app.registry.orchestrators[name]
     ticket = app.admission.enter()
-    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history),
+    strict = body.strict if body.strict is not None else (True if who.widget else None)
+    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history,
+                                            overrides=question_overrides(strict=strict)),
                       question_budget(orch, app.settings.request_timeout_s),
                       app.registry.logged(name, surface_of_page(who.via)))
 
@@ -119,7 +122,8 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                     yield sse("done", {"answer_id": answer_id, "index": name, "plan": answer.plan,
                                        "question": answer.question, "asked": answer.asked, "answer": answer.answer,
                                        "citations": citations, "resolved": answer.resolved,
-                                       "abstention": answer.abstention, "stopped": answer.stopped, "trace": trace})
+                                       "abstention": answer.abstention, "stopped": answer.stopped, "trace": trace,
+                                       "grounding": answer.grounding.value, "grounded": answer.grounded})
                 elif item[0] == "error":
                     app.metrics.errors.labels(item[1].code or "error").inc()
                     yield sse("error", item[1].body() | {"status": item[1].status})

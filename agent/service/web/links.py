@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
+from ragsieve.agent.locations import page_of
+
 SECRET_FILE = "ui-secret"
-_PAGE = re.compile(r"^pp?\. (\d+)")
 
 
 def load_secret(folder: str | Path | None) -> bytes:
@@ -56,12 +56,6 @@ def web_url(source: str) -> str | None:
     return source if parts.scheme in ("http", "https") and parts.netloc else None
 
 
-def page_of(symbol: str) -> int | None:
-    """The first page of a PDF locator (`p. 3`, `pp. 2-3`)."""
-    match = _PAGE.match(symbol or "")
-    return int(match.group(1)) if match else None
-
-
 def citation_href(secret: bytes, index: str, citation) -> tuple[str, str]:
     """(href, kind): kind is `web`, `lines`, `page` or `chunk`; a source-view href is relative to the server."""
     url = web_url(citation.source)
@@ -84,5 +78,5 @@ def public_citations(secret: bytes, index: str, citations) -> list[dict]:
         href, kind = citation_href(secret, index, c)
         out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
                     "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
-                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited})
+                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited, "location": c.location()})
     return out

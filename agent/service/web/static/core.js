@@ -196,6 +196,7 @@ var Core = (function () {
       var req = { question: question, history: history.slice(-16) };
       if (target.index) req.index = target.index;
       if (target.plan) req.plan = target.plan;
+      if (typeof opts.strict === "boolean") req.strict = opts.strict;  // else the server's (on for the widget)
       streamPost(opts.base + "/ui/api/ask", req, opts.auth(), function (name, data) {
         if (finished) return;
         if (name === "step") {
@@ -276,6 +277,11 @@ var Core = (function () {
       }
       steps.textContent = "";
       (data.trace || []).forEach(function (ev) { Trace.step(doc, steps, ev); });
+      if (data.grounding === "none") {  // the answer cites none of the passages: said plainly, above the sources
+        var warn = el(doc, "p", "rs-note rs-ungrounded", "Not grounded in the documents: this answer cites none of the passages, so it may come from the model's own knowledge.");
+        warn.setAttribute("role", "note");
+        card.insertBefore(warn, sources);
+      }
       if (data.abstention || data.stopped) {
         card.appendChild(el(doc, "p", "rs-note", data.stopped ? "Stopped early: " + data.stopped : "No answer in the sources (" + data.abstention + ")."));
       }

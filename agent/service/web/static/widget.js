@@ -7,6 +7,8 @@
   var base = new URL(script.src, location.href).origin;
   var index = script.getAttribute("data-index") || null, key = script.getAttribute("data-key") || "";
   var plan = script.getAttribute("data-plan") || null;
+  var strictAttr = script.getAttribute("data-strict");  // "false": show answers that cite nothing, marked as such
+  var strict = strictAttr === null ? undefined : strictAttr !== "false";
   var title = script.getAttribute("data-title") || "Ask the docs";
   var CSS = ":host{all:initial}" +
     "*{box-sizing:border-box;font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}" +
@@ -57,7 +59,7 @@
     shadow.appendChild(launch);
     shadow.appendChild(panel);
     var chat = Core.mount(body, {
-      base: base, placeholder: "Ask a question…",
+      base: base, placeholder: "Ask a question…", strict: strict,
       auth: function () { return key ? { Authorization: "Bearer " + key } : {}; },
       target: function () { return { index: index, plan: plan }; }
     });
