@@ -57,11 +57,24 @@ class IndexBackend(Protocol):
     def __len__(self) -> int: ...
     def embed_query(self, text: str) -> np.ndarray: ...
     def embed(self, texts: list[str]) -> np.ndarray: ...
+    def embedding_placement(self) -> str: ...
     def close(self) -> None: ...
 
 
-def open_index(index_dir, embedder=None):
-    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local."""
+def placement_of(embedder) -> str:
+    """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
+    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+    from ragsieve.tools.index.embedders.providers import provider_of
+
+    if isinstance(embedder, (Embedder, OpenAIEmbedder)):
+        return embedder.placement
+    return f"{provider_of(embedder)} ({embedder.encoder})"
+
+
+def open_index(index_dir, embedder=None, device: str = "auto"):
+    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local;
+    a local model embeds its queries on `device` (`ragsieve.tools.index.device`)."""
     from pathlib import Path
 
     from ragsieve.tools.index.hybrid import HybridIndex
@@ -69,5 +82,7 @@ def open_index(index_dir, embedder=None):
     if (Path(index_dir) / "milvus.json").is_file():
         from ragsieve.tools.index.milvus import MilvusIndex
 
-        return MilvusIndex.open(index_dir, embedder=embedder)
-    return HybridIndex.open(index_dir, embedder=embedder)
+        index = MilvusIndex.open(index_dir, embedder=embedder)
+        index.device = device
+        return index
+    return HybridIndex.open(index_dir, embedder=embedder, device=device)

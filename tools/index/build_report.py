@@ -30,6 +30,9 @@ class BuildReport(BaseModel):
     problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
     excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
     upgraded: str = ""  # a one-time change of the index's format made by this build (said in the summary)
+    device: str = ""  # what embedded, where: `onnx-int8 on cpu`, `torch-fp16 on cuda:0`, an endpoint, Ray actors
+    embed_rate: float = 0.0  # chunks embedded per second of the embedding stage
+    encoder_busy: float | None = None  # share of the embedding stage the encoder spent computing (local models)
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
@@ -37,6 +40,9 @@ class BuildReport(BaseModel):
                 f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
                 f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
                 + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else "")
+                + (f"; embedded by {self.device}" if self.device and self.chunks_embedded else "")
+                + (f" at {self.embed_rate:.1f} chunks/s" if self.embed_rate else "")
+                + (f", encoder busy {self.encoder_busy:.0%}" if self.encoder_busy is not None else "")
                 + (f"; {self.upgraded}" if self.upgraded else ""))
 
 

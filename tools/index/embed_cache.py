@@ -23,8 +23,9 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT
 def cache_model(model: str, encoder: str | None) -> str:
     """The cache's model column for `model` embedded by `encoder`. `torch` and `onnx` compute the same fp32
     vectors (cosine 1.000 to torch, `benchmarks/results/scale.json`) and keep the bare model name, as caches
-    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8`."""
-    return f"{model}#int8" if encoder == "onnx-int8" else model
+    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8`,
+    and `torch-fp16` (half precision on a GPU) `<model>#fp16`."""
+    return {"onnx-int8": f"{model}#int8", "torch-fp16": f"{model}#fp16"}.get(encoder or "", model)
 
 
 def text_key(text: str) -> str:

@@ -13,13 +13,20 @@ sentence-transformers does, so `onnx` agrees with `torch` to float precision;
 Batches run concurrently, one per core, each on a single intra-op thread: for a
 model this small, splitting one batch's matrix products over cores wastes more
 than it gains (measured on 2 cores, 300 SciFact abstracts, int8: 36.7 docs/s
-with one batch on 2 threads, 46.0 with two batches on 1 thread each).
+with one batch on 2 threads, 46.0 with two batches on 1 thread each). Each
+worker tokenizes its own batch with its own copy of the tokenizer (a fast
+tokenizer's padding/truncation state is not thread-safe, and tokenizing in one
+thread ahead of the pool left the cores idle meanwhile); the pool lives as long
+as the encoder. `busy_s` adds up the seconds the model ran, divided by the
+number of workers: over a stage's wall time, the share of the encoder's capacity in use.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -53,6 +60,10 @@ class OnnxEncoder:
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="ragsieve-onnx")
+        self._local = threading.local()  # one tokenizer copy per worker thread
+        self._busy_lock = threading.Lock()
+        self.busy_s = 0.0
 
     def _export(self, st_model, name: str, quantized: bool) -> Path:
         transformer = st_model[0].auto_model
@@ -107,18 +118,30 @@ class OnnxEncoder:
             return np.zeros((0, 0), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")  # length-sorted batches: less padding
         batches = [order[s:s + self.batch_size] for s in range(0, len(texts), self.batch_size)]
-        # tokenized here, in one thread: a fast tokenizer's padding/truncation state is not thread-safe
-        feeds = [self._feed([texts[i] for i in idx]) for idx in batches]
         out: np.ndarray | None = None
-        with ThreadPoolExecutor(self.workers) as pool:  # session.run releases the GIL; a session is thread-safe
-            for idx, vectors in zip(batches, pool.map(lambda feed: self.session.run(None, feed)[0], feeds)):
-                if out is None:
-                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[idx] = vectors
+        # session.run releases the GIL and a session is thread-safe; each worker tokenizes its own batch
+        for idx, vectors in zip(batches, self._pool.map(lambda b: self._run([texts[i] for i in b]), batches)):
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[idx] = vectors
         return out
 
+    def _run(self, texts: list[str]) -> np.ndarray:
+        feed = self._feed(texts)
+        t0 = time.perf_counter()
+        vectors = self.session.run(None, feed)[0]
+        with self._busy_lock:
+            self.busy_s += (time.perf_counter() - t0) / self.workers
+        return vectors
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
     def _feed(self, texts: list[str]) -> dict[str, np.ndarray]:
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+        tokenizer = getattr(self._local, "tokenizer", None)
+        if tokenizer is None:  # this thread's own copy: padding/truncation settings are per-object state
+            tokenizer = self._local.tokenizer = copy.deepcopy(self.tokenizer)
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
         feed = {n: np.asarray(enc[n], dtype=np.int64) for n in self.inputs if n in enc}
         if "token_type_ids" in self.inputs and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])

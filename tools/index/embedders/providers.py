@@ -75,8 +75,9 @@ def mismatch(record: dict, provider: str, model: str, dimension: int | None = No
     return None
 
 
-def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
-    """The provider that embeds like the index whose manifest records `record` (queries, new chunks).
+def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", **endpoint):
+    """The provider that embeds like the index whose manifest records `record` (queries, new chunks), a local
+    model on `device` (`ragsieve.tools.index.device`: an fp16 index on a CPU-only machine runs in fp32 there).
 
     `endpoint` options (timeout_s, max_attempts, max_retry_s, api_key, sleep) reach the `openai` provider;
     the base URL is the recorded one unless RAGSIEVE_EMBED_BASE_URL names where the endpoint moved."""
@@ -84,7 +85,7 @@ def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
     if provider == DEFAULT_PROVIDER:
         from ragsieve.tools.index.dense import Embedder
 
-        return Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"))
+        return Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"), device=device)
     if provider == "openai":
         from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
