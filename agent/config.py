@@ -81,6 +81,9 @@ class IndexConfig(_Section):
         if provider == "sentence-transformers":
             if self.embed_base_url or self.embed_dimensions:
                 raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
+            if self.embed_concurrency != 1:
+                raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
+                                 "keeps its device busy by itself (device, embed_batch_size)")
             from ragsieve.tools.index.dense import Embedder
             from ragsieve.tools.index.device import default_encoder_for, resolve_device
 

@@ -141,7 +141,7 @@ def remote_embedder(ic, args):
     """The embeddings-endpoint provider when one is configured (nothing is sent yet); None: a local model,
     loaded by the builder only when there is something to embed."""
     if (ic.embedding_provider or ("openai" if ic.embed_base_url else None)) != "openai":
-        if ic.embed_dimensions:
+        if ic.embed_dimensions or ic.embed_concurrency != 1:
             ic.embedder()  # refuses the setting with its reason
         return None
     return ic.embedder(args.embedding_model, args.encoder)

@@ -74,6 +74,14 @@ class EmbeddingCache:
         self._db.close()
 
 
+def in_flight(embedder) -> int:
+    """Requests an embeddings endpoint keeps in flight (1 for a local model): each checkpointed step holds
+    four batches per request in flight, so the requests stay busy between checkpoints."""
+    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
+    return embedder.concurrency if isinstance(embedder, OpenAIEmbedder) else 1
+
+
 def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed,
                     step: int, reporter) -> int:
     """Fill `vectors[rows]` with the embeddings of `texts[rows]`: those in `cache` (embedded by a build that

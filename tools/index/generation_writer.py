@@ -27,7 +27,7 @@ from ragsieve.tools.index import npy
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import indexed_text, package_version
 from ragsieve.tools.index.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
-from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
+from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, in_flight, text_key
 from ragsieve.tools.index.generations import fsync_tree
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
 from ragsieve.tools.index.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
@@ -270,7 +270,7 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
                     cache, texts, [r for i, r in enumerate(to_embed) if i not in local])  # windowed ones: here
             builder.resumed_embeddings = embed_resumable(
                 cache, texts, to_embed, vectors, embed,
-                builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
+                builder.batch_size * 4 * in_flight(builder._embedder), lambda total: progress_reporter(builder.progress, total))
         finally:
             cache.close()
     return vectors
