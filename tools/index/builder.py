@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 _version = package_version  # the name benchmarks import
 
 
+STREAM_MIN_DOCS = 256  # below this, chunking is instant and the serial path is as fast
 UPGRADED_CELLS = ("index upgraded once: IVF cells stored so that later changes search only the cells they touch "
                   "(this build rewrote the base segment; docs/local-layout.md)")
 
@@ -78,6 +79,9 @@ class IndexBuilder:
         self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
+        # with overlap, this many fresh documents or more are chunked while the encoder embeds (`embed_stream`)
+        self.stream_min_docs = STREAM_MIN_DOCS
+        self._streamed, self._stream_seconds = 0, 0.0
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
@@ -313,6 +317,15 @@ class IndexBuilder:
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
                            upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
                            **self._embed_figures(manifest["counts"], busy_before), **common)
+
+    def _step(self) -> int:
+        """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (the model
+        need not be loaded: a GPU device says it)."""
+        from ragsieve.tools.index.embed_cache import step_factor
+
+        if self._embedder is None:
+            return self.batch_size * 4 * (4 if self.device is not None and self.device.gpu else 1)
+        return self.batch_size * 4 * step_factor(self._embedder)
 
     def _busy_s(self) -> float:
         return self._embedder.busy_s if isinstance(self._embedder, Embedder) else 0.0

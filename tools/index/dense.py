@@ -109,10 +109,6 @@ class Embedder:
         """Seconds the model has computed so far (ONNX: divided by its workers), for the encoder's busy share."""
         return self._fast.busy_s
 
-    def record(self) -> dict:
-        """What the manifest records besides the model and encoder: the device that embedded."""
-        return {"device": self.device}
-
     @property
     def placement(self) -> str:
         """`<encoder> on <device>` (an fp16 index embedded in fp32 on a CPU says so), for summaries and traces."""

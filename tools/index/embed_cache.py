@@ -74,12 +74,16 @@ class EmbeddingCache:
         self._db.close()
 
 
-def in_flight(embedder) -> int:
-    """Requests an embeddings endpoint keeps in flight (1 for a local model): each checkpointed step holds
-    four batches per request in flight, so the requests stay busy between checkpoints."""
+def step_factor(embedder) -> int:
+    """How many times four batches one checkpointed step holds: one per request an embeddings endpoint keeps in
+    flight, four on a GPU (its batches are large and quick: a step's SQLite write and the refill of the
+    tokenizers' queue are paid less often), else one."""
+    from ragsieve.tools.index.dense import Embedder
     from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
-    return embedder.concurrency if isinstance(embedder, OpenAIEmbedder) else 1
+    if isinstance(embedder, OpenAIEmbedder):
+        return embedder.concurrency
+    return 4 if isinstance(embedder, Embedder) and embedder.placed.gpu else 1
 
 
 def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed,

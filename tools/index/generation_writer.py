@@ -27,7 +27,7 @@ from ragsieve.tools.index import npy
 from ragsieve.tools.index.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.build_report import indexed_text, package_version
 from ragsieve.tools.index.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
-from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, in_flight, text_key
+from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, text_key
 from ragsieve.tools.index.generations import fsync_tree
 from ragsieve.tools.index.hybrid import MANIFEST, read_manifest
 from ragsieve.tools.index.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
@@ -77,7 +77,14 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     fresh = [d for d in docs if d.doc_id not in unchanged]
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
     ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
-    chunked = [(d, ray.chunks_of(d, builder.chunker) if ray is not None else builder.chunker.run(d)) for d in fresh]
+    t_stream = time.perf_counter()
+    builder._streamed = 0
+    if builder.overlap and ray is None and len(fresh) >= builder.stream_min_docs:
+        chunked = _chunk_while_embedding(builder, fresh)  # the encoder busy while documents are cut
+    else:
+        chunked = [(d, ray.chunks_of(d, builder.chunker) if ray is not None else builder.chunker.run(d))
+                   for d in fresh]
+    builder._stream_seconds = time.perf_counter() - t_stream if builder._streamed else 0.0
     segmented = segments_wanted(builder)
     prev = read_manifest(prev_gen) if prev_store is not None else None
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \
@@ -119,7 +126,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
         kinds = [c.kind for c in chunks_in_rows]  # compound words: code chunks only (`BM25Index.build`)
         bm25_job = pool.submit(work, builder, texts, gen, kinds) if builder.overlap else None
         vectors = _vectors(builder, layout, texts, to_embed, prev_vectors, code_headers(chunks_in_rows, texts))
-        embed_seconds = round(time.perf_counter() - t0, 3)
+        embed_seconds = round(time.perf_counter() - t0 + builder._stream_seconds, 3)
         tokens = work(builder, texts, gen, kinds) if bm25_job is None else bm25_job.result()
     extra: dict = {}
     if segmented:  # a full generation of the incremental layout: a new shared store and one base segment
@@ -160,7 +167,8 @@ def _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings,
     builder._gone_keys = {text_key(t) for t in part["keys_gone"]} - {text_key(t) for t in part["keys_new"]}
     counts = {"documents": plan.documents if plan is not None else len(docs) + len(kept), "chunks": layout.n,
               "embedded_this_run": part["embedded"],
-              "embed_seconds": round(time.perf_counter() - t0, 3), "rows_changed": len(layout.changed),
+              "embed_seconds": round(time.perf_counter() - t0 + builder._stream_seconds, 3),
+              "rows_changed": len(layout.changed),
               "inputs_cut": getattr(builder._embedder, "inputs_cut", 0) - cut_before}
     extra = {"layout": LAYOUT, "store": part["store"], "segments": part["segments"],
              "bm25_total_len": part["total_len"],
@@ -242,6 +250,29 @@ def _build_bm25(builder, texts: list[str], gen: Path, kinds: list[str]) -> None:
               compounds=proto.compounds).build(texts, kinds).save(gen / "bm25")
 
 
+def _chunk_while_embedding(builder, fresh: list[Document]) -> list:
+    """The chunks of `fresh`, cut in a thread while the encoder embeds their texts into the checkpoint
+    (`ragsieve.tools.index.embed_stream`); `builder._streamed` counts the texts embedded meanwhile."""
+    from ragsieve.tools.index.embed_stream import ChunkEmbedStream
+    from ragsieve.tools.index.progress import stream_reporter
+
+    def text(chunk) -> str:
+        return indexed_text(chunk, builder.symbol_headers, builder.header_words) if builder.index_titles \
+            else chunk.text
+
+    cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model())
+    report = stream_reporter(builder.progress)
+    try:
+        stream = ChunkEmbedStream(builder.chunker.run, text, lambda batch: builder._embedder_for().embed(batch),
+                                  cache, builder._step(), report)
+        chunked = stream.run(fresh)
+    finally:
+        cache.close()
+        report(None, None)
+    builder._streamed = stream.stats.embedded
+    return chunked
+
+
 def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
              headers: list[int | None]) -> np.ndarray:
     dim = prev_vectors.shape[1] if prev_vectors is not None else None
@@ -270,7 +301,8 @@ def _vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], pre
                     cache, texts, [r for i, r in enumerate(to_embed) if i not in local])  # windowed ones: here
             builder.resumed_embeddings = embed_resumable(
                 cache, texts, to_embed, vectors, embed,
-                builder.batch_size * 4 * in_flight(builder._embedder), lambda total: progress_reporter(builder.progress, total))
+                builder._step(),
+                lambda total: progress_reporter(builder.progress, total)) - builder._streamed
         finally:
             cache.close()
     return vectors

@@ -192,7 +192,7 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
 def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
     """Vectors of `texts` (the added chunks only), resumable through the index's embedding checkpoint."""
     from ragsieve.tools.errors import UsageError
-    from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable, in_flight
+    from ragsieve.tools.index.embed_cache import EmbeddingCache, embed_resumable
     from ragsieve.tools.index.progress import progress_reporter
 
     out = np.zeros((len(texts), dim), dtype=np.float32)
@@ -208,11 +208,11 @@ def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tu
         if getattr(builder, "ray", None) is not None:
             builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
                 cache, texts, [r for r in rows if r not in local])
-        cached = embed_resumable(cache, texts, rows, out, embed, builder.batch_size * 4 * in_flight(builder._embedder),
+        cached = embed_resumable(cache, texts, rows, out, embed, builder._step(),
                                  lambda total: progress_reporter(builder.progress, total))
     finally:
         cache.close()
-    builder.resumed_embeddings = cached
+    builder.resumed_embeddings = cached - getattr(builder, "_streamed", 0)  # embedded while chunking: not resumed
     return out, cached
 
 
