@@ -11,8 +11,9 @@ One run, three parts, on SciFact abstracts (../shared/data/scifact, the first
    the generation switch): chunks / wall seconds, plus its CPU seconds and the
    build summary (device, embedding rate, the encoder's busy share).
 2. `bare` — plain sentence-transformers `encode` on the same chunk texts (read
-   back from that index), model loaded and warmed first, at each `--batch-sizes`
-   (fp16 on a GPU, fp32 on the CPU); the row is the best batch size.
+   back from that index; on the CPU the first `--bare-chunks` of them), model
+   loaded and warmed first, at each `--batch-sizes` (fp16 on a GPU, fp32 on the
+   CPU); the row is the best batch size.
 3. `endpoint` — the packaged MiniLM behind a tiny OpenAI-compatible
    /v1/embeddings server on 127.0.0.1 (stdlib, a thread per request, stopped
    at the end), embedded through the `openai` provider with 1 and 4 requests in
@@ -189,6 +190,9 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=None, help="first N documents (default: 1200 on CPU, all on a GPU)")
     ap.add_argument("--batch-sizes", default=None, help="bare encoder batch sizes (default 64 on CPU; 256,512,1024)")
     ap.add_argument("--endpoint-texts", type=int, default=None, help="texts per endpoint row (default 240 / 4000)")
+    ap.add_argument("--bare-chunks", type=int, default=None,
+                    help="the bare encoder's rate on the first N of the same chunks (default: all on a GPU, 400 on "
+                         "the CPU, where fp32 torch on every chunk would take most of the run)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     from ragsieve.tools.index.dense import Embedder
@@ -204,7 +208,8 @@ def main() -> int:
         corpus = corpus_slice(args.corpus, docs, work)
         ours = run_ragsieve(corpus, work / "index", str(device))
         texts = chunk_texts(work / "index")
-        bare = run_bare(texts, str(device), sizes)
+        bare_n = args.bare_chunks if args.bare_chunks is not None else (None if gpu else 400)
+        bare = run_bare(texts[:bare_n], str(device), sizes)
         best = max(bare, key=lambda r: r["chunks_per_s"])
         n = args.endpoint_texts or (4000 if gpu else 240)
         model = Embedder(device=str(device), encoder="torch-fp16" if gpu else "onnx-int8")
