@@ -29,6 +29,11 @@ def contents(folder: Path, embedder) -> tuple[list[str], np.ndarray]:
         return ids, np.asarray(index.vectors[list(range(len(index)))], dtype=np.float32)
 
 
+def bm25_hits(folder: Path, embedder, queries: list[str]) -> list[list[tuple[int, float]]]:
+    with HybridIndex.open(folder, embedder=embedder) as index:
+        return [index.bm25.search(q, 10) for q in queries]
+
+
 def test_a_window_goes_longest_first_and_comes_back_in_order():
     seen: list[list[str]] = []
 
@@ -56,6 +61,10 @@ def test_the_overlapped_build_equals_the_serial_one_with_a_hash_encoder(tmp_path
     ref_ids, ref_vectors = contents(tmp_path / "serial", HashEmbedder())
     assert ids == ref_ids and np.array_equal(vectors, ref_vectors)
     assert report.chunks_embedded == 600 and ("embedding", 600, 600) in progress
+    queries = ["document 17 part 1", "w5x0x3 version", "doc 250"]  # BM25 tokenized by the chunking thread
+    assert bm25_hits(tmp_path / "stream", HashEmbedder(), queries) == bm25_hits(tmp_path / "serial", HashEmbedder(),
+                                                                                   queries)
+    assert all(bm25_hits(tmp_path / "stream", HashEmbedder(), queries))
 
 
 @pytest.mark.skipif(not SCIFACT.is_file(), reason="SciFact not in ../shared/data")

@@ -82,6 +82,7 @@ class IndexBuilder:
         # with overlap, this many fresh documents or more are chunked while the encoder embeds (`embed_stream`)
         self.stream_min_docs = STREAM_MIN_DOCS
         self._streamed, self._stream_seconds = 0, 0.0
+        self._bm25_tokens: dict[tuple[str, bool], list[str]] = {}  # (text, code) -> tokens, from the stream
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)

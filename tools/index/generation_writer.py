@@ -78,7 +78,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     cut_before = getattr(builder._embedder, "inputs_cut", 0)  # a provider reused across builds counts on
     ray = getattr(builder, "ray", None)  # --ray: chunks cut on the cluster (`ray_load`)
     t_stream = time.perf_counter()
-    builder._streamed = 0
+    builder._streamed, builder._bm25_tokens = 0, {}
     if builder.overlap and ray is None and len(fresh) >= builder.stream_min_docs:
         chunked = _chunk_while_embedding(builder, fresh)  # the encoder busy while documents are cut
     else:
@@ -90,6 +90,7 @@ def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[st
     if segmented and prev is not None and prev.get("layout") == LAYOUT and \
             {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")} == \
             {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}:
+        builder._bm25_tokens = {}  # the incremental writer tokenizes the delta itself
         return _write_incremental(builder, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
                                   set(unchanged) | set(kept), cut_before, prev_docs, plan)
     if prev_store is not None:
@@ -240,8 +241,12 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
 
 
 def _tokens(builder, texts: list[str], gen: Path, kinds: list[str]) -> list[list[str]]:
-    proto = builder.bm25_proto
-    return [tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code") for t, k in zip(texts, kinds)]
+    """BM25's tokens of `texts` (those the chunking stream tokenized already taken from it)."""
+    proto, memo = builder.bm25_proto, builder._bm25_tokens
+    out = [memo.get((t, k == "code")) for t, k in zip(texts, kinds)]
+    memo.clear()
+    return [tokens if tokens is not None else tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code")
+            for tokens, t, k in zip(out, texts, kinds)]
 
 
 def _build_bm25(builder, texts: list[str], gen: Path, kinds: list[str]) -> None:
@@ -260,11 +265,17 @@ def _chunk_while_embedding(builder, fresh: list[Document]) -> list:
         return indexed_text(chunk, builder.symbol_headers, builder.header_words) if builder.index_titles \
             else chunk.text
 
+    proto, memo = builder.bm25_proto, builder._bm25_tokens
+
+    def analyse(chunk, text: str) -> None:  # BM25's tokens, ready before the encoder is done
+        code = chunk.kind == "code"
+        memo[(text, code)] = tokenize(text, proto.stem, proto.identifiers, proto.compounds and code)
+
     cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model())
     report = stream_reporter(builder.progress)
     try:
         stream = ChunkEmbedStream(builder.chunker.run, text, lambda batch: builder._embedder_for().embed(batch),
-                                  cache, builder._step(), report)
+                                  cache, builder._step(), report, analyse if segments_wanted(builder) else None)
         chunked = stream.run(fresh)
     finally:
         cache.close()

@@ -12,6 +12,7 @@ dimension is refused, never mixed into one index.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +21,7 @@ import numpy as np
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.dense import canonical_model_name
 
+log = logging.getLogger(__name__)
 PROVIDERS = ("sentence-transformers", "openai")
 DEFAULT_PROVIDER = "sentence-transformers"
 BASE_URL_ENV = "RAGSIEVE_EMBED_BASE_URL"  # where an index's endpoint moved to (queries only)
@@ -85,7 +87,11 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
     if provider == DEFAULT_PROVIDER:
         from ragsieve.tools.index.dense import Embedder
 
-        return Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"), device=device)
+        embedder = Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"),
+                            device=device)
+        if embedder.encoder == "torch-fp16" and embedder.precision != "fp16":
+            log.info("index embedded in fp16 on a GPU; %s", embedder.placement)  # the manifest check's note
+        return embedder
     if provider == "openai":
         from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
