@@ -57,14 +57,25 @@ def corpus_slice(corpus: Path, n_docs: int | None, work: Path) -> Path:
     return out
 
 
-def run_ragsieve(corpus: Path, index: Path, device: str) -> dict:
-    """`ragsieve index` in a child process: wall and CPU seconds, chunks, the summary line."""
-    cmd = [sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus), "--index", str(index), "--device", device,
-           "--no-progress"]
+def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None) -> dict:
+    """`ragsieve index` in a child process: wall and CPU seconds, chunks, the summary line. `src`: an older
+    checkout's tree (`git archive <commit>`) run instead of this one (its `--device` option absent)."""
+    cmd = [sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus), "--index", str(index), "--no-progress"]
+    env = {**_env(), "HF_HUB_OFFLINE": "1"}
+    if src is None:
+        cmd += ["--device", device]
+    else:  # the package `ragsieve` mapped onto that tree, found before the editable install of this one
+        pkg = index.parent / "baseline-path" / "ragsieve"
+        pkg.mkdir(parents=True)
+        for part in ("agent", "tools", "prompts"):
+            (pkg / part).symlink_to(src / part)
+        for f in (src / "ragsieve").iterdir():
+            (pkg / f.name).symlink_to(f)
+        env["PYTHONPATH"] = str(pkg.parent)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env={"HF_HUB_OFFLINE": "1",
-                                                                                   **_env()})
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env,
+                         cwd=index.parent)  # not a checkout: `ragsieve` is found through the path chosen above
     seconds = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -73,7 +84,8 @@ def run_ragsieve(corpus: Path, index: Path, device: str) -> dict:
     chunks = int(re.search(r"(\d+) chunks,", summary).group(1))
     busy = re.search(r"encoder busy (\d+)%", summary)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"path": "ragsieve", "device": device, "chunks": chunks, "seconds": round(seconds, 2),
+    return {"path": "ragsieve" if src is None else "ragsieve-baseline", "device": device, "chunks": chunks,
+            "seconds": round(seconds, 2),
             "chunks_per_s": round(chunks / seconds, 2), "cpu_seconds": round(cpu_s, 1),
             "chunks_per_cpu_s": round(chunks / cpu_s, 2) if cpu_s else None,
             "encoder_busy": int(busy.group(1)) / 100 if busy else None, "summary": summary,
@@ -194,6 +206,9 @@ def main() -> int:
                     help="the bare encoder's rate on the first N of the same chunks (default: all on a GPU, 400 on "
                          "the CPU, where fp32 torch on every chunk would take most of the run)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="also run `ragsieve index` from this tree (an older commit's `git archive`) on the same slice")
+    ap.add_argument("--baseline-commit", default=None, help="the commit that tree is (recorded)")
     args = ap.parse_args()
     from ragsieve.tools.index.dense import Embedder
     from ragsieve.tools.index.device import resolve_device
@@ -207,6 +222,10 @@ def main() -> int:
         work = Path(tmp)
         corpus = corpus_slice(args.corpus, docs, work)
         ours = run_ragsieve(corpus, work / "index", str(device))
+        baseline = None
+        if args.baseline_src is not None:
+            baseline = run_ragsieve(corpus, work / "baseline" / "index", str(device), args.baseline_src.resolve())
+            baseline["commit"] = args.baseline_commit
         texts = chunk_texts(work / "index")
         bare_n = args.bare_chunks if args.bare_chunks is not None else (None if gpu else 400)
         bare = run_bare(texts[:bare_n], str(device), sizes)
@@ -221,7 +240,7 @@ def main() -> int:
         finally:
             minilm.close()
             fixed.close()
-    result["rows"] = [ours, {**best, "best_of_batch_sizes": sizes}]
+    result["rows"] = [ours, {**best, "best_of_batch_sizes": sizes}] + ([baseline] if baseline else [])
     result["bare_batches"] = bare
     result["endpoint"] = endpoint
     result["ratios"] = {"ragsieve_over_bare": round(ours["chunks_per_s"] / best["chunks_per_s"], 3),
