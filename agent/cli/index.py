@@ -77,13 +77,19 @@ def run(args: argparse.Namespace) -> int:
                        embed_base_url=args.embed_base_url, embed_dimensions=args.embed_dimensions,
                        embed_batch_size=args.embed_batch_size, device=args.device,
                        embed_concurrency=args.embed_concurrency)
+    remote = remote_embedder(ic, args)
+    if remote is not None and args.device is not None:
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError("--device applies to a local embedding model; an embeddings endpoint runs where its server "
+                         "does (--embed-concurrency keeps it busy)")
     builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
         chunk_tokens=ic.chunk_tokens,
         embedding_model=args.embedding_model or ic.embedding_model,
         encoder=args.encoder or ic.encoder,
-        embedder=remote_embedder(ic, args),
+        embedder=remote,
         faiss_index=args.faiss or ic.faiss_index,
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
