@@ -96,12 +96,12 @@ class IndexBuilder:
         # a GPU asked for but absent is refused here (the driver of a GPU cluster needs none: `auto` for it)
         self.device = None if embedder is not None else resolve_device("auto" if on_cluster_gpus else device)
         recorded = None if embedder is not None else recorded_encoder(self.root)
-        if encoder is None and embedder is None:  # an index keeps the encoder it was built with
+        if encoder is None and self.device is not None:  # an index keeps the encoder it was built with
             encoder = recorded or ("torch-fp16" if on_cluster_gpus else default_encoder_for(self.device))
         if embedder is None and encoder not in Embedder.ENCODERS:
             raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
         if self.device is not None:
-            self.device = place_encoder(encoder, self.device)  # an ONNX index stays on the CPU under auto
+            self.device = place_encoder(str(encoder), self.device)  # an ONNX index stays on the CPU under auto
             if encoder == "torch-fp16" and not self.device.gpu and recorded != "torch-fp16" and not on_cluster_gpus:
                 raise UsageError(f"encoder 'torch-fp16' runs on a GPU and there is none here ({self.device}); "
                                  "use --encoder onnx-int8 or torch on the CPU")
@@ -133,7 +133,7 @@ class IndexBuilder:
                              **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
                              # torch and onnx agree to float precision (one embedding space); int8 does not;
                              # fp16 is within 0.9996 cosine of fp32 (a fp16 index extended on a CPU keeps it)
-                             "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder, "fp32")}
+                             "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder or "", "fp32")}
                 | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}

@@ -87,11 +87,10 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
     if provider == DEFAULT_PROVIDER:
         from ragsieve.tools.index.dense import Embedder
 
-        embedder = Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"),
-                            device=device)
-        if embedder.encoder == "torch-fp16" and embedder.precision != "fp16":
-            log.info("index embedded in fp16 on a GPU; %s", embedder.placement)  # the manifest check's note
-        return embedder
+        local = Embedder(record["model"], batch_size=batch_size, encoder=record.get("encoder", "torch"), device=device)
+        if local.encoder == "torch-fp16" and local.precision != "fp16":
+            log.info("index embedded in fp16 on a GPU; %s", local.placement)  # the manifest check's note
+        return local
     if provider == "openai":
         from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
