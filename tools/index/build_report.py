@@ -4,10 +4,14 @@ from __future__ import annotations
 import functools
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ragsieve.tools.types import Chunk
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.builder import IndexBuilder
 
 
 class BuildReport(BaseModel):
@@ -115,3 +119,33 @@ def package_version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def embed_step(builder: "IndexBuilder") -> int:
+    """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (before the model
+    is loaded, a GPU device says it)."""
+    from ragsieve.tools.index.embed_cache import step_factor
+
+    if builder._embedder is None:
+        return builder.batch_size * 4 * (4 if builder.device is not None and builder.device.gpu else 1)
+    return builder.batch_size * 4 * step_factor(builder._embedder)
+
+
+def embed_figures(builder: "IndexBuilder", counts: dict, busy_before: float) -> dict:
+    """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
+    from ragsieve.tools.index.backend import placement_of
+    from ragsieve.tools.index.dense import Embedder
+
+    embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])
+    ray_stats = builder.ray.stats if builder.ray is not None else {}
+    if ray_stats.get("device"):
+        device = f"{ray_stats['actors']} Ray actors ({builder.encoder}) on {ray_stats['device']}"
+    elif builder._embedder is not None:
+        device = placement_of(builder._embedder)
+    else:
+        device = ""
+    rate = embedded / seconds if embedded and seconds > 0 else 0.0
+    busy = None
+    if isinstance(builder._embedder, Embedder) and embedded and seconds > 0 and not ray_stats.get("device"):
+        busy = round(min(1.0, (builder._embedder.busy_s - busy_before) / seconds), 3)
+    return {"device": device, "embed_rate": round(rate, 2), "encoder_busy": busy}

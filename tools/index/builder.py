@@ -31,6 +31,8 @@ from ragsieve.tools.index.build_report import (  # noqa: F401
     BuildReport,
     build_scopes,
     corpus_fingerprint,
+    embed_figures,
+    embed_step,
     excluded_counts,
     in_scope,
     indexed_text,
@@ -317,37 +319,13 @@ class IndexBuilder:
                            embed_inputs_cut=manifest["counts"]["inputs_cut"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
                            upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
-                           **self._embed_figures(manifest["counts"], busy_before), **common)
+                           **embed_figures(self, manifest["counts"], busy_before), **common)
 
     def _step(self) -> int:
-        """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (the model
-        need not be loaded: a GPU device says it)."""
-        from ragsieve.tools.index.embed_cache import step_factor
-
-        if self._embedder is None:
-            return self.batch_size * 4 * (4 if self.device is not None and self.device.gpu else 1)
-        return self.batch_size * 4 * step_factor(self._embedder)
+        return embed_step(self)
 
     def _busy_s(self) -> float:
         return self._embedder.busy_s if isinstance(self._embedder, Embedder) else 0.0
-
-    def _embed_figures(self, counts: dict, busy_before: float) -> dict:
-        """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
-        from ragsieve.tools.index.backend import placement_of
-
-        embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])
-        ray_stats = self.ray.stats if self.ray is not None else {}
-        if ray_stats.get("device"):
-            device = f"{ray_stats['actors']} Ray actors ({self.encoder}) on {ray_stats['device']}"
-        elif self._embedder is not None:
-            device = placement_of(self._embedder)
-        else:
-            device = ""
-        rate = embedded / seconds if embedded and seconds > 0 else 0.0
-        busy = None
-        if isinstance(self._embedder, Embedder) and embedded and seconds > 0 and not ray_stats.get("device"):
-            busy = round(min(1.0, (self._embedder.busy_s - busy_before) / seconds), 3)
-        return {"device": device, "embed_rate": round(rate, 2), "encoder_busy": busy}
 
     def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
         """The manifest's record of the provider (carried over from the previous generation when nothing was
