@@ -80,12 +80,25 @@ def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
     model = Embedder(encoder="torch", batch_size=8)
     IndexBuilder(tmp_path / "serial", embedder=model, progress=False, overlap=False).build([corpus])
     streamed = IndexBuilder(tmp_path / "stream", embedder=model, progress=False, batch_size=4)
-    streamed.stream_min_docs = 1  # windows of 16 texts: several of them, unlike the serial path's batches
+    streamed.stream_min_docs, streamed.stream = 1, True  # windows of 16 texts, unlike the serial path's batches
     streamed.build([corpus])
     assert streamed._streamed > 40
     ids, vectors = contents(tmp_path / "stream", model)
     ref_ids, ref_vectors = contents(tmp_path / "serial", model)
     assert ids == ref_ids and np.abs(vectors - ref_vectors).max() < 1e-5
+
+
+def test_a_local_model_on_the_cpu_is_not_streamed_a_gpu_or_an_endpoint_is(tmp_path, monkeypatch):
+    from ragsieve.tools.index import device as device_mod
+    from ragsieve.tools.index.generation_writer import streams
+
+    assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu"))
+    monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)
+    assert streams(IndexBuilder(tmp_path / "b", progress=False, device="cuda"))
+    assert streams(IndexBuilder(tmp_path / "c", progress=False, embedder=HashEmbedder()))  # an endpoint-like one
+    forced = IndexBuilder(tmp_path / "d", progress=False, device="cpu")
+    forced.stream = True
+    assert streams(forced)
 
 
 def _docs(n: int) -> list[Document]:

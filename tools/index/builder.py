@@ -83,6 +83,7 @@ class IndexBuilder:
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
         # with overlap, this many fresh documents or more are chunked while the encoder embeds (`embed_stream`)
         self.stream_min_docs = STREAM_MIN_DOCS
+        self.stream: bool | None = None  # None: on a GPU and with an endpoint, not with a local model on the CPU
         self._streamed, self._stream_seconds = 0, 0.0
         self._bm25_tokens: dict[tuple[str, bool], list[str]] = {}  # (text, code) -> tokens, from the stream
         self.lock_wait_s = lock_wait_s

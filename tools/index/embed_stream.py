@@ -15,8 +15,9 @@ its vectors move with the batch a text lands in (minimum cosine 0.993 between
 two batchings of the same SciFact abstracts), in this path as in the serial one.
 
 Code chunks are left to the serial pass (a long one is embedded as the mean of
-its windows, `windows.py`). Below `min_docs` fresh documents chunking is
-instant and the serial path is used.
+its windows, `windows.py`). Below `stream_min_docs` fresh documents chunking is
+instant and the serial path is used; so it is for a local model on the CPU
+(`generation_writer.streams`), which keeps the cores busy by itself.
 """
 from __future__ import annotations
 
