@@ -40,13 +40,17 @@ class IndexConfig(_Section):
     bm25_engine: str = "bm25s"  # bm25s | rank_bm25
     _faiss = _mode(FaissKind, "faiss_index")
     _bm25 = _mode(BM25Engine, "bm25_engine")
-    embed_batch_size: int = Field(64, ge=1)
+    embed_batch_size: int | None = Field(None, ge=1)  # None: 64 (an endpoint, the CPU), 512 on a GPU
+    # where the local model embeds chunks and queries: auto (a GPU torch sees, else the CPU) | cpu | cuda[:N] |
+    # mps (ragsieve.tools.index.device); on a GPU a new index gets the torch-fp16 encoder
+    device: str = "auto"
+    embed_concurrency: int = Field(1, ge=1, le=64)  # an embeddings endpoint: requests in flight at once
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
     sparse_percentile: float = Field(10.0, gt=0.0, lt=100.0)
     # where the index is served from (ragsieve.tools.index.backend): local | milvus; for milvus, `uri` is a
     # milvus-lite file (default <index>/milvus.db), http://host:19530 or a Zilliz URI, the token from the
     # environment variable RAGSIEVE_MILVUS_TOKEN
-    encoder: Literal["torch", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else onnx-int8 (torch without onnx) | torch | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    encoder: Literal["torch", "torch-fp16", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else torch-fp16 on a GPU, onnx-int8 on the CPU (torch without onnx) | torch | torch-fp16 (half precision on a GPU) | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
     backend: str = "local"
     _backend = _mode(Backend, "backend")
     uri: str | None = None
@@ -63,6 +67,13 @@ class IndexConfig(_Section):
     embed_max_attempts: int = Field(5, ge=1, le=20)  # ... attempts on 429/5xx/timeouts ...
     embed_max_retry_s: float = Field(300.0, gt=0)  # ... and the total time spent retrying (room to retry a timeout)
 
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        from ragsieve.tools.index.device import check_spec
+
+        return check_spec(value)
+
     def embedder(self, model: str | None = None, encoder: str | None = None):
         """The provider these settings name, for `ragsieve index` (queries use the one the index records)."""
         provider = self.embedding_provider or ("openai" if self.embed_base_url else "sentence-transformers")
@@ -70,10 +81,15 @@ class IndexConfig(_Section):
         if provider == "sentence-transformers":
             if self.embed_base_url or self.embed_dimensions:
                 raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
+            if self.embed_concurrency != 1:
+                raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
+                                 "keeps its device busy by itself (device, embed_batch_size)")
             from ragsieve.tools.index.dense import Embedder
-            from ragsieve.tools.index.encoder_choice import default_encoder
+            from ragsieve.tools.index.device import default_encoder_for, resolve_device
 
-            return Embedder(model, batch_size=self.embed_batch_size, encoder=chosen or default_encoder())
+            device = resolve_device(self.device)
+            return Embedder(model, batch_size=self.embed_batch_size or (512 if device.gpu else 64),
+                            encoder=chosen or default_encoder_for(device), device=self.device)
         if not self.embed_base_url:
             raise UsageError("embedding_provider = \"openai\" needs embed_base_url (e.g. http://127.0.0.1:8080/v1)")
         if encoder or self.encoder != type(self).model_fields["encoder"].default:
@@ -81,7 +97,8 @@ class IndexConfig(_Section):
         from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
         return OpenAIEmbedder(self.embed_base_url, model, api_key_env=self.embed_api_key_env,
-                              batch_size=self.embed_batch_size, dimensions=self.embed_dimensions,
+                              batch_size=self.embed_batch_size or 64, dimensions=self.embed_dimensions,
+                              concurrency=self.embed_concurrency,
                               max_input_tokens=self.embed_max_input_tokens, timeout_s=self.embed_timeout_s,
                               max_attempts=self.embed_max_attempts, max_retry_s=self.embed_max_retry_s)
 
@@ -228,9 +245,21 @@ class RerankConfig(_Section):
     timeout_s: float = Field(60.0, gt=0)  # http: the chat calls' rules (attempt, attempts, total retry time)
     max_attempts: int = Field(5, ge=1, le=20)
     max_retry_s: float = Field(150.0, gt=0)
+    device: str | None = None  # cross-encoder: auto | cpu | cuda[:N] | mps; None: the [index] device
 
-    def options(self) -> dict:
-        """The provider's options (`ragsieve.tools.rerankers.open_reranker`), only those it takes."""
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str | None) -> str | None:
+        from ragsieve.tools.index.device import check_spec
+
+        return None if value is None else check_spec(value)
+
+    def options(self, index_device: str = "auto") -> dict:
+        """The provider's options (`ragsieve.tools.rerankers.open_reranker`), only those it takes; a local
+        cross-encoder runs on `device`, else on `index_device` (the one query embedding uses)."""
+        if self.device is not None and self.provider != "cross-encoder":
+            raise UsageError(f"[rerank] device applies to provider \"cross-encoder\", not {self.provider!r} "
+                             "(flashrank runs on the CPU; an http reranker runs where its server does)")
         if self.provider == "http":
             if not self.base_url:
                 raise UsageError("[rerank] provider = \"http\" needs base_url (the /rerank endpoint)")
@@ -241,7 +270,8 @@ class RerankConfig(_Section):
             raise UsageError(f"[rerank] base_url applies to provider \"http\", not {self.provider!r}")
         if self.provider == "flashrank":
             return {"cache_dir": self.cache_dir, "max_length": self.max_length, "allow_download": self.allow_download}
-        return {"max_length": self.max_length, "batch_size": self.batch_size, "allow_download": self.allow_download}
+        return {"max_length": self.max_length, "batch_size": self.batch_size, "allow_download": self.allow_download,
+                "device": self.device or index_device}
 
 
 class ConformalConfig(_Section):

@@ -135,7 +135,8 @@ class Orchestrator:
         from ragsieve.tools.index.backend import open_index
 
         config = config or Config()
-        index = open_index(index_dir, embedder)  # local, or the Milvus collection the index was published to
+        # local, or the Milvus collection the index was published to; queries embedded on [index] device
+        index = open_index(index_dir, embedder, device=config.index.device)
         retriever = _retriever(index, config)
         if chat is not None and llm is None:
             llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,

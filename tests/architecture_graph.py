@@ -4,7 +4,7 @@
     python tests/architecture_graph.py --write    # rewrite it in docs/architecture.md
 
 Every `import` counts, at module level or inside a function: a function-level import is still a dependency,
-only a deferred one. Modules are named as installed (`agent/steps/judge.py` is `ragsieve.agent.steps.judge`,
+only a deferred one. Imports under `if TYPE_CHECKING:` do not: they name a type for the checker and run never. Modules are named as installed (`agent/steps/judge.py` is `ragsieve.agent.steps.judge`,
 through the package-dir mapping in pyproject.toml). `tests/test_architecture.py` checks the graph against the
 layer rules and the picture against docs/architecture.md.
 """
@@ -72,11 +72,30 @@ def _resolve(name: str, known: dict[str, Path]) -> str:
     return name
 
 
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of `tree` except the bodies of `if TYPE_CHECKING:` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking(node):
+            assert isinstance(node, ast.If)
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of the namespace that `module` imports anywhere in its file."""
     out: set[str] = set()
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out.update(_resolve(a.name, known) for a in node.names if a.name.startswith("ragsieve"))
         elif isinstance(node, ast.ImportFrom):

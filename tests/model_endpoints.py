@@ -113,12 +113,41 @@ class _Server:
 
 
 class FakeEmbeddings(_Server):
+    """`gate`: the first replies wait (at most 10 s) until that many requests are in flight at once, so a test
+    sees its concurrency without timing; `fail_requests`: request numbers (1-based) answered 503; `in_flight`
+    and `peak_in_flight` count the requests being answered."""
+
     def __init__(self, dimension: int = 64, *, max_inputs: int | None = None, max_chars: int | None = None,
-                 nan_at: int | None = None, reply_dimension: int | None = None, max_requests: int = 500):
+                 nan_at: int | None = None, reply_dimension: int | None = None, max_requests: int = 500,
+                 gate: int = 0, fail_requests: set[int] | None = None):
         self.dimension, self.max_inputs, self.max_chars = dimension, max_inputs, max_chars
         self.nan_at, self.reply_dimension = nan_at, reply_dimension
         self.answered = 0
+        self.in_flight = self.peak_in_flight = self._seen = 0
+        self.fail_requests = set(fail_requests or ())
+        self._gate = threading.Barrier(gate) if gate > 1 else None
+        self._count_lock = threading.Lock()
         super().__init__(max_requests)
+
+    def answer(self, path: str, payload: Any) -> tuple[int, Any, dict]:
+        with self._count_lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self._seen += 1
+            number, gate = self._seen, self._gate
+        try:
+            if gate is not None:
+                try:
+                    gate.wait(timeout=10.0)  # the first `gate` requests meet here, then the gate opens
+                except threading.BrokenBarrierError:
+                    pass
+                self._gate = None
+            if number in self.fail_requests:
+                return 503, {"error": {"message": f"fault 503 at request {number}"}}, {}
+            return self._embeddings(path, payload)
+        finally:
+            with self._count_lock:
+                self.in_flight -= 1
 
     @property
     def base_url(self) -> str:
@@ -128,7 +157,7 @@ class FakeEmbeddings(_Server):
         """Inputs embedded by successful replies."""
         return self.answered
 
-    def answer(self, path: str, payload: Any) -> tuple[int, Any, dict]:
+    def _embeddings(self, path: str, payload: Any) -> tuple[int, Any, dict]:
         if not path.endswith("/v1/embeddings") or not isinstance(payload, dict):
             return 404, {"error": {"message": f"no route {path}"}}, {}
         texts = payload.get("input")
@@ -142,7 +171,8 @@ class FakeEmbeddings(_Server):
         data = [{"object": "embedding", "index": i, "embedding": bag_vector(t, dim)} for i, t in enumerate(texts)]
         if self.nan_at is not None and self.nan_at < len(data):
             data[self.nan_at]["embedding"][0] = float("nan")
-        self.answered += len(texts)
+        with self._count_lock:
+            self.answered += len(texts)
         data.reverse()  # servers may answer out of order: `index` says which is which
         return 200, {"object": "list", "data": data, "model": payload.get("model"),
                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}, {}

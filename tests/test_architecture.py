@@ -26,8 +26,8 @@ KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configur
     ("ragsieve.agent.config", "ragsieve.tools.filters.ordering"),
     ("ragsieve.agent.config", "ragsieve.tools.index.backend"),
     ("ragsieve.agent.config", "ragsieve.tools.index.dense"),
+    ("ragsieve.agent.config", "ragsieve.tools.index.device"),
     ("ragsieve.agent.config", "ragsieve.tools.index.embedders.openai_embedder"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.encoder_choice"),
     ("ragsieve.agent.config", "ragsieve.tools.rerankers.flashrank_provider"),
 ]
 KNOWN_SIDEWAYS = [  # steps sharing helpers through each other; MCP borrowing the CLI's search formatting
@@ -88,6 +88,18 @@ def test_function_level_imports_count(tmp_path):
     for folder in ("agent", "prompts", "ragsieve"):
         (tmp_path / folder).mkdir()
     assert arch.cycles(arch.graph(tmp_path)) == [["ragsieve.tools.a", "ragsieve.tools.b"]]
+
+
+def test_type_checking_imports_do_not_count(tmp_path):
+    pkg = tmp_path / "tools"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ragsieve.tools.b import B\n",
+                              encoding="utf-8")
+    (pkg / "b.py").write_text("from ragsieve.tools.a import TYPE_CHECKING\n", encoding="utf-8")
+    for folder in ("agent", "prompts", "ragsieve"):
+        (tmp_path / folder).mkdir()
+    assert arch.cycles(arch.graph(tmp_path)) == []
 
 
 def test_docs_architecture_picture_is_current(edges):

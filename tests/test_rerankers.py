@@ -71,7 +71,7 @@ def test_cross_encoder_from_a_local_folder_scores_like_the_model_itself(tiny_ce)
     result = reranker.run("how do i rotate the api key", hits(TEXTS))
     expected = reference_scores(tiny_ce, "how do i rotate the api key", TEXTS)
     order = sorted(range(4), key=lambda i: -expected[i])
-    assert result.method is RerankMethod.CROSS_ENCODER and result.note == f"cross-encoder {tiny_ce}"
+    assert result.method is RerankMethod.CROSS_ENCODER and result.note == f"cross-encoder {tiny_ce} on cpu"
     assert [h.chunk.doc_id for h in result.hits] == [f"d{i}" for i in order]
     assert [h.rank for h in result.hits] == [1, 2, 3, 4]
     assert [h.extra["rank_before"] for h in result.hits] == [i + 1 for i in order]
@@ -152,7 +152,7 @@ def test_fast_rerank_plan_reorders_the_pool_and_traces_ranks(examples_index, tin
         ans = orch.ask(question, plan="fast+rerank")
     assert [e.step for e in ans.trace] == ["retrieve", "rerank", "answer"]
     summary = ans.trace[1].summary
-    assert summary["reranker"] == f"cross-encoder {tiny_ce}" and summary["provider"] == "cross-encoder"
+    assert summary["reranker"] == f"cross-encoder {tiny_ce} on cpu" and summary["provider"] == "cross-encoder"
     pool = [orch_hit for orch_hit in fast.first_stage[: config.retrieval.pool]]
     assert summary["scored"] == len(pool) == 20 and sorted(r["before"] for r in summary["ranks"]) == list(range(1, 21))
     assert [r["after"] for r in summary["ranks"]] == list(range(1, 21))

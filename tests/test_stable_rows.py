@@ -20,6 +20,9 @@ class HashEmbedder:
 
     name, dimension, encoder = "hash-test-16", 16, "torch"
 
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device  # a Ray actor builds its encoder on the device it reserved
+
     def embed(self, texts, progress=False):
         out = np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8) for t in texts],
                          dtype=np.float32) - 127.5

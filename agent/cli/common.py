@@ -61,3 +61,21 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env OPENAI_BASE_URL, else the embedded model)")
     parser.add_argument("--model", help="model name at the endpoint (default: env OPENAI_MODEL or the server's first model)")
     parser.add_argument("--local-model", help="embedded model: qwen2.5-coder-0.5b, qwen2.5-coder-1.5b or a GGUF path")
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """`--device`: where the local embedding model (and a cross-encoder reranker) runs."""
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="auto (a GPU torch sees, else the CPU), cpu, cuda, cuda:N or mps: where the local "
+                             "embedding model and cross-encoder reranker run (default from config: auto)")
+
+
+def with_device(config: Config, device: str | None) -> Config:
+    """`config` with `--device` applied to [index] device (queries and, unless [rerank] names one, reranking)."""
+    if device is None:
+        return config
+    from ragsieve.tools.index.device import resolve_device
+
+    index = range_checked(config.index, device=device)
+    resolve_device(index.device)  # a GPU named but absent is refused now, in one line, not at the first question
+    return config.model_copy(update={"index": index})

@@ -5,7 +5,7 @@ import argparse
 import shlex
 import sys
 
-from ragsieve.agent.cli.common import add_common, add_llm_options, load_config, plural
+from ragsieve.agent.cli.common import add_common, add_device_option, add_llm_options, load_config, plural, with_device
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -29,6 +29,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--judge", action="store_true", help="also grade answers with the LLM (prompts/judge_answer.j2)")
     p.add_argument("--no-cache", action="store_true", help="do not use the LLM reply cache (default: <out>/llm-cache)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_device_option(p)
     p.set_defaults(func=cmd_eval)
     return p
 
@@ -38,7 +39,7 @@ def command_line(args: argparse.Namespace) -> str:
     parts = ["ragsieve", "eval", args.dataset, "--index", args.index]
     for plan in args.plan or []:
         parts += ["--plan", plan]
-    for flag in ("limit", "out", "config", "base_url", "model", "local_model"):
+    for flag in ("limit", "out", "config", "base_url", "model", "local_model", "device"):
         value = getattr(args, flag, None)
         if value is not None:
             parts += ["--" + flag.replace("_", "-"), str(value)]
@@ -61,7 +62,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         unused = [f"--{f.replace('_', '-')}" for f in ("base_url", "model", "local_model", "no_cache") if getattr(args, f)]
         if unused:
             raise UsageError(f"--retrieval-only makes no LLM call, so {', '.join(unused)} would do nothing: drop it")
-    config = load_config(args)
+    config = with_device(load_config(args), getattr(args, "device", None))
     evaluation = Evaluation(
         args.dataset, args.index, plans=args.plan, config=config, out=args.out, limit=args.limit, seed=args.seed,
         split=args.split, retrieval_only=args.retrieval_only, judge=args.judge, cache=not args.no_cache,

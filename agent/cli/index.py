@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any
 
-from ragsieve.agent.cli.common import add_common, for_terminal, load_config, range_checked
+from ragsieve.agent.cli.common import add_common, add_device_option, for_terminal, load_config, range_checked
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -42,9 +42,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--long-code", choices=["windows", "head"], default=None,
                    help="code chunks longer than the encoder's window: the mean of their windows' vectors (windows, "
                         "new indexes) or the window the encoder reads first (head); default: as the index recorded")
-    p.add_argument("--encoder", choices=["torch", "onnx", "onnx-int8"],
-                   help="how chunks are embedded (default: the encoder the index was built with, else onnx-int8: the same model, "
-                        "int8 weights on ONNX Runtime, with the fast extra; torch without it)")
+    p.add_argument("--encoder", choices=["torch", "torch-fp16", "onnx", "onnx-int8"],
+                   help="how chunks are embedded (default: the encoder the index was built with, else torch-fp16 on "
+                        "a GPU, onnx-int8 on the CPU: the same model, int8 weights on ONNX Runtime, with the fast extra; "
+                        "torch without it)")
+    add_device_option(p)
+    p.add_argument("--embed-concurrency", type=int, metavar="N",
+                   help="embeddings endpoint: requests in flight at once (default from config: 1)")
     p.add_argument("--backend", choices=["local", "milvus"],
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
@@ -52,8 +56,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                    help="embed on a Ray cluster (extra `ray`): auto (default) starts a local instance, else an "
                         "address such as ray://head:10001 (docs/scaling.md)")
-    p.add_argument("--ray-actors", type=int, default=1, metavar="N", help="Ray: encoder actors (default 1)")
-    p.add_argument("--ray-batch-size", type=int, default=64, metavar="N", help="Ray: texts per actor call (64)")
+    p.add_argument("--ray-actors", type=int, default=None, metavar="N",
+                   help="Ray: encoder actors (default: one per GPU share, else one per CPU the tokenizers leave)")
+    p.add_argument("--ray-batch-size", type=int, default=None, metavar="N",
+                   help="Ray: texts per actor call (default 64 on CPUs, 512 on GPUs)")
+    p.add_argument("--ray-gpus-per-actor", type=float, default=None, metavar="F",
+                   help="Ray: GPUs each encoder actor reserves and encodes on (fractions share one: 0.5; "
+                        "default 1 when the cluster has GPUs, else 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
@@ -68,18 +77,25 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     ic = range_checked(config.index, chunk_tokens=args.chunk_tokens, lock_wait_s=args.lock_wait,
                        embed_base_url=args.embed_base_url, embed_dimensions=args.embed_dimensions,
-                       embed_batch_size=args.embed_batch_size)
+                       embed_batch_size=args.embed_batch_size, device=args.device,
+                       embed_concurrency=args.embed_concurrency)
     if (args.backend or ic.backend) == "milvus":  # a missing milvus extra is said before the build
         from ragsieve.tools.extras import Extra, require
 
         require(Extra.MILVUS, "pymilvus", "the milvus backend")
+    remote = remote_embedder(ic, args)
+    if remote is not None and args.device is not None:
+        from ragsieve.agent.errors import UsageError
+
+        raise UsageError("--device applies to a local embedding model; an embeddings endpoint runs where its server "
+                         "does (--embed-concurrency keeps it busy)")
     builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,
         chunk_tokens=ic.chunk_tokens,
         embedding_model=args.embedding_model or ic.embedding_model,
         encoder=args.encoder or ic.encoder,
-        embedder=remote_embedder(ic, args),
+        embedder=remote,
         faiss_index=args.faiss or ic.faiss_index,
         bm25_engine=args.bm25 or ic.bm25_engine,
         batch_size=ic.embed_batch_size,
@@ -87,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else (True if sys.stderr.isatty() else log_progress()),
         syntax_chunks=not args.no_syntax,
         long_code=args.long_code,
-        ray=ray_stage(args),
+        ray=ray_stage(args, ic.device),
+        device=ic.device,
     )
     selection = Selection(include=args.include, exclude=args.exclude, default_excludes=not args.no_default_excludes)
     repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
@@ -136,20 +153,29 @@ def remote_embedder(ic, args):
     """The embeddings-endpoint provider when one is configured (nothing is sent yet); None: a local model,
     loaded by the builder only when there is something to embed."""
     if (ic.embedding_provider or ("openai" if ic.embed_base_url else None)) != "openai":
-        if ic.embed_dimensions:
+        if ic.embed_dimensions or ic.embed_concurrency != 1:
             ic.embedder()  # refuses the setting with its reason
         return None
     return ic.embedder(args.embedding_model, args.encoder)
 
 
-def ray_stage(args):
-    """The Ray embedding stage `--ray` asks for (None without it); a missing `ray` extra is said before any work."""
+def ray_stage(args, device: str = "auto"):
+    """The Ray embedding stage `--ray` asks for (None without it); a missing `ray` extra is said before any work.
+    `--device cpu` keeps the actors off the cluster's GPUs; a GPU device asks for them."""
     if args.ray is None:
+        if args.ray_gpus_per_actor is not None or args.ray_actors is not None or args.ray_batch_size is not None:
+            from ragsieve.agent.errors import UsageError
+
+            raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
         return None
     from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
 
     import_ray()
-    return RayEmbedStage(address=args.ray, actors=args.ray_actors, batch_size=args.ray_batch_size)
+    gpus = args.ray_gpus_per_actor
+    if gpus is None and device == "cpu":
+        gpus = 0.0
+    return RayEmbedStage(address=args.ray, actors=args.ray_actors, batch_size=args.ray_batch_size,
+                         gpus_per_actor=gpus, require_gpus=device.startswith(("cuda", "mps")))
 
 
 def parse_rate(text: str | None) -> float | None:

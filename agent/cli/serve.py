@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from ragsieve.agent.cli.common import add_llm_options, load_config
+from ragsieve.agent.cli.common import add_device_option, add_llm_options, load_config, with_device
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-file-bytes", type=int, default=20_000_000, help="largest file one upload may carry")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeat); none by default")
+    add_device_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         from ragsieve.agent.errors import UsageError
 
         raise UsageError(f"invalid serve option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
-    config = load_config(args)
+    config = with_device(load_config(args), args.device)
     indexes = parse_index_specs(args.index)
     keys = KeyRing.load(args.keys_file)
     keys.check_names(set(indexes))

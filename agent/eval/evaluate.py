@@ -161,7 +161,7 @@ class Evaluation:
         self.index_report = IndexBuilder(
             self.index_dir, chunk_tokens=ic.chunk_tokens, embedding_model=ic.embedding_model, faiss_index=ic.faiss_index,
             bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size, sparse_percentile=ic.sparse_percentile,
-            progress=self.progress).build([ds.corpus]).summary()
+            progress=self.progress, device=ic.device).build([ds.corpus]).summary()
 
     def _evaluate(self, orch, plan: str, q: Question) -> dict[str, Any]:
         row: dict[str, Any] = {"plan": plan, "qid": q.qid, "question": q.text, "impossible": q.impossible,

@@ -31,7 +31,7 @@ def reranker_for(config: Config):
         raise UsageError("no reranker is configured: set [rerank] provider = \"cross-encoder\" (model = a local "
                          "folder or a hub name), \"flashrank\" or \"http\" (base_url = a /rerank endpoint)")
     try:
-        return open_reranker(cfg.provider, cfg.model, **cfg.options())
+        return open_reranker(cfg.provider, cfg.model, **cfg.options(config.index.device))
     except ModelUnavailableError as exc:
         raise UsageError(f"the configured reranker ({cfg.provider} {cfg.model or ''}) cannot load: {exc}") from None
 

@@ -103,6 +103,7 @@ class IndexBackend(Protocol):
     def filter_rows(self, where: Where) -> list[int]: ...
     @property
     def symbols(self) -> SymbolTable | None: ...
+    def embedding_placement(self) -> str: ...
     def close(self) -> None: ...
 
 
@@ -130,12 +131,15 @@ class ServerFusion(Protocol):
                       payload: bool = False) -> list[tuple]: ...
 
 
-def open_index(index_dir: str | Path, embedder: Any = None) -> IndexBackend:
-    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local."""
+def open_index(index_dir: str | Path, embedder: Any = None, device: str = "auto") -> IndexBackend:
+    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local;
+    a local model embeds its queries on `device` (`ragsieve.tools.index.device`)."""
     from ragsieve.tools.index.hybrid import HybridIndex
 
     if (Path(index_dir) / "milvus.json").is_file():
         from ragsieve.tools.index.milvus import MilvusIndex
 
-        return MilvusIndex.open(index_dir, embedder=embedder)
-    return HybridIndex.open(index_dir, embedder=embedder)
+        index = MilvusIndex.open(index_dir, embedder=embedder)
+        index.device = device
+        return index
+    return HybridIndex.open(index_dir, embedder=embedder, device=device)

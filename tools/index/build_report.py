@@ -4,10 +4,14 @@ from __future__ import annotations
 import functools
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ragsieve.tools.types import Chunk
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.builder import IndexBuilder
 
 
 class BuildReport(BaseModel):
@@ -30,6 +34,9 @@ class BuildReport(BaseModel):
     problems: list[tuple[str, str]] = []  # skipped paths a user should look at, with the reason
     excluded: dict[str, int] = {}  # reason -> files/folders skipped by --include/--exclude/default excludes
     upgraded: str = ""  # a one-time change of the index's format made by this build (said in the summary)
+    device: str = ""  # what embedded, where: `onnx-int8 on cpu`, `torch-fp16 on cuda:0`, an endpoint, Ray actors
+    embed_rate: float = 0.0  # chunks embedded per second of the embedding stage
+    encoder_busy: float | None = None  # share of the embedding stage the encoder spent computing (local models)
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
@@ -37,6 +44,9 @@ class BuildReport(BaseModel):
                 f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
                 f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
                 + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else "")
+                + (f"; embedded by {self.device}" if self.device and self.chunks_embedded else "")
+                + (f" at {self.embed_rate:.1f} chunks/s" if self.embed_rate else "")
+                + (f", encoder busy {self.encoder_busy:.0%}" if self.encoder_busy is not None else "")
                 + (f"; {self.upgraded}" if self.upgraded else ""))
 
 
@@ -109,3 +119,33 @@ def package_version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def embed_step(builder: "IndexBuilder") -> int:
+    """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (before the model
+    is loaded, a GPU device says it)."""
+    from ragsieve.tools.index.embed_cache import step_factor
+
+    if builder._embedder is None:
+        return builder.batch_size * 4 * (4 if builder.device is not None and builder.device.gpu else 1)
+    return builder.batch_size * 4 * step_factor(builder._embedder)
+
+
+def embed_figures(builder: "IndexBuilder", counts: dict, busy_before: float) -> dict:
+    """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
+    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.providers import placement_of
+
+    embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])
+    ray_stats = builder.ray.stats if builder.ray is not None else {}
+    if ray_stats.get("device"):
+        device = f"{ray_stats['actors']} Ray actors ({builder.encoder}) on {ray_stats['device']}"
+    elif builder._embedder is not None:
+        device = placement_of(builder._embedder)
+    else:
+        device = ""
+    rate = embedded / seconds if embedded and seconds > 0 else 0.0
+    busy = None
+    if isinstance(builder._embedder, Embedder) and embedded and seconds > 0 and not ray_stats.get("device"):
+        busy = round(min(1.0, (builder._embedder.busy_s - busy_before) / seconds), 3)
+    return {"device": device, "embed_rate": round(rate, 2), "encoder_busy": busy}

@@ -33,6 +33,8 @@ from ragsieve.tools.index.build_report import (  # noqa: F401
     BuildReport,
     build_scopes,
     corpus_fingerprint,
+    embed_figures,
+    embed_step,
     excluded_counts,
     in_scope,
     indexed_text,
@@ -40,6 +42,7 @@ from ragsieve.tools.index.build_report import (  # noqa: F401
 )
 from ragsieve.tools.index.change_plan import any_document, ids_in_scopes, listed_change, plan_change
 from ragsieve.tools.index.dense import DEFAULT_MODEL, DenseIndex, Embedder
+from ragsieve.tools.index.device import default_encoder_for, place_encoder, resolve_device
 from ragsieve.tools.index.embed_cache import EmbeddingCache
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
 from ragsieve.tools.index.encoder_choice import default_encoder, recorded_encoder  # noqa: F401  (re-exported)
@@ -61,6 +64,7 @@ log = logging.getLogger(__name__)
 _version = package_version  # the name benchmarks import
 
 
+STREAM_MIN_DOCS = 256  # below this, chunking is instant and the serial path is as fast
 UPGRADED_CELLS = ("index upgraded once: IVF cells stored so that later changes search only the cells they touch "
                   "(this build rewrote the base segment; docs/local-layout.md)")
 
@@ -70,16 +74,21 @@ class IndexBuilder:
 
     def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
                  faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
-                 batch_size: int = 64, sparse_percentile: float = 10.0,
+                 batch_size: int | None = None, sparse_percentile: float = 10.0,
                  progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
                  bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
                  index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
                  symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
-                 ray=None, segments: bool = True, long_code: str | None = None) -> None:
+                 ray=None, segments: bool = True, long_code: str | None = None, device: str = "auto") -> None:
         self.root = Path(index_dir)
         self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.ray_embed.RayEmbedStage`: embed on a Ray cluster
         self.overlap = bool(overlap)  # build BM25 (and write the chunk store's checkpoints) while encoding
+        # with overlap, this many fresh documents or more are chunked while the encoder embeds (`embed_stream`)
+        self.stream_min_docs = STREAM_MIN_DOCS
+        self.stream: bool | None = None  # None: on a GPU and with an endpoint, not with a local model on the CPU
+        self._streamed, self._stream_seconds = 0, 0.0
+        self._bm25_tokens: dict[tuple[str, bool], list[str]] = {}  # (text, code) -> tokens, from the stream
         self.lock_wait_s = lock_wait_s
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
@@ -89,19 +98,27 @@ class IndexBuilder:
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one
         self.long_code = None if long_code is None else LongCode.parse(long_code)
-        if embedder is not None:
-            self.encoder: str = embedder.encoder
-        else:
-            if encoder is None:  # an index keeps the encoder it was built with
-                encoder = recorded_encoder(self.root) or default_encoder()
-            if encoder not in Embedder.ENCODERS:
-                raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
-            self.encoder = encoder
+        on_cluster_gpus = ray is not None and ray.wants_gpus()  # the Ray actors encode on the cluster's GPUs
+        # a GPU asked for but absent is refused here (the driver of a GPU cluster needs none: `auto` for it)
+        self.device = None if embedder is not None else resolve_device("auto" if on_cluster_gpus else device)
+        recorded = None if embedder is not None else recorded_encoder(self.root)
+        if encoder is None and self.device is not None:  # an index keeps the encoder it was built with
+            encoder = recorded or ("torch-fp16" if on_cluster_gpus else default_encoder_for(self.device))
+        if embedder is None and encoder not in Embedder.ENCODERS:
+            raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
+        if self.device is not None:
+            self.device = place_encoder(str(encoder), self.device)  # an ONNX index stays on the CPU under auto
+            if encoder == "torch-fp16" and not self.device.gpu and recorded != "torch-fp16" and not on_cluster_gpus:
+                raise UsageError(f"encoder 'torch-fp16' runs on a GPU and there is none here ({self.device}); "
+                                 "use --encoder onnx-int8 or torch on the CPU")
+        self.encoder: str = embedder.encoder if embedder is not None else str(encoder)  # checked above
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
         self.model = canonical_model_name(embedding_model or (embedder.name if embedder else DEFAULT_MODEL))
         self.provider = provider_of(embedder)  # any provider of ragsieve.tools.index.embedders, given as `embedder`
+        if batch_size is None:  # a GPU is kept busy by larger batches (benchmarks/gpu.py)
+            batch_size = 512 if self.device is not None and self.device.gpu else 64
         if batch_size < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         if not 0.0 < sparse_percentile < 100.0:
@@ -121,8 +138,9 @@ class IndexBuilder:
                              "symbol_headers": self.symbol_headers,
                              **({"header_words": self.header_words} if self._record_header_words else {}),
                              **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
-                             # torch and onnx agree to float precision (one embedding space); int8 does not
-                             "precision": "int8" if self.encoder == "onnx-int8" else "fp32"}
+                             # torch and onnx agree to float precision (one embedding space); int8 does not;
+                             # fp16 is within 0.9996 cosine of fp32 (a fp16 index extended on a CPU keeps it)
+                             "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder or "", "fp32")}
                 | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
                 "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
                 "sparse": {"percentile": self.sparse_percentile}}
@@ -158,7 +176,8 @@ class IndexBuilder:
 
     def _embedder_for(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = Embedder(self.model, batch_size=self.batch_size, encoder=self.encoder)
+            self._embedder = Embedder(self.model, batch_size=self.batch_size, encoder=self.encoder,
+                                      device=str(self.device or "cpu"))
         return self._embedder
 
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
@@ -247,6 +266,7 @@ class IndexBuilder:
 
     def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,
                       remove: set[str] | None = None, scopes: Sequence[str] = ()) -> BuildReport:
+        busy_before = self._busy_s()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
         self._resolve_long_code(prev)
@@ -306,7 +326,14 @@ class IndexBuilder:
                            embed_seconds=manifest["counts"]["embed_seconds"],
                            embed_inputs_cut=manifest["counts"]["inputs_cut"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
-                           upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "", **common)
+                           upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
+                           **embed_figures(self, manifest["counts"], busy_before), **common)
+
+    def _step(self) -> int:
+        return embed_step(self)
+
+    def _busy_s(self) -> float:
+        return self._embedder.busy_s if isinstance(self._embedder, Embedder) else 0.0
 
     def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
         """The manifest's record of the provider (carried over from the previous generation when nothing was

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,10 @@ from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, Usag
 from ragsieve.tools.index import npy
 from ragsieve.tools.index.model_names import DEFAULT_MODEL
 from ragsieve.tools.modes import FaissKind, parse_enum
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.onnx_encoder import OnnxEncoder
+    from ragsieve.tools.index.torch_encoder import TorchEncoder
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +57,18 @@ def packaged_model_dir(package: str) -> Path | None:
 
 
 class Embedder:
-    """Sentence-transformers embedder; the default MiniLM loads offline from its PyPI package."""
+    """Sentence-transformers embedder; the default MiniLM loads offline from its PyPI package.
 
-    ENCODERS = ("torch", "onnx", "onnx-int8")
+    `device`: `cpu`, `cuda[:N]`, `mps` or `auto` (`ragsieve.tools.index.device`). `torch-fp16` is the model in
+    half precision on a GPU; on the CPU (an fp16 index queried on a machine without a GPU) it runs in fp32,
+    within the tolerance `device.FP16_TOLERANCE` states. The ONNX variants run on the CPU only."""
+
+    ENCODERS = ("torch", "torch-fp16", "onnx", "onnx-int8")
 
     def __init__(self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 64, device: str = "cpu",
                  encoder: str = "torch") -> None:
+        from ragsieve.tools.index.device import place_encoder, resolve_device
+
         if encoder not in self.ENCODERS:
             raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(self.ENCODERS)}")
         self.encoder = encoder
@@ -67,16 +78,37 @@ class Embedder:
             raise UsageError(f"embedding batch_size must be >= 1, got {batch_size}")
         self.name = model_name_or_path
         self.batch_size = batch_size
-        self.device = device
+        self.placed = place_encoder(encoder, resolve_device(device))
+        self.device = str(self.placed)
+        self.precision = "int8" if encoder == "onnx-int8" else \
+            "fp16" if encoder == "torch-fp16" and self.placed.gpu else "fp32"
         self._model = self._load()
+        if self.precision == "fp16":
+            self._model.half()
         get_dim = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
         self.dimension = int(get_dim())
-        self._fast = None
-        if encoder != "torch":  # same model, run by ONNX Runtime (ragsieve.tools.index.onnx_encoder)
+        self._fast: OnnxEncoder | TorchEncoder
+        if encoder.startswith("onnx"):  # same model, run by ONNX Runtime (ragsieve.tools.index.onnx_encoder)
             from ragsieve.tools.index.onnx_encoder import OnnxEncoder
 
             self._fast = OnnxEncoder(self._model, self.name, quantized=encoder == "onnx-int8")
+        else:  # torch, tokenized ahead of the model by a pool of threads (ragsieve.tools.index.torch_encoder)
+            from ragsieve.tools.index.torch_encoder import TorchEncoder
+
+            self._fast = TorchEncoder(self._model, self.device, batch_size=batch_size)
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds the model has computed so far (ONNX: divided by its workers), for the encoder's busy share."""
+        return self._fast.busy_s
+
+    @property
+    def placement(self) -> str:
+        """`<encoder> on <device>` (an fp16 index embedded in fp32 on a CPU says so), for summaries and traces."""
+        from ragsieve.tools.index.device import placement_note
+
+        return placement_note(self.encoder, self.placed)
 
     def _load(self):
         try:
@@ -106,11 +138,7 @@ class Embedder:
         """float32 array (len(texts), dimension), rows L2-normalised."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if self._fast is not None:
-            return l2_normalise(self._fast.encode(list(texts)))
-        vecs = self._model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=progress,
-                                  convert_to_numpy=True, normalize_embeddings=True)
-        return l2_normalise(vecs)
+        return l2_normalise(self._fast.encode(list(texts)))
 
 
 def _faiss():

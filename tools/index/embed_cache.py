@@ -23,10 +23,11 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT
 def cache_model(model: str, encoder: str | None) -> str:
     """The cache's model column for `model` embedded by `encoder`. `torch` and `onnx` compute the same fp32
     vectors (cosine 1.000 to torch, `benchmarks/results/scale.json`) and keep the bare model name, as caches
-    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8-alone`.
-    `-alone`: each text embedded by itself (`onnx_encoder`); vectors cached as `#int8` came from batches, where a
-    text's int8 vector depended on its neighbours, so they are not reused: an older index re-embeds once."""
-    return f"{model}#int8-alone" if encoder == "onnx-int8" else model
+    written before this had; `onnx-int8` (quantised weights, cosine >= 0.990) is its own variant `<model>#int8-alone`
+    and `torch-fp16` (half precision on a GPU) `<model>#fp16`. `-alone`: each text embedded by itself
+    (`onnx_encoder`); vectors cached as `#int8` came from batches, where a text's int8 vector depended on its
+    neighbours, so they are not reused: an older index re-embeds once."""
+    return {"onnx-int8": f"{model}#int8-alone", "torch-fp16": f"{model}#fp16"}.get(encoder or "", model)
 
 
 def text_key(text: str) -> str:
@@ -73,6 +74,18 @@ class EmbeddingCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def step_factor(embedder) -> int:
+    """How many times four batches one checkpointed step holds: one per request an embeddings endpoint keeps in
+    flight, four on a GPU (its batches are large and quick: a step's SQLite write and the refill of the
+    tokenizers' queue are paid less often), else one."""
+    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
+    if isinstance(embedder, OpenAIEmbedder):
+        return embedder.concurrency
+    return 4 if isinstance(embedder, Embedder) and embedder.placed.gpu else 1
 
 
 def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed,

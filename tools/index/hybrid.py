@@ -105,6 +105,7 @@ class HybridIndex:
         self.sparse_rows = sparse_rows
         self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
+        self.device = "auto"  # where a local model embeds queries (`open(device=...)`)
         self._batch_size = batch_size
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
@@ -114,8 +115,9 @@ class HybridIndex:
         self.segments: SegmentView | None = None  # the incremental layout's composed segments
 
     @classmethod
-    def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64) -> "HybridIndex":
-        """Open the live generation of `index_dir`.
+    def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64,
+             device: str = "auto") -> "HybridIndex":
+        """Open the live generation of `index_dir`; queries are embedded on `device` (`auto`: a GPU torch sees).
 
         `embedder` (optional) shares an already loaded model; it must be the
         model the index was built with. Raises IndexMissingError when the
@@ -129,7 +131,9 @@ class HybridIndex:
             if gen is None:
                 raise IndexMissingError(f"no index at {root}: no {CURRENT} file (build it with `ragsieve index`)")
             try:
-                return cls._open_generation(root, gen, embedder, batch_size)
+                index = cls._open_generation(root, gen, embedder, batch_size)
+                index.device = device
+                return index
             except IndexMissingError:
                 if attempt == OPEN_ATTEMPTS or current_generation(root) == gen:
                     raise  # CURRENT did not move: the generation itself is broken
@@ -214,8 +218,15 @@ class HybridIndex:
     def embedder(self) -> Embedder:
         """The manifest's embedding provider and model (`ragsieve.tools.index.embedders`), opened on first use."""
         if self._embedder is None:
-            self._embedder = open_embedder(self.manifest["embedding"], batch_size=self._batch_size)
+            self._embedder = open_embedder(self.manifest["embedding"], batch_size=self._batch_size,
+                                           device=self.device)
         return self._embedder
+
+    def embedding_placement(self) -> str:
+        """Which encoder embeds this index's queries, on which device (the retrieve step's trace)."""
+        from ragsieve.tools.index.embedders.providers import placement_of
+
+        return placement_of(self.embedder)
 
     def embed_query(self, text: str) -> np.ndarray:
         """The normalised query vector (1-D float32), a fresh copy each call.

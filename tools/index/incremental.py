@@ -208,11 +208,11 @@ def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tu
         if getattr(builder, "ray", None) is not None:
             builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
                 cache, texts, [r for r in rows if r not in local])
-        cached = embed_resumable(cache, texts, rows, out, embed,
-                                 builder.batch_size * 4, lambda total: progress_reporter(builder.progress, total))
+        cached = embed_resumable(cache, texts, rows, out, embed, builder._step(),
+                                 lambda total: progress_reporter(builder.progress, total))
     finally:
         cache.close()
-    builder.resumed_embeddings = cached
+    builder.resumed_embeddings = cached - getattr(builder, "_streamed", 0)  # embedded while chunking: not resumed
     return out, cached
 
 

@@ -51,6 +51,7 @@ class MilvusIndex:
                                                                        output_fields=["row"], limit=16384))
         self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
+        self.device = "auto"  # where a local model embeds queries (`backend.open_index(device=...)`)
         self._lock = threading.Lock()
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus_leases`)
 
@@ -86,8 +87,15 @@ class MilvusIndex:
             if self._embedder is None:
                 from ragsieve.tools.index.embedders import open_embedder
 
-                self._embedder = open_embedder(self.manifest["embedding"])  # the provider that built the index
+                self._embedder = open_embedder(self.manifest["embedding"],  # the provider that built the index
+                                               device=self.device)
             return self._embedder
+
+    def embedding_placement(self) -> str:
+        """Which encoder embeds this index's queries, on which device (the retrieve step's trace)."""
+        from ragsieve.tools.index.embedders.providers import placement_of
+
+        return placement_of(self._model())
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._model().embed([text])[0]

@@ -22,12 +22,19 @@ batches of one ran 1.12x the texts/s of length-sorted batches of eight
 (median of 4 interleaved pairs). Texts run concurrently, one per core, each on
 a single intra-op thread: for a model this small, splitting one input's matrix
 products over cores wastes more than it gains.
+Each worker tokenizes its own text with its own copy of the tokenizer (a fast
+tokenizer's truncation state is not thread-safe, and tokenizing in one thread
+ahead of the pool left the cores idle meanwhile); the pool lives as long as the
+encoder. `busy_s` adds up the seconds the model ran, divided by the number of
+workers: over a stage's wall time, the share of the encoder's capacity in use.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,6 +62,10 @@ class OnnxEncoder:
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="ragsieve-onnx")
+        self._local = threading.local()  # one tokenizer copy per worker thread
+        self._busy_lock = threading.Lock()
+        self.busy_s = 0.0
 
     def _export(self, st_model, name: str, quantized: bool) -> Path:
         transformer = st_model[0].auto_model
@@ -129,14 +140,26 @@ class OnnxEncoder:
         """One vector per text, each computed alone: the result for a text never depends on the others."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        # tokenized here, in one thread: a fast tokenizer's padding/truncation state is not thread-safe
-        feeds = [self._feed([text]) for text in texts]
-        with ThreadPoolExecutor(self.workers) as pool:  # session.run releases the GIL; a session is thread-safe
-            vectors = list(pool.map(lambda feed: self.session.run(None, feed)[0][0], feeds))
+        # session.run releases the GIL and a session is thread-safe; each worker tokenizes its own text
+        vectors = list(self._pool.map(lambda text: self._run([text])[0], texts))
         return np.stack(vectors).astype(np.float32, copy=False)
 
+    def _run(self, texts: list[str]) -> np.ndarray:
+        feed = self._feed(texts)
+        t0 = time.perf_counter()
+        vectors = self.session.run(None, feed)[0]
+        with self._busy_lock:
+            self.busy_s += (time.perf_counter() - t0) / self.workers
+        return vectors
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
     def _feed(self, texts: list[str]) -> dict[str, np.ndarray]:
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+        tokenizer = getattr(self._local, "tokenizer", None)
+        if tokenizer is None:  # this thread's own copy: padding/truncation settings are per-object state
+            tokenizer = self._local.tokenizer = copy.deepcopy(self.tokenizer)
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
         feed = {n: np.asarray(enc[n], dtype=np.int64) for n in self.inputs if n in enc}
         if "token_type_ids" in self.inputs and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])

@@ -25,3 +25,26 @@ def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
             last[0] = done
         return tick
     return lambda done: None
+
+
+def stream_reporter(progress) -> Callable[[int | None, int | None], None]:
+    """Progress of embedding while chunking goes on: (chunks embedded, chunks seen so far); (None, None) ends it.
+    A callable gets ("embedding", done, seen); `progress=True` a tqdm bar whose total grows."""
+    if callable(progress):
+        def call(done, seen):
+            if done is not None:
+                progress("embedding", done, seen)
+        return call
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="embedding", unit="chunk")
+
+        def tick(done, seen):
+            if done is None:
+                bar.close()
+                return
+            bar.total = seen
+            bar.update(done - bar.n)
+        return tick
+    return lambda done, seen: None

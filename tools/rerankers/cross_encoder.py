@@ -30,13 +30,16 @@ class CrossEncoderProvider:
         if batch_size < 1:
             raise UsageError(f"invalid rerank batch_size {batch_size!r}: must be >= 1")
         self.model = str(model)
-        self.max_length, self.batch_size, self.device = int(max_length), int(batch_size), device
+        from ragsieve.tools.index.device import resolve_device
+
+        # auto: a GPU torch sees, else the CPU; a GPU named but absent is refused here, in one line
+        self.max_length, self.batch_size, self.device = int(max_length), int(batch_size), str(resolve_device(device))
         self.allow_download = allow_download
         self._model: Any = None
         self._lock = threading.Lock()
 
     def describe(self) -> str:
-        return f"cross-encoder {self.model}"
+        return f"cross-encoder {self.model} on {self.device}"
 
     def load(self) -> None:
         with self._lock:

@@ -14,12 +14,24 @@ long are cut to half their length, at most `MAX_CUTS` times. Inputs are also
 cut before sending to `max_input_tokens` x `CHARS_PER_TOKEN` characters (a
 conservative estimate: English text averages about four characters per BPE
 token), and `inputs_cut` counts every input shortened, so a build can say so.
+
+`concurrency` requests are in flight at once (one TEI/vLLM server on a GPU is
+kept busy only by several): the batches of one `embed` call go to a pool of
+that many threads, at most twice that many queued, and come back in input order.
+Each request keeps the rules above (retries of 429/5xx/timeouts by the
+endpoint, the 413 split, the cut); a smaller batch size learnt by one request
+applies to every batch sent after it. `stats` holds the rate reached.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -47,6 +59,21 @@ def api_key_from_env(key_env: str | None, base_url: str) -> str | None:
     return key or None
 
 
+@dataclass
+class EndpointStats:
+    """What the endpoint did this run: texts embedded, requests sent, seconds inside `embed`, peak in flight."""
+
+    texts: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    peak_in_flight: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Texts per second while embedding (0 before any)."""
+        return self.texts / self.seconds if self.seconds > 0 else 0.0
+
+
 class OpenAIEmbedder:
     """The `openai` embedding provider: `embed(texts)` -> unit float32 rows."""
 
@@ -55,13 +82,16 @@ class OpenAIEmbedder:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, api_key_env: str | None = DEFAULT_KEY_ENV,
                  batch_size: int = 64, dimensions: int | None = None, max_input_tokens: int | None = 8191,
-                 timeout_s: float = 120.0, max_attempts: int = 5, max_retry_s: float = 300.0, sleep=None) -> None:
+                 timeout_s: float = 120.0, max_attempts: int = 5, max_retry_s: float = 300.0, sleep=None,
+                 concurrency: int = 1) -> None:
         if not model or not str(model).strip():
             raise UsageError("the openai embedding provider needs a model name (--embed-model / [index] embedding_model)")
         if batch_size < 1:
             raise UsageError(f"embedding batch_size must be >= 1, got {batch_size}")
         if dimensions is not None and dimensions < 1:
             raise UsageError(f"embedding dimensions must be >= 1, got {dimensions}")
+        if not 1 <= concurrency <= 64:
+            raise UsageError(f"embedding concurrency must be in 1..64 requests in flight, got {concurrency}")
         if max_input_tokens is not None and max_input_tokens < 1:
             raise UsageError(f"embedding max_input_tokens must be >= 1, got {max_input_tokens}")
         self.base_url = str(base_url or "").rstrip("/")
@@ -78,6 +108,10 @@ class OpenAIEmbedder:
         self._dimension: int | None = dimensions
         self.inputs_cut = 0
         self.requests = 0
+        self.concurrency = int(concurrency)
+        self.stats = EndpointStats()
+        self._lock = threading.Lock()  # counters and the learnt batch size, shared by the request threads
+        self._in_flight = 0
 
     @property
     def known_dimension(self) -> int | None:
@@ -99,25 +133,56 @@ class OpenAIEmbedder:
                              f"vectors; the index holds {dimension}-d vectors")
         self._dimension = int(dimension)
 
+    @property
+    def placement(self) -> str:
+        """For build summaries and traces: the endpoint and how many requests it had in flight."""
+        return f"endpoint {self._endpoint.shown} ({self.concurrency} in flight)"
+
     def record(self) -> dict:
         """What the index manifest records about this provider (never the key itself)."""
         return {"provider": self.provider, "base_url": self.base_url, "api_key_env": self.api_key_env,
                 "dimensions": self.dimensions, "max_input_tokens": self.max_input_tokens}
 
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """float32 array (len(texts), dimension), rows L2-normalised."""
+        """float32 array (len(texts), dimension), rows L2-normalised, in the order of `texts`."""
         if not texts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
+        t0 = time.perf_counter()
         limit = self.max_chars
+        size = self.batch_size
+        batches = [texts[s:s + size] for s in range(0, len(texts), size)]
         out: list[np.ndarray] = []
-        start = 0
-        while start < len(texts):
-            originals = texts[start:start + self.batch_size]
-            vectors, sent = self._embed_batch([t[:limit] if limit is not None else t for t in originals])
-            self.inputs_cut += sum(1 for a, b in zip(originals, sent) if len(b) < len(a))
-            out.append(vectors)
-            start += len(originals)
+        if self.concurrency == 1:
+            out = [self._send(b, limit) for b in batches]
+        else:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ragsieve-embed") as pool:
+                pending: deque[Future] = deque()
+                try:
+                    for batch in batches:
+                        if len(pending) >= 2 * self.concurrency:  # a bounded queue ahead of the requests
+                            out.append(pending.popleft().result())
+                        pending.append(pool.submit(self._send, batch, limit))
+                    while pending:
+                        out.append(pending.popleft().result())
+                finally:
+                    for future in pending:
+                        future.cancel()
+        with self._lock:
+            self.stats.texts += len(texts)
+            self.stats.seconds += time.perf_counter() - t0
         return l2_normalise(np.concatenate(out, axis=0))
+
+    def _send(self, originals: list[str], limit: int | None) -> np.ndarray:
+        """One batch's vectors: split first when a request learnt a smaller size since it was cut."""
+        with self._lock:
+            size = self.batch_size
+        if len(originals) > size:
+            return np.concatenate([self._send(originals[s:s + size], limit) for s in range(0, len(originals), size)])
+        vectors, sent = self._embed_batch([t[:limit] if limit is not None else t for t in originals])
+        cut = sum(1 for a, b in zip(originals, sent) if len(b) < len(a))
+        with self._lock:
+            self.inputs_cut += cut
+        return vectors
 
     def _embed_batch(self, batch: list[str]) -> tuple[np.ndarray, list[str]]:
         """The batch's vectors and the texts as finally sent (split or cut when the server asked for it)."""
@@ -127,12 +192,13 @@ class OpenAIEmbedder:
                 return self._request(batch), batch
             except EndpointRejected as exc:
                 if len(batch) > 1 and (exc.status == 413 or _TOO_MANY.search(exc.detail)):
-                    self.batch_size = size = max(1, min(self.batch_size, len(batch) // 2))
+                    with self._lock:
+                        self.batch_size = size = max(1, min(self.batch_size, len(batch) // 2))
                     log.warning("embeddings endpoint %s refused %d inputs at once; sending %d per request from now on",
                                 self._endpoint.shown, len(batch), size)
                     parts, sent, start = [], [], 0
                     while start < len(batch):  # the size may shrink again on the way
-                        vectors, part = self._embed_batch(batch[start:start + self.batch_size])
+                        vectors, part = self._embed_batch(batch[start:start + max(1, self.batch_size)])
                         parts.append(vectors)
                         sent.extend(part)
                         start += len(part)
@@ -150,9 +216,18 @@ class OpenAIEmbedder:
         payload: dict = {"model": self.name, "input": batch, "encoding_format": "float"}
         if self.dimensions is not None:
             payload["dimensions"] = self.dimensions
-        self.requests += 1
-        body = self._endpoint.post(payload)
-        return self._vectors(body, len(batch))
+        with self._lock:
+            self.requests += 1
+            self.stats.requests += 1
+            self._in_flight += 1
+            self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
+        try:
+            body = self._endpoint.post(payload)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+        with self._lock:  # the first reply sets the dimension; the others are checked against it
+            return self._vectors(body, len(batch))
 
     def _vectors(self, body, n: int) -> np.ndarray:
         where = f"embeddings endpoint {self._endpoint.shown} (model {self.name})"

@@ -12,6 +12,7 @@ dimension is refused, never mixed into one index.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +21,7 @@ import numpy as np
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.model_names import canonical_model_name
 
+log = logging.getLogger(__name__)
 PROVIDERS = ("sentence-transformers", "openai")
 DEFAULT_PROVIDER = "sentence-transformers"
 BASE_URL_ENV = "RAGSIEVE_EMBED_BASE_URL"  # where an index's endpoint moved to (queries only)
@@ -75,8 +77,9 @@ def mismatch(record: dict, provider: str, model: str, dimension: int | None = No
     return None
 
 
-def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
-    """The provider that embeds like the index whose manifest records `record` (queries, new chunks).
+def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", **endpoint):
+    """The provider that embeds like the index whose manifest records `record` (queries, new chunks), a local
+    model on `device` (`ragsieve.tools.index.device`: an fp16 index on a CPU-only machine runs in fp32 there).
 
     `endpoint` options (timeout_s, max_attempts, max_retry_s, api_key, sleep) reach the `openai` provider;
     the base URL is the recorded one unless RAGSIEVE_EMBED_BASE_URL names where the endpoint moved."""
@@ -90,7 +93,10 @@ def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
             return light
         from ragsieve.tools.index.dense import Embedder
 
-        return Embedder(record["model"], batch_size=batch_size, encoder=encoder)
+        local = Embedder(record["model"], batch_size=batch_size, encoder=encoder, device=device)
+        if local.encoder == "torch-fp16" and local.precision != "fp16":
+            log.info("index embedded in fp16 on a GPU; %s", local.placement)  # the manifest check's note
+        return local
     if provider == "openai":
         from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
@@ -105,3 +111,13 @@ def open_embedder(record: dict, *, batch_size: int = 64, **endpoint):
         return embedder
     raise UsageError(f"the index was embedded by provider {provider!r}, which this ragsieve does not know "
                      f"(known: {', '.join(PROVIDERS)})")
+
+
+def placement_of(embedder) -> str:
+    """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
+    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
+    if isinstance(embedder, (Embedder, OpenAIEmbedder)):
+        return embedder.placement
+    return f"{provider_of(embedder)} ({embedder.encoder})"
