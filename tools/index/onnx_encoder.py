@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import ModelUnavailableError
-from ragsieve.tools.extras import Extra, require
 
 _lock = threading.Lock()
 
@@ -45,7 +44,7 @@ def cache_dir() -> Path:
 
 class OnnxEncoder:
     def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None):
-        ort = require(Extra.FAST, "onnxruntime", "the onnx encoders", 'or encoder = "torch" / --encoder torch')
+        import onnxruntime as ort
         self.tokenizer = st_model[0].tokenizer
         self.max_length = int(st_model.max_seq_length)
         self.workers = max(1, min(8, workers or os.cpu_count() or 1))
@@ -77,7 +76,6 @@ class OnnxEncoder:
     def _to_onnx(self, transformer, target: Path) -> None:
         import torch
 
-        require(Extra.FAST, "onnx", "exporting the encoder to ONNX", 'or encoder = "torch" / --encoder torch')
 
         class Pooled(torch.nn.Module):
             def __init__(self, model):
