@@ -6,13 +6,13 @@ import logging
 import os
 import sys
 
-from ragsieve.agent.cli import ask, calibrate, feedback, index, mcp, migrate, plans, remove, search, serve
+from ragsieve.agent.cli import access, ask, calibrate, feedback, index, mcp, migrate, plans, remove, search, serve
 from ragsieve.agent.cli import eval as evaluate
 from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.llm.redact import RedactingFilter, redact
 
-COMMANDS = (index, remove, search, ask, plans, serve, mcp, calibrate, evaluate, migrate, feedback)
+COMMANDS = (index, remove, search, ask, plans, serve, mcp, calibrate, evaluate, migrate, feedback, access)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,10 @@ import numpy as np
 from ragsieve.tools.types import Hit
 
 
-def pick_decoys(index: Any, question: str, exclude: set[str], n: int, skip: int = 0) -> list[Hit]:
-    """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`.
+def pick_decoys(index: Any, question: str, exclude: set[str], n: int, skip: int = 0,
+                admit: Callable[[list[int]], list[int]] | None = None) -> list[Hit]:
+    """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`;
+    with `admit` (the retriever's filter: metadata, the caller's access) only rows it admits.
 
     Needs `index.vectors` and `index.embed_query`; without them there are no decoys.
     """
@@ -32,7 +35,8 @@ def pick_decoys(index: Any, question: str, exclude: set[str], n: int, skip: int 
     query = np.asarray(embed(question), dtype=np.float32).reshape(-1)
     sims = np.asarray(vectors, dtype=np.float32) @ query
     rows: list[int] = []
-    for row in np.argsort(sims, kind="stable").tolist():
+    order = np.argsort(sims, kind="stable").tolist()
+    for row in (admit(order) if admit is not None else order):
         if len(rows) == n + skip:
             break
         rows.append(row)

@@ -96,8 +96,11 @@ def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], k
     everything = corpus_signal(state, deps, kind, hybrid_k) if store is not None else None
     if everything is None:
         return []
-    top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
+    order = np.argsort(-everything, kind="stable")
+    top = order[: max(limit * 2, limit + len(have))]
     admit = getattr(deps.retriever, "admit", None)
+    if admit is not None and getattr(deps.retriever, "where", None) is not None:
+        top = order  # a filter (metadata, or the caller's access): the best admitted rows, however deep
     rows = [int(r) for r in (admit(top.tolist()) if admit is not None else top.tolist())][:limit]
     out = []
     for row, cosine in zip(rows, row_similarities(state, deps, rows)):

@@ -1,0 +1,35 @@
+"""A corpus with a "needle": a document only `group:finance` may read, and the strings that must not leak."""
+from __future__ import annotations
+
+from pathlib import Path
+
+NEEDLE_TEXT = "The Heron acquisition closes on 14 March at a price of 41 million euros, paid in three parts."
+NEEDLE_WORDS = ("Heron", "41 million", "needle-budget", "Acquisition plan")  # text, title, path
+QUESTION = "When does the Heron acquisition close and at what price?"
+RULES = "# the finance folder, wherever it lies\nfinance/   group:finance\n"
+
+DOCS = {
+    "finance/needle-budget.md": f"# Acquisition plan\n\n{NEEDLE_TEXT}\n",
+    "handbook/holidays.md": "# Holidays\n\nStaff take 25 days of paid holiday a year; request them in the HR portal.\n",
+    "handbook/laptops.md": "# Laptops\n\nNew laptops are ordered through the IT desk and arrive within five days.\n",
+    "handbook/acquisitions.md": "# Acquisitions policy\n\nEvery acquisition is announced to staff by the board "
+                                "after it closes; prices are not shared before then.\n",
+    "notes/alice.md": "---\ntitle: Alice's notes\naccess: user:alice@example.com\n---\n\n"
+                      "Alice keeps her parking space number, 17B, in these notes.\n",
+}
+
+
+def write_corpus(root: Path) -> Path:
+    """The corpus under `root/corpus` and its rules file `root/access.rules`; returns the corpus folder."""
+    corpus = root / "corpus"
+    for rel, text in DOCS.items():
+        path = corpus / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (root / "access.rules").write_text(RULES, encoding="utf-8")
+    return corpus
+
+
+def leaks(text: str) -> list[str]:
+    """The needle's strings found in `text` (what another user must never receive)."""
+    return [w for w in NEEDLE_WORDS if w.lower() in text.lower()]
