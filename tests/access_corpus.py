@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 NEEDLE_TEXT = "The Heron acquisition closes on 14 March at a price of 41 million euros, paid in three parts."
-NEEDLE_WORDS = ("Heron", "41 million", "needle-budget", "Acquisition plan")  # text, title, path
+NEEDLE_WORDS = ("41 million", "14 March", "needle-budget", "Acquisition plan")  # text, path, title (not the question's words)
 QUESTION = "When does the Heron acquisition close and at what price?"
 RULES = "# the finance folder, wherever it lies\nfinance/   group:finance\n"
 
