@@ -48,7 +48,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
         check_text(conv.instructions, app.settings.max_body_bytes, "system message")
     overrides = {"retrieval": {"top_k": body.top_k}} if body.top_k else {}
     req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
-                          overrides=overrides, answer_options=body.answer_options(), where=body.where)
+                          overrides=overrides, answer_options=body.answer_options(), where=who.where(body.where))
     orch = app.registry.orchestrators[name]
     return orch, req, ignored
 

@@ -26,6 +26,7 @@ from ragsieve.tools.index.where import Where
 log = logging.getLogger(__name__)
 
 SCOPE_KEY = "ragsieve_scope"  # where the HTTP wrapper leaves the key's scope in the ASGI scope's state
+READERS_KEY = "ragsieve_readers"  # ... and the caller's principals (None: unrestricted; `identity`)
 
 INSTRUCTIONS = ("ragsieve answers questions over indexed code repositories, documents and websites. Use `search` "
                 "to find passages (cheap, no LLM), `read` to open a hit or citation with line numbers, and `ask` for "
@@ -64,6 +65,14 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
             raise ToolError("this MCP endpoint needs an API key (Authorization: Bearer <key>)")
         return scope
 
+    def readers_of(ctx: Context) -> tuple[str, ...] | None:
+        request = getattr(ctx.request_context, "request", None)
+        return None if request is None else request.scope.get("state", {}).get(READERS_KEY)
+
+    def read_as(ctx: Context, where: Where | None) -> Where | None:
+        readers = readers_of(ctx)
+        return where if readers is None else (where or Where()).reading_as(readers)
+
     async def run(fn, *args) -> Any:
         try:
             return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
@@ -82,7 +91,7 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                      ctx: Context, index: IndexArg = None,
                      top_k: Annotated[int, Field(ge=1, le=50, description="hits to return")] = 8,
                      where: WhereArg = None) -> dict:
-        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, where)
+        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, read_as(ctx, where))
 
     @server.tool(description="Answer a question from an index with citations (runs ragsieve's agentic plan and an "
                              "LLM: seconds to minutes). Returns the answer, its citations (labels to `read`), "
@@ -93,6 +102,7 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                                                                       f"default: the server's")] = None,
                   where: WhereArg = None) -> dict:
         scope = scope_of(ctx)
+        where = read_as(ctx, where)
 
         def answer() -> dict:
             name, live = mcp_tools.pick_index(registry, scope, index)
@@ -110,12 +120,12 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                                                          "`https://site/page#section`) or a chunk_id (`doc#3`)")],
                    ctx: Context, index: IndexArg = None,
                    neighbours: Annotated[int, Field(ge=0, le=5, description="surrounding chunks to add")] = 0) -> dict:
-        return await run(mcp_tools.read, registry, scope_of(ctx), ref, index, neighbours)
+        return await run(mcp_tools.read, registry, scope_of(ctx), ref, index, neighbours, readers_of(ctx))
 
     @server.tool(description="List the indexes this server answers from: name, backend, chunk and document "
                              "counts, live generation and when it was built, embedding model, plans.")
     async def indexes(ctx: Context) -> dict:
-        return await run(mcp_tools.indexes, registry, scope_of(ctx))
+        return await run(mcp_tools.indexes, registry, scope_of(ctx), readers_of(ctx))
 
     return server
 
@@ -130,16 +140,19 @@ class KeyedMCP:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        kind, _, token = header.partition(" ")
-        allowed = self.keys.scope(token.strip() if kind.lower() == "bearer" else None)
-        if allowed is None:
-            from ragsieve.agent.service.errors import error_response
+        from starlette.datastructures import Headers
 
-            response = error_response(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
-                                      code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        from ragsieve.agent.service.auth import identify
+        from ragsieve.agent.service.errors import ApiError, error_response
+
+        client = scope.get("client")
+        try:  # the same key, token and proxy-header checks as every route (`auth.identify`)
+            who = identify(self.keys, Headers(scope=scope), client[0] if client else None)
+        except ApiError as exc:
+            response = error_response(exc.status, exc.message, code=exc.code, headers=exc.headers)
             return await response(scope, receive, send)
-        scope.setdefault("state", {})[SCOPE_KEY] = allowed
+        scope.setdefault("state", {})[SCOPE_KEY] = who.scope
+        scope["state"][READERS_KEY] = who.readers
         await self.app(scope, receive, send)
 
 

@@ -40,7 +40,7 @@ def _prepare(request: Request, body: AskRequest, who: Caller):
     options = {k: v for k, v in {"max_tokens": body.max_tokens, "temperature": body.temperature}.items()
                if v is not None}
     req = QuestionRequest(question=question, plan=plan, history=history, answer_options=options,
-                          overrides={"retrieval": {"top_k": body.top_k}} if body.top_k else {}, where=body.where)
+                          overrides={"retrieval": {"top_k": body.top_k}} if body.top_k else {}, where=who.where(body.where))
     return app.registry.orchestrators[name], req
 
 

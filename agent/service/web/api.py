@@ -85,7 +85,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
             raise ApiError(400, str(exc), param="history") from None
     orch = app.registry.orchestrators[name]
     ticket = app.admission.enter()
-    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history),
+    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history, where=who.where()),
                       question_budget(orch, app.settings.request_timeout_s))
 
     def sse(event: str, data) -> str:
