@@ -33,3 +33,41 @@ def write_corpus(root: Path) -> Path:
 def leaks(text: str) -> list[str]:
     """The needle's strings found in `text` (what another user must never receive)."""
     return [w for w in NEEDLE_WORDS if w.lower() in text.lower()]
+
+
+def build_needle_index(root: Path, embedder) -> Path:
+    """The needle corpus indexed under `root/index`, labelled by its rules file and front matter."""
+    from ragsieve.tools.access.labels import set_rules
+    from ragsieve.tools.access.rules import AccessRules
+    from ragsieve.tools.index.builder import IndexBuilder
+
+    corpus = write_corpus(root)
+    folder = root / "index"
+    set_rules(folder, AccessRules.read(root / "access.rules"), str(root / "access.rules"))
+    IndexBuilder(folder, embedder=embedder, progress=False).build([str(corpus)])
+    return folder
+
+
+def make_jwks(folder: Path, kid: str = "k1"):
+    """An RSA signing key and its JWKS file `folder/jwks.json`; returns (private key, JWKS path)."""
+    import json
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
+    path = folder / "jwks.json"
+    path.write_text(json.dumps({"keys": [jwk | {"kid": kid, "use": "sig", "alg": "RS256"}]}), encoding="utf-8")
+    return key, path
+
+
+def token(key, *, user: str, groups: list[str], exp_in_s: float = 300, kid: str = "k1",
+          issuer: str = "https://idp.test", audience: str = "ragsieve") -> str:
+    import time
+
+    import jwt
+
+    now = int(time.time())
+    return jwt.encode({"iss": issuer, "aud": audience, "email": user, "groups": groups, "iat": now,
+                       "exp": now + int(exp_in_s)}, key, algorithm="RS256", headers={"kid": kid})

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from access_corpus import NEEDLE_TEXT, QUESTION, leaks, write_corpus
+from access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
 from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
@@ -29,14 +29,7 @@ NEEDLE = "corpus/finance/needle-budget.md"
 
 @pytest.fixture(scope="module")
 def needle_index(tmp_path_factory, embedder) -> Path:
-    from ragsieve.tools.index.builder import IndexBuilder
-
-    root = tmp_path_factory.mktemp("needle")
-    corpus = write_corpus(root)
-    folder = root / "index"
-    set_rules(folder, AccessRules.read(root / "access.rules"), str(root / "access.rules"))
-    IndexBuilder(folder, embedder=embedder, progress=False).build([str(corpus)])
-    return folder
+    return build_needle_index(tmp_path_factory.mktemp("needle"), embedder)
 
 
 def test_principals_rules_and_front_matter_parse_and_refuse():
