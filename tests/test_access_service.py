@@ -163,3 +163,28 @@ def test_mcp_search_ask_read_as_the_caller(needle):
             "corpus/finance/nothing.md", "X")  # a forbidden document reads exactly as a missing one
         assert leaks(bob["search"] + bob["ask"] + bob["indexes"]) == []
         assert json.loads(bob["indexes"])["indexes"][0]["documents"] == 3
+
+
+def test_the_chat_page_source_view_reads_as_the_link_owner(needle, tmp_path):
+    import shutil
+
+    from service_fakes import sse_events
+
+    from ragsieve.tools.access.labels import set_rules
+    from ragsieve.tools.access.rules import AccessRules
+
+    index = tmp_path / "index"
+    shutil.copytree(needle[0], index)
+    with served({"needle": index}, FakeChat(default=fake_model), keys=ring(needle[2])) as svc:
+        page = httpx.post(svc.base_url + "/ui/api/ask", json={"question": QUESTION, "index": "needle"},
+                          headers={"Authorization": f"Bearer {FIN}"}, timeout=120)
+        done = [d for name, d in sse_events(page) if name == "done"][0]
+        href = next(c["href"] for c in done["citations"] if c["source"] == NEEDLE)
+        assert "as=group%3Afinance" in href
+        opened = httpx.get(svc.base_url + href.split("#")[0])
+        assert opened.status_code == 200 and "Heron acquisition" in opened.text
+        widened = httpx.get(svc.base_url + href.split("#")[0].replace("as=group%3Afinance", "as=public"))
+        assert widened.status_code == 404  # the principals are signed with the chunk
+        set_rules(index, AccessRules.parse("finance/ group:board\n"))  # finance loses the document
+        revoked = httpx.get(svc.base_url + href.split("#")[0])
+        assert revoked.status_code == 404 and revoked.json()["error"]["message"] == widened.json()["error"]["message"]

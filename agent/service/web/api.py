@@ -105,7 +105,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                 elif item[0] == "done":
                     answer = item[1]
                     app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
-                    citations = public_citations(web.secret, name, answer.citations)
+                    citations = public_citations(web.secret, name, answer.citations, who.readers)
                     trace = _public_trace(answer.trace)
                     answer_id = None
                     if web.feedback is not None:
