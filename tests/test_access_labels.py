@@ -121,3 +121,15 @@ def test_every_pipeline_path_sees_only_readable_chunks(needle_index, conformal_o
         else:
             assert leaks(sent) == [] and leaks(received) == [], (leaks(sent), leaks(received))
             assert not any("readers" in n for n in answer.notes)
+
+
+def test_judge_decoys_come_only_from_readable_rows(needle_index):
+    from ragsieve.agent.judging.checks import pick_decoys
+
+    with HybridIndex.open(needle_index) as index:
+        retriever = HybridRetriever(index, where=Where(readers=BOB))
+        allowed = set(index.filter_rows(Where(readers=BOB)))
+        everything = pick_decoys(index, "parking", set(), n=len(index))
+        assert NEEDLE in {h.chunk.source for h in everything}  # unfiltered, the needle can be a decoy
+        decoys = pick_decoys(index, "parking", set(), n=len(index), admit=retriever.admit)
+        assert decoys and {h.row for h in decoys} <= allowed and NEEDLE not in {h.chunk.source for h in decoys}

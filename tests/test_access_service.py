@@ -188,3 +188,39 @@ def test_the_chat_page_source_view_reads_as_the_link_owner(needle, tmp_path):
         set_rules(index, AccessRules.parse("finance/ group:board\n"))  # finance loses the document
         revoked = httpx.get(svc.base_url + href.split("#")[0])
         assert revoked.status_code == 404 and revoked.json()["error"]["message"] == widened.json()["error"]["message"]
+
+
+def test_the_widget_reads_as_the_host_pages_signed_user(needle, tmp_path):
+    from service_fakes import sse_events
+
+    from ragsieve import Config
+    from ragsieve.agent.llm.client import LLM
+    from ragsieve.agent.service.app import create_app
+    from ragsieve.agent.service.registry import IndexRegistry
+    from ragsieve.agent.service.server import ServiceThread
+    from ragsieve.agent.service.settings import ServiceSettings
+    from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+
+    index, key, jwks = needle
+    site, widget_key = "https://docs.example.com", "pk-needle-site-01"
+    widgets = WidgetKeys([WidgetKey(widget_key, frozenset({"needle"}), frozenset({site}), 60,
+                                    visitor_requests_per_minute=60)])
+    registry = IndexRegistry({"needle": index}, Config(), llm=LLM(FakeChat(default=fake_model)))
+    settings = ServiceSettings(port=0)
+    app = create_app(registry, settings, ring(jwks), preload_model=False, widget_keys=widgets)
+    try:
+        with ServiceThread(app, settings, lifetime_s=120) as svc:
+            def ask(extra: dict) -> httpx.Response:
+                return httpx.post(svc.base_url + "/ui/api/ask", json={"question": QUESTION}, timeout=120,
+                                  headers={"Authorization": f"Bearer {widget_key}", "Origin": site, **extra})
+
+            fin = ask({"X-Ragsieve-User-Token": token(key, user="fin@example.com", groups=["finance"])})
+            done = [d for name, d in sse_events(fin) if name == "done"][0]
+            assert NEEDLE in {c["source"] for c in done["citations"]}
+            anonymous = ask({})
+            assert anonymous.status_code == 200 and leaks(anonymous.text) == []
+            expired = ask({"X-Ragsieve-User-Token": token(key, user="fin@example.com", groups=["finance"],
+                                                          exp_in_s=-120)})
+            assert expired.status_code == 401 and leaks(expired.text) == []
+    finally:
+        registry.close()
