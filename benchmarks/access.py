@@ -64,8 +64,8 @@ def exact_filtered(index, rows: np.ndarray, query: str, qvec: np.ndarray, candid
         bm25_list = [int(rows[i]) for i in order]
     else:
         bm25_list = [r for r, _ in bm25_rows]
-    sims = np.asarray(index.vectors[rows.tolist()] if not isinstance(index.vectors, np.ndarray)
-                      else index.vectors[rows], dtype=np.float32) @ qvec
+    vectors = getattr(index, "exact_vectors", index.vectors)  # Milvus: the same vectors, held here
+    sims = np.asarray(vectors[rows], dtype=np.float32) @ qvec
     dense_list = [int(rows[i]) for i in np.lexsort((rows, -sims))[:candidate_k]]
     return [r for r, _ in rrf([bm25_list, dense_list], k=60, weights=[1.0, 1.0])][:10]
 
