@@ -224,3 +224,51 @@ def test_the_widget_reads_as_the_host_pages_signed_user(needle, tmp_path):
             assert expired.status_code == 401 and leaks(expired.text) == []
     finally:
         registry.close()
+
+
+def test_documents_api_access_attribute_hides_a_file_from_everyone_else(needle, tmp_path):
+    writer, fin, bob = "sk-writer-0001", "sk-fin-all-001", "sk-bob-all-001"
+    keys = KeyRing({writer: {"*:write"}, fin: {"*"}, bob: {"*"}},
+                   {fin: KeyIdentity(("group:finance",)), bob: KeyIdentity(("user:bob@example.com",))})
+    files = tmp_path / "upload"
+    files.mkdir()
+    (files / "plan.md").write_text(f"# Acquisition plan\n\n{NEEDLE_TEXT}\n")
+    (files / "holidays.md").write_text("# Holidays\n\nStaff take 25 days of paid holiday a year.\n")
+    with served({"needle": needle[0]}, FakeChat(default=fake_model), keys=keys, data_dir=str(tmp_path / "data"),
+                request_timeout_s=120) as svc:
+        w = openai.OpenAI(base_url=svc.base_url + "/v1", api_key=writer, max_retries=0)
+        store = w.vector_stores.create(name="uploads")
+        landed = {}
+        for name, attributes in (("plan.md", {"access": "group:finance"}), ("holidays.md", {})):
+            with open(files / name, "rb") as fh:
+                landed[name] = w.vector_stores.files.upload_and_poll(
+                    vector_store_id=store.id, file=fh, attributes=attributes, poll_interval_ms=100,
+                    max_wait_seconds=120)
+        assert {f.status for f in landed.values()} == {"completed"}
+        secret = landed["plan.md"].id
+        bad = httpx.post(f"{svc.base_url}/v1/vector_stores/{store.id}/files/{secret}",
+                         json={"attributes": {"access": "group:"}}, headers={"Authorization": f"Bearer {writer}"})
+        assert bad.status_code == 400 and "access" in bad.json()["error"]["message"]
+
+        def seen_by(key: str) -> str:
+            auth = {"Authorization": f"Bearer {key}"}
+            base = f"{svc.base_url}/v1/vector_stores/{store.id}"
+            parts = [httpx.post(base + "/search", json={"query": QUESTION}, headers=auth).text,
+                     httpx.get(base + "/files", headers=auth).text, httpx.get(base, headers=auth).text]
+            for url in (f"{base}/files/{secret}", f"{base}/files/{secret}/content"):
+                r = httpx.get(url, headers=auth)
+                parts.append(f"{r.status_code} {r.text}")
+            return "\n".join(parts)
+
+        assert NEEDLE_TEXT[:40] in seen_by(fin) and secret in seen_by(fin)
+        other = seen_by(bob)
+        assert leaks(other) == [] and secret not in other.replace(f"no file {secret!r}", "")
+        missing = httpx.get(f"{svc.base_url}/v1/vector_stores/{store.id}/files/file-000000000000000000000000",
+                            headers={"Authorization": f"Bearer {bob}"})
+        forbidden = httpx.get(f"{svc.base_url}/v1/vector_stores/{store.id}/files/{secret}",
+                              headers={"Authorization": f"Bearer {bob}"})
+        assert forbidden.status_code == missing.status_code == 404
+        assert forbidden.json()["error"]["message"].replace(secret, "X") == missing.json()["error"][
+            "message"].replace("file-000000000000000000000000", "X")
+        assert '"total":1' in httpx.get(f"{svc.base_url}/v1/vector_stores/{store.id}",
+                                        headers={"Authorization": f"Bearer {bob}"}).text.replace(" ", "")

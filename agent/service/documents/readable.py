@@ -7,6 +7,8 @@ the attribute the index's rules, front matter or default decide.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ragsieve.agent.service.auth import Caller
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import allows
@@ -45,3 +47,10 @@ def file_readable(docs, who: Caller, file_id: str) -> bool:
         return True
     return any(allows(who.scope, s["id"]) and docs.catalog.entry(s["id"], file_id) is not None
                and entry_readable(docs, who, s["id"], file_id) for s in docs.catalog.stores())
+
+
+def readable_for(docs, who: Caller, store_id: str) -> Callable[[str], bool] | None:
+    """A test of a store's file ids for this caller (None: it reads everything)."""
+    if who.readers is None:
+        return None
+    return lambda file_id: entry_readable(docs, who, store_id, file_id)

@@ -23,7 +23,7 @@ from ragsieve.agent.service.documents.access import any_write, docs_of, readable
 from ragsieve.agent.service.documents.attach import attach, check_chunking, detach
 from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import check_attributes
-from ragsieve.agent.service.documents.readable import entry_readable, file_readable
+from ragsieve.agent.service.documents.readable import entry_readable, file_readable, readable_for
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import ALL, allows
 
@@ -123,13 +123,15 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
 async def list_stores(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
                       after: str | None = None, before: str | None = None):
     docs = docs_of(request)
-    stores = [views.store_object(docs, m) for m in docs.catalog.stores() if allows(who.scope, m["id"])]
+    stores = [views.store_object(docs, m, readable_for(docs, who, m["id"])) for m in docs.catalog.stores()
+              if allows(who.scope, m["id"])]
     return views.page(stores, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}")
 async def get_store(request: Request, store_id: str, who: Caller = Depends(caller)):
-    return views.store_object(docs_of(request), readable_store(request, who, store_id))
+    docs = docs_of(request)
+    return views.store_object(docs, readable_store(request, who, store_id), readable_for(docs, who, store_id))
 
 
 @router.delete("/v1/vector_stores/{store_id}")

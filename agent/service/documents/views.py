@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,14 +31,20 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
             "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
 
 
-def store_object(docs, meta: dict) -> dict:
+def store_object(docs, meta: dict, readable: Callable[[str], bool] | None = None) -> dict:
+    """A vector store as OpenAI shows it; with `readable` (a caller reading as principals) its counts and
+    size are those of the files the caller may read."""
     entries = docs.catalog.entries(meta["id"])
+    if readable is not None:
+        entries = [e for e in entries if readable(e["id"])]
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
     counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
     return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
                                                                                                else time.time()),
-            "name": meta["name"], "usage_bytes": docs.usage_bytes(meta["id"]), "file_counts": counts,
+            "name": meta["name"], "file_counts": counts,
+            "usage_bytes": docs.usage_bytes(meta["id"]) if readable is None else
+            sum(int(e.get("usage_bytes") or 0) for e in entries),
             "status": "in_progress" if counts["in_progress"] else "completed",
             "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
             "expires_after": meta.get("expires_after"),
