@@ -110,6 +110,9 @@ def test_identity_claims_are_refused_unless_trusted_and_signed(needle, tmp_path)
         for k in (PROXY, PLAIN, ADMIN):  # the client is not the trusted proxy: forged headers are refused
             r = post({"Authorization": f"Bearer {k}", **forged})
             assert r.status_code == 403 and "trusted proxy" in r.json()["error"]["message"], r.text
+        claimed = httpx.post(svc.base_url + "/v1/ask", json={**ask, "where": {"readers": ["group:finance"]}},
+                             headers={"Authorization": f"Bearer {BOB}"}, timeout=120)
+        assert claimed.status_code == 200 and leaks(claimed.text) == []  # a body cannot widen the caller's access
         good = token(key, user="fin@example.com", groups=["finance"])
         as_token = post({"Authorization": f"Bearer {good}"})
         assert as_token.status_code == 200 and NEEDLE in {c["source"] for c in as_token.json()["citations"]}
