@@ -275,3 +275,29 @@ def test_documents_api_access_attribute_hides_a_file_from_everyone_else(needle, 
             "message"].replace("file-000000000000000000000000", "X")
         assert '"total":1' in httpx.get(f"{svc.base_url}/v1/vector_stores/{store.id}",
                                         headers={"Authorization": f"Bearer {bob}"}).text.replace(" ", "")
+
+
+def test_the_keys_file_of_the_readme_loads_and_bad_entries_are_refused(needle, tmp_path):
+    import shutil
+
+    from ragsieve.agent.errors import UsageError
+
+    shutil.copy(needle[2], tmp_path / "jwks.json")
+    readme = (__import__("pathlib").Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("### Who sees what", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "keys.toml"
+    path.write_text(block.replace('indexes = ["idx"]', 'indexes = ["needle"]'))
+    keys = KeyRing.load(str(path), environ={})
+    assert keys.identity_of("sk-finance-app") == KeyIdentity(("group:finance",))
+    assert keys.identity_of("sk-openwebui") == KeyIdentity((), assert_identity=True)
+    assert keys.identity_of("sk-admin-0001") is None and keys.scope("sk-openwebui") == {"needle"}
+    assert keys.identity.trusted("10.0.0.5") and not keys.identity.trusted("10.0.0.6")
+    assert keys.identity.jwt is not None and keys.identity.jwt.jwks == str(tmp_path / "jwks.json")
+    for bad in ('[keys."sk-x-000001"]\nindexes = ["a"]\nprincipals = ["boss"]\n',
+                '[keys."sk-x-000001"]\nindexes = ["a"]\nassert_identity = "yes"\n',
+                '[keys]\n"sk-x-000001" = ["a"]\n[identity]\ntrusted_proxies = ["not-an-ip"]\n',
+                '[keys]\n"sk-x-000001" = ["a"]\n[identity.jwt]\nissuer = "i"\naudience = "a"\njwks = "http://x/j"\n',
+                '[keys]\n"sk-x-000001" = ["a"]\n[identity.jwt]\nissuer = "i"\njwks = "jwks.json"\n'):
+        path.write_text(bad)
+        with pytest.raises(UsageError, match="keys file"):
+            KeyRing.load(str(path), environ={})
