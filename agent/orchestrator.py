@@ -189,9 +189,9 @@ class Orchestrator:
                     llm=llm, prompts=self.prompts, caches=self.caches, on_event=on_event, on_token=on_token,
                     answer_options=dict(answer_options or {}))
         state = RunState(question=question, plan=plan_name, instructions=instructions)
-        if where is not None and not where.empty():
-            state.notes.append("searched only: " + ", ".join(f"{k}={v}" for k, v in
-                                                             where.model_dump(exclude_none=True).items()))
+        narrowed = {} if where is None else where.model_dump(exclude_none=True, exclude={"readers"})
+        if narrowed:  # the caller's access (`readers`) is not a note: it narrows silently, as a missing file would
+            state.notes.append("searched only: " + ", ".join(f"{k}={v}" for k, v in narrowed.items()))
         if history:
             state.history = [{"role": t.role, "text": t.text} for t in history]
             self._rewrite(state, history, deps)

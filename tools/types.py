@@ -21,6 +21,8 @@ class Document(BaseModel):
     # where a page, cell or section starts: (char offset in `text`, label), sorted; a chunk is cited with the
     # label in force at its first character (`#anchor` of a web page, `p. 3` of a PDF, `cell 4` of a notebook)
     locators: list[tuple[int, str]] = Field(default_factory=list)
+    # who may read it, from its own front matter (`access:`); None: it says nothing (`ragsieve.tools.access`)
+    access: tuple[str, ...] | None = None
 
 
 class Chunk(BaseModel):

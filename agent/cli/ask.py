@@ -8,6 +8,7 @@ import sys
 
 from ragsieve.agent.also_retrieved import STOPPED, UNCITED
 from ragsieve.agent.cli.common import add_common, add_llm_options, for_terminal, load_config, plural, range_checked
+from ragsieve.agent.cli.search import add_reading_as, reading_as
 from ragsieve.agent.grounding import NOT_GROUNDED_NOTE, Grounding
 
 ABSTENTION_TEXT = {
@@ -37,6 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
                         "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
                         "symbol_kind=function|method|class|attribute (chunks defining one)")
+    add_reading_as(p)
     p.set_defaults(func=run)
     return p
 
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.where import Where
 
-    where = Where.parse(args.where)
+    where = reading_as(Where.parse(args.where), args.reading_as)
     config = load_config(args)
     budget = range_checked(config.budget, deadline_s=args.deadline)
     config = config.model_copy(update={"budget": budget})

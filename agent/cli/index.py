@@ -66,6 +66,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--lock-wait", type=float, metavar="SECONDS",
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
+    p.add_argument("--access-rules", metavar="FILE",
+                   help="who may read which document: gitignore-style globs and URL prefixes -> principals "
+                        "(README: Who sees what); recorded beside the chunks, re-applied without re-embedding")
+    p.add_argument("--access-default", choices=["public", "deny"],
+                   help="what documents no rule, front matter or attribute labels are (default: public, or as "
+                        "recorded)")
     p.set_defaults(func=run)
     return p
 
@@ -121,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
     if any(p.startswith(("http://", "https://")) for p in args.paths):
         crawl["progress"] = crawl_progress()
+    from ragsieve.agent.cli.access import apply_rules
+
+    apply_rules(args.index, args.access_rules, args.access_default)  # labels first: no chunk served unlabelled
     report = builder.build(args.paths, rebuild=args.rebuild, sync=args.sync, selection=selection,
                            base_url=args.base_url, crawl=crawl)
     for crawled in getattr(builder, "crawl_reports", []):
@@ -146,7 +155,15 @@ def run(args: argparse.Namespace) -> int:
         shown = "; ".join(f"{n} {why}" for why, n in excluded.items())
         print(for_terminal(f"  excluded: {shown}"))
     print(report.summary())
+    print(for_terminal(access_summary(args.index)))
     return 0
+
+
+def access_summary(index: str) -> str:
+    from ragsieve.tools.access.explain import index_sources, summary
+    from ragsieve.tools.access.labels import load
+
+    return summary(load(index), index_sources(index))
 
 
 def remote_embedder(ic, args):

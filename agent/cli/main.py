@@ -7,13 +7,13 @@ import logging
 import os
 import sys
 
-from ragsieve.agent.cli import ask, calibrate, feedback, index, insights, mcp, migrate, plans, remove, search, serve
+from ragsieve.agent.cli import access, ask, calibrate, feedback, index, insights, mcp, migrate, plans, remove, search, serve
 from ragsieve.agent.cli import eval as evaluate
 from ragsieve.agent.cli.common import for_terminal
 from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.llm.redact import RedactingFilter, redact
 
-COMMANDS = (index, remove, search, ask, plans, serve, mcp, calibrate, evaluate, migrate, feedback, insights)
+COMMANDS = (index, remove, search, ask, plans, serve, mcp, calibrate, evaluate, migrate, feedback, insights, access)
 
 
 def build_parser() -> argparse.ArgumentParser:

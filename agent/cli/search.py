@@ -22,8 +22,25 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
                         "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
                         "symbol_kind=function|method|class|attribute (chunks defining one)")
+    add_reading_as(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_reading_as(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as", dest="reading_as", action="append", metavar="PRINCIPAL",
+                   help="answer as this caller: only documents user:NAME / group:NAME may read (repeat or "
+                        "comma-separate; README: Who sees what). Without it the CLI reads everything")
+
+
+def reading_as(where, items: list[str] | None):
+    """`where` narrowed to what the `--as` principals may read (unchanged without --as)."""
+    if not items:
+        return where
+    from ragsieve.tools.access.principals import principals
+    from ragsieve.tools.index.where import Where
+
+    return (where or Where()).reading_as(principals(",".join(items)))
 
 
 def label(chunk) -> str:
@@ -46,17 +63,21 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.where import Where
 
-    where = Where.parse(args.where)
+    where = reading_as(Where.parse(args.where), args.reading_as)
     if not 1 <= args.top_k <= 100:
         raise UsageError(f"--top-k must be in 1..100, got {args.top_k}")
     config = load_config(args)
     with Orchestrator.open(args.index, config) as orch:  # the LLM is opened lazily: never here
         hits = orch.retrieve(args.query, top_k=args.top_k, where=where, ranking=args.ranking)
     if args.json:
+        from ragsieve.tools.access.labels import load
+
+        labels = load(args.index)  # the CLI is the index's administrator: it sees who may read each hit
         print(json.dumps({"query": args.query, "hits": [
             {"rank": h.rank, "label": label(h.chunk), "chunk_id": h.chunk_id, "score": round(h.score, 6),
              "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank, "source": h.chunk.source,
              "line_start": h.chunk.line_start, "line_end": h.chunk.line_end, "symbol": h.chunk.symbol,
+             "access": {"readers": list((d := labels.decide(h.chunk.source)).readers), "from": d.origin},
              "text": h.chunk.text} for h in hits]}, ensure_ascii=False, indent=2))
         return 0
     for h in hits:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,8 +21,10 @@ from ragsieve.tools.index.backend import IndexBackend
 from ragsieve.tools.types import Hit
 
 
-def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n: int, skip: int = 0) -> list[Hit]:
-    """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`.
+def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n: int, skip: int = 0,
+                admit: Callable[[list[int]], list[int]] | None = None) -> list[Hit]:
+    """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`;
+    with `admit` (the retriever's filter: metadata, the caller's access) only rows it admits.
 
     Needs the index's vectors; without them (or without an index) there are no decoys.
     """
@@ -31,7 +34,8 @@ def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n:
     query = np.asarray(index.embed_query(question), dtype=np.float32).reshape(-1)
     sims = np.asarray(vectors, dtype=np.float32) @ query
     rows: list[int] = []
-    for row in np.argsort(sims, kind="stable").tolist():
+    order = np.argsort(sims, kind="stable").tolist()
+    for row in (admit(order) if admit is not None else order):
         if len(rows) == n + skip:
             break
         rows.append(row)

@@ -50,7 +50,7 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
         check_text(conv.instructions, app.settings.max_body_bytes, "system message")
     overrides = question_overrides(body.top_k, body.strict)
     req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
-                          overrides=overrides, answer_options=body.answer_options(), where=body.where)
+                          overrides=overrides, answer_options=body.answer_options(), where=who.where(body.where))
     orch = app.registry.orchestrators[name]
     return orch, req, ignored, app.registry.logged(name, Surface.CHAT_COMPLETIONS)
 

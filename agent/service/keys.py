@@ -10,6 +10,13 @@ each reaches every index) and/or a keys file (TOML):
     "sk-ops" = ["*:write"]             # every index, writes too (also creating vector stores)
     "sk-owner" = ["docs:admin"]        # `docs`, and its insights (/insights: what users asked)
 
+A key may instead be a table that also says who it reads as (README: Who sees what)::
+
+    [keys."sk-portal"]
+    indexes = ["docs"]
+    principals = ["group:staff"]       # answers only from documents these principals may read
+    assert_identity = true             # may forward its users' identities (from [identity] trusted_proxies)
+
 A key reads only unless its scope says `:write` (read-only keys get 403 on
 writes); only a key whose scope says `:admin` sees an index's insights (the
 question log). The keys in `RAGSIEVE_API_KEYS` are the operator's: they read,
@@ -28,7 +35,9 @@ from pathlib import Path
 
 import tomllib
 
-from ragsieve.agent.errors import UsageError
+from ragsieve.agent.errors import RagsieveError, UsageError
+from ragsieve.agent.service.identity import IdentitySettings, KeyIdentity
+from ragsieve.tools.access.principals import principals
 
 ENV_VAR = "RAGSIEVE_API_KEYS"
 ALL = "*"
@@ -48,8 +57,11 @@ def read_keys_file(path: Path) -> dict:
         raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
 
 class KeyRing:
-    def __init__(self, scopes: dict[str, set[str]] | None = None):
+    def __init__(self, scopes: dict[str, set[str]] | None = None,
+                 identities: dict[str, KeyIdentity] | None = None, identity: IdentitySettings | None = None):
         self.scopes = {k: set(v) for k, v in (scopes or {}).items()}
+        self.identities = dict(identities or {})  # keys that read as principals or may assert identities
+        self.identity = identity or IdentitySettings()
         for key in self.scopes:
             if len(key) < 8 or any(c.isspace() for c in key):
                 raise UsageError("every API key must be at least 8 characters without spaces")
@@ -58,6 +70,8 @@ class KeyRing:
     def load(cls, keys_file: str | None = None, environ: dict[str, str] | None = None) -> "KeyRing":
         env = os.environ if environ is None else environ
         scopes: dict[str, set[str]] = {}
+        identities: dict[str, KeyIdentity] = {}
+        identity = IdentitySettings()
         for key in (env.get(ENV_VAR) or "").split(","):
             if key.strip():
                 scopes.setdefault(key.strip(), set()).update(OPERATOR)
@@ -67,11 +81,21 @@ class KeyRing:
             table = data.get("keys", {} if "widget_keys" in data else None)  # widget keys: widget_keys.py
             if not isinstance(table, dict) or (not table and "widget_keys" not in data):
                 raise UsageError(f"keys file {path} needs a [keys] table: \"key\" = [\"index\", ...]")
+            identity = IdentitySettings.from_toml(data.get("identity"), path.parent)
             for key, indexes in table.items():
+                if isinstance(indexes, dict):
+                    indexes, identities[key] = key_entry(path, indexes)
                 if not isinstance(indexes, list) or not all(isinstance(i, str) for i in indexes):
                     raise UsageError(f"keys file {path}: the scope of a key must be a list of index names")
                 scopes.setdefault(key, set()).update(indexes)
-        return cls(scopes)
+        return cls(scopes, identities, identity)
+
+    def identity_of(self, key: str | None) -> KeyIdentity | None:
+        """What `key` says about identities (None: an unknown key, or one without principals or rights)."""
+        for known, found in self.identities.items():
+            if key and hmac.compare_digest(known.encode(), key.encode()):
+                return found
+        return None
 
     @property
     def enabled(self) -> bool:
@@ -93,6 +117,20 @@ class KeyRing:
             unknown = sorted({i.removesuffix(WRITE).removesuffix(ADMIN) for i in indexes} - names - {ALL})
             if unknown:
                 raise UsageError(f"a key is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
+
+
+def key_entry(path: Path, entry: dict) -> tuple[list, KeyIdentity]:
+    """A key written as a table: (its indexes, its identity)."""
+    unknown = set(entry) - {"indexes", "principals", "assert_identity"}
+    if unknown or not isinstance(entry.get("assert_identity", False), bool):
+        raise UsageError(f"keys file {path}: a key table takes indexes = [...], principals = [...] and "
+                         f"assert_identity = true|false (got {sorted(unknown) or 'a non-boolean assert_identity'})")
+    listed = entry.get("principals")
+    try:
+        readers = None if listed is None else principals(listed)
+    except RagsieveError as exc:
+        raise UsageError(f"keys file {path}: {exc}") from None
+    return entry.get("indexes", []), KeyIdentity(readers, bool(entry.get("assert_identity", False)))
 
 
 def allows(scope: set[str], index: str) -> bool:

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 10.0  # `ask` sends a progress notification at least this often while it works
 SCOPE_KEY = "ragsieve_scope"  # where the HTTP wrapper leaves the key's scope in the ASGI scope's state
+READERS_KEY = "ragsieve_readers"  # ... and the caller's principals (None: unrestricted; `identity`)
 
 INSTRUCTIONS = ("ragsieve answers questions over indexed code repositories, documents and websites. Use `search` "
                 "to find passages (cheap, no LLM), `read` to open a hit or citation with line numbers, and `ask` for "
@@ -77,6 +78,14 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
             raise ToolError("this MCP endpoint needs an API key (Authorization: Bearer <key>)")
         return scope
 
+    def readers_of(ctx: Context) -> tuple[str, ...] | None:
+        request = getattr(ctx.request_context, "request", None)
+        return None if request is None else request.scope.get("state", {}).get(READERS_KEY)
+
+    def read_as(ctx: Context, where: Where | None) -> Where | None:
+        readers = readers_of(ctx)
+        return where if readers is None else (where or Where()).reading_as(readers)
+
     async def run(fn, *args) -> Any:
         try:
             return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
@@ -105,7 +114,8 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                          None, description="source-first: definitions in source files before other code, tests "
                                            "and prose (for 'where is X implemented'); default: hybrid")] = None
                      ) -> mcp_schema.SearchResult:
-        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, where, ranking)
+        return await run(mcp_tools.search, registry, scope_of(ctx), query, index, top_k, read_as(ctx, where),
+                         ranking)
 
     @server.tool(description=f"Answer a question from an index with cited passages, by an LLM (seconds to "
                              f"minutes: it sends progress notifications every {PROGRESS_EVERY_S:.0f} s while it "
@@ -126,6 +136,7 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                                                                          "closest passages; default: the server's")]
                   = None) -> mcp_schema.AskResult:
         scope = scope_of(ctx)
+        where = read_as(ctx, where)
         done = {"steps": 0}
         started = time.monotonic()
 
@@ -175,7 +186,7 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                    ctx: Context, index: IndexArg = None,
                    neighbours: Annotated[int, Field(ge=0, le=5, description="surrounding chunks to add")] = 0
                    ) -> mcp_schema.ReadResult:
-        return await run(mcp_tools.read, registry, scope_of(ctx), ref, index, neighbours)
+        return await run(mcp_tools.read, registry, scope_of(ctx), ref, index, neighbours, readers_of(ctx))
 
     @server.tool(description="List the indexes this server answers from: name, backend, chunk and document "
                              "counts, live generation and when it was built, embedding model, plans and the "
@@ -184,7 +195,8 @@ def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout
                  annotations=looks)
     async def indexes(ctx: Context, include_stores: Annotated[bool, Field(description="list vector stores too")]
                       = False) -> mcp_schema.IndexesResult:
-        return await run(mcp_tools.indexes, registry, scope_of(ctx), include_stores)
+        return await run(mcp_tools.indexes, registry, scope_of(ctx), include_stores,
+                         readers_of(ctx))
 
     mcp_schema.make_strict(server)
     return server
@@ -200,16 +212,19 @@ class KeyedMCP:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        kind, _, token = header.partition(" ")
-        allowed = self.keys.scope(token.strip() if kind.lower() == "bearer" else None)
-        if allowed is None:
-            from ragsieve.agent.service.errors import error_response
+        from starlette.datastructures import Headers
 
-            response = error_response(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
-                                      code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        from ragsieve.agent.service.auth import identify
+        from ragsieve.agent.service.errors import ApiError, error_response
+
+        client = scope.get("client")
+        try:  # the same key, token and proxy-header checks as every route (`auth.identify`)
+            who = identify(self.keys, Headers(scope=scope), client[0] if client else None)
+        except ApiError as exc:
+            response = error_response(exc.status, exc.message, code=exc.code, headers=exc.headers)
             return await response(scope, receive, send)
-        scope.setdefault("state", {})[SCOPE_KEY] = allowed
+        scope.setdefault("state", {})[SCOPE_KEY] = who.scope
+        scope["state"][READERS_KEY] = who.readers
         await self.app(scope, receive, send)
 
 

@@ -133,19 +133,24 @@ def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
     return picked
 
 
-def read(registry, scope, ref: str, index: str | None, neighbours: int) -> dict:
+def read(registry, scope, ref: str, index: str | None, neighbours: int,
+         readers: tuple[str, ...] | None = None) -> dict:
     if not ref.strip():
         raise ToolFault("send a citation label (`path:10-20 (Symbol)`, `URL#anchor`) or a chunk id (`doc#3`)")
     name, live = pick_index(registry, scope, index)
     with live.pinned() as orch:
         rows = resolve_ref(orch.index, ref.strip())
+        readable = None if readers is None else set(orch.index.filter_rows(Where(readers=readers)))
+        if readable is not None:  # a document the caller may not read reads as one that is not there
+            rows = [r for r in rows if r in readable]
         if not rows:
             raise ToolFault(f"nothing in index {name!r} matches {ref!r}: pass a label or chunk_id exactly as "
                             f"`search` or `ask` returned it")
         wanted = sorted(set(rows[:MAX_READ_CHUNKS]))
         if neighbours:
             for row in list(wanted):
-                wanted.extend(orch.index.store.neighbours(row, neighbours))
+                wanted.extend(r for r in orch.index.store.neighbours(row, neighbours)
+                              if readable is None or r in readable)
             wanted = sorted(set(wanted))[:MAX_READ_CHUNKS]
         chunks = orch.index.store.get_many(wanted)
     return {"index": name, "ref": ref, "truncated": len(rows) > MAX_READ_CHUNKS,
@@ -153,7 +158,7 @@ def read(registry, scope, ref: str, index: str | None, neighbours: int) -> dict:
                         "text": _numbered(c)} for r, c in zip(wanted, chunks)]}
 
 
-def indexes(registry, scope, include_stores: bool = False) -> dict:
+def indexes(registry, scope, include_stores: bool = False, readers: tuple[str, ...] | None = None) -> dict:
     out = []
     for name in sorted(n for n in registry.orchestrators if allows(scope, n)):
         store = name not in registry.served
@@ -162,10 +167,14 @@ def indexes(registry, scope, include_stores: bool = False) -> dict:
         live = registry.orchestrators[name]
         manifest = live.index.manifest or {}
         counts = manifest.get("counts", {})
+        chunks, documents = len(live.index), counts.get("documents")
+        if readers is not None:  # counts of what the caller may read: a forbidden document is not counted
+            rows = live.index.filter_rows(Where(readers=readers))
+            chunks, documents = len(rows), len({c.doc_id for c in live.index.store.get_many(rows)})
         out.append({"name": name, "kind": "vector_store" if store else "index",
                     "title": (registry.store_name(name) or name) if store else name,
                     "backend": getattr(live.index.backend, "value", str(live.index.backend)),
-                    "chunks": len(live.index), "documents": counts.get("documents"),
+                    "chunks": chunks, "documents": documents,
                     "generation": manifest.get("generation"), "last_build": manifest.get("created"),
                     "embedding_model": manifest.get("embedding", {}).get("model"),
                     "plans": list(registry.plans), "default_plan": live.config.plan})

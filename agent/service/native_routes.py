@@ -41,7 +41,7 @@ def _prepare(request: Request, body: AskRequest, who: Caller):
     options = {k: v for k, v in {"max_tokens": body.max_tokens, "temperature": body.temperature}.items()
                if v is not None}
     req = QuestionRequest(question=question, plan=plan, history=history, answer_options=options,
-                          overrides=question_overrides(body.top_k, body.strict), where=body.where)
+                          overrides=question_overrides(body.top_k, body.strict), where=who.where(body.where))
     return app.registry.orchestrators[name], req, app.registry.logged(name, Surface.ASK)
 
 

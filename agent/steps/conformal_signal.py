@@ -97,7 +97,10 @@ def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], k
     if deps.index is None or everything is None:
         return []
     store = deps.index.store
-    top = np.argsort(-everything, kind="stable")[: max(limit * 2, limit + len(have))]
+    order = np.argsort(-everything, kind="stable")
+    top = order[: max(limit * 2, limit + len(have))]
+    if deps.retriever is not None and deps.retriever.where is not None:
+        top = order  # a filter (metadata, or the caller's access): the best admitted rows, however deep
     rows = [int(r) for r in deps.admitted(top.tolist())][:limit]
     out = []
     for row, cosine in zip(rows, row_similarities(state, deps, rows)):

@@ -214,6 +214,12 @@ class IndexBuilder:
             raise UsageError(f"duplicate document ids: {dup}")
         scopes = build_scopes(paths, base) + web_scopes
         with IndexLock(self.root, self.lock_wait_s):
+            from ragsieve.tools.access.labels import set_front_matter
+
+            # the documents' own access lists (front matter) beside the chunks, recorded before the new
+            # generation goes live so no new chunk is ever served unlabelled (`ragsieve.tools.access.labels`)
+            set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None},
+                             [d.source for d in docs])
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
     def _crawler(self, url: str, options: dict):

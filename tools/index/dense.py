@@ -235,6 +235,14 @@ class DenseIndex:
         if not rows:
             return []
         cand = np.asarray(rows, dtype=np.int64)
-        sims = self.vectors[cand] @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if 4 * len(cand) >= len(self.vectors):  # many rows (a broad access filter): one pass, no gather
+            sims = (np.asarray(self.vectors) @ q)[cand]
+        else:
+            sims = self.vectors[cand] @ q
+        if len(cand) > 4 * k:  # only the rows at or above the k-th score are sorted (exact, ties included)
+            kth = np.partition(sims, len(sims) - k)[len(sims) - k]
+            keep = np.flatnonzero(sims >= kth)
+            cand, sims = cand[keep], sims[keep]
         order = np.lexsort((cand, -sims))[:k]
         return [(int(cand[i]), float(sims[i])) for i in order]

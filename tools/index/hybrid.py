@@ -262,11 +262,18 @@ class HybridIndex:
     def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter (`ragsieve.tools.index.where.Where`) admits; a local index is tenant
         `default`. Cached per filter: the chunk store of a generation never changes."""
+        grant = None
         key = where.model_dump_json()
+        if where.readers is not None:  # the caller's principals against the index's access labels
+            from ragsieve.tools.access.labels import load
+
+            labels = load(self.root)
+            grant, key = labels.grant(where.readers), f"{key} {labels.version}"
         with self._query_lock:
             cached = self._filter_cache.get(key)
         if cached is None:
-            cached = [r for r, source, kind in self.store.row_metadata() if where.matches(source, kind, "default")]
+            cached = [r for r, source, kind in self.store.row_metadata()
+                      if where.matches(source, kind, "default") and (grant is None or grant(source))]
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
                 cached = [r for r in cached if r in defining]

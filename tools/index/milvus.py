@@ -54,6 +54,7 @@ class MilvusIndex:
         self.device = "auto"  # where a local model embeds queries (`backend.open_index(device=...)`)
         self._lock = threading.Lock()
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus_leases`)
+        self._sources: list[str] | None = None
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
@@ -107,7 +108,13 @@ class MilvusIndex:
 
     def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
-        expr = where.milvus_expr()
+        readable = None
+        if where.readers is not None:  # the caller's principals resolved to the sources they may read
+            from ragsieve.tools.access.labels import load
+
+            grant = load(self.root).grant(where.readers)
+            readable = [s for s in self.sources() if grant(s)]
+        expr = where.milvus_expr(readable)
         if not expr:
             return list(range(len(self)))
         rows: list[int] = []
@@ -117,6 +124,18 @@ class MilvusIndex:
                                                   self.visible))
             rows.extend(int(r["row"]) for r in found)
         return sorted(rows)
+
+    def sources(self) -> list[str]:
+        """Every document source of the live generation (read once, page by page; the pointer is fixed)."""
+        cached = self._sources
+        if cached is None:
+            found: set[str] = set()
+            for start in range(0, len(self), PAGE):
+                page = self.client.query(self.pointer["collection"], output_fields=["source"], limit=PAGE,
+                                         filter=and_visible(f"row >= {start} and row < {start + PAGE}", self.visible))
+                found.update(str(r["source"]) for r in page)
+            cached = self._sources = sorted(found)
+        return list(cached)
 
     def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
                       weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,

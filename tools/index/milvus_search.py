@@ -74,13 +74,43 @@ class MilvusDense:
         return self._search(vector, k, None)
 
     def search_rows(self, vector: np.ndarray, rows: list[int], k: int = 10) -> list[tuple[int, float]]:
-        return self._search(vector, k, rows) if rows else []
+        """Top `k` among `rows`: exact over the rows' stored vectors when there are at most EXACT_ROWS of them
+        (a narrow filter, where a filtered HNSW walk ends before it has found k admitted rows), else Milvus'
+        filtered HNSW search with a widened candidate list (`dense_params`)."""
+        if not rows:
+            return []
+        if len(rows) <= EXACT_ROWS:
+            return self._exact(vector, k, rows)
+        return self._search(vector, k, rows)
+
+    def _exact(self, vector, k: int, rows: list[int]) -> list[tuple[int, float]]:
+        found = self.client.query(self.collection, filter=and_visible(rows_in(rows), self.visible),
+                                  output_fields=["row", "dense"], limit=len(rows))
+        if not found:
+            return []
+        ids = np.asarray([int(f["row"]) for f in found], dtype=np.int64)
+        sims = np.asarray([f["dense"] for f in found], dtype=np.float32) @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        order = np.lexsort((ids, -sims))[:k]
+        return [(int(ids[i]), float(sims[i])) for i in order]
 
     def _search(self, vector, k, rows):
         expr = and_visible(rows_in(rows) if rows is not None else None, self.visible)
         kwargs = {"filter": expr} if expr else {}
         found = self.client.search(self.collection, data=[np.asarray(vector, dtype=np.float32).reshape(-1).tolist()],
                                    anns_field="dense", limit=min(k, 16384), output_fields=["row"],
-                                   search_params={"metric_type": "IP"}, **kwargs)
+                                   search_params=dense_params(k, rows), **kwargs)
         pairs = [(int(h["entity"]["row"]), float(h["distance"])) for h in (found[0] if found else [])]
         return sorted(pairs, key=lambda p: (-p[1], p[0]))
+
+
+EXACT_ROWS = 2048  # a filtered dense search over at most this many rows reads their vectors and ranks them exactly
+FILTERED_EF = 1024  # HNSW candidate list of a filtered dense search (a metadata or access filter)
+
+
+def dense_params(k: int, rows: list[int] | None) -> dict:
+    """Search parameters of a dense search: a filtered one widens HNSW's candidate list (`ef`), since a graph
+    walk that may only keep admitted rows otherwise ends before it has found k of them (measured with
+    milvus-lite at 5 % of rows admitted: recall@100 0.3 at the default, benchmarks/access.py)."""
+    if rows is None:
+        return {"metric_type": "IP"}
+    return {"metric_type": "IP", "params": {"ef": min(16384, max(FILTERED_EF, 4 * k))}}

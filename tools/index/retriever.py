@@ -173,16 +173,18 @@ class HybridRetriever:
             raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
         w_bm25, w_dense = _check_weights(*weights) if weights is not None else self.weights
         n = len(self.index)
+        checked = False
         if self.where is not None:
-            allowed = self.index.filter_rows(self.where)
-            rows = allowed if rows is None else sorted(set(int(r) for r in rows) & set(allowed))
-        if rows is not None:
+            allowed = self.index.filter_rows(self.where)  # sorted rows of the index: no second check
+            rows, checked = (allowed, True) if rows is None else (sorted(set(int(r) for r in rows) & set(allowed)),
+                                                                  False)
+        if rows is not None and not checked:
             rows = sorted({int(r) for r in rows})
             bad = [r for r in rows if not 0 <= r < n]
             if bad:
                 raise UsageError(f"rows {bad[:5]} outside the index (0..{n - 1})")
-            if not rows:
-                return []
+        if rows is not None and not rows:
+            return []
         extra = [t for t in (extra_texts or []) if t and t.strip()]
         bm25_query = " ".join([query, *extra])
         qvec = query_vector if query_vector is not None else self.query_vector(query, extra)
@@ -257,11 +259,14 @@ class HybridRetriever:
             return [], []
         from ragsieve.tools.index.symbols import is_lookup
 
-        allowed = set(rows) if rows is not None else None
-        named = list(dict.fromkeys(d.row for d in table.lookup(query) if allowed is None or d.row in allowed)) \
-            if is_lookup(query) else []
-        spelled = [] if named else list(dict.fromkeys(
-            d.row for d in table.spelled(query) if allowed is None or d.row in allowed))
+        def kept(found: list[int]) -> list[int]:  # the rows of `rows` among `found` (a set only when needed)
+            if rows is None or not found:
+                return list(dict.fromkeys(found))
+            allowed = set(rows)
+            return list(dict.fromkeys(r for r in found if r in allowed))
+
+        named = kept([d.row for d in table.lookup(query)]) if is_lookup(query) else []
+        spelled = [] if named else kept([d.row for d in table.spelled(query)])
         return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:

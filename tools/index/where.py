@@ -10,6 +10,9 @@ index's tenant (`default` for a local index; a Milvus partition key value);
 `symbol_kind` (`function`, `method`, `class`, `attribute`) admits only the chunks
 that define a symbol of that kind (the index's symbol table,
 `ragsieve.tools.index.symbols`; local indexes only: Milvus refuses it).
+`readers` (the caller's principals, `ragsieve.tools.access`) admits only the chunks of documents the caller
+may read by the index's access labels (`<index>/access.json`); the server sets it from the caller's
+identity, replacing whatever a request sent. None: no access check (a local, unrestricted caller).
 The local backend turns a filter into the set of rows it admits; Milvus evaluates
 it server-side as a boolean expression (`milvus_expr`).
 """
@@ -39,6 +42,26 @@ class Where(BaseModel):
     # attributes of files added over HTTP (`{"team": "infra"}`, all must be equal): the server resolves them into
     # `prefixes` (`ragsieve.agent.service.documents`); an index alone cannot evaluate them
     attributes: dict[str, Scalar] | None = None
+    # the caller's principals (`user:...`, `group:...`): only documents they may read (`ragsieve.tools.access`)
+    readers: tuple[str, ...] | None = None
+
+    @field_validator("readers")
+    @classmethod
+    def _readers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        from ragsieve.tools.access.principals import principals
+
+        try:
+            return principals(value)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+
+    def reading_as(self, readers: tuple[str, ...] | None) -> "Where":
+        """This filter for a caller holding `readers` (None: unrestricted), whatever `readers` it had."""
+        from ragsieve.tools.access.principals import principals
+
+        return self.model_copy(update={"readers": None if readers is None else principals(readers)})
 
     @field_validator("prefixes")
     @classmethod
@@ -86,7 +109,8 @@ class Where(BaseModel):
             raise UsageError(f"--where: {exc}") from None
 
     def empty(self) -> bool:
-        return not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes
+        return (not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes
+                and self.readers is None)
 
     def _resolved(self) -> None:
         if self.attributes:
@@ -104,8 +128,9 @@ class Where(BaseModel):
                 and (self.kind is None or kind == self.kind)
                 and (self.tenant is None or tenant == self.tenant))
 
-    def milvus_expr(self) -> str:
-        """The same filter as a Milvus boolean expression over the collection's fields."""
+    def milvus_expr(self, readable: list[str] | None = None) -> str:
+        """The same filter as a Milvus boolean expression over the collection's fields; with `readers`,
+        `readable` are the sources the caller may read (the index's access labels resolved)."""
         if self.symbol_kind is not None:
             raise UsageError("where symbol_kind needs the index's symbol table, which the Milvus backend does "
                              "not have: use a local index, or filter by path_prefix/language")
@@ -126,6 +151,10 @@ class Where(BaseModel):
             parts.append(f"kind == {json.dumps(self.kind)}")
         if self.tenant is not None:
             parts.append(f"tenant == {json.dumps(self.tenant)}")
+        if self.readers is not None:
+            if readable is None:
+                raise UsageError("an access filter needs the sources its caller may read")
+            parts.append(f"source in {json.dumps(sorted(readable))}" if readable else "false")
         return " and ".join(parts)
 
 

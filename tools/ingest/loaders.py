@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragsieve.tools.access.front_matter import front_matter_access
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
@@ -143,6 +144,7 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
     title: str | None = None
     line_start: int | None = 1
     locators: list[tuple[int, str]] = []
+    access: tuple[str, ...] | None = None
     if kind == "html":
         page = extract_page(text)
         title, text = page.title, page.text
@@ -157,6 +159,11 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
             return None
         title, text, kind, locators, line_start = got.title, got.text, got.kind, got.locators, None
     elif kind == "markdown":
+        try:
+            access = front_matter_access(text)
+        except UsageError as exc:  # never index a document whose access list cannot be read
+            stats._skip("skipped_unreadable", doc_id, f"front matter access: {exc}")
+            return None
         front_title, text, skipped_lines = split_front_matter(text)
         line_start = 1 + skipped_lines  # citations keep the file's line numbers
         title = front_title or markdown_title(text)
@@ -167,7 +174,7 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
         stats.decoded_with_replacement += 1
     return Document(
         doc_id=doc_id, source=source or doc_id, title=title or path.name, text=text, kind=kind,
-        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, locators=locators,
+        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, locators=locators, access=access,
     )
 
 

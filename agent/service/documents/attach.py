@@ -6,6 +6,7 @@ from fastapi import Request
 from ragsieve.agent.service.documents import views
 from ragsieve.agent.service.documents.access import finished, submit
 from ragsieve.agent.service.documents.ingest import QueueFull
+from ragsieve.agent.service.documents.readable import record_access
 from ragsieve.agent.service.errors import ApiError
 
 AUTO = {"type": "auto"}
@@ -29,6 +30,7 @@ def check_room(docs, store_id: str, adding: int = 1) -> None:
 
 def attach(docs, store_id: str, meta: dict, attributes: dict, *, batch_member: bool = False) -> dict:
     check_room(docs, store_id)
+    record_access(docs, store_id, meta["id"], attributes)  # labelled before a chunk is indexed
     entry = views.new_entry(store_id, meta, attributes)
     docs.catalog.stage(store_id, meta)
     docs.catalog.put_entry(store_id, entry)

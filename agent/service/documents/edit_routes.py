@@ -21,6 +21,7 @@ from ragsieve.agent.service.documents.access import any_write, docs_of, readable
 from ragsieve.agent.service.documents.catalog import write_json
 from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import MAX_ATTRIBUTES, check_attributes
+from ragsieve.agent.service.documents.readable import entry_readable, file_readable, record_access
 from ragsieve.agent.service.errors import ApiError
 
 router = APIRouter()
@@ -66,6 +67,8 @@ async def update_store_file(request: Request, store_id: str, file_id: str, body:
                             who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
     attributes = check_attributes(body.attributes)
+    if docs.catalog.entry(store_id, file_id) is not None:
+        record_access(docs, store_id, file_id, attributes)
     entry = docs.catalog.update_entry(store_id, file_id, lambda e: e | {"attributes": attributes})
     if entry is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
@@ -77,7 +80,7 @@ async def file_content(request: Request, file_id: str, who: Caller = Depends(cal
     docs = docs_of(request)
     any_write(who)
     meta = docs.catalog.file(file_id)
-    path = None if meta is None else docs.catalog.file_path(meta)
+    path = None if meta is None or not file_readable(docs, who, file_id) else docs.catalog.file_path(meta)
     if path is None or not path.is_file():
         raise ApiError(404, f"no file {file_id!r}", code="not_found")
     media = mimetypes.guess_type(meta["filename"])[0] or "application/octet-stream"
@@ -95,7 +98,7 @@ async def store_file_content(request: Request, store_id: str, file_id: str, who:
     readable_store(request, who, store_id)
     entry = docs.catalog.entry(store_id, file_id)
     meta = docs.catalog.file(file_id)
-    if entry is None or meta is None:
+    if entry is None or meta is None or not entry_readable(docs, who, store_id, file_id):
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     if entry["status"] != "completed":
         raise ApiError(409, f"file {file_id!r} is {entry['status']}: its content is there once it is completed",

@@ -23,6 +23,7 @@ from ragsieve.agent.service.documents.access import any_write, docs_of, readable
 from ragsieve.agent.service.documents.attach import attach, check_chunking, detach
 from ragsieve.agent.service.documents.expiry import check_expires_after
 from ragsieve.agent.service.documents.filters import check_attributes
+from ragsieve.agent.service.documents.readable import entry_readable, file_readable, readable_for
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import ALL, allows
 
@@ -54,15 +55,18 @@ async def upload(request: Request, file: UploadFile = File(...), purpose: str = 
 async def list_files(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
                      after: str | None = None, purpose: str | None = None):
     any_write(who)
-    files = [f for f in docs_of(request).catalog.files() if purpose is None or f["purpose"] == purpose]
+    docs = docs_of(request)
+    files = [f for f in docs.catalog.files() if (purpose is None or f["purpose"] == purpose)
+             and file_readable(docs, who, f["id"])]
     return views.page(files, limit, order, after)
 
 
 @router.get("/v1/files/{file_id}")
 async def get_file(request: Request, file_id: str, who: Caller = Depends(caller)):
     any_write(who)
-    meta = docs_of(request).catalog.file(file_id)
-    if meta is None:
+    docs = docs_of(request)
+    meta = docs.catalog.file(file_id)
+    if meta is None or not file_readable(docs, who, file_id):
         raise ApiError(404, f"no file {file_id!r}", code="not_found")
     return meta
 
@@ -119,13 +123,15 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
 async def list_stores(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
                       after: str | None = None, before: str | None = None):
     docs = docs_of(request)
-    stores = [views.store_object(docs, m) for m in docs.catalog.stores() if allows(who.scope, m["id"])]
+    stores = [views.store_object(docs, m, readable_for(docs, who, m["id"])) for m in docs.catalog.stores()
+              if allows(who.scope, m["id"])]
     return views.page(stores, limit, order, after, before)
 
 
 @router.get("/v1/vector_stores/{store_id}")
 async def get_store(request: Request, store_id: str, who: Caller = Depends(caller)):
-    return views.store_object(docs_of(request), readable_store(request, who, store_id))
+    docs = docs_of(request)
+    return views.store_object(docs, readable_store(request, who, store_id), readable_for(docs, who, store_id))
 
 
 @router.delete("/v1/vector_stores/{store_id}")
@@ -169,7 +175,8 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
     readable_store(request, who, store_id)
     if filter is not None and filter not in views.FILE_STATUSES:
         raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
-    entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if filter is None or e["status"] == filter]
+    entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if (filter is None or e["status"] == filter)
+               and entry_readable(docs, who, store_id, e["id"])]
     return views.page(entries, limit, order, after, before)
 
 
@@ -178,7 +185,7 @@ async def get_store_file(request: Request, store_id: str, file_id: str, who: Cal
     docs = docs_of(request)
     readable_store(request, who, store_id)
     entry = docs.catalog.entry(store_id, file_id)
-    if entry is None:
+    if entry is None or not entry_readable(docs, who, store_id, file_id):
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     headers = {"openai-poll-after-ms": "200"} if entry["status"] == "in_progress" else {}
     return JSONResponse(views.public_entry(entry), headers=headers)

@@ -65,6 +65,7 @@ async def search_store(request: Request, store_id: str, body: StoreSearch, who: 
         entries = docs.catalog.entries(store_id)
         keep = {e["id"] for e in entries if matches(body.filters, e.get("attributes") or {})}
         where = Where(prefixes=tuple(f"{fid}/" for fid in sorted(keep)))
+    where = who.where(where)  # the caller's access, inside the search
     docs.touch(store_id)
     live = docs.registry.orchestrators.get(store_id)
     data = [] if live is None else await anyio.to_thread.run_sync(

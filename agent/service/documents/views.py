@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 
 from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.documents.expiry import expires_at
@@ -41,13 +42,19 @@ def served_bytes(folder) -> int:
         return 0
 
 
-def store_object(docs, meta: dict) -> dict:
+def store_object(docs, meta: dict, readable: Callable[[str], bool] | None = None) -> dict:
+    """A vector store as OpenAI shows it; with `readable` (a caller reading as principals) its counts and
+    size are those of the files the caller may read."""
     entries = docs.catalog.entries(meta["id"])
+    if readable is not None:
+        entries = [e for e in entries if readable(e["id"])]
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in FILE_STATUSES}
     counts["total"] = len(entries)
     live = docs.registry.orchestrators.get(meta["id"])
-    usage = docs.usage_bytes(meta["id"])
-    if meta["id"] in docs.catalog.served and live is not None:  # an index served with --index: its documents
+    usage = docs.usage_bytes(meta["id"]) if readable is None else sum(int(e.get("usage_bytes") or 0) for e in entries)
+    # an index served with --index: its documents (not for a caller reading as principals, whose counts must not
+    # reveal documents it may not read)
+    if readable is None and meta["id"] in docs.catalog.served and live is not None:
         indexed = (live.index.manifest or {}).get("counts", {}).get("documents") or 0
         counts["completed"] += indexed
         counts["total"] += indexed

@@ -21,8 +21,10 @@ from fastapi import Request
 
 from ragsieve.agent.service.auth import caller
 from ragsieve.agent.service.errors import ApiError
+from ragsieve.agent.service.identity import USER_TOKEN, IdentityRefused
 from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.widget_keys import WidgetKey, normal_origin
+from ragsieve.tools.index.where import Where
 
 API_PREFIX = "/ui/api/"
 WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, README)
@@ -33,6 +35,10 @@ class UiCaller:
     scope: set[str]
     via: str  # "page" or "widget:<key prefix>" (stored with feedback)
     widget: WidgetKey | None = None
+    readers: tuple[str, ...] | None = None  # the principals answers are read as (None: unrestricted)
+
+    def where(self) -> Where | None:
+        return None if self.readers is None else Where(readers=self.readers)
 
     def visible(self, names: list[str]) -> list[str]:
         return [n for n in names if allows(self.scope, n)]
@@ -84,11 +90,28 @@ def ui_caller(request: Request) -> UiCaller:
             raise ApiError(429, f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
                                 f"minute per visitor, {key.requests_per_minute} in all); retry later",
                            code="rate_limited", headers={"Retry-After": str(math.ceil(wait))})
-        return UiCaller(set(key.indexes), key.label, key)
+        return UiCaller(set(key.indexes), key.label, key, widget_reader(request))
     if raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
         raise ApiError(403, f"calls from {raw_origin} need a widget key that allows that origin",
                        code="origin_not_allowed")
-    return UiCaller(caller(request).scope, "page")
+    who = caller(request)
+    return UiCaller(who.scope, "page", readers=who.readers)
+
+
+def widget_reader(request: Request) -> tuple[str, ...]:
+    """A widget visitor's principals: those of the signed user token the host page passes
+    (`X-Ragsieve-User-Token`), else none (public documents only: a widget key is visible to anyone)."""
+    token = request.headers.get(USER_TOKEN, "").strip()
+    if not token:
+        return ()
+    settings = request.app.state.keys.identity
+    if settings.jwt is None:
+        raise ApiError(403, "user tokens are not accepted: the keys file has no [identity.jwt]",
+                       code="identity_refused")
+    try:
+        return settings.jwt.verify(token)
+    except IdentityRefused as exc:
+        raise ApiError(exc.status, str(exc), code="identity_refused") from None
 
 
 class WidgetCors:
@@ -112,7 +135,7 @@ class WidgetCors:
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
             await send({"type": "http.response.start", "status": 204, "headers": cors + [
                 (b"access-control-allow-methods", b"GET, POST"),
-                (b"access-control-allow-headers", b"Authorization, Content-Type"),
+                (b"access-control-allow-headers", b"Authorization, Content-Type, X-Ragsieve-User-Token"),
                 (b"access-control-max-age", b"600")]})
             await send({"type": "http.response.body", "body": b""})
             return

@@ -88,7 +88,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
     orch = app.registry.orchestrators[name]
     ticket = app.admission.enter()
     strict = body.strict if body.strict is not None else (True if who.widget else None)
-    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history,
+    job = QuestionJob(orch, QuestionRequest(question=question, plan=plan, history=history, where=who.where(),
                                             overrides=question_overrides(strict=strict)),
                       question_budget(orch, app.settings.request_timeout_s),
                       app.registry.logged(name, surface_of_page(who.via)))
@@ -110,7 +110,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                 elif item[0] == "done":
                     answer = item[1]
                     app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
-                    citations = public_citations(web.secret, name, answer.citations)
+                    citations = public_citations(web.secret, name, answer.citations, who.readers)
                     trace = _public_trace(answer.trace)
                     answer_id = None
                     if web.feedback is not None:

@@ -56,13 +56,17 @@ def web_url(source: str) -> str | None:
     return source if parts.scheme in ("http", "https") and parts.netloc else None
 
 
-def citation_href(secret: bytes, index: str, citation) -> tuple[str, str]:
-    """(href, kind): kind is `web`, `lines`, `page` or `chunk`; a source-view href is relative to the server."""
+def citation_href(secret: bytes, index: str, citation, readers: tuple[str, ...] | None = None) -> tuple[str, str]:
+    """(href, kind): kind is `web`, `lines`, `page` or `chunk`; a source-view href is relative to the server.
+    For a caller reading as `readers` the link carries them (`as`, signed with the chunk): the source view
+    checks them against the document's access list when the link is opened."""
     url = web_url(citation.source)
     if url is not None:
         anchor = citation.symbol if citation.symbol.startswith("#") else ""
         return url.split("#", 1)[0] + anchor, "web"
-    query = urlencode({"index": index, "chunk": citation.chunk_id, "t": sign(secret, index, citation.chunk_id)})
+    signed = citation.chunk_id if readers is None else f"{citation.chunk_id}\0as={','.join(readers)}"
+    params = {"index": index, "chunk": citation.chunk_id, "t": sign(secret, index, signed)}
+    query = urlencode(params if readers is None else {**params, "as": ",".join(readers)})
     href = f"/ui/source?{query}"
     if citation.line_start is not None:
         return f"{href}#L{citation.line_start}", "lines"
@@ -72,10 +76,10 @@ def citation_href(secret: bytes, index: str, citation) -> tuple[str, str]:
     return f"{href}#cited", "chunk"
 
 
-def public_citations(secret: bytes, index: str, citations) -> list[dict]:
+def public_citations(secret: bytes, index: str, citations, readers: tuple[str, ...] | None = None) -> list[dict]:
     out = []
     for c in citations:
-        href, kind = citation_href(secret, index, c)
+        href, kind = citation_href(secret, index, c, readers)
         out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
                     "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
                     "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited, "location": c.location()})

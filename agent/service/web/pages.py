@@ -50,15 +50,26 @@ async def licenses():
 
 @router.get("/ui/source", include_in_schema=False)
 async def source(request: Request, index: str = Query(max_length=64), chunk: str = Query(max_length=4000),
-                 t: str = Query(max_length=64)):
-    """A cited document as the index holds it; only for links this server signed (see `links`)."""
+                 t: str = Query(max_length=64), reading_as: str | None = Query(None, alias="as", max_length=8000)):
+    """A cited document as the index holds it; only for links this server signed (see `links`), and for a
+    link made for a caller with an identity, only while those principals may still read the document."""
     app = request.app.state
-    if index not in app.registry.orchestrators or not verify(app.web.secret, index, chunk, t):
+    signed = chunk if reading_as is None else f"{chunk}\0as={reading_as}"
+    if index not in app.registry.orchestrators or not verify(app.web.secret, index, signed, t):
         raise ApiError(404, "no such source (the link is not one this server made)", code="source_not_found")
     doc_id, _, position = chunk.rpartition("#")
-    store = app.registry.orchestrators[index].index.store
-    chunks = await anyio.to_thread.run_sync(store.chunks_of, doc_id)
+    live_index = app.registry.orchestrators[index].index
+    chunks = await anyio.to_thread.run_sync(live_index.store.chunks_of, doc_id)
+    if chunks and reading_as is not None and not readable_by(live_index.root, chunks[0].source, reading_as):
+        raise ApiError(404, "no such source (the link is not one this server made)", code="source_not_found")
     cited = int(position) if position.isdigit() else -1
     html = source_view.render(index, chunks, cited)
     return HTMLResponse(html, status_code=200 if chunks else 404,
                         headers={"Content-Security-Policy": SOURCE_CSP, **SAFE})
+
+
+def readable_by(root, source: str, reading_as: str) -> bool:
+    from ragsieve.tools.access.labels import load
+    from ragsieve.tools.access.principals import may_read, principals
+
+    return may_read(load(root).decide(source).readers, principals(reading_as) if reading_as else ())

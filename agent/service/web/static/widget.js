@@ -60,7 +60,14 @@
     shadow.appendChild(panel);
     var chat = Core.mount(body, {
       base: base, placeholder: "Ask a question…", strict: strict,
-      auth: function () { return key ? { Authorization: "Bearer " + key } : {}; },
+      auth: function () {
+        var headers = key ? { Authorization: "Bearer " + key } : {};
+        // the host page's signed user token (a JWT its sign-in issued), read at each question so the page
+        // can renew it: answers then come only from the documents that user may read (README: Who sees what)
+        var user = script.getAttribute("data-user-token");
+        if (user) headers["X-Ragsieve-User-Token"] = user;
+        return headers;
+      },
       target: function () { return { index: index, plan: plan }; }
     });
     function toggle(open) {

@@ -1,0 +1,87 @@
+"""Permission-aware retrieval on the Milvus backend (milvus-lite): the caller's access as a Milvus filter
+expression, the same rows as the local backend, and the needle test through the pipeline and the service."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import anyio
+import pytest
+from access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
+from test_access_service import BOB, FIN, everything_received, ring
+from test_full_plan import fake_model
+
+from ragsieve import Config, Orchestrator
+from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.tools.index.backend import open_index
+from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.retriever import HybridRetriever
+from ragsieve.tools.index.where import Where
+
+NEEDLE = "corpus/finance/needle-budget.md"
+CALLERS = (("group:finance",), ("user:bob@example.com",), ("user:alice@example.com",), ())
+pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory, embedder):
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from access_corpus import make_jwks
+
+    from ragsieve.tools.index.milvus_publish import publish
+
+    root = tmp_path_factory.mktemp("needle-milvus")
+    local = build_needle_index(root, embedder)
+    remote = root / "milvus-index"
+    shutil.copytree(local, remote)
+    publish(remote)
+    _, jwks = make_jwks(root)
+    return local, remote, jwks
+
+
+def test_milvus_access_filter_is_an_expression_admitting_the_local_rows(indexes):
+    local, remote, _ = indexes
+    assert Where(readers=("group:a",)).milvus_expr(["x/a.md", "y.md"]) == 'source in ["x/a.md", "y.md"]'
+    assert Where(readers=("group:a",)).milvus_expr([]) == "false"
+    with HybridIndex.open(local) as here, open_index(remote) as there:
+        for who in CALLERS:
+            assert there.filter_rows(Where(readers=who)) == here.filter_rows(Where(readers=who)), who
+        bob = HybridRetriever(there, where=Where(readers=("user:bob@example.com",))).run(QUESTION, top_k=3)
+        assert len(bob) == 3 and NEEDLE not in {h.chunk.source for h in bob}
+        fin = HybridRetriever(there, where=Where(readers=("group:finance",))).run(QUESTION, top_k=3)
+        assert fin[0].chunk.source == NEEDLE
+
+
+def test_milvus_pipeline_and_service_never_hand_the_needle_to_another_user(indexes, tmp_path):
+    _, remote, jwks = indexes
+    for who, may in ((("user:bob@example.com",), False), (("group:finance",), True)):
+        chat = FakeChat(default=fake_model)
+        with Orchestrator.open(remote, Config(), chat=chat) as orch:
+            answer = orch.ask(QUESTION, plan="full", where=Where(readers=who))
+        sent = json.dumps([c["messages"] for c in chat.history])
+        if may:
+            assert NEEDLE in {c.source for c in answer.citations} and NEEDLE_TEXT[:30] in sent
+        else:
+            assert leaks(sent + answer.model_dump_json()) == []
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from service_fakes import served
+
+    with served({"needle": remote}, FakeChat(default=fake_model), keys=ring(jwks),
+                data_dir=str(tmp_path / "data")) as svc:
+        text, got = everything_received(svc, FIN)
+        assert NEEDLE in {c["source"] for c in got["ask"]["citations"]} and NEEDLE_TEXT[:40] in text
+        text, got = everything_received(svc, BOB)
+        assert leaks(text) == [] and got["ask"]["citations"]
+
+        async def read_as(key: str):
+            async with streamablehttp_client(f"{svc.base_url}/mcp", headers={"Authorization": f"Bearer {key}"}) as (
+                    r, w, _):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    return await session.call_tool("read", {"ref": NEEDLE})  # the source as cited
+
+        assert NEEDLE_TEXT[:40] in anyio.run(read_as, FIN).content[0].text
+        refused = anyio.run(read_as, BOB)
+        assert refused.isError and leaks(refused.content[0].text.replace(NEEDLE, "")) == []
