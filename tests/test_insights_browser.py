@@ -54,7 +54,8 @@ def test_insights_page_renders_filters_exports_and_keeps_hostile_text_inert(exam
             # one click writes the group as an evaluation set
             first = groups.first
             first.locator("button.ri-export").click()
-            page.wait_for_function("document.querySelector('.ri-done').textContent.length > 0", timeout=TIMEOUT_MS)
+            # a selector, not wait_for_function: the page's CSP (script-src 'self') forbids evaluating a string
+            page.wait_for_selector(".ri-done:not(:empty)", timeout=TIMEOUT_MS)
             done = first.locator(".ri-done").inner_text()
             assert done.startswith("Written: ") and "ragsieve eval" in done, done
             folder = Path(done.split("Written: ", 1)[1].split(" — ", 1)[0])

@@ -5,6 +5,8 @@ import openai
 import pytest
 from service_fakes import served
 
+from ragsieve.agent.answering import ABSTAIN
+
 pytestmark = pytest.mark.llm
 
 
@@ -22,6 +24,11 @@ def test_embedded_model_streams_through_the_chat_api(examples_index, local_llm):
                     deltas.append(choice.delta.content)
                 if choice.finish_reason:
                     ext = chunk.model_extra["ragsieve"]
-        assert len(deltas) >= 5 and "".join(deltas).strip()  # many deltas: the model's own tokens
+        text = "".join(deltas)
+        assert text.strip()
+        if text.startswith(ABSTAIN):  # a reply that may be the abstention is held until decided (CitationStream):
+            assert "Closest passages" in text  # the small model declined, and the passages follow it, in one piece
+        else:
+            assert len(deltas) >= 5  # many deltas: the model's own tokens
         assert usage.completion_tokens > 0 and usage.prompt_tokens > 100
         assert ext["time_to_first_token_s"] > 0 and ext["trace"][-1]["step"] == "answer"

@@ -133,12 +133,7 @@ class WidgetCors:
         if not allowed:
             return await self._refusals_readable(scope, receive, send, headers, cors)
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
-            await send({"type": "http.response.start", "status": 204, "headers": cors + [
-                (b"access-control-allow-methods", b"GET, POST"),
-                (b"access-control-allow-headers", b"Authorization, Content-Type, X-Ragsieve-User-Token"),
-                (b"access-control-max-age", b"600")]})
-            await send({"type": "http.response.body", "body": b""})
-            return
+            return await _preflight(send, cors, max_age_s=600)
 
         async def send_with_cors(message):
             if message["type"] == "http.response.start":
@@ -152,12 +147,7 @@ class WidgetCors:
         """An origin no widget key allows: its preflight is granted (a short while), and its replies carry CORS
         headers only when they are errors (the refusal `ui_caller` gives every call from it)."""
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
-            await send({"type": "http.response.start", "status": 204, "headers": cors + [
-                (b"access-control-allow-methods", b"GET, POST"),
-                (b"access-control-allow-headers", b"Authorization, Content-Type"),
-                (b"access-control-max-age", b"60")]})
-            await send({"type": "http.response.body", "body": b""})
-            return
+            return await _preflight(send, cors, max_age_s=60)
 
         async def send_errors_with_cors(message):
             if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
@@ -166,3 +156,12 @@ class WidgetCors:
             await send(message)
 
         await self.app(scope, receive, send_errors_with_cors)
+
+
+async def _preflight(send, cors: list, max_age_s: int) -> None:
+    """A granted CORS preflight: the methods and headers the page and widget send, cached `max_age_s`."""
+    await send({"type": "http.response.start", "status": 204, "headers": cors + [
+        (b"access-control-allow-methods", b"GET, POST"),
+        (b"access-control-allow-headers", b"Authorization, Content-Type, X-Ragsieve-User-Token"),
+        (b"access-control-max-age", str(max_age_s).encode())]})
+    await send({"type": "http.response.body", "body": b""})
