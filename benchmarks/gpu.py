@@ -80,7 +80,11 @@ def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"ragsieve index failed ({out.returncode}): {out.stderr[-2000:]}")
-    summary = out.stdout.strip().splitlines()[-1]
+    # the build's summary line (other lines, such as the access labels' count, may follow it)
+    summary = next((line for line in reversed(out.stdout.strip().splitlines()) if re.search(r"\d+ chunks,", line)),
+                   None)
+    if summary is None:
+        raise SystemExit(f"no build summary in ragsieve index's output: {out.stdout[-2000:]}")
     chunks = int(re.search(r"(\d+) chunks,", summary).group(1))
     busy = re.search(r"encoder busy (\d+)%", summary)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
