@@ -156,7 +156,7 @@ def placement_note(encoder: str, device: Device) -> str:
 
 def default_encoder() -> str:
     """The encoder of a new index: `onnx-int8` (int8 weights on ONNX Runtime: within 0.005 nDCG@10 of `torch` on
-    SciFact, SQuAD 2.0 and HotpotQA, 2.2-2.5x the chunks per CPU-second; issue 28, `scale_encoder_sets.json`) when ONNX
+    SciFact, SQuAD 2.0 and HotpotQA, 4.4-5.9x torch's chunks per CPU-second; `scale_encoder_sets.json`) when ONNX
     Runtime and onnx are installed, else `torch`. An existing index keeps the encoder its manifest records."""
     from importlib.util import find_spec
 
