@@ -112,3 +112,29 @@ def test_idle_connections_do_not_deny_service(examples_index):
         finally:
             for s in idle:
                 s.close()
+
+
+def test_readyz_waits_for_the_warm_up_search(examples_index):
+    """With start-up preloading, /readyz says ready only after each index has run one search, so the first
+    real search does not load the query encoder or the index structures (issue 44)."""
+    import threading
+
+    registry = IndexRegistry({"demo": examples_index}, Config(), llm=LLM(FakeChat(default="Rotate [1].")))
+    gate, warm = threading.Event(), registry.warm_indexes
+    registry.warm_indexes = lambda: (gate.wait(60), warm())  # type: ignore[method-assign]
+    app = create_app(registry, ServiceSettings(port=0))
+    try:
+        with ServiceThread(app, lifetime_s=120) as svc:
+            waiting = httpx.get(svc.base_url + "/readyz", timeout=30)
+            assert waiting.status_code == 503 and waiting.json()["indexes"] == {"demo": False}
+            gate.set()
+            deadline = time.monotonic() + 60
+            while httpx.get(svc.base_url + "/readyz", timeout=30).status_code != 200:
+                assert time.monotonic() < deadline, "never ready"
+                time.sleep(0.05)
+            assert registry.warmed == {"demo"}
+            index = registry.orchestrators["demo"].index
+            assert "ragsieve warm-up" in index._query_cache  # the encoder ran once before ready
+    finally:
+        gate.set()
+        registry.close()

@@ -51,6 +51,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload_model:
+            registry.warming = True  # /readyz waits until each index has run one search (`warm_indexes`)
             threading.Thread(target=_preload, args=(registry,), name="ragsieve-model-start", daemon=True).start()
         if hasattr(registry, "watch"):
             registry.watch()  # new generations are followed without a restart (`live`)
@@ -115,6 +116,7 @@ def _mount_mcp(app: FastAPI, registry, keys: KeyRing, settings: ServiceSettings)
 
 
 def _preload(registry) -> None:
+    registry.warm_indexes()
     try:
         registry.shared_llm()
     except Exception as exc:  # reported by /readyz and at the first question

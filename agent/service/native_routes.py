@@ -101,7 +101,8 @@ async def healthz():
 async def readyz(request: Request):
     app = request.app.state
     registry = app.registry
-    checks = {"indexes": {name: orch.index.store.count() >= 0 for name, orch in registry.orchestrators.items()},
+    checks = {"indexes": {name: orch.index.store.count() >= 0 and registry.index_ready(name)
+                          for name, orch in registry.orchestrators.items()},
               "model": registry.llm_ready}
     if registry.llm_error:
         checks["model_error"] = registry.llm_error

@@ -59,6 +59,8 @@ class IndexRegistry:
             llm.chat = BoundedChat(llm.chat, llm_parallel)
         self.orchestrators: dict[str, LiveOrchestrator] = {}
         self._watcher: Watcher | None = None
+        self.warming = False  # `warm_indexes` runs at start-up: /readyz waits for it (else every index is ready)
+        self.warmed: set[str] = set()
         self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
             folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
@@ -104,6 +106,23 @@ class IndexRegistry:
     @property
     def llm_ready(self) -> bool:
         return self._llm is not None
+
+    def index_ready(self, name: str) -> bool:
+        """The index answers, and (when warming was asked for) its first search will not load anything."""
+        return name in self.orchestrators and (not self.warming or name in self.warmed)
+
+    def warm_indexes(self) -> None:
+        """Load what a first search loads (the query encoder, the BM25 and vector structures) by running one,
+        so that the first real search after /readyz says ready is not the one that pays for it."""
+        for name, live in list(self.orchestrators.items()):
+            try:
+                index = live.index
+                vector = index.embed_query("ragsieve warm-up")
+                index.bm25.search("ragsieve warm-up", k=1)
+                index.dense.search(vector, k=1)
+            except Exception as exc:  # an index that cannot search says so at its first question, as before
+                log.warning("warming index %s failed: %s", name, exc)
+            self.warmed.add(name)
 
     def model_ids(self, names: list[str] | None = None) -> list[str]:
         ids = []
