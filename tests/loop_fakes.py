@@ -64,6 +64,9 @@ class FakeIndex:
 
     symbols = None
 
+    def embedding_placement(self) -> str:
+        return "fake (no encoder)"
+
     def close(self):
         pass
 

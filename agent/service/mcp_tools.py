@@ -11,7 +11,7 @@ from ragsieve.agent.cli.search import label, snippet
 from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.live import LiveOrchestrator
-from ragsieve.tools.index.backend import IndexBackend, RowLookup
+from ragsieve.tools.index.backend import ChunkSource, IndexBackend, RowLookup
 from ragsieve.tools.index.where import Where
 
 MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
@@ -82,16 +82,19 @@ def _rows_of_source(index: IndexBackend, source: str) -> list[int]:
     return index.filter_rows(Where(source=source))
 
 
-def by_suffix(store, path: str) -> str | None:
+def by_suffix(store: ChunkSource, path: str) -> str | None:
     """The source of the one document whose path is `path` or ends with `/path`; several: a ToolFault."""
     tail = "/" + path.strip().lstrip("/")
-    if not hasattr(store, "documents") or tail == "/":
+    if tail == "/":
         return None
     found = [d for d in store.documents() if d.endswith(tail)]
     if len(found) > 1:
         raise ToolFault(f"{len(found)} documents end with {path!r} ({', '.join(sorted(found)[:5])}"
                         f"{', ...' if len(found) > 5 else ''}): give more of the path")
-    return store.source_of(found[0]) if found else None
+    if not found:
+        return None
+    chunks = store.chunks_of(found[0])  # the protocol's way to a document's source (both backends)
+    return chunks[0].source if chunks else found[0]
 
 
 def resolve_ref(index: IndexBackend, ref: str) -> list[int]:

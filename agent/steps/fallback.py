@@ -64,7 +64,7 @@ class Fallback(Step):
             mode, reason = JudgeMode.SKIPPED, f"not judged: {spent}"
         elif todo:
             decoys = pick_decoys(deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys,
-                                 admit=getattr(deps.retriever, "admit", None))
+                                 admit=deps.admitted)
             result = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=cfg.loop,
                                       ranked_ids=[h.chunk_id for h in todo], first_round=False, decoys=decoys,
                                       seed="fallback")

@@ -43,7 +43,7 @@ class Judge(Step):
             neighbours = state.loop.neighbour_of
             ranked = [cid for cid in ids if cid not in neighbours]
             decoys = pick_decoys(deps.index, state.question, set(ids), loop.judge_decoys,
-                                 skip=(number - 1) * loop.judge_decoys, admit=getattr(deps.retriever, "admit", None))
+                                 skip=(number - 1) * loop.judge_decoys, admit=deps.admitted)
             outcome = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=loop,
                                        ranked_ids=ranked, first_round=number == 1, decoys=decoys,
                                        seed=str(number), order_check=number == 1 and loop.judge_order_check)

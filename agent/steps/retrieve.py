@@ -35,9 +35,8 @@ class Retrieve(Step):
         state.first_stage = [h.chunk_id for h in hits]
         state.candidates = list(pool)
         state.context = hits[: cfg.top_k]
-        placement = getattr(deps.index, "embedding_placement", None)  # an application's index may lack it
         return StepResult("next", {
-            **({"embedded": placement()} if callable(placement) else {}),
+            **({"embedded": deps.index.embedding_placement()} if deps.index is not None else {}),
             "retrieved": len(hits), "pool": len(pool), "searched": "R (non-sparse)" if rows is not None else "all",
             "top": [{"id": h.chunk_id, "score": round(h.score, 5), "bm25_rank": h.bm25_rank,
                      "dense_rank": h.dense_rank} for h in hits[: cfg.top_k]],

@@ -212,7 +212,7 @@ def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tu
                                  lambda total: progress_reporter(builder.progress, total))
     finally:
         cache.close()
-    builder.resumed_embeddings = cached - getattr(builder, "_streamed", 0)  # embedded while chunking: not resumed
+    builder.resumed_embeddings = cached - builder._streamed  # embedded while chunking: not resumed
     return out, cached
 
 

@@ -47,11 +47,11 @@ class OnnxQueryEmbedder:
 
     provider = PROVIDER
 
-    def __init__(self, name: str, encoder: str, folder: Path, record: dict, batch_size: int = 8) -> None:
+    def __init__(self, name: str, encoder: str, folder: Path, record: dict) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self.name, self.encoder, self.batch_size = name, encoder, max(1, min(batch_size, 32))
+        self.name, self.encoder = name, encoder
         self.dimension = int(record["dimension"])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(int(record["max_length"]))
@@ -65,7 +65,7 @@ class OnnxQueryEmbedder:
         self.inputs = [i.name for i in self.session.get_inputs()]
 
     @classmethod
-    def find(cls, name: str, encoder: str, batch_size: int = 8) -> "OnnxQueryEmbedder | None":
+    def find(cls, name: str, encoder: str) -> "OnnxQueryEmbedder | None":
         """The embedder for model `name` run by `encoder` (`onnx` / `onnx-int8`) when it was exported and
         onnxruntime and tokenizers are installed; None otherwise (the caller loads the full `Embedder`)."""
         if encoder not in ENCODERS:
@@ -79,7 +79,7 @@ class OnnxQueryEmbedder:
                 not (folder / "tokenizer.json").is_file():
             return None
         try:
-            return cls(name, encoder, folder, record, batch_size)
+            return cls(name, encoder, folder, record)
         except (ImportError, OSError, ValueError, KeyError, RuntimeError):
             return None  # a missing package or an unreadable export: the full embedder will do
 

@@ -88,7 +88,7 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
         from ragsieve.tools.index.onnx_query import OnnxQueryEmbedder
 
         encoder = record.get("encoder", "torch")
-        light = OnnxQueryEmbedder.find(record["model"], encoder, batch_size=batch_size)
+        light = OnnxQueryEmbedder.find(record["model"], encoder)
         if light is not None:  # an exported ONNX encoder: no torch or sentence-transformers import
             return light
         from ragsieve.tools.index.dense import Embedder
