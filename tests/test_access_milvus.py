@@ -75,13 +75,14 @@ def test_milvus_pipeline_and_service_never_hand_the_needle_to_another_user(index
         text, got = everything_received(svc, BOB)
         assert leaks(text) == [] and got["ask"]["citations"]
 
-        async def read_as(key: str):
+        async def read_as(key: str, ref: str = NEEDLE):
             async with streamablehttp_client(f"{svc.base_url}/mcp", headers={"Authorization": f"Bearer {key}"}) as (
                     r, w, _):
                 async with ClientSession(r, w) as session:
                     await session.initialize()
-                    return await session.call_tool("read", {"ref": NEEDLE})  # the source as cited
+                    return await session.call_tool("read", {"ref": ref})  # the source as cited, or its path's end
 
         assert NEEDLE_TEXT[:40] in anyio.run(read_as, FIN).content[0].text
+        assert NEEDLE_TEXT[:40] in anyio.run(read_as, FIN, "needle-budget.md").content[0].text
         refused = anyio.run(read_as, BOB)
         assert refused.isError and leaks(refused.content[0].text.replace(NEEDLE, "")) == []
