@@ -277,14 +277,14 @@ def test_documents_api_access_attribute_hides_a_file_from_everyone_else(needle, 
                                         headers={"Authorization": f"Bearer {bob}"}).text.replace(" ", "")
 
 
-def test_the_keys_file_of_the_readme_loads_and_bad_entries_are_refused(needle, tmp_path):
+def test_the_keys_file_of_the_access_page_loads_and_bad_entries_are_refused(needle, tmp_path):
     import shutil
 
     from ragsieve.agent.errors import UsageError
 
     shutil.copy(needle[2], tmp_path / "jwks.json")
-    readme = (__import__("pathlib").Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("### Who sees what", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    page = (__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "access.md").read_text()
+    block = page.split("# Who sees what", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "keys.toml"
     path.write_text(block.replace('indexes = ["idx"]', 'indexes = ["needle"]'))
     keys = KeyRing.load(str(path), environ={})
