@@ -70,8 +70,12 @@ def _retrieval(d: Data) -> list[Figure]:
                    f"**{m['hybrid_weighted']['ndcg@10']:.3f}** hybrid (default); BM25 alone "
                    f"{m['bm25s']['ndcg@10']:.3f}, dense alone {m['dense']['ndcg@10']:.3f}",
                    f"BM25 published: {published}; rank-bm25 on the same chunks {m['rank_bm25']['ndcg@10']:.3f}",
-                   ("retrieval_scifact.json",)),
-            Figure("Hybrid search in process, SciFact, p50",
+                   ("retrieval_scifact.json",))]
+
+
+def _retrieval_speed(d: Data) -> list[Figure]:
+    m = d["methods"]
+    return [Figure("Hybrid search in process, SciFact, p50",
                    f"{m['hybrid_weighted']['latency_ms_p50']:.1f} ms + {d['query_embedding_ms']['p50']:.1f} ms "
                    "query embedding",
                    f"peers on the same chunks: bm25s {m['bm25s']['latency_ms_p50']:.1f} ms, rank-bm25 "
@@ -84,8 +88,8 @@ def _row(rows: list[Data], judge: str, plan: str) -> Data:
 
 def _hotpot_oracle(d: Data) -> list[Figure]:
     fast, full = _row(d["rows"], "oracle", "fast"), _row(d["rows"], "oracle", "full")
-    return [Figure(f"Both gold paragraphs in the context, HotpotQA ({full['n']} questions), `full` plan; "
-                   "scripted oracle judge (a proxy for a capable LLM)",
+    return [Figure(f"HotpotQA ({full['n']} questions), both gold paragraphs in the context, `full` plan; "
+                   "oracle judge (a proxy)",
                    f"**{full['both_gold_recall']:.3f}** at {full['context_tokens'] / fast['context_tokens']:.2f}× "
                    "`fast`'s context tokens",
                    f"`fast` (hybrid top 5): {fast['both_gold_recall']:.3f}", ("pipeline-ablation-hotpotqa-oracle.json",))]
@@ -93,7 +97,7 @@ def _hotpot_oracle(d: Data) -> list[Figure]:
 
 def _hotpot_embedded(d: Data) -> list[Figure]:
     fast, full = _row(d["rows"], "embedded-0.5b", "fast"), _row(d["rows"], "embedded-0.5b", "full")
-    return [Figure(f"The same with the embedded Qwen 0.5B as judge and reader (a sample: {full['n']} questions)",
+    return [Figure(f"The same, embedded Qwen 0.5B as judge and reader (a sample, {full['n']} questions)",
                    f"{full['both_gold_recall']:.2f}, {full['seconds']:.0f} s a question",
                    f"`fast`: {fast['both_gold_recall']:.2f}, {fast['seconds']:.0f} s", ("pipeline-embedded-hotpotqa.json",))]
 
@@ -118,7 +122,7 @@ def _coverage(folder: Path) -> list[Figure]:
         files.append(file)
     if not files:
         return [Figure("Conformal coverage (CONFLARE)", "not run", "", tuple(COVERAGE_FILES.values()))]
-    return [Figure(f"Gold passage kept by the calibrated context at α = {COVERAGE_ALPHA}, default `full`, no judge",
+    return [Figure(f"Gold passage kept by the calibrated context, α = {COVERAGE_ALPHA}, no judge",
                    ", ".join(shown), f"guarantee 1 − α − 2 s.e.: {' / '.join(bounds)} (CONFLARE)", tuple(files))]
 
 
@@ -136,7 +140,8 @@ def _code(d: Data) -> list[Figure]:
     code = d["code"]
     on = code["symbols_on"]
     return [Figure(f"Code search, {on['n']} docstring queries over 20 stdlib modules",
-                   f"R@5 **{on['recall@5']:.3f}**; README question at rank {code['readme_question']['rank']}",
+                   f"R@5 **{on['recall@5']:.3f}**; the quick start's question at rank "
+                   f"{code['readme_question']['rank']}",
                    "target R@5 ≥ 0.70", ("sources.json",))]
 
 
@@ -156,8 +161,8 @@ def _gmm(d: Data) -> list[Figure]:
         row = next(r for r in types[kind]["extractive"]["rows"]
                    if r["alpha"] == 0.5 and r["method"] == "interaction" and r["min_outlier_freq"] == 4)
         ours.append(f"{kind} {row['Emb%']:+.2f}")
-    return [Figure("GMM outlier filter (off by default), answer gain Emb% over top-k, SQuAD 2.0; "
-                   "an extractive stand-in reader, 60 questions per type",
+    return [Figure("GMM outliers (off by default), SQuAD 2.0 answer gain Emb% over top-k; "
+                   "a stand-in extractive reader, 60 questions a type",
                    ", ".join(ours), f"Bulgakov 2024 Table 1 best row: {paper['Emb%']:+.1f} (TinyLlama reader)",
                    ("filters-gmm-std.json",))]
 
@@ -210,26 +215,29 @@ def _install(d: Data) -> list[Figure]:
                    ("install-size.json",))]
 
 
-READERS: list[tuple[str, Callable[[Data], list[Figure]]]] = [
-    ("retrieval_scifact.json", _retrieval), ("pipeline-ablation-hotpotqa-oracle.json", _hotpot_oracle),
-    ("pipeline-embedded-hotpotqa.json", _hotpot_embedded), ("", lambda _d: []),  # coverage: three files
-    ("pipeline-abstention.json", _abstention), ("sources.json", _code), ("sources-web.json", _web),
-    ("filters-gmm-std.json", _gmm), ("cli-search.json", _cli), ("indexing-cpu.json", _indexing),
-    ("scale_cpu_ray.json", _encoder), ("scale-local-publish.json", _publish), ("service.json", _service),
-    ("install-size.json", _install)]
+READERS: list[tuple[str, str, Callable[[Data], list[Figure]]]] = [  # (area, file, reader), in the table's order
+    ("quality", "retrieval_scifact.json", _retrieval), ("quality", "pipeline-ablation-hotpotqa-oracle.json", _hotpot_oracle),
+    ("quality", "pipeline-embedded-hotpotqa.json", _hotpot_embedded),
+    ("quality", "", lambda _d: []),  # coverage: three files, read by _coverage
+    ("quality", "pipeline-abstention.json", _abstention), ("quality", "sources.json", _code),
+    ("quality", "sources-web.json", _web), ("quality", "filters-gmm-std.json", _gmm),
+    ("speed", "retrieval_scifact.json", _retrieval_speed), ("speed", "cli-search.json", _cli),
+    ("speed", "indexing-cpu.json", _indexing), ("speed", "scale_cpu_ray.json", _encoder),
+    ("speed", "scale-local-publish.json", _publish), ("speed", "service.json", _service),
+    ("size", "install-size.json", _install)]
 
 
-def figures(folder: Path) -> list[tuple[Figure, str]]:
-    """Each figure with the source cell naming its files and commits; a file that is missing or does not hold
-    what its reader expects gives a row saying so instead of a figure."""
-    out: list[tuple[Figure, str]] = []
-    for name, reader in READERS:
+def figures(folder: Path) -> list[tuple[str, Figure, str]]:
+    """Each figure with its area and the source cell naming its files and commits; a file that is missing or
+    does not hold what its reader expects gives a row saying so instead of a figure."""
+    out: list[tuple[str, Figure, str]] = []
+    for area, name, reader in READERS:
         if not name:
             found = _coverage(folder)
         else:
             data, why = _load(folder, name)
             if data is None:
-                out.append((Figure(f"`{name}`", why, "", (name,)), f"`{name}`"))
+                out.append((area, Figure(f"`{name}`", why, "", (name,)), f"`{name}`"))
                 continue
             try:
                 found = reader(data)
@@ -240,29 +248,33 @@ def figures(folder: Path) -> list[tuple[Figure, str]]:
             for file in fig.files:
                 data = _read(folder, file)
                 cells.append(f"`{file}` at {_commit(data)}" if data is not None else f"`{file}` (missing)")
-            out.append((fig, "; ".join(cells)))
+            out.append((area, fig, "; ".join(cells)))
     return out
 
 
 def figures_table(folder: Path) -> list[str]:
-    """The markdown table, one row per figure."""
-    lines = ["| figure | ragsieve | beside it | source (benchmarks/results/) |", "|---|---|---|---|"]
-    return lines + [f"| {fig.measure} | {fig.ours} | {fig.beside} | {source} |" for fig, source in figures(folder)]
+    """The markdown table, one row per figure, the area (quality, speed, size) named on its first row."""
+    lines = ["| | figure | ragsieve | beside it | source (benchmarks/results/) |", "|---|---|---|---|---|"]
+    shown = ""
+    for area, fig, source in figures(folder):
+        lines.append(f"| {f'**{area}**' if area != shown else ''} | {fig.measure} | {fig.ours} | {fig.beside} | {source} |")
+        shown = area
+    return lines
 
 
 def machines_line(folder: Path) -> str:
     """What the rows ran on, from the files' own machine records."""
     cores = set()
-    for fig, _source in figures(folder):
+    for _area, fig, _source in figures(folder):
         for file in fig.files:
             data = _read(folder, file) or {}
             machine = data.get("machine") or (data.get("run") or {}).get("machine") or {}
             count = (machine.get("cpus") or machine.get("nproc")) if isinstance(machine, dict) else None
             if isinstance(count, int):
                 cores.add(count)
-    ran = (f"on {cores.pop()}-core CPU machines (no GPU) shared with other work" if len(cores) == 1
+    ran = (f"on {cores.pop()}-core CPU machines (no GPU)" if len(cores) == 1
            else f"on machines of {', '.join(map(str, sorted(cores)))} cores" if cores else "on unrecorded machines")
-    return (f"All rows ran {ran}. Each file records its command, commit, load average and machine.")
+    return f"All rows ran {ran}. Each file records its command, commit, load average and machine."
 
 
 def readme_block(folder: Path) -> list[str]:

@@ -40,10 +40,11 @@ def test_report_opens_with_the_same_table():
 def test_every_row_names_its_files_and_commit_and_the_proxies_say_so():
     rows = rf.figures(RESULTS)
     assert len(rows) >= 12
-    for fig, source in rows:
+    for _area, fig, source in rows:
         assert fig.ours not in ("not run",) and not fig.ours.startswith("unreadable"), (fig, source)
         assert all(f"`{f}` at " in source for f in fig.files), source
-    measures = " ".join(fig.measure for fig, _ in rows)
+    measures = " ".join(fig.measure for _, fig, _ in rows)
+    assert [area for area, _, _ in rows] == sorted((a for a, _, _ in rows), key=["quality", "speed", "size"].index)
     assert "oracle" in measures and "a sample" in measures and "fake LLM" in measures and "stand-in" in measures
 
 
@@ -75,7 +76,7 @@ def test_a_missing_or_malformed_file_is_a_row_saying_so(copy):
     _readme, results = copy
     (results / "cli-search.json").unlink()
     (results / "install-size.json").write_text('{"variants": {}}', encoding="utf-8")
-    rows = {fig.files[0]: fig for fig, _ in rf.figures(results)}
+    rows = {fig.files[0]: fig for _, fig, _ in rf.figures(results)}
     assert rows["cli-search.json"].ours == "not run"
     assert rows["install-size.json"].ours.startswith("unreadable (KeyError")
 
