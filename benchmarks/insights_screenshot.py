@@ -1,4 +1,4 @@
-"""The README's screenshot of `/insights` -> docs/insights.png, from a real run of the service and a real browser.
+"""docs/insights.md's screenshot of `/insights` -> docs/insights.png, from a real run of the service and a real browser.
 
     .venv/bin/python benchmarks/insights_screenshot.py
 
