@@ -47,10 +47,12 @@ chromium:
 		echo "chromium is missing and this is not root: the browser tests will be skipped (sudo apt-get install chromium)"; fi
 
 # The gates, before the suite: ruff (pyflakes, import order, bugbear) over the whole tree, then mypy.
+# mypy reads a tree of links shaped as installed: ragsieve/{agent,tools,prompts} beside ragsieve/'s own files
+# (the façade, __main__) and front-end packages (cli, service, eval, insights).
 typecheck-tree:
 	@rm -rf build/typecheck && mkdir -p build/typecheck/ragsieve
 	@for d in agent tools prompts; do ln -s ../../../$$d build/typecheck/ragsieve/$$d; done
-	@for f in ragsieve/*; do ln -s ../../../$$f build/typecheck/ragsieve/$$(basename $$f); done
+	@for f in ragsieve/*; do [ "$${f##*/}" = __pycache__ ] || ln -s ../../../$$f build/typecheck/ragsieve/$${f##*/}; done
 
 lint: $(VENV)/.installed-dev typecheck-tree
 	$(VENV)/bin/ruff check .

@@ -295,10 +295,10 @@ class AbstentionConfig(_Section):
     overrule: Literal["passages", "never"] = "passages"  # passages: reply with the passages, labelled as such
     passages: int = Field(3, ge=0, le=20)  # closest passages listed under an abstention, marked as not an answer
     # the reply's sources also list the context's top N passages the answer did not cite, marked as retrieved and
-    # not cited (agent/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
+    # not cited (agent/answer/also_retrieved.py): the sources then hold the top passages whatever a weak model cites
     # (under an abstention only when `passages` > 0)
     also_retrieved: int = Field(5, ge=0, le=20)
-    # an answer that cites none of the passages (agent/grounding.py) is replaced by the abstention with the closest
+    # an answer that cites none of the passages (agent/answer/grounding.py) is replaced by the abstention with the closest
     # passages; off by default (the answer is then marked `grounding: none`); the widget asks for it by default
     strict: bool = False
 
@@ -349,7 +349,7 @@ class SegmentConfig(_Section):
 
 
 class InsightsConfig(_Section):
-    """The question log behind `ragsieve insights` and `/insights` (ragsieve.agent.insights). Off by default;
+    """The question log behind `ragsieve insights` and `/insights` (ragsieve.insights). Off by default;
     texts are redacted (e-mails, phone numbers, tokens, key-like strings) before anything is written."""
 
     enabled: bool = False

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
-from ragsieve.agent.also_retrieved import STOPPED
+from ragsieve.agent.answer.also_retrieved import STOPPED
+from ragsieve.agent.answer.conversation import Turn, rewrite_question
+from ragsieve.agent.answer.grounding import ABSTENTIONS, Grounding, grounding_of
 from ragsieve.agent.config import Config
-from ragsieve.agent.conversation import Turn, rewrite_question
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.grounding import ABSTENTIONS, Grounding, grounding_of
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
@@ -64,7 +64,7 @@ class Answer(BaseModel):
     notes: list[str] = Field(default_factory=list)
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
-    grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/grounding.py)
+    grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/answer/grounding.py)
 
     @property
     def grounded(self) -> bool:

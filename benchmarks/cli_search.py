@@ -30,7 +30,7 @@ import bench_io  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 DOCS = Path("/usr/share/doc/python3.11/html/library")
 _SCRIPT = Path(sys.executable).with_name("ragsieve")  # the console script, as a user runs it
-RAGSIEVE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ragsieve.agent.cli"]
+RAGSIEVE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ragsieve"]
 QUERIES = ["how do I match a regular expression at the start of a string", "functools.lru_cache",
            "read a CSV file into dictionaries", "timezone aware datetime", "subprocess capture output"]
 

@@ -97,7 +97,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def sample(data: Path, split: str, n_docs: int | None, n_queries: int | None, seed: int, work: Path):
     """(corpus file, queries, qrels): the whole set, or gold documents of `n_queries` questions plus random others."""
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
+    from ragsieve.tools.datasets.beir import read_qrels, read_queries
 
     corpus = data / "corpus.jsonl.gz" if (data / "corpus.jsonl.gz").is_file() else data / "corpus.jsonl"
     qrels = read_qrels(data / "qrels" / f"{split}.tsv")

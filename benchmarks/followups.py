@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_io import header, write  # noqa: E402
 
 from ragsieve import Config  # noqa: E402
-from ragsieve.agent import conversation  # noqa: E402
-from ragsieve.agent.conversation import Turn, anchored, rewrite_question  # noqa: E402
+from ragsieve.agent.answer import conversation  # noqa: E402
+from ragsieve.agent.answer.conversation import Turn, anchored, rewrite_question  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402

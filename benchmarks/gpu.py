@@ -60,7 +60,7 @@ def corpus_slice(corpus: Path, n_docs: int | None, work: Path) -> Path:
 def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None) -> dict:
     """`ragsieve index` in a child process: wall and CPU seconds, chunks, the summary line. `src`: an older
     checkout's tree (`git archive <commit>`) run instead of this one (its `--device` option absent)."""
-    cmd = [sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus), "--index", str(index), "--no-progress"]
+    cmd = [sys.executable, "-m", "ragsieve", "index", str(corpus), "--index", str(index), "--no-progress"]
     env = {**_env(), "HF_HUB_OFFLINE": "1"}
     if src is None:
         cmd += ["--device", device]

@@ -53,7 +53,7 @@ ANSWERED = ["How do I rotate an API key?", "How long does Lumen retry a failed w
 def synthesise(log, embedder, documents: list[str], rows: int, until: float, seed: int = 0) -> dict:
     import numpy as np
 
-    from ragsieve.agent.insights.record import Outcome, QuestionRecord, Surface
+    from ragsieve.insights.record import Outcome, QuestionRecord, Surface
 
     rng = np.random.default_rng(seed)
     bases = [f.format(t=t) for t in TOPICS for f in FORMS]
@@ -82,10 +82,10 @@ def synthesise(log, embedder, documents: list[str], rows: int, until: float, see
 
 def report_cost(index_dir: Path, rows: int, work: Path) -> dict:
     from ragsieve.agent.config import Config
-    from ragsieve.agent.insights.analysis import MAX_CLUSTER
-    from ragsieve.agent.insights.compute import insights_for
-    from ragsieve.agent.insights.log import QuestionLog
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.insights.analysis import MAX_CLUSTER
+    from ragsieve.insights.compute import insights_for
+    from ragsieve.insights.log import QuestionLog
 
     config = Config()
     now = time.time()
@@ -113,11 +113,11 @@ def report_cost(index_dir: Path, rows: int, work: Path) -> dict:
 
 def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
     from ragsieve.agent.config import Config
-    from ragsieve.agent.insights.log import QuestionLog
-    from ragsieve.agent.insights.record import Surface
     from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.agent.service.insights_hook import InsightsHook
+    from ragsieve.insights.log import QuestionLog
+    from ragsieve.insights.record import Surface
+    from ragsieve.service.insights_hook import InsightsHook
 
     config = Config.model_validate({"insights": {"enabled": True}})
     questions = ANSWERED + [f.format(t=t) for t in TOPICS[:4] for f in FORMS[:3]]

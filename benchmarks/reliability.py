@@ -154,7 +154,7 @@ def run_cli(work: Path, pairs: int) -> dict:
     started = time.monotonic()
     for pair in range(pairs):
         root = work / f"cli-idx-{pair}"
-        procs = [subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "index",
+        procs = [subprocess.Popen([sys.executable, "-m", "ragsieve", "index",
                                    str(corpus(work / f"cli-{pair}-{k}", k)), "--index", str(root), "--no-progress"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                  for k in range(2)]

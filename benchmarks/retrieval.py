@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from ragsieve.agent.eval.beir import read_qrels, read_queries  # noqa: E402
+from ragsieve.tools.datasets.beir import read_qrels, read_queries  # noqa: E402
 from ragsieve.tools.index.bm25 import BM25Index  # noqa: E402
 from ragsieve.tools.index.builder import IndexBuilder, _version, indexed_text  # noqa: E402
 from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402

@@ -46,7 +46,7 @@ def corpus_file(folder: Path) -> Path:
 def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
     from scale_parity import dense_and_hybrid_ndcg
 
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
+    from ragsieve.tools.datasets.beir import read_qrels, read_queries
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
 

@@ -83,7 +83,7 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
 
 
 def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
+    from ragsieve.tools.datasets.beir import read_qrels, read_queries
     from ragsieve.tools.index.backend import open_index
     from ragsieve.tools.index.milvus_publish import publish
     from ragsieve.tools.index.retriever import HybridRetriever
@@ -143,7 +143,7 @@ MODES = (("hybrid", "weighted", "client", (1.0, 1.0)), ("dense", "weighted", "cl
 
 def encoder_quality(work: Path) -> dict:
     """SciFact (all 5,183 abstracts, 300 test queries) indexed with each encoder: hybrid and dense nDCG@10."""
-    from ragsieve.agent.eval.beir import read_qrels, read_queries
+    from ragsieve.tools.datasets.beir import read_qrels, read_queries
     from ragsieve.tools.index.builder import IndexBuilder
     from ragsieve.tools.index.hybrid import HybridIndex
 

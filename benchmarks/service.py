@@ -112,10 +112,10 @@ def run_backend(name: str, index: Path, llm, levels: list[int], requests: int, m
     """One back end's levels. `overhead`: the server's p50 less `Orchestrator.ask`'s is the serving overhead only
     when the LLM's own time does not vary (the fake); with a model it is the difference of two noisy samples."""
     from ragsieve import Config
-    from ragsieve.agent.service.app import create_app
-    from ragsieve.agent.service.registry import IndexRegistry
-    from ragsieve.agent.service.server import ServiceThread
-    from ragsieve.agent.service.settings import ServiceSettings
+    from ragsieve.service.app import create_app
+    from ragsieve.service.indexes.registry import IndexRegistry
+    from ragsieve.service.server import ServiceThread
+    from ragsieve.service.settings import ServiceSettings
 
     settings = ServiceSettings(port=0, max_concurrent=max_concurrent, queue_limit=64, llm_parallel=llm_parallel,
                                request_timeout_s=900)

@@ -9,12 +9,12 @@ from pathlib import Path
 from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.app import create_app
-from ragsieve.agent.service.insights_hook import open_insights
-from ragsieve.agent.service.keys import KeyRing
-from ragsieve.agent.service.registry import IndexRegistry
-from ragsieve.agent.service.server import ServiceThread
-from ragsieve.agent.service.settings import ServiceSettings
+from ragsieve.service.app import create_app
+from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.indexes.registry import IndexRegistry
+from ragsieve.service.insights_hook import open_insights
+from ragsieve.service.server import ServiceThread
+from ragsieve.service.settings import ServiceSettings
 
 DAY = 86400.0
 ABSTAIN = "The context does not contain the answer."

@@ -9,11 +9,11 @@ from pathlib import Path
 from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.app import create_app
-from ragsieve.agent.service.keys import KeyRing
-from ragsieve.agent.service.registry import IndexRegistry
-from ragsieve.agent.service.server import ServiceThread
-from ragsieve.agent.service.settings import ServiceSettings
+from ragsieve.service.app import create_app
+from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.indexes.registry import IndexRegistry
+from ragsieve.service.server import ServiceThread
+from ragsieve.service.settings import ServiceSettings
 
 ANSWER = "Rotate it with `lumen keys rotate` [2]; the old key stays valid for 24 hours [1]."
 

@@ -94,7 +94,7 @@ def test_explain_and_the_cli(needle_index):
     assert yes.allowed and "granted to group:finance" in yes.text()
     with pytest.raises(UsageError, match="no document"):
         explain(needle_index, "user:bob@example.com", "corpus/nothing.md")
-    cli = [sys.executable, "-m", "ragsieve.agent.cli", "access", "explain", "--index", str(needle_index)]
+    cli = [sys.executable, "-m", "ragsieve", "access", "explain", "--index", str(needle_index)]
     run = subprocess.run(cli + ["--as", "user:bob@example.com", NEEDLE], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
     assert run.returncode == 1 and "may NOT read" in run.stdout, run.stderr

@@ -16,8 +16,8 @@ from service_fakes import served
 from test_full_plan import fake_model
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.identity import IdentitySettings, JwtSettings, KeyIdentity, proxy_principals
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.identity import IdentitySettings, JwtSettings, KeyIdentity, proxy_principals
+from ragsieve.service.auth.keys import KeyRing
 
 NEEDLE = "corpus/finance/needle-budget.md"
 ADMIN, FIN, BOB, PROXY, PLAIN = "sk-admin-0001", "sk-finance-01", "sk-bob-000001", "sk-proxy-0001", "sk-plain-0001"
@@ -198,11 +198,11 @@ def test_the_widget_reads_as_the_host_pages_signed_user(needle, tmp_path):
 
     from ragsieve import Config
     from ragsieve.agent.llm.client import LLM
-    from ragsieve.agent.service.app import create_app
-    from ragsieve.agent.service.registry import IndexRegistry
-    from ragsieve.agent.service.server import ServiceThread
-    from ragsieve.agent.service.settings import ServiceSettings
-    from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+    from ragsieve.service.app import create_app
+    from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
+    from ragsieve.service.indexes.registry import IndexRegistry
+    from ragsieve.service.server import ServiceThread
+    from ragsieve.service.settings import ServiceSettings
 
     index, key, jwks = needle
     site, widget_key = "https://docs.example.com", "pk-needle-site-01"

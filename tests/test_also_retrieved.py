@@ -1,5 +1,5 @@
-"""The reply's sources hold the retrieved top passages whatever the model cites (agent/also_retrieved.py)."""
-from ragsieve.agent.also_retrieved import with_also_retrieved
+"""The reply's sources hold the retrieved top passages whatever the model cites (agent/answer/also_retrieved.py)."""
+from ragsieve.agent.answer.also_retrieved import with_also_retrieved
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
@@ -52,8 +52,8 @@ def test_the_answer_step_lists_the_top_passages_after_a_model_that_cites_one_and
 def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_not_an_answer():
     from loop_fakes import CHAIN, Script, make_deps, run
 
-    from ragsieve.agent.also_retrieved import STOPPED
-    from ragsieve.agent.answering import CLOSEST_INTRO
+    from ragsieve.agent.answer.also_retrieved import STOPPED
+    from ragsieve.agent.answer.answering import CLOSEST_INTRO
     from ragsieve.agent.llm.budget import QuestionBudget
 
     script = Script(answer="Alpha rotates daily [1].", validate=False)

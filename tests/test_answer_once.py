@@ -9,8 +9,8 @@ from anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chun
 from service_fakes import served
 from web_fixtures import static_site
 
-from ragsieve.agent.answering import ABSTAIN
-from ragsieve.agent.citation_stream import CitationStream
+from ragsieve.agent.answer.answering import ABSTAIN
+from ragsieve.agent.answer.citation_stream import CitationStream
 from ragsieve.agent.llm.fake import FakeChat
 
 

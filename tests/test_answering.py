@@ -1,7 +1,7 @@
 """Answer composition: context order, citation parsing and renumbering."""
 import pytest
 
-from ragsieve.agent.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
+from ragsieve.agent.answer.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
@@ -110,7 +110,7 @@ def test_the_answer_call_sees_the_users_words_and_the_history():
 
 
 def test_infer_citations_threshold_and_order():
-    from ragsieve.agent.answering import infer_citations
+    from ragsieve.agent.answer.answering import infer_citations
 
     passages = ["alpha beta gamma delta", "alpha beta", "zeta eta"]
     assert infer_citations("alpha beta gamma delta", passages) == [1, 2]
@@ -138,7 +138,7 @@ def test_answer_step_reuses_a_draft_of_the_same_context_only():
 
 
 def test_streamed_numbers_are_the_final_numbers_when_same_label_passages_merge():
-    from ragsieve.agent.citation_stream import CitationStream
+    from ragsieve.agent.answer.citation_stream import CitationStream
     hits = [_hit(i) for i in range(4)]
     hits[3].chunk = hits[0].chunk.model_copy(update={"chunk_index": 1})  # same file and lines as d0: one label
     chat = FakeChat(["Rotate it [4] [1]. The old key lasts a day [2]. Then [1][3]."], token_delay_s=0.0)

@@ -20,8 +20,7 @@ KNOWN_CYCLES = [
      "ragsieve.tools.index.milvus", "ragsieve.tools.index.milvus_leases", "ragsieve.tools.index.readers"],
     ["ragsieve.tools.ingest.chunking", "ragsieve.tools.ingest.syntax"],
 ]
-KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configures; calibration reads eval's loader
-    ("ragsieve.agent.calibration.calibrator", "ragsieve.agent.eval.beir"),
+KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configures
     ("ragsieve.agent.config", "ragsieve.agent.judging.rule"),
     ("ragsieve.agent.config", "ragsieve.tools.filters.ordering"),
     ("ragsieve.agent.config", "ragsieve.tools.index.backend"),
@@ -30,8 +29,7 @@ KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configur
     ("ragsieve.agent.config", "ragsieve.tools.index.embedders.openai_embedder"),
     ("ragsieve.agent.config", "ragsieve.tools.rerankers.flashrank_provider"),
 ]
-KNOWN_SIDEWAYS = [  # steps sharing helpers through each other; MCP borrowing the CLI's search formatting
-    ("ragsieve.agent.service.mcp_tools", "ragsieve.agent.cli.search"),
+KNOWN_SIDEWAYS = [  # steps sharing helpers through each other
     ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal"),
     ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal_signal"),
     ("ragsieve.agent.steps.conformal", "ragsieve.agent.steps.conformal_signal"),

@@ -61,13 +61,13 @@ def test_retriever_and_pipeline_search_only_what_the_filter_admits(examples_inde
 
 
 def test_cli_search_where(examples_index):
-    out = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "search", QUERY, "--index", str(examples_index),
+    out = subprocess.run([sys.executable, "-m", "ragsieve", "search", QUERY, "--index", str(examples_index),
                           "--json", "--where", "kind=markdown", "--where", "path_prefix=examples/"],
                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)["hits"]
     assert hits and all(h["source"].startswith("examples/") for h in hits)
-    bad = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "search", QUERY, "--index", str(examples_index),
+    bad = subprocess.run([sys.executable, "-m", "ragsieve", "search", QUERY, "--index", str(examples_index),
                           "--where", "colour=red"], capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "--where takes FIELD=VALUE" in bad.stderr
 

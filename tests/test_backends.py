@@ -147,7 +147,7 @@ def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_col
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
 
 

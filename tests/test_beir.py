@@ -1,4 +1,4 @@
-"""ragsieve.agent.eval.beir: the BEIR readers shared by eval, calibrate and the benchmarks."""
+"""ragsieve.tools.datasets.beir: the BEIR readers shared by eval, calibrate and the benchmarks."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.eval.beir import read_jsonl, read_qrels, read_queries
+from ragsieve.tools.datasets.beir import read_jsonl, read_qrels, read_queries
 
 
 def test_read_qrels_header_blank_lines_and_grades(tmp_path):

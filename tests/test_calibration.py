@@ -243,7 +243,7 @@ def test_inputs_are_checked(index):
 def test_cli_parser_has_calibrate():
     import argparse
 
-    from ragsieve.agent.cli.calibrate import add_parser, handler
+    from ragsieve.cli.calibrate import add_parser, handler
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
@@ -256,7 +256,7 @@ def test_cli_parser_has_calibrate():
 def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     import shutil
 
-    from ragsieve.agent.cli.main import main
+    from ragsieve.cli.main import main
     from ragsieve.tools.index.hybrid import HybridIndex
 
     folder = tmp_path / "index"

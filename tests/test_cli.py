@@ -3,7 +3,7 @@ import json
 
 from stub_openai import StubOpenAI, StubReply, error_body, ok
 
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 
 
 def _error_line(err: str) -> str:

@@ -1,5 +1,5 @@
 """A remote repository is indexed only through a clone the user makes: its URL is refused, nothing fetched."""
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 
 
 def test_repository_urls_are_refused_with_the_clone_command(tmp_path, capsys):

@@ -8,9 +8,9 @@ import os
 import pytest
 from stub_openai import StubOpenAI, StubReply, error_body, ok
 
-from ragsieve.agent.cli.main import main
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.eval.data import load_dataset
+from ragsieve.cli.main import main
+from ragsieve.eval.data import load_dataset
 
 
 def _error_line(err: str) -> str:
@@ -105,7 +105,7 @@ def test_answers_as_a_string_is_refused(tmp_path):
 def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys):
     import time
 
-    from ragsieve.agent.also_retrieved import STOPPED
+    from ragsieve.agent.answer.also_retrieved import STOPPED
 
     with StubOpenAI([StubReply(200, {"choices": []}, delay_s=30)]) as stub:
         started = time.monotonic()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ragsieve.agent.answering import answer_from_context
-from ragsieve.agent.citation_merge import merge_same_label
+from ragsieve.agent.answer.answering import answer_from_context
+from ragsieve.agent.answer.citation_merge import merge_same_label
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat

@@ -10,7 +10,7 @@ import pytest
 from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 from ragsieve import Config, Orchestrator
-from ragsieve.agent.answering import fit_window
+from ragsieve.agent.answer.answering import fit_window
 from ragsieve.agent.errors import ContextOverflow, LLMError
 from ragsieve.agent.llm.overflow import context_overflow
 from ragsieve.tools.types import Chunk, Hit

@@ -9,7 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from service_fakes import served
 
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.keys import KeyRing
 
 PAGES = {
     "index.html": "<html><head><title>Site</title></head><body><main><h1>Welcome</h1><p>Start here and read "

@@ -125,7 +125,7 @@ def test_a_cuda_request_on_this_machine_is_one_clear_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for args in (["index", str(tmp_path / "a.md"), "--index", str(tmp_path / "idx"), "--device", "cuda"],
                  ["eval", str(tmp_path), "--index", str(tmp_path / "idx"), "--device", "cuda:0", "--retrieval-only"]):
-        out = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", *args], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
                              timeout=300, env=env)
         assert out.returncode == 2, out.stderr
         lines = out.stderr.strip().splitlines()

@@ -8,7 +8,7 @@ from service_fakes import served
 from test_formats import make_pdf
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.keys import KeyRing
 
 MD = "# Deploying Zorblax\n\nThe zorblax gateway listens on port 7412 and reloads its routes every 90 seconds.\n"
 PY = ("def frobnicate_quux(widgets):\n    \"\"\"Sort the widgets by their quux weight, heaviest first.\"\"\"\n"
@@ -125,8 +125,8 @@ def test_upload_limits_and_bad_requests(examples_index, tmp_path):
 
 
 def test_a_file_a_restart_interrupted_is_ingested_again(examples_index, tmp_path):
-    from ragsieve.agent.service.documents.catalog import Catalog
-    from ragsieve.agent.service.documents.views import new_entry
+    from ragsieve.service.documents.catalog import Catalog
+    from ragsieve.service.documents.views import new_entry
 
     data = tmp_path / "data"
     with served({"lumen": examples_index}, data_dir=str(data)) as svc:

@@ -14,7 +14,7 @@ from service_fakes import served
 from test_documents_api import ANSWER, MD, PY
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.keys import KeyRing
 
 BROKEN_PDF = b"%PDF-1.4\n1 0 obj <</Type /Catalog>> garbage \x00\xff trailer"
 NOTE = "# Ferry notes\n\nThe Skellig ferry leaves pier nine at 07:45 every weekday.\n"
@@ -244,7 +244,7 @@ def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_pa
 
 
 def test_an_expired_vector_store_is_deleted_and_its_files_kept(examples_index, tmp_path):
-    from ragsieve.agent.service.documents.catalog import write_json
+    from ragsieve.service.documents.catalog import write_json
 
     with served({"lumen": examples_index}, data_dir=str(tmp_path / "data")) as svc:
         client = _client(svc, "none")

@@ -10,7 +10,7 @@ import pytest
 from service_fakes import served
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.documents.catalog import safe_filename
+from ragsieve.service.documents.catalog import safe_filename
 
 NAMES = ["__init__.py", "_wrap.py", "données.md", "notes-0.md", "notes-1.md"]
 

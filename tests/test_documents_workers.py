@@ -38,7 +38,7 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
     fresh = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)  # a new connection each time
     with StubOpenAI([ok("unused")] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "serve", "--index", f"demo={examples_index}",
+        proc = subprocess.Popen([sys.executable, "-m", "ragsieve", "serve", "--index", f"demo={examples_index}",
                                  "--port", str(port), "--workers", "2", "--data-dir", str(tmp_path / "data")],
                                 env=env, stderr=subprocess.DEVNULL, start_new_session=True)  # its workers: one group
         try:

@@ -13,10 +13,10 @@ pytestmark = pytest.mark.llm
 def test_index_then_ask_with_the_embedded_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     index = tmp_path / "idx"
-    built = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "index", str(EXAMPLES), "--index", str(index),
+    built = subprocess.run([sys.executable, "-m", "ragsieve", "index", str(EXAMPLES), "--index", str(index),
                             "--no-progress"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert built.returncode == 0, built.stderr
-    asked = subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", "ask",
+    asked = subprocess.run([sys.executable, "-m", "ragsieve", "ask",
                             "How do I rotate the API key of a Lumen workspace?", "--index", str(index), "--json"],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert asked.returncode == 0, asked.stderr

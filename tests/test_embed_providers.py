@@ -152,7 +152,7 @@ def test_index_records_the_provider_queries_use_it_and_a_mismatch_is_refused(tmp
 
 
 def test_cli_index_and_search_through_an_endpoint(tmp_path, capsys, monkeypatch):
-    from ragsieve.agent.cli.main import main
+    from ragsieve.cli.main import main
 
     docs = _docs(tmp_path)
     folder = tmp_path / "cli-index"

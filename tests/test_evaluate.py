@@ -10,9 +10,9 @@ import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.eval.data import load_dataset, sample_questions
-from ragsieve.agent.eval.evaluate import Evaluation
 from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.eval.data import load_dataset, sample_questions
+from ragsieve.eval.evaluate import Evaluation
 from ragsieve.tools.metrics import ndcg_at_k
 
 DOCS = {
@@ -208,7 +208,7 @@ def test_retrieval_only_makes_no_llm_call(dataset, index, tmp_path, monkeypatch)
 
 
 def test_cli_eval_retrieval_only(dataset, index, tmp_path):
-    from ragsieve.agent.cli.main import main
+    from ragsieve.cli.main import main
 
     out = tmp_path / "cli"
     code = main(["eval", str(dataset), "--index", str(index), "--retrieval-only", "--out", str(out), "--limit", "3"])
@@ -276,7 +276,7 @@ def test_configured_llm_gets_the_cache_inside_out_and_is_closed(dataset, index, 
 
 
 def test_running_postfix_shows_running_means_per_plan():
-    from ragsieve.agent.eval.report import running_postfix
+    from ragsieve.eval.report import running_postfix
 
     rows = [{"plan": "fast", "f1": 1.0, "calls": 1}, {"plan": "fast", "f1": 0.0, "calls": 1},
             {"plan": "agentic", "f1": 0.25, "calls": 3}, {"plan": "agentic", "f1": None, "calls": 5},

@@ -23,7 +23,7 @@ for name in sys.argv[1].split(","):
     sys.modules[name] = None
 '''
 CLI = BLOCKER + '''
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 sys.exit(main(sys.argv[2:]))
 '''
 LIBRARY = BLOCKER + '''
@@ -89,22 +89,22 @@ def test_serve_without_the_server_extra(tmp_path):
     line = assert_one_line(cli_without("server", "serve", "--index", f"docs={tmp_path / 'idx'}", cwd=tmp_path),
                            "server")
     assert "ragsieve serve" in line
-    got = library_without("server", "import ragsieve.agent.service.app", tmp_path)
+    got = library_without("server", "import ragsieve.service.app", tmp_path)
     assert_names_extra(got, "server")
 
 
 def test_mcp_without_the_mcp_extra(tmp_path):
     assert_one_line(cli_without("mcp", "mcp", "--index", f"docs={tmp_path / 'idx'}", cwd=tmp_path), "mcp")
-    assert_names_extra(library_without("mcp", "import ragsieve.agent.service.mcp_server", tmp_path), "mcp")
+    assert_names_extra(library_without("mcp", "import ragsieve.service.mcp.server", tmp_path), "mcp")
 
 
 def test_serve_without_the_mcp_extra_answers_501_at_mcp(tmp_path):
     """The HTTP service runs without MCP; /mcp says how to add it (no traceback at start-up)."""
     code = ("from fastapi.testclient import TestClient\n"
             "from ragsieve.agent.config import Config\n"
-            "from ragsieve.agent.service.app import create_app\n"
-            "from ragsieve.agent.service.registry import IndexRegistry\n"
-            "from ragsieve.agent.service.settings import ServiceSettings\n"
+            "from ragsieve.service.app import create_app\n"
+            "from ragsieve.service.indexes.registry import IndexRegistry\n"
+            "from ragsieve.service.settings import ServiceSettings\n"
             "app = create_app(IndexRegistry({}, Config()), ServiceSettings(data_dir=None), preload_model=False)\n"
             "with TestClient(app) as client:\n"
             "    reply = client.post('/mcp', json={})\n"
@@ -176,5 +176,5 @@ def test_ray_without_the_ray_extra(docs, tmp_path):
 
 def test_eval_without_the_eval_extra(tmp_path):
     assert_one_line(cli_without("eval", "eval", "scifact", "--index", "idx", cwd=tmp_path), "eval")
-    code = "from pathlib import Path\nfrom ragsieve.agent.eval.report import plot\nplot({'plans': {}}, Path('p'))"
+    code = "from pathlib import Path\nfrom ragsieve.eval.report import plot\nplot({'plans': {}}, Path('p'))"
     assert_names_extra(library_without("eval", code, tmp_path), "eval")

@@ -14,7 +14,7 @@ import pytest
 from service_fakes import ANSWER, served
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.frontend_tasks import PASSTHROUGH_MODEL
+from ragsieve.service.chat.frontend_tasks import PASSTHROUGH_MODEL
 
 FIXTURES = Path(__file__).parent / "fixtures" / "frontends"
 

@@ -16,12 +16,12 @@ from mcp.client.streamable_http import streamablehttp_client
 from service_fakes import sse_events
 from web_fixtures import served_ui
 
-from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO
-from ragsieve.agent.grounding import NOT_GROUNDED_NOTE
+from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO
+from ragsieve.agent.answer.grounding import NOT_GROUNDED_NOTE
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.feedback import FeedbackStore
-from ragsieve.agent.service.feedback_export import export
-from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.service.feedback.export import export
+from ragsieve.service.feedback.store import FeedbackStore
 
 KEY, SITE = "pk-grounding-1", "https://docs.example.com"
 

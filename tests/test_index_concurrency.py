@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 from ragsieve.tools.errors import IndexMissingError, RagsieveError
 from ragsieve.tools.index.builder import IndexBuilder
 from ragsieve.tools.index.hybrid import HybridIndex
@@ -104,7 +104,7 @@ def test_reader_reopening_during_builds_never_fails(tmp_path, embedder):
 def test_two_cli_builds_at_once_both_succeed(tmp_path):
     root = tmp_path / "idx"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    procs = [subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "index", str(corpus(tmp_path / f"c{i}", i)), "--sync",
+    procs = [subprocess.Popen([sys.executable, "-m", "ragsieve", "index", str(corpus(tmp_path / f"c{i}", i)), "--sync",
                                "--index", str(root), "--no-progress"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

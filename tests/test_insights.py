@@ -14,13 +14,13 @@ from insights_fakes import ANSWERED, BILLING, DAY, MOBILE, FakeClock, insights_s
 from service_fakes import sse_events
 
 from ragsieve import Config
-from ragsieve.agent.eval.data import load_dataset
-from ragsieve.agent.insights.log import FILE_NAME, QuestionLog
-from ragsieve.agent.insights.record import Outcome, QuestionRecord, Surface, record_of
-from ragsieve.agent.insights.redact import redact
 from ragsieve.agent.orchestrator import Answer
 from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.eval.data import load_dataset
+from ragsieve.insights.log import FILE_NAME, QuestionLog
+from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
+from ragsieve.insights.redact import redact
+from ragsieve.service.auth.keys import KeyRing
 
 EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+44 20 7946 0958"
 PLANTED = f"How do I rotate an API key? I am {EMAIL}, call {PHONE}, my key is {KEY}"
@@ -250,7 +250,7 @@ def test_insights_refuse_bad_settings(examples_index, tmp_path):
 
 
 def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp_path, capsys):
-    from ragsieve.agent.cli.main import main
+    from ragsieve.cli.main import main
 
     args = ["insights", "--index", f"lumen={examples_index}", "--data-dir", str(month["data"]), "--since", "35d"]
     assert main(args) == 0
@@ -266,7 +266,7 @@ def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp
 
 
 def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index, tmp_path):
-    from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+    from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 
     site, key = "https://docs.example.com", "pk-insights-widget-1"
     keys = WidgetKeys([WidgetKey(key, frozenset({"lumen"}), frozenset({site}), 30, visitor_requests_per_minute=30)])
@@ -308,8 +308,8 @@ def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(mon
 
     from conftest import EXAMPLES
 
-    from ragsieve.agent.eval.evaluate import Evaluation
     from ragsieve.agent.llm.fake import FakeChat
+    from ragsieve.eval.evaluate import Evaluation
     from ragsieve.tools.index.builder import IndexBuilder
 
     folder = month["exported"].json()["folder"]

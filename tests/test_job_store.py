@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from ragsieve.agent.service.documents.job_store import JobStore
+from ragsieve.service.documents.job_store import JobStore
 
 
 def _job(job_id: str, status: str) -> dict:
@@ -16,7 +16,7 @@ def _job(job_id: str, status: str) -> dict:
 def _in_another_process(folder, body: str, *, wait: bool = True):
     code = textwrap.dedent(f"""
         import sys, time
-        from ragsieve.agent.service.documents.job_store import JobStore
+        from ragsieve.service.documents.job_store import JobStore
         store = JobStore({str(folder)!r})
     """) + textwrap.dedent(body)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)

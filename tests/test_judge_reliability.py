@@ -113,9 +113,9 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
     from test_full_plan import calibrated_index as _  # noqa: F401  (the fixture's fake model)
     from test_full_plan import fake_model
 
-    from ragsieve.agent.cli.calibrate import measure_configured_judge
     from ragsieve.agent.config import Config
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.cli.calibrate import measure_configured_judge
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)
@@ -129,7 +129,7 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
     from ragsieve.agent.calibration import save_calibration
 
     save_calibration(cal.model_copy(update={"judges": {got.model: got}}), folder)
-    cli = [sys.executable, "-m", "ragsieve.agent.cli.main", "calibrate", "--index", str(folder)]
+    cli = [sys.executable, "-m", "ragsieve.cli.main", "calibrate", "--index", str(folder)]
     refused = subprocess.run(cli + ["--judge", "-1"], capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and "--judge takes a number of questions >= 0" in refused.stderr
     with Orchestrator.open(folder, Config()) as orch:  # a qrels calibration of two documents' first chunks

@@ -79,7 +79,7 @@ def test_question_in_flight_keeps_its_generation(tmp_path, embedder):
 CLI_LOOP = """
 import sys
 from pathlib import Path
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 docs, index = Path(sys.argv[1]), sys.argv[2]
 for i in range(20):
     (docs / f"cli-{i % 3}.md").write_text(f"# Revision {i}\\n\\nThe marker of revision {i} is clirev{i}.\\n")

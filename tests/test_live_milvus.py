@@ -9,7 +9,7 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
-from ragsieve.agent.service.live import LiveOrchestrator  # noqa: E402
+from ragsieve.service.indexes.live import LiveOrchestrator  # noqa: E402
 from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
 

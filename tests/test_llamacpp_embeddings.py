@@ -26,9 +26,9 @@ def llamacpp():
 
 
 def test_index_search_and_ask_with_llamacpp_embeddings(llamacpp, tmp_path, capsys):
-    from ragsieve.agent.cli.main import main
     from ragsieve.agent.config import Config, LLMConfig
     from ragsieve.agent.orchestrator import Orchestrator
+    from ragsieve.cli.main import main
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -10,8 +10,7 @@ import pytest
 from loop_fakes import CHAIN, Script, make_deps, run
 from stub_openai import StubOpenAI, StubReply, chat_body, ok
 
-from ragsieve.agent.answering import answer_from_context
-from ragsieve.agent.cli.common import for_terminal
+from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
@@ -23,6 +22,7 @@ from ragsieve.agent.llm.redact import RedactingFilter, redact, redact_url
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps
+from ragsieve.cli.common import for_terminal
 from ragsieve.tools.types import Chunk, Hit
 
 MSGS = [{"role": "user", "content": "hi"}]

@@ -129,7 +129,7 @@ def test_bad_values_and_endpoints_are_refused(tmp_path):
 
 
 def test_the_cli_applies_long_code_and_keeps_the_recorded_one(tmp_path):
-    from ragsieve.agent.cli.main import main
+    from ragsieve.cli.main import main
 
     src = tmp_path / "src"
     src.mkdir()

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamablehttp_client
 from service_fakes import served
 from stub_openai import StubOpenAI, StubReply, error_body
 
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.keys import KeyRing
 
 TOOLS = {"search", "ask", "read", "indexes"}
 ADMIN, NOTES_ONLY = "sk-admin-0001", "sk-notes-0001"
@@ -95,7 +95,7 @@ def test_mcp_over_stdio(examples_index):
     """`ragsieve mcp` as an agent starts it; the model endpoint fails, so `ask` is a tool error, not a crash."""
     with StubOpenAI([StubReply(status=400, body=error_body("no such model"))] * 8, max_requests=40) as stub:
         params = StdioServerParameters(command=sys.executable, args=[
-            "-m", "ragsieve.agent.cli", "mcp", "--index", f"lumen={examples_index}", "--base-url", stub.base_url,
+            "-m", "ragsieve", "mcp", "--index", f"lumen={examples_index}", "--base-url", stub.base_url,
             "--model", "stub-model", "--request-timeout", "20"], env={"HF_HUB_OFFLINE": "1",
                                                                      "TRANSFORMERS_OFFLINE": "1"})
 

@@ -24,7 +24,7 @@ def test_serve_exits_promptly_after_mcp_streams(examples_index, tmp_path):
         port = probe.getsockname()[1]
     with StubOpenAI([ok("Rotate it [1].")] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen([sys.executable, "-m", "ragsieve.agent.cli", "serve", "--index",
+        proc = subprocess.Popen([sys.executable, "-m", "ragsieve", "serve", "--index",
                                  f"demo={examples_index}", "--port", str(port), "--data-dir", str(tmp_path / "data")], env=env, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
         base = f"http://127.0.0.1:{port}"

@@ -139,13 +139,13 @@ def test_abstention_variants(text):
 
 
 def test_abstention_matches_the_answer_prompt_sentence():
-    from ragsieve.agent.answering import ABSTAIN
+    from ragsieve.agent.answer.answering import ABSTAIN
 
     assert is_abstention(ABSTAIN) and is_abstention(ABSTAIN.upper()) and is_abstention(ABSTAIN + " [1]")
 
 
 def test_the_no_evidence_reply_counts_as_an_abstention():
-    from ragsieve.agent.answering import NO_EVIDENCE
+    from ragsieve.agent.answer.answering import NO_EVIDENCE
 
     assert is_abstention(NO_EVIDENCE)  # the answer step's reply when no passage passed the filters
     assert not is_abstention("No passage of the treaty was found invalid, and the answer is yes [1].")

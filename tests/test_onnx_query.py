@@ -60,7 +60,7 @@ def test_search_never_imports_torch(int8, tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "keys.md").write_text("# Keys\n\nRotate the API key every ninety days.\n")
     IndexBuilder(tmp_path / "idx", embedder=full, progress=False).build([tmp_path / "docs"])
-    probe = ("import sys, json\nfrom ragsieve.agent.cli.main import main\n"
+    probe = ("import sys, json\nfrom ragsieve.cli.main import main\n"
              "code = main(['search', 'rotate the key', '--index', sys.argv[1], '--json'])\n"
              "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules,"
              " 'st': 'sentence_transformers' in sys.modules}))")
@@ -86,6 +86,6 @@ def test_the_first_export_shows_no_tracer_warnings(tmp_path, monkeypatch):
 
 
 def test_call_counts_are_pluralised():
-    from ragsieve.agent.cli.common import plural
+    from ragsieve.cli.common import plural
 
     assert [plural(n, "LLM call") for n in (0, 1, 2)] == ["0 LLM calls", "1 LLM call", "2 LLM calls"]

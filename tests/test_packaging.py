@@ -73,9 +73,9 @@ def installed(wheel, tmp_path_factory):
 def test_every_package_folder_is_in_both_wheels(tree, wheel, tree_wheel):
     """Each folder of .py files under ragsieve/, agent/, tools/ (and prompts/) ships, every module in it, with
     the prompts and web assets: from the tree (`pip wheel .`) and from the sdist (`python -m build`)."""
-    assert "ragsieve/agent/service/documents" in package_folders(tree)  # the folder the hand-kept list lacked
+    assert "ragsieve/service/documents" in package_folders(tree)  # the folder the hand-kept list lacked
     assets = {f"ragsieve/prompts/{p.name}" for p in (tree / "prompts").glob("*.j2")}
-    assets |= {f"ragsieve/{p.relative_to(tree).as_posix()}" for p in (tree / "agent/service/web/static").rglob("*")
+    assets |= {p.relative_to(tree).as_posix() for p in (tree / "ragsieve/service/web/static").rglob("*")
                if p.is_file()}
     assert len(assets) > 20
     for built_wheel in (tree_wheel, wheel):
@@ -85,9 +85,11 @@ def test_every_package_folder_is_in_both_wheels(tree, wheel, tree_wheel):
 
 
 def test_a_new_subpackage_ships_with_no_configuration_change(tmp_path):
-    """Packages are discovered: a folder added under agent/ is in the next wheel, and one without its
-    `__init__.py` is reported missing (the check can fail)."""
+    """Packages are discovered: a folder added under agent/ or ragsieve/ is in the next wheel, and one without
+    its `__init__.py` is reported missing (the check can fail)."""
     source = copy_tree(tmp_path / "src")
+    (source / "ragsieve" / "planted_front").mkdir()
+    (source / "ragsieve" / "planted_front" / "__init__.py").write_text('"""A planted front end."""\n')
     (source / "agent" / "planted").mkdir()
     (source / "agent" / "planted" / "__init__.py").write_text('"""A planted sub-package."""\n')
     (source / "agent" / "planted" / "thing.py").write_text("VALUE = 1\n")
@@ -95,7 +97,7 @@ def test_a_new_subpackage_ships_with_no_configuration_change(tmp_path):
     (source / "tools" / "no_init" / "orphan.py").write_text("VALUE = 2\n")
     built_wheel = pip_wheel(source, tmp_path / "out")
     names = set(zipfile.ZipFile(built_wheel).namelist())
-    assert "ragsieve/agent/planted/thing.py" in names
+    assert "ragsieve/agent/planted/thing.py" in names and "ragsieve/planted_front/__init__.py" in names
     assert folders_missing_from(built_wheel, source) == ["ragsieve/tools/no_init"]
 
 
@@ -123,11 +125,11 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
     assert outside == set()
     for template in (REPO / "prompts").glob("*.j2"):
         assert f"ragsieve/prompts/{template.name}" in names
-    for module in ("agent/cli/main.py", "agent/steps/answer.py", "agent/plan/state.py", "tools/index/retriever.py",
-                   "tools/ingest/loaders.py", "tools/filters/conformal.py"):
+    for module in ("__main__.py", "cli/main.py", "service/mcp/server.py", "agent/steps/answer.py", "agent/plan/state.py",
+                   "tools/index/retriever.py", "tools/ingest/loaders.py", "tools/filters/conformal.py"):
         assert f"ragsieve/{module}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ragsieve = ragsieve.agent.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "ragsieve = ragsieve.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_installed_wheel_runs_outside_the_repo(installed, tmp_path):
@@ -135,6 +137,9 @@ def test_installed_wheel_runs_outside_the_repo(installed, tmp_path):
     help_out = subprocess.run([str(installed / "ragsieve"), "--help"], capture_output=True, text=True,
                               cwd=tmp_path, timeout=120, check=True).stdout
     assert "index" in help_out and "ask" in help_out
+    as_module = subprocess.run([str(installed / "python"), "-m", "ragsieve", "--help"], capture_output=True, text=True,
+                               cwd=tmp_path, timeout=120, check=True).stdout
+    assert as_module == help_out
     old = subprocess.run([str(installed / "python"), "-c", "import agent"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60)
     assert old.returncode != 0 and "No module named 'agent'" in old.stderr
@@ -173,13 +178,13 @@ def test_no_module_imports_the_old_top_level_names():
 def test_wheel_ships_the_assistant_assets_with_their_licences(wheel, installed, tmp_path):
     """The chat page and widget need no build step: our scripts and the vendored libraries are in the wheel."""
     names = set(zipfile.ZipFile(wheel).namelist())
-    web = "ragsieve/agent/service/web/static/"
+    web = "ragsieve/service/web/static/"
     for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "trace.js", "page.js",
                   "widget.js", "insights.html", "insights.css", "insights.js",
                   "vendor/purify.min.js", "vendor/marked.umd.js", "vendor/LICENSE-dompurify.txt",
                   "vendor/LICENSE-dompurify-MPL.txt", "vendor/LICENSE-marked.txt", "vendor/README.md"):
         assert web + asset in names
-    code = ("from ragsieve.agent.service.web import assets; b = assets.bundle('widget.js'); "
+    code = ("from ragsieve.service.web import assets; b = assets.bundle('widget.js'); "
             "print(len(b), 'DOMPurify' in b, 'attachShadow' in b, 'MIT' in assets.licenses())")
     result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path,
                             timeout=120)

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
-from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO, NO_EVIDENCE, PASSAGES_INTRO, answers_and_abstains, is_abstention
+from ragsieve.agent.answer.answering import (
+    ABSTAIN,
+    CLOSEST_INTRO,
+    NO_EVIDENCE,
+    PASSAGES_INTRO,
+    answers_and_abstains,
+    is_abstention,
+)
 from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.runner import STEPS

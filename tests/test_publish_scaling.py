@@ -124,7 +124,7 @@ def test_scopes_match_like_in_scope(corpus):
 def test_the_documents_api_finds_a_files_documents_by_range_probes(tmp_path, monkeypatch):
     """What an upload or a removal asks of a store (which files are indexed, whether other files remain)
     is answered by range probes on the doc_id index, never a listing of the store's documents."""
-    from ragsieve.agent.service.documents.ingest import indexed_files
+    from ragsieve.service.documents.ingest import indexed_files
 
     files = tmp_path / "files"
     for fid in ("f1", "f2", "f10"):

@@ -158,10 +158,10 @@ def test_a_builder_whose_ray_actors_take_gpus_defaults_to_torch_fp16(tmp_path):
 
 
 def test_ray_options_without_ray_are_refused():
-    from ragsieve.agent.cli.main import build_parser
+    from ragsieve.cli.main import build_parser
 
     args = build_parser().parse_args(["index", "x", "--index", "y", "--ray-gpus-per-actor", "0.5"])
-    from ragsieve.agent.cli.index import ray_stage
+    from ragsieve.cli.index import ray_stage
 
     with pytest.raises(UsageError, match="apply with --ray only"):
         ray_stage(args)

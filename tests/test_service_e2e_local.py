@@ -5,7 +5,7 @@ import openai
 import pytest
 from service_fakes import served
 
-from ragsieve.agent.answering import ABSTAIN
+from ragsieve.agent.answer.answering import ABSTAIN
 
 pytestmark = pytest.mark.llm
 

@@ -25,7 +25,7 @@ def run_llm(svc, tmp_path, *args):
 
 
 def test_llm_cli_streaming_and_not(examples_index, tmp_path):
-    from ragsieve.agent.service.keys import KeyRing
+    from ragsieve.service.auth.keys import KeyRing
 
     chat = FakeChat(default=ANSWER, token_delay_s=0.002)
     with served({"demo": examples_index}, chat, keys=KeyRing({"key-llm-cli-1234": {"*"}})) as svc:

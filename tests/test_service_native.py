@@ -17,9 +17,9 @@ from stub_openai import StubOpenAI, StubReply, ok
 
 from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.keys import KeyRing
-from ragsieve.agent.service.server import check_exposure
-from ragsieve.agent.service.settings import ServiceSettings
+from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.server import check_exposure
+from ragsieve.service.settings import ServiceSettings
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 
@@ -126,7 +126,7 @@ def test_public_address_needs_keys_or_a_flag():
 
 
 def _serve_cmd(index, *more):
-    return [sys.executable, "-m", "ragsieve.agent.cli", "serve", "--index", f"demo={index}", *more]
+    return [sys.executable, "-m", "ragsieve", "serve", "--index", f"demo={index}", *more]
 
 
 def test_serve_command_answers_openai_sdk_and_stops_gracefully(examples_index, tmp_path):
@@ -176,8 +176,8 @@ def test_serve_command_refuses_a_public_bind_without_keys(examples_index, monkey
     before any bind, and no server ever listens beyond loopback in this test. The public host asked for is
     192.0.2.1 (TEST-NET-1, RFC 5737): not an address of this machine, so even a bind that got past every
     guard could not listen."""
-    import ragsieve.agent.service.server as server
-    from ragsieve.agent.cli.main import main
+    import ragsieve.service.server as server
+    from ragsieve.cli.main import main
 
     def must_not_bind(*args, **kwargs):
         raise AssertionError("serve tried to open a socket for a public address without API keys")

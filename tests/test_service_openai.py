@@ -10,7 +10,7 @@ import pytest
 from service_fakes import ANSWER, served
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.keys import KeyRing
+from ragsieve.service.auth.keys import KeyRing
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 
@@ -33,7 +33,7 @@ def test_models_and_chat_json(examples_index):
         labels = [c["label"] for c in ext["citations"]]
         numbers = [line.split(" ")[0] for line in refs.splitlines()]
         assert numbers[:2] == ["[1]", "[2]"] and len(numbers) == len(labels)
-        # the other top passages follow as sources, marked as not cited (agent/also_retrieved.py)
+        # the other top passages follow as sources, marked as not cited (agent/answer/also_retrieved.py)
         assert [c["cited"] for c in ext["citations"]] == [True, True] + [False] * (len(labels) - 2)
         assert all("not cited" in line for line in refs.splitlines()[2:])
         assert all(label in refs for label in labels)
@@ -172,7 +172,7 @@ def test_keys_and_tenant_isolation(examples_index, second_index, tmp_path):
 
 
 def test_a_streamed_abstention_says_it_once_then_lists_the_closest_passages(examples_index):
-    from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO
+    from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO
     chat = FakeChat(default=ABSTAIN, token_delay_s=0.002)
     with served({"demo": examples_index}, chat) as svc:
         stream = client(svc).chat.completions.create(

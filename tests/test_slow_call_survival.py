@@ -7,9 +7,9 @@ import types
 import pytest
 
 from ragsieve.agent.errors import BudgetExceeded, EndpointError
-from ragsieve.agent.eval.data import Question
-from ragsieve.agent.eval.evaluate import Evaluation
 from ragsieve.agent.llm.deadlines import is_slow_call
+from ragsieve.eval.data import Question
+from ragsieve.eval.evaluate import Evaluation
 
 SLOW = EndpointError("LLM endpoint http://x (model m) failed after 1 attempt(s) in 120.3s; last error: SlowReply: "
                      "reply not complete after 120s", base_url="http://x", attempts=1)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ragsieve.agent.cli.main import main
+from ragsieve.cli.main import main
 from ragsieve.tools.index.source_first import is_test_path
 
 PROSE = "# Rotating keys\n\n" + "To rotate the signing key call rotate signing key; rotate signing key rotates it. " * 8

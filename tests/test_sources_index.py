@@ -93,7 +93,7 @@ def test_adding_paths_adds_removal_is_explicit(tmp_path, embedder):
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ragsieve.agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
                           timeout=300, cwd=cwd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 

@@ -9,16 +9,16 @@ import pytest
 from service_fakes import ANSWER
 from service_fakes import sse_events as sse
 
-from ragsieve.agent.cli.main import main
 from ragsieve.agent.errors import EndpointError, UsageError
-from ragsieve.agent.eval.data import load_dataset
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.state import Citation
-from ragsieve.agent.service.feedback import FeedbackStore
-from ragsieve.agent.service.keys import KeyRing
-from ragsieve.agent.service.web import source_view
-from ragsieve.agent.service.web.links import citation_href, load_secret, verify
-from ragsieve.agent.service.widget_keys import RateLimit, WidgetKey, WidgetKeys
+from ragsieve.cli.main import main
+from ragsieve.eval.data import load_dataset
+from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.auth.widget_keys import RateLimit, WidgetKey, WidgetKeys
+from ragsieve.service.feedback.store import FeedbackStore
+from ragsieve.service.web import source_view
+from ragsieve.service.web.links import citation_href, load_secret, verify
 from ragsieve.tools.types import Chunk
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
@@ -66,10 +66,10 @@ def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_in
     ring = KeyRing({"sk-admin-key-1": {"*"}})
     chat = FakeChat(default=ANSWER)
     from ragsieve.agent.llm.client import LLM
-    from ragsieve.agent.service.app import create_app
-    from ragsieve.agent.service.registry import IndexRegistry
-    from ragsieve.agent.service.server import ServiceThread
-    from ragsieve.agent.service.settings import ServiceSettings
+    from ragsieve.service.app import create_app
+    from ragsieve.service.indexes.registry import IndexRegistry
+    from ragsieve.service.server import ServiceThread
+    from ragsieve.service.settings import ServiceSettings
 
     registry = IndexRegistry({"demo": examples_index, "notes": second_index}, __import__("ragsieve").Config(),
                              llm=LLM(chat))

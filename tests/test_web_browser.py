@@ -26,8 +26,8 @@ from web_fixtures import (
 )
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.feedback import FeedbackStore
-from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.service.feedback.store import FeedbackStore
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

@@ -10,8 +10,8 @@ import pytest
 from web_fixtures import CHROMIUM, GUIDE, browser, scripted_reply, served_ui, static_site
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.service.keys import KeyRing
-from ragsieve.agent.service.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.service.app import create_app
-from ragsieve.agent.service.registry import IndexRegistry
-from ragsieve.agent.service.server import ServiceThread
-from ragsieve.agent.service.settings import ServiceSettings
+from ragsieve.service.app import create_app
+from ragsieve.service.indexes.registry import IndexRegistry
+from ragsieve.service.server import ServiceThread
+from ragsieve.service.settings import ServiceSettings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -34,9 +34,9 @@ from pydantic import BaseModel, Field
 from ragsieve.agent.calibration.abstention import build_abstention
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
 from ragsieve.agent.errors import LLMError, StructuredOutputError, UsageError
-from ragsieve.agent.eval.beir import read_qrels as beir_qrels
-from ragsieve.agent.eval.beir import read_queries
 from ragsieve.agent.llm.deadlines import is_slow_call
+from ragsieve.tools.datasets.beir import read_qrels as beir_qrels
+from ragsieve.tools.datasets.beir import read_queries
 from ragsieve.tools.filters.abstention import top1_excluding
 from ragsieve.tools.filters.conformal import (
     HYBRID_RRF_K,
@@ -77,7 +77,7 @@ def _top(sims: np.ndarray) -> np.ndarray:
 
 
 def read_qrels(queries_path: str | Path, qrels_path: str | Path) -> list[tuple[str, str, list[str]]]:
-    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (`ragsieve.agent.eval.beir`)."""
+    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (`ragsieve.tools.datasets.beir`)."""
     texts = read_queries(queries_path)
     positives = {qid: [doc for doc, grade in docs.items() if grade > 0] for qid, docs in beir_qrels(qrels_path).items()}
     return [(qid, texts[qid], docs) for qid, docs in positives.items() if docs and qid in texts]

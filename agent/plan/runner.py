@@ -200,8 +200,8 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
         state.citations = [c.model_copy() for c in state.draft_citations]
         best = "last draft"
     elif state.answer is None and (state.context or state.pool):  # never empty-handed: what was retrieved
-        from ragsieve.agent.also_retrieved import STOPPED, with_also_retrieved
-        from ragsieve.agent.answering import abstention_answer
+        from ragsieve.agent.answer.also_retrieved import STOPPED, with_also_retrieved
+        from ragsieve.agent.answer.answering import abstention_answer
 
         hits = state.context or sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
         listed = deps.config.abstention.passages

@@ -5,10 +5,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ragsieve.agent.answer.locations import deepest_location
 from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.llm.chat import Usage
-from ragsieve.agent.locations import deepest_location
 from ragsieve.tools.modes import TextMode
 from ragsieve.tools.types import Hit
 
@@ -52,7 +52,7 @@ class Citation(BaseModel):
     line_end: int | None = None
     symbol: str = ""
     merged: list[str] = Field(default_factory=list)  # other chunks with this label, cited as this one
-    cited: bool = True  # False: a top retrieved passage the answer did not cite (`agent/also_retrieved.py`)
+    cited: bool = True  # False: a top retrieved passage the answer did not cite (`agent/answer/also_retrieved.py`)
 
     def label(self) -> str:
         """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""

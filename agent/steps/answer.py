@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ragsieve.agent.also_retrieved import with_also_retrieved
-from ragsieve.agent.answering import (
+from ragsieve.agent.answer.also_retrieved import with_also_retrieved
+from ragsieve.agent.answer.answering import (
     NO_EVIDENCE,
     abstention_answer,
     answer_from_context,
@@ -15,7 +15,7 @@ from ragsieve.agent.answering import (
     is_abstention,
     passages_answer,
 )
-from ragsieve.agent.grounding import ABSTENTIONS, cited_in_text
+from ragsieve.agent.answer.grounding import ABSTENTIONS, cited_in_text
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import Abstention, RunState
 from ragsieve.agent.steps.conformal import cached_calibration
@@ -86,7 +86,7 @@ class Answer(Step):
     - under `abstention.strict`, a reply citing none of the passages is replaced by the abstention with the
       closest passages (`abstention = "ungrounded"`); its text was never streamed (`hold_uncited`);
     - the reply's sources also list the context's top `abstention.also_retrieved` passages it did not
-      cite, marked in the text as retrieved, not cited (`ragsieve.agent.also_retrieved`).
+      cite, marked in the text as retrieved, not cited (`ragsieve.agent.answer.also_retrieved`).
     When a draft was already written from exactly this context, it is reused.
     """
 

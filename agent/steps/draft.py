@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from ragsieve.agent.answering import answer_from_context
+from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState

@@ -8,7 +8,7 @@ import logging
 
 from pydantic import BaseModel
 
-from ragsieve.agent.answering import answers_and_abstains, is_abstention
+from ragsieve.agent.answer.answering import answers_and_abstains, is_abstention
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import RunState

@@ -40,7 +40,7 @@ class Where(BaseModel):
     # any of these source prefixes (what an attribute filter of the documents API resolves to)
     prefixes: tuple[str, ...] | None = None
     # attributes of files added over HTTP (`{"team": "infra"}`, all must be equal): the server resolves them into
-    # `prefixes` (`ragsieve.agent.service.documents`); an index alone cannot evaluate them
+    # `prefixes` (`ragsieve.service.documents`); an index alone cannot evaluate them
     attributes: dict[str, Scalar] | None = None
     # the caller's principals (`user:...`, `group:...`): only documents they may read (`ragsieve.tools.access`)
     readers: tuple[str, ...] | None = None

@@ -1,0 +1,1 @@
+"""From retrieved passages to a cited answer: the prompt, citations, grounding, conversations."""

@@ -1,1 +1,0 @@
-"""The HTTP service answering questions over an index."""

@@ -1,4 +1,0 @@
-"""The website assistant's front: chat page, embeddable widget, source view and feedback (beside the service)."""
-from ragsieve.agent.service.web.setup import WebState, install
-
-__all__ = ["WebState", "install"]

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible chat completions: routes, replies that skip retrieval, rendering."""

@@ -1,0 +1,1 @@
+"""The indexes one server answers from, followed live as they publish generations."""

@@ -1,0 +1,1 @@
+"""Readers for evaluation datasets on disk (BEIR layout)."""
