@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import architecture_graph as arch  # noqa: E402
 
 KNOWN_CYCLES = [
-    ["ragsieve.agent.llm.openai_chat", "ragsieve.agent.llm.streaming"],
     ["ragsieve.tools.index.backend", "ragsieve.tools.index.generations", "ragsieve.tools.index.hybrid",
      "ragsieve.tools.index.milvus", "ragsieve.tools.index.milvus_leases", "ragsieve.tools.index.readers"],
     ["ragsieve.tools.ingest.chunking", "ragsieve.tools.ingest.syntax"],
