@@ -19,15 +19,8 @@ KNOWN_CYCLES = [
      "ragsieve.tools.index.milvus", "ragsieve.tools.index.milvus_leases", "ragsieve.tools.index.readers"],
     ["ragsieve.tools.ingest.chunking", "ragsieve.tools.ingest.syntax"],
 ]
-KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configures; calibration reads eval's loader
+KNOWN_UPWARD = [  # calibration reads eval's loader
     ("ragsieve.agent.calibration.calibrator", "ragsieve.agent.eval.beir"),
-    ("ragsieve.agent.config", "ragsieve.agent.judging.rule"),
-    ("ragsieve.agent.config", "ragsieve.tools.filters.ordering"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.backend"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.dense"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.device"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.embedders.openai_embedder"),
-    ("ragsieve.agent.config", "ragsieve.tools.rerankers.flashrank_provider"),
 ]
 KNOWN_SIDEWAYS = [  # steps sharing helpers through each other; MCP borrowing the CLI's search formatting
     ("ragsieve.agent.service.mcp_tools", "ragsieve.agent.cli.search"),

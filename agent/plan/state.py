@@ -6,9 +6,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragsieve.agent.judging.modes import JudgeMode
-from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.locations import deepest_location
+from ragsieve.agent.modes import ContextRule
 from ragsieve.tools.modes import TextMode
 from ragsieve.tools.types import Hit
 

@@ -27,7 +27,7 @@ from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.judging.reliability import decide_rule
-from ragsieve.agent.judging.rule import ContextRule
+from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import ConformalRecord, Evidence, RunState
 from ragsieve.agent.steps.conformal_signal import corpus_candidates, corpus_view
