@@ -22,18 +22,8 @@ KNOWN_CYCLES = [
 KNOWN_UPWARD = [  # calibration reads eval's loader
     ("ragsieve.agent.calibration.calibrator", "ragsieve.agent.eval.beir"),
 ]
-KNOWN_SIDEWAYS = [  # steps sharing helpers through each other; MCP borrowing the CLI's search formatting
+KNOWN_SIDEWAYS = [  # MCP borrowing the CLI's search formatting
     ("ragsieve.agent.service.mcp_tools", "ragsieve.agent.cli.search"),
-    ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.conformal", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.expand", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.fallback", "ragsieve.agent.steps.rerank"),
-    ("ragsieve.agent.steps.outliers", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.outliers", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.outliers"),
 ]
 
 

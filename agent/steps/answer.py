@@ -16,10 +16,10 @@ from ragsieve.agent.answering import (
     passages_answer,
 )
 from ragsieve.agent.grounding import ABSTENTIONS, cited_in_text
+from ragsieve.agent.plan.conformal_signal import query_vector
+from ragsieve.agent.plan.evidence import cached_calibration
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import Abstention, RunState
-from ragsieve.agent.steps.conformal import cached_calibration
-from ragsieve.agent.steps.conformal_signal import query_vector
 from ragsieve.tools.filters.abstention import says_answerable
 from ragsieve.tools.index.dense import corpus_similarities
 

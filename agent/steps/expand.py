@@ -4,9 +4,9 @@ from __future__ import annotations
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
+from ragsieve.agent.plan.evidence import applied_rule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
 from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
-from ragsieve.agent.steps.conformal import applied_rule
 from ragsieve.tools.types import Hit
 
 
