@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (a fixture)
 
-import ragsieve.agent.steps.answer  # noqa: F401  (registers the step)
 from ragsieve.agent.answering import ABSTAIN, CLOSEST_INTRO, PASSAGES_INTRO, abstention_answer
 from ragsieve.agent.calibration import Calibrator, load_calibration
 from ragsieve.agent.config import Config

@@ -12,7 +12,7 @@ from starlette.background import BackgroundTask
 from ragsieve.agent.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.insights.record import Surface
-from ragsieve.agent.plan.plans import get_plan
+from ragsieve.agent.plans import get_plan
 from ragsieve.agent.service import direct, frontend_tasks
 from ragsieve.agent.service.auth import Caller, caller
 from ragsieve.agent.service.errors import ApiError
@@ -149,7 +149,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
 
 
-FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)
+FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plans.py)
 
 
 def validates_answers(orch, plan: str | None) -> bool:

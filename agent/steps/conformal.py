@@ -26,7 +26,7 @@ from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_s
 from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.agent.plan.evidence import applied_rule, cached_calibration, candidate_hits
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import ConformalRecord, Evidence, RunState
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
@@ -43,7 +43,6 @@ _THRESHOLD_TEXT = {
 }
 
 
-@register
 class Conformal(Step):
     name = "conformal"
 

@@ -6,13 +6,12 @@ import numpy as np
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.tools.filters.sparse import cosmix_scores
 from ragsieve.tools.types import Hit
 
 
-@register
 class Fallback(Step):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ragsieve.agent.plan.conformal_signal import dense_similarities, query_vector
 from ragsieve.agent.plan.evidence import candidate_hits, judged_evidence
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
@@ -28,7 +28,6 @@ def build_filter(cfg) -> GMMOutlierFilter:
                             seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
 
 
-@register
 class Outliers(Step):
     name = "outliers"
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.plan.rerankers import reranker_for
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
 
 
-@register
 class Rerank(Step):
     name = "rerank"
 

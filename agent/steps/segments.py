@@ -28,7 +28,7 @@ import numpy as np
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.plan.conformal_signal import dense_similarities
 from ragsieve.agent.plan.evidence import cached_calibration, candidate_hits, judged_evidence
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState, SegmentRecord
 from ragsieve.tools.filters.segments import (
     RSEParams,
@@ -48,7 +48,6 @@ def params_of(cfg) -> RSEParams:
                          decay_rate=cfg.decay_rate)
 
 
-@register
 class Segments(Step):
     name = "segments"
 
