@@ -18,7 +18,6 @@ from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.caches import StepCaches
-from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps, run_plan
 from ragsieve.agent.plan.state import (
     Abstention,
@@ -31,6 +30,7 @@ from ragsieve.agent.plan.state import (
     SegmentRecord,
     TraceEvent,
 )
+from ragsieve.agent.plans import get_plan
 from ragsieve.tools.index.where import Where
 from ragsieve.tools.types import Hit
 

@@ -31,11 +31,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import header  # noqa: E402  (this folder)
 
-import ragsieve.agent.steps.draft  # noqa: E402,F401  (registers the loop's steps)
-import ragsieve.agent.steps.expand  # noqa: E402,F401
-import ragsieve.agent.steps.fallback  # noqa: E402,F401
-import ragsieve.agent.steps.judge  # noqa: E402,F401
-import ragsieve.agent.steps.validate  # noqa: E402,F401
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402

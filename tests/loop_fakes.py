@@ -8,18 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import ragsieve.agent.steps.expand  # noqa: F401
-import ragsieve.agent.steps.fallback  # noqa: F401
-import ragsieve.agent.steps.judge  # noqa: F401
-import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps, run_plan
 from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.plans import get_plan
 from ragsieve.tools.types import Chunk, Hit
 
 WORD = re.compile(r"\w+")

@@ -3,14 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import ragsieve.agent.steps.expand  # noqa: F401
-import ragsieve.agent.steps.fallback  # noqa: F401
-import ragsieve.agent.steps.judge  # noqa: F401
-import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.config import Config
-from ragsieve.agent.plan.plans import BUILTIN_PLANS
 from ragsieve.agent.plan.runner import END
+from ragsieve.agent.plans import BUILTIN_PLANS
 
 pytestmark = pytest.mark.llm
 

@@ -15,31 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import architecture_graph as arch  # noqa: E402
 
 KNOWN_CYCLES = [
-    ["ragsieve.agent.llm.openai_chat", "ragsieve.agent.llm.streaming"],
     ["ragsieve.tools.index.backend", "ragsieve.tools.index.generations", "ragsieve.tools.index.hybrid",
      "ragsieve.tools.index.milvus", "ragsieve.tools.index.milvus_leases", "ragsieve.tools.index.readers"],
     ["ragsieve.tools.ingest.chunking", "ragsieve.tools.ingest.syntax"],
 ]
-KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configures
-    ("ragsieve.agent.config", "ragsieve.agent.judging.rule"),
-    ("ragsieve.agent.config", "ragsieve.tools.filters.ordering"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.backend"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.dense"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.device"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.embedders.openai_embedder"),
-    ("ragsieve.agent.config", "ragsieve.tools.rerankers.flashrank_provider"),
+KNOWN_UPWARD: list[tuple[str, str]] = [
 ]
-KNOWN_SIDEWAYS = [  # steps sharing helpers through each other
-    ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.answer", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.conformal", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.expand", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.fallback", "ragsieve.agent.steps.rerank"),
-    ("ragsieve.agent.steps.outliers", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.outliers", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.conformal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.conformal_signal"),
-    ("ragsieve.agent.steps.segments", "ragsieve.agent.steps.outliers"),
+KNOWN_SIDEWAYS: list[tuple[str, str]] = [
 ]
 
 

@@ -11,22 +11,14 @@ import pytest
 from loop_fakes import fenced_text
 from test_calibration import FACTS, TinyIndex, bow, scripted_llm
 
-import ragsieve.agent.steps.conformal  # noqa: F401  (registers the filter steps)
-import ragsieve.agent.steps.draft  # noqa: F401  (and the loop's steps, for the full plan)
-import ragsieve.agent.steps.expand  # noqa: F401
-import ragsieve.agent.steps.fallback  # noqa: F401
-import ragsieve.agent.steps.judge  # noqa: F401
-import ragsieve.agent.steps.outliers  # noqa: F401
-import ragsieve.agent.steps.segments  # noqa: F401
-import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.plans import BUILTIN_PLANS
-from ragsieve.agent.plan.runner import END, STEPS, Deps
+from ragsieve.agent.plan.runner import END, Deps
 from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.plans import BUILTIN_PLANS, STEPS
 from ragsieve.tools.filters.conformal import ScoreKind, hybrid_signal, nonconformity
 from ragsieve.tools.filters.gmm import GMMOutlierFilter
 from ragsieve.tools.types import Hit

@@ -4,11 +4,6 @@ from __future__ import annotations
 import pytest
 from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
-import ragsieve.agent.steps.draft  # noqa: F401  (registers the loop's steps)
-import ragsieve.agent.steps.expand  # noqa: F401
-import ragsieve.agent.steps.fallback  # noqa: F401
-import ragsieve.agent.steps.judge  # noqa: F401
-import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.agent.errors import EndpointError
 from ragsieve.agent.llm.fake import FakeChat
 

@@ -18,8 +18,8 @@ from ragsieve.agent.answer.answering import (
 )
 from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.plan.runner import STEPS
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
+from ragsieve.agent.plans import STEPS
 from ragsieve.tools.filters.segments import adjust_for_chunk_length, best_segments, preset_params
 from ragsieve.tools.metrics import is_abstention as counted_as_abstention
 

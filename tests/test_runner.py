@@ -5,12 +5,12 @@ from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.plan.plans import get_plan, plan_names
-from ragsieve.agent.plan.runner import END, STEPS, Deps, Step, StepResult, register, run_plan
+from ragsieve.agent.plan.runner import END, Deps, Plan, Step, StepResult, run_plan, validate_plan
 from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.plans import BUILTIN_PLANS, STEPS, get_plan, plan_names
+from ragsieve.agent.steps.answer import Answer
 
 
-@register
 class _Loop(Step):
     name = "test_loop"
     outcomes = ("again", "done")
@@ -21,7 +21,6 @@ class _Loop(Step):
         return StepResult("again" if len(state.notes) < 3 else "done", {"n": len(state.notes)})
 
 
-@register
 class _Finish(Step):
     name = "test_finish"
 
@@ -34,10 +33,10 @@ def _deps(chat=None):
     return Deps(config=Config(), retriever=None, index=None, llm=LLM(chat or FakeChat(default="ok")), prompts=None)
 
 
-PLAN = PlanSpec(start="test_loop", transitions={
+PLAN = Plan((_Loop, _Finish), PlanSpec(start="test_loop", transitions={
     "test_loop": {"again": "test_loop", "done": "test_finish"},
     "test_finish": {"next": END},
-})
+}))
 
 
 def test_trace_records_sequence_outcomes_and_usage():
@@ -52,7 +51,8 @@ def test_trace_records_sequence_outcomes_and_usage():
 def test_max_steps_bounds_a_cycle_and_still_answers():
     from ragsieve.agent.llm.templates import PromptRenderer
 
-    cyclic = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}})
+    cyclic = Plan((_Loop, Answer), PlanSpec(start="test_loop",
+                                            transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}}))
     deps = _deps(FakeChat(default="an answer"))
     deps.prompts = PromptRenderer()
     from ragsieve.tools.types import Chunk, Hit
@@ -65,7 +65,7 @@ def test_max_steps_bounds_a_cycle_and_still_answers():
 
 
 def test_missing_transition_is_an_error():
-    plan = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop"}})
+    plan = Plan((_Loop,), PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop"}}))
     with pytest.raises(UsageError, match="no transition for 'test_loop' outcome 'done'"):
         run_plan(plan, RunState(question="q", plan="t"), _deps(), max_steps=10)
 
@@ -80,6 +80,33 @@ def test_builtin_plans_validate():
             continue
         plan = get_plan(name, config)
         assert plan.start in STEPS
+
+
+def test_each_shipped_plan_lists_exactly_the_steps_it_runs():
+    """A plan's explicit step classes are the steps its transitions name: none missing, none extra, and each
+    one the catalogue's class of that name (the catalogue holds every step, named once)."""
+    assert len(STEPS) == len(set(STEPS.values())) == 11
+    for name, plan in BUILTIN_PLANS.items():
+        named = set(plan.transitions) | {t for edges in plan.transitions.values() for t in edges.values()} - {END}
+        assert set(plan.by_name) == named, name
+        assert all(STEPS[step.name] is step for step in plan.steps), name
+
+
+def test_a_step_class_without_a_name_is_refused():
+    class Nameless(Step):
+        pass
+
+    with pytest.raises(ValueError, match="Nameless has no name"):
+        Plan((Nameless,), PlanSpec(start="x", transitions={}))
+
+
+def test_a_plan_runs_only_the_steps_it_lists():
+    """No global registry: a plan naming a step it does not list is refused, whatever else was imported."""
+    spec = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "answer"},
+                                                    "answer": {"next": END}})
+    with pytest.raises(UsageError, match="leads to unknown step 'answer'"):
+        validate_plan("mine", Plan((_Loop,), spec))
+    validate_plan("mine", Plan((_Loop, Answer), spec))
 
 
 def test_config_plans_are_validated():

@@ -1,6 +1,8 @@
-"""Mode Enums shared by the tools; parse errors list the valid values."""
+"""Mode Enums and value lists shared by the tools, and named by settings (`ragsieve.agent.config`), which
+depend on nothing but this foundation; parse errors list the valid values."""
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import TypeVar
 
@@ -52,6 +54,43 @@ class FaissKind(str, Enum):
     HNSW = "hnsw"
 
 
+class Backend(str, Enum):
+    """Where an index is served from (`ragsieve.tools.index.backend`)."""
+
+    LOCAL = "local"
+    MILVUS = "milvus"
+
+
+class ContextOrder(str, Enum):
+    """The answer prompt's passage order (`ragsieve.tools.filters.ordering`)."""
+
+    EDGES = "edges"
+    RANK = "rank"
+
+
+class DeviceKind(str, Enum):
+    """Where a model runs (`ragsieve.tools.index.device` resolves it against what torch sees)."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+
+
+_DEVICE_SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
+
+# The pairwise (ONNX) models FlashRank knows (`ragsieve.tools.rerankers.flashrank_provider`); the listwise LLM
+# ranker needs llama_cpp and is refused.
+FLASHRANK_MODELS = (
+    "ms-marco-TinyBERT-L-2-v2",
+    "ms-marco-MiniLM-L-12-v2",
+    "ms-marco-MultiBERT-L-12",
+    "rank-T5-flan",
+    "ce-esci-MiniLM-L12-v2",
+    "miniReranker_arabic_v1",
+)
+
+
 E = TypeVar("E", bound=Enum)
 
 
@@ -64,3 +103,17 @@ def parse_enum(enum_cls: type[E], value: "str | E", what: str) -> E:
     except ValueError:
         valid = ", ".join(str(m.value) for m in enum_cls)
         raise UsageError(f"invalid {what} {value!r}: choose one of {valid}") from None
+
+
+def parse_spec(spec: str) -> tuple[DeviceKind, int | None, str]:
+    """(kind, GPU number, normalised text) of the device `auto`, `cpu`, `mps`, `cuda` or `cuda:N`; else UsageError."""
+    text = str(spec).strip().lower()
+    match = _DEVICE_SPEC.match(text)
+    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+        raise UsageError(f"invalid device {spec!r}: choose auto, cpu, cuda, cuda:N or mps")
+    return DeviceKind(match.group(1)), None if match.group(2) is None else int(match.group(2)), text
+
+
+def check_spec(spec: str) -> str:
+    """The device `spec` normalised when valid (a config validator); else UsageError listing the valid forms."""
+    return parse_spec(spec)[2]

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragsieve.agent.judging.rule import ContextRule
+from ragsieve.agent.modes import ContextRule
 
 
 class JudgeReliability(BaseModel):

@@ -29,7 +29,6 @@ import logging
 import random
 import threading
 import time
-from enum import Enum
 from typing import Any, Callable
 from urllib.parse import urlparse
 
@@ -39,8 +38,10 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, s
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import RateMeter
-from ragsieve.agent.llm.overflow import context_overflow
-from ragsieve.agent.llm.redact import redact, redact_url
+from ragsieve.agent.llm.redact import redact_url
+from ragsieve.agent.llm.replies import MalformedReply, OutputMode, ReplyTooLarge, SlowReply, rejected
+from ragsieve.agent.llm.replies import describe as _describe
+from ragsieve.agent.llm.streaming import stream_completion
 from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
 
 __all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "SlowReply", "retry_after_s", "strict_schema"]
@@ -56,28 +57,7 @@ _UNSENT_TIMEOUTS = ("ConnectTimeout", "PoolTimeout")  # httpx's (the SDK bundles
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
 
 
-class OutputMode(str, Enum):
-    AUTO = "auto"
-    JSON_SCHEMA = "json_schema"
-    JSON_OBJECT = "json_object"
-    TEXT = "text"
-
-
 _DOWNGRADE = [OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT]
-
-
-class MalformedReply(LLMError):
-    """The endpoint answered 2xx with a body that is not a chat completion (retried)."""
-
-
-class SlowReply(LLMError):
-    """The reply took longer than its time limit in all (e.g. trickled byte by byte). Not retried: the server
-    was working on the request, and sending it again would repeat that work (issue 44: ten re-sent prompts
-    of 300-430 s each on a busy machine); the caller reports it."""
-
-
-class ReplyTooLarge(LLMError):
-    """The reply body exceeded `max_reply_bytes` (not retried: the same request would do it again)."""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -88,21 +68,6 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError)):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
-
-
-def _describe(exc: BaseException | None) -> str:
-    if exc is None:
-        return "no error recorded"
-    if isinstance(exc, openai.APIStatusError):
-        return redact(f"HTTP {exc.status_code}: {exc.message}")[:500]
-    return redact(f"{type(exc).__name__}: {exc}")[:500]
-
-
-def rejected(shown_url: str, model: str, exc: openai.APIStatusError) -> LLMError:
-    """The error for a request the endpoint refused: `ContextOverflow` when it says the prompt is over the
-    model's window (`ragsieve.agent.llm.overflow`), else `LLMError`."""
-    message = f"LLM endpoint {shown_url} (model {model}) rejected the request: {_describe(exc)}"
-    return context_overflow(exc.status_code, f"{exc.message} {exc.body}", message) or LLMError(message)
 
 
 class OpenAIChat:
@@ -189,8 +154,6 @@ class OpenAIChat:
                max_tokens: int | None = None, temperature: float | None = None,
                deadline: float | None = None, should_stop: Callable[[], bool] | None = None) -> ChatReply:
         """Plain-text completion streamed token by token (`ragsieve.agent.llm.streaming`)."""
-        from ragsieve.agent.llm.streaming import stream_completion
-
         return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
                                  temperature=temperature, deadline=deadline, should_stop=should_stop)
 

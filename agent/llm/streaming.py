@@ -30,6 +30,7 @@ import openai
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import Watchdog
+from ragsieve.agent.llm.replies import MalformedReply, OutputMode, ReplyTooLarge, SlowReply, rejected
 from ragsieve.tools.ingest.chunking import count_tokens
 
 
@@ -49,8 +50,6 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
                       max_tokens: int | None = None, temperature: float | None = None,
                       deadline: float | None = None, should_stop=None) -> ChatReply:
     """Stream one plain-text completion from `chat` (an `OpenAIChat`), calling `on_token` per delta."""
-    from ragsieve.agent.llm.openai_chat import MalformedReply, OutputMode, ReplyTooLarge
-
     model = chat.model_name if deadline is None else chat.ensure_model(deadline)
     kwargs = chat._request(model, messages, None, "reply", OutputMode.TEXT, max_tokens, temperature)
     kwargs.update(stream=True, stream_options={"include_usage": True})
@@ -147,8 +146,6 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
         on_token(reply.text)
         return reply
     except openai.APIStatusError as exc:
-        from ragsieve.agent.llm.openai_chat import rejected
-
         raise rejected(chat.shown_url, model, exc) from exc
     prompt_tokens = usage.get("prompt_tokens") or prompt_tokens_est
     completion_tokens = usage.get("completion_tokens") or count_tokens(text)
@@ -177,8 +174,6 @@ def _abort(stream) -> None:
 
 
 def _watchdog_error(dog: Watchdog, chat, size: int, emitted: bool) -> LLMError:
-    from ragsieve.agent.llm.openai_chat import SlowReply
-
     message = f"stream from {chat.shown_url}: {dog.reason} ({size} bytes in)"
     if dog.kind in ("deadline", "cancelled"):
         return BudgetExceeded(message)

@@ -3,7 +3,9 @@
 A step (pydantic-graph style) is a small class with one `run(state, deps)`
 method that mutates the serialisable `RunState` and returns a `StepResult`
 whose `outcome` the plan maps to the next step. Clients, indexes and
-templates are dependencies (`Deps`), never part of the state.
+templates are dependencies (`Deps`), never part of the state. A `Plan`
+lists its step classes explicitly (the shipped plans: `ragsieve.agent.plans`);
+nothing registers itself on import.
 
 `validate_plan` refuses, before any call, a plan that could fail or waste
 calls: unknown steps or outcomes, an outcome with no transition, a step that
@@ -96,32 +98,48 @@ class Step:
         """Raise UsageError for settings this step would refuse at run time (called before any call)."""
 
 
-STEPS: dict[str, type[Step]] = {}
+@dataclass(frozen=True)
+class Plan:
+    """A runnable plan, pydantic-graph style: the step classes it runs, listed explicitly (no registry), and its
+    transitions (`PlanSpec`: the start and, per step name, where each outcome leads)."""
+
+    steps: tuple[type[Step], ...]
+    spec: PlanSpec
+
+    def __post_init__(self) -> None:
+        for step in self.steps:
+            if not step.name:
+                raise ValueError(f"{step.__name__} has no name")
+
+    @property
+    def start(self) -> str:
+        return self.spec.start
+
+    @property
+    def transitions(self) -> dict[str, dict[str, str]]:
+        return self.spec.transitions
+
+    @property
+    def by_name(self) -> dict[str, type[Step]]:
+        return {step.name: step for step in self.steps}
 
 
-def register(cls: type[Step]) -> type[Step]:
-    """Class decorator adding a step to the registry under its `name`."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    STEPS[cls.name] = cls
-    return cls
-
-
-def validate_plan(name: str, plan: PlanSpec, config: Config | None = None) -> None:
+def validate_plan(name: str, plan: Plan, config: Config | None = None) -> None:
     """Refuse a plan that is not a complete, reachable state machine ending through `answer`."""
-    if plan.start not in STEPS:
-        raise UsageError(f"plan {name!r}: unknown start step {plan.start!r} (known: {sorted(STEPS)})")
+    known = plan.by_name
+    if plan.start not in known:
+        raise UsageError(f"plan {name!r}: unknown start step {plan.start!r} (known: {sorted(known)})")
     for step, edges in plan.transitions.items():
-        if step not in STEPS:
-            raise UsageError(f"plan {name!r}: unknown step {step!r} (known: {sorted(STEPS)})")
+        if step not in known:
+            raise UsageError(f"plan {name!r}: unknown step {step!r} (known: {sorted(known)})")
         for outcome, target in edges.items():
-            if outcome not in STEPS[step].outcomes:
-                raise UsageError(f"plan {name!r}: step {step!r} has no outcome {outcome!r} ({STEPS[step].outcomes})")
-            if target != END and target not in STEPS:
+            if outcome not in known[step].outcomes:
+                raise UsageError(f"plan {name!r}: step {step!r} has no outcome {outcome!r} ({known[step].outcomes})")
+            if target != END and target not in known:
                 raise UsageError(f"plan {name!r}: {step!r} leads to unknown step {target!r}")
     reachable = _reachable(plan, plan.start, skip=None)
     for step in sorted(reachable - {END}):
-        missing = [o for o in STEPS[step].outcomes if o not in plan.transitions.get(step, {})]
+        missing = [o for o in known[step].outcomes if o not in plan.transitions.get(step, {})]
         if missing:
             raise UsageError(f"plan {name!r}: step {step!r} has no transition for outcome(s) {missing}: "
                              f"the run would stop there after paying for it")
@@ -136,12 +154,12 @@ def validate_plan(name: str, plan: PlanSpec, config: Config | None = None) -> No
     if config is not None:
         for step in sorted(reachable - {END}):
             try:
-                STEPS[step].check_config(config)
+                known[step].check_config(config)
             except (UsageError, ValueError) as exc:
                 raise UsageError(f"plan {name!r}: step {step!r} refuses its settings: {exc}") from None
 
 
-def _reachable(plan: PlanSpec, start: str, skip: str | None) -> set[str]:
+def _reachable(plan: Plan, start: str, skip: str | None) -> set[str]:
     """Steps (and END) reachable from `start`, never passing through `skip`."""
     seen: set[str] = set()
     todo = [start] if start != skip else []
@@ -156,7 +174,7 @@ def _reachable(plan: PlanSpec, start: str, skip: str | None) -> set[str]:
     return seen
 
 
-def run_plan(plan: PlanSpec, state: RunState, deps: Deps, max_steps: int) -> RunState:
+def run_plan(plan: Plan, state: RunState, deps: Deps, max_steps: int) -> RunState:
     """Run from `plan.start` until a transition reaches END, the budget is spent or `max_steps` is spent.
 
     When the step bound is hit before an answer exists, the `answer` step runs
@@ -169,14 +187,14 @@ def run_plan(plan: PlanSpec, state: RunState, deps: Deps, max_steps: int) -> Run
             break
         if state.steps_taken >= max_steps:
             state.stopped = f"max_steps={max_steps} reached before {current!r}"
-            if state.answer is None and current != "answer" and "answer" in STEPS:
+            if state.answer is None and current != "answer" and "answer" in plan.by_name:
                 try:
-                    _run_one("answer", state, deps)
+                    _run_one(plan, "answer", state, deps)
                 except BudgetExceeded:
                     _stop_on_budget("answer", state, deps)
             break
         try:
-            result = _run_one(current, state, deps)
+            result = _run_one(plan, current, state, deps)
         except BudgetExceeded:
             _stop_on_budget(current, state, deps)
             break
@@ -214,8 +232,8 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
     state.trace.append(TraceEvent(step=at, outcome="stopped", summary={"reason": reason, "best_answer": best}))
 
 
-def _run_one(name: str, state: RunState, deps: Deps) -> StepResult:
-    step = STEPS[name]()
+def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult:
+    step = plan.by_name[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None
     counter = deps.index if isinstance(deps.index, RoundTrips) else None  # a remote backend counts requests
     trips_before = counter.round_trips() if counter is not None else None

@@ -7,8 +7,8 @@ from pydantic import BaseModel, Field
 
 from ragsieve.agent.answer.locations import deepest_location
 from ragsieve.agent.judging.modes import JudgeMode
-from ragsieve.agent.judging.rule import ContextRule
 from ragsieve.agent.llm.chat import Usage
+from ragsieve.agent.modes import ContextRule
 from ragsieve.tools.modes import TextMode
 from ragsieve.tools.types import Hit
 

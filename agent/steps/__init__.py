@@ -1,5 +1,1 @@
-"""Plan steps, one per file; importing this package registers every step."""
-from ragsieve.agent.steps import answer, conformal, draft, expand, fallback, judge, outliers, rerank, retrieve, segments, validate
-
-__all__ = ["answer", "conformal", "draft", "expand", "fallback", "judge", "outliers", "rerank", "retrieve", "segments",
-           "validate"]
+"""Plan steps, one per file; a plan lists the step classes it runs (`ragsieve.agent.plans`)."""

@@ -16,10 +16,10 @@ from ragsieve.agent.answer.answering import (
     passages_answer,
 )
 from ragsieve.agent.answer.grounding import ABSTENTIONS, cited_in_text
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.conformal_signal import query_vector
+from ragsieve.agent.plan.evidence import cached_calibration
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import Abstention, RunState
-from ragsieve.agent.steps.conformal import cached_calibration
-from ragsieve.agent.steps.conformal_signal import query_vector
 from ragsieve.tools.filters.abstention import says_answerable
 from ragsieve.tools.index.dense import corpus_similarities
 
@@ -69,7 +69,6 @@ def send_rest(text: str, streamed: str, on_token) -> None:
         on_token(text[len(streamed):])
 
 
-@register
 class Answer(Step):
     """Sets `state.answer` and `state.citations` from `state.context` (best first).
 

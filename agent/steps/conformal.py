@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 
-from ragsieve.agent.calibration import calibration_path, load_calibration
-from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
-from ragsieve.agent.judging.reliability import decide_rule
-from ragsieve.agent.judging.rule import ContextRule
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.modes import ContextRule
+from ragsieve.agent.plan.conformal_signal import corpus_candidates, corpus_view
+from ragsieve.agent.plan.evidence import applied_rule, cached_calibration, candidate_hits
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import ConformalRecord, Evidence, RunState
-from ragsieve.agent.steps.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
 
@@ -46,30 +43,6 @@ _THRESHOLD_TEXT = {
 }
 
 
-def candidate_hits(state: RunState) -> list[Hit]:
-    """Pool and context, each chunk once (pool first)."""
-    seen: dict[str, Hit] = dict(state.pool)
-    for hit in state.context:
-        seen.setdefault(hit.chunk_id, hit)
-    return list(seen.values())
-
-
-def cached_calibration(deps: Deps) -> tuple[Calibration | None, list[str], Path | None]:
-    """(calibration or None, warnings, path), re-read only when the file changes."""
-    index = deps.index
-    if index is None:
-        return None, ["no index is open: no calibration can be found"], None
-    root = index.root
-    path = calibration_path(root)
-    stamp = path.stat().st_mtime_ns if path.is_file() else None
-    manifest = index.manifest or {}
-    cal, warnings = deps.caches.calibration.get(
-        (str(path), stamp), lambda: load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding"))
-        if stamp is not None else (None, []))
-    return cal, warnings, path
-
-
-@register
 class Conformal(Step):
     name = "conformal"
 
@@ -160,22 +133,6 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple
     if rule is ContextRule.RELEVANT:
         return _unique(judged + added), "relevant set"
     return _unique(judged + fast + passing + added), f"relevant set + conformal set{plus}"
-
-
-def applied_rule(state: RunState, deps: Deps) -> ContextRule:
-    """`loop.combine`, with `auto` resolved once per question from the judge's measured recall."""
-    if state.loop.rule is None:
-        loop, retrieval = deps.config.loop, deps.config.retrieval
-        cal = cached_calibration(deps)[0] if ContextRule(loop.combine) is ContextRule.AUTO else None
-        model = str(deps.llm.chat.model_name or "") if deps.llm is not None else ""
-        alpha = deps.config.conformal.alpha if deps.config.conformal.alpha is not None else \
-            (cal.alpha if cal is not None else None)
-        rule, with_fast, why = decide_rule(
-            loop.combine, (cal.judges.get(model) if cal is not None else None),
-            cal.ranks() if cal is not None else None, top_k=retrieval.top_k, pool=retrieval.pool,
-            margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
-        state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule, why, with_fast
-    return state.loop.rule
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:

@@ -5,13 +5,12 @@ import logging
 
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.errors import LLMError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 
 
-@register
 class Draft(Step):
     """Sets `state.draft`, `draft_citations` and `draft_context` from `state.context`.
 

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
-from ragsieve.agent.judging.rule import ContextRule
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.modes import ContextRule
+from ragsieve.agent.plan.evidence import applied_rule
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
-from ragsieve.agent.steps.conformal import applied_rule
 from ragsieve.tools.types import Hit
 
 
-@register
 class Expand(Step):
     """`grew`: new unjudged candidates are waiting for the judge. `converged`: the loop stops.
 

@@ -5,14 +5,13 @@ import numpy as np
 
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
-from ragsieve.agent.steps.rerank import fallback_reranker, reranker_for
 from ragsieve.tools.filters.sparse import cosmix_scores
 from ragsieve.tools.types import Hit
 
 
-@register
 class Fallback(Step):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 
@@ -21,7 +20,7 @@ class Fallback(Step):
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
     (`ragsieve.tools.filters.sparse.cosmix_scores`, w = `fallback.distance_weight`);
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
-    (`ragsieve.agent.steps.rerank.fallback_reranker`): `deps.caches.reranker`, else the configured
+    (`ragsieve.agent.plan.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
     from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after

@@ -4,11 +4,10 @@ from __future__ import annotations
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.combine import score_based_relevant
 from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 
 
-@register
 class Judge(Step):
     """Judges `state.candidates` never judged before; appends new relevant ids to `state.relevant`.
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.conformal_signal import dense_similarities, query_vector
+from ragsieve.agent.plan.evidence import candidate_hits, judged_evidence
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.steps.conformal import candidate_hits
-from ragsieve.agent.steps.conformal_signal import dense_similarities, query_vector
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
 
@@ -28,7 +28,6 @@ def build_filter(cfg) -> GMMOutlierFilter:
                             seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
 
 
-@register
 class Outliers(Step):
     name = "outliers"
 
@@ -83,8 +82,4 @@ class Outliers(Step):
         return StepResult("next", summary)
 
 
-def judged_evidence(state: RunState) -> set[str]:
-    """Chunk ids with evidence beyond similarity: trusted-relevant verdicts and the fallback's additions."""
-    trusted = {} if state.loop.distrusted else state.loop.trusted
-    added = set(state.fallback.added) if state.fallback else set()
-    return {c for c, v in trusted.items() if v} | added
+#END

@@ -1,7 +1,7 @@
 """First-stage hybrid retrieval (BM25 + dense, fused) and the question's candidate pool."""
 from __future__ import annotations
 
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
 
 
@@ -15,7 +15,6 @@ def rest_rows(deps: Deps) -> list[int] | None:
     return deps.caches.rest_rows.get(n, lambda: [r for r in range(n) if r not in sparse])
 
 
-@register
 class Retrieve(Step):
     """Fills `first_stage` (ranked ids: metrics, evidence order), the pool (`retrieval.pool`
     best hits, what every later stage works from; `candidates` = the pool, for judging)

@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.conformal_signal import dense_similarities
+from ragsieve.agent.plan.evidence import cached_calibration, candidate_hits, judged_evidence
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState, SegmentRecord
-from ragsieve.agent.steps.conformal import cached_calibration, candidate_hits
-from ragsieve.agent.steps.conformal_signal import dense_similarities
-from ragsieve.agent.steps.outliers import judged_evidence
 from ragsieve.tools.filters.segments import (
     RSEParams,
     adjust_for_chunk_length,
@@ -49,7 +48,6 @@ def params_of(cfg) -> RSEParams:
                          decay_rate=cfg.decay_rate)
 
 
-@register
 class Segments(Step):
     name = "segments"
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ragsieve.agent.answer.answering import answers_and_abstains, is_abstention
 from ragsieve.agent.errors import LLMError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult, register
+from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
@@ -21,7 +21,6 @@ class Verdict(BaseModel):
     reason: str = ""
 
 
-@register
 class Validate(Step):
     """`resolved`, `unresolved` (the sparse fallback has not run yet) or `exhausted` (it has).
 

@@ -5,6 +5,8 @@ import argparse
 import sys
 from typing import Any
 
+from ragsieve.agent.config import IndexConfig
+from ragsieve.agent.errors import UsageError
 from ragsieve.cli.common import add_common, add_device_option, for_terminal, load_config, range_checked
 
 
@@ -91,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
         require(Extra.MILVUS, "pymilvus", "the milvus backend")
     remote = remote_embedder(ic, args)
     if remote is not None and args.device is not None:
-        from ragsieve.agent.errors import UsageError
-
         raise UsageError("--device applies to a local embedding model; an embeddings endpoint runs where its server "
                          "does (--embed-concurrency keeps it busy)")
     builder = IndexBuilder(
@@ -116,13 +116,9 @@ def run(args: argparse.Namespace) -> int:
     repos = [p for p in args.paths if p.startswith(("git@", "ssh://", "git://"))
              or (p.startswith(("http://", "https://")) and p.rstrip("/").endswith(".git"))]
     if repos:
-        from ragsieve.agent.errors import UsageError
-
         raise UsageError(f"{repos[0]} is a git repository: clone it yourself (git clone {repos[0]}) and index the "
                          "local folder; ragsieve never fetches repositories")
     if args.base_url and not args.base_url.startswith(("http://", "https://")):
-        from ragsieve.agent.errors import UsageError
-
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
     crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
     if any(p.startswith(("http://", "https://")) for p in args.paths):
@@ -166,14 +162,43 @@ def access_summary(index: str) -> str:
     return summary(load(index), index_sources(index))
 
 
-def remote_embedder(ic, args):
+def remote_embedder(ic: IndexConfig, args):
     """The embeddings-endpoint provider when one is configured (nothing is sent yet); None: a local model,
     loaded by the builder only when there is something to embed."""
     if (ic.embedding_provider or ("openai" if ic.embed_base_url else None)) != "openai":
         if ic.embed_dimensions or ic.embed_concurrency != 1:
-            ic.embedder()  # refuses the setting with its reason
+            configured_embedder(ic)  # refuses the setting with its reason
         return None
-    return ic.embedder(args.embedding_model, args.encoder)
+    return configured_embedder(ic, args.embedding_model, args.encoder)
+
+
+def configured_embedder(ic: IndexConfig, model: str | None = None, encoder: str | None = None):
+    """The provider the `[index]` settings name, for `ragsieve index` (queries use the one the index records)."""
+    provider = ic.embedding_provider or ("openai" if ic.embed_base_url else "sentence-transformers")
+    model, chosen = model or ic.embedding_model, encoder or ic.encoder
+    if provider == "sentence-transformers":
+        if ic.embed_base_url or ic.embed_dimensions:
+            raise UsageError("embed_base_url / embed_dimensions need embedding_provider = \"openai\"")
+        if ic.embed_concurrency != 1:
+            raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
+                             "keeps its device busy by itself (device, embed_batch_size)")
+        from ragsieve.tools.index.dense import Embedder
+        from ragsieve.tools.index.device import default_encoder_for, resolve_device
+
+        device = resolve_device(ic.device)
+        return Embedder(model, batch_size=ic.embed_batch_size or (512 if device.gpu else 64),
+                        encoder=chosen or default_encoder_for(device), device=ic.device)
+    if not ic.embed_base_url:
+        raise UsageError("embedding_provider = \"openai\" needs embed_base_url (e.g. http://127.0.0.1:8080/v1)")
+    if encoder or ic.encoder != type(ic).model_fields["encoder"].default:
+        raise UsageError(f"encoder {chosen!r} applies to local models only, not to an embeddings endpoint")
+    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
+    return OpenAIEmbedder(ic.embed_base_url, model, api_key_env=ic.embed_api_key_env,
+                          batch_size=ic.embed_batch_size or 64, dimensions=ic.embed_dimensions,
+                          concurrency=ic.embed_concurrency,
+                          max_input_tokens=ic.embed_max_input_tokens, timeout_s=ic.embed_timeout_s,
+                          max_attempts=ic.embed_max_attempts, max_retry_s=ic.embed_max_retry_s)
 
 
 def ray_stage(args, device: str = "auto"):
@@ -181,9 +206,7 @@ def ray_stage(args, device: str = "auto"):
     `--device cpu` keeps the actors off the cluster's GPUs; a GPU device asks for them."""
     if args.ray is None:
         if args.ray_gpus_per_actor is not None or args.ray_actors is not None or args.ray_batch_size is not None:
-            from ragsieve.agent.errors import UsageError
-
-            raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
+                raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
         return None
     from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
 

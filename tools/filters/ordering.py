@@ -8,17 +8,11 @@ back (reversed), so the least relevant end up in the middle.
 """
 from __future__ import annotations
 
-from enum import Enum
 from typing import TypeVar
 
-from ragsieve.tools.modes import parse_enum
+from ragsieve.tools.modes import ContextOrder, parse_enum
 
 T = TypeVar("T")
-
-
-class ContextOrder(str, Enum):
-    EDGES = "edges"
-    RANK = "rank"
 
 
 def edges_order(items_best_first: list[T]) -> list[T]:

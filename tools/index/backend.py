@@ -7,7 +7,6 @@ the `local` backend, `MilvusIndex` the distributed one. Rows are integers
 """
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
@@ -16,12 +15,8 @@ import numpy as np
 from ragsieve.tools.errors import IndexMissingError
 from ragsieve.tools.index.symbols import SymbolTable
 from ragsieve.tools.index.where import Where
+from ragsieve.tools.modes import Backend
 from ragsieve.tools.types import Chunk
-
-
-class Backend(str, Enum):
-    LOCAL = "local"
-    MILVUS = "milvus"
 
 
 class ChunkSource(Protocol):

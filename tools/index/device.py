@@ -17,25 +17,16 @@ is queried (or extended) on a CPU-only machine in fp32, within that tolerance
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
-from enum import Enum
 from typing import Protocol
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.modes import DeviceKind, parse_spec
 
 log = logging.getLogger(__name__)
 
 FP16_TOLERANCE = "minimum cosine 0.9996 between fp16 and fp32 vectors, SciFact nDCG@10 0.6451 vs 0.6449 (issue 47)"
 GPU_ENCODERS = ("torch", "torch-fp16")  # the ONNX variants run on ONNX Runtime's CPU provider only
-_SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
-
-
-class DeviceKind(str, Enum):
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
-    MPS = "mps"
 
 
 class Accelerators(Protocol):
@@ -87,20 +78,6 @@ class Device:
 
 
 CPU = Device(DeviceKind.CPU, requested="cpu")
-
-
-def parse_spec(spec: str) -> tuple[DeviceKind, int | None, str]:
-    """(kind, GPU number, normalised text) of `auto`, `cpu`, `mps`, `cuda` or `cuda:N`; else UsageError."""
-    text = str(spec).strip().lower()
-    match = _SPEC.match(text)
-    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
-        raise UsageError(f"invalid device {spec!r}: choose auto, cpu, cuda, cuda:N or mps")
-    return DeviceKind(match.group(1)), None if match.group(2) is None else int(match.group(2)), text
-
-
-def check_spec(spec: str) -> str:
-    """`spec` normalised when valid (a config validator); else UsageError listing the valid forms."""
-    return parse_spec(spec)[2]
 
 
 def resolve_device(spec: str = "auto", probe: Accelerators | None = None) -> Device:

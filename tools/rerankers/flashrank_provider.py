@@ -18,16 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsieve.tools.errors import ModelUnavailableError, UsageError
-
-# The pairwise (ONNX) models FlashRank knows; the listwise LLM ranker needs llama_cpp and is refused.
-FLASHRANK_MODELS = (
-    "ms-marco-TinyBERT-L-2-v2",
-    "ms-marco-MiniLM-L-12-v2",
-    "ms-marco-MultiBERT-L-12",
-    "rank-T5-flan",
-    "ce-esci-MiniLM-L12-v2",
-    "miniReranker_arabic_v1",
-)
+from ragsieve.tools.modes import FLASHRANK_MODELS
 
 
 class FlashRankProvider:

@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.answer.conversation import from_messages
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.plans import get_plan
+from ragsieve.agent.plans import get_plan
 from ragsieve.insights.record import Surface
 from ragsieve.service.auth.keys import ALL
 from ragsieve.service.auth.scope import Caller, caller
@@ -149,7 +149,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
 
 
-FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)
+FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plans.py)
 
 
 def validates_answers(orch, plan: str | None) -> bool:

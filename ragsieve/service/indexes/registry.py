@@ -11,7 +11,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plan.plans import usable_plans
+from ragsieve.agent.plans import usable_plans
 from ragsieve.service.indexes.live import LiveOrchestrator, Watcher
 
 if TYPE_CHECKING:
