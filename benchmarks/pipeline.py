@@ -144,6 +144,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     first = next(iter(orchs.values())).index
     texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
     doc_text = {d: t for t, d in texts.items()}
+    report.setdefault("device", first.embedding_placement())  # where the encoder ran (the judges are scripted or remote)
     report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
