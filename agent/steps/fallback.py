@@ -30,8 +30,8 @@ class Fallback(Step):
       candidates it calls relevant, in rerank order, or none (a trusted "nothing relevant" stays an
       abstention); when it could not be asked (budget spent, every batch failed), none;
     - a judge not trusted for this question (distrusted in the loop, or caught by this round's checks), or
-      no judge round before (a plan without the judge whose judging here fails): the top reranked ones,
-      unjudged (`score_based`), which the later filters keep.
+      without a trusted verdict before (no judge in the plan, every loop batch failed) whose judging here
+      fails or is skipped: the top reranked ones, unjudged (`score_based`), which the later filters keep.
     """
 
     name = "fallback"
@@ -63,7 +63,7 @@ class Fallback(Step):
         spent = budget_reason(deps.need_llm().meter.snapshot(), cfg.loop)
         verdicts: dict[str, bool] = dict(known)
         distrusted = state.loop.distrusted
-        trusted_before = bool(state.loop.rounds) and not distrusted  # the loop's judge ran and was trusted
+        trusted_before = state.loop.judge_trusted  # the loop's judge gave trusted verdicts and was not caught
         if todo and distrusted:
             mode, reason = JudgeMode.SKIPPED, f"not judged: the judge is not trusted for this question ({distrusted})"
         elif todo and spent:
