@@ -9,7 +9,9 @@ no validation); full (the `full` plan: +rse with the final answer validated and 
 full-R (full, with the first stage over R and the fallback over S). Judges: `oracle` knows the
 gold, `oracle-flipN` flips N % of its verdicts (seeded), `embedded-0.5b` is the packaged model
 (or any endpoint in OPENAI_BASE_URL/OPENAI_MODEL, unchanged). The oracle also reads and validates
-(see `pipeline_data.OracleChat`): its EM/F1 say whether the context holds the answer.
+(see `pipeline_data.OracleChat`): its EM/F1 say whether the context holds the answer. `--reader gullible`
+(`pipeline_data.GullibleChat`) reads like a fooled model: it also answers an unanswerable SQuAD 2.0 question
+when a plausible (wrong) answer is in its context, so abstention measures what a plan puts there.
 
 Also, per dataset: the sparse subset's share, and the conformal set's held-out coverage on the
 final context at alpha 0.05 / 0.1 / 0.2 (plan retrieve -> conformal -> answer) for the calibrated
@@ -35,7 +37,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
 from pipeline_coverage import coverage  # noqa: E402
-from pipeline_data import REPO, OracleChat, build_index, calibrated_copies, load_questions, measure_judge_on_folds  # noqa: E402
+from pipeline_data import (  # noqa: E402
+    REPO,
+    GullibleChat,
+    OracleChat,
+    build_index,
+    calibrated_copies,
+    load_questions,
+    measure_judge_on_folds,
+)
 from pipeline_rows import alternate, error_row, merged, resumed, row_commits, row_for, rule_counts, stage_agreement, summarise  # noqa: E402
 
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
@@ -104,10 +114,11 @@ def ask_row(q: dict, plan: str, orchs: dict, llm, chat, args, name: str, judge: 
     return row_for(q, answer, time.perf_counter() - started, name, judge, plan)
 
 
-def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float):
+def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float, reader: str = "oracle"):
+    """The scripted judge (`oracle`, `oracle-flipN`) with the oracle or the gullible reader, or a real model."""
     if judge.startswith("oracle"):
         flip = int(judge.split("flip")[1]) / 100 if "flip" in judge else 0.0
-        chat = OracleChat(doc_of_text, text_of_doc, flip)
+        chat = (GullibleChat if reader == "gullible" else OracleChat)(doc_of_text, text_of_doc, flip)
         return LLM(chat), chat, (lambda: None)
     from ragsieve.agent.llm.factory import open_llm
 
@@ -133,6 +144,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     first = next(iter(orchs.values())).index
     texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
     doc_text = {d: t for t, d in texts.items()}
+    report.setdefault("device", first.embedding_placement())  # where the encoder ran (the judges are scripted or remote)
     report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
                             "sparse_rows": len(first.sparse_rows),
                             "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
@@ -141,7 +153,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
           f"{report['sets'][name]['sparse_share']}", flush=True)
     for judge in args.judges:
-        llm, chat, close = make_llm(judge, texts, doc_text, args.timeout)
+        llm, chat, close = make_llm(judge, texts, doc_text, args.timeout, args.reader)
         try:
             if (args.combine or Config().loop.combine) == "auto" and args.judge_questions:
                 measured = measure_judge_on_folds(folds, orchs, llm, chat, args.judge_questions)
@@ -241,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="evaluate only the first A answerable and U unanswerable questions of the SQuAD sample "
                          "(the sample is still drawn, and kept out of calibration, as without it)")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--reader", choices=["oracle", "gullible"], default="oracle",
+                    help="the scripted judges' reader: oracle (answers iff the gold answer is in its context) or "
+                         "gullible (also answers an unanswerable question with a plausible answer in its context)")
     ap.add_argument("--no-coverage", dest="coverage", action="store_false")
     ap.add_argument("--scifact-calibration", choices=["crossfit", "train"], default="crossfit",
                     help="SciFact calibration questions: the other half of the test claims, or the train claims")
@@ -277,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"
     report = {"command": shlex.join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
-              "combine": args.combine or Config().loop.combine, "overrides": args.override,
+              "combine": args.combine or Config().loop.combine, "overrides": args.override, "reader": args.reader,
               "scifact_calibration": args.scifact_calibration,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "defaults": Config().model_dump(include={"loop", "conformal", "outliers", "segments", "fallback",

@@ -42,7 +42,8 @@ def _qrels(path: Path) -> dict[str, list[str]]:
 
 def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int,
                    scifact_calibration: str = "crossfit") -> list[dict]:
-    """Rows {id, question, answers, gold (doc ids), impossible, fold}."""
+    """Rows {id, question, answers, gold (doc ids), impossible, fold}; SQuAD 2.0 rows also carry `plausible`
+    (an unanswerable question's `plausible_answers`: the wrong answers a careless reader would give)."""
     folder = DATA / name
     if name == "hotpotqa":
         rows = _jsonl(folder / "qa.jsonl")
@@ -55,7 +56,7 @@ def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int,
             rng.sample([r for r in rows if r["is_impossible"]], squad_unanswerable)
         return [{"id": r["id"], "question": r["question"], "answers": r["answers"],
                  "gold": [] if r["is_impossible"] else [r["gold_doc_id"]], "impossible": bool(r["is_impossible"]),
-                 "fold": 0} for r in picked]
+                 "plausible": list(r.get("plausible_answers") or []), "fold": 0} for r in picked]
     queries = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
     gold = _qrels(folder / "qrels" / "test.tsv")
     two = scifact_calibration == "crossfit"
@@ -261,3 +262,23 @@ def _mapping_line(prompt: str, keys: list[str]) -> dict[str, str]:
             if isinstance(obj, dict) and set(keys) <= set(obj):
                 return {k: str(v) for k, v in obj.items()}
     return {}
+
+
+class GullibleChat(OracleChat):
+    """The oracle's judge with a reader that can be fooled (issue 46): it answers with the gold answer when
+    its prompt holds one, else with a *plausible* (wrong) answer of an unanswerable SQuAD 2.0 question
+    (`plausible_answers`) when its prompt holds one, and abstains only when neither is there. So a plan that
+    stuffs its context with near-miss text answers more unanswerable questions, and abstention measures what
+    the plan put in the context, not the reader's construction. The validator is the same reader (resolved
+    iff it would answer): a model fooled by the text it read is fooled when it checks its answer. Its model name is
+    the judge's (`oracle`, `oracle-flipN`): the judge, and so its measured reliability, is the oracle's."""
+
+    def _supported(self, prompt: str) -> str | None:
+        found = super()._supported(prompt)
+        if found is not None:
+            return found
+        low = prompt.lower()
+        for answer in self.q.get("plausible") or []:
+            if answer and answer.lower() in low:
+                return answer
+        return None

@@ -127,12 +127,18 @@ def _coverage(folder: Path) -> list[Figure]:
 
 
 def _abstention(d: Data) -> list[Figure]:
+    """Each judge's row, read by the scripted reader the file names (`gullible`: fooled by a plausible wrong
+    answer in its context, so a plan that stuffs its context with near-miss text loses)."""
     rows = d["sets"]["squad2"]["rows"]
-    fast, full = rows["oracle|fast"], rows["oracle|full"]
-    return [Figure(f"Abstention, SQuAD 2.0 ({full['n']} questions, 200 unanswerable); oracle judge and reader",
-                   f"`full` abstains on {_pct(full['abstain_unanswerable'])} of unanswerable, "
-                   f"{_pct(full['abstain_answerable'])} of answerable",
-                   f"`fast`: {_pct(fast['abstain_unanswerable'])} / {_pct(fast['abstain_answerable'])}",
+    judges = [k.split("|")[0] for k in rows if k.endswith("|full") and f"{k.split('|')[0]}|fast" in rows]
+    n = rows[f"{judges[0]}|full"]["n"]
+    full = "; ".join(f"{j} {_pct(rows[f'{j}|full']['abstain_unanswerable'])} / "
+                     f"{_pct(rows[f'{j}|full']['abstain_answerable'])}" for j in judges)
+    fast = "; ".join(f"{j} {_pct(rows[f'{j}|fast']['abstain_unanswerable'])} / "
+                     f"{_pct(rows[f'{j}|fast']['abstain_answerable'])}" for j in judges)
+    return [Figure(f"Abstention, SQuAD 2.0 ({n} questions, 200 unanswerable), unanswerable / answerable abstained; "
+                   f"scripted judges, a {d.get('reader', 'oracle')} reader (a proxy)",
+                   f"`full`: {full}", f"`fast`: {fast}; target: `full` ≥ `fast` on unanswerable",
                    ("pipeline-abstention.json",))]
 
 

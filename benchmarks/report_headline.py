@@ -44,15 +44,19 @@ def abstention_lines(folder: Path, load, command) -> list[str]:
     if not found:
         return ["- Abstention on SQuAD 2.0: not run with the current code (`pipeline-abstention*.json`).", ""]
     lines = ["**Calibrated abstention, SQuAD 2.0** (answer step honours the model's abstention unless the "
-             "calibrated answerability score says answerable; target: `full` abstains on unanswerable ≥ `fast` − 5 "
-             "points and on answerable ≤ `fast` + 2 points). Judges are the scripted oracle and noisy oracles; the "
-             "oracle reader abstains when no passage holds the answer.", "",
-             "| judge | plan | n | abstains, unanswerable | abstains, answerable | precision | recall | gold recall | "
-             "context tokens |", "|---|---|---|---|---|---|---|---|---|"]
+             "calibrated answerability score says answerable, and a judge trusted for the question that finds nothing "
+             "relevant is an abstention on the same terms; target: `full` abstains on unanswerable ≥ `fast` and on "
+             "answerable ≤ `fast` + 2 points, every judge). Judges are the scripted oracle and noisy oracles; the "
+             "reader is the gullible one (`pipeline_data.GullibleChat`): it answers an unanswerable question with "
+             "its plausible (wrong) answer whenever that text is in its context, and abstains only when neither a "
+             "gold nor a plausible answer is there, so a plan that fills its context with near-miss text loses.", "",
+             "| judge | reader | plan | n | abstains, unanswerable | abstains, answerable | precision | recall | "
+             "gold recall | context tokens |", "|---|---|---|---|---|---|---|---|---|---|"]
     for _path, data in found:
+        reader = data.get("reader") or "oracle"
         for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
             judge, plan = key.split("|")
-            lines.append(f"| {judge} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
+            lines.append(f"| {judge} | {reader} | {plan} | {r.get('n')} | {_f(r.get('abstain_unanswerable'))} | "
                          f"{_f(r.get('abstain_answerable'))} | {_f(r.get('abstain_precision'))} | "
                          f"{_f(r.get('abstain_recall'))} | {_f(r.get('gold_recall'))} | {_f(r.get('context_tokens'), 0)} |")
     lines.append("")

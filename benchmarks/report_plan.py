@@ -1,7 +1,9 @@
 """Which pipeline results ran an earlier `full` plan than the one the current code runs.
 
 A result file records the commit it ran at. `PLAN_SINCE` is the last commit that changed what the plans
-compute (e09c432: with no trusted judge the conformal set joins the fast context instead of replacing it);
+compute (6274b07, issue 46: a judge that passes its checks and finds nothing relevant is trusted and the answer
+abstains on calibrated terms; the fallback adds only chunks a trusted judge accepts; it also follows 504130f, the
+default encoder embedding each text alike whatever its batch, so earlier indexes and figures are stale too);
 a `pipeline-*.json` whose commit git knows and that does not contain `PLAN_SINCE` measured a plan that no
 longer exists, so the report does not show its figures as current. Whoever changes what a plan computes
 moves `PLAN_SINCE` to that commit in the same change's follow-up, and the pipeline results are re-run.
@@ -16,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLAN_SINCE = "e09c432"
+PLAN_SINCE = "6274b07"
 PREDATES = "predates the current `full` plan"
 
 

@@ -28,31 +28,39 @@ def _names(found) -> str:
 
 
 def abstention_rows(folder: Path, load) -> list[list[str]]:
-    """Per judge: `full` abstains on unanswerable ≥ `fast` − 5 points and on answerable ≤ `fast` + 2 points.
-    A judge's `fast` row comes from its own file; the scripted noisy judges share the oracle's reader, so
-    their `fast` reference is the oracle's."""
+    """Per judge: `full` abstains on unanswerable ≥ `fast` and on answerable ≤ `fast` + 2 points (issue 46).
+    Scripted judges count only with a reader that can be fooled (`reader: gullible`): the oracle reader abstains
+    whenever no gold string is in its prompt, so `fast` and `full` decide alike by construction. A judge's `fast`
+    row comes from its own file; else the oracle's of the same reader (the scripted judges share the reader)."""
     found = _current(load, folder, "pipeline-abstention*.json") + _current(load, folder, "pipeline-embedded-squad2*.json")
-    rows = {}
+    rows: dict = {}
+    constructed = []
     for path, data in found:
+        scripted = path.name.startswith("pipeline-abstention")
+        if scripted and data.get("reader") != "gullible":
+            constructed.append(path)
+            continue
         for key, r in ((data.get("sets") or {}).get("squad2", {}).get("rows", {})).items():
             judge, plan = key.split("|")
             rows[judge, plan] = (r, path)
+    target = "full ≥ fast on unanswerable, ≤ fast + 0.02 on answerable"
     out = []
     for (judge, plan), (full, path) in sorted(rows.items()):
         if plan != "full":
             continue
         fast, fast_path = rows.get((judge, "fast")) or rows.get(("oracle", "fast")) or (None, None)
         if fast is None or full.get("abstain_unanswerable") is None:
-            out.append([f"abstention, judge {judge}", "full ≥ fast − 0.05 (unanswerable), ≤ fast + 0.02 (answerable)",
-                        "no `fast` reference", UNMEASURED, f"`{path.name}`"])
+            out.append([f"abstention, judge {judge}", target, "no `fast` reference", UNMEASURED, f"`{path.name}`"])
             continue
         fu, fa = full.get("abstain_unanswerable"), full.get("abstain_answerable")
         su, sa = fast.get("abstain_unanswerable"), fast.get("abstain_answerable")
-        holds = fu >= su - 0.05 and (fa is None or sa is None or fa <= sa + 0.02)
+        holds = fu >= su and (fa is None or sa is None or fa <= sa + 0.02)
         files = f"`{path.name}`" + ("" if fast_path == path else f" (fast: `{fast_path.name}`)")
-        out.append([f"abstention, judge {judge} (n {full.get('n')})",
-                    "full ≥ fast − 0.05 on unanswerable, ≤ fast + 0.02 on answerable",
+        reader = "" if path.name.startswith("pipeline-embedded") else ", gullible reader"
+        out.append([f"abstention, judge {judge}{reader} (n {full.get('n')})", target,
                     f"unanswerable {_f(fu)} vs {_f(su)}; answerable {_f(fa)} vs {_f(sa)}", YES if holds else NO, files])
+    out += [["abstention, scripted judges", target, "the oracle reader decides by construction (re-run with "
+             "`--reader gullible`)", UNMEASURED, f"`{p.name}`"] for p in constructed]
     return out or [["abstention on SQuAD 2.0", "full vs fast", "–", UNMEASURED, "`pipeline-abstention*.json`"]]
 
 

@@ -68,7 +68,13 @@ def test_assess_verdicts_rules():
     all_true = {c: True for c in ids}
     all_false = {c: False for c in ids}
     assert assess_verdicts(all_true, ids, first_round=True, min_n=4, alpha=0.05)[0] is False
-    assert assess_verdicts(all_false, ids, first_round=True, min_n=4, alpha=0.05)[0] is False
+    # first round, all irrelevant: without decoys to check the judge it is no judge ...
+    informative, reason = assess_verdicts(all_false, ids, first_round=True, min_n=4, alpha=0.05)
+    assert informative is False and "no decoys" in reason
+    # ... a judge that was shown decoys (and rejected them: the caller checks that first) is believed
+    assert assess_verdicts(all_false, ids, first_round=True, min_n=4, alpha=0.05, decoys_shown=3) == (True, "")
+    # all relevant stays uninformative whatever the decoys
+    assert assess_verdicts(all_true, ids, first_round=True, min_n=4, alpha=0.05, decoys_shown=3)[0] is False
     # later rounds: "nothing new is relevant" is believable
     assert assess_verdicts(all_false, ids, first_round=False, min_n=4, alpha=0.05)[0] is True
     # too few chunks to call it uninformative

@@ -27,7 +27,9 @@ class LoopConfig(_Section):
     _order = _mode(ContextOrder, "context_order")
     judge_batch_chars: int = Field(8000, ge=200)  # prompt budget (chunk characters) of one judge batch
     expand_max_texts: int = Field(5, ge=1)  # relevant chunk texts added to the expansion query
-    uninformative_min_n: int = Field(4, ge=2)  # all-same verdicts on >= this many chunks: no judge
+    # all true on >= this many chunks, or all false in the first round with no decoys shown: no judge (a first
+    # round judged all false by a judge that passed its decoys and order check is trusted: nothing relevant)
+    uninformative_min_n: int = Field(4, ge=2)
     disagreement_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # rank-sum test: judge vs retrieval
     judge_decoys: int = Field(3, ge=0, le=10)  # least-similar chunks hidden in each round as controls
     judge_order_check: bool = True  # first round judged again in reversed order (agent.judging, check (c))

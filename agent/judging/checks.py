@@ -86,14 +86,20 @@ def rank_sum_pvalue(positive_ranks: list[int], n: int) -> float:
 
 
 def assess_verdicts(verdicts: dict[str, bool], ranked_ids: list[str], *, first_round: bool,
-                    min_n: int, alpha: float) -> tuple[bool, str]:
-    """(informative?, reason) for one round's verdicts (rules (a) and (b) of the module docstring)."""
+                    min_n: int, alpha: float, decoys_shown: int = 0) -> tuple[bool, str]:
+    """(informative?, reason) for one round's verdicts (rules (a) and (b) of `ragsieve.agent.judging.rounds`).
+
+    "Nothing is relevant" in the first round is believed only from a judge that was shown decoys
+    (`decoys_shown` > 0, none called relevant: the caller checks that first): a judge that rejects the
+    controls and retrieval's best alike says the question has no answer here, which is a signal for
+    calibrated abstention, not a reason to distrust it. Without decoys it is uninformative, as before.
+    """
     n = len(verdicts)
     n_true = sum(verdicts.values())
     if n >= min_n and n_true == n:
         return False, f"all {n} chunks judged relevant"
-    if n >= min_n and n_true == 0 and first_round:
-        return False, f"all {n} first-stage chunks judged irrelevant"
+    if n >= min_n and n_true == 0 and first_round and decoys_shown <= 0:
+        return False, f"all {n} first-stage chunks judged irrelevant (no decoys were shown to check the judge)"
     ranked = [cid for cid in ranked_ids if cid in verdicts]
     positives = [i for i, cid in enumerate(ranked, start=1) if verdicts[cid]]
     if 0 < len(positives) < len(ranked):

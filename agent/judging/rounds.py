@@ -27,10 +27,16 @@ A judge that knows when it is no judge
     (0) the judge calls any decoy relevant (a judge answering at random with
         rate p passes d decoys with probability (1-p)^d per round); or
     (a) at least `loop.uninformative_min_n` chunks were judged and every one
-        came back true, or every one false in the first round (the first
-        round's candidates are retrieval's best, so "nothing is relevant" is
-        not believable there; in later rounds all-false just means nothing
-        new was found); or
+        came back true, or every one false in the first round *without
+        decoys* to check the judge (no index vectors, `loop.judge_decoys = 0`).
+        A first round judged all false by a judge that was shown decoys and
+        passed (0) and (when `loop.judge_order_check` is on) the order check (c)
+        is trusted: the judge says none of
+        retrieval's best passages is relevant, which is a signal for calibrated
+        abstention (the answer step abstains unless the calibrated answerability
+        score says the question is answerable; `ragsieve.agent.steps.answer`),
+        not a reason to distrust it; in later rounds all-false just means
+        nothing new was found; or
     (b) the judge disagrees with retrieval far beyond chance: the chunks it
         calls relevant sit so low in the retrieval ranking that the exact
         one-sided rank-sum test (Wilcoxon 1945; Mann & Whitney 1947) gives
@@ -206,7 +212,8 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
                          "(chunks least similar to the question) relevant")
         return result
     informative, reason = assess_verdicts(result.verdicts, ranked_ids, first_round=first_round,
-                                          min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha)
+                                          min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha,
+                                          decoys_shown=result.decoys)
     if not informative:
         result.mode, result.reason = JudgeMode.SCORE, reason
         return result

@@ -178,6 +178,13 @@ class RunState(BaseModel):
     trace: list[TraceEvent] = Field(default_factory=list)
     steps_taken: int = 0
 
+    @property
+    def nothing_relevant(self) -> bool:
+        """A judge trusted for this question judged chunks and called none relevant, and no chunk counts as
+        relevant otherwise (decided by score for a failed batch, added by the fallback): the signal the answer
+        step turns into a calibrated abstention (`ragsieve.agent.steps.answer`)."""
+        return self.loop.judge_trusted and not self.relevant and not any(self.loop.trusted.values())
+
     def remember(self, hits: list[Hit]) -> None:
         for hit in hits:
             self.pool.setdefault(hit.chunk_id, hit)

@@ -75,6 +75,11 @@ class Answer(Step):
     Abstention is a calibrated decision, never inferred from a non-empty conformal set
     (CONFLARE calibrates on answerable questions, so its set is never empty):
     - an empty context gives `NO_EVIDENCE` without a model call (`abstention = "no_evidence"`);
+    - so does a judge trusted for this question that called every chunk it judged irrelevant (it passed
+      its decoys and order check; `RunState.nothing_relevant`), unless the calibrated answerability score
+      says the question is answerable (then, or without an abstention calibration, the model reads the
+      context as below); the context is listed as the closest passages. An untrusted judge's verdicts
+      never cause an abstention: the model reads the context;
     - a model that abstains keeps its abstention (`abstention = "model"`), unless the calibrated
       answerability score says the question is answerable at `abstention.max_false_answer`
       (`ragsieve.tools.filters.abstention`); then the reply is the most relevant passages,
@@ -102,6 +107,22 @@ class Answer(Step):
             state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
+        if state.nothing_relevant:  # a trusted judge found nothing relevant: abstain unless calibrated evidence objects
+            decision = answerability(state, deps)
+            report["answerability"] = decision
+            if decision["answerable"] is False:
+                state.answer, state.citations = with_also_retrieved(
+                    *abstention_answer(state.context, listed, head=NO_EVIDENCE), state.context,
+                    deps.config.abstention.also_retrieved if listed else 0)
+                state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
+                report.update({"abstention": "no_evidence", "llm": False, "nothing_relevant": (
+                    "a judge trusted for this question called none of the judged chunks relevant and the calibrated "
+                    "answerability score does not say answerable: abstained without asking the model")})
+                return StepResult("next", report)
+            report["nothing_relevant"] = (
+                "a judge trusted for this question called none of the judged chunks relevant, but "
+                + ("the calibrated answerability score says answerable: the model reads the context"
+                   if decision["answerable"] else "there is no calibrated answerability verdict: the model decides"))
         streamed = ""  # the part of the answer already sent to `deps.on_token`
         if state.draft is not None and state.draft_context == context_ids:
             text, citations = state.draft, [c.model_copy() for c in state.draft_citations]

@@ -23,9 +23,14 @@ class Fallback(Step):
     (`ragsieve.agent.plan.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
     from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
-    all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added` chunks, appended after
-    the loop's selection: the trusted-relevant ones in rerank order, or, when
-    the judge gave no usable verdict, the top reranked ones (score-based).
+    all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added`
+    chunks, appended after the loop's selection:
+    - a judge trusted for this question (it passed its checks in the loop and in this round): only the
+      candidates it calls relevant, in rerank order, or none (a trusted "nothing relevant" stays an
+      abstention); when it could not be asked (budget spent, every batch failed), none;
+    - a judge not trusted for this question (distrusted in the loop, or caught by this round's checks), or
+      without a trusted verdict before (no judge in the plan, every loop batch failed) whose judging here
+      fails or is skipped: the top reranked ones, unjudged (`score_based`), which the later filters keep.
     """
 
     name = "fallback"
@@ -57,6 +62,7 @@ class Fallback(Step):
         spent = budget_reason(deps.need_llm().meter.snapshot(), cfg.loop)
         verdicts: dict[str, bool] = dict(known)
         distrusted = state.loop.distrusted
+        trusted_before = state.loop.judge_trusted  # the loop's judge gave trusted verdicts and was not caught
         if todo and distrusted:
             mode, reason = JudgeMode.SKIPPED, f"not judged: the judge is not trusted for this question ({distrusted})"
         elif todo and spent:
@@ -79,7 +85,10 @@ class Fallback(Step):
             mode, reason = JudgeMode.JUDGE, "every candidate was judged before"
         if mode is JudgeMode.JUDGE:
             added = [h for h in ordered if verdicts.get(h.chunk_id)]
-        else:
+        elif trusted_before and not state.loop.distrusted:  # budget spent or every batch failed: nothing unjudged
+            added = []
+            reason = f"{reason}; a judge trusted for this question adds only chunks it accepts: none added"
+        else:  # a judge not trusted for this question (before or in this round): the reranked order decides
             added = list(ordered)
             summary["score_based"] = True
         added = added[: cfg.fallback.max_added]
