@@ -42,7 +42,7 @@ class IndexConfig(_Section):
     _bm25 = _mode(BM25Engine, "bm25_engine")
     embed_batch_size: int | None = Field(None, ge=1)  # None: 64 (an endpoint, the CPU), 512 on a GPU
     # where the local model embeds chunks and queries: auto (a GPU torch sees, else the CPU) | cpu | cuda[:N] |
-    # mps (ragsieve.tools.index.device); on a GPU a new index gets the torch-fp16 encoder
+    # mps (ragsieve.tools.index.embedders.device); on a GPU a new index gets the torch-fp16 encoder
     device: str = "auto"
     embed_concurrency: int = Field(1, ge=1, le=64)  # an embeddings endpoint: requests in flight at once
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
@@ -70,7 +70,7 @@ class IndexConfig(_Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        from ragsieve.tools.index.device import check_spec
+        from ragsieve.tools.index.embedders.device import check_spec
 
         return check_spec(value)
 
@@ -84,8 +84,8 @@ class IndexConfig(_Section):
             if self.embed_concurrency != 1:
                 raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
                                  "keeps its device busy by itself (device, embed_batch_size)")
-            from ragsieve.tools.index.dense import Embedder
-            from ragsieve.tools.index.device import default_encoder_for, resolve_device
+            from ragsieve.tools.index.query.dense import Embedder
+            from ragsieve.tools.index.embedders.device import default_encoder_for, resolve_device
 
             device = resolve_device(self.device)
             return Embedder(model, batch_size=self.embed_batch_size or (512 if device.gpu else 64),
@@ -127,7 +127,7 @@ class RetrievalConfig(_Section):
     # read further, so a top 3 is three sections; false: every chunk keeps its own place
     sections: bool = True
     # source-first: for "where is X implemented", definitions in source files before other code, tests and prose
-    # (ragsieve.tools.index.source_first); hybrid: the fused order
+    # (ragsieve.tools.index.query.source_first); hybrid: the fused order
     ranking: str = "hybrid"
     _ranking = _mode(RankingMode, "ranking")
 
@@ -250,7 +250,7 @@ class RerankConfig(_Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str | None) -> str | None:
-        from ragsieve.tools.index.device import check_spec
+        from ragsieve.tools.index.embedders.device import check_spec
 
         return None if value is None else check_spec(value)
 

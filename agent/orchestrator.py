@@ -31,12 +31,12 @@ from ragsieve.agent.plan.state import (
     SegmentRecord,
     TraceEvent,
 )
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.types import Hit
 
 if TYPE_CHECKING:  # loaded when an index is opened (`open`)
     from ragsieve.tools.index.backend import IndexBackend
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ class Orchestrator:
 
 
 def _retriever(index, config: Config):
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval
     return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,

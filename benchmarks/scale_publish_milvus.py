@@ -51,8 +51,8 @@ def _texts(rng, n: int) -> list[str]:
 
 
 def _entities(rows: list[int], texts: list[str], vectors: np.ndarray, generation: int) -> list[dict]:
-    from ragsieve.tools.index.milvus_rows import ALIVE, primary_key
-    from ragsieve.tools.index.milvus_schema import analysed
+    from ragsieve.tools.index.milvus.rows import ALIVE, primary_key
+    from ragsieve.tools.index.milvus.schema import analysed
 
     return [{"pk": primary_key(generation, r), "row": r, "born": generation, "died": ALIVE, "doc_id": f"d{r}",
              "chunk_index": 0, "text": t, "search_text": analysed(t, True), "source": f"d{r}", "title": "",
@@ -65,8 +65,8 @@ def build_collection(n: int, cache: Path) -> dict:
     """The cached N-row collection (built when missing); its state file."""
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_schema import create_collection
+    from ragsieve.tools.index.milvus.client import stop_lite_server
+    from ragsieve.tools.index.milvus.schema import create_collection
 
     folder = cache / f"milvus-rows-{n}"
     state_file = folder / "state.json"
@@ -140,9 +140,9 @@ def _one_change(client, state: dict, live: dict, n: int, k: int, rng, cold: bool
     """One one-document publish, timed by step: exactly the calls `milvus_publish` makes in incremental mode
     (`cold`: the retired entity known from the born record; else looked up; `migrate`: then the born record read
     from the collection, as the first publish of a pointer from before the record does)."""
-    from ragsieve.tools.index.milvus_born import born_from_collection
-    from ragsieve.tools.index.milvus_delta import apply_delta, recover
-    from ragsieve.tools.index.milvus_rows import entities
+    from ragsieve.tools.index.milvus.born import born_from_collection
+    from ragsieve.tools.index.milvus.delta import apply_delta, recover
+    from ragsieve.tools.index.milvus.rows import entities
 
     base, gen = int(state["visible"]), int(state["visible"]) + 1
     row = _edit_rows(n)[k % 3]
@@ -188,9 +188,9 @@ def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -
     whatever the call. The edited rows' live entities are kept in the state file (the benchmark's born record)."""
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_delta import ALL_FIELDS
-    from ragsieve.tools.index.milvus_rows import visible_at
+    from ragsieve.tools.index.milvus.client import stop_lite_server
+    from ragsieve.tools.index.milvus.delta import ALL_FIELDS
+    from ragsieve.tools.index.milvus.rows import visible_at
 
     state = json.loads(STATE(n).read_text())
     t0 = time.perf_counter()
@@ -231,7 +231,7 @@ def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -
 def _verify(client, n: int, runs: list[dict], live: dict, gen: int, load: bool) -> dict:
     """Each edit visible to a reader (not timed as publish); above VERIFY_MAX not checked (loading 1M rows into
     milvus-lite costs minutes and ~6 GB here)."""
-    from ragsieve.tools.index.milvus_rows import visible_at
+    from ragsieve.tools.index.milvus.rows import visible_at
 
     texts = [r.pop("text") for r in runs]
     if n > VERIFY_MAX:  # None, not False: nothing was found wrong, nothing was checked

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
-from ragsieve.tools.index.dense import DenseIndex, Embedder, l2_normalise, packaged_model_dir
+from ragsieve.tools.index.query.dense import DenseIndex, Embedder, l2_normalise, packaged_model_dir
 
 
 def test_packaged_model_is_found_without_import():

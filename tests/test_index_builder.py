@@ -4,12 +4,12 @@ import json
 import numpy as np
 import pytest
 
-import ragsieve.tools.index.builder as ib
-import ragsieve.tools.index.generation_writer as gw
-import ragsieve.tools.index.generations as generations
+import ragsieve.tools.index.building.builder as ib
+import ragsieve.tools.index.building.generation_writer as gw
+import ragsieve.tools.index.local.generations as generations
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
 
 FILES = {
     "alpha.md": "# Alpha\n\nThe alpha service rotates API keys every ninety days.",

@@ -123,7 +123,7 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
     assert outside == set()
     for template in (REPO / "prompts").glob("*.j2"):
         assert f"ragsieve/prompts/{template.name}" in names
-    for module in ("agent/cli/main.py", "agent/steps/answer.py", "agent/plan/state.py", "tools/index/retriever.py",
+    for module in ("agent/cli/main.py", "agent/steps/answer.py", "agent/plan/state.py", "tools/index/query/retriever.py",
                    "tools/ingest/loaders.py", "tools/filters/conformal.py"):
         assert f"ragsieve/{module}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
@@ -145,8 +145,8 @@ def test_installed_wheel_runs_outside_the_repo(installed, tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert built.returncode == 0, built.stderr
     code = ("import ragsieve, sys; from ragsieve import Orchestrator, Config, Answer; "
-            "from ragsieve.tools.index.hybrid import HybridIndex; "
-            "from ragsieve.tools.index.retriever import HybridRetriever; "
+            "from ragsieve.tools.index.local.index import HybridIndex; "
+            "from ragsieve.tools.index.query.retriever import HybridRetriever; "
             "from ragsieve.agent.llm.templates import PromptRenderer; "
             "print(ragsieve.__file__); print(' '.join(PromptRenderer().names())); "
             "ix = HybridIndex.open('idx'); hits = HybridRetriever(ix).run('rotate the API key', top_k=3); "

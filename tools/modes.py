@@ -31,7 +31,7 @@ class FusionMode(str, Enum):
 
 class RankingMode(str, Enum):
     """How first-stage hits are ordered: `hybrid` (the fused score) or `source-first` (definitions in source
-    files, then other source code, tests, prose: `ragsieve.tools.index.source_first`)."""
+    files, then other source code, tests, prose: `ragsieve.tools.index.query.source_first`)."""
 
     HYBRID = "hybrid"
     SOURCE_FIRST = "source-first"

@@ -77,7 +77,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.ingest.selection import Selection
 
     config = load_config(args)
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if backend == "milvus":
         import os
 
-        from ragsieve.tools.index.milvus_publish import publish
+        from ragsieve.tools.index.milvus.publish import publish
 
         pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
                           index_type=ic.milvus_index, rebuild=args.rebuild, lock_wait_s=ic.lock_wait_s)
@@ -185,7 +185,7 @@ def ray_stage(args, device: str = "auto"):
 
             raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
         return None
-    from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
+    from ragsieve.tools.index.building.ray_embed import RayEmbedStage, import_ray
 
     import_ray()
     gpus = args.ray_gpus_per_actor

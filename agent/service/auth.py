@@ -8,7 +8,7 @@ from fastapi import Request
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.identity import IdentityRefused, looks_like_jwt, resolve
 from ragsieve.agent.service.keys import ALL, WRITE, allows
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 
 @dataclass

@@ -31,7 +31,7 @@ from ragsieve.agent.errors import RagsieveError
 from ragsieve.agent.insights.record import Surface
 from ragsieve.agent.service import mcp_schema, mcp_tools
 from ragsieve.agent.service.keys import ALL
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 log = logging.getLogger(__name__)
 

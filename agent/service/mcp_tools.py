@@ -12,7 +12,7 @@ from ragsieve.agent.locations import deepest_location
 from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.live import LiveOrchestrator
 from ragsieve.tools.index.backend import ChunkSource, IndexBackend, RowLookup
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
 _LINES = re.compile(r"^(?P<source>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")

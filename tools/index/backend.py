@@ -14,8 +14,8 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError
-from ragsieve.tools.index.symbols import SymbolTable
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.symbols import SymbolTable
+from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.types import Chunk
 
 
@@ -133,11 +133,11 @@ class ServerFusion(Protocol):
 
 def open_index(index_dir: str | Path, embedder: Any = None, device: str = "auto") -> IndexBackend:
     """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local;
-    a local model embeds its queries on `device` (`ragsieve.tools.index.device`)."""
-    from ragsieve.tools.index.hybrid import HybridIndex
+    a local model embeds its queries on `device` (`ragsieve.tools.index.embedders.device`)."""
+    from ragsieve.tools.index.local.index import HybridIndex
 
     if (Path(index_dir) / "milvus.json").is_file():
-        from ragsieve.tools.index.milvus import MilvusIndex
+        from ragsieve.tools.index.milvus.index import MilvusIndex
 
         index = MilvusIndex.open(index_dir, embedder=embedder)
         index.device = device

@@ -18,7 +18,7 @@ from ragsieve.agent.service.documents.ingest import job_view
 from ragsieve.agent.service.documents.job_store import KEEP_JOBS
 from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.keys import allows
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 router = APIRouter()
 WORKER_HEADER = "x-ragsieve-worker"  # the process that answered (`serve --workers N`): job state is the same in all

@@ -24,7 +24,7 @@ from ragsieve.agent.service.errors import ApiError
 from ragsieve.agent.service.identity import USER_TOKEN, IdentityRefused
 from ragsieve.agent.service.keys import allows
 from ragsieve.agent.service.widget_keys import WidgetKey, normal_origin
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 API_PREFIX = "/ui/api/"
 WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, README)

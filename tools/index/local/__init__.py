@@ -1,0 +1,1 @@
+"""The local engine: generations on disk (SQLite chunk store, segments, leases, the writer's lock) opened as one `HybridIndex`."""
