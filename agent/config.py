@@ -84,8 +84,8 @@ class IndexConfig(_Section):
             if self.embed_concurrency != 1:
                 raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
                                  "keeps its device busy by itself (device, embed_batch_size)")
-            from ragsieve.tools.index.query.dense import Embedder
             from ragsieve.tools.index.embedders.device import default_encoder_for, resolve_device
+            from ragsieve.tools.index.embedders.local_embedder import Embedder
 
             device = resolve_device(self.device)
             return Embedder(model, batch_size=self.embed_batch_size or (512 if device.gpu else 64),

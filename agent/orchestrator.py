@@ -132,7 +132,7 @@ class Orchestrator:
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
              llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
-        from ragsieve.tools.index.backend import open_index
+        from ragsieve.tools.index.open import open_index
 
         config = config or Config()
         # local, or the Milvus collection the index was published to; queries embedded on [index] device

@@ -115,10 +115,10 @@ def run_fractions(index, n: int, folder: Path, queries, qvecs, backend: str) -> 
 
 
 def local_index(n: int, vectors, texts, work: Path):
-    from ragsieve.tools.index.query.bm25 import BM25Index
-    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.index.local.store import ChunkStore
+    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"

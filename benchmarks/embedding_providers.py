@@ -33,7 +33,7 @@ import numpy as np
 from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
 from ragsieve.tools.index.building.builder import IndexBuilder
-from ragsieve.tools.index.query.dense import Embedder
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever

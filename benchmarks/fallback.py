@@ -37,9 +37,9 @@ from pipeline_data import REPO, build_index, load_questions  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.agent.steps.fallback import _nn_of_rows  # noqa: E402
+from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 from ragsieve.tools.index.sparse.subset import cosmix_scores  # noqa: E402
-from ragsieve.tools.index.building.builder import default_encoder  # noqa: E402
-from ragsieve.tools.index.query.dense import Embedder  # noqa: E402
 from ragsieve.tools.metrics import chunk_doc_id, mean  # noqa: E402
 
 

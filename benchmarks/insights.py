@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.tools.index.building.builder import IndexBuilder
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     result = bench_io.header()
     result["device"] = f"CPU only, {os.cpu_count()} cores (torch threads {_threads()})"

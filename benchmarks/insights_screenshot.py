@@ -31,7 +31,7 @@ def main() -> int:
     from web_fixtures import browser
 
     from ragsieve.tools.index.building.builder import IndexBuilder
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     out = REPO / "docs" / "insights.png"
     with tempfile.TemporaryDirectory(prefix="ragsieve-insights-shot-") as tmp:

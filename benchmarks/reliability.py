@@ -75,7 +75,7 @@ class _NoLock:
 def run_inprocess(work: Path, builds: int, lock: bool = True) -> dict:
     import ragsieve.tools.index.building.builder as builder_module
     from ragsieve.tools.index.building.builder import IndexBuilder
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
     from ragsieve.tools.index.local.index import HybridIndex
 
     real_lock = builder_module.IndexLock

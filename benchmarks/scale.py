@@ -56,7 +56,7 @@ def disk_mb(path: Path) -> float:
 
 
 def encoders(n_docs: int) -> dict:
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     texts = []
     with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
@@ -111,10 +111,10 @@ def synthetic(n: int, dim: int, seed: int = 0, base: np.ndarray | None = None):
 
 
 def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
-    from ragsieve.tools.index.query.bm25 import BM25Index
-    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.index.local.store import ChunkStore
+    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"

@@ -106,8 +106,9 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
 def own_embedding(text: str, samples: int = 3) -> dict:
     """Seconds the default encoder takes to embed the edited note (warm: the model loaded first)."""
     try:
-        from ragsieve.tools.index.building.builder import default_encoder
-        from ragsieve.tools.index.query.dense import DEFAULT_MODEL, Embedder
+        from ragsieve.tools.index.embedders.device import default_encoder
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
+        from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL
 
         encoder = default_encoder()
         t0 = time.perf_counter()

@@ -63,9 +63,10 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
 
 def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
     """Re-fit the live generation's BM25 with other k1 / b (same analysed text; vectors untouched)."""
-    from ragsieve.tools.index.query.bm25 import BM25Index
     from ragsieve.tools.index.building.builder import indexed_text
-    from ragsieve.tools.index.local.index import MANIFEST, HybridIndex, current_generation
+    from ragsieve.tools.index.local.generations import MANIFEST, current_generation
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.query.bm25 import BM25Index
 
     with HybridIndex.open(index_dir) as index:
         m = index.manifest
@@ -84,8 +85,8 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
 
 def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     from ragsieve.agent.eval.beir import read_qrels, read_queries
-    from ragsieve.tools.index.backend import open_index
     from ragsieve.tools.index.milvus.publish import publish
+    from ragsieve.tools.index.open import open_index
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     work.mkdir(parents=True, exist_ok=True)

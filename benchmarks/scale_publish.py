@@ -105,7 +105,8 @@ def _cpu() -> float:
 
 def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
     """Chunks per CPU-second of a full index build with the default encoder and with torch, alternated."""
-    from ragsieve.tools.index.building.builder import IndexBuilder, default_encoder
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.embedders.device import default_encoder
 
     corpus = _scifact(n_docs, work / "cpu-corpus")
     new_default = default_encoder()
@@ -134,8 +135,9 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
     import ray
 
     from ragsieve.tools.index.building import embed_cache
-    from ragsieve.tools.index.building.builder import IndexBuilder, default_encoder
+    from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.building.ray_embed import RayEmbedStage
+    from ragsieve.tools.index.embedders.device import default_encoder
 
     corpus = _scifact(n_docs, work / "ray-corpus")
     encoder = default_encoder()

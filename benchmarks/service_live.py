@@ -130,7 +130,7 @@ def query_latencies(c: httpx.Client, base: str, n: int, pool: list[str]) -> list
 
 def minilm_embed_seconds(text: str) -> float | None:
     try:
-        from ragsieve.tools.index.query.dense import Embedder
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
 
         embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
         embedder.embed(["warm-up"])

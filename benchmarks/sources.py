@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                     "keeps page URLs, so a --work index is reused)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ragsieve.tools.index.building.builder import default_encoder
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.device import default_encoder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     parts = set(args.parts.split(","))
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # what a new index uses

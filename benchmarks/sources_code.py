@@ -117,8 +117,8 @@ def long_chunk_share(idx: Path, chunks, embedder) -> dict:
     """How many code chunks are longer than the encoder's window, and how the index embeds them (`long_code`:
     `windows` = the mean of their windows' vectors, tools/index/building/windows.py; `head` = the encoder's truncation)."""
     from ragsieve.tools.index.building.report import indexed_text
-    from ragsieve.tools.index.local.index import current_generation, read_manifest
     from ragsieve.tools.index.building.windows import tokenizer_of, windowed_rows
+    from ragsieve.tools.index.local.generations import current_generation, read_manifest
 
     chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
     texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]

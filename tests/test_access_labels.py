@@ -19,7 +19,8 @@ from ragsieve.tools.access.labels import load, set_rules
 from ragsieve.tools.access.principals import AccessDefault, may_read, principals
 from ragsieve.tools.access.rules import AccessRules
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.local.index import HybridIndex, current_generation
+from ragsieve.tools.index.local.generations import current_generation
+from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever
 from ragsieve.tools.index.query.where import Where
 

@@ -17,10 +17,11 @@ pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
-from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion, open_index  # noqa: E402
+from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion  # noqa: E402
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from ragsieve.tools.index.open import open_index
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.building.report import indexed_text, symbol_words
-from ragsieve.tools.index.query.compounds import compound_words, split_compound
 from ragsieve.tools.index.milvus.schema import analysed
+from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.query.compounds import compound_words, split_compound
 from ragsieve.tools.types import Chunk
 
 CODE = [

@@ -134,7 +134,7 @@ def test_a_cuda_request_on_this_machine_is_one_clear_line(tmp_path):
 
 
 def test_the_torch_encoder_equals_sentence_transformers_encode():
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     texts = ["short", "a somewhat longer sentence about proteins and cells", "  padded text  ",
              "word " * 400, "another one", "x"]

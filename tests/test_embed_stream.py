@@ -71,7 +71,7 @@ def test_the_overlapped_build_equals_the_serial_one_with_a_hash_encoder(tmp_path
 def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
     """Real abstracts, the packaged MiniLM (torch, fp32: its vectors do not depend on the batch a text is in;
     onnx-int8's do, by up to 0.007 in cosine, so it is not the reference here)."""
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     with gzip.open(SCIFACT, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in itertools.islice(f, 40)]
@@ -89,8 +89,8 @@ def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
 
 
 def test_a_local_model_on_the_cpu_is_not_streamed_a_gpu_or_an_endpoint_is(tmp_path, monkeypatch):
-    from ragsieve.tools.index.embedders import device as device_mod
     from ragsieve.tools.index.building.generation_writer import streams
+    from ragsieve.tools.index.embedders import device as device_mod
 
     assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu"))
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragsieve.tools.index.query.dense import Embedder
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?",
          "Rotation issues a new secret; the old one keeps working for 24 hours.",

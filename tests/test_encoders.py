@@ -8,7 +8,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from ragsieve.tools.errors import UsageError  # noqa: E402
-from ragsieve.tools.index.query.dense import Embedder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?",
          "Rotation issues a new secret; the old one keeps working for 24 hours.",

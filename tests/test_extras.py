@@ -151,7 +151,7 @@ def test_onnx_encoder_without_the_fast_extra(docs, tmp_path):
     line = assert_one_line(cli_without("fast", "index", str(docs), "--index", "idx", "--encoder", "onnx-int8",
                                        cwd=tmp_path), "fast")
     assert "torch" in line
-    code = ("from ragsieve.tools.index.building.encoder_choice import default_encoder\n"
+    code = ("from ragsieve.tools.index.embedders.device import default_encoder\n"
             "assert default_encoder() == 'torch'")
     assert library_without("fast", code, tmp_path) == {"extra": None}
 

@@ -175,7 +175,7 @@ KILLER = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from test_incremental import HashEmbedder
-import ragsieve.tools.index.{module} as target
+import ragsieve.tools.index.building.{module} as target
 from ragsieve.tools.index.building.builder import IndexBuilder
 def die(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)

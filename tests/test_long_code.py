@@ -12,10 +12,18 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.building.builder import IndexBuilder
-from ragsieve.tools.index.local.index import HybridIndex, current_generation, read_manifest
-from ragsieve.tools.index.building.windows import LongCode, code_headers, embed_windowed, tokenizer_of, window_texts, windowed_rows
+from ragsieve.tools.index.building.report import indexed_text
+from ragsieve.tools.index.building.windows import (
+    LongCode,
+    code_headers,
+    embed_windowed,
+    tokenizer_of,
+    window_texts,
+    windowed_rows,
+)
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.index import HybridIndex
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -18,11 +18,11 @@ pytest.importorskip("milvus_lite")
 
 from test_stable_rows import HashEmbedder, builder, snapshot, write_corpus  # noqa: E402
 
-from ragsieve.tools.index.backend import open_index  # noqa: E402
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus.client import stop_lite_server  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from ragsieve.tools.index.open import open_index  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -223,7 +223,7 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
         import sys, time
         sys.path.insert(0, {str(REPO / 'tests')!r})
         from test_stable_rows import HashEmbedder
-        from ragsieve.tools.index.backend import open_index
+        from ragsieve.tools.index.open import open_index
         idx = open_index({str(index)!r}, embedder=HashEmbedder())
         print("open", flush=True)
         time.sleep(20)

@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
-from ragsieve.tools.index.query.dense import Embedder  # noqa: E402
-from ragsieve.tools.index.embedders.providers import open_embedder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder  # noqa: E402
+from ragsieve.tools.index.embedders.providers import open_embedder  # noqa: E402
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?", "x",
          "Rate limits apply per workspace, across all of its API keys. " * 60]  # past max_seq_length

@@ -12,7 +12,7 @@ from test_incremental import HashEmbedder, _write
 import ragsieve.tools.index.building.builder as builder_module
 import ragsieve.tools.index.building.change_plan as change_plan
 from ragsieve.tools.index.building.builder import IndexBuilder
-from ragsieve.tools.index.local.index import current_generation, read_manifest
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.store import ChunkStore
 
 N = 300

@@ -20,8 +20,8 @@ import test_stable_rows  # noqa: E402
 from test_stable_rows import HashEmbedder  # noqa: E402
 
 from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
-from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.building.ray_embed import RayEmbedStage  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"

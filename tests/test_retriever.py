@@ -4,8 +4,8 @@ import pytest
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.builder import IndexBuilder
-from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.query.retriever import HybridRetriever
 
 DOCS = [

@@ -38,7 +38,7 @@ def test_an_index_from_before_header_words_keeps_its_text_on_a_one_file_change(t
 
     from test_incremental import HashEmbedder as Hash
 
-    from ragsieve.tools.index.local.index import MANIFEST, current_generation
+    from ragsieve.tools.index.local.generations import MANIFEST, current_generation
 
     class Recording(Hash):
         def __init__(self):

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ragsieve.tools.index.local.index import CURRENT, HybridIndex, current_generation
+from ragsieve.tools.index.local.generations import CURRENT, current_generation
+from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.local.readers import ReaderLease, remove_unless_read
 
 if TYPE_CHECKING:  # the orchestrator is opened by the caller's `open_orch`

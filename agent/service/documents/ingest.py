@@ -22,7 +22,7 @@ from ragsieve.agent.service.documents.catalog import new_id
 from ragsieve.tools.errors import RagsieveError, UsageError
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.building.change_plan import has_outside, has_prefix
-from ragsieve.tools.index.local.index import current_generation, read_manifest
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.ingest.loaders import kind_of
 

@@ -133,7 +133,7 @@ class Documents:
                         self._embedders[model] = other.index.embedder
                         break
                 else:
-                    from ragsieve.tools.index.query.dense import Embedder
+                    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
                     self._embedders[model] = Embedder(model)
             return self._embedders[model]

@@ -28,7 +28,11 @@ from typing import Sequence
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
-from ragsieve.tools.index.query.bm25 import BM25Index
+from ragsieve.tools.index.building.change_plan import any_document, ids_in_scopes, listed_change, plan_change
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache
+from ragsieve.tools.index.building.encoder_choice import recorded_encoder
+from ragsieve.tools.index.building.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
+from ragsieve.tools.index.building.incremental import collect_stores
 from ragsieve.tools.index.building.report import (  # noqa: F401
     BuildReport,
     build_scopes,
@@ -40,20 +44,23 @@ from ragsieve.tools.index.building.report import (  # noqa: F401
     indexed_text,
     package_version,
 )
-from ragsieve.tools.index.building.change_plan import any_document, ids_in_scopes, listed_change, plan_change
-from ragsieve.tools.index.query.dense import DEFAULT_MODEL, DenseIndex, Embedder
-from ragsieve.tools.index.embedders.device import default_encoder_for, place_encoder, resolve_device
-from ragsieve.tools.index.building.embed_cache import EmbeddingCache
-from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
-from ragsieve.tools.index.building.encoder_choice import default_encoder, recorded_encoder  # noqa: F401  (re-exported)
-from ragsieve.tools.index.building.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
-from ragsieve.tools.index.local.generations import live_generation, new_generation, switch_current
-from ragsieve.tools.index.local.index import MANIFEST, current_generation, read_manifest
-from ragsieve.tools.index.building.incremental import collect_stores
-from ragsieve.tools.index.local.lock import IndexLock
-from ragsieve.tools.index.embedders.model_names import canonical_model_name
-from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.index.building.windows import LongCode, embed_windowed, tokenizer_of, window_texts
+from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
+from ragsieve.tools.index.embedders.device import default_encoder_for, place_encoder, resolve_device
+from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL, canonical_model_name
+from ragsieve.tools.index.local.generations import (
+    MANIFEST,
+    current_generation,
+    live_generation,
+    new_generation,
+    read_manifest,
+    switch_current,
+)
+from ragsieve.tools.index.local.lock import IndexLock
+from ragsieve.tools.index.local.store import ChunkStore
+from ragsieve.tools.index.query.bm25 import BM25Index
+from ragsieve.tools.index.query.dense import DenseIndex
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import load_documents, site_documents
 from ragsieve.tools.ingest.walk import source_root

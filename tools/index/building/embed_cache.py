@@ -80,7 +80,7 @@ def step_factor(embedder) -> int:
     """How many times four batches one checkpointed step holds: one per request an embeddings endpoint keeps in
     flight, four on a GPU (its batches are large and quick: a step's SQLite write and the refill of the
     tokenizers' queue are paid less often), else one."""
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
     from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
     if isinstance(embedder, OpenAIEmbedder):

@@ -4,9 +4,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ragsieve.tools.index.embedders.device import default_encoder  # noqa: F401  (re-exported: the CPU default)
-from ragsieve.tools.index.local.generations import live_generation
-from ragsieve.tools.index.local.index import MANIFEST, read_manifest
+from ragsieve.tools.index.local.generations import MANIFEST, live_generation, read_manifest
 
 log = logging.getLogger(__name__)
 

@@ -23,20 +23,19 @@ from typing import Sequence
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.sparse.subset import find_sparse_rows, sparse_subset
 from ragsieve.tools.index import npy
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
-from ragsieve.tools.index.building.report import indexed_text, package_version
 from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable, text_key
-from ragsieve.tools.index.local.generations import fsync_tree
-from ragsieve.tools.index.local.index import MANIFEST, read_manifest
 from ragsieve.tools.index.building.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
 from ragsieve.tools.index.building.layout import Layout, plan_rows
 from ragsieve.tools.index.building.progress import progress_reporter
+from ragsieve.tools.index.building.report import indexed_text, package_version
+from ragsieve.tools.index.building.windows import code_headers
+from ragsieve.tools.index.local.generations import MANIFEST, fsync_tree, read_manifest
 from ragsieve.tools.index.local.segments import SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.building.windows import code_headers
+from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.sparse.subset import find_sparse_rows, sparse_subset
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.types import Document
 
@@ -263,7 +262,7 @@ def streams(builder) -> bool:
     1200 SciFact abstracts on 2 shared cores took 70.6 s serial and 76.1 s streamed, the same CPU time)."""
     if builder.stream is not None:
         return bool(builder.stream)
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     if builder._embedder is not None:
         return not (isinstance(builder._embedder, Embedder) and not builder._embedder.placed.gpu)

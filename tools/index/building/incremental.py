@@ -28,17 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index.sparse import subset as sparse_filter
-from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
 from ragsieve.tools.index import npy
-from ragsieve.tools.index.query.bm25 import tokenize
-from ragsieve.tools.index.building.report import indexed_text
-from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells
 from ragsieve.tools.index.building.layout import plan_rows
-from ragsieve.tools.index.sparse.nearest import nearest_update
+from ragsieve.tools.index.building.report import indexed_text
+from ragsieve.tools.index.building.windows import code_headers
 from ragsieve.tools.index.local.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.building.windows import code_headers
+from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.sparse import subset as sparse_filter
+from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells
+from ragsieve.tools.index.sparse.nearest import nearest_update
+from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
 
 LAYOUT = "segments"
 MAX_SEGMENTS = 16

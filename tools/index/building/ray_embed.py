@@ -140,7 +140,7 @@ class RayEmbedStage:
         self.encoder = encoder
         self.gpu_encoder = encoder in GPU_ENCODERS
         if self.make_embedder is None:
-            from ragsieve.tools.index.query.dense import Embedder
+            from ragsieve.tools.index.embedders.local_embedder import Embedder
 
             self.make_embedder = functools.partial(Embedder, model, batch_size=batch_size, encoder=encoder)
         return self

@@ -133,7 +133,7 @@ def embed_step(builder: "IndexBuilder") -> int:
 
 def embed_figures(builder: "IndexBuilder", counts: dict, busy_before: float) -> dict:
     """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
     from ragsieve.tools.index.embedders.providers import placement_of
 
     embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])

@@ -1,5 +1,5 @@
 """Embedding providers behind one small protocol, and what an index records about the one that built it."""
-from ragsieve.tools.index.query.dense import Embedder
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.embedders.providers import (
                                                       PROVIDERS,

@@ -91,7 +91,7 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
         light = OnnxQueryEmbedder.find(record["model"], encoder)
         if light is not None:  # an exported ONNX encoder: no torch or sentence-transformers import
             return light
-        from ragsieve.tools.index.query.dense import Embedder
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
 
         local = Embedder(record["model"], batch_size=batch_size, encoder=encoder, device=device)
         if local.encoder == "torch-fp16" and local.precision != "fp16":
@@ -115,7 +115,7 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
 
 def placement_of(embedder) -> str:
     """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
-    from ragsieve.tools.index.query.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
     from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
     if isinstance(embedder, (Embedder, OpenAIEmbedder)):

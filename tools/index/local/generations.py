@@ -8,17 +8,58 @@ a generation a running server still reads is left to it (`readers`).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 from pathlib import Path
 
 from ragsieve.tools.errors import IndexMissingError
-from ragsieve.tools.index.local.index import CURRENT, current_generation
+from ragsieve.tools.index.local.readers import remove_unless_read
 
 log = logging.getLogger(__name__)
 
 GENERATION = re.compile(r"^gen-(\d+)$")
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+
+
+def current_generation(root: Path) -> Path | None:
+    """The generation folder CURRENT points at, or None when there is no CURRENT file."""
+    pointer = root / CURRENT
+    if not pointer.is_file():
+        return None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IndexMissingError(f"index {root}: cannot read {CURRENT} ({exc}); rebuild with --rebuild") from None
+    if not name or "/" in name or "\\" in name or name.startswith(".") or len(name) > 255:
+        raise IndexMissingError(f"index {root}: CURRENT holds an invalid generation name {name!r}")
+    return root / name
+
+
+def read_manifest(gen: Path) -> dict:
+    try:
+        manifest = json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexMissingError(f"index generation {gen} is incomplete: no {MANIFEST}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is not valid JSON ({exc})") from None
+    try:
+        model = manifest["embedding"]["model"]
+        if not isinstance(model, str):
+            raise TypeError("embedding.model is not a string")
+    except (KeyError, TypeError) as exc:
+        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is malformed ({exc!r} missing or wrong)") from None
+    return manifest
+
+
+def layout_of(gen: Path) -> str:
+    """`segments` for an incremental generation, else `generation` (also when its manifest is unreadable)."""
+    try:
+        return json.loads((gen / MANIFEST).read_text(encoding="utf-8")).get("layout", "generation")
+    except (OSError, ValueError, AttributeError):
+        return "generation"
 
 
 def new_generation(root: Path) -> Path:
@@ -57,9 +98,16 @@ def switch_current(root: Path, gen: Path, keep: Path | None = None) -> None:
     os.replace(tmp, root / CURRENT)
     log.info("index %s: CURRENT -> %s", root, gen.name)
     _fsync(root)
-    from ragsieve.tools.index.local.readers import sweep
-
     sweep(root, {gen.name, keep.name if keep else ""})  # a generation a reader holds stays (`readers`)
+
+
+def sweep(root: Path, keep: set[str]) -> list[str]:
+    """Delete the generations of `root` not named in `keep` that no reader holds; their names."""
+    removed = []
+    for old in Path(root).iterdir():
+        if GENERATION.match(old.name) and old.name not in keep and remove_unless_read(old):
+            removed.append(old.name)
+    return removed
 
 
 def _fsync(path: Path) -> None:

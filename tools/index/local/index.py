@@ -22,60 +22,23 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex, Embedder
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
+from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.local.generations import CURRENT, MANIFEST, current_generation, layout_of, read_manifest
 from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.local.segments import SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
+from ragsieve.tools.index.query.bm25 import BM25Index
+from ragsieve.tools.index.query.dense import DenseIndex
 from ragsieve.tools.index.query.symbols import SymbolTable
 from ragsieve.tools.index.query.where import Where
 
-CURRENT = "CURRENT"
-MANIFEST = "manifest.json"
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
 SEGMENTED_REQUIRED = (MANIFEST, "segments", "sparse.json")  # the incremental layout: chunks in a shared store
 
 
-def _layout(gen: Path) -> str:
-    try:
-        return json.loads((gen / MANIFEST).read_text(encoding="utf-8")).get("layout", "generation")
-    except (OSError, ValueError, AttributeError):
-        return "generation"
-
-
 QUERY_CACHE_SIZE = 64
 OPEN_ATTEMPTS = 5  # re-reads of CURRENT when the generation changed under an opening reader
-
-
-def current_generation(root: Path) -> Path | None:
-    """The generation folder CURRENT points at, or None when there is no CURRENT file."""
-    pointer = root / CURRENT
-    if not pointer.is_file():
-        return None
-    try:
-        name = pointer.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IndexMissingError(f"index {root}: cannot read {CURRENT} ({exc}); rebuild with --rebuild") from None
-    if not name or "/" in name or "\\" in name or name.startswith(".") or len(name) > 255:
-        raise IndexMissingError(f"index {root}: CURRENT holds an invalid generation name {name!r}")
-    return root / name
-
-
-def read_manifest(gen: Path) -> dict:
-    try:
-        manifest = json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise IndexMissingError(f"index generation {gen} is incomplete: no {MANIFEST}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
-        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is not valid JSON ({exc})") from None
-    try:
-        model = manifest["embedding"]["model"]
-        if not isinstance(model, str):
-            raise TypeError("embedding.model is not a string")
-    except (KeyError, TypeError) as exc:
-        raise IndexMissingError(f"index generation {gen}: {MANIFEST} is malformed ({exc!r} missing or wrong)") from None
-    return manifest
 
 
 def _load_part(gen: Path, name: str, loader):
@@ -143,7 +106,7 @@ class HybridIndex:
     def _open_generation(cls, root: Path, gen: Path, embedder: Embedder | None, batch_size: int) -> "HybridIndex":
         if not gen.is_dir():
             raise IndexMissingError(f"index {root}: CURRENT points at {gen.name}, which does not exist")
-        segmented = _layout(gen) == "segments"
+        segmented = layout_of(gen) == "segments"
         missing = [name for name in (SEGMENTED_REQUIRED if segmented else REQUIRED) if not (gen / name).exists()]
         if missing:
             raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")

@@ -68,14 +68,3 @@ def remove_unless_read(gen: Path) -> bool:
         return False
     shutil.rmtree(gen, ignore_errors=True)
     return True
-
-
-def sweep(root: Path, keep: set[str]) -> list[str]:
-    """Delete the generations of `root` not named in `keep` that no reader holds; their names."""
-    from ragsieve.tools.index.local.generations import GENERATION
-
-    removed = []
-    for old in Path(root).iterdir():
-        if GENERATION.match(old.name) and old.name not in keep and remove_unless_read(old):
-            removed.append(old.name)
-    return removed

@@ -18,12 +18,12 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.milvus.client import Reloading, client_for, release_client, thread_round_trips
 from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus.store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
-from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.query.where import Where
 
 
@@ -58,7 +58,7 @@ class MilvusIndex:
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
-        from ragsieve.tools.index.local.index import current_generation, read_manifest
+        from ragsieve.tools.index.local.generations import current_generation, read_manifest
         from ragsieve.tools.index.milvus.leases import hold
 
         root = Path(index_dir)

@@ -24,7 +24,7 @@ SEGMENTED = ("manifest.json", "segments", "sparse.json")  # the incremental layo
 
 def readable(gen: Path) -> bool:
     """Whether `LocalView` can open generation folder `gen` (either layout)."""
-    from ragsieve.tools.index.local.index import _layout
+    from ragsieve.tools.index.local.generations import layout_of as _layout
 
     wanted = SEGMENTED if _layout(gen) == "segments" else REQUIRED
     return all((gen / f).exists() for f in wanted)
@@ -32,7 +32,7 @@ def readable(gen: Path) -> bool:
 
 class LocalView:
     def __init__(self, gen: Path) -> None:
-        from ragsieve.tools.index.local.index import read_manifest
+        from ragsieve.tools.index.local.generations import read_manifest
         from ragsieve.tools.index.local.store import ChunkStore
 
         self.path = gen
@@ -68,7 +68,8 @@ class LocalView:
 @contextmanager
 def open_live(root: Path):
     """The live local generation of `root` as a `LocalView` (or a `HybridIndex` for another layout)."""
-    from ragsieve.tools.index.local.index import HybridIndex, current_generation
+    from ragsieve.tools.index.local.generations import current_generation
+    from ragsieve.tools.index.local.index import HybridIndex
 
     gen = current_generation(root)
     if gen is not None and readable(gen):

@@ -79,9 +79,9 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
-    from ragsieve.tools.index.milvus.index import leases as leases
     from ragsieve.tools.index.milvus.born import born_from_collection, live_entities, next_born, read_born, write_born
     from ragsieve.tools.index.milvus.delta import apply_delta, delta_since, recover
+    from ragsieve.tools.index.milvus.index import leases as leases
     from ragsieve.tools.index.milvus.local import open_live
     from ragsieve.tools.index.milvus.rows import LAYOUT, generation_number
 

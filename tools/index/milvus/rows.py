@@ -48,8 +48,8 @@ def primary_key(generation: int, row: int) -> int:
 def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -> list[dict]:
     """The entities of `rows` of the local generation `local` (a HybridIndex), born in `generation`."""
     from ragsieve.tools.index.building.report import indexed_text
-    from ragsieve.tools.index.milvus.schema import analysed
     from ragsieve.tools.index.local.store import text_hash
+    from ragsieve.tools.index.milvus.schema import analysed
 
     chunks = local.store.get_many(rows)
     hashes = doc_hashes(local.store, {c.doc_id for c in chunks})
