@@ -139,7 +139,9 @@ def local_index(n: int, vectors, texts, work: Path):
 def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus.index import MilvusBM25, MilvusDense, MilvusIndex, MilvusStore, MilvusVectors
+    from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
+    from ragsieve.tools.index.milvus.index import MilvusIndex
+    from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
     from ragsieve.tools.index.milvus.schema import analysed, create_collection
 
     folder = work / f"milvus-{n}"

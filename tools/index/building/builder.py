@@ -20,16 +20,21 @@ finds them without listing the corpus); the report and helpers live in
 from __future__ import annotations
 
 import functools
+import hashlib as _hashlib
 import logging
 import shutil
 import time
 from pathlib import Path
 from typing import Sequence
 
+from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.building.change_plan import any_document, ids_in_scopes, listed_change, plan_change
-from ragsieve.tools.index.building.embed_cache import EmbeddingCache
+from ragsieve.tools.index.building.embed_cache import (
+    EmbeddingCache,
+    cache_model,  # keyed by encoder variant (issue 28)
+)
 from ragsieve.tools.index.building.encoder_choice import recorded_encoder
 from ragsieve.tools.index.building.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
 from ragsieve.tools.index.building.incremental import collect_stores
@@ -62,8 +67,9 @@ from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.index.query.dense import DenseIndex
 from ragsieve.tools.ingest.chunking import Chunker
-from ragsieve.tools.ingest.loaders import load_documents, site_documents
-from ragsieve.tools.ingest.walk import source_root
+from ragsieve.tools.ingest.crawler import Crawler
+from ragsieve.tools.ingest.loaders import LoadResult, load_documents, site_documents
+from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.types import Document
 
@@ -200,9 +206,6 @@ class IndexBuilder:
             load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
             loaded = load(paths, progress=self.progress is True, selection=selection, base=base, base_url=base_url)
         else:
-            from ragsieve.tools.ingest.loaders import LoadResult
-            from ragsieve.tools.ingest.walk import LoadStats
-
             loaded = LoadResult(documents=[], stats=LoadStats())
         docs = list(loaded.documents)
         web_scopes, self.crawl_reports = [], []
@@ -221,8 +224,6 @@ class IndexBuilder:
             raise UsageError(f"duplicate document ids: {dup}")
         scopes = build_scopes(paths, base) + web_scopes
         with IndexLock(self.root, self.lock_wait_s):
-            from ragsieve.tools.access.labels import set_front_matter
-
             # the documents' own access lists (front matter) beside the chunks, recorded before the new
             # generation goes live so no new chunk is ever served unlabelled (`ragsieve.tools.access.labels`)
             set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None},
@@ -231,9 +232,7 @@ class IndexBuilder:
 
     def _crawler(self, url: str, options: dict):
         require(Extra.CRAWL, "trafilatura", f"indexing a website ({url})")
-        import hashlib as _hashlib
 
-        from ragsieve.tools.ingest.crawler import Crawler
 
         state_dir = self.root / "crawl" / _hashlib.sha1(url.encode()).hexdigest()[:12]
         return Crawler(url, state_dir=state_dir, **options)
@@ -272,7 +271,6 @@ class IndexBuilder:
                 raise UsageError(f"no indexed document matches {unmatched} (ids look like {example!r})")
             if len(hit) >= int(read_manifest(prev_gen)["counts"]["documents"]):
                 raise UsageError("that would remove every document; delete the index folder instead")
-            from ragsieve.tools.ingest.walk import LoadStats
 
             loaded = type("Loaded", (), {"stats": LoadStats()})()
             return self._build_locked([], loaded, [], False, start, False, remove=hit)
@@ -358,8 +356,6 @@ class IndexBuilder:
                        "encoder": self.encoder}
 
     def _cache_model(self) -> str:
-        from ragsieve.tools.index.building.embed_cache import cache_model  # keyed by encoder variant (issue 28)
-
         windows = "+windows" if self.long_code is LongCode.WINDOWS else ""  # long code chunks' vectors differ
         return cache_model(self.model, self.encoder) + windows if self.provider == "sentence-transformers" \
             else f"{self.provider}:{self.model}"

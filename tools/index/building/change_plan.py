@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.local.store import ChunkStore
 
 FINGERPRINT_KIND = "sha256-sum"  # manifest["corpus_fingerprint_kind"]: the fingerprint can be updated in place
 _MOD = 1 << 256
@@ -149,8 +150,6 @@ def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool, pre
     prev_docs = prev_store.documents() if prev_store else {}
     new_hashes = {d.doc_id: d.content_hash for d in docs}
     if not reuse and not sync and prev_store is None and prev_gen is not None:
-        from ragsieve.tools.index.local.store import ChunkStore
-
         listing = ChunkStore(prev_gen / "chunks.sqlite", read_only=True)
         try:
             before = listing.documents()

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
+
 _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, " \
           "PRIMARY KEY (model, key))"
 
@@ -80,9 +83,6 @@ def step_factor(embedder) -> int:
     """How many times four batches one checkpointed step holds: one per request an embeddings endpoint keeps in
     flight, four on a GPU (its batches are large and quick: a step's SQLite write and the refill of the
     tokenizers' queue are paid less often), else one."""
-    from ragsieve.tools.index.embedders.local_embedder import Embedder
-    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-
     if isinstance(embedder, OpenAIEmbedder):
         return embedder.concurrency
     return 4 if isinstance(embedder, Embedder) and embedder.placed.gpu else 1

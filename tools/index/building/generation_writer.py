@@ -26,11 +26,13 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index import npy
 from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable, text_key
+from ragsieve.tools.index.building.embed_stream import ChunkEmbedStream
 from ragsieve.tools.index.building.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
 from ragsieve.tools.index.building.layout import Layout, plan_rows
-from ragsieve.tools.index.building.progress import progress_reporter
+from ragsieve.tools.index.building.progress import progress_reporter, stream_reporter
 from ragsieve.tools.index.building.report import indexed_text, package_version
 from ragsieve.tools.index.building.windows import code_headers
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.local.generations import MANIFEST, fsync_tree, read_manifest
 from ragsieve.tools.index.local.segments import SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
@@ -262,7 +264,6 @@ def streams(builder) -> bool:
     1200 SciFact abstracts on 2 shared cores took 70.6 s serial and 76.1 s streamed, the same CPU time)."""
     if builder.stream is not None:
         return bool(builder.stream)
-    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     if builder._embedder is not None:
         return not (isinstance(builder._embedder, Embedder) and not builder._embedder.placed.gpu)
@@ -272,9 +273,6 @@ def streams(builder) -> bool:
 def _chunk_while_embedding(builder, fresh: list[Document]) -> list:
     """The chunks of `fresh`, cut in a thread while the encoder embeds their texts into the checkpoint
     (`ragsieve.tools.index.building.embed_stream`); `builder._streamed` counts the texts embedded meanwhile."""
-    from ragsieve.tools.index.building.embed_stream import ChunkEmbedStream
-    from ragsieve.tools.index.building.progress import stream_reporter
-
     def text(chunk) -> str:
         return indexed_text(chunk, builder.symbol_headers, builder.header_words) if builder.index_titles \
             else chunk.text

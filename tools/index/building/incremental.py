@@ -23,19 +23,24 @@ one new base segment instead (O(N), no O(N^2): the nearest-neighbour entries are
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
 from ragsieve.tools.index.building.layout import plan_rows
+from ragsieve.tools.index.building.progress import progress_reporter
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.building.windows import code_headers
 from ragsieve.tools.index.local.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.index.query.bm25 import tokenize
 from ragsieve.tools.index.sparse import subset as sparse_filter
+from ragsieve.tools.index.sparse.ann import ivf_partition
 from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells
 from ragsieve.tools.index.sparse.nearest import nearest_update
 from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
@@ -84,7 +89,6 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     centroids = cell = None
     if nn is None and n > sparse_filter.APPROXIMATE_ABOVE:  # IVF: its cells are kept for later changes
-        from ragsieve.tools.index.sparse.ann import ivf_partition
 
         sim, row, centroids, cell = ivf_partition(vectors)
     else:
@@ -191,10 +195,6 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
 
 def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
     """Vectors of `texts` (the added chunks only), resumable through the index's embedding checkpoint."""
-    from ragsieve.tools.errors import UsageError
-    from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
-    from ragsieve.tools.index.building.progress import progress_reporter
-
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if not texts:
         return out, 0
@@ -223,8 +223,6 @@ def sparse_record(percentile: float, cutoff: float) -> str:
 def collect_stores(root: Path) -> dict:
     """After a switch: delete shared stores no generation on disk names, and in the others the records no
     generation on disk still sees. Returns what was deleted."""
-    import re
-
     users: dict[str, list[int]] = {}
     for gen in root.iterdir():
         if re.match(r"^gen-\d+$", gen.name) and (gen / "manifest.json").is_file():

@@ -28,6 +28,7 @@ an existing cluster (`ray://head:10001`, or `auto-cluster` for `ray.init("auto")
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import time
@@ -37,6 +38,10 @@ import numpy as np
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
+from ragsieve.tools.index.building.embed_cache import text_key
+from ragsieve.tools.index.building.ray_load import load_and_chunk
+from ragsieve.tools.index.embedders.device import GPU_ENCODERS
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +140,9 @@ class RayEmbedStage:
         return bool(self.gpus_per_actor) or self.require_gpus
 
     def for_model(self, model: str, encoder: str, batch_size: int) -> "RayEmbedStage":
-        from ragsieve.tools.index.embedders.device import GPU_ENCODERS
-
         self.encoder = encoder
         self.gpu_encoder = encoder in GPU_ENCODERS
         if self.make_embedder is None:
-            from ragsieve.tools.index.embedders.local_embedder import Embedder
-
             self.make_embedder = functools.partial(Embedder, model, batch_size=batch_size, encoder=encoder)
         return self
 
@@ -157,8 +158,6 @@ class RayEmbedStage:
     def load(self, paths, *, chunker, progress: bool = False, selection=None, base=None, base_url=None):
         """`load_documents` on Ray: the documents of `paths` (a `LoadResult`), their chunks kept in
         `prechunked` for the build (`Chunker` `chunker`, the build's own)."""
-        from ragsieve.tools.index.building.ray_load import load_and_chunk
-
         ray = import_ray()
         self._ensure(ray)
         t0 = time.perf_counter()
@@ -180,8 +179,6 @@ class RayEmbedStage:
 
     def _ensure(self, ray) -> None:
         if not ray.is_initialized():
-            import atexit
-
             self._init(ray)
             self._started = True
             atexit.register(self.close)
@@ -197,8 +194,6 @@ class RayEmbedStage:
     def fill(self, cache, texts: list[str], rows: list[int]) -> int:
         """Embed on Ray the texts of `rows` that `cache` lacks, writing each returned batch into `cache`;
         returns how many texts Ray embedded."""
-        from ragsieve.tools.index.building.embed_cache import text_key
-
         by_key = {text_key(texts[r]): texts[r] for r in rows}
         have = cache.get_many(sorted(by_key))
         missing = [{"key": k, "text": t} for k, t in by_key.items() if k not in have]

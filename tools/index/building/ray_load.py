@@ -24,8 +24,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ragsieve.tools.ingest.walk import LoadStats
-from ragsieve.tools.types import Document
+from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest import loaders
+from ragsieve.tools.ingest.walk import LoadStats, collect_files
+from ragsieve.tools.types import Chunk, Document
 
 HTML = (".html", ".htm")
 
@@ -33,8 +35,6 @@ HTML = (".html", ".htm")
 def load_one(item: dict) -> list[dict]:
     """Rows for one file: one per document (`doc`, with `j` its position in the file) and one for the file's
     load statistics (`j = -1`), as `load_documents`' loop body does for that file."""
-    from ragsieve.tools.ingest import loaders
-
     stats, path = LoadStats(), Path(item["path"])
     stats.files_seen += 1
     kind = loaders.kind_of(path)
@@ -64,8 +64,6 @@ def load_one(item: dict) -> list[dict]:
 
 def chunk_batch(batch: dict, chunker) -> dict:
     """`map_batches` stage (Ray tasks): the chunks of each document row (HTML pages are left to the driver)."""
-    from ragsieve.tools.types import Document
-
     out = []
     for doc_json in batch["doc"]:
         doc = Document.model_validate_json(str(doc_json)) if doc_json else None
@@ -86,11 +84,6 @@ def _merge(total: LoadStats, part: dict) -> None:
 
 def load_and_chunk(ray, paths, chunker, *, selection=None, base=None, base_url=None, parallelism: int = 4):
     """(LoadResult, {doc_id: chunks}) for `paths`, loaded and chunked by a Ray Data pipeline."""
-    from ragsieve.tools.errors import UsageError
-    from ragsieve.tools.ingest import loaders
-    from ragsieve.tools.ingest.walk import collect_files
-    from ragsieve.tools.types import Chunk, Document
-
     if isinstance(paths, (str, Path)):
         raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")
     stats = LoadStats()

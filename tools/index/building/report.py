@@ -8,6 +8,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from ragsieve.tools.index.building.change_plan import fingerprint_of
+from ragsieve.tools.index.building.embed_cache import step_factor
+from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.embedders.providers import placement_of
+from ragsieve.tools.index.query.compounds import split_compound
+from ragsieve.tools.index.query.identifiers import split_identifier
+from ragsieve.tools.ingest.walk import doc_id_for
 from ragsieve.tools.types import Chunk
 
 if TYPE_CHECKING:
@@ -66,9 +73,6 @@ def indexed_text(chunk: Chunk, symbol_headers: bool = True, header_words: bool =
 def symbol_words(label: str) -> str:
     """The words of a symbol label's names, once each, lower case (`HTTPResponse._read_chunked, getheader` ->
     `http response read chunked get header`); "" for a label without names."""
-    from ragsieve.tools.index.query.compounds import split_compound
-    from ragsieve.tools.index.query.identifiers import split_identifier
-
     words: list[str] = []
     for name in (s.strip() for s in label.split(",")):
         for part in name.split(".") if name and name != "..." else []:
@@ -79,8 +83,6 @@ def symbol_words(label: str) -> str:
 
 def build_scopes(paths, base) -> list[str]:
     """The id prefixes this build covers: `examples/docs/` for a folder, the id itself for a file."""
-    from ragsieve.tools.ingest.walk import doc_id_for
-
     out = []
     for given in paths:
         path = Path(given)
@@ -108,8 +110,6 @@ def excluded_counts(stats) -> dict[str, int]:
 def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
     """The sum modulo 2^256 of sha256(doc_id, content_hash) over the documents (`change_plan.fingerprint_of`:
     order-free, so a build updates it from the documents it changed)."""
-    from ragsieve.tools.index.building.change_plan import fingerprint_of
-
     return fingerprint_of(doc_hashes)
 
 
@@ -124,8 +124,6 @@ def package_version(dist: str) -> str | None:
 def embed_step(builder: "IndexBuilder") -> int:
     """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (before the model
     is loaded, a GPU device says it)."""
-    from ragsieve.tools.index.building.embed_cache import step_factor
-
     if builder._embedder is None:
         return builder.batch_size * 4 * (4 if builder.device is not None and builder.device.gpu else 1)
     return builder.batch_size * 4 * step_factor(builder._embedder)
@@ -133,9 +131,6 @@ def embed_step(builder: "IndexBuilder") -> int:
 
 def embed_figures(builder: "IndexBuilder", counts: dict, busy_before: float) -> dict:
     """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
-    from ragsieve.tools.index.embedders.local_embedder import Embedder
-    from ragsieve.tools.index.embedders.providers import placement_of
-
     embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])
     ray_stats = builder.ray.stats if builder.ray is not None else {}
     if ray_stats.get("device"):

@@ -20,6 +20,7 @@ import logging
 import re
 from dataclasses import dataclass
 from enum import Enum
+from importlib.util import find_spec
 from typing import Protocol
 
 from ragsieve.tools.errors import UsageError
@@ -158,8 +159,6 @@ def default_encoder() -> str:
     """The encoder of a new index: `onnx-int8` (int8 weights on ONNX Runtime: within 0.005 nDCG@10 of `torch` on
     SciFact, SQuAD 2.0 and HotpotQA, 4.4-5.9x torch's chunks per CPU-second; `scale_encoder_sets.json`) when ONNX
     Runtime and onnx are installed, else `torch`. An existing index keeps the encoder its manifest records."""
-    from importlib.util import find_spec
-
     if find_spec("onnxruntime") is not None and find_spec("onnx") is not None:
         return "onnx-int8"
     log.info("encoder torch: install ragsieve[fast] for the faster onnx-int8 encoder")

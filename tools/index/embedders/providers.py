@@ -19,7 +19,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.model_names import canonical_model_name
+from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder
+from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
 log = logging.getLogger(__name__)
 PROVIDERS = ("sentence-transformers", "openai")
@@ -85,21 +88,16 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
     the base URL is the recorded one unless RAGSIEVE_EMBED_BASE_URL names where the endpoint moved."""
     provider = record.get("provider", DEFAULT_PROVIDER)
     if provider == DEFAULT_PROVIDER:
-        from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder
-
         encoder = record.get("encoder", "torch")
         light = OnnxQueryEmbedder.find(record["model"], encoder)
         if light is not None:  # an exported ONNX encoder: no torch or sentence-transformers import
             return light
-        from ragsieve.tools.index.embedders.local_embedder import Embedder
 
         local = Embedder(record["model"], batch_size=batch_size, encoder=encoder, device=device)
         if local.encoder == "torch-fp16" and local.precision != "fp16":
             log.info("index embedded in fp16 on a GPU; %s", local.placement)  # the manifest check's note
         return local
     if provider == "openai":
-        from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
-
         base_url = os.environ.get(BASE_URL_ENV) or record.get("base_url")
         if not base_url:
             raise UsageError(f"the index was embedded by an endpoint whose URL it does not record; set {BASE_URL_ENV}")
@@ -115,9 +113,6 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
 
 def placement_of(embedder) -> str:
     """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
-    from ragsieve.tools.index.embedders.local_embedder import Embedder
-    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-
     if isinstance(embedder, (Embedder, OpenAIEmbedder)):
         return embedder.placement
     return f"{provider_of(embedder)} ({embedder.encoder})"

@@ -21,12 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.embedders.providers import placement_of
 from ragsieve.tools.index.local.generations import CURRENT, MANIFEST, current_generation, layout_of, read_manifest
 from ragsieve.tools.index.local.readers import ReaderLease
-from ragsieve.tools.index.local.segments import SegmentView
+from ragsieve.tools.index.local.segment_bm25 import SegmentBM25
+from ragsieve.tools.index.local.segments import NumpyFlat, SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.index.query.dense import DenseIndex
@@ -59,8 +63,6 @@ class HybridIndex:
     def __init__(self, root: Path, path: Path, manifest: dict, store: ChunkStore, bm25: BM25Index,
                  dense: DenseIndex, sparse_rows: list[int], embedder: Embedder | None = None,
                  batch_size: int = 64) -> None:
-        from ragsieve.tools.index.backend import Backend
-
         self.backend = Backend.LOCAL
         self.root, self.path, self.manifest = root, path, manifest
         self.store, self.bm25, self.dense = store, bm25, dense
@@ -157,9 +159,6 @@ class HybridIndex:
     @classmethod
     def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
                  batch_size: int) -> "HybridIndex":
-        from ragsieve.tools.index.local.segment_bm25 import SegmentBM25
-        from ragsieve.tools.index.local.segments import NumpyFlat
-
         n = int(manifest["counts"]["chunks"])
         view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
         vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)
@@ -187,8 +186,6 @@ class HybridIndex:
 
     def embedding_placement(self) -> str:
         """Which encoder embeds this index's queries, on which device (the retrieve step's trace)."""
-        from ragsieve.tools.index.embedders.providers import placement_of
-
         return placement_of(self.embedder)
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -228,7 +225,6 @@ class HybridIndex:
         grant = None
         key = where.model_dump_json()
         if where.readers is not None:  # the caller's principals against the index's access labels
-            from ragsieve.tools.access.labels import load
 
             labels = load(self.root)
             grant, key = labels.grant(where.readers), f"{key} {labels.version}"

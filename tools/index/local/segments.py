@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,6 @@ class Segment:
 
 def postings_of(token_lists: list[list[str]]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(vocab, indptr, docs, tf, dl) of documents given as token lists: a term-major CSR of term frequencies."""
-    from collections import Counter
-
     vocab: dict[str, int] = {}
     terms, docs, tfs = [], [], []
     for i, tokens in enumerate(token_lists):

@@ -9,6 +9,7 @@ chunks by `chunk_index`, never by row; `documents.first_row` is its lowest row.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,8 +26,6 @@ def text_hash(text: str) -> str:
 
 def shared_store_of(gen: Path) -> tuple[Path, int, int] | None:
     """(shared store file, generation number, rows) of an incremental generation folder, or None."""
-    import json
-
     try:
         manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

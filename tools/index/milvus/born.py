@@ -17,11 +17,16 @@ file unreadable) is looked up once and the record read from the collection
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.milvus.delta import query_pages
+from ragsieve.tools.index.milvus.local import LocalView, readable
+from ragsieve.tools.index.milvus.pointer import SPARSE_DIR
+from ragsieve.tools.index.milvus.rows import entities, visible_at
 
 
 def read_born(root: Path, pointer: dict) -> dict[int, int] | None:
@@ -47,7 +52,6 @@ def next_born(born: dict[int, int], write: set[int], rows_now: int, generation: 
 def write_born(root: Path, gen: str, born: dict[int, int]) -> str | None:
     if not born:
         return None
-    from ragsieve.tools.index.milvus.pointer import SPARSE_DIR
 
     folder = Path(root) / SPARSE_DIR
     folder.mkdir(exist_ok=True)
@@ -64,9 +68,6 @@ def live_entities(root: Path, pointer: dict, born: dict[int, int] | None, rows: 
                   stem: bool) -> list[dict] | None:
     """The entities the collection shows for `rows` at the pointer's generation, rebuilt from the local
     generation it was published from; None when that cannot be done (then query them)."""
-    from ragsieve.tools.index.milvus.local import LocalView, readable
-    from ragsieve.tools.index.milvus.rows import entities
-
     base = Path(root) / str(pointer.get("generation", ""))
     if born is None or not readable(base):
         return None
@@ -87,11 +88,6 @@ def born_from_collection(client, collection: str, generation: int) -> tuple[int,
     written before the born record: the most common `born` stands for the full copy, the other rows are
     recorded. O(corpus) once (the collection is loaded and every (row, born) pair read); every later publish
     then rebuilds retired entities without reading the collection."""
-    from collections import Counter
-
-    from ragsieve.tools.index.milvus.delta import query_pages
-    from ragsieve.tools.index.milvus.rows import visible_at
-
     client.load_collection(collection)
     pairs: dict[int, int] = {}
     for page in query_pages(client, collection, visible_at(generation), ["row", "born"], batch=16000):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ragsieve.tools.errors import IndexMissingError
 from ragsieve.tools.extras import Extra, require
+from ragsieve.tools.index.local.lock import IndexBusyError
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,6 @@ def is_lite(uri: str) -> bool:
 def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
     """A client for `uri`; a milvus-lite file held by another process is waited for `wait_s` seconds
     (None: for ever), then refused with `IndexBusyError`."""
-    from ragsieve.tools.index.local.lock import IndexBusyError
-
     MilvusClient = require(Extra.MILVUS, "pymilvus", "the milvus backend").MilvusClient
     started = time.monotonic()
     while is_lite(uri) and _held_elsewhere(uri):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ragsieve.tools.index.building.generation_writer import read_changes
 from ragsieve.tools.index.milvus.rows import ALIVE, entities, visible_at
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,6 @@ ALL_FIELDS = ["pk", "row", "born", "died", "doc_id", "chunk_index", "text", "sea
 def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int]] | None:
     """(rows of `current` to write, rows of `base` to retire) when `changes.json` links `current` back to the
     generation folder name `base`; None when the chain is broken (then publish everything)."""
-    from ragsieve.tools.index.building.generation_writer import read_changes
-
     changed: set[int] = set()
     gen, n_now, steps = current, None, 0
     while gen.name != base:

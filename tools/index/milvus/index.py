@@ -16,10 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.backend import Backend
+from ragsieve.tools.index.embedders import open_embedder
+from ragsieve.tools.index.embedders.providers import placement_of
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.milvus.client import Reloading, client_for, release_client, thread_round_trips
+from ragsieve.tools.index.milvus.leases import hold
 from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
@@ -31,8 +37,6 @@ class MilvusIndex:
     """An index folder whose live generation is served by Milvus (see the module doc)."""
 
     def __init__(self, root: Path, pointer: dict, manifest: dict, client, embedder=None):
-        from ragsieve.tools.index.backend import Backend
-
         self.backend = Backend.MILVUS
         self.root, self.path, self.manifest, self.pointer = root, root, manifest, pointer
         self.client = client
@@ -58,9 +62,6 @@ class MilvusIndex:
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
-        from ragsieve.tools.index.local.generations import current_generation, read_manifest
-        from ragsieve.tools.index.milvus.leases import hold
-
         root = Path(index_dir)
         pointer, lease = hold(root, lambda: read_pointer(root))  # its generation is kept until close()
         gen = current_generation(root)
@@ -86,16 +87,12 @@ class MilvusIndex:
     def _model(self):
         with self._lock:
             if self._embedder is None:
-                from ragsieve.tools.index.embedders import open_embedder
-
                 self._embedder = open_embedder(self.manifest["embedding"],  # the provider that built the index
                                                device=self.device)
             return self._embedder
 
     def embedding_placement(self) -> str:
         """Which encoder embeds this index's queries, on which device (the retrieve step's trace)."""
-        from ragsieve.tools.index.embedders.providers import placement_of
-
         return placement_of(self._model())
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -110,7 +107,6 @@ class MilvusIndex:
         """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
         readable = None
         if where.readers is not None:  # the caller's principals resolved to the sources they may read
-            from ragsieve.tools.access.labels import load
 
             grant = load(self.root).grant(where.readers)
             readable = [s for s in self.sources() if grant(s)]

@@ -17,6 +17,11 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.generations import layout_of as _layout
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.local.segments import SegmentView
+from ragsieve.tools.index.local.store import ChunkStore
 
 REQUIRED = ("manifest.json", "vectors.npy", "sparse.json", "chunks.sqlite")  # a whole-generation layout
 SEGMENTED = ("manifest.json", "segments", "sparse.json")  # the incremental layout (chunks in a shared store)
@@ -24,25 +29,18 @@ SEGMENTED = ("manifest.json", "segments", "sparse.json")  # the incremental layo
 
 def readable(gen: Path) -> bool:
     """Whether `LocalView` can open generation folder `gen` (either layout)."""
-    from ragsieve.tools.index.local.generations import layout_of as _layout
-
     wanted = SEGMENTED if _layout(gen) == "segments" else REQUIRED
     return all((gen / f).exists() for f in wanted)
 
 
 class LocalView:
     def __init__(self, gen: Path) -> None:
-        from ragsieve.tools.index.local.generations import read_manifest
-        from ragsieve.tools.index.local.store import ChunkStore
-
         self.path = gen
         self.manifest = read_manifest(gen)
         sparse = json.loads((gen / "sparse.json").read_text(encoding="utf-8"))
         self.store = ChunkStore(gen / "chunks.sqlite", read_only=True)  # an incremental one: its shared store
         try:
             if self.manifest.get("layout") == "segments":
-                from ragsieve.tools.index.local.segments import SegmentView
-
                 view = SegmentView(gen, self.manifest["segments"], int(self.manifest["counts"]["chunks"]))
                 self.vectors = view.vectors
                 sim = view.nearest()[0]
@@ -68,9 +66,6 @@ class LocalView:
 @contextmanager
 def open_live(root: Path):
     """The live local generation of `root` as a `LocalView` (or a `HybridIndex` for another layout)."""
-    from ragsieve.tools.index.local.generations import current_generation
-    from ragsieve.tools.index.local.index import HybridIndex
-
     gen = current_generation(root)
     if gen is not None and readable(gen):
         view = LocalView(gen)

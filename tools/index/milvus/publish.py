@@ -42,7 +42,12 @@ from typing import Any
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.local.lock import IndexLock
+from ragsieve.tools.index.milvus import leases
+from ragsieve.tools.index.milvus.born import born_from_collection, live_entities, next_born, read_born, write_born
 from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: F401  (client_for re-exported)
+from ragsieve.tools.index.milvus.delta import apply_delta, delta_since, recover
+from ragsieve.tools.index.milvus.local import open_live
 from ragsieve.tools.index.milvus.pointer import (
     INTENT,
     POINTER,
@@ -54,6 +59,7 @@ from ragsieve.tools.index.milvus.pointer import (
     write_pointer,
     write_sparse,
 )
+from ragsieve.tools.index.milvus.rows import LAYOUT, entities, generation_number
 from ragsieve.tools.index.milvus.schema import BM25_INPUT, bm25_params_applied, bm25_settings, create_collection
 
 log = logging.getLogger(__name__)
@@ -70,8 +76,6 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
     `ragsieve.tools.index.milvus.delta`); otherwise, or with `rebuild`, a full copy into a new collection and
     an atomic switch. Publishing the generation already shown changes nothing (it only finishes or undoes an
     interrupted publish)."""
-    from ragsieve.tools.index.local.lock import IndexLock
-
     root = Path(root)
     with IndexLock(root, lock_wait_s):
         return _publish_locked(root, uri=uri, token=token, name=name, tenant=tenant, index_type=index_type,
@@ -79,12 +83,6 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
 
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
-    from ragsieve.tools.index.milvus.born import born_from_collection, live_entities, next_born, read_born, write_born
-    from ragsieve.tools.index.milvus.delta import apply_delta, delta_since, recover
-    from ragsieve.tools.index.milvus.index import leases as leases
-    from ragsieve.tools.index.milvus.local import open_live
-    from ragsieve.tools.index.milvus.rows import LAYOUT, generation_number
-
     previous = read_pointer(root) if (root / POINTER).is_file() else {}
     stored = stored_uri(root, uri) if uri else previous.get("uri") or "milvus.db"
     name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
@@ -248,8 +246,6 @@ def _point_alias(client, alias: str, collection: str) -> None:
 
 
 def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:
-    from ragsieve.tools.index.milvus.rows import entities
-
     n = len(local)
     for start in range(0, n, BATCH):
         client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem,

@@ -17,6 +17,10 @@ import re
 
 import numpy as np
 
+from ragsieve.tools.index.building.report import indexed_text
+from ragsieve.tools.index.local.store import text_hash
+from ragsieve.tools.index.milvus.schema import analysed
+
 ALIVE = 2 ** 62  # `died` of an entity still current
 ROW_BITS = 36  # primary key = generation << 36 | row: 68 billion rows per generation
 LAYOUT = "stable-rows-1"  # pointer marker: collections with born/died/pk (older ones have none)
@@ -47,10 +51,6 @@ def primary_key(generation: int, row: int) -> int:
 
 def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -> list[dict]:
     """The entities of `rows` of the local generation `local` (a HybridIndex), born in `generation`."""
-    from ragsieve.tools.index.building.report import indexed_text
-    from ragsieve.tools.index.local.store import text_hash
-    from ragsieve.tools.index.milvus.schema import analysed
-
     chunks = local.store.get_many(rows)
     hashes = doc_hashes(local.store, {c.doc_id for c in chunks})
     headers = local.manifest.get("settings", {}).get("chunking", {}).get("symbol_headers", True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 
+from ragsieve.tools.index.query.bm25 import tokenize
+
 log = logging.getLogger(__name__)
 
 ANALYZER = {"tokenizer": "standard"}  # the text arrives analysed (see the module doc)
@@ -28,8 +30,6 @@ def analysed(text: str, stem: bool, identifiers: bool = False, compounds: bool =
     """The local BM25 tokens as one Milvus input string. With `identifiers`, a whole dotted identifier
     (`re.search`) is written with DOT for its dots, so Milvus' `standard` tokenizer (milvus-lite offers no
     `whitespace` one) keeps it one token, as the local index does; `token_urlsafe` stays whole as it is."""
-    from ragsieve.tools.index.query.bm25 import tokenize
-
     tokens = tokenize(text, stem, identifiers, compounds)  # `compounds`: a document's text, never a query
     return " ".join(t.replace(".", DOT) for t in tokens) if identifiers else " ".join(tokens)
 

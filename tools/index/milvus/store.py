@@ -2,11 +2,13 @@
 each restricted to the published generation (see `ragsieve.tools.index.milvus.index`)."""
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.local.store import text_hash
 from ragsieve.tools.types import Chunk
 
 FIELDS = ["row", "doc_id", "chunk_index", "text", "source", "title", "kind", "line_start", "line_end", "symbol",
@@ -15,8 +17,6 @@ PAGE = 16000  # rows per query page (Milvus caps a query's limit at 16,384)
 
 
 def _quote(value: str) -> str:
-    import json
-
     return json.dumps(value)  # a Milvus filter string literal: double quotes, backslash escapes
 
 
@@ -82,8 +82,6 @@ class MilvusStore:
         return [r["row"] for r in sorted(near, key=lambda r: r["chunk_index"])]
 
     def row_of_text(self, text: str) -> int | None:
-        from ragsieve.tools.index.local.store import text_hash
-
         found = self._query(f"text_hash == {_quote(text_hash(text))}", 16, ["row", "text"])
         rows = [r["row"] for r in found if r["text"] == text]
         return min(rows) if rows else None

@@ -40,6 +40,7 @@ from ragsieve.tools.index.backend import IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.query.fusion import rrf, weighted_fusion
 from ragsieve.tools.index.query.source_first import DEPTH, MIN_DEPTH, source_first
+from ragsieve.tools.index.query.symbols import is_lookup
 from ragsieve.tools.modes import FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.types import Hit
 
@@ -257,7 +258,6 @@ class HybridRetriever:
         table = self.index.symbols if self.symbols else None
         if table is None:
             return [], []
-        from ragsieve.tools.index.query.symbols import is_lookup
 
         def kept(found: list[int]) -> list[int]:  # the rows of `rows` among `found` (a set only when needed)
             if rows is None or not found:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ragsieve.tools.index.query.bm25 import tokenize
 from ragsieve.tools.index.query.identifiers import identifier_terms, is_compound, split_identifier
 
 KINDS = ("function", "method", "class", "attribute")
@@ -87,8 +88,6 @@ class SymbolTable:
         """Definitions whose own name is spelled out in the query's words: every word of a name of two or
         more words (`_read_chunked`: read, chunked) is in the query, compared by stem
         ("where does http.client read a chunked response body?"). At most `limit`, the longest names first."""
-        from ragsieve.tools.index.query.bm25 import tokenize
-
         words = set(tokenize(query))
         if not words:
             return []
@@ -126,8 +125,6 @@ def is_lookup(query: str) -> bool:
     about the archive member name" describes `ZipFile.getinfo`, not `ZipInfo`), so its names are left to
     BM25's whole-identifier terms instead of being put first (API anchor precision on 80 description
     questions: benchmarks/results/sources-web.json)."""
-    from ragsieve.tools.index.query.bm25 import tokenize
-
     rest = query
     for name in sorted(named_identifiers(query), key=len, reverse=True):
         rest = rest.replace(name, " ")

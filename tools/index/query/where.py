@@ -22,7 +22,10 @@ import json
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from ragsieve.tools.access.principals import principals
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.query.symbols import KINDS
+from ragsieve.tools.ingest.syntax import LANGUAGES, language_of
 
 FIELDS = ("source", "path_prefix", "language", "kind", "tenant", "symbol_kind")
 Scalar = str | int | float | bool
@@ -50,7 +53,6 @@ class Where(BaseModel):
     def _readers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is None:
             return None
-        from ragsieve.tools.access.principals import principals
 
         try:
             return principals(value)
@@ -59,8 +61,6 @@ class Where(BaseModel):
 
     def reading_as(self, readers: tuple[str, ...] | None) -> "Where":
         """This filter for a caller holding `readers` (None: unrestricted), whatever `readers` it had."""
-        from ragsieve.tools.access.principals import principals
-
         return self.model_copy(update={"readers": None if readers is None else principals(readers)})
 
     @field_validator("prefixes")
@@ -82,8 +82,6 @@ class Where(BaseModel):
             if value not in languages():
                 raise ValueError(f"unknown language {value!r}; known: {', '.join(sorted(languages()))}")
         if info.field_name == "symbol_kind":
-            from ragsieve.tools.index.query.symbols import KINDS
-
             value = value.strip().lower()
             if value not in KINDS:
                 raise ValueError(f"unknown symbol_kind {value!r}; known: {', '.join(KINDS)}")
@@ -118,8 +116,6 @@ class Where(BaseModel):
                              "(ragsieve serve's documents API); this index alone cannot evaluate them")
 
     def matches(self, source: str, kind: str, tenant: str = "default") -> bool:
-        from ragsieve.tools.ingest.syntax import language_of
-
         self._resolved()
         return ((self.prefixes is None or source.startswith(self.prefixes))
                 and (self.source is None or source == self.source)
@@ -163,8 +159,6 @@ def _like_escape(text: str) -> str:
 
 
 def _extension_map() -> dict[str, str]:
-    from ragsieve.tools.ingest.syntax import LANGUAGES
-
     return dict(LANGUAGES)
 
 

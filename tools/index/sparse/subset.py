@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.sparse.ann import ivf_nearest_neighbours
 
 
 class SparseSubset(BaseModel):
@@ -46,8 +47,6 @@ def nearest_neighbours(vectors: np.ndarray, block: int = 1024,
     `ragsieve.tools.index.sparse.ann` (O(N^1.5) instead of O(N^2); its similarity is a lower bound of the exact one)."""
     n = len(vectors)
     if not exact and n > APPROXIMATE_ABOVE:
-        from ragsieve.tools.index.sparse.ann import ivf_nearest_neighbours
-
         return ivf_nearest_neighbours(vectors)
     sim = np.full(n, -np.inf, dtype=np.float32)
     row = np.full(n, -1, dtype=np.int64)
