@@ -139,10 +139,10 @@ def local_index(n: int, vectors, texts, work: Path):
 def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
     from ragsieve.tools.index.milvus.index import MilvusIndex
-    from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
     from ragsieve.tools.index.milvus.schema import analysed, create_collection
+    from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
+    from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
 
     folder = work / f"milvus-{n}"
     folder.mkdir()

@@ -177,9 +177,9 @@ def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict
 def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from pymilvus import MilvusClient
 
+    from ragsieve.tools.index.milvus.schema import analysed, create_collection
     from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
     from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
-    from ragsieve.tools.index.milvus.schema import analysed, create_collection
 
     uri = str(work / f"milvus-{n}.db")
     client = MilvusClient(uri)

@@ -63,7 +63,7 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
 
 def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
     """Re-fit the live generation's BM25 with other k1 / b (same analysed text; vectors untouched)."""
-    from ragsieve.tools.index.building.builder import indexed_text
+    from ragsieve.tools.index.building.report import indexed_text
     from ragsieve.tools.index.local.generations import MANIFEST, current_generation
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.index.query.bm25 import BM25Index

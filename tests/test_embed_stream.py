@@ -89,7 +89,7 @@ def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
 
 
 def test_a_local_model_on_the_cpu_is_not_streamed_a_gpu_or_an_endpoint_is(tmp_path, monkeypatch):
-    from ragsieve.tools.index.building.generation_writer import streams
+    from ragsieve.tools.index.building.embedding import streams
     from ragsieve.tools.index.embedders import device as device_mod
 
     assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu"))

@@ -12,6 +12,7 @@ from test_incremental import HashEmbedder, _write
 import ragsieve.tools.index.building.builder as builder_module
 import ragsieve.tools.index.building.change_plan as change_plan
 from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.report import in_scope
 from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.store import ChunkStore
 
@@ -115,7 +116,7 @@ def test_scopes_match_like_in_scope(corpus):
     try:
         every = list(store.documents())
         for scopes in (["docs/d0001"], ["docs/d00012.md"], ["docs/"], ["docs/d00012.md", "docs/d00299.md"], ["doc"], [""]):
-            expected = {i for i in every if builder_module.in_scope(i, [s for s in scopes if s])}
+            expected = {i for i in every if in_scope(i, [s for s in scopes if s])}
             assert set(change_plan.ids_in_scopes(store, scopes)) == expected
     finally:
         store.close()

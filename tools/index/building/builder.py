@@ -20,7 +20,6 @@ finds them without listing the corpus); the report and helpers live in
 from __future__ import annotations
 
 import functools
-import hashlib as _hashlib
 import logging
 import shutil
 import time
@@ -29,29 +28,15 @@ from typing import Sequence
 
 from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.extras import Extra, require
-from ragsieve.tools.index.building.change_plan import any_document, ids_in_scopes, listed_change, plan_change
-from ragsieve.tools.index.building.embed_cache import (
-    EmbeddingCache,
-    cache_model,  # keyed by encoder variant (issue 28)
-)
-from ragsieve.tools.index.building.encoder_choice import recorded_encoder
-from ragsieve.tools.index.building.generation_writer import FORMAT_VERSION, incremental_applies, write_generation  # noqa: F401
+from ragsieve.tools.index.building.change_plan import ids_to_remove, listed_change, plan_change
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache, cache_model  # keyed by encoder (issue 28)
+from ragsieve.tools.index.building.encoder_choice import choose_encoder
+from ragsieve.tools.index.building.generation_writer import incremental_applies, write_generation
 from ragsieve.tools.index.building.incremental import collect_stores
-from ragsieve.tools.index.building.report import (  # noqa: F401
-    BuildReport,
-    build_scopes,
-    corpus_fingerprint,
-    embed_figures,
-    embed_step,
-    excluded_counts,
-    in_scope,
-    indexed_text,
-    package_version,
-)
+from ragsieve.tools.index.building.report import BuildReport, embed_figures, embed_step, excluded_counts
+from ragsieve.tools.index.building.sources import gather
 from ragsieve.tools.index.building.windows import LongCode, embed_windowed, tokenizer_of, window_texts
 from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
-from ragsieve.tools.index.embedders.device import default_encoder_for, place_encoder, resolve_device
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL, canonical_model_name
 from ragsieve.tools.index.local.generations import (
@@ -67,14 +52,12 @@ from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.index.query.dense import DenseIndex
 from ragsieve.tools.ingest.chunking import Chunker
-from ragsieve.tools.ingest.crawler import Crawler
-from ragsieve.tools.ingest.loaders import LoadResult, load_documents, site_documents
+from ragsieve.tools.ingest.loaders import LoadResult, load_documents
 from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)
-_version = package_version  # the name benchmarks import
 
 
 STREAM_MIN_DOCS = 256  # below this, chunking is instant and the serial path is as fast
@@ -111,20 +94,8 @@ class IndexBuilder:
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one
         self.long_code = None if long_code is None else LongCode.parse(long_code)
-        on_cluster_gpus = ray is not None and ray.wants_gpus()  # the Ray actors encode on the cluster's GPUs
-        # a GPU asked for but absent is refused here (the driver of a GPU cluster needs none: `auto` for it)
-        self.device = None if embedder is not None else resolve_device("auto" if on_cluster_gpus else device)
-        recorded = None if embedder is not None else recorded_encoder(self.root)
-        if encoder is None and self.device is not None:  # an index keeps the encoder it was built with
-            encoder = recorded or ("torch-fp16" if on_cluster_gpus else default_encoder_for(self.device))
-        if embedder is None and encoder not in Embedder.ENCODERS:
-            raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(Embedder.ENCODERS)}")
-        if self.device is not None:
-            self.device = place_encoder(str(encoder), self.device)  # an ONNX index stays on the CPU under auto
-            if encoder == "torch-fp16" and not self.device.gpu and recorded != "torch-fp16" and not on_cluster_gpus:
-                raise UsageError(f"encoder 'torch-fp16' runs on a GPU and there is none here ({self.device}); "
-                                 "use --encoder onnx-int8 or torch on the CPU")
-        self.encoder: str = embedder.encoder if embedder is not None else str(encoder)  # checked above
+        self.device, self.encoder = choose_encoder(self.root, embedder, encoder, device,
+                                                   on_cluster_gpus=ray is not None and ray.wants_gpus())
         if embedder is not None and embedding_model is not None and \
                 canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
@@ -199,43 +170,18 @@ class IndexBuilder:
         (`docs_kept`). `sync=True` makes the index exactly `paths` (the others are removed);
         `rebuild=True` ignores the previous generation (required to change model)."""
         start = time.perf_counter()
-        urls = [str(p) for p in paths if str(p).startswith(("http://", "https://"))]
-        paths = [p for p in paths if str(p) not in urls]
-        base = self._source_root(paths, rebuild) if paths else None
-        if paths:
-            load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
-            loaded = load(paths, progress=self.progress is True, selection=selection, base=base, base_url=base_url)
-        else:
-            loaded = LoadResult(documents=[], stats=LoadStats())
-        docs = list(loaded.documents)
-        web_scopes, self.crawl_reports = [], []
-        for url in urls:  # websites: crawled politely, each page a document cited by its URL
-            crawler = self._crawler(url, crawl or {})
-            report = crawler.run()
-            self.crawl_reports.append(report)
-            web_scopes.append(crawler.scope)
-            docs.extend(site_documents(report.pages))  # the site-wide title suffix dropped
-            loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
-        if not docs:
-            raise UsageError(f"nothing to index in {[str(p) for p in paths]}: {loaded.stats.summary()}")
-        ids = [d.doc_id for d in docs]
-        if len(set(ids)) != len(ids):
-            dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
-            raise UsageError(f"duplicate document ids: {dup}")
-        scopes = build_scopes(paths, base) + web_scopes
+        files = [p for p in paths if not str(p).startswith(("http://", "https://"))]
+        base = self._source_root(files, rebuild) if files else None
+        load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
+        found = gather(paths, load, self.root, base=base, progress=self.progress is True, selection=selection,
+                       base_url=base_url, crawl=crawl)
+        docs, loaded, scopes, self.crawl_reports = found.documents, found.loaded, found.scopes, found.crawl_reports
         with IndexLock(self.root, self.lock_wait_s):
             # the documents' own access lists (front matter) beside the chunks, recorded before the new
             # generation goes live so no new chunk is ever served unlabelled (`ragsieve.tools.access.labels`)
             set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None},
                              [d.source for d in docs])
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
-
-    def _crawler(self, url: str, options: dict):
-        require(Extra.CRAWL, "trafilatura", f"indexing a website ({url})")
-
-
-        state_dir = self.root / "crawl" / _hashlib.sha1(url.encode()).hexdigest()[:12]
-        return Crawler(url, state_dir=state_dir, **options)
 
     def _source_root(self, paths, rebuild: bool) -> Path | None:
         """Ids are paths below the index's source root: the one recorded at its first build, else the
@@ -258,21 +204,8 @@ class IndexBuilder:
             prev_gen = current_generation(self.root)
             if prev_gen is None:
                 raise UsageError(f"no index at {self.root} to remove documents from")
-            store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True)
-            try:  # range scans on the store's doc_id index, not a listing of every document
-                wanted = [p.rstrip("/") for p in prefixes if p.strip()]
-                found = {p: ids_in_scopes(store, [p, p + "/"]) for p in wanted}
-                example = any_document(store)
-            finally:
-                store.close()
-            hit = {i for ids in found.values() for i in ids}
-            unmatched = [p for p in wanted if not found[p]]
-            if unmatched:
-                raise UsageError(f"no indexed document matches {unmatched} (ids look like {example!r})")
-            if len(hit) >= int(read_manifest(prev_gen)["counts"]["documents"]):
-                raise UsageError("that would remove every document; delete the index folder instead")
-
-            loaded = type("Loaded", (), {"stats": LoadStats()})()
+            hit = ids_to_remove(prev_gen, prefixes, int(read_manifest(prev_gen)["counts"]["documents"]))
+            loaded = LoadResult(documents=[], stats=LoadStats())
             return self._build_locked([], loaded, [], False, start, False, remove=hit)
 
     def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.store import ChunkStore
@@ -172,3 +173,23 @@ def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool, pre
         "docs_added": sum(1 for i in new_hashes if i not in prev_docs),
         "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
         "docs_removed": len(gone) - len(kept), "docs_unchanged": len(unchanged), "docs_kept": len(kept)}
+
+
+def ids_to_remove(gen: Path, prefixes: list[str], documents: int) -> set[str]:
+    """The ids of generation `gen` that are one of `prefixes` or lie below one (`examples/docs` matches
+    `examples/docs/...`), found by range scans on the store's doc_id index, not a listing of every document.
+    A prefix matching nothing, or a removal of all `documents`, is refused."""
+    store = ChunkStore(gen / "chunks.sqlite", read_only=True)
+    try:
+        wanted = [p.rstrip("/") for p in prefixes if p.strip()]
+        found = {p: ids_in_scopes(store, [p, p + "/"]) for p in wanted}
+        example = any_document(store)
+    finally:
+        store.close()
+    hit = {i for ids in found.values() for i in ids}
+    unmatched = [p for p in wanted if not found[p]]
+    if unmatched:
+        raise UsageError(f"no indexed document matches {unmatched} (ids look like {example!r})")
+    if len(hit) >= documents:
+        raise UsageError("that would remove every document; delete the index folder instead")
+    return hit
