@@ -16,17 +16,14 @@ import architecture_graph as arch  # noqa: E402
 
 KNOWN_CYCLES = [
     ["ragsieve.agent.llm.openai_chat", "ragsieve.agent.llm.streaming"],
-    ["ragsieve.tools.index.backend", "ragsieve.tools.index.local.generations", "ragsieve.tools.index.local.index",
-     "ragsieve.tools.index.milvus.index", "ragsieve.tools.index.milvus.leases", "ragsieve.tools.index.local.readers"],
-    ["ragsieve.tools.ingest.chunking", "ragsieve.tools.ingest.syntax"],
 ]
 KNOWN_UPWARD = [  # config borrows enums and defaults from the tools it configures; calibration reads eval's loader
     ("ragsieve.agent.calibration.calibrator", "ragsieve.agent.eval.beir"),
     ("ragsieve.agent.config", "ragsieve.agent.judging.rule"),
     ("ragsieve.agent.config", "ragsieve.tools.filters.ordering"),
     ("ragsieve.agent.config", "ragsieve.tools.index.backend"),
-    ("ragsieve.agent.config", "ragsieve.tools.index.query.dense"),
     ("ragsieve.agent.config", "ragsieve.tools.index.embedders.device"),
+    ("ragsieve.agent.config", "ragsieve.tools.index.embedders.local_embedder"),
     ("ragsieve.agent.config", "ragsieve.tools.index.embedders.openai_embedder"),
     ("ragsieve.agent.config", "ragsieve.tools.rerankers.flashrank_provider"),
 ]

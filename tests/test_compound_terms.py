@@ -1,6 +1,6 @@
 """Lower-case compound identifiers (`getheader`, `readline`) split into words for BM25 documents, and code
 chunk headers that spell their symbols' names in words (`ragsieve.tools.index.query.compounds`,
-`build_report.indexed_text`)."""
+`report.indexed_text`)."""
 from __future__ import annotations
 
 import json

@@ -107,7 +107,7 @@ def test_a_lease_held_by_another_process_keeps_rows_until_it_dies(tmp_path):
 
 def test_an_incremental_publish_does_not_read_the_collection(tmp_path, monkeypatch):
     """The retired rows' entities are rebuilt from the previous local generation and the recorded `born`
-    (`milvus_born`): no query, no collection load (O(corpus) on milvus-lite in a new process)."""
+    (`milvus.born`): no query, no collection load (O(corpus) on milvus-lite in a new process)."""
     from ragsieve.tools.index.milvus import delta as milvus_delta
 
     docs, index = tmp_path / "docs", tmp_path / "idx"

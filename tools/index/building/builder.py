@@ -89,7 +89,7 @@ class IndexBuilder:
         IndexLock(self.root, lock_wait_s)  # checks the value
         self.chunker = Chunker(chunk_tokens, syntax=syntax_chunks)
         self.symbol_headers = symbol_headers
-        self.header_words = symbol_headers  # code headers spell their names in words (`build_report.indexed_text`)
+        self.header_words = symbol_headers  # code headers spell their names in words (`report.indexed_text`)
         self._record_header_words = True  # False: the previous generation predates the setting (kept off)
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one

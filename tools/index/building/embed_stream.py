@@ -17,7 +17,7 @@ two batchings of the same SciFact abstracts), in this path as in the serial one.
 Code chunks are left to the serial pass (a long one is embedded as the mean of
 its windows, `windows.py`). Below `stream_min_docs` fresh documents chunking is
 instant and the serial path is used; so it is for a local model on the CPU
-(`generation_writer.streams`), which keeps the cores busy by itself.
+(`embedding.streams`), which keeps the cores busy by itself.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A sentence encoder reads a fixed window (all-MiniLM-L6-v2: 256 wordpieces, speci
 drops the rest, so the vector of a longer chunk says nothing about its tail. About a fifth of the code
 chunks of CPython's standard library are longer than that window. Here a chunk longer than the window is
 cut into consecutive windows of the chunk's own text, each preceded by the chunk's header (its path and
-symbol label, `build_report.indexed_text`), so every window is read as a part of that definition; the
+symbol label, `report.indexed_text`), so every window is read as a part of that definition; the
 chunk's vector is the L2-normalised mean of its windows' vectors (mean pooling over passages, as the
 encoder itself mean-pools over tokens; MaxP/FirstP/SumP of Dai & Callan, "Deeper Text Understanding for
 IR with Contextual Neural Language Modeling", SIGIR 2019, are the alternatives: one vector per chunk

@@ -1,1 +1,2 @@
-"""The local engine: generations on disk (SQLite chunk store, segments, leases, the writer's lock) opened as one `HybridIndex`."""
+"""The local engine: generations on disk (SQLite chunk store, segments, reader leases, the writer's lock),
+opened as one `HybridIndex`."""

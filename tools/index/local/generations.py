@@ -4,7 +4,7 @@ A build writes `gen-<n>/`, fsyncs it (`fsync_tree`), then `switch_current` repla
 `CURRENT` atomically (temp file + os.replace + fsync of the folder) and only then
 deletes the generations other than the new one and the one it replaced, so a
 reader that read the old `CURRENT` just before the switch still finds its files;
-a generation a running server still reads is left to it (`readers`).
+a generation a running server still reads is left to it (`ragsieve.tools.index.local.readers`).
 """
 from __future__ import annotations
 

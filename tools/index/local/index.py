@@ -1,6 +1,6 @@
 """Open the current generation of an index folder for searching.
 
-Layout (written by `tools.index_builder.IndexBuilder`)::
+Layout (written by `ragsieve.tools.index.building.builder.IndexBuilder`)::
 
     index_dir/CURRENT            one line: the name of the live generation, e.g. gen-3
     index_dir/gen-3/manifest.json, chunks.sqlite, bm25/, dense.faiss, vectors.npy, sparse.json

@@ -3,7 +3,8 @@
 A reader (a running server answering from `gen-3`) holds a shared `flock` on
 `gen-3/.readers`. A builder that would delete old generations first tries an
 exclusive, non-blocking lock on that file: a generation some reader holds is
-left in place, and whoever drops the last lease later (`sweep`) removes it.
+left in place, and whoever drops the last lease later removes it (`remove_unless_read`;
+a build's `generations.sweep`).
 `flock` locks belong to the open file, so they work across processes and the
 kernel drops them when a reader dies (no stale lease survives a kill -9).
 """

@@ -1,7 +1,7 @@
 """Which generation wrote each row's live Milvus entity: incremental publishes without reading the collection.
 
 Retiring a row means re-writing its live entity with `died = G` under the same
-primary key `born << 36 | row` (`milvus_rows`). Finding that entity by a query
+primary key `born << 36 | row` (`milvus.rows`). Finding that entity by a query
 needs the collection loaded — on milvus-lite every new process (each
 `ragsieve index` run) loads it again, O(corpus) — and a filtered lookup. So the
 pointer records the generation of the last full copy (`copy_generation`) and a

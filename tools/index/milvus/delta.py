@@ -57,7 +57,7 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
     """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
     pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
     `expired`; else by filter, a scan on engines without scalar indexes) that no reader still shows: with
-    `oldest_held` (the oldest generation a reader leases, `milvus_leases`) the filter keeps rows alive then."""
+    `oldest_held` (the oldest generation a reader leases, `milvus.leases`) the filter keeps rows alive then."""
     undone = restored = 0
     if undo or expired is None:  # these read the collection (writes and deletes by key do not)
         client.load_collection(collection)
@@ -83,7 +83,7 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
 def apply_delta(client, collection: str, local, base: int, generation: int, write: set[int], retire: set[int],
                 tenant: str, stem: bool, known: list[dict] | None = None) -> dict:
     """Steps 2 and 3 of the module doc; returns the counts written and retired. `known`: the live entities of
-    the `retire` rows, rebuilt without reading the collection (`milvus_born`); else they are queried."""
+    the `retire` rows, rebuilt without reading the collection (`milvus.born`); else they are queried."""
     old = list(known) if known is not None else []
     wanted = sorted(retire) if known is None else []
     if wanted:

@@ -55,9 +55,9 @@ class MilvusIndex:
                                                                        output_fields=["row"], limit=16384))
         self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
-        self.device = "auto"  # where a local model embeds queries (`backend.open_index(device=...)`)
+        self.device = "auto"  # where a local model embeds queries (`open.open_index(device=...)`)
         self._lock = threading.Lock()
-        self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus_leases`)
+        self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus.leases`)
         self._sources: list[str] | None = None
 
     @classmethod
@@ -183,7 +183,7 @@ class MilvusIndex:
 
     def close(self) -> None:
         lease = self._lease
-        if lease is not None:  # publishes may now expire what this generation showed (`milvus_leases`)
+        if lease is not None:  # publishes may now expire what this generation showed (`milvus.leases`)
             self._lease = None
             lease.release()
         try:

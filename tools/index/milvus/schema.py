@@ -56,7 +56,7 @@ def create_collection(client, collection: str, dim: int, index_type: str = "FLAT
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("pk", DataType.INT64, is_primary=True)  # generation << 36 | row (`milvus_rows`)
+    schema.add_field("pk", DataType.INT64, is_primary=True)  # generation << 36 | row (`milvus.rows`)
     schema.add_field("row", DataType.INT64)
     schema.add_field("born", DataType.INT64)
     schema.add_field("died", DataType.INT64)

@@ -25,7 +25,7 @@ def rows_in(rows: Sequence[int]) -> str:
 
 
 def and_visible(expr: str | None, visible: str | None) -> str:
-    """`expr` restricted to the published generation (`milvus_rows.pointer_filter`); "" means everything."""
+    """`expr` restricted to the published generation (`milvus.rows.pointer_filter`); "" means everything."""
     parts = [p for p in (expr, visible) if p]
     return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else (parts[0] if parts else "")
 
