@@ -43,8 +43,9 @@ from typing import Any
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
 from ragsieve.tools.index.local.lock import IndexLock
+from ragsieve.tools.index.milvus import born as milvus_born
 from ragsieve.tools.index.milvus import leases
-from ragsieve.tools.index.milvus.born import born_from_collection, live_entities, next_born, read_born, write_born
+from ragsieve.tools.index.milvus.born import live_entities, next_born, read_born, write_born
 from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: F401  (client_for re-exported)
 from ragsieve.tools.index.milvus.delta import apply_delta, delta_since, recover
 from ragsieve.tools.index.milvus.local import open_live
@@ -121,7 +122,7 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                     born = None if born is None else next_born(born, write, len(local), number)
                 copy_generation = previous.get("copy_generation")
                 if born is None:  # a pointer from before the born record: read it from the collection, once
-                    copy_generation, born = born_from_collection(client, collection, number)
+                    copy_generation, born = milvus_born.born_from_collection(client, collection, number)
                 retired_ids: list[Any] = counts.pop("retired_ids", [])
                 bm25["applied"] = previous["bm25"].get("applied", True)
                 mode = "incremental"

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.sparse.ann import ivf_nearest_neighbours
+from ragsieve.tools.index.sparse import ann
 
 
 class SparseSubset(BaseModel):
@@ -47,7 +47,7 @@ def nearest_neighbours(vectors: np.ndarray, block: int = 1024,
     `ragsieve.tools.index.sparse.ann` (O(N^1.5) instead of O(N^2); its similarity is a lower bound of the exact one)."""
     n = len(vectors)
     if not exact and n > APPROXIMATE_ABOVE:
-        return ivf_nearest_neighbours(vectors)
+        return ann.ivf_nearest_neighbours(vectors)  # through the module: a test counts its calls
     sim = np.full(n, -np.inf, dtype=np.float32)
     row = np.full(n, -1, dtype=np.int64)
     if n < 2:
