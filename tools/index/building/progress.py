@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from tqdm import tqdm
+
 
 def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
     """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing.
@@ -12,8 +14,6 @@ def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
             progress("embedding", total if done is None else done, total)
         return call
     if progress and total:
-        from tqdm import tqdm
-
         bar = tqdm(total=total, desc="embedding", unit="chunk")
         last = [0]
 
@@ -36,8 +36,6 @@ def stream_reporter(progress) -> Callable[[int | None, int | None], None]:
                 progress("embedding", done, seen)
         return call
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=0, desc="embedding", unit="chunk")
 
         def tick(done, seen):
