@@ -31,12 +31,12 @@ from ragsieve.agent.plan.state import (
     TraceEvent,
 )
 from ragsieve.agent.plans import get_plan
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.types import Hit
 
 if TYPE_CHECKING:  # loaded when an index is opened (`open`)
     from ragsieve.tools.index.backend import IndexBackend
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class Orchestrator:
     def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
              llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
-        from ragsieve.tools.index.backend import open_index
+        from ragsieve.tools.index.open import open_index
 
         config = config or Config()
         # local, or the Milvus collection the index was published to; queries embedded on [index] device
@@ -259,7 +259,7 @@ class Orchestrator:
 
 
 def _retriever(index, config: Config):
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval
     return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,

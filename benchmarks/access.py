@@ -55,7 +55,7 @@ def label(folder: Path, n: int, fraction: float, seed: int = 1) -> int:
 
 def exact_filtered(index, rows: np.ndarray, query: str, qvec: np.ndarray, candidate_k: int = 100,
                    bm25_rows: list[tuple[int, float]] | None = None) -> list[int]:
-    from ragsieve.tools.index.fusion import rrf
+    from ragsieve.tools.index.query.fusion import rrf
 
     if bm25_rows is None:
         scores = np.asarray(index.bm25.score_rows(query, rows.tolist()))
@@ -71,8 +71,8 @@ def exact_filtered(index, rows: np.ndarray, query: str, qvec: np.ndarray, candid
 
 
 def run_fractions(index, n: int, folder: Path, queries, qvecs, backend: str) -> list[dict]:
-    from ragsieve.tools.index.retriever import HybridRetriever
-    from ragsieve.tools.index.where import Where
+    from ragsieve.tools.index.query.retriever import HybridRetriever
+    from ragsieve.tools.index.query.where import Where
 
     plain = HybridRetriever(index, fusion="rrf", candidate_k=100, fusion_site="client")
     out = []
@@ -115,10 +115,10 @@ def run_fractions(index, n: int, folder: Path, queries, qvecs, backend: str) -> 
 
 
 def local_index(n: int, vectors, texts, work: Path):
-    from ragsieve.tools.index.bm25 import BM25Index
-    from ragsieve.tools.index.dense import DenseIndex
-    from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.store import ChunkStore
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.local.store import ChunkStore
+    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"
@@ -139,8 +139,10 @@ def local_index(n: int, vectors, texts, work: Path):
 def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusIndex, MilvusStore, MilvusVectors
-    from ragsieve.tools.index.milvus_schema import analysed, create_collection
+    from ragsieve.tools.index.milvus.index import MilvusIndex
+    from ragsieve.tools.index.milvus.schema import analysed, create_collection
+    from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
+    from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
 
     folder = work / f"milvus-{n}"
     folder.mkdir()

@@ -34,7 +34,7 @@ from bench_io import header  # noqa: E402  (this folder)
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.metrics import answer_scores, chunk_doc_id, gold_passage_recall, mean, unique_in_order  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"

@@ -81,7 +81,7 @@ def main() -> int:
         build_s, _ = timed(RAGSIEVE + ["index", str(folder), "--index", str(args.index), "--no-progress"])
         result["planned_chunks"] = planned
     count, _cpu = timed(RAGSIEVE + ["search", "x", "--index", str(args.index), "--top-k", "1", "--json"])
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     with HybridIndex.open(args.index) as index:
         chunks = len(index)

@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.dense import Embedder
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.retriever import HybridRetriever
 from ragsieve.tools.metrics import ndcg_at_k
 
 AGREEMENT = 0.002

@@ -10,7 +10,7 @@ chunk in S (SQuAD 2.0 sample, all 103 HotpotQA questions, the 300 SciFact test c
   additions (the best `fallback.max_added` chunks of S outside the context, no judge, no reranker:
   FlashRank has no model offline here);
 - the rank of the best gold chunk within S under three scores: OUR distance score
-  cos(q,c) + w (1 - nearest-neighbour cos) (`tools.filters.sparse.cosmix_scores`; COS-Mix gives no
+  cos(q,c) + w (1 - nearest-neighbour cos) (`tools.index.sparse.subset.cosmix_scores`; COS-Mix gives no
   formula), plain cosine over S, BM25 over S, and `step`: what the fallback step does offline (the best
   `sparse_candidates` by our score outside the context, re-ordered by cosine by the reranker's embedding
   fallback; not found when the gold chunk is not among them or is in the context): recall@max_added,
@@ -37,9 +37,9 @@ from pipeline_data import REPO, build_index, load_questions  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.agent.steps.fallback import _nn_of_rows  # noqa: E402
-from ragsieve.tools.filters.sparse import cosmix_scores  # noqa: E402
-from ragsieve.tools.index.builder import default_encoder  # noqa: E402
-from ragsieve.tools.index.dense import Embedder  # noqa: E402
+from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
+from ragsieve.tools.index.sparse.subset import cosmix_scores  # noqa: E402
 from ragsieve.tools.metrics import chunk_doc_id, mean  # noqa: E402
 
 

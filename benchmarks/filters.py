@@ -40,8 +40,9 @@ from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.templates import PromptRenderer  # noqa: E402
 from ragsieve.agent.steps.outliers import build_filter  # noqa: E402
 from ragsieve.tools.filters.conformal import binomial_tolerance  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder, recorded_encoder  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.encoder_choice import recorded_encoder  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "squad2"
 

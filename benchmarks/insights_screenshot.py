@@ -30,8 +30,8 @@ def main() -> int:
     from service_fakes import sse_events
     from web_fixtures import browser
 
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     out = REPO / "docs" / "insights.png"
     with tempfile.TemporaryDirectory(prefix="ragsieve-insights-shot-") as tmp:

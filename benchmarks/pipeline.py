@@ -52,8 +52,9 @@ from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
-from ragsieve.tools.index.builder import default_encoder, recorded_encoder  # noqa: E402
-from ragsieve.tools.index.dense import Embedder  # noqa: E402
+from ragsieve.tools.index.building.encoder_choice import recorded_encoder
+from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 
 END = "end"
 LOOP = {"retrieve": {"next": "judge"}, "judge": {"next": "expand"}}

@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 
 from ragsieve.agent.calibration import Calibrator, load_calibration, save_calibration
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"

@@ -73,10 +73,10 @@ class _NoLock:
 
 
 def run_inprocess(work: Path, builds: int, lock: bool = True) -> dict:
-    import ragsieve.tools.index.builder as builder_module
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.dense import Embedder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    import ragsieve.tools.index.building.builder as builder_module
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     real_lock = builder_module.IndexLock
     if not lock:
@@ -147,7 +147,7 @@ def _embedder(Embedder):  # noqa: N803 - one model for every in-process trial
 
 
 def run_cli(work: Path, pairs: int) -> dict:
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     failures: list[str] = []

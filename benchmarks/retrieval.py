@@ -28,10 +28,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from ragsieve.tools.datasets.beir import read_qrels, read_queries  # noqa: E402
-from ragsieve.tools.index.bm25 import BM25Index  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder, _version, indexed_text  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.retriever import HybridRetriever  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.report import indexed_text  # noqa: E402
+from ragsieve.tools.index.building.report import package_version as _version  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
+from ragsieve.tools.index.query.bm25 import BM25Index  # noqa: E402
+from ragsieve.tools.index.query.retriever import HybridRetriever  # noqa: E402
 from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 
 

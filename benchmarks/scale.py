@@ -56,7 +56,7 @@ def disk_mb(path: Path) -> float:
 
 
 def encoders(n_docs: int) -> dict:
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     texts = []
     with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
@@ -111,10 +111,10 @@ def synthetic(n: int, dim: int, seed: int = 0, base: np.ndarray | None = None):
 
 
 def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
-    from ragsieve.tools.index.bm25 import BM25Index
-    from ragsieve.tools.index.dense import DenseIndex
-    from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.store import ChunkStore
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.local.store import ChunkStore
+    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.query.dense import DenseIndex
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"
@@ -140,7 +140,7 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
 
 def build_overlap(n_docs: int, work: Path) -> dict:
     """Index build of `n_docs` SciFact abstracts with BM25 overlapped with encoding, and without (torch)."""
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     source = work / "overlap-corpus.jsonl"
     with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh, source.open("w") as out_fh:
@@ -160,7 +160,7 @@ def build_overlap(n_docs: int, work: Path) -> dict:
 
 def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict:
     """Hybrid top-10 latency through the real retriever, and the ANN index's recall@10 against exact search."""
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
     retriever = HybridRetriever(index, fusion="rrf", candidate_k=100, fusion_site=fusion_site)
     times, recalls = [], []
@@ -177,8 +177,9 @@ def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict
 def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus import MilvusBM25, MilvusDense, MilvusStore, MilvusVectors
-    from ragsieve.tools.index.milvus_schema import analysed, create_collection
+    from ragsieve.tools.index.milvus.schema import analysed, create_collection
+    from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
+    from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
 
     uri = str(work / f"milvus-{n}.db")
     client = MilvusClient(uri)
@@ -195,7 +196,7 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     client.load_collection("synthetic")
     build_s = time.perf_counter() - started
 
-    from ragsieve.tools.index.milvus import MilvusIndex
+    from ragsieve.tools.index.milvus.index import MilvusIndex
 
     class Synthetic:  # the backend surface the retriever uses
         bm25, dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
         if "parity" not in skip:
             index_dir = args.scifact_index
             if index_dir is None:
-                from ragsieve.tools.index.builder import IndexBuilder
+                from ragsieve.tools.index.building.builder import IndexBuilder
 
                 index_dir = work / "scifact-built"
                 IndexBuilder(index_dir, progress=False).build([SCIFACT / "corpus.jsonl.gz"])
@@ -292,7 +293,7 @@ def main(argv=None) -> int:
             result.get("earlier_parts", {}).pop("scale", None)  # sizes not run now keep their numbers
             base = None
             if args.scifact_index is not None and args.vectors == "real":
-                from ragsieve.tools.index.hybrid import HybridIndex
+                from ragsieve.tools.index.local.index import HybridIndex
 
                 with HybridIndex.open(args.scifact_index) as scifact:
                     base = np.asarray(scifact.vectors, dtype=np.float32)

@@ -47,8 +47,8 @@ def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
     from scale_parity import dense_and_hybrid_ndcg
 
     from ragsieve.tools.datasets.beir import read_qrels, read_queries
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     folder = DATA / name
     target = work / f"{name}-{encoder}"

@@ -12,8 +12,8 @@ and store rows written by each publish come from the manifest (`io`). Timings ar
 records the load average when it ended. The document's own embedding by the default encoder (MiniLM, `onnx-int8` when
 ONNX Runtime is installed) is timed apart (`own_embedding`): the issue's target is "<= 2 s plus the document's own
 embedding". Above `sparse.APPROXIMATE_ABOVE` rows the first build's nearest-neighbour pass is the IVF search
-(`ragsieve.tools.filters.ann`), whose centroids and cells the index keeps: a one-document change then searches only
-the cells it probes (`ragsieve.tools.index.cells`); below it a change is exact against all rows. An index reused with
+(`ragsieve.tools.index.sparse.ann`), whose centroids and cells the index keeps: a one-document change then searches only
+the cells it probes (`ragsieve.tools.index.sparse.cells`); below it a change is exact against all rows. An index reused with
 `--keep` that was written before the fingerprint could be updated in place, or before the IVF cells were kept, gets
 one untimed migration publish first (`migration_publish_s`).
 """
@@ -36,13 +36,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_max: int | None = None) -> dict:
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     folder = work / f"local-{n}"
     corpus = folder / "corpus" / "corpus.jsonl"
     note = folder / "notes" / "note.md"
-    from ragsieve.tools.filters.sparse import APPROXIMATE_ABOVE
+    from ragsieve.tools.index.sparse.subset import APPROXIMATE_ABOVE
 
     row: dict = {"chunks": n + 1, "runs": [],
                  "first_build_nearest_neighbours": "ivf" if n + 1 > APPROXIMATE_ABOVE else "exact",
@@ -106,8 +106,9 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
 def own_embedding(text: str, samples: int = 3) -> dict:
     """Seconds the default encoder takes to embed the edited note (warm: the model loaded first)."""
     try:
-        from ragsieve.tools.index.builder import default_encoder
-        from ragsieve.tools.index.dense import DEFAULT_MODEL, Embedder
+        from ragsieve.tools.index.embedders.device import default_encoder
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
+        from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL
 
         encoder = default_encoder()
         t0 = time.perf_counter()

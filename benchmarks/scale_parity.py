@@ -34,7 +34,7 @@ def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float,
 def dense_and_hybrid_ndcg(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
     """Document nDCG@10 (a document scores as its best chunk) of the default hybrid retrieval (weighted, fused
     here) and of dense alone, top 100, over `qids`: {"hybrid_ndcg@10": ..., "dense_ndcg@10": ...}."""
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
     out = {}
     for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
@@ -49,7 +49,7 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     """Parity twice: the index as built (BM25 k1 0.9, b 0.4, which milvus-lite ignores: it scores with
     k1 1.5, b 0.75), and the same index with its BM25 re-fit at milvus-lite's values (vectors untouched):
     the second isolates what the backend changes from what milvus-lite's fixed BM25 parameters change."""
-    from ragsieve.tools.index.milvus_schema import MILVUS_LITE_BM25
+    from ragsieve.tools.index.milvus.schema import MILVUS_LITE_BM25
 
     out = {"as_built": parity_once(index_dir, work / "as-built", limit)}
     matched = work / "bm25-matched-src"
@@ -63,9 +63,10 @@ def parity(index_dir: Path, work: Path, limit: int | None = None) -> dict:
 
 def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
     """Re-fit the live generation's BM25 with other k1 / b (same analysed text; vectors untouched)."""
-    from ragsieve.tools.index.bm25 import BM25Index
-    from ragsieve.tools.index.builder import indexed_text
-    from ragsieve.tools.index.hybrid import MANIFEST, HybridIndex, current_generation
+    from ragsieve.tools.index.building.report import indexed_text
+    from ragsieve.tools.index.local.generations import MANIFEST, current_generation
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.query.bm25 import BM25Index
 
     with HybridIndex.open(index_dir) as index:
         m = index.manifest
@@ -84,9 +85,9 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
 
 def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     from ragsieve.tools.datasets.beir import read_qrels, read_queries
-    from ragsieve.tools.index.backend import open_index
-    from ragsieve.tools.index.milvus_publish import publish
-    from ragsieve.tools.index.retriever import HybridRetriever
+    from ragsieve.tools.index.milvus.publish import publish
+    from ragsieve.tools.index.open import open_index
+    from ragsieve.tools.index.query.retriever import HybridRetriever
 
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "scifact"
@@ -144,8 +145,8 @@ MODES = (("hybrid", "weighted", "client", (1.0, 1.0)), ("dense", "weighted", "cl
 def encoder_quality(work: Path) -> dict:
     """SciFact (all 5,183 abstracts, 300 test queries) indexed with each encoder: hybrid and dense nDCG@10."""
     from ragsieve.tools.datasets.beir import read_qrels, read_queries
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     queries, qrels = read_queries(SCIFACT / "queries.jsonl"), read_qrels(SCIFACT / "qrels" / "test.tsv")
     qids = [q for q in qrels if q in queries]

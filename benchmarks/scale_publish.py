@@ -52,9 +52,9 @@ def _corpus(path: Path, n: int, edited: int | None = None) -> None:
 
 def publish_change(n: int, cache: Path) -> dict:
     """Time of a one-document change at `n` chunks: local build and incremental milvus-lite publish."""
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_publish import publish
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.milvus.client import stop_lite_server
+    from ragsieve.tools.index.milvus.publish import publish
 
     folder = cache / f"publish-{n}"
     corpus = folder / "corpus" / "corpus.jsonl"
@@ -105,7 +105,8 @@ def _cpu() -> float:
 
 def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
     """Chunks per CPU-second of a full index build with the default encoder and with torch, alternated."""
-    from ragsieve.tools.index.builder import IndexBuilder, default_encoder
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.embedders.device import default_encoder
 
     corpus = _scifact(n_docs, work / "cpu-corpus")
     new_default = default_encoder()
@@ -133,9 +134,10 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local-only: Ray binds loopback
     import ray
 
-    from ragsieve.tools.index import embed_cache
-    from ragsieve.tools.index.builder import IndexBuilder, default_encoder
-    from ragsieve.tools.index.ray_embed import RayEmbedStage
+    from ragsieve.tools.index.building import embed_cache
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.building.ray_embed import RayEmbedStage
+    from ragsieve.tools.index.embedders.device import default_encoder
 
     corpus = _scifact(n_docs, work / "ray-corpus")
     encoder = default_encoder()

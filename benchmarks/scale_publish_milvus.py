@@ -5,17 +5,17 @@
 Why a separate part: measuring the whole `ragsieve index` + `publish` path at 1M chunks needs a 1M-chunk local
 index built and rebuilt per change, which this 2-core machine shares with others for hours; the local build is
 the local backend's cost (measured in `scale_publish.py` at 10k/100k). Here the collection is filled directly
-with N synthetic one-chunk documents (schema of `milvus_schema.create_collection`, FLAT dense index, Milvus
+with N synthetic one-chunk documents (schema of `milvus.schema.create_collection`, FLAT dense index, Milvus
 BM25 over generated text, random unit vectors, every row born in generation 1) and cached under `--cache`
 (building 1M rows takes long; reruns reuse it). Then one document is changed per publish: exactly the calls
-`milvus_publish` makes in incremental mode, timed — `recover` (delete the rows retired by the previous
+`milvus.publish` makes in incremental mode, timed — `recover` (delete the rows retired by the previous
 publish, by primary key), `apply_delta` (read the changed row's live entity, mark it `died = G`, insert its
 new entity `born = G`, flush), and the pointer switch (one atomic file rewrite). The document's embedding is
 not included (synthetic vector); it is one encoder call of one chunk.
 
 Three modes per size: `warm` (a new process on the milvus-lite file whose pointer predates the born record:
 collection loaded, the first publish looks the retired entity up by query and then reads the born record from
-the collection once, `milvus_born.born_from_collection`; the later ones rebuild it from that record), `cold` (a new process on the file, nothing loaded or queried: what `ragsieve index`
+the collection once, `milvus.born.born_from_collection`; the later ones rebuild it from that record), `cold` (a new process on the file, nothing loaded or queried: what `ragsieve index`
 does), `server` (`milvus-lite server` on the file started once, then each change from a NEW process over gRPC:
 the shape of a Milvus standalone/cluster). milvus-lite's engine reads the whole collection into memory the
 first time a process touches it (`engine_open_s` / `first_call_s`, O(corpus)); a server pays that once.
@@ -51,8 +51,8 @@ def _texts(rng, n: int) -> list[str]:
 
 
 def _entities(rows: list[int], texts: list[str], vectors: np.ndarray, generation: int) -> list[dict]:
-    from ragsieve.tools.index.milvus_rows import ALIVE, primary_key
-    from ragsieve.tools.index.milvus_schema import analysed
+    from ragsieve.tools.index.milvus.rows import ALIVE, primary_key
+    from ragsieve.tools.index.milvus.schema import analysed
 
     return [{"pk": primary_key(generation, r), "row": r, "born": generation, "died": ALIVE, "doc_id": f"d{r}",
              "chunk_index": 0, "text": t, "search_text": analysed(t, True), "source": f"d{r}", "title": "",
@@ -65,8 +65,8 @@ def build_collection(n: int, cache: Path) -> dict:
     """The cached N-row collection (built when missing); its state file."""
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_schema import create_collection
+    from ragsieve.tools.index.milvus.client import stop_lite_server
+    from ragsieve.tools.index.milvus.schema import create_collection
 
     folder = cache / f"milvus-rows-{n}"
     state_file = folder / "state.json"
@@ -120,7 +120,7 @@ class _Vectors:
 
 
 class OneDocGeneration:
-    """What `milvus_rows.entities` reads of a local generation, for the one changed row (the rest of the local
+    """What `milvus.rows.entities` reads of a local generation, for the one changed row (the rest of the local
     index is not consulted by an incremental publish)."""
 
     manifest: dict = {}
@@ -137,12 +137,12 @@ def _edit_rows(n: int) -> list[int]:
 
 
 def _one_change(client, state: dict, live: dict, n: int, k: int, rng, cold: bool, migrate: bool = False) -> dict:
-    """One one-document publish, timed by step: exactly the calls `milvus_publish` makes in incremental mode
+    """One one-document publish, timed by step: exactly the calls `milvus.publish` makes in incremental mode
     (`cold`: the retired entity known from the born record; else looked up; `migrate`: then the born record read
     from the collection, as the first publish of a pointer from before the record does)."""
-    from ragsieve.tools.index.milvus_born import born_from_collection
-    from ragsieve.tools.index.milvus_delta import apply_delta, recover
-    from ragsieve.tools.index.milvus_rows import entities
+    from ragsieve.tools.index.milvus.born import born_from_collection
+    from ragsieve.tools.index.milvus.delta import apply_delta, recover
+    from ragsieve.tools.index.milvus.rows import entities
 
     base, gen = int(state["visible"]), int(state["visible"]) + 1
     row = _edit_rows(n)[k % 3]
@@ -181,16 +181,16 @@ def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -
 
     warm (`cold=False`): the collection is loaded (timed apart) and each retired row's live entity is looked up
     by a filtered query, as a publish without a `born` record does. cold: the collection is never loaded, the
-    retired entity known beforehand (as `milvus_born` rebuilds it from the previous local generation): what
+    retired entity known beforehand (as `milvus.born` rebuilds it from the previous local generation): what
     `ragsieve index` pays per publish on a milvus-lite file. Either way the first call of the process opens the
     collection in milvus-lite's engine (timed as `engine_open_s`): milvus-lite 3.x reads every segment into
     memory when a process first touches a collection (`Collection.__init__` -> `_refresh_segment_cache`),
     whatever the call. The edited rows' live entities are kept in the state file (the benchmark's born record)."""
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus_client import stop_lite_server
-    from ragsieve.tools.index.milvus_delta import ALL_FIELDS
-    from ragsieve.tools.index.milvus_rows import visible_at
+    from ragsieve.tools.index.milvus.client import stop_lite_server
+    from ragsieve.tools.index.milvus.delta import ALL_FIELDS
+    from ragsieve.tools.index.milvus.rows import visible_at
 
     state = json.loads(STATE(n).read_text())
     t0 = time.perf_counter()
@@ -231,7 +231,7 @@ def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -
 def _verify(client, n: int, runs: list[dict], live: dict, gen: int, load: bool) -> dict:
     """Each edit visible to a reader (not timed as publish); above VERIFY_MAX not checked (loading 1M rows into
     milvus-lite costs minutes and ~6 GB here)."""
-    from ragsieve.tools.index.milvus_rows import visible_at
+    from ragsieve.tools.index.milvus.rows import visible_at
 
     texts = [r.pop("text") for r in runs]
     if n > VERIFY_MAX:  # None, not False: nothing was found wrong, nothing was checked

@@ -100,7 +100,7 @@ def load_level(base: str, clients: int, total: int, model: str, stream: bool, ma
 
 
 def build_index(folder: Path) -> Path:
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     if not (folder / "current").exists() and not any(folder.glob("gen-*")):
         IndexBuilder(folder, progress=False).build([str(REPO / "examples")])

@@ -68,7 +68,7 @@ def sentences() -> list[str]:
 
 def build_big(folder: Path, n_chunks: int, pool: list[str]) -> dict:
     """An index of `n_chunks` one-chunk documents (cached in `folder`); returns its build report."""
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     if (folder / "CURRENT").is_file():
         return {"cached": True}
@@ -130,7 +130,7 @@ def query_latencies(c: httpx.Client, base: str, n: int, pool: list[str]) -> list
 
 def minilm_embed_seconds(text: str) -> float | None:
     try:
-        from ragsieve.tools.index.dense import Embedder
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
 
         embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2")
         embedder.embed(["warm-up"])

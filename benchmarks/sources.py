@@ -103,8 +103,8 @@ def cleanliness(chunks, titles: list[str]) -> dict:
 def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -> dict:
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.ingest.crawler import Crawler
 
     site = work / "site"
@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                     "keeps page URLs, so a --work index is reused)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ragsieve.tools.index.builder import default_encoder
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.device import default_encoder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     parts = set(args.parts.split(","))
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # what a new index uses

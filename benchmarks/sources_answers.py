@@ -106,7 +106,7 @@ def run(work: Path, stdlib: Path, docs: Path, questions, embedder, n: int, modul
     from ragsieve import Config
     from ragsieve.agent.llm.factory import describe_endpoint, open_llm
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     started_run = time.perf_counter()  # the deadline counts the index build too
     asked, src = question_sets(work, stdlib, docs, questions, list(modules), n)

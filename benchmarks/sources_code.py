@@ -39,8 +39,8 @@ def _defines(chunk, g) -> bool:
 def code_benchmark(work: Path, stdlib: Path, modules: list[str], embedder, n_identifiers: int) -> dict:
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     gold = code_corpus(stdlib, work, modules)
     idx = work / "idx-code"
@@ -115,10 +115,10 @@ def stitched_split_gold(orch, split: list[dict]) -> dict:
 
 def long_chunk_share(idx: Path, chunks, embedder) -> dict:
     """How many code chunks are longer than the encoder's window, and how the index embeds them (`long_code`:
-    `windows` = the mean of their windows' vectors, tools/index/windows.py; `head` = the encoder's truncation)."""
-    from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.hybrid import current_generation, read_manifest
-    from ragsieve.tools.index.windows import tokenizer_of, windowed_rows
+    `windows` = the mean of their windows' vectors, tools/index/building/windows.py; `head` = the encoder's truncation)."""
+    from ragsieve.tools.index.building.report import indexed_text
+    from ragsieve.tools.index.building.windows import tokenizer_of, windowed_rows
+    from ragsieve.tools.index.local.generations import current_generation, read_manifest
 
     chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
     texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]
@@ -131,7 +131,7 @@ def readme_check(work: Path, stdlib: Path, embedder) -> dict:
     """The README's own example: http/client.py indexed as it is (docstrings kept), asked its question."""
     from ragsieve import Config
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     question, path, symbol = README_QUESTION
     src = work / "readme" / "stdlib" / "http"

@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python benchmarks/sparse_ann.py --n 100000
 
 Above `sparse.APPROXIMATE_ABOVE` rows an index computes each chunk's nearest-neighbour similarity with the IVF
-search of `ragsieve.tools.filters.ann` instead of the exact O(N^2) self-search. This runs both on the same
+search of `ragsieve.tools.index.sparse.ann` instead of the exact O(N^2) self-search. This runs both on the same
 vectors and reports: the share of rows whose similarity equals the exact one, the mean and largest shortfall,
 the percentile cut-offs, and the share of the exact sparse subset (10th percentile) that the approximate subset
 keeps (`sparse_agreement`, = its precision too, both subsets having the same size up to ties). Vector sets:
@@ -41,8 +41,8 @@ def vectors(kind: str, n: int) -> np.ndarray:
 
 
 def compare(v: np.ndarray, percentile: float = 10.0) -> dict:
-    from ragsieve.tools.filters.ann import default_nlist, ivf_nearest_neighbours
-    from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
+    from ragsieve.tools.index.sparse.ann import default_nlist, ivf_nearest_neighbours
+    from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
 
     t0 = time.perf_counter()
     approx, _ = ivf_nearest_neighbours(v)

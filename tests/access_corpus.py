@@ -39,7 +39,7 @@ def build_needle_index(root: Path, embedder) -> Path:
     """The needle corpus indexed under `root/index`, labelled by its rules file and front matter."""
     from ragsieve.tools.access.labels import set_rules
     from ragsieve.tools.access.rules import AccessRules
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     corpus = write_corpus(root)
     folder = root / "index"

@@ -27,7 +27,7 @@ def write_site(root: Path) -> Path:
 
 
 def build_site_index(folder: Path, port: int, embedder) -> Path:
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     IndexBuilder(folder, embedder=embedder, progress=False).build([f"http://127.0.0.1:{port}/functools.html"])
     return folder

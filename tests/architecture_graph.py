@@ -44,7 +44,8 @@ def layer(module: str) -> int:
 
 
 def room(module: str, packages: set[str]) -> str:
-    """The sub-package a module lives in, as deep as `service.documents` / `tools.index.embedders`;
+    """The sub-package a module lives in, as deep as `service.documents` / `tools.index.milvus.index` (the index's
+    rooms: local, query, sparse, building, embedders, milvus; its contract and opener are `tools.index` itself);
     a module directly in `agent/` or `tools/` is in that folder's loose room."""
     for base in FOUNDATION:
         if _under(module, (base,)):

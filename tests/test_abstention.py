@@ -63,7 +63,7 @@ def test_calibrate_stores_the_held_out_document_proxy(calibrated_index):  # noqa
 
 
 def test_calibrate_with_labelled_unanswerable_questions(examples_index):
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     unanswerable = [f"What is the boiling point of element number {i} on Mars?" for i in range(10)]
     with HybridIndex.open(examples_index) as index:
@@ -105,7 +105,7 @@ def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerab
     cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)
     assert not math.isinf(cutoff)
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     with HybridIndex.open(calibrated_index) as index:  # a question that is a chunk's own text scores ~1.0
         text = index.store.get(0).text
@@ -122,8 +122,8 @@ def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerab
 
 def test_answerability_is_scored_over_the_rows_the_metadata_filter_admits(calibrated_index):  # noqa: F811
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.where import Where
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.query.where import Where
 
     cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)

@@ -19,9 +19,10 @@ from ragsieve.tools.access.labels import load, set_rules
 from ragsieve.tools.access.principals import AccessDefault, may_read, principals
 from ragsieve.tools.access.rules import AccessRules
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.hybrid import HybridIndex, current_generation
-from ragsieve.tools.index.retriever import HybridRetriever
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.local.generations import current_generation
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.retriever import HybridRetriever
+from ragsieve.tools.index.query.where import Where
 
 FINANCE, BOB, ALICE = ("group:finance", "user:fin@example.com"), ("user:bob@example.com",), ("user:alice@example.com",)
 NEEDLE = "corpus/finance/needle-budget.md"

@@ -13,10 +13,10 @@ from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.tools.index.backend import open_index
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.open import open_index
+from ragsieve.tools.index.query.retriever import HybridRetriever
+from ragsieve.tools.index.query.where import Where
 
 NEEDLE = "corpus/finance/needle-budget.md"
 CALLERS = (("group:finance",), ("user:bob@example.com",), ("user:alice@example.com",), ())
@@ -29,7 +29,7 @@ def indexes(tmp_path_factory, embedder):
     pytest.importorskip("milvus_lite")
     from access_corpus import make_jwks
 
-    from ragsieve.tools.index.milvus_publish import publish
+    from ragsieve.tools.index.milvus.publish import publish
 
     root = tmp_path_factory.mktemp("needle-milvus")
     local = build_needle_index(root, embedder)

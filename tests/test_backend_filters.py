@@ -12,10 +12,10 @@ import pytest
 from ragsieve import Config, Orchestrator
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.backend import open_index
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.open import open_index
+from ragsieve.tools.index.query.retriever import HybridRetriever
+from ragsieve.tools.index.query.where import Where
 
 QUERY = "rotate the API key"
 
@@ -84,7 +84,7 @@ def test_server_fusion_is_refused_where_it_cannot_be_applied(examples_index):
 def milvus_copy(examples_index, tmp_path_factory):
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from ragsieve.tools.index.milvus_publish import publish
+    from ragsieve.tools.index.milvus.publish import publish
 
     folder = tmp_path_factory.mktemp("milvus-filters") / "idx"
     shutil.copytree(examples_index, folder)

@@ -17,10 +17,11 @@ pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
-from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion, open_index  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
+from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
+from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from ragsieve.tools.index.open import open_index
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]
@@ -82,7 +83,7 @@ def test_vectors_and_dense_search(index, reference):
     assert np.allclose(index.vectors[[1, 4]], reference["vectors"][[1, 4]], atol=1e-6)
     assert np.allclose(index.vectors[2], reference["vectors"][2], atol=1e-6)
     assert np.allclose(index.vectors[3:9], reference["vectors"][3:9], atol=1e-6)  # block reads (conformal view)
-    from ragsieve.tools.index.dense import corpus_similarities
+    from ragsieve.tools.index.query.dense import corpus_similarities
     q0 = index.embed_query(QUERIES[0])
     assert np.allclose(corpus_similarities(index.vectors, q0, block=5), reference["vectors"] @ q0, atol=1e-5)
     q = index.embed_query(QUERIES[0])
@@ -123,7 +124,7 @@ def test_the_pipeline_runs_on_either_backend(index, examples_index, milvus_index
 def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_collection(milvus_index, embedder):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     before = read_pointer(milvus_index)
     docs = milvus_index.parent / "extra"
@@ -176,8 +177,8 @@ def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tm
     rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop).
     With identifier terms (the default) the published text holds them too, dotted ones kept whole through
     Milvus' `standard` tokenizer (milvus_schema.analysed), and identifier queries rank alike."""
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.milvus_schema import MILVUS_LITE_BM25
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.milvus.schema import MILVUS_LITE_BM25
 
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"

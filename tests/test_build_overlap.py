@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

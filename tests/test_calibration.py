@@ -25,7 +25,7 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
-from ragsieve.tools.index.bm25 import BM25Index
+from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
 
 DIM = 64
@@ -257,7 +257,7 @@ def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     import shutil
 
     from ragsieve.cli.main import main
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)

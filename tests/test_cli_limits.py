@@ -38,7 +38,7 @@ def test_negative_lock_wait_and_deadline_are_refused(tmp_path, capsys, examples_
 
 
 def test_index_lists_each_problem_path(tmp_path, capsys, embedder, monkeypatch):
-    import ragsieve.tools.index.builder as ib
+    import ragsieve.tools.index.building.builder as ib
 
     monkeypatch.setattr(ib.IndexBuilder, "_embedder_for", lambda self: embedder)
     corpus = tmp_path / "c"

@@ -17,8 +17,8 @@ from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import Citation
 from ragsieve.tools.filters.stitch import stitch_definitions
-from ragsieve.tools.index.symbols import SymbolTable, named_identifiers
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.symbols import SymbolTable, named_identifiers
+from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.types import Document, Hit
 

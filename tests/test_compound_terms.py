@@ -1,15 +1,15 @@
 """Lower-case compound identifiers (`getheader`, `readline`) split into words for BM25 documents, and code
-chunk headers that spell their symbols' names in words (`ragsieve.tools.index.compounds`,
-`build_report.indexed_text`)."""
+chunk headers that spell their symbols' names in words (`ragsieve.tools.index.query.compounds`,
+`report.indexed_text`)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ragsieve.tools.index.bm25 import BM25Index, tokenize
-from ragsieve.tools.index.build_report import indexed_text, symbol_words
-from ragsieve.tools.index.compounds import compound_words, split_compound
-from ragsieve.tools.index.milvus_schema import analysed
+from ragsieve.tools.index.building.report import indexed_text, symbol_words
+from ragsieve.tools.index.milvus.schema import analysed
+from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.query.compounds import compound_words, split_compound
 from ragsieve.tools.types import Chunk
 
 CODE = [

@@ -118,8 +118,8 @@ def test_sitemap_start_and_user_agent(tmp_path):
 
 
 def test_index_a_website_and_remove_pages_that_disappeared(tmp_path, embedder):
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     site = make_site(tmp_path / "site")
     with serve(site) as (origin, _):

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
-from ragsieve.tools.index.dense import DenseIndex, Embedder, l2_normalise, packaged_model_dir
+from ragsieve.tools.index.embedders.local_embedder import Embedder, packaged_model_dir
+from ragsieve.tools.index.query.dense import DenseIndex, l2_normalise
 
 
 def test_packaged_model_is_found_without_import():

@@ -13,8 +13,8 @@ import pytest
 
 from ragsieve.agent.config import Config, IndexConfig, RerankConfig
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index import device as device_mod
-from ragsieve.tools.index.device import (
+from ragsieve.tools.index.embedders import device as device_mod
+from ragsieve.tools.index.embedders.device import (
     Device,
     DeviceKind,
     default_encoder_for,
@@ -78,7 +78,7 @@ def test_the_encoder_follows_the_device():
 
 
 def test_the_builder_on_a_gpu_machine_picks_torch_fp16_and_larger_batches(tmp_path, monkeypatch):
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)
     builder = IndexBuilder(tmp_path / "idx", progress=False)  # device auto: nothing is loaded yet
@@ -95,7 +95,7 @@ def test_the_builder_on_a_gpu_machine_picks_torch_fp16_and_larger_batches(tmp_pa
 
 
 def test_without_a_gpu_auto_keeps_the_cpu_default(tmp_path, monkeypatch):
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 0)
     monkeypatch.setattr(device_mod.TorchAccelerators, "mps_available", lambda self: False)
@@ -134,7 +134,7 @@ def test_a_cuda_request_on_this_machine_is_one_clear_line(tmp_path):
 
 
 def test_the_torch_encoder_equals_sentence_transformers_encode():
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     texts = ["short", "a somewhat longer sentence about proteins and cells", "  padded text  ",
              "word " * 400, "another one", "x"]
@@ -160,7 +160,7 @@ def test_an_fp16_index_is_queried_on_a_cpu_only_machine_in_fp32(tmp_path, monkey
 
 def test_the_trace_says_where_queries_and_reranking_ran(tmp_path):
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     (tmp_path / "docs").mkdir()
     for i in range(3):

@@ -9,9 +9,9 @@ import pytest
 from model_endpoints import FakeEmbeddings
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
-from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.local.index import HybridIndex
 
 TEXTS = [f"text number {i} about topic {i % 7} and word{i}" for i in range(40)]
 

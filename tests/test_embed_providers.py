@@ -15,11 +15,11 @@ import pytest
 from model_endpoints import FakeEmbeddings
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
-from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.retriever import HybridRetriever
 
 
 def make(server, **kw) -> OpenAIEmbedder:

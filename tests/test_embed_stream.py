@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from test_stable_rows import HashEmbedder, write_corpus
 
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.embed_cache import EmbeddingCache
-from ragsieve.tools.index.embed_stream import QUEUE_WINDOWS, ChunkEmbedStream, embed_in_length_order
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache
+from ragsieve.tools.index.building.embed_stream import QUEUE_WINDOWS, ChunkEmbedStream, embed_in_length_order
+from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.types import Chunk, Document
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
@@ -71,7 +71,7 @@ def test_the_overlapped_build_equals_the_serial_one_with_a_hash_encoder(tmp_path
 def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
     """Real abstracts, the packaged MiniLM (torch, fp32: its vectors do not depend on the batch a text is in;
     onnx-int8's do, by up to 0.007 in cosine, so it is not the reference here)."""
-    from ragsieve.tools.index.dense import Embedder
+    from ragsieve.tools.index.embedders.local_embedder import Embedder
 
     with gzip.open(SCIFACT, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in itertools.islice(f, 40)]
@@ -89,8 +89,8 @@ def test_the_overlapped_build_equals_the_serial_one_with_minilm_fp32(tmp_path):
 
 
 def test_a_local_model_on_the_cpu_is_not_streamed_a_gpu_or_an_endpoint_is(tmp_path, monkeypatch):
-    from ragsieve.tools.index import device as device_mod
-    from ragsieve.tools.index.generation_writer import streams
+    from ragsieve.tools.index.building.embedding import streams
+    from ragsieve.tools.index.embedders import device as device_mod
 
     assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu"))
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)

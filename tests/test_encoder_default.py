@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragsieve.tools.index.builder import IndexBuilder, default_encoder, recorded_encoder
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.encoder_choice import recorded_encoder
+from ragsieve.tools.index.embedders.device import default_encoder
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragsieve.tools.index.dense import Embedder
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?",
          "Rotation issues a new secret; the old one keeps working for 24 hours.",
@@ -41,8 +41,8 @@ def test_a_text_alone_and_in_mixed_batches_gets_the_same_vector(encoder, tmp_pat
 def test_an_incremental_build_and_a_fresh_build_give_identical_indexes(tmp_path, monkeypatch):
     """A document added later is embedded in another batch than in a fresh build: its vectors must not change."""
     pytest.importorskip("onnxruntime")
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     monkeypatch.setenv("RAGSIEVE_CACHE", str(tmp_path / "cache"))
     docs = tmp_path / "docs"

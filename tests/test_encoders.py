@@ -8,7 +8,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from ragsieve.tools.errors import UsageError  # noqa: E402
-from ragsieve.tools.index.dense import Embedder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?",
          "Rotation issues a new secret; the old one keeps working for 24 hours.",
@@ -40,8 +40,8 @@ def test_unknown_encoder_is_refused():
 
 
 def test_index_records_its_encoder_and_queries_use_it(tmp_path, monkeypatch):
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     monkeypatch.setenv("RAGSIEVE_CACHE", str(tmp_path / "cache"))
     docs = tmp_path / "docs"
@@ -58,8 +58,8 @@ def test_index_records_its_encoder_and_queries_use_it(tmp_path, monkeypatch):
 def test_the_embedding_cache_keeps_int8_and_fp32_vectors_apart(tmp_path):
     import numpy as np
 
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.embed_cache import EmbeddingCache, cache_model, text_key
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.building.embed_cache import EmbeddingCache, cache_model, text_key
 
     assert cache_model("m", "torch") == cache_model("m", "onnx") == "m"  # the same fp32 vectors: caches stay valid
     assert cache_model("m", "onnx-int8") != "m"

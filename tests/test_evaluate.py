@@ -75,7 +75,7 @@ def dataset(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def index(dataset, embedder, tmp_path_factory) -> Path:
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     folder = tmp_path_factory.mktemp("tinyindex")
     IndexBuilder(folder, embedder=embedder, progress=False).build([dataset / "corpus.jsonl"])

@@ -151,7 +151,7 @@ def test_onnx_encoder_without_the_fast_extra(docs, tmp_path):
     line = assert_one_line(cli_without("fast", "index", str(docs), "--index", "idx", "--encoder", "onnx-int8",
                                        cwd=tmp_path), "fast")
     assert "torch" in line
-    code = ("from ragsieve.tools.index.encoder_choice import default_encoder\n"
+    code = ("from ragsieve.tools.index.embedders.device import default_encoder\n"
             "assert default_encoder() == 'torch'")
     assert library_without("fast", code, tmp_path) == {"extra": None}
 
@@ -166,7 +166,7 @@ def test_embedded_llm_without_the_local_extra(tmp_path):
 def test_milvus_without_the_milvus_extra(docs, tmp_path):
     assert_one_line(cli_without("milvus", "index", str(docs), "--index", "idx", "--backend", "milvus", cwd=tmp_path),
                     "milvus")
-    code = "from ragsieve.tools.index.milvus_client import client_for\nclient_for('x.db')"
+    code = "from ragsieve.tools.index.milvus.client import client_for\nclient_for('x.db')"
     assert_names_extra(library_without("milvus", code, tmp_path), "milvus")
 
 

@@ -52,7 +52,7 @@ def _summaries(answer, step: str) -> list[dict]:
 
 
 def _sparse_rows(index) -> list[int]:
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     with HybridIndex.open(index) as opened:
         return list(opened.sparse_rows)
@@ -82,7 +82,7 @@ def test_a_trusted_judge_finding_nothing_relevant_abstains_and_the_fallback_adds
 
 
 def test_nothing_relevant_yields_to_calibrated_evidence_that_says_answerable(calibrated_index):  # noqa: F811
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)

@@ -271,7 +271,7 @@ def fake_model(messages):
 
 @pytest.fixture
 def calibrated_index(examples_index, tmp_path):
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)

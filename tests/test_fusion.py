@@ -2,7 +2,7 @@
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.fusion import minmax_normalise, rrf, weighted_fusion
+from ragsieve.tools.index.query.fusion import minmax_normalise, rrf, weighted_fusion
 
 
 def test_rrf_matches_hand_computation():

@@ -93,8 +93,8 @@ def test_the_checker_holds_both_index_backends_to_the_protocol(tmp_path):
     check = tmp_path / "check_backends.py"
     check.write_text(
         "from ragsieve.tools.index.backend import IndexBackend\n"
-        "from ragsieve.tools.index.hybrid import HybridIndex\n"
-        "from ragsieve.tools.index.milvus import MilvusIndex\n\n\n"
+        "from ragsieve.tools.index.local.index import HybridIndex\n"
+        "from ragsieve.tools.index.milvus.index import MilvusIndex\n\n\n"
         "def backends(local: HybridIndex, remote: MilvusIndex) -> list[IndexBackend]:\n"
         "    return [local, remote]\n", encoding="utf-8")
     run = [sys.executable, "-m", "mypy", str(check)]  # the options `make lint` uses: its cache stays valid

@@ -12,9 +12,9 @@ import pytest
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.orchestrator import Orchestrator
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.symbols import definitions_in
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.query.symbols import definitions_in
+from ragsieve.tools.index.query.where import Where
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 PAGES = Path(__file__).parent / "fixtures" / "pydocs"
@@ -110,7 +110,7 @@ def test_milvus_server_fusion_collapses_the_same_way(sources_index, tmp_path):
     again, deeper, when pieces were left out, and the top ten are ten different passages."""
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from ragsieve.tools.index.milvus_publish import publish
+    from ragsieve.tools.index.milvus.publish import publish
 
     folder = tmp_path / "milvus-idx"
     shutil.copytree(sources_index, folder)

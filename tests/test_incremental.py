@@ -1,4 +1,4 @@
-"""The incremental local layout (`ragsieve.tools.index.incremental`): a sequence of small changes searches like a
+"""The incremental local layout (`ragsieve.tools.index.building.incremental`): a sequence of small changes searches like a
 full rebuild of the same final corpus, and the work of a one-document change does not grow with the corpus."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.retriever import HybridRetriever
 
 WORDS = [f"w{i}" for i in range(400)]
 
@@ -49,7 +49,7 @@ def _results(root, queries):
 
 @pytest.mark.parametrize("max_segments", [16, 2])  # 2: the sequence compacts into a new base twice
 def test_incremental_changes_search_like_a_full_rebuild(tmp_path, monkeypatch, max_segments):
-    import ragsieve.tools.index.incremental as incremental
+    import ragsieve.tools.index.building.incremental as incremental
 
     monkeypatch.setattr(incremental, "MAX_SEGMENTS", max_segments)
     corpus = tmp_path / "docs"
@@ -175,8 +175,8 @@ KILLER = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from test_incremental import HashEmbedder
-import ragsieve.tools.index.{module} as target
-from ragsieve.tools.index.builder import IndexBuilder
+import ragsieve.tools.index.building.{module} as target
+from ragsieve.tools.index.building.builder import IndexBuilder
 def die(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)
 target.{name} = die

@@ -4,12 +4,12 @@ import json
 import numpy as np
 import pytest
 
-import ragsieve.tools.index.builder as ib
-import ragsieve.tools.index.generation_writer as gw
-import ragsieve.tools.index.generations as generations
+import ragsieve.tools.index.building.generation_writer as gw
+import ragsieve.tools.index.local.generations as generations
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.report import indexed_text
+from ragsieve.tools.index.local.index import HybridIndex
 
 FILES = {
     "alpha.md": "# Alpha\n\nThe alpha service rotates API keys every ninety days.",
@@ -77,7 +77,7 @@ def test_changed_added_deleted_only_touch_those_docs(tmp_path, corpus, embedder)
     assert (root / "gen-1").exists()  # the replaced generation is kept for readers still opening it
     with HybridIndex.open(root) as index:
         after = _vectors_by_doc(index)
-        alpha_text = ib.indexed_text(index.store.get(0))
+        alpha_text = indexed_text(index.store.get(0))
         assert index.manifest["corpus_fingerprint"] != fingerprint
         assert [c.doc_id.rsplit("/", 1)[1] for c in index.store.get_many(range(3))] == \
             ["alpha.md", "delta.md", "gamma.txt"]

@@ -15,9 +15,9 @@ import pytest
 
 from ragsieve.cli.main import main
 from ragsieve.tools.errors import IndexMissingError, RagsieveError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.lock import IndexBusyError, IndexLock
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.local.lock import IndexBusyError, IndexLock
 
 REPO = Path(__file__).resolve().parent.parent
 

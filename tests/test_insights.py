@@ -310,7 +310,7 @@ def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(mon
 
     from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.eval.evaluate import Evaluation
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     folder = month["exported"].json()["folder"]
 

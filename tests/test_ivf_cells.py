@@ -1,4 +1,4 @@
-"""IVF cells kept with a local index (tools/index/cells.py): a change searches inside cells, not all rows.
+"""IVF cells kept with a local index (tools/index/sparse/cells.py): a change searches inside cells, not all rows.
 
 The IVF threshold (`sparse.APPROXIMATE_ABOVE`, 50k rows) is lowered so that a 150-document corpus takes the
 approximate path; with `ann.NPROBE` at or above the number of cells the search is exhaustive, so the entries an
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from test_incremental import HashEmbedder, _results, _write
 
-import ragsieve.tools.filters.ann as ann
-import ragsieve.tools.filters.sparse as sparse
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import current_generation, read_manifest
-from ragsieve.tools.index.segments import SegmentView
+import ragsieve.tools.index.sparse.ann as ann
+import ragsieve.tools.index.sparse.subset as sparse
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.segments import SegmentView
 
 N = 150
 

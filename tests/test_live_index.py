@@ -14,7 +14,7 @@ import openai
 from service_fakes import served
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.tools.index.builder import IndexBuilder
+from ragsieve.tools.index.building.builder import IndexBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.service.indexes.live import LiveOrchestrator  # noqa: E402
-from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
 
 
 def test_a_served_milvus_index_switches_to_the_new_collection(examples_index, tmp_path, embedder):

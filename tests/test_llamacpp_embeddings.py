@@ -44,7 +44,7 @@ def test_index_search_and_ask_with_llamacpp_embeddings(llamacpp, tmp_path, capsy
     record = json.loads((folder / gen / "manifest.json").read_text())["embedding"]
     assert record["provider"] == "openai" and record["base_url"] == llamacpp.base_url
     assert record["model"] == "qwen2.5-coder-0.5b" and record["dimension"] == 896
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
 
     with HybridIndex.open(folder) as index:  # the vectors of whichever layout the generation has
         vectors = np.array(index.vectors)

@@ -1,4 +1,4 @@
-"""Long code chunks embedded whole (tools/index/windows.py), on the CPython standard library: a chunk longer than
+"""Long code chunks embedded whole (tools/index/building/windows.py), on the CPython standard library: a chunk longer than
 the encoder's window is found by what only its tail says; the setting is recorded, kept by existing indexes,
 and refused where it cannot apply."""
 from __future__ import annotations
@@ -12,10 +12,18 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.build_report import indexed_text
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex, current_generation, read_manifest
-from ragsieve.tools.index.windows import LongCode, code_headers, embed_windowed, tokenizer_of, window_texts, windowed_rows
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.report import indexed_text
+from ragsieve.tools.index.building.windows import (
+    LongCode,
+    code_headers,
+    embed_windowed,
+    tokenizer_of,
+    window_texts,
+    windowed_rows,
+)
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.index import HybridIndex
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -153,7 +153,7 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
     from ragsieve.agent.plan.state import RunState
     from ragsieve.agent.plans import STEPS
     from ragsieve.tools.filters.rerank import Reranker
-    from ragsieve.tools.filters.sparse import cosmix_scores
+    from ragsieve.tools.index.sparse.subset import cosmix_scores
 
     docs = {"dup1": ["alpha code secret details here"], "dup2": ["alpha code secret details now"],
             "rare": ["alpha code zeta"], "main": ["beta system overview"]}

@@ -18,11 +18,11 @@ pytest.importorskip("milvus_lite")
 
 from test_stable_rows import HashEmbedder, builder, snapshot, write_corpus  # noqa: E402
 
-from ragsieve.tools.index.backend import open_index  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.milvus_client import stop_lite_server  # noqa: E402
-from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
+from ragsieve.tools.index.milvus.client import stop_lite_server  # noqa: E402
+from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from ragsieve.tools.index.open import open_index  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -115,7 +115,8 @@ def test_a_reader_in_a_loop_sees_each_document_all_old_or_all_new(tmp_path, back
 
 KILL_DURING = textwrap.dedent("""
     import os, signal, sys
-    from ragsieve.tools.index import milvus_delta, milvus_publish
+    from ragsieve.tools.index.milvus import delta as milvus_delta
+    from ragsieve.tools.index.milvus import publish as milvus_publish
     where = sys.argv[2]
     if where == "delta":  # after the old rows are marked and half the new rows are written
         real = milvus_delta.entities
@@ -211,7 +212,7 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
     """A milvus-lite file held by another process (a reader, `serve`) is published to through that process's
     loopback server (`<file>.endpoint.json`), which already has the collection open; when that server cannot
     be reached, a clear IndexBusyError after the wait, not a raw traceback (issue 22 item 4)."""
-    from ragsieve.tools.index.lock import IndexBusyError
+    from ragsieve.tools.index.local.lock import IndexBusyError
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
     write_corpus(docs, 10)
@@ -222,7 +223,7 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
         import sys, time
         sys.path.insert(0, {str(REPO / 'tests')!r})
         from test_stable_rows import HashEmbedder
-        from ragsieve.tools.index.backend import open_index
+        from ragsieve.tools.index.open import open_index
         idx = open_index({str(index)!r}, embedder=HashEmbedder())
         print("open", flush=True)
         time.sleep(20)
@@ -291,7 +292,7 @@ def test_the_trace_counts_round_trips_to_milvus_and_fused_retrieval_is_one(tmp_p
     with opened(index) as idx:
         real = idx.client._client.hybrid_search
         idx.client._client.hybrid_search = lambda *a, **kw: calls.append(1) or real(*a, **kw)
-        from ragsieve.tools.index.retriever import HybridRetriever
+        from ragsieve.tools.index.query.retriever import HybridRetriever
 
         before = idx.round_trips()
         hits = HybridRetriever(idx).run("Document 3 part 0", top_k=5)
@@ -302,7 +303,7 @@ def test_a_row_missing_from_the_collection_is_a_usage_error_naming_it(tmp_path):
     """The Milvus store's missing-row error is raised as UsageError (the split into milvus_store.py had left it
     unimported: a NameError instead of the message)."""
     from ragsieve.tools.errors import UsageError
-    from ragsieve.tools.index.milvus_store import MilvusStore
+    from ragsieve.tools.index.milvus.store import MilvusStore
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
     write_corpus(docs, 5)

@@ -17,10 +17,10 @@ pytest.importorskip("milvus_lite")
 from test_milvus_incremental import opened, versions_seen  # noqa: E402
 from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 
-from ragsieve.tools.index.milvus_client import client_for, release_client  # noqa: E402
-from ragsieve.tools.index.milvus_leases import held  # noqa: E402
-from ragsieve.tools.index.milvus_pointer import read_pointer  # noqa: E402
-from ragsieve.tools.index.milvus_publish import publish  # noqa: E402
+from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: E402
+from ragsieve.tools.index.milvus.leases import held  # noqa: E402
+from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
+from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,8 +74,8 @@ def test_a_reader_keeps_its_generation_through_publishes_and_a_rebuild(tmp_path)
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from ragsieve.tools.index.milvus_leases import hold
-    from ragsieve.tools.index.milvus_pointer import read_pointer
+    from ragsieve.tools.index.milvus.leases import hold
+    from ragsieve.tools.index.milvus.pointer import read_pointer
     root = Path(sys.argv[1])
     pointer, lease = hold(root, lambda: read_pointer(root))
     print(pointer["visible"], lease is not None and lease.held, flush=True)
@@ -107,8 +107,8 @@ def test_a_lease_held_by_another_process_keeps_rows_until_it_dies(tmp_path):
 
 def test_an_incremental_publish_does_not_read_the_collection(tmp_path, monkeypatch):
     """The retired rows' entities are rebuilt from the previous local generation and the recorded `born`
-    (`milvus_born`): no query, no collection load (O(corpus) on milvus-lite in a new process)."""
-    from ragsieve.tools.index import milvus_delta
+    (`milvus.born`): no query, no collection load (O(corpus) on milvus-lite in a new process)."""
+    from ragsieve.tools.index.milvus import delta as milvus_delta
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
     write_corpus(docs, 40)
@@ -133,7 +133,8 @@ def test_a_pointer_from_before_the_born_record_is_looked_up_once_then_never(tmp_
     nothing, and still retire the right entity of a document changed before the record existed."""
     import json
 
-    from ragsieve.tools.index import milvus_born, milvus_delta
+    from ragsieve.tools.index.milvus import born as milvus_born
+    from ragsieve.tools.index.milvus import delta as milvus_delta
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
     write_corpus(docs, 40)

@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
-from ragsieve.tools.index.dense import Embedder  # noqa: E402
+from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
+from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder  # noqa: E402
 from ragsieve.tools.index.embedders.providers import open_embedder  # noqa: E402
-from ragsieve.tools.index.onnx_query import OnnxQueryEmbedder  # noqa: E402
 
 TEXTS = ["How do I rotate the API key of a Lumen workspace?", "x",
          "Rate limits apply per workspace, across all of its API keys. " * 60]  # past max_seq_length
@@ -55,7 +55,7 @@ def test_no_export_means_no_light_embedder(tmp_path, monkeypatch):
 
 def test_search_never_imports_torch(int8, tmp_path):
     cache, full = int8
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "keys.md").write_text("# Keys\n\nRotate the API key every ninety days.\n")

@@ -126,7 +126,7 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
     for template in (REPO / "prompts").glob("*.j2"):
         assert f"ragsieve/prompts/{template.name}" in names
     for module in ("__main__.py", "cli/main.py", "service/mcp/server.py", "agent/steps/answer.py", "agent/plan/state.py",
-                   "tools/index/retriever.py", "tools/ingest/loaders.py", "tools/filters/conformal.py"):
+                   "tools/index/query/retriever.py", "tools/ingest/loaders.py", "tools/filters/conformal.py"):
         assert f"ragsieve/{module}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "ragsieve = ragsieve.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -150,8 +150,8 @@ def test_installed_wheel_runs_outside_the_repo(installed, tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert built.returncode == 0, built.stderr
     code = ("import ragsieve, sys; from ragsieve import Orchestrator, Config, Answer; "
-            "from ragsieve.tools.index.hybrid import HybridIndex; "
-            "from ragsieve.tools.index.retriever import HybridRetriever; "
+            "from ragsieve.tools.index.local.index import HybridIndex; "
+            "from ragsieve.tools.index.query.retriever import HybridRetriever; "
             "from ragsieve.agent.llm.templates import PromptRenderer; "
             "print(ragsieve.__file__); print(' '.join(PromptRenderer().names())); "
             "ix = HybridIndex.open('idx'); hits = HybridRetriever(ix).run('rotate the API key', top_k=3); "

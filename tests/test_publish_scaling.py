@@ -1,6 +1,6 @@
 """A one-document publish of the local incremental layout reads O(changed documents) from the previous
 generation: no listing of its documents, no count of its rows, no fingerprint over the whole corpus
-(`ragsieve.tools.index.change_plan`); what it reports and fingerprints is still what a full build gives."""
+(`ragsieve.tools.index.building.change_plan`); what it reports and fingerprints is still what a full build gives."""
 from __future__ import annotations
 
 import json
@@ -9,11 +9,12 @@ import sqlite3
 import pytest
 from test_incremental import HashEmbedder, _write
 
-import ragsieve.tools.index.builder as builder_module
-import ragsieve.tools.index.change_plan as change_plan
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import current_generation, read_manifest
-from ragsieve.tools.index.store import ChunkStore
+import ragsieve.tools.index.building.builder as builder_module
+import ragsieve.tools.index.building.change_plan as change_plan
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.report import in_scope
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.store import ChunkStore
 
 N = 300
 
@@ -115,7 +116,7 @@ def test_scopes_match_like_in_scope(corpus):
     try:
         every = list(store.documents())
         for scopes in (["docs/d0001"], ["docs/d00012.md"], ["docs/"], ["docs/d00012.md", "docs/d00299.md"], ["doc"], [""]):
-            expected = {i for i in every if builder_module.in_scope(i, [s for s in scopes if s])}
+            expected = {i for i in every if in_scope(i, [s for s in scopes if s])}
             assert set(change_plan.ids_in_scopes(store, scopes)) == expected
     finally:
         store.close()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index import ray_embed
-from ragsieve.tools.index.embed_cache import EmbeddingCache, text_key
-from ragsieve.tools.index.ray_embed import EncoderActor, RayEmbedStage, plan_actors
+from ragsieve.tools.index.building import ray_embed
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache, text_key
+from ragsieve.tools.index.building.ray_embed import EncoderActor, RayEmbedStage, plan_actors
 
 
 @pytest.mark.parametrize("resources, kwargs, expected", [
@@ -151,7 +151,7 @@ def test_the_encoder_actor_passes_its_device_to_the_factory():
 
 
 def test_a_builder_whose_ray_actors_take_gpus_defaults_to_torch_fp16(tmp_path):
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     builder = IndexBuilder(tmp_path / "idx", progress=False, ray=RayEmbedStage(gpus_per_actor=1))
     assert builder.encoder == "torch-fp16"  # the driver needs no GPU of its own

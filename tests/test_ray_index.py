@@ -19,9 +19,9 @@ ray = pytest.importorskip("ray")
 import test_stable_rows  # noqa: E402
 from test_stable_rows import HashEmbedder  # noqa: E402
 
-from ragsieve.tools.index.builder import IndexBuilder  # noqa: E402
-from ragsieve.tools.index.hybrid import HybridIndex  # noqa: E402
-from ragsieve.tools.index.ray_embed import RayEmbedStage  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.ray_embed import RayEmbedStage  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
@@ -43,9 +43,9 @@ def contents(folder: Path, embedder=None):
 
 def long_code_chunks(folder: Path, embedder) -> int:
     """How many code chunks of the index are longer than the encoder's window (their vectors are the mean of
-    their windows, `tools/index/windows.py`, made by the driver rather than by the Ray actors)."""
-    from ragsieve.tools.index.build_report import indexed_text
-    from ragsieve.tools.index.windows import windowed_rows
+    their windows, `tools/index/building/windows.py`, made by the driver rather than by the Ray actors)."""
+    from ragsieve.tools.index.building.report import indexed_text
+    from ragsieve.tools.index.building.windows import windowed_rows
 
     with HybridIndex.open(folder, embedder=embedder) as index:
         chunks = index.store.get_many(range(len(index)))
@@ -95,7 +95,7 @@ def test_missing_ray_gives_a_clear_message(monkeypatch):
     import builtins
 
     from ragsieve.tools.errors import ModelUnavailableError
-    from ragsieve.tools.index.ray_embed import import_ray
+    from ragsieve.tools.index.building.ray_embed import import_ray
 
     real = builtins.__import__
     monkeypatch.setattr(builtins, "__import__",

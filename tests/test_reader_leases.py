@@ -4,10 +4,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ragsieve.tools.index.generations import new_generation, switch_current
-from ragsieve.tools.index.readers import ReaderLease, in_use, sweep
+from ragsieve.tools.index.local.generations import new_generation, sweep, switch_current
+from ragsieve.tools.index.local.readers import ReaderLease, in_use
 
-HOLD = "import sys, time; from ragsieve.tools.index.readers import ReaderLease; ReaderLease(sys.argv[1]); " \
+HOLD = "import sys, time; from ragsieve.tools.index.local.readers import ReaderLease; ReaderLease(sys.argv[1]); " \
        "print('held', flush=True); sys.stdin.read()"
 
 

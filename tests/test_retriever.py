@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.dense import l2_normalise
-from ragsieve.tools.index.hybrid import HybridIndex
-from ragsieve.tools.index.retriever import HybridRetriever
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.query.dense import l2_normalise
+from ragsieve.tools.index.query.retriever import HybridRetriever
 
 DOCS = [
     "Photosynthesis converts sunlight into chemical energy in green plants.",
@@ -104,7 +104,7 @@ def test_settings_validated(index):
 
 
 def test_query_embeddings_are_remembered_and_returned_as_copies(index, monkeypatch):
-    from ragsieve.tools.index import hybrid as hybrid_index
+    from ragsieve.tools.index.local import index as hybrid_index
 
     calls = []
     real = index.embedder.embed

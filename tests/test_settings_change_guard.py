@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_incremental import HashEmbedder, _write
 
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
 
 
 def test_changed_chunking_settings_refuse_to_drop_documents_from_other_paths(tmp_path):
@@ -38,7 +38,7 @@ def test_an_index_from_before_header_words_keeps_its_text_on_a_one_file_change(t
 
     from test_incremental import HashEmbedder as Hash
 
-    from ragsieve.tools.index.hybrid import MANIFEST, current_generation
+    from ragsieve.tools.index.local.generations import MANIFEST, current_generation
 
     class Recording(Hash):
         def __init__(self):

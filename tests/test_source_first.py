@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ragsieve.cli.main import main
-from ragsieve.tools.index.source_first import is_test_path
+from ragsieve.tools.index.query.source_first import is_test_path
 
 PROSE = "# Rotating keys\n\n" + "To rotate the signing key call rotate signing key; rotate signing key rotates it. " * 8
 TESTS = "\n\n".join(f"def test_rotate_signing_key_{i}():\n    assert rotate_signing_key('k{i}') != 'k{i}'  "
@@ -24,7 +24,7 @@ def test_test_paths(path, expected):
 
 
 def test_the_definition_comes_first(tmp_path, capsys, embedder):
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     repo = tmp_path / "repo"
     for rel, text in {"src/pkg/auth.py": SOURCE, "tests/test_auth.py": TESTS, "docs/keys.md": PROSE}.items():

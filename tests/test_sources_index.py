@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.hybrid import HybridIndex
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.ingest.loaders import load_documents
 from ragsieve.tools.ingest.selection import Selection
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.filters.sparse import cosmix_scores, find_sparse_rows, nearest_neighbour_similarity
+from ragsieve.tools.index.sparse.subset import cosmix_scores, find_sparse_rows, nearest_neighbour_similarity
 
 
 def _normalised(rng, n, d):

@@ -1,13 +1,13 @@
-"""The approximate (IVF) nearest-neighbour pass of large indexes (`ragsieve.tools.filters.ann`): it agrees with
+"""The approximate (IVF) nearest-neighbour pass of large indexes (`ragsieve.tools.index.sparse.ann`): it agrees with
 the exact pass on a planted set, never reports a neighbour closer than the exact one, and is used only above
 `sparse.APPROXIMATE_ABOVE` rows (small indexes keep the exact pass)."""
 from __future__ import annotations
 
 import numpy as np
 
-import ragsieve.tools.filters.ann as ann
-import ragsieve.tools.filters.sparse as sparse
-from ragsieve.tools.filters.sparse import nearest_neighbours, sparse_subset
+import ragsieve.tools.index.sparse.ann as ann
+import ragsieve.tools.index.sparse.subset as sparse
+from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
 
 
 def _planted(n_clustered=3000, n_lone=150, d=32, seed=0):

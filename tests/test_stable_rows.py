@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.generation_writer import read_changes
-from ragsieve.tools.index.hybrid import HybridIndex, current_generation
-from ragsieve.tools.index.layout import plan_rows
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.generation_writer import read_changes
+from ragsieve.tools.index.building.layout import plan_rows
+from ragsieve.tools.index.local.generations import current_generation
+from ragsieve.tools.index.local.index import HybridIndex
 
 
 class HashEmbedder:

@@ -2,7 +2,7 @@
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.types import Chunk
 
 

@@ -126,8 +126,9 @@ def test_cast_spans_refuse_nothing_on_odd_input():
 
 def test_symbols_reach_the_index_text_and_citations(tmp_path, embedder):
     from ragsieve.agent.plan.state import Citation
-    from ragsieve.tools.index.builder import IndexBuilder, indexed_text
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.building.report import indexed_text
+    from ragsieve.tools.index.local.index import HybridIndex
 
     (tmp_path / "src" / "http").mkdir(parents=True)
     (tmp_path / "src" / "http" / "client.py").write_text(HTTP_CLIENT.read_text(encoding="utf-8"), encoding="utf-8")

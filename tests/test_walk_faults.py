@@ -167,8 +167,8 @@ def test_real_binary_is_still_binary():
 
 
 def test_build_survives_every_fault_at_once(tmp_path, embedder):
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
 
     corpus = tmp_path / "c"
     write(corpus / "good.md", "# Good\nThe deploy key rotates monthly.")

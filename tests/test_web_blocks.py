@@ -114,10 +114,10 @@ def test_one_hit_per_section_and_no_toc():
 
 
 def test_ranking_keeps_one_chunk_per_section_and_skips_toc(tmp_path, embedder):
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
-    from ragsieve.tools.index.retriever import HybridRetriever
-    from ragsieve.tools.index.where import Where
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.query.retriever import HybridRetriever
+    from ragsieve.tools.index.query.where import Where
 
     site = tmp_path / "site"
     site.mkdir()
@@ -140,8 +140,8 @@ def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_p
     named as an index last, and the index holds a table chunk, a whole code block and a `toc` page."""
     from test_crawler import serve
 
-    from ragsieve.tools.index.builder import IndexBuilder
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.ingest.crawler import Crawler
 
     site = tmp_path / "site"

@@ -48,7 +48,7 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ui_index(tmp_path_factory, site, embedder):
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     _, port = site
     folder = tmp_path_factory.mktemp("ui-corpus")

@@ -24,7 +24,7 @@ API_KEY = "sk-page-test-key-1"
 def docs_index(tmp_path_factory, embedder):
     from web_fixtures import write_corpus
 
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
 
     docs = write_corpus(tmp_path_factory.mktemp("corpus"))
     index = tmp_path_factory.mktemp("index")

@@ -33,7 +33,7 @@ class FusionMode(str, Enum):
 
 class RankingMode(str, Enum):
     """How first-stage hits are ordered: `hybrid` (the fused score) or `source-first` (definitions in source
-    files, then other source code, tests, prose: `ragsieve.tools.index.source_first`)."""
+    files, then other source code, tests, prose: `ragsieve.tools.index.query.source_first`)."""
 
     HYBRID = "hybrid"
     SOURCE_FIRST = "source-first"
@@ -69,7 +69,7 @@ class ContextOrder(str, Enum):
 
 
 class DeviceKind(str, Enum):
-    """Where a model runs (`ragsieve.tools.index.device` resolves it against what torch sees)."""
+    """Where a model runs (`ragsieve.tools.index.embedders.device` resolves it against what torch sees)."""
 
     AUTO = "auto"
     CPU = "cpu"

@@ -19,7 +19,7 @@ class IndexConfig(_Section):
     _bm25 = _mode(BM25Engine, "bm25_engine")
     embed_batch_size: int | None = Field(None, ge=1)  # None: 64 (an endpoint, the CPU), 512 on a GPU
     # where the local model embeds chunks and queries: auto (a GPU torch sees, else the CPU) | cpu | cuda[:N] |
-    # mps (ragsieve.tools.index.device); on a GPU a new index gets the torch-fp16 encoder
+    # mps (ragsieve.tools.index.embedders.device); on a GPU a new index gets the torch-fp16 encoder
     device: str = "auto"
     embed_concurrency: int = Field(1, ge=1, le=64)  # an embeddings endpoint: requests in flight at once
     # COS-Mix sparse subset: chunks whose nearest other chunk is less similar than this corpus percentile
@@ -74,6 +74,6 @@ class RetrievalConfig(_Section):
     # read further, so a top 3 is three sections; false: every chunk keeps its own place
     sections: bool = True
     # source-first: for "where is X implemented", definitions in source files before other code, tests and prose
-    # (ragsieve.tools.index.source_first); hybrid: the fused order
+    # (ragsieve.tools.index.query.source_first); hybrid: the fused order
     ranking: str = "hybrid"
     _ranking = _mode(RankingMode, "ranking")

@@ -17,7 +17,7 @@ from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.filters.conformal import HYBRID_RRF_K, ScoreKind, hybrid_signal, ranks_of
 from ragsieve.tools.index.backend import CorpusScores, vectors_of
-from ragsieve.tools.index.dense import corpus_similarities
+from ragsieve.tools.index.query.dense import corpus_similarities
 from ragsieve.tools.types import Hit
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, ChatReply, UsageMeter
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.rerankers.base import RerankResult
 from ragsieve.tools.types import Hit
 
@@ -22,7 +22,7 @@ T = TypeVar("T", bound=BaseModel)
 
 
 class Retriever(Protocol):
-    """First-stage retrieval (`ragsieve.tools.index.retriever.HybridRetriever`): fused hits for a query,
+    """First-stage retrieval (`ragsieve.tools.index.query.retriever.HybridRetriever`): fused hits for a query,
     restricted to `rows` or expanded by `extra_texts`; `where` is the question's metadata filter (None: none)
     and `admit` narrows rows to those it admits."""
 

@@ -21,7 +21,7 @@ from ragsieve.agent.plan.evidence import cached_calibration
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import Abstention, RunState
 from ragsieve.tools.filters.abstention import says_answerable
-from ragsieve.tools.index.dense import corpus_similarities
+from ragsieve.tools.index.query.dense import corpus_similarities
 
 logger = logging.getLogger(__name__)
 

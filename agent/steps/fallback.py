@@ -8,7 +8,7 @@ from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
-from ragsieve.tools.filters.sparse import cosmix_scores
+from ragsieve.tools.index.sparse.subset import cosmix_scores
 from ragsieve.tools.types import Hit
 
 
@@ -18,7 +18,7 @@ class Fallback(Step):
     Retrieval over S = `deps.index.sparse_rows` (chunks already in the context
     left out), `fallback.sparse_candidates` of them by the COS-Mix score
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
-    (`ragsieve.tools.filters.sparse.cosmix_scores`, w = `fallback.distance_weight`);
+    (`ragsieve.tools.index.sparse.subset.cosmix_scores`, w = `fallback.distance_weight`);
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
     (`ragsieve.agent.plan.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank

@@ -74,7 +74,7 @@ def with_device(config: Config, device: str | None) -> Config:
     """`config` with `--device` applied to [index] device (queries and, unless [rerank] names one, reranking)."""
     if device is None:
         return config
-    from ragsieve.tools.index.device import resolve_device
+    from ragsieve.tools.index.embedders.device import resolve_device
 
     index = range_checked(config.index, device=device)
     resolve_device(index.device)  # a GPU named but absent is refused now, in one line, not at the first question

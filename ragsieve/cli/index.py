@@ -79,7 +79,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsieve.tools.index.builder import IndexBuilder
+    from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.ingest.selection import Selection
 
     config = load_config(args)
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if backend == "milvus":
         import os
 
-        from ragsieve.tools.index.milvus_publish import publish
+        from ragsieve.tools.index.milvus.publish import publish
 
         pointer = publish(args.index, uri=args.uri or ic.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
                           index_type=ic.milvus_index, rebuild=args.rebuild, lock_wait_s=ic.lock_wait_s)
@@ -182,8 +182,8 @@ def configured_embedder(ic: IndexConfig, model: str | None = None, encoder: str 
         if ic.embed_concurrency != 1:
             raise UsageError("embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
                              "keeps its device busy by itself (device, embed_batch_size)")
-        from ragsieve.tools.index.dense import Embedder
-        from ragsieve.tools.index.device import default_encoder_for, resolve_device
+        from ragsieve.tools.index.embedders.device import default_encoder_for, resolve_device
+        from ragsieve.tools.index.embedders.local_embedder import Embedder
 
         device = resolve_device(ic.device)
         return Embedder(model, batch_size=ic.embed_batch_size or (512 if device.gpu else 64),
@@ -208,7 +208,7 @@ def ray_stage(args, device: str = "auto"):
         if args.ray_gpus_per_actor is not None or args.ray_actors is not None or args.ray_batch_size is not None:
                 raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
         return None
-    from ragsieve.tools.index.ray_embed import RayEmbedStage, import_ray
+    from ragsieve.tools.index.building.ray_embed import RayEmbedStage, import_ray
 
     import_ray()
     gpus = args.ray_gpus_per_actor

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
             pointer.unlink()
         print(f"{args.index}: served by the local backend")
         return 0
-    from ragsieve.tools.index.milvus_publish import publish
+    from ragsieve.tools.index.milvus.publish import publish
 
     info = publish(args.index, uri=args.uri, token=os.environ.get("RAGSIEVE_MILVUS_TOKEN"), name=args.name,
                    index_type=args.index_type)

@@ -37,7 +37,7 @@ def reading_as(where, items: list[str] | None):
     if not items:
         return where
     from ragsieve.tools.access.principals import principals
-    from ragsieve.tools.index.where import Where
+    from ragsieve.tools.index.query.where import Where
 
     return (where or Where()).reading_as(principals(",".join(items)))
 
@@ -45,7 +45,7 @@ def reading_as(where, items: list[str] | None):
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.where import Where
+    from ragsieve.tools.index.query.where import Where
 
     where = reading_as(Where.parse(args.where), args.reading_as)
     if not 1 <= args.top_k <= 100:

@@ -154,7 +154,7 @@ class Evaluation:
         return orch
 
     def _build_index(self, ds: Dataset) -> None:
-        from ragsieve.tools.index.builder import IndexBuilder
+        from ragsieve.tools.index.building.builder import IndexBuilder
 
         ic = self.config.index
         log.info("no index at %s: indexing %s", self.index_dir, ds.corpus)

@@ -29,14 +29,14 @@ class Explanation:
 
 def index_sources(root: str | Path) -> list[str]:
     """The document sources of an index's live generation (local or Milvus)."""
-    from ragsieve.tools.index.backend import open_index
-    from ragsieve.tools.index.hybrid import HybridIndex
+    from ragsieve.tools.index.local.index import HybridIndex
+    from ragsieve.tools.index.open import open_index
 
     index = open_index(root)
     try:
         if isinstance(index, HybridIndex):
             return sorted({s for _, s, _ in index.store.row_metadata()})
-        from ragsieve.tools.index.milvus import MilvusIndex
+        from ragsieve.tools.index.milvus.index import MilvusIndex
 
         if isinstance(index, MilvusIndex):
             return index.sources()

@@ -67,7 +67,7 @@ HYBRID_RRF_K = 60  # as the retriever's default `rrf_k` (Cormack et al.)
 def hybrid_signal(dense, bm25, k: int = HYBRID_RRF_K) -> np.ndarray:
     """RRF score of every chunk of one query: 1/(k + dense rank) + 1/(k + BM25 rank).
 
-    The array form of `ragsieve.tools.index.fusion.rrf` for whole-corpus score vectors (that
+    The array form of `ragsieve.tools.index.query.fusion.rrf` for whole-corpus score vectors (that
     one fuses ranked id lists through dicts, too slow for every row of a large index).
 
     Ranks are 1-based over all the given chunks (ties: earlier position first); a chunk

@@ -1,1 +1,3 @@
-"""The index: chunk store, BM25, dense vectors, fusion, the hybrid retriever and the builder."""
+"""The index, in rooms: `backend` (the contract) and `open` (either engine); `local/` and `milvus/` (the two
+engines); `query/` (BM25, FAISS, fusion, the retriever, filters); `building/` (writing generations);
+`embedders/` (the embedding providers and their devices); `sparse/` (the COS-Mix sparse subset)."""

@@ -1,22 +1,26 @@
 """What the pipeline needs from an index, whichever engine holds it (`local` or `milvus`).
 
 `IndexBackend` names the whole surface the retriever, the steps, calibration
-and evaluation use; `HybridIndex` (SQLite + bm25s + FAISS in one process) is
-the `local` backend, `MilvusIndex` the distributed one. Rows are integers
-0..N-1 in both: a document's chunks occupy consecutive rows.
+and evaluation use; `HybridIndex` (SQLite + bm25s + FAISS in one process,
+`ragsieve.tools.index.local`) is the `local` backend, `MilvusIndex`
+(`ragsieve.tools.index.milvus.index`) the distributed one; `ragsieve.tools.index.open`
+opens either. This module is the contract only: it imports no engine. Rows are
+integers 0..N-1 in both: a document's chunks occupy consecutive rows.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError
-from ragsieve.tools.index.symbols import SymbolTable
-from ragsieve.tools.index.where import Where
 from ragsieve.tools.modes import Backend
 from ragsieve.tools.types import Chunk
+
+if TYPE_CHECKING:  # named in signatures only: the contract stays free of the query room's imports
+    from ragsieve.tools.index.query.symbols import SymbolTable
+    from ragsieve.tools.index.query.where import Where
 
 
 class ChunkSource(Protocol):
@@ -124,17 +128,3 @@ class ServerFusion(Protocol):
     def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
                       weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
                       payload: bool = False) -> list[tuple]: ...
-
-
-def open_index(index_dir: str | Path, embedder: Any = None, device: str = "auto") -> IndexBackend:
-    """The index in `index_dir` with the backend it was published to (`<index>/milvus.json`), else local;
-    a local model embeds its queries on `device` (`ragsieve.tools.index.device`)."""
-    from ragsieve.tools.index.hybrid import HybridIndex
-
-    if (Path(index_dir) / "milvus.json").is_file():
-        from ragsieve.tools.index.milvus import MilvusIndex
-
-        index = MilvusIndex.open(index_dir, embedder=embedder)
-        index.device = device
-        return index
-    return HybridIndex.open(index_dir, embedder=embedder, device=device)

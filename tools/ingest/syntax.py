@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeGuard
 
-from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, count_tokens
+from ragsieve.tools.ingest.units import MAX_CHARS_PER_TOKEN, count_tokens
 
 LANGUAGES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",

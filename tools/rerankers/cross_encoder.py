@@ -30,7 +30,7 @@ class CrossEncoderProvider:
         if batch_size < 1:
             raise UsageError(f"invalid rerank batch_size {batch_size!r}: must be >= 1")
         self.model = str(model)
-        from ragsieve.tools.index.device import resolve_device
+        from ragsieve.tools.index.embedders.device import resolve_device
 
         # auto: a GPU torch sees, else the CPU; a GPU named but absent is refused here, in one line
         self.max_length, self.batch_size, self.device = int(max_length), int(batch_size), str(resolve_device(device))

@@ -20,10 +20,10 @@ from typing import Any
 
 from ragsieve.service.documents.catalog import new_id
 from ragsieve.tools.errors import RagsieveError, UsageError
-from ragsieve.tools.index.builder import IndexBuilder
-from ragsieve.tools.index.change_plan import has_outside, has_prefix
-from ragsieve.tools.index.hybrid import current_generation, read_manifest
-from ragsieve.tools.index.store import ChunkStore
+from ragsieve.tools.index.building.builder import IndexBuilder
+from ragsieve.tools.index.building.change_plan import has_outside, has_prefix
+from ragsieve.tools.index.local.generations import current_generation, read_manifest
+from ragsieve.tools.index.local.store import ChunkStore
 from ragsieve.tools.ingest.loaders import kind_of
 
 log = logging.getLogger(__name__)

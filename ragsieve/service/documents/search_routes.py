@@ -18,7 +18,7 @@ from ragsieve.service.documents.filters import matches
 from ragsieve.service.documents.ingest import job_view
 from ragsieve.service.documents.job_store import KEEP_JOBS
 from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 router = APIRouter()
 WORKER_HEADER = "x-ragsieve-worker"  # the process that answered (`serve --workers N`): job state is the same in all

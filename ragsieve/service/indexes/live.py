@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ragsieve.tools.index.hybrid import CURRENT, HybridIndex, current_generation
-from ragsieve.tools.index.readers import ReaderLease, remove_unless_read
+from ragsieve.tools.index.local.generations import CURRENT, current_generation
+from ragsieve.tools.index.local.index import HybridIndex
+from ragsieve.tools.index.local.readers import ReaderLease, remove_unless_read
 
 if TYPE_CHECKING:  # the orchestrator is opened by the caller's `open_orch`
     from ragsieve.agent.orchestrator import Orchestrator

@@ -32,7 +32,7 @@ from ragsieve.insights.record import Surface
 from ragsieve.service.auth.keys import ALL
 from ragsieve.service.mcp import schema as mcp_schema
 from ragsieve.service.mcp import tools as mcp_tools
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 log = logging.getLogger(__name__)
 

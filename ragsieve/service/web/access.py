@@ -24,7 +24,7 @@ from ragsieve.service.auth.keys import allows
 from ragsieve.service.auth.scope import caller
 from ragsieve.service.auth.widget_keys import WidgetKey, normal_origin
 from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.where import Where
+from ragsieve.tools.index.query.where import Where
 
 API_PREFIX = "/ui/api/"
 WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, README)

@@ -1,5 +1,7 @@
-"""Embedding providers behind one small protocol, and what an index records about the one that built it."""
-from ragsieve.tools.index.dense import Embedder
+"""Embedding: providers behind one small protocol (a local sentence-transformers model run by torch or ONNX
+Runtime, or an OpenAI-compatible endpoint), the device a local one runs on, and what an index records about the
+one that built it."""
+from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.embedders.providers import (
                                                       PROVIDERS,

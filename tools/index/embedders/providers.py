@@ -1,7 +1,7 @@
 """The embedding-provider protocol, the manifest record of a provider, and opening one from that record.
 
 Two providers share the protocol: `sentence-transformers`
-(`ragsieve.tools.index.dense.Embedder`: any model name or local folder, the
+(`ragsieve.tools.index.query.dense.Embedder`: any model name or local folder, the
 packaged MiniLM offline by default; its `encoder` — torch, onnx, onnx-int8 —
 is one setting of the provider) and `openai` (`OpenAIEmbedder`: any
 OpenAI-compatible `/v1/embeddings`). An index records which one built it
@@ -19,7 +19,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.model_names import canonical_model_name
+from ragsieve.tools.index.embedders.local_embedder import Embedder
+from ragsieve.tools.index.embedders.model_names import canonical_model_name
+from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder
+from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
 
 log = logging.getLogger(__name__)
 PROVIDERS = ("sentence-transformers", "openai")
@@ -79,27 +82,22 @@ def mismatch(record: dict, provider: str, model: str, dimension: int | None = No
 
 def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", **endpoint):
     """The provider that embeds like the index whose manifest records `record` (queries, new chunks), a local
-    model on `device` (`ragsieve.tools.index.device`: an fp16 index on a CPU-only machine runs in fp32 there).
+    model on `device` (`ragsieve.tools.index.embedders.device`: an fp16 index on a CPU-only machine runs in fp32 there).
 
     `endpoint` options (timeout_s, max_attempts, max_retry_s, api_key, sleep) reach the `openai` provider;
     the base URL is the recorded one unless RAGSIEVE_EMBED_BASE_URL names where the endpoint moved."""
     provider = record.get("provider", DEFAULT_PROVIDER)
     if provider == DEFAULT_PROVIDER:
-        from ragsieve.tools.index.onnx_query import OnnxQueryEmbedder
-
         encoder = record.get("encoder", "torch")
         light = OnnxQueryEmbedder.find(record["model"], encoder)
         if light is not None:  # an exported ONNX encoder: no torch or sentence-transformers import
             return light
-        from ragsieve.tools.index.dense import Embedder
 
         local = Embedder(record["model"], batch_size=batch_size, encoder=encoder, device=device)
         if local.encoder == "torch-fp16" and local.precision != "fp16":
             log.info("index embedded in fp16 on a GPU; %s", local.placement)  # the manifest check's note
         return local
     if provider == "openai":
-        from ragsieve.tools.index.embedders.openai_embedder import DEFAULT_KEY_ENV, OpenAIEmbedder
-
         base_url = os.environ.get(BASE_URL_ENV) or record.get("base_url")
         if not base_url:
             raise UsageError(f"the index was embedded by an endpoint whose URL it does not record; set {BASE_URL_ENV}")
@@ -115,9 +113,6 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
 
 def placement_of(embedder) -> str:
     """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
-    from ragsieve.tools.index.dense import Embedder
-    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-
     if isinstance(embedder, (Embedder, OpenAIEmbedder)):
         return embedder.placement
     return f"{provider_of(embedder)} ({embedder.encoder})"

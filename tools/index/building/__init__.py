@@ -1,0 +1,1 @@
+"""Building an index: change plans, embedding (checkpointed, streamed, on Ray), generation writers."""

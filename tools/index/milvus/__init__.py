@@ -1,0 +1,1 @@
+"""The `milvus` backend: publishing a local generation into a collection, and reading it."""
