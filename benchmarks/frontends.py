@@ -8,16 +8,21 @@ real model). Steps, each bounded in time, every server on 127.0.0.1:
 3. `open-webui serve` in single-user mode (WEBUI_AUTH=False, OFFLINE_MODE) with ragsieve as its only
    OpenAI connection, default settings otherwise;
 4. Debian's `chromium` through Playwright opens the chat, picks the index's model, asks a question,
-   then a follow-up, and reads the answers, the `[n]` markers and sources, and the chat's title.
+   a follow-up and a question the documents cannot answer, and reads the answers as shown, the chat's
+   title, and the chat as Open WebUI stored it (`/api/v1/chats/{id}`: each message and its sources).
+Checks (`benchmarks/frontends_checks.py`): each answer arrives once (not streamed twice), Open WebUI lists
+one source per cited anchor (named `[n]`, at its own `#anchor`/`#L..` location, "N Sources" on the page),
+an answer that cites nothing says so, and the chat is titled without an error shown.
 The result (pass/fail per check, timings, the requests ragsieve saw from Open WebUI per task, commit,
 command, load average) goes to `benchmarks/results/frontends_openwebui.json`; a step that cannot run is
 recorded with the reason.
 
-    nice -n 10 python benchmarks/frontends.py --venv /path/to/owui-venv
+    nice -n 10 python benchmarks/frontends.py --owui-venv /path/to/owui-venv
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -34,9 +39,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_io import header, write  # noqa: E402
+from frontends_checks import Reply, check_all  # noqa: E402
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
+OFF_TOPIC = "Who wrote the novel Moby-Dick?"  # the documents cannot answer it
+QUESTIONS = [QUESTION, FOLLOW_UP, OFF_TOPIC]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -96,11 +104,12 @@ def access_lines(log: Path) -> list[str]:
 DRIVER = r'''
 import json, sys, time
 from playwright.sync_api import sync_playwright
-url, model, question, follow_up, timeout_s, flags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), json.loads(sys.argv[6])
+url, model, questions, timeout_s, flags = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
+shot, steps_file, chat_file = sys.argv[6], sys.argv[7], sys.argv[8]
 out = {"steps": []}
 def step(name, **kw):
     out["steps"].append({"step": name, "t": round(time.monotonic() - t0, 2), **kw}); print(json.dumps(out["steps"][-1]), flush=True)
-    open(sys.argv[8], "a").write(json.dumps(out["steps"][-1]) + "\n")
+    open(steps_file, "a").write(json.dumps(out["steps"][-1]) + "\n")
 def last_answer(page):
     items = page.locator("#response-content-container")
     return items.nth(items.count() - 1).inner_text() if items.count() else ""
@@ -129,7 +138,7 @@ def ask(page, text):
 t0 = time.monotonic()
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
-    page = browser.new_page()
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
     page.set_default_timeout(60000)
     page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
     step("page_loaded", title=page.title())
@@ -141,24 +150,45 @@ with sync_playwright() as p:
             btn.first.click()
             time.sleep(1)
     step("chat_ready")
-    ask(page, question)
-    step("question_sent")
-    first = wait_answer(page, 1, timeout_s)
-    step("question_answered", ok=first is not None, text=(first or last_answer(page))[:2000])
-    ask(page, follow_up)
-    step("follow_up_sent")
-    second = wait_answer(page, 2, timeout_s)
-    step("follow_up_answered", ok=second is not None, text=(second or last_answer(page))[:2000])
+    for n, question in enumerate(questions, start=1):
+        ask(page, question)
+        step("sent", n=n, question=question)
+        text = wait_answer(page, n, timeout_s)
+        step("answered", n=n, ok=text is not None, text=(text or last_answer(page))[:3000])
     time.sleep(5)
     step("title", title=page.title())
-    page.screenshot(path=sys.argv[7], full_page=True)
+    page.screenshot(path=shot, full_page=True)
+    token = page.evaluate("() => localStorage.token")
+    auth = {"Authorization": f"Bearer {token}"}
+    chats = page.request.get(url + "/api/v1/chats/", headers=auth).json()
+    chat = page.request.get(url + "/api/v1/chats/" + chats[0]["id"], headers=auth).json()
+    open(chat_file, "w").write(json.dumps(chat))
+    step("stored_chat", chats=len(chats))
     browser.close()
 '''
 
 
+def stored_replies(chat: dict) -> list[tuple[str, list[dict]]]:
+    """The assistant messages of Open WebUI's stored chat, in order: (content, [{"name", "url"}, ...])."""
+    history = chat.get("chat", {}).get("history", {})
+    messages, at, chain = history.get("messages", {}), history.get("currentId"), []
+    while at and at in messages and len(chain) <= len(messages):  # the current branch, newest first
+        chain.append(messages[at])
+        at = messages[at].get("parentId")
+    replies = []
+    for message in reversed(chain):
+        if message.get("role") == "assistant":
+            sources = [{"name": s.get("source", {}).get("name", ""), "url": s.get("source", {}).get("url", "")}
+                       for s in message.get("sources") or []]
+            replies.append((message.get("content", ""), sources))
+    return replies
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-openwebui-venv")
+    ap.add_argument("--owui-venv", "--venv", dest="venv", type=Path,
+                    default=Path(tempfile.gettempdir()) / "ragsieve-openwebui-venv",
+                    help="Open WebUI's own venv (created when it has no open-webui)")
     ap.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible LLM for ragsieve (default: embedded)")
     ap.add_argument("--answer-timeout", type=float, default=600.0, help="seconds per answer in the browser")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "frontends_openwebui.json")
@@ -207,25 +237,34 @@ def main(argv: list[str] | None = None) -> int:
         result["timings_s"]["open_webui_ready"] = round(time.monotonic() - t, 1)
         shot = args.out.with_suffix(".png")
         t = time.monotonic()
-        drive = subprocess.run([str(args.venv / "bin" / "python"), "-c", DRIVER, f"http://127.0.0.1:{oport}", "demo",
-                                QUESTION, FOLLOW_UP, str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
-                                str(work / "driver-steps.jsonl")],
-                               capture_output=True, text=True, timeout=2 * args.answer_timeout + 600)
+        driver_python = sys.executable if importlib.util.find_spec("playwright") else str(args.venv / "bin" / "python")
+        chat_file = work / "stored-chat.json"
+        drive = subprocess.run([driver_python, "-c", DRIVER, f"http://127.0.0.1:{oport}", "demo",
+                                json.dumps(QUESTIONS), str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
+                                str(work / "driver-steps.jsonl"), str(chat_file)],
+                               capture_output=True, text=True, timeout=len(QUESTIONS) * args.answer_timeout + 600)
         result["timings_s"]["browser"] = round(time.monotonic() - t, 1)
         steps = [json.loads(ln) for ln in drive.stdout.splitlines() if ln.startswith("{")]
         result["browser_steps"] = steps
         if drive.returncode != 0:
             result["browser_error"] = drive.stderr[-3000:]
-        by = {s["step"]: s for s in steps}
-        first, second = by.get("question_answered", {}), by.get("follow_up_answered", {})
-        marks = lambda text: sorted(set(re.findall(r"\[(\d+)\]", text or "")))  # noqa: E731
+        answered = [s for s in steps if s["step"] == "answered"]
+        title = next((s.get("title", "") for s in steps if s["step"] == "title"), "")
+        stored = stored_replies(json.loads(chat_file.read_text())) if chat_file.exists() else []
+        shown = [s.get("text", "") for s in answered]
+        replies = [Reply(content, sources, shown[i] if i < len(shown) else "")
+                   for i, (content, sources) in enumerate(stored)]
+        result["replies"] = [{"question": q, "content": r.content[:3000], "sources": r.sources, "cited": r.cited}
+                             for q, r in zip(QUESTIONS, replies)]
+        per_reply = check_all(replies)
+        result["check_details"] = {name: c["per_reply"] for name, c in per_reply.items()}
         result["checks"] = {
-            "question_answered": bool(first.get("ok")),
-            "question_has_citations": bool(marks(first.get("text"))) and "Sources" in (first.get("text") or ""),
-            "follow_up_answered": bool(second.get("ok")),
-            "follow_up_has_citations": bool(marks(second.get("text"))) and "Sources" in (second.get("text") or ""),
-            "chat_titled": bool(by.get("title", {}).get("title")) and "New Chat" not in by["title"]["title"],
-            "no_error_shown": not any(w in (first.get("text", "") + second.get("text", "")).lower()
+            "every_question_answered": len(answered) == len(QUESTIONS) and all(s.get("ok") for s in answered),
+            "every_reply_stored": len(stored) == len(QUESTIONS),
+            "first_answer_cited": bool(replies) and bool(replies[0].cited),
+            **{name: c["passed"] for name, c in per_reply.items()},
+            "chat_titled": bool(title) and "New Chat" not in title,
+            "no_error_shown": not any(w in text.lower() for text in shown
                                       for w in ("not supported by ragsieve", "error:")),
         }
         if shot.exists():
