@@ -1,10 +1,11 @@
-"""A real Open WebUI (PyPI) pointed at `ragsieve serve`, driven by headless Chromium: question + follow-up.
+"""A real Open WebUI (PyPI) pointed at `ragsieve serve`, driven by headless Chromium: a question, a follow-up, an off-topic question.
 
 Not part of `make test` (it installs Open WebUI into its own venv and runs a
 real model). Steps, each bounded in time, every server on 127.0.0.1:
-1. a venv for Open WebUI (`--venv`; created when missing: the CPU wheel
+1. a venv for Open WebUI (`--owui-venv`; created when missing: the CPU wheel
    `torch==2.13.0` first, then `open-webui` and `playwright` from PyPI);
-2. an index of `examples/` and `ragsieve serve` over it (the embedded model, or `--llm-base-url`);
+2. the demo index (`make demo`'s `examples/docs` and `examples/code`) and `ragsieve serve` over it (the embedded
+   model, or `--llm-base-url`); or, with `--openwebui-url`, an Open WebUI already started as the README says;
 3. `open-webui serve` in single-user mode (WEBUI_AUTH=False, OFFLINE_MODE) with ragsieve as its only
    OpenAI connection, default settings otherwise;
 4. Debian's `chromium` through Playwright opens the chat, picks the index's model, asks a question,
@@ -35,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -45,6 +48,7 @@ QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
 OFF_TOPIC = "Who wrote the novel Moby-Dick?"  # the documents cannot answer it
 QUESTIONS = [QUESTION, FOLLOW_UP, OFF_TOPIC]
+DEMO_FOLDERS = ["examples/docs", "examples/code"]  # what `make demo` indexes, so the README's conversation
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -56,8 +60,6 @@ def free_port() -> int:
 
 
 def wait_http(url: str, timeout_s: float, proc: subprocess.Popen) -> float:
-    import httpx
-
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
         if proc.poll() is not None:
@@ -184,6 +186,48 @@ def stored_replies(chat: dict) -> list[tuple[str, list[dict]]]:
     return replies
 
 
+def start_servers(args: argparse.Namespace, work: Path, procs: list[subprocess.Popen], result: dict) -> str:
+    """Steps 1-3: Open WebUI's venv, the demo index (`make demo`'s folders), `ragsieve serve`, `open-webui serve`;
+    the Open WebUI URL."""
+    t = time.monotonic()
+    ensure_venv(args.venv, work / "install.log")
+    result["timings_s"]["venv"] = round(time.monotonic() - t, 1)
+    ver = subprocess.run([str(args.venv / "bin" / "python"), "-c",
+                          "import importlib.metadata as m; print(m.version('open-webui'))"],
+                         capture_output=True, text=True, timeout=120)
+    result["open_webui_version"] = ver.stdout.strip()
+    ragsieve = Path(sys.executable).parent / "ragsieve"
+    index, serve_log, owui_log = work / "index", work / "serve.log", work / "openwebui.log"
+    subprocess.run([str(ragsieve), "index", *DEMO_FOLDERS, "--index", str(index)], check=True, cwd=REPO,
+                   capture_output=True, timeout=900)
+    rport, oport = free_port(), free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if args.llm_base_url:
+        env["RAGSIEVE_BASE_URL"] = args.llm_base_url
+    t = time.monotonic()
+    serve = subprocess.Popen([str(ragsieve), "serve", "--index", f"demo={index}", "--port", str(rport),
+                              "--request-timeout", str(args.answer_timeout), "--llm-parallel", "2"],
+                             stdout=open(serve_log, "w"), stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
+    procs.append(serve)
+    wait_http(f"http://127.0.0.1:{rport}/healthz", 300, serve)
+    wait_http(f"http://127.0.0.1:{rport}/readyz", 600, serve)
+    result["timings_s"]["ragsieve_ready"] = round(time.monotonic() - t, 1)
+    owui_env = dict(env, DATA_DIR=str(work / "owui-data"), WEBUI_AUTH="False", OFFLINE_MODE="True",
+                    ENABLE_OLLAMA_API="False", OPENAI_API_BASE_URL=f"http://127.0.0.1:{rport}/v1",
+                    OPENAI_API_KEY="not-needed", ENABLE_VERSION_UPDATE_CHECK="False",
+                    ANONYMIZED_TELEMETRY="False", SCARF_NO_ANALYTICS="true", DO_NOT_TRACK="true",
+                    WEBUI_SECRET_KEY="frontends-benchmark-only", no_proxy="127.0.0.1,localhost")
+    t = time.monotonic()
+    owui = subprocess.Popen([str(args.venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1",
+                             "--port", str(oport)], stdout=open(owui_log, "w"), stderr=subprocess.STDOUT,
+                            env=owui_env, cwd=work, start_new_session=True)
+    procs.append(owui)
+    wait_http(f"http://127.0.0.1:{oport}/health", 900, owui)
+    result["timings_s"]["open_webui_ready"] = round(time.monotonic() - t, 1)
+    return f"http://127.0.0.1:{oport}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--owui-venv", "--venv", dest="venv", type=Path,
@@ -191,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Open WebUI's own venv (created when it has no open-webui)")
     ap.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible LLM for ragsieve (default: embedded)")
     ap.add_argument("--answer-timeout", type=float, default=600.0, help="seconds per answer in the browser")
+    ap.add_argument("--openwebui-url", default=None,
+                    help="drive an Open WebUI already running (started as the README says) instead of starting one")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "frontends_openwebui.json")
     args = ap.parse_args(argv)
     result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "checks": {}, "timings_s": {}}
@@ -199,47 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen] = []
     started = time.monotonic()
     try:
-        t = time.monotonic()
-        ensure_venv(args.venv, work / "install.log")
-        result["timings_s"]["venv"] = round(time.monotonic() - t, 1)
-        ver = subprocess.run([str(args.venv / "bin" / "python"), "-c",
-                              "import importlib.metadata as m; print(m.version('open-webui'))"],
-                             capture_output=True, text=True, timeout=120)
-        result["open_webui_version"] = ver.stdout.strip()
-        ragsieve = Path(sys.executable).parent / "ragsieve"
-        index = work / "index"
-        subprocess.run([str(ragsieve), "index", str(REPO / "examples"), "--index", str(index)], check=True,
-                       capture_output=True, timeout=900)
-        rport, oport = free_port(), free_port()
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        if args.llm_base_url:
-            env["RAGSIEVE_BASE_URL"] = args.llm_base_url
-        t = time.monotonic()
-        serve = subprocess.Popen([str(ragsieve), "serve", "--index", f"demo={index}", "--port", str(rport),
-                                  "--request-timeout", str(args.answer_timeout), "--llm-parallel", "2"],
-                                 stdout=open(serve_log, "w"), stderr=subprocess.STDOUT, env=env,
-                                 start_new_session=True)
-        procs.append(serve)
-        wait_http(f"http://127.0.0.1:{rport}/healthz", 300, serve)
-        wait_http(f"http://127.0.0.1:{rport}/readyz", 600, serve)
-        result["timings_s"]["ragsieve_ready"] = round(time.monotonic() - t, 1)
-        owui_env = dict(env, DATA_DIR=str(work / "owui-data"), WEBUI_AUTH="False", OFFLINE_MODE="True",
-                        ENABLE_OLLAMA_API="False", OPENAI_API_BASE_URL=f"http://127.0.0.1:{rport}/v1",
-                        OPENAI_API_KEY="not-needed", ENABLE_VERSION_UPDATE_CHECK="False",
-                        ANONYMIZED_TELEMETRY="False", SCARF_NO_ANALYTICS="true", DO_NOT_TRACK="true",
-                        WEBUI_SECRET_KEY="frontends-benchmark-only", no_proxy="127.0.0.1,localhost")
-        t = time.monotonic()
-        owui = subprocess.Popen([str(args.venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(oport)], stdout=open(owui_log, "w"), stderr=subprocess.STDOUT,
-                                env=owui_env, cwd=work, start_new_session=True)
-        procs.append(owui)
-        wait_http(f"http://127.0.0.1:{oport}/health", 900, owui)
-        result["timings_s"]["open_webui_ready"] = round(time.monotonic() - t, 1)
+        owui_url = args.openwebui_url.rstrip("/") if args.openwebui_url else start_servers(args, work, procs, result)
+        if args.openwebui_url:
+            result["open_webui_version"] = httpx.get(owui_url + "/api/version", timeout=30, trust_env=False).json()[
+                "version"]
         shot = args.out.with_suffix(".png")
         t = time.monotonic()
         driver_python = sys.executable if importlib.util.find_spec("playwright") else str(args.venv / "bin" / "python")
         chat_file = work / "stored-chat.json"
-        drive = subprocess.run([driver_python, "-c", DRIVER, f"http://127.0.0.1:{oport}", "demo",
+        drive = subprocess.run([driver_python, "-c", DRIVER, owui_url, "demo",
                                 json.dumps(QUESTIONS), str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
                                 str(work / "driver-steps.jsonl"), str(chat_file)],
                                capture_output=True, text=True, timeout=len(QUESTIONS) * args.answer_timeout + 600)
