@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_io import header, write  # noqa: E402
 from frontends_checks import Reply, check_all  # noqa: E402
+from scripted_llm import ScriptedLLM  # noqa: E402
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
@@ -237,8 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answer-timeout", type=float, default=600.0, help="seconds per answer in the browser")
     ap.add_argument("--openwebui-url", default=None,
                     help="drive an Open WebUI already running (started as the README says) instead of starting one")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "frontends_openwebui.json")
+    ap.add_argument("--scripted", action="store_true",
+                    help="ragsieve's LLM is benchmarks/scripted_llm.py (citations renumbered while streamed, an "
+                         "uncited answer to the off-topic question) instead of the embedded model")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: benchmarks/results/frontends_openwebui[_scripted].json")
     args = ap.parse_args(argv)
+    results = REPO / "benchmarks" / "results"
+    args.out = args.out or results / ("frontends_openwebui_scripted.json" if args.scripted else "frontends_openwebui.json")
+    scripted = ScriptedLLM().__enter__() if args.scripted else None
+    if scripted is not None:
+        args.llm_base_url = scripted.base_url
     result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "checks": {}, "timings_s": {}}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-frontends-"))
     serve_log, owui_log = work / "serve.log", work / "openwebui.log"
@@ -282,12 +292,15 @@ def main(argv: list[str] | None = None) -> int:
                                       for w in ("not supported by ragsieve", "error:")),
         }
         if shot.exists():
-            result["screenshot"] = str(shot.relative_to(REPO))
+            result["screenshot"] = str(shot.relative_to(REPO) if shot.is_relative_to(REPO) else shot)
     except Exception as exc:  # recorded, with the step it stopped at
         result["error"] = f"{type(exc).__name__}: {exc}"[:3000]
     finally:
         for proc in reversed(procs):
             stop(proc)
+        if scripted is not None:
+            scripted.__exit__(None, None, None)
+            result["scripted_llm_requests"] = scripted.requests
         if serve_log.exists():
             lines = access_lines(serve_log)
             result["ragsieve_access_log"] = lines[-60:]
