@@ -249,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     scripted = ScriptedLLM().__enter__() if args.scripted else None
     if scripted is not None:
         args.llm_base_url = scripted.base_url
-    result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "checks": {}, "timings_s": {}}
+    llm = ("benchmarks/scripted_llm.py" if args.scripted else args.llm_base_url and "an OpenAI-compatible endpoint"
+           or "the embedded model (qwen2.5-coder-0.5b, llama.cpp on the CPU)")
+    result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "device": "cpu",
+                         "cpus": os.cpu_count(), "llm": llm if not args.openwebui_url else "as the running ragsieve serves",
+                         "checks": {}, "timings_s": {}}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-frontends-"))
     serve_log, owui_log = work / "serve.log", work / "openwebui.log"
     procs: list[subprocess.Popen] = []
