@@ -18,9 +18,10 @@ $(VENV)/.torch: | $(PY)
 	$(PIP) install --quiet torch==2.13.0
 	touch $@
 
-# The demo's extras: the embedded model, the onnx encoder, code cut by syntax, the example HTML pages.
+# The demo's extras: the embedded model, the onnx encoder, code cut by syntax, the example HTML pages, and
+# the service (`ragsieve serve`, the quick starts' first step).
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e '.[local,fast,code,crawl]'
+	$(PIP) install --quiet -e '.[local,fast,code,crawl,server]'
 	touch $@
 
 # The suite covers every extra (`all`); the release test installs the wheel into its own venv.

@@ -85,6 +85,13 @@ def test_an_answer_citing_nothing_is_marked_on_every_surface(examples_index, tmp
         strict_streamed, _ = chat_text(c, stream=True, strict=True)
         assert strict_streamed == strict_whole and strict_whole.startswith(ABSTAIN) and "FIFO" not in strict_whole
         assert strict_ext["abstention"] == "ungrounded" and NOT_GROUNDED_NOTE not in strict_whole
+        # the closest passages an abstention lists are not its citations: no `url_citation` annotation (Open WebUI
+        # would show them as the answer's sources) and `cited` false on every surface
+        assert strict_ext["citations"] and not any(x["cited"] for x in strict_ext["citations"])
+        reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}],
+                                          extra_body={"strict": True})
+        assert reply.choices[0].message.content.startswith(ABSTAIN) and not reply.choices[0].message.annotations
+        assert not any(x["cited"] for x in strict["citations"])
 
 
 def test_feedback_export_keeps_cited_passages_and_no_abstention(examples_index, tmp_path):

@@ -17,6 +17,12 @@ pytest.importorskip("playwright", reason="needs the browser-test extra (make tes
 
 KEY = "pk-grounding-browser-1"
 TIMEOUT_MS = 60_000
+CITED = "The old secret stays valid for 24 hours and is then revoked [1]."
+
+
+def scripted(messages) -> str:
+    """A cited answer to the question that says "please", an answer that cites nothing to any other."""
+    return CITED if "please" in messages[-1]["content"] else UNCITED
 
 
 def host_page(root: Path, name: str, base_url: str, strict: str | None) -> None:
@@ -45,10 +51,20 @@ def test_page_and_widget_show_an_ungrounded_answer_plainly(examples_index, tmp_p
     with static_site(root) as port, browser() as b:
         origin = f"http://127.0.0.1:{port}"
         keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({origin}), 60)])
-        with served_ui({"demo": examples_index}, FakeChat(default=UNCITED), tmp_path / "data",
+        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data",
                        widget_keys=keys) as svc:
             page = b.new_page()
             page.goto(svc.base_url + "/")
+            page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
+            page.fill("textarea.rs-input", "How long does the old key stay valid, please?")
+            page.keyboard.press("Enter")  # a cited answer first: no note (the note is not shown on every answer)
+            grounded = page.locator("article.rs-answer").first
+            grounded.locator(".rs-sources").wait_for(timeout=TIMEOUT_MS)
+            page.wait_for_function("() => document.querySelector('article.rs-answer')"
+                                   ".getAttribute('aria-busy') === 'false'", timeout=TIMEOUT_MS)
+            assert "24 hours" in grounded.locator(".rs-md").inner_text()
+            assert grounded.locator(".rs-ungrounded").count() == 0
+            page.reload()
             page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
             page.fill("textarea.rs-input", "How long does the old key stay valid?")
             page.keyboard.press("Enter")

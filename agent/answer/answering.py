@@ -45,11 +45,12 @@ def answers_and_abstains(text: str) -> bool:
 def abstention_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
                       head: str = ABSTAIN) -> tuple[str, list[Citation]]:
     """An abstention that still shows the `n` closest passages, marked as not an answer: the
-    abstention sentence first (so every reader counts it as an abstention), then the list."""
+    abstention sentence first (so every reader counts it as an abstention), then the list. The listed
+    passages are sources the answer does not cite (`cited` False): no surface shows them as citations."""
     if n <= 0 or not hits_best_first:
         return head, []
     listed, citations = passages_answer(hits_best_first, n, chars, intro=CLOSEST_INTRO)
-    return f"{head}\n\n{listed}", citations
+    return f"{head}\n\n{listed}", [c.model_copy(update={"cited": False}) for c in citations]
 
 
 def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,

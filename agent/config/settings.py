@@ -77,5 +77,9 @@ class Config(_Section):
             raise UsageError(f"config file {p} is not valid TOML: {exc}") from exc
         try:
             return cls.model_validate(data)
-        except (ValidationError, UsageError) as exc:
+        except ValidationError as exc:  # one line: `llm.n_threads: Input should be ... (got 0)`
+            problems = "; ".join(f"{'.'.join(str(part) for part in err['loc']) or 'config'}: {err['msg']}"
+                                 f" (got {err.get('input')!r:.60})" for err in exc.errors())
+            raise UsageError(f"config file {p}: {problems}") from None
+        except UsageError as exc:
             raise UsageError(f"config file {p}: {exc}") from exc

@@ -17,10 +17,20 @@ The Vercel AI SDK drops unknown fields but keeps OpenAI `annotations` of type `u
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ragsieve.agent.answer.also_retrieved import UNCITED
 from ragsieve.agent.answer.grounding import NOT_GROUNDED_NOTE, Grounding
+
+# characters that would make markdown of a file name or title: `__init__.py` bold, `[x]` a link; an
+# underscore inside a word (`lumen_client`) makes no emphasis and is left as it is
+_MARKDOWN = re.compile(r"[\\`*\[\]<>]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def markdown_text(text: str) -> str:
+    """`text` escaped so that markdown shows it as it is (`\\_\\_init\\_\\_.py` renders `__init__.py`)."""
+    return _MARKDOWN.sub(lambda m: "\\" + m.group(0), text)
 
 
 def references(answer) -> str:
@@ -29,9 +39,9 @@ def references(answer) -> str:
         return note
     lines = [note, "", "**Sources**"] if note else ["", "", "**Sources**"]
     for c in answer.citations:
-        title = f" ({c.title})" if c.title else ""
+        title = f" ({markdown_text(c.title)})" if c.title else ""
         mark = "" if c.cited else f" *({UNCITED})*"
-        lines.append(f"[{c.number}] {c.label()}{title}{mark}  ")
+        lines.append(f"[{c.number}] {markdown_text(c.label())}{title}{mark}  ")
     return "\n".join(lines)
 
 
