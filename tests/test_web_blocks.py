@@ -14,7 +14,7 @@ import pytest
 from ragsieve.tools.filters.sections import one_per_section
 from ragsieve.tools.ingest.chunking import Chunker, count_tokens
 from ragsieve.tools.ingest.crawl.frontier import Frontier
-from ragsieve.tools.ingest.loaders import page_document
+from ragsieve.tools.ingest.pages import page_document
 from ragsieve.tools.ingest.web_text import extract_page, is_toc_url
 from ragsieve.tools.types import Chunk, Hit
 
