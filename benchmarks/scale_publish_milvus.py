@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,147 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scale_milvus_rows import CACHE, COLLECTION, STATE, build_collection, edit_rows, live_entities, one_change
 
 REPO = Path(__file__).resolve().parent.parent
-COLLECTION = "chunks"
 VERIFY_MAX = 200_000  # sizes above are not loaded afterwards to check the edits (minutes, ~6 GB at 1M)
-DIM = 384
-CACHE = [Path(tempfile.gettempdir()) / "ragsieve-scale-cache"]
-
-
-def STATE(n: int) -> Path:  # noqa: N802
-    return CACHE[0] / f"milvus-rows-{n}" / "state.json"
-
-
-def _texts(rng, n: int) -> list[str]:
-    vocab = [f"w{i}" for i in range(20000)]
-    return [" ".join(vocab[w] for w in rng.zipf(1.3, 20) % len(vocab)) for _ in range(n)]
-
-
-def _entities(rows: list[int], texts: list[str], vectors: np.ndarray, generation: int) -> list[dict]:
-    from ragsieve.tools.index.milvus.rows import ALIVE, primary_key
-    from ragsieve.tools.index.milvus.schema import analysed
-
-    return [{"pk": primary_key(generation, r), "row": r, "born": generation, "died": ALIVE, "doc_id": f"d{r}",
-             "chunk_index": 0, "text": t, "search_text": analysed(t, True), "source": f"d{r}", "title": "",
-             "kind": "text", "symbol": "", "line_start": -1, "line_end": -1, "text_hash": f"{r:x}",
-             "doc_hash": f"{r:x}", "tenant": "default", "dense": v.tolist()}
-            for r, t, v in zip(rows, texts, vectors)]
-
-
-def build_collection(n: int, cache: Path) -> dict:
-    """The cached N-row collection (built when missing); its state file."""
-    from pymilvus import MilvusClient
-
-    from ragsieve.tools.index.milvus.client import stop_lite_server
-    from ragsieve.tools.index.milvus.schema import create_collection
-
-    folder = cache / f"milvus-rows-{n}"
-    state_file = folder / "state.json"
-    if state_file.is_file():
-        return json.loads(state_file.read_text())
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    client = MilvusClient(str(folder / "milvus.db"))
-    create_collection(client, COLLECTION, DIM, "FLAT")
-    rng = np.random.default_rng(n)
-    t0 = time.perf_counter()
-    for start in range(0, n, 5000):
-        rows = list(range(start, min(n, start + 5000)))
-        vectors = rng.standard_normal((len(rows), DIM), dtype=np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        client.insert(COLLECTION, _entities(rows, _texts(rng, len(rows)), vectors, 1))
-        if start % 100_000 == 0:
-            print(f"  {n}: {start + len(rows)} rows, {time.perf_counter() - t0:.0f}s", flush=True)
-    client.flush(COLLECTION)
-    client.load_collection(COLLECTION)
-    state = {"chunks": n, "visible": 1, "retired_ids": [], "build_s": round(time.perf_counter() - t0, 1)}
-    client.close()
-    stop_lite_server(str(folder / "milvus.db"))  # release the file (milvus-lite: one process per file)
-    _save(state_file, state)
-    return state
-
-
-def _save(path: Path, state: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
-
-
-class _Store:
-    def __init__(self, chunks: dict) -> None:
-        self.chunks = chunks
-
-    def get_many(self, rows):
-        return [self.chunks[r] for r in rows]
-
-    def documents(self) -> dict:
-        return {c.doc_id: f"edited-{c.doc_id}" for c in self.chunks.values()}
-
-
-class _Vectors:
-    def __init__(self, rows: dict) -> None:
-        self.rows = rows
-
-    def __getitem__(self, rows):
-        return np.stack([self.rows[r] for r in rows])
-
-
-class OneDocGeneration:
-    """What `milvus.rows.entities` reads of a local generation, for the one changed row (the rest of the local
-    index is not consulted by an incremental publish)."""
-
-    manifest: dict = {}
-
-    def __init__(self, row: int, text: str, vector: np.ndarray) -> None:
-        from ragsieve.tools.types import Chunk
-
-        self.store = _Store({row: Chunk(doc_id=f"d{row}", chunk_index=0, text=text, source=f"d{row}")})
-        self.vectors = _Vectors({row: vector})
-
-
-def _edit_rows(n: int) -> list[int]:
-    return [n // 2, n // 3, n // 5]
-
-
-def _one_change(client, state: dict, live: dict, n: int, k: int, rng, cold: bool, migrate: bool = False) -> dict:
-    """One one-document publish, timed by step: exactly the calls `milvus.publish` makes in incremental mode
-    (`cold`: the retired entity known from the born record; else looked up; `migrate`: then the born record read
-    from the collection, as the first publish of a pointer from before the record does)."""
-    from ragsieve.tools.index.milvus.born import born_from_collection
-    from ragsieve.tools.index.milvus.delta import apply_delta, recover
-    from ragsieve.tools.index.milvus.rows import entities
-
-    base, gen = int(state["visible"]), int(state["visible"]) + 1
-    row = _edit_rows(n)[k % 3]
-    vector = rng.standard_normal(DIM).astype(np.float32)
-    local = OneDocGeneration(row, f"edited {gen} " + _texts(rng, 1)[0], vector / np.linalg.norm(vector))
-    t0 = time.perf_counter()
-    present = client.has_collection(COLLECTION)  # the publish's first call (its `same` check)
-    t1 = time.perf_counter()
-    recovery = recover(client, COLLECTION, base, undo=False, expired=state["retired_ids"])
-    t2 = time.perf_counter()
-    counts = apply_delta(client, COLLECTION, local, base, gen, {row}, {row}, "default", True,
-                         known=[live[row]] if cold else None)
-    t3 = time.perf_counter()
-    if migrate:
-        _, born = born_from_collection(client, COLLECTION, gen)
-        migrate_s, migrated_rows = round(time.perf_counter() - t3, 3), len(born)
-    t3m = time.perf_counter()
-    live[row] = entities(local, [row], "default", True, gen)[0]
-    state.update(visible=gen, retired_ids=counts["retired_ids"], live={str(r): e for r, e in live.items()})
-    _save(STATE(n), state)  # the pointer switch
-    t4 = time.perf_counter()
-    assert present
-    return {"row": row, "publish_s": round(t4 - t0, 3), "first_call_s": round(t1 - t0, 3),
-            "recover_s": round(t2 - t1, 3), "apply_delta_s": round(t3 - t2, 3), "switch_s": round(t4 - t3m, 4),
-            "rows_written": counts["rows_written"], "rows_retired": counts["rows_retired"],
-            "expired_deleted": recovery["expired"], "text": local.store.chunks[row].text,
-            **({"migrate_born_s": migrate_s, "born_rows_recorded": migrated_rows} if migrate else {})}
-
-
-def _live(state: dict) -> dict:
-    return {int(k): v for k, v in state.get("live", {}).items()}
 
 
 def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -> dict:
@@ -200,21 +62,21 @@ def publish_changes(n: int, cache: Path, changes: int = 3, cold: bool = False) -
     client.has_collection(COLLECTION)
     engine_open_s = time.perf_counter() - t0
     load_s = None
-    live = _live(state)
+    live = live_entities(state)
     if not cold:
         t0 = time.perf_counter()
         client.load_collection(COLLECTION)
         load_s = time.perf_counter() - t0
         base = int(state["visible"])
-        live = {r: e for r, e in live.items() if r not in _edit_rows(n)}  # looked up, as without a born record
-        for e in client.query(COLLECTION, filter=f"{visible_at(base)} and row in {_edit_rows(n)}",
+        live = {r: e for r, e in live.items() if r not in edit_rows(n)}  # looked up, as without a born record
+        for e in client.query(COLLECTION, filter=f"{visible_at(base)} and row in {edit_rows(n)}",
                               output_fields=ALL_FIELDS):
             live[int(e["row"])] = {k: (list(map(float, e[k])) if k == "dense" else e[k]) for k in ALL_FIELDS}
-    elif any(r not in live for r in _edit_rows(n)):
+    elif any(r not in live for r in edit_rows(n)):
         raise SystemExit("run the warm pass first (it records the edited rows' live entities)")
     rng = np.random.default_rng(state["visible"])
     # warm: the first publish looks the row up and reads the born record once; the later ones use the record
-    runs = [_one_change(client, state, live, n, k, rng, cold or k > 0, migrate=not cold and k == 0)
+    runs = [one_change(client, state, live, n, k, rng, cold or k > 0, migrate=not cold and k == 0)
             for k in range(changes)]
     out = {"chunks": n, "mode": "cold (no load, no query)" if cold else
            "warm (pointer from before the born record: loaded, first publish queries and reads the record)",
@@ -265,7 +127,7 @@ def server_change(n: int, port: int, k: int) -> dict:
     client = MilvusClient(uri=f"http://127.0.0.1:{port}")
     connect_s = time.perf_counter() - t0
     state = json.loads(STATE(n).read_text())
-    run = _one_change(client, state, _live(state), n, k, np.random.default_rng(state["visible"]), cold=True)
+    run = one_change(client, state, live_entities(state), n, k, np.random.default_rng(state["visible"]), cold=True)
     client.close()
     return run | {"connect_s": round(connect_s, 3)}
 
@@ -309,7 +171,7 @@ def server_pass(n: int, cache: Path, changes: int) -> dict:
         result = {"chunks": n, "mode": "server (milvus-lite gRPC server kept open; each change a new process)",
                   "server_open_s": round(server_open_s, 2), "runs": runs,
                   "publish_s_median": float(np.median([r["publish_s"] for r in runs]))}
-        result.update(_verify(client, n, runs, _live(state), int(state["visible"]), load=True))
+        result.update(_verify(client, n, runs, live_entities(state), int(state["visible"]), load=True))
         client.close()
         return result
     finally:

@@ -105,7 +105,7 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.ingest.crawler import Crawler
+    from ragsieve.tools.ingest.crawl.crawler import Crawler
 
     site = work / "site"
     site.mkdir(exist_ok=True)

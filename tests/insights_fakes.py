@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+import time
 from pathlib import Path
 
 from ragsieve import Config
@@ -17,6 +18,7 @@ from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
 
 DAY = 86400.0
+START = float(int(time.time() - 31 * DAY))  # the scripted month ends a day ago (the CLI reads with the real clock)
 ABSTAIN = "The context does not contain the answer."
 MISSING = ("refund", "invoice", "billing", "credit card", "vat", "receipt", "iphone", "android", "mobile app")
 BILLING = ["How do I get a refund for my subscription?", "Where can I download my invoices?",

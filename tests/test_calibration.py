@@ -2,111 +2,21 @@
 from __future__ import annotations
 
 import json
-import math
-import re
-import zlib
 
 import numpy as np
 import pytest
-from loop_fakes import fenced_text
+from calibration_fakes import FACTS, TinyIndex, bow, scripted_llm  # test_full_plan imports them from here
 
 from ragsieve.agent.calibration import (
-    CALIBRATION_FILE,
     Calibrator,
     ContainsVerdict,
     GeneratedQA,
     format_report,
-    load_calibration,
     read_qrels,
-    save_calibration,
 )
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.types import Chunk
-
-DIM = 64
-
-
-def bow(text: str) -> np.ndarray:
-    """Deterministic bag-of-words embedding (hashed, normalised)."""
-    v = np.zeros(DIM)
-    for word in re.findall(r"[a-z]+", text.lower()):
-        v[zlib.crc32(word.encode()) % DIM] += 1.0
-    n = np.linalg.norm(v)
-    return v / n if n else v
-
-
-class TinyStore:
-    def __init__(self, chunks: list[Chunk]):
-        self.chunks = chunks
-
-    def count(self):
-        return len(self.chunks)
-
-    def get(self, row):
-        return self.chunks[row]
-
-    def get_many(self, rows):
-        return [self.chunks[r] for r in rows]
-
-    def doc_rows(self, doc_id):
-        return [r for r, c in enumerate(self.chunks) if c.doc_id == doc_id]
-
-
-class TinyIndex:
-    """What the calibration, steps and benchmark use of HybridIndex, over bag-of-words vectors."""
-
-    model_name = "bow-test"
-
-    def __init__(self, root, texts_by_doc: dict[str, list[str]], fingerprint="fp-1", bm25=True):
-        chunks = [Chunk(doc_id=d, chunk_index=i, text=t, source=d, title=d)
-                  for d, texts in texts_by_doc.items() for i, t in enumerate(texts)]
-        self.root = root
-        self.manifest = {"corpus_fingerprint": fingerprint, "embedding": {"model": self.model_name}}
-        self.store = TinyStore(chunks)
-        self.vectors = np.stack([bow(c.text) for c in chunks]).astype(np.float32)
-        # the real BM25 index over the chunk texts: the hybrid score kinds read its whole-corpus scores
-        self.bm25 = BM25Index().build([c.text for c in chunks]) if bm25 else None
-
-    def embed(self, texts):
-        return np.stack([bow(t) for t in texts])
-
-    def embed_query(self, text):
-        return bow(text)
-
-
-FACTS = {
-    "alpha.md": ["The alpha reactor runs on molten salt and produces heat for the northern city of Norvik.",
-                 "Alpha reactor maintenance happens every spring when the turbines are inspected by engineers from Norvik."],
-    "beta.md": ["Beta bridges are painted orange because orange paint resists the coastal salt air best.",
-                "The beta bridge toll is seven coins for carts and two coins for walkers crossing the river."],
-    "gamma.md": ["Gamma gardens grow blue tulips that bloom only during the cold winter month of Frost.",
-                 "Gamma gardeners water the blue tulips with rain collected in copper barrels on the garden roofs."],
-}
-
-
-def scripted_llm(contains_says=None, fixed_question=None):
-    """FakeChat answering both calibration prompts from their text (the judge is truthful by default)."""
-
-    def reply(messages):
-        prompt = messages[-1]["content"]
-        if "write ONE question" in prompt:
-            passage = fenced_text(prompt)
-            words = re.findall(r"[A-Za-z]+", passage)
-            question = fixed_question or f"What about {' '.join(words[:6])}?"
-            return json.dumps({"question": question, "answer": " ".join(words[4:8])})
-        question = re.search(r"Question: (.*)", prompt).group(1)
-        answer = re.search(r"Expected answer: (.*)", prompt).group(1)
-        passage = fenced_text(prompt)
-        verdict = answer.lower() in passage.lower() if contains_says is None else contains_says(question, passage)
-        return json.dumps({"contains": verdict})
-
-    chat = FakeChat(default=reply)
-    return LLM(chat), chat
 
 
 @pytest.fixture
@@ -191,43 +101,6 @@ def test_qrels_calibration_set(index, tmp_path):
     assert index.store.get(by_id["q3"].positive_row).doc_id == "gamma.md"
 
 
-def test_persist_and_fingerprint_warning(index, tmp_path):
-    llm, _ = scripted_llm()
-    cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6).run(questions=4)
-    path = save_calibration(cal, index.root)
-    assert path == tmp_path / CALIBRATION_FILE
-    saved = json.loads(path.read_text())
-    for key in ("alpha", "score_kind", "qhat", "n_calibration", "models", "corpus_fingerprint", "report", "records"):
-        assert key in saved
-    same, warnings = load_calibration(tmp_path, "fp-1")
-    assert warnings == [] and same.records == cal.records
-    _, warnings = load_calibration(tmp_path, "fp-2")
-    assert len(warnings) == 1 and "corpus changed" in warnings[0]
-    assert load_calibration(tmp_path / "nowhere", "x") == (None, [])
-
-
-def test_a_changed_embedding_model_asks_to_calibrate_again(index, tmp_path):
-    """The calibration records the embedding space; thresholds from another one are not applied."""
-    index.manifest["embedding"] = {"provider": "sentence-transformers", "model": index.model_name, "dimension": 384,
-                                   "encoder": "torch"}
-    llm, _ = scripted_llm()
-    cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6).run(questions=4)
-    assert cal.models["embedding_identity"] == f"sentence-transformers:{index.model_name}:384"
-    save_calibration(cal, index.root)
-    same, warnings = load_calibration(tmp_path, None, index.manifest["embedding"])
-    assert same is not None and warnings == []
-    for changed, shown in (({"provider": "openai", "model": "text-embedding-3-small", "dimension": 1536},
-                            "openai:text-embedding-3-small:1536"),
-                           (index.manifest["embedding"] | {"encoder": "onnx-int8"}, ":384:int8")):
-        stale, warnings = load_calibration(tmp_path, None, changed)
-        assert stale is None and len(warnings) == 1
-        assert shown in warnings[0] and "run `ragsieve calibrate` again" in warnings[0]
-    old = cal.model_copy(update={"models": {"embedding": "some-older-model", "llm": ""}})  # before identities
-    save_calibration(old, index.root)
-    assert load_calibration(tmp_path, None, index.manifest["embedding"])[0] is None
-    assert load_calibration(tmp_path, None, {"model": "some-older-model"})[0] is not None
-
-
 def test_inputs_are_checked(index):
     llm, _ = scripted_llm()
     with pytest.raises(UsageError, match="alpha"):
@@ -238,53 +111,6 @@ def test_inputs_are_checked(index):
         Calibrator(index).run(questions=4)
     with pytest.raises(UsageError, match="score kind"):
         Calibrator(index, score_kind="best")
-
-
-def test_cli_parser_has_calibrate():
-    import argparse
-
-    from ragsieve.cli.calibrate import add_parser, handler
-
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
-    args = parser.parse_args(["calibrate", "--index", "x", "--alpha", "0.05", "--questions", "30", "--score", "gap"])
-    assert args.func is handler and args.alpha == 0.05 and args.questions == 30 and args.score == "gap"
-    assert math.isclose(args.heldout, 0.5) and args.depth == 20
-
-
-def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
-    import shutil
-
-    from ragsieve.cli.main import main
-    from ragsieve.tools.index.local.index import HybridIndex
-
-    folder = tmp_path / "index"
-    shutil.copytree(examples_index, folder)
-    with HybridIndex.open(folder) as index:
-        docs = list(index.store.documents())
-    wanted = {"api-keys.md": "How do I rotate an API key?", "webhooks.md": "How are webhook payloads signed?",
-              "rate-limits.html": "What happens when I exceed the rate limit?",
-              "installation.md": "How do I install the Lumen client?"}
-    queries, qrels = [], ["query-id\tcorpus-id\tscore"]
-    for n, (name, text) in enumerate(wanted.items()):
-        doc = next(d for d in docs if d.endswith(name))
-        queries.append(json.dumps({"_id": f"q{n}", "text": text}))
-        qrels.append(f"q{n}\t{doc}\t1")
-    (tmp_path / "q.jsonl").write_text("\n".join(queries), encoding="utf-8")
-    (tmp_path / "qrels.tsv").write_text("\n".join(qrels), encoding="utf-8")
-    code = main(["calibrate", "--index", str(folder), "--qrels", str(tmp_path / "qrels.tsv"),
-                 "--queries", str(tmp_path / "q.jsonl"), "--alpha", "0.3", "--json"])
-    assert code == 0
-    shown = json.loads(capsys.readouterr().out)
-    saved = json.loads((folder / CALIBRATION_FILE).read_text())
-    assert shown["score_kind"] == saved["score_kind"] and saved["origin"] == "qrels"
-    assert saved["n_calibration"] + saved["n_heldout"] == 4 and saved["alpha"] == 0.3
-    assert saved["models"]["embedding"] and saved["corpus_fingerprint"]
-    # a real index has whole-corpus BM25: the hybrid kinds are calibrated beside the dense ones
-    assert saved["hybrid_k"] == 60 and {"hybrid-rank", "hybrid-ratio"} <= set(saved["qhat"])
-    assert all(r["hybrid_rank"] >= 1 and r["hybrid"] > 0 for r in saved["records"])
-    assert main(["calibrate", "--index", str(folder), "--qrels", str(tmp_path / "qrels.tsv")]) == 2
 
 
 def test_calibration_records_the_hybrid_signal_of_the_best_known_positive(index):

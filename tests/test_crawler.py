@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragsieve.tools.ingest.crawler import Crawler, normalise
+from ragsieve.tools.ingest.crawl.crawler import Crawler
+from ragsieve.tools.ingest.crawl.urls import normalise
 
 
 def page(title: str, body: str, links: list[str] = ()) -> str:

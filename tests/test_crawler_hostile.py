@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ragsieve.tools.ingest.crawler import Crawler
+from ragsieve.tools.ingest.crawl.crawler import Crawler
 
 PAGE = "<html><head><title>{0}</title></head><body><main><h1 id='top'>{0}</h1><p>{1}</p></main></body></html>"
 

@@ -5,7 +5,7 @@ import httpx
 import pytest
 from test_crawler import make_site, serve
 
-from ragsieve.tools.ingest.crawler import Crawler
+from ragsieve.tools.ingest.crawl.crawler import Crawler
 
 
 def _client(log: list[str]) -> httpx.Client:

@@ -1,30 +1,28 @@
 """Insights: a scripted month of traffic over the examples index, through the real surfaces (OpenAI client,
 /v1/ask, the chat page's API, MCP), with a fake clock and the scripted model; then the report, its exports and
-the evaluation set, the redaction in the SQLite bytes, retention, key scopes, and logging off."""
+the evaluation set and the redaction in the SQLite bytes (records and retention: `test_insights_records.py`;
+key scopes, logging off and the widget: `test_insights_service.py`)."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import timedelta
 
 import anyio
 import httpx
 import pytest
-from insights_fakes import ANSWERED, BILLING, DAY, MOBILE, FakeClock, insights_service, month_of_questions, words
+from insights_fakes import ANSWERED, BILLING, DAY, MOBILE, START, FakeClock, insights_service, month_of_questions, words
 from service_fakes import sse_events
 
-from ragsieve import Config
-from ragsieve.agent.orchestrator import Answer
-from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
 from ragsieve.eval.data import load_dataset
-from ragsieve.insights.log import FILE_NAME, QuestionLog
-from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
-from ragsieve.insights.redact import redact
-from ragsieve.service.auth.keys import KeyRing
+from ragsieve.insights.log import FILE_NAME
+from ragsieve.insights.record import Outcome, Surface
 
 EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+44 20 7946 0958"
+
+
 PLANTED = f"How do I rotate an API key? I am {EMAIL}, call {PHONE}, my key is {KEY}"
-START = float(int(time.time() - 31 * DAY))  # the scripted month ends a day ago (the CLI reads with the real clock)
+
+
 
 
 def _ask_all(svc, questions, clock) -> dict[str, str]:
@@ -154,101 +152,6 @@ def test_redaction_keeps_planted_secrets_out_of_the_database_file(month):
     assert db.stat().st_mode & 0o077 == 0  # readable by the server's user only
 
 
-def test_redact_patterns():
-    text = redact("mail a.b+c@mail.example.co.uk, call (555) 123-4567, token ghp_abcdefghij0123456789, "
-                  "Authorization: Bearer abc.DEF-123_456789, password=hunter22, key AKIAIOSFODNN7EXAMPLE, "
-                  "hash 9f86d081884c7d659a2feaa0c55ad015")
-    for leaked in ("a.b+c", "123-4567", "ghp_", "abc.DEF", "hunter22", "AKIA", "9f86d0"):
-        assert leaked not in text
-    kept = "How do I set the rate limit to 1000 requests per 60 s in v2.3.1 since 2026-01-05?"
-    assert redact(kept) == kept
-
-
-def _record(at: float, question: str) -> QuestionRecord:
-    return QuestionRecord(index="lumen", surface=Surface.ASK, at=at, plan="fast", outcome=Outcome.ANSWERED,
-                          question=question, latency_s=0.1)
-
-
-def test_retention_deletes_old_rows_and_their_bytes(tmp_path):
-    clock = FakeClock(START)
-    log = QuestionLog(tmp_path / FILE_NAME, retention_days=7, clock=clock)
-    log.write([_record(START - 10 * DAY, "an old question about zebras"), _record(START - DAY, "a recent one")])
-    assert [r.question for r in log.rows()] == ["a recent one"]  # the write pruned what retention excludes
-    clock.advance(7 * DAY)
-    assert log.prune() == 1 and log.rows() == []
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
-    assert b"zebras" not in raw and b"a recent one" not in raw  # secure_delete + checkpoint: the bytes are gone
-
-
-def test_outcomes_from_answers():
-    base = {"question": "q", "answer": "a", "plan": "fast"}
-    assert record_of(Answer(**base, abstention="no_evidence"), index="i", surface="ask", at=0, latency_s=0).outcome \
-        is Outcome.ABSTAINED_CALIBRATION
-    assert record_of(Answer(**base, abstention="passages"), index="i", surface="mcp", at=0, latency_s=0).outcome \
-        is Outcome.PASSAGES
-    mixed = record_of(Answer(**base, abstention="mixed"), index="i", surface="widget", at=0, latency_s=0,
-                      keep_answer=True)
-    assert mixed.outcome is Outcome.ANSWERED and mixed.low_confidence and mixed.answer == "a"
-    trace = [TraceEvent(step="conformal", outcome="next", summary={"status": "applied", "best": 0.31, "qhat": 0.4}),
-             TraceEvent(step="answer", outcome="next", summary={"answerability": {
-                 "answerable": False, "score": 0.42, "threshold": 0.55}})]
-    calibrated = record_of(Answer(**base, abstention="model", trace=trace, evidence="fast",
-                                  conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50,
-                                                            coverage=0.9)),
-                           index="i", surface="ask", at=0, latency_s=0)
-    assert (calibrated.score, calibrated.threshold, calibrated.conformal_best, calibrated.qhat) == (0.42, 0.55, 0.31, 0.4)
-    weak = record_of(Answer(**base, evidence="fast", conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4,
-                                                                               calibration_n=50, coverage=0.9)),
-                     index="i", surface="ask", at=0, latency_s=0)
-    assert weak.outcome is Outcome.ANSWERED and weak.low_confidence  # answered without passing the cutoff
-
-
-def test_admin_scope_is_needed_for_insights(examples_index, tmp_path):
-    keys = KeyRing({"sk-reader-0001": {"lumen"}, "sk-writer-0001": {"lumen:write"}, "sk-owner-0001": {"lumen:admin"}})
-    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), keys=keys) as svc:
-        url = f"{svc.base_url}/insights/api/report"
-        assert httpx.get(url, params={"index": "lumen"}).status_code == 401
-        for key in ("sk-reader-0001", "sk-writer-0001"):
-            for path in ("/insights/api/report", "/insights/api/indexes", "/insights/api/export.csv"):
-                r = httpx.get(svc.base_url + path, params={"index": "lumen"},
-                              headers={"Authorization": f"Bearer {key}"})
-                assert r.status_code == 403, (key, path, r.text)
-        owner = httpx.get(url, params={"index": "lumen"}, headers={"Authorization": "Bearer sk-owner-0001"})
-        assert owner.status_code == 200 and owner.json()["totals"]["questions"] == 0
-        page = httpx.get(f"{svc.base_url}/insights")
-        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
-
-
-def test_logging_off_writes_nothing(examples_index, tmp_path):
-    off = Config()
-    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), config=off) as svc:
-        assert svc.registry.insights is None
-        r = httpx.post(f"{svc.base_url}/v1/ask", json={"question": BILLING[0], "index": "lumen"}, timeout=60)
-        assert r.status_code == 200
-        assert httpx.get(f"{svc.base_url}/insights/api/report", params={"index": "lumen"}).status_code == 404
-    assert not list(tmp_path.glob("insights*"))
-
-
-def test_insights_only_for_the_indexes_named(examples_index, second_index, tmp_path):
-    config = Config.model_validate({"insights": {"enabled": True, "indexes": ["notes"]}})
-    with insights_service({"lumen": examples_index, "notes": second_index}, tmp_path, FakeClock(START),
-                          config=config) as svc:
-        httpx.post(f"{svc.base_url}/v1/ask", json={"question": ANSWERED[0], "index": "lumen"}, timeout=60)
-        httpx.post(f"{svc.base_url}/v1/ask", json={"question": "When is the tea ceremony?", "index": "notes"},
-                   timeout=60)
-        svc.registry.insights.log.flush()
-        assert [r.index for r in svc.registry.insights.log.rows()] == ["notes"]
-
-
-def test_insights_refuse_bad_settings(examples_index, tmp_path):
-    from ragsieve.agent.errors import UsageError
-
-    bad = Config.model_validate({"insights": {"enabled": True, "indexes": ["nope"]}})
-    with pytest.raises(UsageError, match="unknown index"), insights_service({"lumen": examples_index}, tmp_path,
-                                                                             FakeClock(START), config=bad):
-        pass
-
-
 def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp_path, capsys):
     from ragsieve.cli.main import main
 
@@ -263,25 +166,6 @@ def test_cli_reports_exports_json_csv_and_an_eval_set(month, examples_index, tmp
     assert main(args + ["--export-eval", "g1", "--out", str(out)]) == 0
     assert {q.text for q in load_dataset(out).questions} == set(BILLING)
     assert words(report["groups"][0]["label"]) & {"refund", "invoices", "credit", "billing", "vat", "card"}
-
-
-def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index, tmp_path):
-    from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
-
-    site, key = "https://docs.example.com", "pk-insights-widget-1"
-    keys = WidgetKeys([WidgetKey(key, frozenset({"lumen"}), frozenset({site}), 30, visitor_requests_per_minute=30)])
-    with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), widget_keys=keys) as svc:
-        headers = {"Authorization": f"Bearer {key}", "Origin": site}
-        with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": BILLING[0]}, headers=headers,
-                          timeout=60) as r:
-            done = [d for e, d in sse_events(r) if e == "done"][0]
-        rated = httpx.post(f"{svc.base_url}/ui/api/feedback", headers=headers,
-                           json={"answer_id": done["answer_id"], "rating": "up"})
-        assert rated.status_code == 200, rated.text
-        svc.registry.insights.log.flush()
-        (row,) = svc.registry.insights.log.rows("lumen")
-        assert row.surface is Surface.WIDGET and row.id == done["answer_id"] and row.rating == 1
-        assert row.outcome is Outcome.ABSTAINED_MODEL
 
 
 BILLING_PAGE = """# Billing and invoices

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from test_milvus_incremental import opened, versions_seen  # noqa: E402
+from milvus_readers import opened, versions_seen  # noqa: E402
 from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 
 from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: E402

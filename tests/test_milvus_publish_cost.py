@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from test_milvus_incremental import local_snapshot, opened  # noqa: E402
+from milvus_readers import local_snapshot, opened  # noqa: E402
 from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
 
 from ragsieve.tools.index.milvus import publish as milvus_publish  # noqa: E402

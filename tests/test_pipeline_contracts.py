@@ -16,7 +16,7 @@ from ragsieve.agent.answer.answering import (
     answers_and_abstains,
     is_abstention,
 )
-from ragsieve.agent.calibration.calibrator import calibration_warnings, needed_calibration_questions
+from ragsieve.agent.calibration.questions import calibration_warnings, needed_calibration_questions
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.state import JudgeRoundReport, RunState
 from ragsieve.agent.plans import STEPS

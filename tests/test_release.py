@@ -19,14 +19,10 @@ mirror serve the downloads, so it runs offline. Every server stops by itself: bo
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import threading
 import time
 import venv
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,12 +35,11 @@ from dist_build import build_sdist_and_wheel, copy_tree
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
+from release_venv import EXTRAS, TORCH, Fresh, Server, clean_env
 from stub_openai import StubOpenAI, ok
 
 pytestmark = [pytest.mark.release, pytest.mark.timeout(1500)]
 
-TORCH = "torch==2.13.0"  # the CPU wheel (the pip constraints of this machine cap torch at a CPU build)
-EXTRAS = "server,mcp"
 # never in the core install (the wheel alone): the surfaces and heavy parts are extras. ONNX Runtime is not
 # among them: flashrank, a core dependency (the card's reranker), requires it; onnx, the `fast` extra's
 # exporter, stays out, so new indexes use the torch encoder.
@@ -56,66 +51,6 @@ NOT_WITH_SERVER = {"trafilatura", "matplotlib", "onnx", "pypdf", "python-docx", 
                    "xllamacpp", "pymilvus", "ray"}
 ANSWER = "Rotate the key with `lumen keys rotate` [1]; the old key keeps working for a 24-hour grace period [1]."
 NOTE = "# Deploy notes\n\nThe zorblax gateway listens on port 7412 and restarts nightly at 03:00.\n"
-WALK = """
-import importlib, importlib.util, json, pkgutil, ragsieve
-imported, failed = [], {}
-def onerror(name):
-    failed.setdefault(name, "walk_packages could not import the package")
-for info in pkgutil.walk_packages(ragsieve.__path__, "ragsieve.", onerror=onerror):
-    if info.name.endswith(".__main__"):  # a script (importing it runs the CLI): found here, run by `python -m`
-        if importlib.util.find_spec(info.name) is None:
-            failed[info.name] = "not found"
-        else:
-            imported.append(info.name)
-        continue
-    try:
-        importlib.import_module(info.name)
-        imported.append(info.name)
-    except Exception as exc:
-        failed[info.name] = f"{type(exc).__name__}: {exc}"
-print(json.dumps({"file": ragsieve.__file__, "imported": imported, "failed": failed}))
-"""
-
-
-@dataclass
-class Fresh:
-    root: Path
-    bin: Path
-    env: dict[str, str]
-    wheel: Path
-    timings: dict[str, float] = field(default_factory=dict)
-    core_packages: set[str] = field(default_factory=set)
-    core_runs: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
-    core_walk: dict = field(default_factory=dict)
-
-    def run(self, *args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd or self.root / "work",
-                              env=self.env, timeout=timeout)
-
-    def pip(self, *args: str, step: str) -> None:
-        started = time.monotonic()
-        done = self.run(str(self.bin / "python"), "-m", "pip", "install", "--quiet", *args, timeout=900)
-        self.timings[step] = round(time.monotonic() - started, 1)
-        assert done.returncode == 0, done.stderr[-3000:]
-
-    def packages(self) -> set[str]:
-        listed = self.run(str(self.bin / "python"), "-m", "pip", "list", "--format", "json", timeout=120)
-        assert listed.returncode == 0, listed.stderr
-        return {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
-
-    def walk(self) -> dict:
-        done = self.run(str(self.bin / "python"), "-c", WALK, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def clean_env(venv_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "OPENAI_BASE_URL", "OPENAI_API_KEY",
-                        "OPENAI_MODEL", "RAGSIEVE_BASE_URL", "RAGSIEVE_MODEL")}
-    env.update({"PATH": f"{venv_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -212,45 +147,6 @@ def test_index_search_and_ask_outside_the_repository(fresh, index):
         assert "lumen keys rotate" in asked.stdout and "api-keys.md" in asked.stdout
         prompt = json.dumps(stub.chat_requests()[0].json)
         assert "grace" in prompt  # the retrieved passage reached the model
-
-
-class Server:
-    """`ragsieve serve` as a child process; its stderr is read by a thread, its address from the start line."""
-
-    def __init__(self, fresh: Fresh, *args: str):
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen([str(fresh.bin / "ragsieve"), "serve", *args, "--port", "0"],
-                                     cwd=fresh.root / "work", env=fresh.env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def address(self, timeout_s: float = 300) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                match = re.search(r"serving .* at (http://127\.0\.0\.1:\d+)/v1", line)
-                if match:
-                    return match.group(1)
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise AssertionError("ragsieve serve did not start:\n" + "\n".join(self.lines[-40:]))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        self.reader.join(timeout=10)
 
 
 def test_serve_with_the_server_extra(with_server, index):

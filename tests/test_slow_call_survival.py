@@ -52,7 +52,8 @@ def test_eval_still_stops_on_an_endpoint_that_is_down():
 
 
 def test_calibrate_counts_a_slow_contains_judge_and_carries_on():
-    from ragsieve.agent.calibration.calibrator import Calibrator, GeneratedQA
+    from ragsieve.agent.calibration.calibrator import Calibrator
+    from ragsieve.agent.calibration.questions import GeneratedQA
     from ragsieve.agent.llm.client import LLM
     from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.agent.llm.templates import PromptRenderer

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from ragsieve.tools.ingest import walk
+from ragsieve.tools.ingest.decoding import decode_bytes
 from ragsieve.tools.ingest.gitignore import parse_gitignore
-from ragsieve.tools.ingest.loaders import decode_bytes, load_documents
+from ragsieve.tools.ingest.loaders import load_documents
 
 
 def write(path: Path, text: str) -> Path:

@@ -13,8 +13,8 @@ import pytest
 
 from ragsieve.tools.filters.sections import one_per_section
 from ragsieve.tools.ingest.chunking import Chunker, count_tokens
-from ragsieve.tools.ingest.crawler import _Frontier
-from ragsieve.tools.ingest.loaders import page_document
+from ragsieve.tools.ingest.crawl.frontier import Frontier
+from ragsieve.tools.ingest.pages import page_document
 from ragsieve.tools.ingest.web_text import extract_page, is_toc_url
 from ragsieve.tools.types import Chunk, Hit
 
@@ -92,7 +92,7 @@ def test_debian_python_docs_toc_and_content_pages():
 
 
 def test_the_crawler_fetches_index_pages_last():
-    frontier = _Frontier(["http://h/genindex.html", "http://h/a.html"])
+    frontier = Frontier(["http://h/genindex.html", "http://h/a.html"])
     frontier.append("http://h/py-modindex.html")
     frontier.append("http://h/b.html")
     assert [frontier.popleft() for _ in range(len(frontier))] == [
@@ -142,7 +142,7 @@ def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_p
 
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.ingest.crawler import Crawler
+    from ragsieve.tools.ingest.crawl.crawler import Crawler
 
     site = tmp_path / "site"
     (site / "docs").mkdir(parents=True)

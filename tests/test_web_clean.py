@@ -13,7 +13,7 @@ from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.query.identifiers import split_identifier
 from ragsieve.tools.index.query.symbols import SymbolTable
 from ragsieve.tools.ingest.chunking import Chunker
-from ragsieve.tools.ingest.loaders import page_document, site_documents
+from ragsieve.tools.ingest.pages import page_document, site_documents
 from ragsieve.tools.ingest.site_titles import site_affixes, strip_site_affixes
 from ragsieve.tools.ingest.web_text import extract_page, unescape_markdown
 

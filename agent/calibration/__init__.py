@@ -1,5 +1,6 @@
 """Conformal calibration (CONFLARE): measuring where answers sit in the similarity ranking, and the saved result."""
-from ragsieve.agent.calibration.calibrator import Calibrator, ContainsVerdict, GeneratedQA, read_qrels
+from ragsieve.agent.calibration.calibrator import Calibrator
+from ragsieve.agent.calibration.questions import ContainsVerdict, GeneratedQA, read_qrels
 from ragsieve.agent.calibration.store import (
                                               CALIBRATION_FILE,
                                               Calibration,

@@ -26,17 +26,16 @@ from __future__ import annotations
 import logging
 import math
 from datetime import datetime, timezone
-from pathlib import Path
+from functools import partial
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from ragsieve.agent.calibration.abstention import build_abstention
+from ragsieve.agent.calibration.questions import ContainsVerdict, GeneratedQA, calibration_warnings, read_qrels
 from ragsieve.agent.calibration.store import Calibration, CalibrationRecord, record_arrays
+from ragsieve.agent.calibration.walk import SIZE_DEPTH, top_similarities, walk_record
 from ragsieve.agent.errors import LLMError, StructuredOutputError, UsageError
 from ragsieve.agent.llm.deadlines import is_slow_call
-from ragsieve.tools.datasets.beir import read_qrels as beir_qrels
-from ragsieve.tools.datasets.beir import read_queries
 from ragsieve.tools.filters.abstention import top1_excluding
 from ragsieve.tools.filters.conformal import (
     HYBRID_RRF_K,
@@ -47,7 +46,6 @@ from ragsieve.tools.filters.conformal import (
     choose_kind,
     evaluate_kinds,
     hybrid_signal,
-    ranks_of,
     smallest_k_for_coverage,
 )
 from ragsieve.tools.index.backend import CorpusScores, IndexBackend, vectors_of
@@ -56,52 +54,6 @@ from ragsieve.tools.index.query.dense import corpus_similarities
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
-
-SIZE_DEPTH = 1000  # similarities kept per held-out query to measure set sizes
-
-
-class GeneratedQA(BaseModel):
-    question: str = Field(min_length=3)
-    answer: str = Field(min_length=1)
-
-
-class ContainsVerdict(BaseModel):
-    contains: bool
-
-
-def _top(sims: np.ndarray) -> np.ndarray:
-    """The SIZE_DEPTH largest similarities (enough to count a query's kept set), best first."""
-    if sims.size > SIZE_DEPTH:
-        sims = np.partition(sims, sims.size - SIZE_DEPTH)[-SIZE_DEPTH:]
-    return np.sort(sims)[::-1]
-
-
-def read_qrels(queries_path: str | Path, qrels_path: str | Path) -> list[tuple[str, str, list[str]]]:
-    """(query id, text, positive doc ids) from BEIR queries.jsonl and a qrels tsv (`ragsieve.tools.datasets.beir`)."""
-    texts = read_queries(queries_path)
-    positives = {qid: [doc for doc, grade in docs.items() if grade > 0] for qid, docs in beir_qrels(qrels_path).items()}
-    return [(qid, texts[qid], docs) for qid, docs in positives.items() if docs and qid in texts]
-
-
-def needed_calibration_questions(alpha: float) -> int:
-    """The fewest calibration questions with a finite conformal threshold at `alpha`:
-    the quantile level ceil((n + 1)(1 - alpha)) / n is <= 1 only when n >= 1/alpha - 1."""
-    return max(1, math.ceil(1.0 / alpha - 1.0 - 1e-9))
-
-
-def calibration_warnings(n_calibration: int, alpha: float, chosen_qhat: float) -> list[str]:
-    """Warnings `ragsieve calibrate` prints: too few questions for alpha, an infinite threshold."""
-    warnings = []
-    need = needed_calibration_questions(alpha)
-    if n_calibration < need:
-        warnings.append(f"WARNING: {n_calibration} calibration questions are too few for alpha={alpha}: at least "
-                        f"{need} are needed (ceil(1/alpha) - 1), and about twice that with the held-out half; "
-                        f"the threshold keeps every chunk")
-    if math.isinf(chosen_qhat):
-        warnings.append("WARNING: the calibrated threshold is +inf (keep every chunk): the conformal step will not "
-                        "narrow the context; calibrate with more questions or a larger alpha")
-    return warnings
-
 
 class Calibrator:
     """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
@@ -155,39 +107,7 @@ class Calibrator:
 
     def _view(self, sims: np.ndarray, hybrid: np.ndarray | None):
         """What a held-out query keeps is counted on: its best similarities (and hybrid signals)."""
-        return _top(sims) if hybrid is None else {"dense": _top(sims), "hybrid": _top(hybrid)}
-
-    @staticmethod
-    def _add_hybrid(record: CalibrationRecord, hybrid: np.ndarray | None, known: set[int | None]) -> CalibrationRecord:
-        rows = {int(r) for r in known if r is not None}
-        if hybrid is None:
-            return record
-        if not rows:  # no positive in the index: not found (+inf), as for the dense kinds
-            return record.model_copy(update={"hybrid_top1": float(hybrid.max())})
-        best = max(rows, key=lambda r: (hybrid[r], -r))
-        return record.model_copy(update={"hybrid_row": best, "hybrid": float(hybrid[best]),
-                                         "hybrid_top1": float(hybrid.max()),
-                                         "hybrid_rank": int(ranks_of(hybrid)[best])})
-
-    def _record(self, qid, question, answer, origin, sims, positive_rows, source_row=None, judge=None, hybrid=None):
-        order = np.argsort(-sims, kind="stable")
-        found_row, calls = None, 0
-        for _position, row in enumerate(order[: self.depth]):
-            row = int(row)
-            if row in positive_rows:
-                found_row = row
-                break
-            if judge is not None:
-                calls += 1
-                if judge(row):
-                    found_row = row
-                    break
-        rank = None if found_row is None else int(np.flatnonzero(order == found_row)[0]) + 1
-        record = CalibrationRecord(qid=qid, question=question, answer=answer, origin=origin, source_row=source_row,
-                                   found=found_row is not None, positive_row=found_row,
-                                   similarity=None if found_row is None else float(sims[found_row]),
-                                   top1=float(sims[order[0]]), rank=rank, judge_calls=calls)
-        return self._add_hybrid(record, hybrid, set(positive_rows) | {found_row})
+        return top_similarities(sims) if hybrid is None else {"dense": top_similarities(sims), "hybrid": top_similarities(hybrid)}
 
     def _from_qrels(self, queries_path, qrels_path, limit):
         items = read_qrels(queries_path, qrels_path)
@@ -200,7 +120,7 @@ class Calibrator:
             rows = {r for d in docs for r in self.index.store.doc_rows(d)}
             sims = self._similarities(qvec)
             hybrid = self._hybrid(text, sims)
-            records.append(self._record(qid, text, "", "qrels", sims, rows, hybrid=hybrid)
+            records.append(walk_record(qid, text, "", "qrels", sims, rows, depth=self.depth, hybrid=hybrid)
                            .model_copy(update={"heldout_top1": top1_excluding(sims, sorted(rows))}))
             sims_list.append(self._view(sims, hybrid))
         return records, sims_list
@@ -235,8 +155,8 @@ class Calibrator:
         for (row, qa), qvec in zip(qas, vecs):
             sims = self._similarities(qvec)
             hybrid = self._hybrid(qa.question, sims)
-            record = self._record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row},
-                                  source_row=row, judge=lambda r, qa=qa: self._contains(qa, r), hybrid=hybrid)
+            record = walk_record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row}, depth=self.depth,
+                                  source_row=row, judge=partial(self._contains, qa), hybrid=hybrid)
             own = sorted(self.index.store.doc_rows(store.get(row).doc_id)) or [row]
             records.append(record.model_copy(update={"heldout_top1": top1_excluding(sims, own)}))
             sims_list.append(self._view(sims, hybrid))

@@ -1,10 +1,8 @@
 """`ChatModel` over any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp, the embedded server).
 
-Transport faults (429, 5xx, connect timeouts, refused connections) are retried by
-tenacity with exponential backoff and full jitter (AWS Architecture Blog,
-"Exponential Backoff and Jitter", 2015: sleep = U(0, min(cap, base * 2**n))),
-honouring `Retry-After` / `retry-after-ms`; attempts and total time are both
-bounded. Structured output uses `response_format` json_schema (strict), or
+Transport faults (429, 5xx, connect timeouts, refused connections) are retried
+with bounded exponential backoff and full jitter (`ragsieve.agent.llm.retrying`).
+Structured output uses `response_format` json_schema (strict), or
 json_object, or a schema described in the prompt; `auto` downgrades in that
 order when the server rejects a format, and remembers what works.
 
@@ -26,23 +24,22 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 from typing import Any, Callable
 from urllib.parse import urlparse
 
 import openai
-from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
-from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
+from ragsieve.agent.errors import BudgetExceeded, LLMError, UsageError
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.deadlines import RateMeter
 from ragsieve.agent.llm.redact import redact_url
 from ragsieve.agent.llm.replies import MalformedReply, OutputMode, ReplyTooLarge, SlowReply, rejected
 from ragsieve.agent.llm.replies import describe as _describe
+from ragsieve.agent.llm.retrying import call_with_retries
 from ragsieve.agent.llm.streaming import stream_completion
-from ragsieve.agent.llm.wire import _int, _safe_name, _with_schema_instruction, retry_after_s, strict_schema
+from ragsieve.agent.llm.wire import chat_reply, chat_request, retry_after_s, strict_schema
 
 __all__ = ["OpenAIChat", "OutputMode", "MalformedReply", "ReplyTooLarge", "SlowReply", "retry_after_s", "strict_schema"]
 from ragsieve.tools.ingest.chunking import count_tokens
@@ -50,24 +47,10 @@ from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_S = 0.5
-BACKOFF_CAP_S = 20.0
-DEADLINE_SLACK_S = 0.05  # a read timeout set to the deadline's remaining time ends about at the deadline
-_UNSENT_TIMEOUTS = ("ConnectTimeout", "PoolTimeout")  # httpx's (the SDK bundles its own copy: matched by name)
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
 
 
 _DOWNGRADE = [OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT, OutputMode.TEXT]
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, MalformedReply):
-        return True
-    if isinstance(exc, openai.APITimeoutError):  # retried only when the request never reached the server
-        return type(exc.__cause__).__name__ in _UNSENT_TIMEOUTS
-    if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError)):
-        return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
 class OpenAIChat:
@@ -148,7 +131,7 @@ class OpenAIChat:
                 raise rejected(self.shown_url, model, exc) from exc
             latency = time.monotonic() - started
             self.rates.observe_reply(body, latency)
-            return self._reply(body, model, latency)
+            return chat_reply(body, self.shown_url, model, latency)
 
     def stream(self, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
                max_tokens: int | None = None, temperature: float | None = None,
@@ -236,59 +219,8 @@ class OpenAIChat:
         return body
 
     def _call(self, fn: Callable[[], Any], model: str, deadline: float | None = None) -> Any:
-        def past_deadline(state: RetryCallState) -> bool:
-            return deadline is not None and time.monotonic() >= deadline
-
-        bounded = stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s)
-
-        def stop(state: RetryCallState) -> bool:
-            return bool(bounded(state)) or past_deadline(state)
-
-        retrying = Retrying(
-            stop=stop,
-            wait=lambda state: self._wait(state, deadline), retry=retry_if_exception(_retryable),
-            sleep=self._sleep, reraise=False,
-            before_sleep=lambda s: log.warning(
-                "LLM endpoint %s attempt %d failed (%s); retrying", self.shown_url, s.attempt_number,
-                _describe(s.outcome.exception()) if s.outcome else "?"),
-        )
-        started = time.monotonic()
-        try:
-            return retrying(fn)
-        except (SlowReply, openai.APITimeoutError) as exc:  # not retried (`_retryable`): the server was working
-            if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
-                raise BudgetExceeded(f"deadline per question reached while waiting for {self.shown_url}: "
-                                     f"{_describe(exc)}") from None
-            raise EndpointError(
-                f"LLM endpoint {self.shown_url} (model {model}) did not answer in time after 1 attempt(s) in "
-                f"{time.monotonic() - started:.1f}s; not sent again (the server may still be working on it): "
-                f"raise llm.timeout_s (--request-timeout) for a slow model; last error: {_describe(exc)}",
-                base_url=self.shown_url, attempts=1) from exc
-        except RetryError as exc:
-            attempt = exc.last_attempt
-            last = attempt.exception() or RuntimeError("no exception recorded")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise BudgetExceeded(f"deadline per question reached after {attempt.attempt_number} attempt(s) "
-                                     f"at {self.shown_url}; last error: {_describe(last)}") from None
-            raise EndpointError(
-                f"LLM endpoint {self.shown_url} (model {model}) failed after {attempt.attempt_number} "
-                f"attempt(s) in {time.monotonic() - started:.1f}s (limits: {self.max_attempts} attempts, "
-                f"{self.max_retry_s:g}s); last error: {_describe(last)}",
-                base_url=self.shown_url, attempts=attempt.attempt_number,
-            ) from last
-
-    def _wait(self, state: RetryCallState, deadline: float | None = None) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        asked = None
-        if isinstance(exc, openai.APIStatusError):
-            asked = retry_after_s(exc.response.headers)
-        remaining = max(0.0, self.max_retry_s - (state.seconds_since_start or 0.0))  # total time is bounded
-        if deadline is not None:
-            remaining = min(remaining, max(0.0, deadline - time.monotonic()))
-        if asked is not None:
-            return min(asked, remaining)
-        ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
-        return min(random.uniform(0.0, ceiling), remaining)
+        return call_with_retries(fn, shown_url=self.shown_url, model=model, deadline=deadline,
+                                 max_attempts=self.max_attempts, max_retry_s=self.max_retry_s, sleep=self._sleep)
 
     def _downgrade(self, mode: OutputMode, exc: openai.APIStatusError, structured: bool) -> bool:
         if self.output_mode is not OutputMode.AUTO or not structured or mode is OutputMode.TEXT:
@@ -304,39 +236,4 @@ class OpenAIChat:
         return True
 
     def _request(self, model, messages, json_schema, schema_name, mode, max_tokens, temperature) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if temperature is not None:
-            kwargs["temperature"] = temperature
-        if json_schema is None:
-            return kwargs
-        if mode is OutputMode.JSON_SCHEMA:
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": _safe_name(schema_name), "strict": True, "schema": strict_schema(json_schema)}}
-            return kwargs
-        if mode is OutputMode.JSON_OBJECT:
-            kwargs["response_format"] = {"type": "json_object"}
-        kwargs["messages"] = _with_schema_instruction(kwargs["messages"], json_schema)
-        return kwargs
-
-    def _reply(self, body: dict[str, Any], model: str, latency_s: float) -> ChatReply:
-        choices = body.get("choices") or []
-        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
-        if first is None:
-            raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no choices")
-        raw_message = first.get("message")
-        message = raw_message if isinstance(raw_message, dict) else {}
-        refusal = message.get("refusal")
-        if refusal:
-            raise LLMError(f"model {model} refused: {str(refusal)[:500]}")
-        content = message.get("content")
-        if not isinstance(content, str):
-            raise LLMError(f"LLM endpoint {self.shown_url} (model {model}) returned no message content "
-                           f"(finish_reason={first.get('finish_reason')})")
-        raw_usage = body.get("usage")
-        usage = raw_usage if isinstance(raw_usage, dict) else {}
-        finish = first.get("finish_reason")
-        return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
-                         completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s,
-                         finish_reason=finish if isinstance(finish, str) else None)
+        return chat_request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)

@@ -8,23 +8,22 @@ same ids.
 """
 from __future__ import annotations
 
-import codecs
-import gzip
 import hashlib
-import json
 import logging
 import os
 import re
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragsieve.tools.access.front_matter import front_matter_access
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.ingest.beir import load_beir
+from ragsieve.tools.ingest.decoding import decode_bytes
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
+from ragsieve.tools.ingest.pages import page_kind, strip_site_titles
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
-from ragsieve.tools.ingest.web_text import PageText, extract_page, is_toc_url, page_locators
+from ragsieve.tools.ingest.web_text import extract_page, is_toc_url, page_locators
 from ragsieve.tools.types import Document
 
 logger = logging.getLogger(__name__)
@@ -35,8 +34,6 @@ CODE_SUFFIXES = frozenset(
     ".py .js .ts .tsx .jsx .java .go .rs .c .h .cpp .hpp .cs .rb .php .sh .sql .kt .swift .scala"
     " .yaml .yml .toml".split()
 )
-BEIR_KEYS = ("_id", "title", "text")
-_SNIFF_BYTES = 8192
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a text or code file larger than this is skipped, named (BEIR corpora stream)
 _MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -57,64 +54,6 @@ def kind_of(path: Path) -> str | None:
     if suffix in TEXT_SUFFIXES:
         return TEXT_SUFFIXES[suffix]
     return "code" if suffix in CODE_SUFFIXES else None
-
-
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
-         (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-
-
-def sniff_encoding(raw: bytes) -> tuple[str | None, int]:
-    """(encoding, BOM length) from a byte-order mark, or UTF-16 recognised by its NUL pattern.
-
-    BOM-less UTF-16 text in a Latin script has a NUL in every other byte; when
-    at least 90% of the even (or odd) bytes of the sample are NUL and almost
-    none of the others are, it is UTF-16-BE (or -LE). Else (None, 0).
-    """
-    for bom, name in _BOMS:
-        if raw.startswith(bom):
-            return name, len(bom)
-    sample = raw[:_SNIFF_BYTES - _SNIFF_BYTES % 2]
-    if len(sample) >= 4:
-        even, odd = sample[0::2], sample[1::2]
-        share = lambda part: part.count(0) / len(part)  # noqa: E731
-        if share(even) >= 0.9 and share(odd) <= 0.1:
-            return "utf-16-be", 0
-        if share(odd) >= 0.9 and share(even) <= 0.1:
-            return "utf-16-le", 0
-    return None, 0
-
-
-def decode_bytes(raw: bytes) -> tuple[str | None, bool]:
-    """Decode file bytes: (text, used_replacement), or (None, _) when the bytes look binary.
-
-    A byte-order mark (UTF-8/16/32) or the NUL pattern of UTF-16 selects the
-    encoding. Otherwise binary means a NUL byte in the first 8 KiB, or bytes
-    that are not UTF-8 and whose sample is mostly control characters or
-    replacement characters.
-    """
-    encoding, skip = sniff_encoding(raw)
-    if encoding is not None:
-        body = raw[skip:]
-        try:
-            text = body.decode(encoding)
-            replaced = False
-        except UnicodeDecodeError:
-            text, replaced = body.decode(encoding, errors="replace"), True
-        if "\x00" not in text[:_SNIFF_BYTES]:
-            return text, replaced
-    sample = raw[:_SNIFF_BYTES]
-    if b"\x00" in sample:
-        return None, False
-    try:
-        return raw.decode("utf-8-sig"), False
-    except UnicodeDecodeError:
-        pass
-    controls = sum(1 for b in sample if (b < 32 and b not in b"\t\n\r\f\v\b\x1b") or b == 127)
-    decoded_sample = sample.decode("utf-8", errors="replace")
-    bad = decoded_sample.count("\ufffd")
-    if sample and (controls / len(sample) > 0.10 or bad / max(len(decoded_sample), 1) > 0.30):
-        return None, False
-    return raw.decode("utf-8", errors="replace"), True
 
 
 def markdown_title(text: str) -> str | None:
@@ -149,7 +88,7 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
         page = extract_page(text)
         title, text = page.title, page.text
         locators = page_locators(page)
-        kind = "toc" if is_toc_url(path.name) else _page_kind(page)  # markdown: chunks follow the headings
+        kind = "toc" if is_toc_url(path.name) else page_kind(page)  # markdown: chunks follow the headings
         line_start = None  # extracted text has no line correspondence with the file
     elif kind == "notebook":
         try:
@@ -198,70 +137,6 @@ def _load_binary_format(path: Path, kind: str, stats: LoadStats, doc_id: str, so
                     kind=got.kind, content_hash=digest, line_start=None, locators=got.locators)
 
 
-def _open_lines(path: Path) -> Iterator[str]:
-    if path.name.lower().endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
-            yield from fh
-    else:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            yield from fh
-
-
-def _load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
-    """One Document per record of a BEIR `corpus.jsonl(.gz)`, streamed line by line.
-
-    The first record decides: without `_id`, `title` and `text` the file is
-    skipped as unsupported. Later malformed or duplicate records are skipped
-    and listed one by one.
-    """
-    shown = display_path(path)
-    docs: list[Document] = []
-    checked = False
-    try:
-        for number, line in enumerate(_open_lines(path), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if not checked:
-                    stats._skip("skipped_unsupported", shown, f"not JSON lines ({exc.msg} at line {number})")
-                    return []
-                stats._skip("skipped_records", f"{shown}:{number}", f"invalid JSON: {exc.msg}")
-                continue
-            has_keys = isinstance(record, dict) and all(k in record for k in BEIR_KEYS)
-            if not checked:
-                checked = True
-                if not has_keys:
-                    stats._skip("skipped_unsupported", shown,
-                                f"JSON lines without the BEIR keys {', '.join(BEIR_KEYS)}")
-                    return []
-            if not has_keys:
-                stats._skip("skipped_records", f"{shown}:{number}", "record lacks a BEIR key")
-                continue
-            doc_id, title, text = str(record["_id"]), str(record["title"] or ""), str(record["text"] or "")
-            if doc_id in ids:
-                stats._skip("skipped_records", f"{shown}#{doc_id}", "duplicate doc_id")
-                continue
-            if not (title.strip() or text.strip()):
-                stats._skip("skipped_empty", f"{shown}#{doc_id}", "record with empty title and text")
-                continue
-            ids.add(doc_id)
-            text = text if text.strip() else title  # a title-only record still gets searched
-            digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
-            docs.append(Document(doc_id=doc_id, source=f"{shown}#{doc_id}", title=title, text=text,
-                                 kind="beir", content_hash=digest, line_start=None))
-    except (OSError, EOFError, zlib.error) as exc:
-        stats._skip("skipped_unreadable", shown, f"corrupt or unreadable archive after {len(docs)} records "
-                                                 f"(none kept): {type(exc).__name__}: {exc}")
-        for doc in docs:
-            ids.discard(doc.doc_id)
-        return []
-    if not checked:
-        stats._skip("skipped_empty", shown, "no records")
-    return docs
-
-
 def load_documents(paths: list[str | Path], *, progress: bool = False, selection=None,
                    base: Path | None = None, base_url: str | None = None) -> LoadResult:
     """Load every supported file under `paths` (files or folders) as Documents.
@@ -292,7 +167,7 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
             continue
         try:
             if kind == "beir":
-                new = _load_beir(path, stats, ids)
+                new = load_beir(path, stats, ids)
             else:
                 key = os.path.abspath(path)
                 if kind in ("pdf", "docx"):
@@ -307,37 +182,7 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
         if new:
             stats.files_loaded += 1
             documents.extend(new)
-    _strip_site_titles([d for d in documents if d.doc_id.lower().endswith((".html", ".htm"))])
+    strip_site_titles([d for d in documents if d.doc_id.lower().endswith((".html", ".htm"))])
     stats.documents = len(documents)
     logger.debug("load_documents: %s", stats.summary())
     return LoadResult(documents=documents, stats=stats)
-
-
-def page_document(url: str, html: str, content_hash: str) -> Document | None:
-    """A crawled page as a Document: its main text (markdown, headings kept), cited by URL + #anchor."""
-    page = extract_page(html)
-    if not page.text.strip():
-        return None
-    return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
-                    kind="toc" if is_toc_url(url) else _page_kind(page), content_hash=content_hash, line_start=None,
-                    locators=page_locators(page))
-
-
-def _page_kind(page: PageText) -> str:
-    """`toc` for a table-of-contents or index page (indexed for `read`, never ranked as a passage), else
-    `markdown` when the text is markdown, else `html`."""
-    return "toc" if page.toc else "markdown" if page.markdown else "html"
-
-
-def site_documents(pages) -> list[Document]:
-    """A crawl's pages as Documents (`page_document`), the site-wide title part dropped from their titles."""
-    docs = [d for d in (page_document(p.url, p.html, p.content_hash) for p in pages) if d is not None]
-    _strip_site_titles(docs)
-    return docs
-
-
-def _strip_site_titles(docs: list[Document]) -> None:
-    from ragsieve.tools.ingest.site_titles import strip_site_affixes
-
-    for doc, title in zip(docs, strip_site_affixes([d.title for d in docs])):
-        doc.title = title

@@ -26,6 +26,8 @@ from typing import Sequence
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest import loaders
+from ragsieve.tools.ingest.beir import load_beir
+from ragsieve.tools.ingest.pages import strip_site_titles
 from ragsieve.tools.ingest.walk import LoadStats, collect_files
 from ragsieve.tools.types import Chunk, Document
 
@@ -45,7 +47,7 @@ def load_one(item: dict) -> list[dict]:
     else:
         try:
             if kind == "beir":
-                docs = loaders._load_beir(path, stats, set(item["other_ids"]))
+                docs = load_beir(path, stats, set(item["other_ids"]))
             elif kind in ("pdf", "docx"):
                 docs = [loaders._load_binary_format(path, kind, stats, item["doc_id"], item["url"] or None)]
             else:
@@ -115,6 +117,6 @@ def load_and_chunk(ray, paths, chunker, *, selection=None, base=None, base_url=N
         documents.append(doc)
         if chunks_json:
             prechunked[doc.doc_id] = [Chunk.model_validate(c) for c in json.loads(str(chunks_json))]
-    loaders._strip_site_titles([d for d in documents if d.doc_id.lower().endswith(HTML)])
+    strip_site_titles([d for d in documents if d.doc_id.lower().endswith(HTML)])
     stats.documents = len(documents)
     return loaders.LoadResult(documents=documents, stats=stats), prechunked

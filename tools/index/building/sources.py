@@ -10,8 +10,9 @@ from typing import Any, Callable, Sequence
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.building.report import build_scopes
-from ragsieve.tools.ingest.crawler import Crawler
-from ragsieve.tools.ingest.loaders import LoadResult, site_documents
+from ragsieve.tools.ingest.crawl.crawler import Crawler
+from ragsieve.tools.ingest.loaders import LoadResult
+from ragsieve.tools.ingest.pages import site_documents
 from ragsieve.tools.ingest.walk import LoadStats
 from ragsieve.tools.types import Document
 

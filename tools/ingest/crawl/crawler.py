@@ -14,7 +14,7 @@
   the one recorded at its last fetch is reused without a request; other pages'
   ETag / Last-Modified are sent back (a 304 reuses the stored copy), and the
   page's content hash decides whether it changed. Requests run on `workers`
-  threads, started no faster than the rate allows (`ragsieve.tools.ingest.fetcher`);
+  threads, started no faster than the rate allows (`ragsieve.tools.ingest.crawl.fetcher`);
   with no `rate` given, a loopback site is not paced, any other site gets 2/s. Index pages named as such
   (`genindex`, `py-modindex`, `search`, `contents`: `web_text.is_toc_url`) wait until every other known
   page is fetched, so a page budget is spent on text first. Pages that are gone (404/410, or no longer reached) are not
@@ -24,90 +24,27 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import re
 import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-from urllib.parse import parse_qsl, urldefrag, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from urllib.robotparser import RobotFileParser
 
 import httpx
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.ingest.fetcher import Fetched, Fetcher, RateLimiter, is_loopback
-from ragsieve.tools.ingest.web_text import is_toc_url
+from ragsieve.tools.ingest.crawl.fetcher import Fetched, Fetcher, RateLimiter, is_loopback
+from ragsieve.tools.ingest.crawl.frontier import Frontier
+from ragsieve.tools.ingest.crawl.report import CrawledPage, CrawlReport
+from ragsieve.tools.ingest.crawl.state import CrawlState
+from ragsieve.tools.ingest.crawl.urls import canonical_url, normalise, page_links, sitemap_entries
 
 USER_AGENT = "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"
-TRACKING = re.compile(r"^(utm_\w+|gclid|fbclid|mc_cid|mc_eid|_hsenc|_hsmi|ref_src)$", re.I)
-_HREF = re.compile(r"""<a\s[^>]*?href\s*=\s*["']([^"'#][^"']*|#[^"']*)["']""", re.I)
-_CANONICAL = re.compile(r"""<link\s[^>]*rel\s*=\s*["']canonical["'][^>]*>""", re.I)
-_HREF_ATTR = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
-_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>(?:(?:(?!</url>|<loc>).){0,400}?<lastmod>\s*([^<\s]+)\s*</lastmod>)?",
-                  re.I | re.S)
 MAX_SITEMAPS = 20
 DEFAULT_RATE = 2.0  # requests per second on a site that is not on loopback, when no rate is given
-
-
-def normalise(url: str) -> str:
-    """The URL a page is known by: no fragment, no tracking parameters, sorted query, no default port."""
-    url, _ = urldefrag(url.strip())
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    port = parts.port
-    if port and not ((parts.scheme == "http" and port == 80) or (parts.scheme == "https" and port == 443)):
-        host = f"{host}:{port}"
-    query = urlencode(sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not TRACKING.match(k)))
-    return urlunsplit((parts.scheme.lower(), host, parts.path or "/", query, ""))
-
-
-class _Frontier:
-    """The URLs to fetch, breadth-first; index pages (`is_toc_url`) after all others."""
-
-    def __init__(self, urls: list[str]) -> None:
-        self.first: deque[str] = deque(u for u in urls if not is_toc_url(u))
-        self.last: deque[str] = deque(u for u in urls if is_toc_url(u))
-
-    def __len__(self) -> int:
-        return len(self.first) + len(self.last)
-
-    def append(self, url: str) -> None:
-        (self.last if is_toc_url(url) else self.first).append(url)
-
-    def popleft(self) -> str:
-        return self.first.popleft() if self.first else self.last.popleft()
-
-    def urls(self) -> list[str]:
-        return [*self.first, *self.last]
-
-
-@dataclass
-class CrawledPage:
-    url: str
-    html: str
-    content_hash: str
-    changed: bool  # new or different since the last crawl
-
-
-@dataclass
-class CrawlReport:
-    pages: list[CrawledPage] = field(default_factory=list)
-    fetched: int = 0
-    not_modified: int = 0
-    reused_by_lastmod: int = 0  # not requested: the sitemap's lastmod says unchanged
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (url, why)
-    seconds: float = 0.0
-
-    def summary(self) -> str:
-        changed = sum(1 for p in self.pages if p.changed)
-        return (f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified, "
-                f"{self.reused_by_lastmod} unchanged by sitemap lastmod; {self.fetched} downloaded) "
-                f"in {self.seconds:.1f}s; skipped {len(self.skipped)}")
 
 
 class Crawler:
@@ -141,7 +78,8 @@ class Crawler:
                                              limits=httpx.Limits(max_connections=workers))
         self.sleep, self.progress = sleep, progress
         self.state_dir = Path(state_dir)
-        self.state_path = self.state_dir / "crawl-state.json"
+        self._state = CrawlState(self.state_dir)
+        self.state_path = self._state.path
         self.lastmod: dict[str, str] = {}  # url -> the sitemap's <lastmod>
         self._limiter = RateLimiter(self.delay, self.sleep)  # one limiter: robots.txt and sitemaps count too
         self._fetcher = self._make_fetcher(None)
@@ -156,12 +94,12 @@ class Crawler:
     # ------------------------------------------------------------------ public
     def run(self) -> CrawlReport:
         started = time.monotonic()
-        state = self._load_state()
+        state = self._state.load()
         robots = self._robots()
         self.delay = max(self.delay, float(robots.crawl_delay(self.user_agent) or 0))
         self._fetcher = self._make_fetcher(robots)
         resumed = state.get("frontier") and state.get("start") == self.start
-        frontier = _Frontier(state["frontier"] if resumed else self._seeds(robots))
+        frontier = Frontier(state["frontier"] if resumed else self._seeds(robots))
         if resumed:
             self.lastmod = state.get("lastmod", {})
         seen = set(state["seen"]) if resumed else set(frontier.urls())
@@ -185,17 +123,17 @@ class Crawler:
                     self._record(url, outcome, done, seen, frontier)
                     if self.progress:
                         self.progress(len(done), len(done) + len(frontier), url)
-                self._save_state({"start": self.start, "frontier": frontier.urls(), "seen": sorted(seen),
+                self._state.save({"start": self.start, "frontier": frontier.urls(), "seen": sorted(seen),
                                   "done": done, "pages": pages_meta, "lastmod": self.lastmod})
         for url, meta in done.items():
             if meta.get("gone") or meta.get("alias_of"):
                 continue
-            html = self._cached(meta["content_hash"])
+            html = self._state.cached(meta["content_hash"])
             if html is not None:
                 report.pages.append(CrawledPage(url, html, meta["content_hash"], meta.get("changed", True)))
         new_meta = {u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of", "lastmod") if k in m}
                     for u, m in done.items() if not m.get("gone")}
-        self._save_state({"start": self.start, "frontier": [], "seen": [], "done": {}, "pages": new_meta})
+        self._state.save({"start": self.start, "frontier": [], "seen": [], "done": {}, "pages": new_meta})
         report.seconds = time.monotonic() - started
         return report
 
@@ -213,7 +151,7 @@ class Crawler:
             previous = pages_meta.get(previous["alias_of"])
         return previous
 
-    def _record(self, url: str, outcome: dict | None, done: dict, seen: set, frontier: "_Frontier") -> None:
+    def _record(self, url: str, outcome: dict | None, done: dict, seen: set, frontier: Frontier) -> None:
         final = outcome.pop("final", url) if outcome else url
         if final != url:  # redirected: the page is known by where it landed
             done[url] = {"alias_of": final}
@@ -246,7 +184,7 @@ class Crawler:
             read += 1
             if response is None or response.status_code != 200:
                 continue
-            for loc, lastmod in _LOC.findall(response.text):
+            for loc, lastmod in sitemap_entries(response.text):
                 loc = normalise(loc)
                 if loc.endswith(".xml"):
                     if loc not in queued:
@@ -272,10 +210,10 @@ class Crawler:
     def _visit(self, url: str, previous: dict | None, report: CrawlReport) -> dict | None:
         lastmod = self.lastmod.get(url)
         if previous and lastmod and previous.get("lastmod") == lastmod and not previous.get("alias_of"):
-            html = self._cached(previous["content_hash"])
+            html = self._state.cached(previous["content_hash"])
             if html is not None:  # the sitemap says unchanged since the last fetch: no request
                 self._count(report, "reused_by_lastmod")
-                return {**previous, "changed": False, "links": self._links(url, html), "final": url}
+                return {**previous, "changed": False, "links": page_links(url, html), "final": url}
         headers = {}
         if previous and previous.get("etag"):
             headers["If-None-Match"] = previous["etag"]
@@ -288,10 +226,10 @@ class Crawler:
         if response.refused:
             report.skipped.append((url, response.refused))
             return None
-        if response.status_code == 304 and previous and (html := self._cached(previous["content_hash"])) is not None:
+        if response.status_code == 304 and previous and (html := self._state.cached(previous["content_hash"])) is not None:
             self._count(report, "not_modified")
             final = normalise(str(response.url))
-            return {**previous, "changed": False, "links": self._links(final, html), "final": final,
+            return {**previous, "changed": False, "links": page_links(final, html), "final": final,
                     **({"lastmod": lastmod} if lastmod else {})}
         if response.status_code in (404, 410):
             report.skipped.append((url, f"HTTP {response.status_code} (gone: removed from the index)"))
@@ -309,59 +247,16 @@ class Crawler:
             return None
         self._count(report, "fetched")
         html = response.text
-        canonical = self._canonical(url, html)
+        canonical = canonical_url(url, html)
         if canonical and canonical != url and self._in_scope(canonical):
             if canonical != final:
                 return {"alias_of": canonical, "links": [canonical]}
         digest = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
-        self._store(digest, html)
+        self._state.store(digest, html)
         meta = {"content_hash": digest, "changed": not previous or previous.get("content_hash") != digest,
                 "etag": response.headers.get("etag"), "last_modified": response.headers.get("last-modified"),
                 "lastmod": lastmod}
-        return {k: v for k, v in meta.items() if v is not None} | {"links": self._links(final, html), "final": final}
-
-    def _links(self, base: str, html: str) -> list[str]:
-        out = []
-        for href in _HREF.findall(html):
-            if href.startswith(("#", "mailto:", "javascript:", "tel:")):
-                continue
-            link = normalise(urljoin(base, href))
-            if link.startswith(("http://", "https://")) and link not in out:
-                out.append(link)
-        return out
-
-    def _canonical(self, base: str, html: str) -> str | None:
-        tag = _CANONICAL.search(html)
-        href = _HREF_ATTR.search(tag.group(0)) if tag else None
-        return normalise(urljoin(base, href.group(1))) if href else None
+        return {k: v for k, v in meta.items() if v is not None} | {"links": page_links(final, html), "final": final}
 
     def _get(self, url: str, headers: dict) -> Fetched | None:
         return self._fetcher.get(url, headers)
-
-    # ------------------------------------------------------------------ state
-    def _load_state(self) -> dict:
-        try:
-            return json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-
-    def _save_state(self, state: dict) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state), encoding="utf-8")
-        os.replace(tmp, self.state_path)
-
-    def _store(self, digest: str, html: str) -> None:
-        folder = self.state_dir / "pages"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{digest}.html"
-        if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(html, encoding="utf-8", errors="surrogatepass")
-            os.replace(tmp, path)
-
-    def _cached(self, digest: str) -> str | None:
-        try:
-            return (self.state_dir / "pages" / f"{digest}.html").read_text(encoding="utf-8")
-        except OSError:
-            return None
