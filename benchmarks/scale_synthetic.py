@@ -122,6 +122,7 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
         bm25, dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
         store, vectors_ = MilvusStore(client, "synthetic", n), None
         hybrid_search = MilvusIndex.hybrid_search  # Milvus' own RRF over its BM25 and dense searches
+        symbols = None  # no symbol table: synthetic texts name no API
 
         def __len__(self):
             return n
