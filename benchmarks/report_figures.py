@@ -246,19 +246,24 @@ def figures(folder: Path) -> list[tuple[str, Figure, str]]:
         else:
             data, why = _load(folder, name)
             if data is None:
-                out.append((area, Figure(f"`{name}`", why, "", (name,)), f"`{name}`"))
+                out.append((area, Figure(f"`{name}`", why, "", (name,)), _source(folder, name)))
                 continue
             try:
                 found = reader(data)
             except (KeyError, TypeError, ValueError, StopIteration, ZeroDivisionError) as exc:
                 found = [Figure(f"`{name}`", f"unreadable ({type(exc).__name__}: {exc})", "", (name,))]
         for fig in found:
-            cells = []
-            for file in fig.files:
-                data = _read(folder, file)
-                cells.append(f"`{file}` at {_commit(data)}" if data is not None else f"`{file}` (missing)")
-            out.append((area, fig, "; ".join(cells)))
+            out.append((area, fig, "; ".join(_source(folder, file) for file in fig.files)))
     return out
+
+
+def _source(folder: Path, name: str) -> str:
+    """`file` at the commit it ran at (also for a result of an earlier plan, which its row says to re-run)."""
+    try:
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"`{name}` (missing)"
+    return f"`{name}` at {_commit(data)}" if isinstance(data, dict) else f"`{name}` (unreadable)"
 
 
 def figures_table(folder: Path) -> list[str]:

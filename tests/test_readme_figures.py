@@ -43,6 +43,8 @@ def test_every_row_names_its_files_and_commit_and_the_proxies_say_so():
     for _area, fig, source in rows:
         assert fig.ours not in ("not run",) and not fig.ours.startswith("unreadable"), (fig, source)
         assert all(f"`{f}` at " in source for f in fig.files), source
+        if fig.ours.startswith("ran an earlier"):  # a result of an earlier plan shows no figure, only that it is stale
+            assert fig.ours.endswith("re-run it") and not fig.beside, fig
     measures = " ".join(fig.measure for _, fig, _ in rows)
     assert [area for area, _, _ in rows] == sorted((a for a, _, _ in rows), key=["quality", "speed", "size"].index)
     assert "oracle" in measures and "a sample" in measures and "fake LLM" in measures and "stand-in" in measures
