@@ -55,9 +55,10 @@ def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
     questions = [{"type": "broader", "question": q, "truth": "good truth"} for q in ("q1", "q2")]
     row = gmm_table.table(_Index(), questions, _Keep, Reader(), nrd=20, progress=lambda m: None)["rows"][0]
     # eq. 15: mean of (1 - 0.6) / 0.6 and (1 - 0.8) / 0.8; the ratio of sums would be (2 - 1.4) / 1.4
-    assert row["Emb%"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
-    assert row["Emb%_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
-    assert row["n_ratio"] == 2
+    # (against all 20 chunks; the same holds for the headline against the same-size top-k)
+    assert row["Emb%_vs_all"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
+    assert row["Emb%_vs_all_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
+    assert row["n_ratio_vs_all"] == 2
 
 
 def _part(kind: str, standardize: bool = False) -> dict:
