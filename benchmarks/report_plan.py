@@ -1,7 +1,9 @@
 """Which pipeline results ran an earlier `full` plan than the one the current code runs.
 
 A result file records the commit it ran at. `PLAN_SINCE` is the last commit that changed what the plans
-compute (e09c432: with no trusted judge the conformal set joins the fast context instead of replacing it);
+compute (b9f2bfd, issue 46: every rule keeps the conformal set, GMM never removes its members, RSE keeps the
+fast context the conformal step joined; before it e09c432: with no trusted judge the conformal set joins the
+fast context instead of replacing it);
 a `pipeline-*.json` whose commit git knows and that does not contain `PLAN_SINCE` measured a plan that no
 longer exists, so the report does not show its figures as current. Whoever changes what a plan computes
 moves `PLAN_SINCE` to that commit in the same change's follow-up, and the pipeline results are re-run.
@@ -16,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLAN_SINCE = "e09c432"
+PLAN_SINCE = "b9f2bfd"
 PREDATES = "predates the current `full` plan"
 
 
