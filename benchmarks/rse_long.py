@@ -10,6 +10,9 @@ Corpora, built at run time (nothing is copied into the repository):
 - `pydocs`: Debian's Python documentation pages (`/usr/share/doc/python3.11/html/library/*.html`, python3.11-doc;
   `--pages` of them); questions: "What does NAME do?" for a documented function or class, gold = the first words
   of its description (the span must occur in one chunk of the built index, else the entry is not asked).
+- `pydocs-whole`: the same pages; "Describe NAME in full." for a function whose description has at least 60
+  words, answered only when the context holds both its first and its last 6 words, which the index holds in
+  different chunks (a multi-chunk answer: dsRAG's case for segments).
 
 Each corpus is split (seeded) into evaluated questions and calibration questions; the calibration's positive is
 the best-ranked chunk *of the gold document that contains a gold string* (chunk level, not the whole article).
@@ -80,6 +83,8 @@ class SpanOracle(OracleChat):
 
     def _supported(self, prompt: str) -> str | None:
         low = norm(prompt)
+        if self.q.get("parts"):  # a whole-description answer: every part must be in the prompt
+            return self.q["parts"][0] if all(norm(p) in low for p in self.q["parts"]) else None
         return next((a for a in self.q.get("answers") or [] if a and norm(a) in low), None)
 
 
@@ -130,6 +135,25 @@ def pydocs_corpus(pages: int, seed: int) -> tuple[list[Path], list[dict]]:
     return files, questions
 
 
+_FUNCTION = re.compile(r'<dl class="py function">\s*<dt class="sig sig-object py" id="([A-Za-z_][\w.]*)">.*?</dt>'
+                       r'\s*<dd>(.*?)</dd>\s*</dl>', re.S)
+
+
+def pydocs_whole(pages: int, seed: int) -> tuple[list[Path], list[dict]]:
+    """Questions whose answer is a function's whole description (at least 60 words): the reader needs its
+    first and its last 6 words (`parts`), which the index must hold in different chunks."""
+    files, _ = pydocs_corpus(pages, seed)
+    questions = []
+    for path in files:
+        for name, body in _FUNCTION.findall(path.read_text(encoding="utf-8", errors="replace")):
+            words = html.unescape(re.sub(r"<[^>]+>", " ", body)).split()
+            if len(words) >= 60:
+                parts = [" ".join(words[:6]), " ".join(words[-6:])]
+                questions.append({"id": f"{path.stem}:{name}", "question": f"Describe {name} in full.",
+                                  "answers": parts, "parts": parts, "doc": path.name})
+    return files, questions
+
+
 def span_rows(index, answers: list[str], doc: str) -> set[int]:
     """Rows of `doc` whose text holds a gold string (whitespace and case ignored)."""
     wanted = [norm(a) for a in answers if a]
@@ -163,7 +187,7 @@ def run_corpus(name: str, args, embedder, out: dict) -> None:
     if name == "squad-articles":
         _, questions = squad_corpus(docs)
     else:
-        files, questions = pydocs_corpus(args.pages, args.seed)
+        files, questions = (pydocs_corpus if name == "pydocs" else pydocs_whole)(args.pages, args.seed)
         for f in files:  # a copy in the run's temporary folder
             shutil.copyfile(f, docs / f.name)
     folder = work / "index"
@@ -174,6 +198,10 @@ def run_corpus(name: str, args, embedder, out: dict) -> None:
         for q in questions:
             doc = doc_id_of(index, q["doc"])
             rows = span_rows(index, q["answers"], doc) if doc else set()
+            if q.get("parts") and doc:  # whole descriptions: both ends in the index, in different chunks
+                ends = [span_rows(index, [p], doc) for p in q["parts"]]
+                if not all(ends) or ends[0] & ends[1]:
+                    continue
             if rows:
                 usable.append(q | {"gold_doc": doc, "rows": sorted(rows)})
         random.Random(args.seed).shuffle(usable)
@@ -207,7 +235,8 @@ def ask(orch, chat, q: dict) -> dict:
     seg = next((e.summary for e in answer.trace if e.step == "segments"), {})
     passing = set(answer.conformal.passing) if answer.conformal else set()
     members = {h.chunk_id for h in answer.context} | {c for s in answer.segments for c in s.chunk_ids}
-    return {"span_in_context": float(any(norm(a) in text for a in q["answers"])),
+    return {"span_in_context": float(all(norm(p) in text for p in q["parts"]) if q.get("parts")
+                                     else any(norm(a) in text for a in q["answers"])),
             "answered": float(answer.answer.strip() != ABSTAIN and not answer.answer.startswith(ABSTAIN[:20])),
             "tokens": sum(count_tokens(h.chunk.text) for h in answer.context), "passages": len(answer.context),
             "rse_applied": float(seg.get("status") == "applied"),
@@ -237,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     result = header() | {"paper": PAPER, "alpha": args.alpha, "corpora": {}}
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())
     for name in [c.strip() for c in args.corpora.split(",") if c.strip()]:
-        if name not in ("squad-articles", "pydocs"):
-            ap.error(f"unknown corpus {name!r}: squad-articles or pydocs")
-        if name == "pydocs" and not PYDOCS.is_dir():
+        if name not in ("squad-articles", "pydocs", "pydocs-whole"):
+            ap.error(f"unknown corpus {name!r}: squad-articles, pydocs or pydocs-whole")
+        if name.startswith("pydocs") and not PYDOCS.is_dir():
             ap.error(f"{PYDOCS} is missing: apt-get install python3.11-doc")
         run_corpus(name, args, embedder, result["corpora"])
     return write(result, REPO / "benchmarks" / "results" / f"rse-long{'-' + args.label if args.label else ''}.json")
