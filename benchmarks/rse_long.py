@@ -10,8 +10,8 @@ Corpora, built at run time (nothing is copied into the repository):
 - `pydocs`: Debian's Python documentation pages (`/usr/share/doc/python3.11/html/library/*.html`, python3.11-doc;
   `--pages` of them); questions: "What does NAME do?" for a documented function or class, gold = the first words
   of its description (the span must occur in one chunk of the built index, else the entry is not asked).
-- `pydocs-whole`: the same pages; "Describe NAME in full." for a function whose description has at least 60
-  words, answered only when the context holds both its first and its last 6 words, which the index holds in
+- `pydocs-whole`: the `--pages` pages with the most long function descriptions; "Describe NAME in full." for
+  a function whose description has at least 40 words, answered only when the context holds both its first and its last 6 words, which the index holds in
   different chunks (a multi-chunk answer: dsRAG's case for segments).
 
 Each corpus is split (seeded) into evaluated questions and calibration questions; the calibration's positive is
@@ -140,17 +140,25 @@ _FUNCTION = re.compile(r'<dl class="py function">\s*<dt class="sig sig-object py
 
 
 def pydocs_whole(pages: int, seed: int) -> tuple[list[Path], list[dict]]:
-    """Questions whose answer is a function's whole description (at least 60 words): the reader needs its
-    first and its last 6 words (`parts`), which the index must hold in different chunks."""
-    files, _ = pydocs_corpus(pages, seed)
-    questions = []
-    for path in files:
+    """Questions whose answer is a function's whole description (at least 40 words): the reader needs its
+    first and its last 6 words (`parts`), which the index must hold in different chunks. The `pages` pages
+    with the most such descriptions are indexed (most descriptions fit in one chunk)."""
+    def long_entries(path: Path) -> list[tuple[str, list[str]]]:
+        found = []
         for name, body in _FUNCTION.findall(path.read_text(encoding="utf-8", errors="replace")):
             words = html.unescape(re.sub(r"<[^>]+>", " ", body)).split()
-            if len(words) >= 60:
-                parts = [" ".join(words[:6]), " ".join(words[-6:])]
-                questions.append({"id": f"{path.stem}:{name}", "question": f"Describe {name} in full.",
-                                  "answers": parts, "parts": parts, "doc": path.name})
+            if len(words) >= 40:
+                found.append((name, words))
+        return found
+
+    ranked = sorted(((long_entries(p), p) for p in sorted(PYDOCS.glob("*.html"))), key=lambda e: -len(e[0]))
+    files, questions = [], []
+    for entries, path in ranked[:pages]:
+        files.append(path)
+        for name, words in entries:
+            parts = [" ".join(words[:6]), " ".join(words[-6:])]
+            questions.append({"id": f"{path.stem}:{name}", "question": f"Describe {name} in full.",
+                              "answers": parts, "parts": parts, "doc": path.name})
     return files, questions
 
 
