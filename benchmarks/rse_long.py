@@ -214,6 +214,9 @@ def run_corpus(name: str, args, embedder, out: dict) -> None:
                 usable.append(q | {"gold_doc": doc, "rows": sorted(rows)})
         random.Random(args.seed).shuffle(usable)
         evaluated, calibration = usable[: args.n], usable[args.n: args.n + args.calibration]
+        if len(evaluated) < args.n or len(calibration) < 2:  # n is a promise: refuse rather than report fewer
+            raise SystemExit(f"{name}: {len(usable)} usable questions, fewer than --n {args.n} + 2 calibration "
+                             f"questions: index more --pages")
         cal = calibrate(index, calibration, args.alpha, folder)
     report = {"documents": len(per_doc), "chunks": sum(per_doc), "chunks_per_document": {
         "min": per_doc[0], "median": per_doc[len(per_doc) // 2], "max": per_doc[-1]},
