@@ -76,6 +76,12 @@ class Answer(BaseModel):
         """The calibrated coverage of the context (1 - alpha) when the conformal step applied a threshold."""
         return self.conformal.coverage if self.conformal is not None else None
 
+    @property
+    def coverage_guaranteed(self) -> bool | None:
+        """False when the context holds less than the conformal set (a binding `corpus_max`, the budget, or
+        RSE without `keep_evidence`: `conformal.reduced` says which), so `coverage` is not guaranteed."""
+        return self.conformal.guaranteed if self.conformal is not None else None
+
     def public(self) -> dict[str, Any]:
         """The `--json` shape: answer, citations, trace, usage (plus plan and context ids)."""
         return {

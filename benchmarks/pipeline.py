@@ -46,7 +46,18 @@ from pipeline_data import (  # noqa: E402
     load_questions,
     measure_judge_on_folds,
 )
-from pipeline_rows import alternate, error_row, merged, resumed, row_commits, row_for, rule_counts, stage_agreement, summarise  # noqa: E402
+from pipeline_rows import (  # noqa: E402
+    alternate,
+    error_row,
+    merged,
+    per_fold,
+    resumed,
+    row_commits,
+    row_for,
+    rule_counts,
+    stage_agreement,
+    summarise,
+)
 
 from ragsieve.agent.calibration import load_calibration  # noqa: E402
 from ragsieve.agent.config import Config, PlanSpec  # noqa: E402
@@ -169,7 +180,8 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 rows = [ask_row(q, plan, orchs, llm, chat, args, name, judge) for q in questions]
                 out_rows.extend(rows)
                 summary = summarise(rows)
-                report["sets"][name]["rows"][f"{judge}|{plan}"] = summary | {"rule": rule_counts(rows)}
+                report["sets"][name]["rows"][f"{judge}|{plan}"] = summary | {"rule": rule_counts(rows),
+                                                                             "folds": per_fold(rows)}
                 print(f"  {judge:14} {plan:16} {json.dumps(summary)}", flush=True)
         finally:
             close()
@@ -226,7 +238,8 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
     for plan in plans:
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
-            "rule": rule_counts(rows[plan]), "budget_stopped": stopped, "questions_available": len(questions)}
+            "rule": rule_counts(rows[plan]), "folds": per_fold(rows[plan]), "budget_stopped": stopped,
+            "questions_available": len(questions)}
     if stage_agreement(rows):  # the prefix plans ran beside `full`: do its in-run stages match them?
         report["sets"][name]["stage_agreement"] = stage_agreement(rows)
     if reused:  # rows a resumed run took from the checkpoint, by the commit that wrote them

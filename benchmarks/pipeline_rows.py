@@ -5,6 +5,7 @@ an interleaved run."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from ragsieve.tools.ingest.chunking import count_tokens
@@ -22,7 +23,39 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
             "llm_calls": answer.usage.calls, "seconds": round(seconds, 3),
             "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
             "resolved": answer.resolved, "abstention": answer.abstention, "rule": answer_rule(answer),
-            **stage_recalls(answer, q["gold"], dataset)}
+            "fold": q.get("fold"), **conformal_fields(answer), **stage_recalls(answer, q["gold"], dataset)}
+
+
+def conformal_fields(answer) -> dict:
+    """Whether every conformal-set member reached the answer's context (itself or inside a segment), and
+    whether the answer states its coverage as guaranteed (issue 46: stages keep what they promise)."""
+    conformal = getattr(answer, "conformal", None)
+    if conformal is None:
+        return {}
+    final = {h.chunk_id for h in answer.context} | {c for s in answer.segments for c in s.chunk_ids}
+    return {"members_kept": float(set(conformal.passing) <= final), "coverage_guaranteed": conformal.guaranteed,
+            "coverage_reduced": [r.value for r in conformal.reduced]}
+
+
+def per_fold(rows: list[dict], alpha: float = 0.1) -> dict[str, dict]:
+    """Coverage measured per calibration fold on answerable questions (each fold is calibrated on the other's
+    questions): `per_gold` (mean share of gold documents in the final context, HotpotQA's calibrated event),
+    `any_gold`, the rules applied, the share whose conformal members all reached the answer, and the target
+    1 - alpha - 2 s.e. at that fold's n."""
+    out: dict[str, dict] = {}
+    for fold in sorted({r.get("fold") for r in rows if r.get("fold") is not None}):
+        ans = [r for r in rows if r.get("fold") == fold and not r["impossible"] and r["gold_recall"] is not None]
+        if not ans:
+            continue
+        n = len(ans)
+        out[str(fold)] = {"n": n, "per_gold": mean(r["gold_recall"] for r in ans),
+                          "any_gold": mean(float(r["gold_recall"] > 0) for r in ans),
+                          "target": round(1 - alpha - 2 * math.sqrt(alpha * (1 - alpha) / n), 4),
+                          "rules": rule_counts(ans),
+                          "members_kept": mean(r["members_kept"] for r in ans if "members_kept" in r),
+                          "coverage_guaranteed": mean(float(r["coverage_guaranteed"]) for r in ans
+                                                      if "coverage_guaranteed" in r)}
+    return out
 
 
 # The first pass of a plan's filter steps, read from the trace: (step, the stage it completes as an ablation plan

@@ -27,6 +27,7 @@ from report_headline import PUBLISHED, headline_section  # noqa: E402
 from report_local_publish import local_publish_section  # noqa: E402
 from report_plan import predates_plan, predating_note  # noqa: E402
 from report_product import product_section  # noqa: E402
+from report_promises import promises_section  # noqa: E402
 from report_sections import gmm_section, pipeline_section, scale_section, service_section  # noqa: E402
 from report_sources import sources_section  # noqa: E402
 
@@ -312,6 +313,7 @@ def render(folder: Path) -> str:
     lines += scifact_section(folder)
     lines += agentic_section(folder)
     lines += combine_section(folder)
+    lines += promises_section(folder, load, command)
     lines += conformal_section(folder)
     lines += generic_section("Filter benchmark: conformal, outliers, segments (filters*.json)", folder, "filters*.json")
     lines += eval_section(folder)

@@ -1,9 +1,11 @@
 """Which pipeline results ran an earlier `full` plan than the one the current code runs.
 
 A result file records the commit it ran at. `PLAN_SINCE` is the last commit that changed what the plans
-compute (6274b07, issue 46: a judge that passes its checks and finds nothing relevant is trusted and the answer
-abstains on calibrated terms; the fallback adds only chunks a trusted judge accepts; it also follows 504130f, the
-default encoder embedding each text alike whatever its batch, so earlier indexes and figures are stale too);
+compute (the merge of issue 46's two halves: every rule keeps the conformal set, GMM never removes its
+members, RSE keeps the fast context the conformal step joined (b9f2bfd); a judge that passes its checks and
+finds nothing relevant is trusted and the answer abstains on calibrated terms, the fallback adds only chunks a
+trusted judge accepts (6274b07); both follow 504130f, the default encoder embedding each text alike whatever its
+batch, so earlier indexes and figures are stale too);
 a `pipeline-*.json` whose commit git knows and that does not contain `PLAN_SINCE` measured a plan that no
 longer exists, so the report does not show its figures as current. Whoever changes what a plan computes
 moves `PLAN_SINCE` to that commit in the same change's follow-up, and the pipeline results are re-run.
@@ -18,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLAN_SINCE = "6274b07"
+PLAN_SINCE = "MERGE46"
 PREDATES = "predates the current `full` plan"
 
 

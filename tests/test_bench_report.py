@@ -55,9 +55,10 @@ def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
     questions = [{"type": "broader", "question": q, "truth": "good truth"} for q in ("q1", "q2")]
     row = gmm_table.table(_Index(), questions, _Keep, Reader(), nrd=20, progress=lambda m: None)["rows"][0]
     # eq. 15: mean of (1 - 0.6) / 0.6 and (1 - 0.8) / 0.8; the ratio of sums would be (2 - 1.4) / 1.4
-    assert row["Emb%"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
-    assert row["Emb%_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
-    assert row["n_ratio"] == 2
+    # (against all 20 chunks; the same holds for the headline against the same-size top-k)
+    assert row["Emb%_vs_all"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
+    assert row["Emb%_vs_all_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
+    assert row["n_ratio_vs_all"] == 2
 
 
 def _part(kind: str, standardize: bool = False) -> dict:
@@ -293,3 +294,21 @@ def test_sources_target_rows_show_the_measured_figures_not_only_whether_they_hol
     table = "\n".join(targets_section(tmp_path, report.load))
     assert "| 0.698 (376 of 539) | **no** |" in table
     assert "| code 0.925 of 80 | yes |" in table and "| rank 2 | yes |" in table
+
+
+def test_per_fold_coverage_and_its_target_by_hand():
+    """`per_fold` (issue 46): per-gold coverage per calibration fold on answerable questions only, with the
+    target 1 - alpha - 2 s.e. at that fold's n; unanswerable rows and rows without gold are left out."""
+    from pipeline_rows import per_fold
+
+    def row(fold, recall, impossible=False, rule="auto: relevant", kept=1.0):
+        return {"fold": fold, "gold_recall": recall, "impossible": impossible, "rule": rule, "members_kept": kept,
+                "coverage_guaranteed": True}
+
+    rows = ([row(0, 1.0)] * 3 + [row(0, 0.5), row(0, None, impossible=True)]
+            + [row(1, 0.0, rule="auto: union", kept=0.0), row(1, 1.0, rule="auto: union")])
+    out = per_fold(rows, alpha=0.1)
+    assert out["0"]["n"] == 4 and out["0"]["per_gold"] == pytest.approx(3.5 / 4) and out["0"]["any_gold"] == 1.0
+    assert out["0"]["target"] == round(0.9 - 2 * (0.09 / 4) ** 0.5, 4) == 0.6
+    assert out["1"]["per_gold"] == 0.5 and out["1"]["any_gold"] == 0.5 and out["1"]["members_kept"] == 0.5
+    assert out["0"]["rules"] == {"auto: relevant": 4} and out["1"]["rules"] == {"auto: union": 2}

@@ -1,15 +1,15 @@
-"""The filter steps (conformal, outliers, segments) on hand-built states, and the `full` plan end to end."""
+"""The `full` plan end to end, and the helpers the filter steps' tests share (hand-built states on a tiny
+index): the conformal step's tests are in test_full_plan_conformal.py, GMM's and RSE's in
+test_full_plan_filters.py."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 
-import numpy as np
 import pytest
 from loop_fakes import fenced_text
-from test_calibration import FACTS, TinyIndex, bow, scripted_llm
+from test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  (FACTS, TinyIndex: shared)
 
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
@@ -19,8 +19,6 @@ from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import END, Deps
 from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.plans import BUILTIN_PLANS, STEPS
-from ragsieve.tools.filters.conformal import ScoreKind, hybrid_signal, nonconformity
-from ragsieve.tools.filters.gmm import GMMOutlierFilter
 from ragsieve.tools.types import Hit
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
@@ -57,198 +55,6 @@ def calibrate(index, alpha=0.3):
     cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=alpha, depth=6, seed=0).run(questions=6)
     save_calibration(cal, index.root)
     return cal
-
-
-def test_every_filter_can_be_switched_off(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    state, deps = make(index, "beta bridge toll", conformal={"enabled": False}, outliers={"enabled": False},
-                       segments={"enabled": False})
-    before = [h.chunk_id for h in state.context]
-    for name in ("conformal", "outliers", "segments"):
-        summary = run_step(name, state, deps)
-        assert summary["status"] == "disabled" and summary["kept"] == before and summary["removed"] == []
-    assert [h.chunk_id for h in state.context] == before
-
-
-def test_conformal_without_calibration_passes_through(tmp_path):
-    state, deps = make(TinyIndex(tmp_path, FACTS), "beta bridge toll")
-    before = [h.chunk_id for h in state.context]
-    summary = run_step("conformal", state, deps)
-    assert summary["status"] == "uncalibrated" and "ragsieve calibrate" in summary["note"]
-    assert [h.chunk_id for h in state.context] == before and state.conformal is None
-
-
-@pytest.mark.parametrize("kind", [k.value for k in ScoreKind])
-def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
-    index = TinyIndex(tmp_path, FACTS)
-    cal = calibrate(index)
-    state, deps = make(index, "beta bridge toll coins", context_rows=range(6), conformal={"score_kind": kind})
-    summary = run_step("conformal", state, deps)
-    qhat = cal.threshold(ScoreKind(kind))
-    signal = index.vectors.astype(float) @ bow(state.question)
-    if ScoreKind(kind).hybrid:  # RRF of the dense and BM25 rankings over the whole index
-        signal = hybrid_signal(signal, index.bm25.scores(state.question), cal.hybrid_k)
-    order = list(np.argsort(-signal, kind="stable"))
-    expected = [h.chunk_id for h in sorted(hits_for(index, state.question), key=lambda h: -signal[h.row])
-                if nonconformity(ScoreKind(kind), signal[h.row], signal.max(), order.index(h.row) + 1) <= qhat]
-    assert summary["status"] == "applied" and summary["kind"] == kind
-    # CONFLARE: every pool chunk passing the cutoff, of whatever size, best signal first; nothing else
-    assert summary["kept"] == expected == summary["passing"]
-    assert set(summary["kept"]) | set(summary["removed"]) == {h.chunk_id for h in hits_for(index, state.question)}
-    assert [h.chunk_id for h in state.context] == summary["kept"]
-    assert state.evidence == ("strong" if expected else "none")
-    assert state.conformal.coverage == pytest.approx(1 - cal.alpha)
-
-
-def test_conformal_alpha_override_recomputes_the_threshold(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    cal = calibrate(index)
-    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "rank", "alpha": 0.6})
-    summary = run_step("conformal", state, deps)
-    assert summary["alpha"] == 0.6 and state.conformal.coverage == pytest.approx(0.4)
-    expected = cal.threshold(ScoreKind.RANK, 0.6)
-    assert (summary["qhat"] is None and math.isinf(expected)) or summary["qhat"] == pytest.approx(expected)
-
-
-def test_conformal_keeps_every_passing_pool_chunk_up_to_the_token_budget(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    saved = json.loads((tmp_path / "calibration.json").read_text())
-    saved["qhat"]["raw"] = 2.0  # every cosine >= -1 passes
-    (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"})
-    summary = run_step("conformal", state, deps)
-    everything = [h.chunk_id for h in hits_for(index, state.question)]
-    assert summary["kept"] == everything and summary["over_budget"] == []  # not the 2-chunk context: the pool
-    assert "budget_note" not in summary and not state.notes
-    state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"},
-                       loop={"context_tokens": 40})
-    summary = run_step("conformal", state, deps)
-    assert summary["kept"] == everything[:len(summary["kept"])] and len(summary["kept"]) < len(everything)
-    assert summary["over_budget"] == everything[len(summary["kept"]):]
-    cut = len(everything) - len(summary["kept"])
-    assert f"{cut} passing chunks were left out" in summary["budget_note"] and summary["budget_note"] in state.notes
-
-
-def test_conformal_adds_the_trusted_relevant_set_under_union(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    saved = json.loads((tmp_path / "calibration.json").read_text())
-    saved["qhat"]["raw"] = -2.0  # nothing passes
-    (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    from ragsieve.agent.plan.state import JudgeRoundReport
-
-    for rule, expected in (("union", ["gamma.md#1"]), ("relevant", ["gamma.md#1"])):
-        state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"}, loop={"combine": rule})
-        state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
-        state.loop.trusted.update({"gamma.md#1": True, "beta.md#1": False})
-        summary = run_step("conformal", state, deps)
-        assert summary["kept"] == expected and state.evidence == "judged"
-    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"})
-    summary = run_step("conformal", state, deps)  # no judge, nothing passes: no evidence at all
-    assert summary["kept"] == [] and state.evidence == "none"
-
-
-@pytest.mark.parametrize("combine", ["union", "auto"])
-def test_with_no_trusted_judge_the_conformal_set_joins_the_fast_context_never_replaces_it(tmp_path, combine):
-    """Planted: the fast context holds a chunk the conformal cutoff rejects (the weakest pool chunk). With the
-    judge distrusted the step keeps it beside the passing set: the stage never holds less than the one before."""
-    from ragsieve.agent.plan.state import JudgeRoundReport
-
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    question = "beta bridge toll coins"
-    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
-    passing = run_step("conformal", state, deps)["passing"]
-    weakest = hits_for(index, question)[-1].chunk_id
-    assert passing and weakest not in passing
-    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
-    state.first_stage = [weakest, passing[0]]
-    state.context = [state.pool[c] for c in state.first_stage]
-    state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
-    state.loop.trusted.update({weakest: True})
-    state.loop.distrusted = "round 1: called a decoy relevant"
-    summary = run_step("conformal", state, deps)
-    assert summary["kept"] == [weakest] + passing and summary["removed"] == []
-    assert summary["combined_with"] == "conformal set + fast context (no trusted judge)"
-    assert state.evidence == "strong"
-    saved = json.loads((tmp_path / "calibration.json").read_text())
-    saved["qhat"]["rank"] = -1.0  # nothing passes: the fast context stays, marked as such, and the model is asked
-    (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    state, deps = make(index, question, conformal={"score_kind": "rank"}, loop={"combine": combine})
-    state.first_stage = [weakest]
-    state.context = [state.pool[weakest]]
-    summary = run_step("conformal", state, deps)
-    assert summary["kept"] == [weakest] and state.evidence == "fast"
-
-
-def test_conformal_warns_when_corpus_changed(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    index.manifest["corpus_fingerprint"] = "fp-other"
-    state, deps = make(index, "beta bridge toll")
-    summary = run_step("conformal", state, deps)
-    assert "corpus changed" in summary["warnings"][0]
-
-
-def many_docs():
-    topics = {"reactor": "reactor salt turbine heat norvik engineers",
-              "bridge": "bridge toll coins carts walkers river",
-              "garden": "garden tulips frost copper barrels rain"}
-    docs = {}
-    for t, words in topics.items():
-        w = words.split()
-        docs[f"{t}.md"] = [f"{t} " + " ".join(w[(i + j) % len(w)] for j in range(4)) + f" note {i}" for i in range(6)]
-    return docs
-
-
-def test_outliers_removes_the_flagged_context_chunks(tmp_path):
-    index = TinyIndex(tmp_path, many_docs())
-    state, deps = make(index, "bridge toll coins river", context_rows=range(18), outliers={"enabled": True, "min_outlier_freq": 1,
-                                                                                                "protect_top": 0})
-    before = [h.chunk_id for h in state.context]
-    summary = run_step("outliers", state, deps)
-    # reference: the same filter on the same fit set (context, best first) flags these
-    ranked = hits_for(index, state.question)
-    ref = GMMOutlierFilter(min_outlier_freq=1).run(index.vectors[[h.row for h in ranked]].astype(float),
-                                                   bow(state.question))
-    flagged = [h.chunk_id for h, out in zip(ranked, ref.outliers) if out]
-    assert summary["fit_size"] == 18 and summary["runs_completed"] == 6
-    assert set(summary["removed"]) == set(flagged) and summary["removed"]
-    assert summary["kept"] == [i for i in before if i not in flagged] == [h.chunk_id for h in state.context]
-
-
-def test_outliers_skip_notes_on_a_tiny_pool(tmp_path):
-    state, deps = make(TinyIndex(tmp_path, FACTS), "beta bridge toll", outliers={"enabled": True})
-    summary = run_step("outliers", state, deps)
-    assert summary["runs_completed"] == 0 and summary["removed"] == []
-    assert all(r["skipped"] and "needed" in r["note"] for r in summary["runs"])
-
-
-def test_segments_bridge_a_sandwiched_chunk_and_rebuild_text(tmp_path):
-    docs = {"guide.md": ["rotate the api key in settings", "unrelated weather words here",
-                         "old api key stops working after rotate", "cooking pasta recipe"],
-            "other.md": ["nothing about keys at all"]}
-    index = TinyIndex(tmp_path, docs)
-    state, deps = make(index, "rotate api key old", context_rows=[0, 2],
-                       segments={"relevance": "cosine", "cosine_low": 0.0, "cosine_high": 0.5})
-    summary = run_step("segments", state, deps)
-    assert summary["status"] == "applied" and summary["relevance"] == "cosine"
-    seg = summary["segments"][0]
-    assert seg["chunk_ids"] == ["guide.md#0", "guide.md#1", "guide.md#2"]  # the middle chunk is sandwiched
-    assert summary["added"] == ["guide.md#1"] and summary["removed"] == []
-    assert len(state.context) == 1
-    merged = state.context[0]
-    assert merged.chunk.text == "\n".join(docs["guide.md"][:3]) and merged.chunk.chunk_id == "guide.md#0"
-
-
-def test_segments_without_a_worthy_segment_leave_the_context(tmp_path):
-    index = TinyIndex(tmp_path, FACTS)
-    state, deps = make(index, "beta bridge toll", segments={"relevance": "cosine", "minimum_value": 5.0})
-    before = [h.chunk_id for h in state.context]
-    summary = run_step("segments", state, deps)
-    assert summary["status"] == "no_segment" and [h.chunk_id for h in state.context] == before
 
 
 # -- the `full` plan end to end -------------------------------------------------------------
@@ -312,8 +118,39 @@ def test_full_plan_with_fake_llm(calibrated_index):
     assert seg["status"] in ("applied", "no_segment")
     final = seg["context"] if seg["status"] == "applied" else seg["kept"]
     assert [h.chunk_id for h in answer.context] == final and final
-    assert answer.coverage == pytest.approx(0.8)
+    assert_conformal_set_kept(answer, seg)
     assert answer.answer.strip()
+
+
+def assert_conformal_set_kept(answer, seg):
+    """Every member of the conformal set reaches the answer's context (as itself or inside a segment), and the
+    answer states its coverage as the calibration's 1 - alpha, read from the calibration file."""
+    members = set(seg["kept"]) | set(seg.get("added", [])) | {c for d in seg.get("segments", []) for c in d["chunk_ids"]}
+    assert set(answer.conformal.passing) <= members
+    assert answer.coverage_guaranteed is True and not answer.conformal.reduced
+
+
+def test_full_plan_runs_gmm_when_enabled_and_keeps_the_conformal_set(calibrated_index):
+    """GMM enabled in `full` (one Gaussian, so it always flags its tail): it fits and flags, removes exactly
+    the flagged context chunks no promise protects, and every conformal member still reaches the answer."""
+    from ragsieve.agent.orchestrator import Orchestrator
+
+    config = Config()
+    config.outliers = config.outliers.model_copy(update={
+        "enabled": True, "method": "weighted_sum", "n_components": [1], "pca_dims": [1], "min_outlier_freq": 1,
+        "protect_top": 0})
+    with Orchestrator.open(calibrated_index, config, chat=FakeChat(default=fake_model)) as orch:
+        answer = orch.ask(QUESTION, plan="full")
+    s = check_trace(answer)
+    conf, out, seg = s["conformal"], s["outliers"], s["segments"]
+    assert out["status"] == "applied" and out["runs_completed"] == 1
+    flagged = {i for i, c in out["flag_counts"].items() if c >= 1}
+    assert flagged  # the tail of one Gaussian is never empty
+    protected = set(conf["passing"]) | set(out["kept_by_judge"])
+    assert out["removed"] == [i for i in conf["kept"] if i in flagged and i not in protected]
+    assert set(out["kept_by_conformal"]) == (flagged & set(conf["passing"])) - set(out["kept_by_judge"])
+    assert set(out["kept"]) == set(conf["kept"]) - set(out["removed"])
+    assert_conformal_set_kept(answer, seg)
 
 
 def test_full_plan_with_filters_off(examples_index):
@@ -341,46 +178,9 @@ def test_full_plan_with_local_llm(calibrated_index, local_llm):
     with Orchestrator.open(calibrated_index, config, llm=local_llm) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)
-    assert s["conformal"]["status"] == "applied" and answer.coverage == pytest.approx(0.8)
+    assert s["conformal"]["status"] == "applied"
+    assert_conformal_set_kept(answer, s["segments"])
     assert answer.answer.strip() and answer.context
     assert all(c.chunk_id in {h.chunk_id for h in answer.context} for c in answer.citations)
 
 
-def test_outliers_never_remove_the_protected_best_chunks(tmp_path):
-    index = TinyIndex(tmp_path, many_docs())
-    state, deps = make(index, "bridge toll coins river", context_rows=range(18),
-                       outliers={"enabled": True, "min_outlier_freq": 1, "protect_top": 4})
-    best_four = [h.chunk_id for h in hits_for(index, state.question)][:4]
-    summary = run_step("outliers", state, deps)
-    assert summary["runs_completed"] == 6
-    assert not set(summary["removed"]) & set(best_four)
-    assert set(best_four) <= {h.chunk_id for h in state.context}
-
-
-def test_conformal_corpus_candidates_admit_passing_chunks_beyond_the_pool(tmp_path):
-    """`candidates = "corpus"` is CONFLARE's threshold retrieval: a chunk that passes the cutoff is kept even
-    when the first stage did not put it in the pool; `pool` keeps only pool chunks."""
-    index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
-    saved = json.loads((tmp_path / "calibration.json").read_text())
-    saved["qhat"]["raw"] = 2.0  # every chunk passes
-    (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    everything = [h.chunk_id for h in hits_for(index, "beta bridge toll")]
-    for mode, expected in (("pool", set(everything[:2])), ("corpus", set(everything))):
-        state, deps = make(index, "beta bridge toll", context_rows=[], conformal={"score_kind": "raw", "candidates": mode},
-                           loop={"combine": "relevant"})
-        for cid in everything[2:]:  # the first stage found only the best two
-            del state.pool[cid]
-        summary = run_step("conformal", state, deps)
-        assert set(summary["kept"]) == expected
-        assert set(state.pool) >= expected  # corpus chunks join the pool the later stages work from
-
-
-def test_conformal_refuses_a_hybrid_kind_on_a_calibration_without_hybrid_scores(tmp_path):
-    from ragsieve.agent.errors import UsageError
-
-    index = TinyIndex(tmp_path, FACTS, bm25=False)
-    calibrate(index)  # a calibration as older versions wrote it: dense kinds only
-    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "hybrid-ratio"})
-    with pytest.raises(UsageError, match="calibrate again"):
-        STEPS["conformal"]().run(state, deps)

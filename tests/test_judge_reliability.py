@@ -101,8 +101,9 @@ def test_conformal_step_applies_the_rule_the_measurement_chose(tmp_path, recall,
     state.loop.trusted.update({"gamma.md#1": True, "beta.md#1": False})
     summary = run_step("conformal", state, deps)
     assert state.loop.rule == expected and summary["rule"].startswith(f"auto: {expected}")
-    if expected == "relevant":
-        assert summary["kept"] == ["gamma.md#1"]
+    if expected == "relevant":  # the relevant set first, and the conformal set kept (issue 46: its coverage holds)
+        assert summary["passing"] and summary["combined_with"] == "relevant set + conformal set"
+        assert summary["kept"] == ["gamma.md#1"] + [c for c in summary["passing"] if c != "gamma.md#1"]
     else:
         assert set(summary["kept"]) == {h.chunk_id for h in hits_for(index, state.question)}
 

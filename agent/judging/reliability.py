@@ -1,8 +1,10 @@
 """How far to trust the judge, measured: the decision between judged and statistical evidence.
 
 `loop.combine = "auto"` (the default) chooses, per index and per judge model, between the
-judge's relevant set alone (`relevant`, Minnaar 2023) and the relevant set plus the conformal
-set (`union`), from two numbers measured at calibration time:
+judge's relevant set in place of the fast context (`relevant`, Minnaar 2023) and the relevant set plus
+the conformal set and, where measured stronger, the fast context (`union`), from two numbers measured
+at calibration time. Both keep the conformal set (issue 46: the choice rests on judge recall measured on
+30-60 questions, a point estimate, so the coverage 1 - alpha is not left to it):
 
 - `judge_recall`: the share of calibration questions whose answer-bearing chunk, when it is in
   the candidate pool, the judge calls relevant (one judge pass over the pool, no decoys);

@@ -10,6 +10,7 @@ they fall back to the candidates alone, from the hits' own scores.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +20,15 @@ from ragsieve.tools.filters.conformal import HYBRID_RRF_K, ScoreKind, hybrid_sig
 from ragsieve.tools.index.backend import CorpusScores, vectors_of
 from ragsieve.tools.index.query.dense import corpus_similarities
 from ragsieve.tools.types import Hit
+
+
+@dataclass(frozen=True)
+class CorpusCandidates:
+    """Threshold retrieval's candidates over the index: `hits` (the best `corpus_max` not already held) and
+    `beyond`, the best chunk past the cap (None when the index has no more, or none is admitted)."""
+
+    hits: list[Hit]
+    beyond: Hit | None
 
 
 def query_vector(state: RunState, deps: Deps) -> np.ndarray:
@@ -90,22 +100,33 @@ def corpus_view(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind = 
 
 
 def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], kind: ScoreKind = ScoreKind.RAW,
-                      hybrid_k: int | None = None) -> list[Hit]:
+                      hybrid_k: int | None = None) -> CorpusCandidates:
     """The `limit` chunks of the whole index best by the kind's signal (the metadata filter applies),
-    those not among `have`; the cutoff then decides which pass. Empty without a whole-index view."""
+    those not among `have`; the cutoff then decides which pass. `beyond` is the best admitted chunk past
+    the limit (not among `have`): when it passes the cutoff too, the cap bound. Empty without a
+    whole-index view."""
     everything = corpus_signal(state, deps, kind, hybrid_k) if deps.index is not None else None
     if deps.index is None or everything is None:
-        return []
+        return CorpusCandidates([], None)
     store = deps.index.store
     order = np.argsort(-everything, kind="stable")
-    top = order[: max(limit * 2, limit + len(have))]
+    top = order[: max(limit * 2, limit + len(have)) + 1]
     if deps.retriever is not None and deps.retriever.where is not None:
         top = order  # a filter (metadata, or the caller's access): the best admitted rows, however deep
-    rows = [int(r) for r in deps.admitted(top.tolist())][:limit]
+    admitted = [int(r) for r in deps.admitted(top.tolist())]
+    rows = admitted[:limit]
     out = []
     for row, cosine in zip(rows, row_similarities(state, deps, rows)):
         chunk = store.get(row)
         if chunk.chunk_id not in have:
             out.append(Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=float(cosine),
                            extra={"conformal_corpus": 1.0}))
-    return out
+    beyond = None
+    for row in admitted[limit:]:  # bounded by `top`: the first chunk past the cap that the pool does not hold
+        chunk = store.get(row)
+        if chunk.chunk_id not in have:
+            cosine = float(row_similarities(state, deps, [row])[0])
+            beyond = Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=cosine,
+                         extra={"conformal_corpus": 1.0})
+            break
+    return CorpusCandidates(out, beyond)

@@ -23,6 +23,16 @@ class Evidence(TextMode):
     STRONG = "strong"
 
 
+class CoverageLoss(TextMode):
+    """Why an answer's context holds less than the conformal set, so its coverage is below 1 - alpha:
+    `corpus_cap` (more chunks passed the cutoff than `conformal.corpus_max` admits), `budget` (the context
+    budget cut passing chunks), `segments` (RSE with `segments.keep_evidence = false` dropped passing chunks)."""
+
+    CORPUS_CAP = "corpus_cap"
+    BUDGET = "budget"
+    SEGMENTS = "segments"
+
+
 class Abstention(TextMode):
     """How an abstention was decided: `no_evidence` (nothing to answer from), `passages` (the calibrated
     verdict: the closest passages instead), `model` (the model declined), `mixed` (it answered and declined),
@@ -134,6 +144,16 @@ class ConformalRecord(BaseModel):
     calibration_n: int
     coverage: float  # 1 - alpha: the probability the answer-bearing chunk is kept
     passing: list[str] = Field(default_factory=list)  # the conformal set: pool chunks under the cutoff
+    # fast-context chunks the step joined to the context (no trusted judge, or a rule that adds the fast
+    # context): later stages that reshape the context (RSE) keep them, as they keep the conformal set
+    promised: list[str] = Field(default_factory=list)
+    reduced: list[CoverageLoss] = Field(default_factory=list)  # empty: the context holds the whole conformal set
+    corpus_cap: int | None = None  # `conformal.corpus_max` when it bound (a passing chunk lay beyond it)
+
+    @property
+    def guaranteed(self) -> bool:
+        """True when the context holds the whole conformal set, so `coverage` (1 - alpha) holds as stated."""
+        return not self.reduced
 
 
 class SegmentRecord(BaseModel):

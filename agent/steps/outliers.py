@@ -7,7 +7,9 @@ when flagged in at least `min_outlier_freq` = 4 of the K x PCA runs (3 x 2 by
 default): the paper's better setting, and the conservative one, since a gold chunk
 wrongly removed costs more than a distractor kept. Chunks a trusted judge called relevant, or
 the sparse fallback added, are never removed: their evidence is not the similarity
-geometry the mixture models. If every context
+geometry the mixture models; nor are the conformal set's members (removing one would break the
+coverage 1 - alpha the conformal step states). What the filter may remove is the rest: the fast
+context's chunks outside the conformal set (the paper's setting: top-k retrieval). If every context
 chunk is flagged, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
@@ -61,12 +63,14 @@ class Outliers(Step):
         flagged = {h.chunk_id for h, out in zip(chosen, result.outliers) if out}
         counts = {h.chunk_id: c for h, c in zip(chosen, result.counts)}
         kept_by_judge = judged_evidence(state)
-        removed = [i for i in before if i in flagged and i not in kept_by_judge]
+        members = set(state.conformal.passing) if state.conformal is not None else set()
+        removed = [i for i in before if i in flagged and i not in kept_by_judge | members]
         summary = {"status": "applied", "method": flt.method.value, "fit_size": len(chosen),
                    "runs_completed": result.completed_runs, "runs": [r.as_dict() for r in result.runs],
                    "min_outlier_freq": flt.min_outlier_freq, "percentile": flt.percentile,
                    "flag_counts": {i: counts[i] for i in before}, "pool_outliers": sorted(flagged - context_ids),
-                   "kept_by_judge": sorted(flagged & context_ids & kept_by_judge)}
+                   "kept_by_judge": sorted(flagged & context_ids & kept_by_judge),
+                   "kept_by_conformal": sorted((flagged & context_ids & members) - kept_by_judge)}
         if result.notes:
             summary["notes"] = result.notes
         if removed and len(removed) == len(before):

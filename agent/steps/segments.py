@@ -13,9 +13,11 @@ around are worth it (sandwiched chunks).
 The context becomes the chosen segments, most valuable document first, each segment's
 chunks in document order; with `merge` each segment is one passage whose text is
 rebuilt from the chunk store. Context chunks a trusted judge called relevant, or the
-sparse fallback added, stay even outside every segment; so do the conformal set's chunks
-with `keep_evidence` (default): RSE then shapes the context (segments, sandwiched chunks)
-without undoing the conformal coverage. With no segment worth
+sparse fallback added, stay even outside every segment; so do, with `keep_evidence` (default),
+the conformal set's chunks and the fast-context chunks the conformal step joined (no trusted judge):
+RSE then shapes the context (segments, sandwiched chunks) without undoing the conformal coverage or
+holding less than the stage before. With `keep_evidence = false` RSE may drop conformal members;
+the conformal record then says coverage is reduced (`CoverageLoss.SEGMENTS`). With no segment worth
 `minimum_value`, the context is left unchanged and the trace says so.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.agent.plan.conformal_signal import dense_similarities
 from ragsieve.agent.plan.evidence import cached_calibration, candidate_hits, judged_evidence
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState, SegmentRecord
+from ragsieve.agent.plan.state import CoverageLoss, RunState, SegmentRecord
 from ragsieve.tools.filters.segments import (
     RSEParams,
     adjust_for_chunk_length,
@@ -126,6 +128,15 @@ class Segments(Step):
         protected = _protected(state, set(members), cfg.keep_evidence)
         context.extend(protected)
         members.extend(h.chunk_id for h in protected)
+        lost = [i for i in before if i not in members and state.conformal is not None and i in state.conformal.passing]
+        if lost and state.conformal is not None:  # keep_evidence = false: RSE dropped conformal members
+            if CoverageLoss.SEGMENTS not in state.conformal.reduced:
+                state.conformal.reduced.append(CoverageLoss.SEGMENTS)
+            note = (f"segments.keep_evidence = false: RSE left {len(lost)} chunks of the conformal set out, so "
+                    f"coverage {state.conformal.coverage:.2f} is not guaranteed for this answer")
+            summary["coverage_note"] = note
+            if note not in state.notes:
+                state.notes.append(note)
         state.context = context
         state.segments = [SegmentRecord(**d) for d in described]
         summary.update(segments=sorted(described, key=lambda d: -d["value"]), kept=[i for i in before if i in members],
@@ -160,8 +171,9 @@ def _merged(rows: list[int], chunks: list[Chunk], value: float, sims: list[float
 def _protected(state: RunState, members: set[str], keep_evidence: bool) -> list[Hit]:
     """Context chunks outside every segment that stay: a trusted judge called them relevant or the
     sparse fallback added them (evidence RSE's similarity values do not see) and, with
-    `keep_evidence`, they passed the conformal cutoff (RSE must not undo its coverage)."""
+    `keep_evidence`, they passed the conformal cutoff (RSE must not undo its coverage) or the
+    conformal step joined them from the fast context (no trusted judge: it promised to keep them)."""
     keep = judged_evidence(state)
     if keep_evidence and state.conformal is not None:
-        keep |= set(state.conformal.passing)
+        keep |= set(state.conformal.passing) | set(state.conformal.promised)
     return [h for h in state.context if h.chunk_id not in members and h.chunk_id in keep]
