@@ -14,7 +14,8 @@ Steps, each bounded in time, every server on 127.0.0.1 (issue 48's done-when, th
 4. as fin, bob and the admin: the question through Open WebUI's chat API (`/api/chat/completions`); as fin and
    bob also through headless Chromium (frontends.py's driver, signed in with the user's token), then the chat
    Open WebUI stored; fin's answer must cite the needle; nothing bob (or the admin, who is in no group)
-   receives, is shown or Open WebUI stores may name it;
+   receives, is shown or Open WebUI stores may name it; carol, in a group named "Finance Team" (no valid
+   principal), is refused without a trace of the needle;
 5. straight to ragsieve: forwarded identity headers from 127.0.0.2 (not a trusted proxy), or from 127.0.0.1
    with a key without `assert_identity`, get 403; Open WebUI's key without headers reads public documents only.
 The result goes to `benchmarks/results/access-openwebui.json`.
@@ -77,6 +78,7 @@ principals = []
 trusted_proxies = ["127.0.0.1/32"]
 """
 USERS = {"fin": "fin@example.com", "bob": "bob@example.com"}
+SPACED = "carol@example.com"  # in an Open WebUI group named "Finance Team": no principal, so refused
 PASSWORD = "Bench-only-Passw0rd!"
 
 
@@ -112,13 +114,15 @@ def accounts(url: str, rport: int) -> dict[str, str]:
     admin = owui_api(url, "/api/v1/auths/signup", None, {"name": "Admin", "email": "admin@example.com",
                                                          "password": PASSWORD})
     tokens, ids = {"admin": admin["token"]}, {}
-    for name, email in USERS.items():
+    for name, email in {**USERS, "carol": SPACED}.items():
         owui_api(url, "/api/v1/auths/add", admin["token"], {"name": name.title(), "email": email,
                                                             "password": PASSWORD, "role": "user"})
         signed = owui_api(url, "/api/v1/auths/signin", None, {"email": email, "password": PASSWORD})
         tokens[name], ids[name] = signed["token"], signed["id"]
     group = owui_api(url, "/api/v1/groups/create", admin["token"], {"name": "finance", "description": "bench"})
     owui_api(url, f"/api/v1/groups/id/{group['id']}/users/add", admin["token"], {"user_ids": [ids["fin"]]})
+    spaced = owui_api(url, "/api/v1/groups/create", admin["token"], {"name": "Finance Team", "description": "b"})
+    owui_api(url, f"/api/v1/groups/id/{spaced['id']}/users/add", admin["token"], {"user_ids": [ids["carol"]]})
     owui_api(url, "/openai/config/update", admin["token"], {
         "ENABLE_OPENAI_API": True, "OPENAI_API_BASE_URLS": [f"http://127.0.0.1:{rport}/v1"],
         "OPENAI_API_KEYS": ["sk-openwebui"],
@@ -207,6 +211,11 @@ def run(args: argparse.Namespace, work: Path, procs: list[subprocess.Popen], res
                                             json.dumps(seen["stored_sources"]))
             user["browser_leaks"] = sorted(set(leaks(raw) + leaks(seen["shown"])))
         result["users"][name] = user
+    r = httpx.post(url + "/api/chat/completions", headers={"Authorization": f"Bearer {tokens['carol']}"},
+                   json={"model": "idx", "stream": False, "messages": [{"role": "user", "content": QUESTION}]},
+                   timeout=args.answer_timeout, trust_env=False)
+    result["users"]["carol"] = {"email": SPACED, "open_webui_group": "Finance Team", "api_status": r.status_code,
+                                "api_body": r.text[:600], "api_leaks": leaks(r.text)}
     lines = access_lines(work / "serve.log")
     result["ragsieve_access_log"] = lines[-30:]
 
@@ -235,13 +244,14 @@ def main(argv: list[str] | None = None) -> int:
             for log in ("serve.log", "openwebui.log"):
                 if (work / log).exists():
                     result[log.replace(".", "_") + "_tail"] = (work / log).read_text(errors="replace").splitlines()[-15:]
-    fin, bob, admin = (result["users"].get(n, {}) for n in ("fin", "bob", "admin"))
+    fin, bob, admin, carol = (result["users"].get(n, {}) for n in ("fin", "bob", "admin", "carol"))
     direct = result.get("direct", {})
     result["checks"] = {
         "fin_api_cites_needle": bool(fin.get("api_cites_needle")),
         "bob_api_no_needle": "api_leaks" in bob and not bob["api_leaks"],
         "bob_api_answered_from_public": "docs/takeovers.md" in bob.get("api_answer", ""),
         "admin_api_no_needle": "api_leaks" in admin and not admin["api_leaks"],
+        "carol_group_with_space_refused_no_needle": carol.get("api_status", 200) >= 400 and not carol["api_leaks"],
         "direct_untrusted_address_403": direct.get("untrusted_address", {}).get("status") == 403,
         "direct_key_without_assert_identity_403": direct.get("key_without_assert_identity", {}).get("status") == 403,
         "direct_openwebui_key_alone_public_only": direct.get("openwebui_key_no_headers", {}).get("status") == 200
