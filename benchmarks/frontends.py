@@ -109,6 +109,7 @@ import json, sys, time
 from playwright.sync_api import sync_playwright
 url, model, questions, timeout_s, flags = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
 shot, steps_file, chat_file = sys.argv[6], sys.argv[7], sys.argv[8]
+token = sys.argv[9] if len(sys.argv) > 9 else ""  # an Open WebUI user's token when auth is on
 out = {"steps": []}
 def step(name, **kw):
     out["steps"].append({"step": name, "t": round(time.monotonic() - t0, 2), **kw}); print(json.dumps(out["steps"][-1]), flush=True)
@@ -143,9 +144,11 @@ with sync_playwright() as p:
     browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     page.set_default_timeout(60000)
+    if token:
+        page.add_init_script("localStorage.setItem('token', " + json.dumps(token) + ")")
     page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
     step("page_loaded", title=page.title())
-    page.wait_for_selector("#chat-input", timeout=300000)  # single-user mode signs in by itself (slow when busy)
+    page.wait_for_selector("#chat-input", timeout=300000)  # single-user mode (or the token) signs in (slow when busy)
     time.sleep(3)
     for label in ("Okay, Let's Go!", "Got it"):  # the release-notes modal of a fresh install
         btn = page.get_by_role("button", name=label)

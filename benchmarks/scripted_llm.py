@@ -13,12 +13,14 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 UNCITED_TOPIC = "Moby-Dick"
 UNCITED_ANSWER = "Herman Melville wrote Moby-Dick; it was published in 1851."
 _SOURCE = re.compile(r" SOURCE \[(\d+)\] from ")
 _LATEST = re.compile(r"(\S+) LATEST\n(.*?)\n\1 END", re.S)
+_PASSAGE = re.compile(r"(\S+) SOURCE \[(\d+)\] from [^\n]*\n(.*?)\n\1 END", re.S)
 
 
 def reply_to(prompt: str) -> str:
@@ -36,10 +38,20 @@ def reply_to(prompt: str) -> str:
             f"and is then revoked [{first}][{last}].")
 
 
+def quoting_reply(prompt: str) -> str:
+    """Like `reply_to`, but an answer quotes each listed passage's last line and cites it, so whatever text
+    reached the prompt reaches the reader (for leak checks: `benchmarks/access_openwebui.py`)."""
+    passages = _PASSAGE.findall(prompt)
+    if "stand-alone question" in prompt or not passages:
+        return reply_to(prompt)
+    return " ".join(f"{text.strip().splitlines()[-1][:160]} [{n}]" for _, n, text in passages if text.strip())
+
+
 class ScriptedLLM:
     """`with ScriptedLLM() as llm:` serves at `llm.base_url` (ends in /v1) until the block ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, reply: Callable[[str], str] = reply_to) -> None:
+        self.reply = reply
         self.requests = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -81,7 +93,7 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 llm.requests += 1
-                text = reply_to(str((body.get("messages") or [{}])[-1].get("content", "")))
+                text = llm.reply(str((body.get("messages") or [{}])[-1].get("content", "")))
                 usage = {"prompt_tokens": 100, "completion_tokens": len(text.split()),
                          "total_tokens": 100 + len(text.split())}
                 base = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": "scripted"}

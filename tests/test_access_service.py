@@ -16,7 +16,13 @@ from service_fakes import served
 from test_full_plan import fake_model
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.service.auth.identity import IdentitySettings, JwtSettings, KeyIdentity, proxy_principals
+from ragsieve.service.auth.identity import (
+    IdentityRefused,
+    IdentitySettings,
+    JwtSettings,
+    KeyIdentity,
+    proxy_principals,
+)
 from ragsieve.service.auth.keys import KeyRing
 
 NEEDLE = "corpus/finance/needle-budget.md"
@@ -137,6 +143,20 @@ def test_open_webui_headers_map_to_principals():
     assert proxy_principals({"x-forwarded-user": "bob", "x-forwarded-groups": "a, b"}) == (
         "group:a", "group:b", "user:bob")
     assert proxy_principals({}) is None
+
+
+def test_open_webui_groups_forwarded_by_its_connection_header():
+    # Open WebUI 0.12.4 fills a connection's custom header "{{USER_GROUPS}}" with the user's group names joined
+    # by "," (backend/open_webui/utils/headers.py, parse_custom_headers), "" for a user in no group
+    sent = {"x-openwebui-user-email": "fin@example.com", "x-openwebui-user-id": "u-1",
+            "x-openwebui-user-role": "user", "x-forwarded-groups": "finance,Ops"}
+    assert proxy_principals(sent) == ("group:finance", "group:openwebui-user", "group:ops", "user:fin@example.com",
+                                      "user:u-1")
+    assert proxy_principals({**sent, "x-forwarded-groups": ""}) == ("group:openwebui-user",
+                                                                    "user:fin@example.com", "user:u-1")
+    with pytest.raises(IdentityRefused) as refused:  # a group name that is no principal: refused, not dropped
+        proxy_principals({**sent, "x-forwarded-groups": "Finance Team"})
+    assert refused.value.status == 403 and "Finance Team" in str(refused.value)
 
 
 def test_mcp_search_ask_read_as_the_caller(needle):
