@@ -14,8 +14,8 @@ Steps, each bounded in time, every server on 127.0.0.1 (issue 48's done-when, th
 4. as fin, bob and the admin: the question through Open WebUI's chat API (`/api/chat/completions`); as fin and
    bob also through headless Chromium (frontends.py's driver, signed in with the user's token), then the chat
    Open WebUI stored; fin's answer must cite the needle; nothing bob (or the admin, who is in no group)
-   receives, is shown or Open WebUI stores may name it; carol, in a group named "Finance Team" (no valid
-   principal), is refused without a trace of the needle;
+   receives, is shown or Open WebUI stores may name it; carol, in a group named "Finance Team" (read as
+   `group:finance-team`, which the needle's rule does not name), gets an answer without a trace of the needle;
 5. straight to ragsieve: forwarded identity headers from 127.0.0.2 (not a trusted proxy), or from 127.0.0.1
    with a key without `assert_identity`, get 403; Open WebUI's key without headers reads public documents only.
 The result goes to `benchmarks/results/access-openwebui.json`.
@@ -78,7 +78,7 @@ principals = []
 trusted_proxies = ["127.0.0.1/32"]
 """
 USERS = {"fin": "fin@example.com", "bob": "bob@example.com"}
-SPACED = "carol@example.com"  # in an Open WebUI group named "Finance Team": no principal, so refused
+SPACED = "carol@example.com"  # in an Open WebUI group named "Finance Team": group:finance-team
 PASSWORD = "Bench-only-Passw0rd!"
 
 
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "bob_api_no_needle": "api_leaks" in bob and not bob["api_leaks"],
         "bob_api_answered_from_public": "docs/takeovers.md" in bob.get("api_answer", ""),
         "admin_api_no_needle": "api_leaks" in admin and not admin["api_leaks"],
-        "carol_group_with_space_refused_no_needle": carol.get("api_status", 200) >= 400 and not carol["api_leaks"],
+        "carol_group_with_space_answered_no_needle": carol.get("api_status") == 200 and not carol["api_leaks"],
         "direct_untrusted_address_403": direct.get("untrusted_address", {}).get("status") == 403,
         "direct_key_without_assert_identity_403": direct.get("key_without_assert_identity", {}).get("status") == 403,
         "direct_openwebui_key_alone_public_only": direct.get("openwebui_key_no_headers", {}).get("status") == 200

@@ -154,9 +154,11 @@ def test_open_webui_groups_forwarded_by_its_connection_header():
                                       "user:u-1")
     assert proxy_principals({**sent, "x-forwarded-groups": ""}) == ("group:openwebui-user",
                                                                     "user:fin@example.com", "user:u-1")
+    # a group name with spaces is named with dashes (a rules file separates its entries by spaces)
+    assert "group:finance-team" in proxy_principals({**sent, "x-forwarded-groups": "Finance Team"})
     with pytest.raises(IdentityRefused) as refused:  # a group name that is no principal: refused, not dropped
-        proxy_principals({**sent, "x-forwarded-groups": "Finance Team"})
-    assert refused.value.status == 403 and "Finance Team" in str(refused.value)
+        proxy_principals({**sent, "x-forwarded-groups": "Finance<Team>"})
+    assert refused.value.status == 403 and "Finance<Team>" in str(refused.value)
 
 
 def test_mcp_search_ask_read_as_the_caller(needle):

@@ -25,13 +25,17 @@ class AccessDefault(str, Enum):
 
 
 def principal(text: str) -> str:
-    """One principal, checked and lower-cased; UsageError names what is accepted."""
+    """One principal, checked and lower-cased; UsageError names what is accepted. Whitespace inside a group's
+    name becomes `-` (an Open WebUI or directory group `Finance Team` is `group:finance-team`), so a rules file,
+    whose entries are separated by spaces, can name it."""
     value = str(text).strip().lower()
     if value == PUBLIC:
         return value
     kind, sep, name = value.partition(":")
+    if kind == "group":
+        name = re.sub(r"\s+", "-", name.strip())
     if sep and kind in ("user", "group") and _NAME.fullmatch(name):
-        return value
+        return f"{kind}:{name}"
     raise UsageError(f"bad principal {str(text)[:80]!r}: use user:NAME, group:NAME or public")
 
 
