@@ -15,6 +15,7 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.model_names import DEFAULT_MODEL
 from ragsieve.tools.modes import FaissKind, parse_enum
 
@@ -228,11 +229,11 @@ class DenseIndex:
         scores, ids = self._index.search(q, min(k, len(self)))
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
 
-    def search_rows(self, vector: np.ndarray, rows: list[int], k: int = 10) -> list[tuple[int, float]]:
+    def search_rows(self, vector: np.ndarray, rows: list[int] | np.ndarray, k: int = 10) -> list[tuple[int, float]]:
         """Exact top `k` (row, inner product) among `rows` only (numpy), best first; ties by lower row."""
         if k < 1:
             raise UsageError(f"dense search k must be >= 1, got {k}")
-        if not rows:
+        if len(rows) == 0:
             return []
         cand = np.asarray(rows, dtype=np.int64)
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -246,3 +247,41 @@ class DenseIndex:
             cand, sims = cand[keep], sims[keep]
         order = np.lexsort((cand, -sims))[:k]
         return [(int(cand[i]), float(sims[i])) for i in order]
+
+    def search_admitted(self, vector: np.ndarray, admitted: Admitted, k: int = 10) -> list[tuple[int, float]]:
+        """Top `k` (row, inner product) among the `admitted` rows, best first, the filter applied inside the
+        search. Exact for a flat index: a broad set is one FAISS scan skipping the rows outside it (the cost of
+        an unfiltered search), a narrow one its rows' vectors ranked (`search_rows`). An HNSW index ranks at most
+        SCAN_ROWS admitted rows exactly (about the cost of a graph walk), and past that walks its graph keeping
+        only admitted rows (FAISS `IDSelectorBitmap`), the candidate list widened as the share narrows
+        (`filtered_ef`)."""
+        if k < 1:
+            raise UsageError(f"dense search k must be >= 1, got {k}")
+        if not len(admitted):
+            return []
+        faiss = _faiss()
+        params = None
+        index = self._index
+        if isinstance(index, faiss.IndexHNSW) and len(admitted) > SCAN_ROWS:
+            params = faiss.SearchParametersHNSW(sel=admitted.selector(),
+                                                efSearch=filtered_ef(self.ef_search, k, admitted.fraction))
+        elif isinstance(index, faiss.IndexFlat) and 4 * len(admitted) >= len(self):
+            params = faiss.SearchParameters(sel=admitted.selector())
+        if params is None or index is None:
+            return self.search_rows(vector, admitted.rows, k)
+        q = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
+        scores, ids = index.search(q, min(k, len(admitted)), params=params)
+        found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+        return sorted(found, key=lambda p: (-p[1], p[0]))
+
+
+SCAN_ROWS = 8192  # an HNSW index ranks at most this many admitted rows exactly (a scan about as fast as a walk)
+MAX_FILTERED_EF = 4096
+
+
+def filtered_ef(ef_search: int, k: int, fraction: float) -> int:
+    """The HNSW candidate list of a walk that keeps only a `fraction` of the rows: the index's own `ef_search`
+    (at least k) divided by the fraction, so that about as many admitted rows are gathered as an unfiltered
+    walk gathers rows; at most MAX_FILTERED_EF."""
+    base = max(ef_search, k)
+    return int(min(MAX_FILTERED_EF, max(base, np.ceil(base / max(fraction, 1e-6)))))
