@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -151,19 +152,37 @@ def local_parts(n: int, texts, work: Path):
     return folder, store, BM25Index().build(texts)
 
 
-def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_construction: int):
-    """A local index over the shared parts with a FAISS index of `kind` (HNSW built on both cores)."""
+def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_construction: int,
+                cache: Path | None = None):
+    """A local index over the shared parts with a FAISS index of `kind` (HNSW built on both cores). With `cache`,
+    an HNSW graph an earlier run built from the same seeded vectors is read from it (checked: same rows, same
+    stored vectors), and one built here is written there: the build is the slow part (minutes at 100k)."""
     import faiss
 
     from ragsieve.tools.index.dense import DenseIndex
     from ragsieve.tools.index.hybrid import HybridIndex
 
-    faiss.omp_set_num_threads(2)
-    try:
-        dense = DenseIndex(kind, hnsw_m=hnsw_m, ef_search=128, ef_construction=ef_construction).build(vectors)
-    finally:
-        faiss.omp_set_num_threads(1)  # queries: one thread, as served
-    return HybridIndex(folder, folder, {"embedding": {"model": "synthetic"}}, store, bm25, dense, [])
+    dense = DenseIndex(kind, hnsw_m=hnsw_m, ef_search=128, ef_construction=ef_construction)
+    saved = None if cache is None or kind != "hnsw" else cache / f"hnsw-{len(vectors)}-{hnsw_m}-{ef_construction}.faiss"
+    read = False
+    if saved is not None and saved.is_file():
+        graph = faiss.read_index(str(saved))
+        probe = [0, len(vectors) // 2, len(vectors) - 1]
+        if graph.ntotal == len(vectors) and np.array_equal(np.stack([graph.reconstruct(i) for i in probe]),
+                                                           vectors[probe]):
+            dense._set(graph, vectors)
+            read = True
+    if not read:
+        faiss.omp_set_num_threads(2)
+        try:
+            dense.build(vectors)
+        finally:
+            faiss.omp_set_num_threads(1)  # queries: one thread, as served
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            faiss.write_index(dense._index, str(saved))
+    index = HybridIndex(folder, folder, {"embedding": {"model": "synthetic"}}, store, bm25, dense, [])
+    return index, (str(saved) if read else None)
 
 
 def milvus_index(n: int, vectors, texts, work: Path):
@@ -195,7 +214,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
 
     index = Synthetic()
     index.root, index.client, index.pointer, index.visible = folder, client, {"collection": "synthetic"}, None
-    index._sources = None
+    index._sources, index._filter_cache, index._lock = None, {}, threading.Lock()
     index.bm25, index.dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
     index.store = MilvusStore(client, "synthetic", n)
     index.vectors = MilvusVectors(client, "synthetic", n, vectors.shape[1])
@@ -220,7 +239,11 @@ def main(argv=None) -> int:
     ap.add_argument("--milvus-sizes", default="20000")
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--milvus-queries", type=int, default=20, help="milvus-lite answers a query in ~0.2-2 s")
+    ap.add_argument("--hnsw-sizes", default="100000", help="sizes at which the HNSW kind is measured")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the other backend from the result file, with their run's header")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--hnsw-cache", type=Path, help="read/write the HNSW graphs built from the seeded vectors here")
     args = ap.parse_args(argv)
     per_size = (lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)})
     hnsw_m, ef_construction = per_size(args.hnsw_m), per_size(args.ef_construction)
@@ -240,6 +263,18 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(7)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     milvus_sizes = [int(s) for s in args.milvus_sizes.split(",") if s]
+    if args.merge and args.out.is_file():  # rows of a backend this run does not measure, kept with their header
+        import json
+
+        earlier = json.loads(args.out.read_text(encoding="utf-8"))
+        measured = {"local"} if sizes else set()
+        measured |= {"milvus"} if milvus_sizes else set()
+        kept = [r for r in earlier.get("rows", []) if r["backend"] not in measured]
+        if kept:
+            result["rows"] = kept
+            result["earlier_part"] = {k: earlier.get(k) for k in ("command", "commit", "load_average_at_start",
+                                                                 "load_average_at_end")}
+            result["earlier_part"]["backends"] = sorted({r["backend"] for r in kept})
     for n in sorted(set(sizes) | set(milvus_sizes)):
         vectors, texts = clustered(n)
         picks = rng.choice(n, args.queries, replace=False)
@@ -252,13 +287,15 @@ def main(argv=None) -> int:
                 started = time.perf_counter()
                 folder, store, bm25 = local_parts(n, texts, work)
                 print(f"local {n}: store and BM25 built in {time.perf_counter() - started:.0f}s", flush=True)
-                for kind in [k for k in args.faiss.split(",") if k]:
+                hnsw_here = n in [int(x) for x in args.hnsw_sizes.split(",") if x]
+                for kind in [k for k in args.faiss.split(",") if k and (k != "hnsw" or hnsw_here)]:
                     started = time.perf_counter()
                     m, efc = hnsw_m.get(n, 32), ef_construction.get(n, 200)
-                    index = local_index(folder, store, bm25, vectors, kind, m, efc)
+                    index, read_from = local_index(folder, store, bm25, vectors, kind, m, efc, args.hnsw_cache)
                     built = round(time.perf_counter() - started, 1)
                     print(f"local {n} {kind}: built in {built}s", flush=True)
-                    extra = {"faiss": kind, "faiss_build_s": built}
+                    extra = {"faiss": kind, "faiss_build_s": built} if read_from is None else \
+                        {"faiss": kind, "faiss_graph_read_from": read_from}
                     if kind == "hnsw":
                         extra.update(hnsw_m=m, ef_construction=efc, ef_search=128)
                     result["rows"] += run_fractions(index, n, folder, queries, qvecs, sims, "local", extra)

@@ -77,6 +77,10 @@ def test_hnsw_within_a_broad_set_walks_the_graph_and_keeps_only_admitted_rows(mo
     monkeypatch.setattr(dense_mod, "SCAN_ROWS", 10_000)  # a set this small is ranked exactly
     for q in v[:5]:
         assert [r for r, _ in index.search_admitted(q, a, 10)] == _exact(v, rows, q, 10)
+    monkeypatch.setattr(dense_mod, "SCAN_ROWS", 100)
+    narrow = np.flatnonzero(np.random.default_rng(4).random(3000) < 0.1)  # above SCAN_ROWS, below WALK_SHARE
+    for q in v[:5]:
+        assert [r for r, _ in index.search_admitted(q, Admitted(narrow, 3000), 10)] == _exact(v, narrow, q, 10)
     assert index.search_admitted(v[0], Admitted([], 3000), 10) == []
 
 

@@ -26,6 +26,8 @@ from ragsieve.tools.index.milvus_store import FIELDS, PAGE, MilvusStore, MilvusV
 from ragsieve.tools.index.readers import ReaderLease
 from ragsieve.tools.index.where import Where
 
+FILTER_CACHE_SIZE = 64
+
 
 class MilvusIndex:
     """An index folder whose live generation is served by Milvus (see the module doc)."""
@@ -55,6 +57,7 @@ class MilvusIndex:
         self._lock = threading.Lock()
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus_leases`)
         self._sources: list[str] | None = None
+        self._filter_cache: dict[str, list[int]] = {}  # resolved filters (`filter_rows`)
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
@@ -107,12 +110,19 @@ class MilvusIndex:
         return None
 
     def filter_rows(self, where: Where) -> list[int]:
-        """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
-        readable = None
-        if where.readers is not None:  # the caller's principals resolved to the sources they may read
+        """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page; cached per
+        filter and access labels version (the pointer, so the generation's rows, is fixed)."""
+        grant, readable, key = None, None, where.model_dump_json()
+        if where.readers is not None:  # the caller's principals against the index's access labels
             from ragsieve.tools.access.labels import load
 
-            grant = load(self.root).grant(where.readers)
+            labels = load(self.root)
+            grant, key = labels.grant(where.readers), f"{key} {labels.version}"
+        with self._lock:
+            cached = self._filter_cache.get(key)
+        if cached is not None:
+            return list(cached)
+        if grant is not None:  # resolved to the sources the caller may read
             readable = [s for s in self.sources() if grant(s)]
         expr = where.milvus_expr(readable)
         if not expr:
@@ -123,7 +133,12 @@ class MilvusIndex:
                                       filter=and_visible(f"row >= {start} and row < {start + PAGE} and ({expr})",
                                                   self.visible))
             rows.extend(int(r["row"]) for r in found)
-        return sorted(rows)
+        rows.sort()
+        with self._lock:
+            self._filter_cache[key] = rows
+            while len(self._filter_cache) > FILTER_CACHE_SIZE:
+                self._filter_cache.pop(next(iter(self._filter_cache)))
+        return list(rows)
 
     def sources(self) -> list[str]:
         """Every document source of the live generation (read once, page by page; the pointer is fixed)."""
