@@ -207,7 +207,8 @@ def milvus_index(n: int, vectors, texts, work: Path):
     client.load_collection("synthetic")
 
     class Synthetic:  # the backend surface the retriever and the access filter use (as benchmarks/scale.py)
-        filter_rows, sources = MilvusIndex.filter_rows, MilvusIndex.sources
+        filter_rows, sources, admitted = MilvusIndex.filter_rows, MilvusIndex.sources, MilvusIndex.admitted
+        lexical_within, dense_within = MilvusIndex.lexical_within, MilvusIndex.dense_within
 
         def __len__(self):
             return n

@@ -6,7 +6,9 @@ A metadata or access filter (`ragsieve.tools.index.where.Where`) admits a set of
 
 * `rows`: the admitted rows, sorted, as a read-only int64 array (BM25 and exact dense scores gather them);
 * `mask`: a boolean array over all rows (membership, and BM25 restricted without a gather when the set is broad);
-* `selector()`: a FAISS `IDSelectorBitmap` over the same rows, for a filtered HNSW walk (`DenseIndex.search_admitted`).
+* `selector()`: a FAISS `IDSelectorBitmap` over the same rows, for a filtered HNSW walk (`DenseIndex.search_admitted`);
+* `expr` (Milvus): the filter's own boolean expression (`source in [...]`), which Milvus evaluates faster in a
+  filtered HNSW search than the list of its rows (`row in [...]`, ten times as many terms at 10 chunks a document).
 
 The filter stays inside retrieval: a search restricted to an `Admitted` returns k admitted rows, never k rows
 of which some are then dropped.
@@ -22,12 +24,13 @@ import numpy as np
 class Admitted:
     """A sorted set of rows of an index of `n` rows (see the module doc)."""
 
-    def __init__(self, rows: Iterable[int] | np.ndarray, n: int) -> None:
+    def __init__(self, rows: Iterable[int] | np.ndarray, n: int, expr: str | None = None) -> None:
         arr = np.unique(np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64))
         if arr.size and (arr[0] < 0 or arr[-1] >= n):
             raise ValueError(f"admitted rows outside the index (0..{n - 1})")
         arr.flags.writeable = False
         self.rows, self.n = arr, int(n)
+        self.expr = expr  # on Milvus: the filter as the boolean expression that admitted these rows
         self._lock = threading.Lock()
         self._mask: np.ndarray | None = None
         self._bits: np.ndarray | None = None
