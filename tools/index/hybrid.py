@@ -278,8 +278,15 @@ class HybridIndex:
         with self._query_lock:
             cached = self._filter_cache.get(key)
         if cached is None:
-            rows = [r for r, source, kind in self.store.row_metadata()
-                    if where.matches(source, kind, "default") and (grant is None or grant(source))]
+            verdicts: dict[tuple[str, str], bool] = {}  # one check per document, not per chunk
+            rows = []
+            for r, source, kind in self.store.row_metadata():
+                ok = verdicts.get((source, kind))
+                if ok is None:
+                    ok = verdicts[(source, kind)] = where.matches(source, kind, "default") and \
+                        (grant is None or grant(source))
+                if ok:
+                    rows.append(r)
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
                 rows = [r for r in rows if r in defining]
