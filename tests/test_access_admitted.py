@@ -97,5 +97,5 @@ def test_milvus_filtered_ef_widens_as_the_admitted_share_narrows():
     assert dense_params(100, None) == {"metric_type": "IP"}  # unfiltered: the index's own ef
     assert dense_params(100, [1, 2, 3])["params"]["ef"] == FILTERED_EF  # a list of rows, as before
     assert dense_params(100, None, filtered=True, share=0.5)["params"]["ef"] == FILTERED_EF
-    assert dense_params(100, None, filtered=True, share=0.05)["params"]["ef"] == 2560
+    assert dense_params(100, None, filtered=True, share=0.05)["params"]["ef"] == 10240
     assert dense_params(100, None, filtered=True, share=0.0001)["params"]["ef"] == 16384

@@ -122,11 +122,11 @@ def dense_params(k: int, rows: list[int] | None, filtered: bool = False, share: 
     walk that may only keep admitted rows otherwise ends before it has found k of them (measured with
     milvus-lite at 5 % of rows admitted: recall@100 0.3 at the default, benchmarks/access.py), and more so as
     the admitted `share` narrows: EF_PER_SHARE / share (at 100k rows, 5 % admitted: hybrid recall@10 0.955
-    with ef 1024)."""
+    with ef 1024, 0.985 with 2,560)."""
     if rows is None and not filtered:
         return {"metric_type": "IP"}
     ef = max(FILTERED_EF, 4 * k, int(np.ceil(EF_PER_SHARE / max(share, 1e-6))))
     return {"metric_type": "IP", "params": {"ef": min(16384, ef)}}
 
 
-EF_PER_SHARE = 128  # a filtered search's ef grows as 1/share past FILTERED_EF (2,560 at 5 % admitted)
+EF_PER_SHARE = 512  # a filtered search's ef grows as 1/share past FILTERED_EF (10,240 at 5 % admitted)
