@@ -70,10 +70,13 @@ def _access(d: dict[str, Any]) -> list[list[str]]:
         recall = r.get("recall@10_vs_exact_filtered", r.get("recall@10"))
         goal = 1.0 if r["backend"] == "local" else 0.99
         holds = r["p50_ratio"] <= 2.0 and (recall is None or recall >= goal)
-        out.append([f"filtered hybrid search, {r['backend']}, {r['chunks']:,} chunks, "
+        engine = f"{r['backend']} ({r['faiss']})" if r.get("faiss") else r["backend"]
+        p95 = f", p95 {r['p95_ratio']:.2f}×" if r.get("p95_ratio") is not None else ""
+        run = f" (its own run: `{r['command']}` at {str(r.get('commit', ''))[:7]})" if r.get("command") else ""
+        out.append([f"filtered hybrid search, {engine}, {r['chunks']:,} chunks, "
                     f"{r['readable_fraction']:.1%} readable",
-                    f"p50 {r['unfiltered_p50_ms']:.1f} → {r['filtered_p50_ms']:.1f} ms ({r['p50_ratio']:.1f}×), "
-                    f"recall@10 {recall}", f"p50 ≤ 2×, recall ≥ {goal}", "yes" if holds else "**no**"])
+                    f"p50 {r['unfiltered_p50_ms']:.1f} → {r['filtered_p50_ms']:.1f} ms ({r['p50_ratio']:.2f}×{p95}), "
+                    f"recall@10 {recall}{run}", f"p50 ≤ 2×, recall ≥ {goal}", "yes" if holds else "**no**"])
     return out
 
 

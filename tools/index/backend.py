@@ -19,6 +19,7 @@ from ragsieve.tools.modes import Backend
 from ragsieve.tools.types import Chunk
 
 if TYPE_CHECKING:  # named in signatures only: the contract stays free of the query room's imports
+    from ragsieve.tools.index.admitted import Admitted
     from ragsieve.tools.index.query.symbols import SymbolTable
     from ragsieve.tools.index.query.where import Where
 
@@ -73,8 +74,8 @@ class IndexBackend(Protocol):
     then score the hits they have), `sparse_rows` (COS-Mix S), `embed_query` / `embed` (the index's own
     embedding model), `manifest` and `root` (the index folder), `filter_rows` (a metadata filter's rows),
     and `symbols` (the code symbol table; None where the backend keeps none). Capabilities only some
-    backends have are the runtime-checkable protocols `ServerFusion`, `RoundTrips`, `CorpusScores` (of
-    `bm25`) and `RowLookup` (of `store`)."""
+    backends have are the runtime-checkable protocols `ServerFusion`, `RoundTrips`, `AdmittedSearch`,
+    `CorpusScores` (of `bm25`) and `RowLookup` (of `store`)."""
 
     # read-only members (properties), so that a backend may hold a narrower type (e.g. `bm25: BM25Index`)
     @property
@@ -111,6 +112,16 @@ def vectors_of(index: IndexBackend) -> VectorRows:
     if index.vectors is None:
         raise IndexMissingError("this index has no stored vectors: dense retrieval needs them (rebuild the index)")
     return index.vectors
+
+
+@runtime_checkable
+class AdmittedSearch(Protocol):
+    """A backend that resolves a filter once into an `Admitted` set (cached per filter and access labels
+    version) and searches BM25 and dense within it without a list of rows (the local backend)."""
+
+    def admitted(self, where: Where) -> Admitted: ...
+    def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]: ...
+    def dense_within(self, vector: np.ndarray, admitted: Admitted, k: int) -> list[tuple[int, float]]: ...
 
 
 @runtime_checkable

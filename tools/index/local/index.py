@@ -23,6 +23,7 @@ import numpy as np
 
 from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
@@ -74,7 +75,7 @@ class HybridIndex:
         self._batch_size = batch_size
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
-        self._filter_cache: dict[str, list[int]] = {}
+        self._filter_cache: dict[str, Admitted] = {}
         self._symbols: SymbolTable | None = None
         self._lease: ReaderLease | None = None  # an incremental generation's records, held until close()
         self.segments: SegmentView | None = None  # the incremental layout's composed segments
@@ -222,6 +223,11 @@ class HybridIndex:
     def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter (`ragsieve.tools.index.query.where.Where`) admits; a local index is tenant
         `default`. Cached per filter: the chunk store of a generation never changes."""
+        return self.admitted(where).tolist()
+
+    def admitted(self, where: Where) -> Admitted:
+        """The rows a filter admits as an `Admitted` set (sorted rows, mask, FAISS selector), resolved once per
+        filter and access labels version (`<index>/access.json` re-read when it changes)."""
         grant = None
         key = where.model_dump_json()
         if where.readers is not None:  # the caller's principals against the index's access labels
@@ -231,16 +237,32 @@ class HybridIndex:
         with self._query_lock:
             cached = self._filter_cache.get(key)
         if cached is None:
-            cached = [r for r, source, kind in self.store.row_metadata()
-                      if where.matches(source, kind, "default") and (grant is None or grant(source))]
+            verdicts: dict[tuple[str, str], bool] = {}  # one check per document, not per chunk
+            rows = []
+            for r, source, kind in self.store.row_metadata():
+                ok = verdicts.get((source, kind))
+                if ok is None:
+                    ok = verdicts[(source, kind)] = where.matches(source, kind, "default") and \
+                        (grant is None or grant(source))
+                if ok:
+                    rows.append(r)
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
-                cached = [r for r in cached if r in defining]
+                rows = [r for r in rows if r in defining]
+            cached = Admitted(rows, len(self))
             with self._query_lock:
                 self._filter_cache[key] = cached
                 while len(self._filter_cache) > QUERY_CACHE_SIZE:
                     self._filter_cache.pop(next(iter(self._filter_cache)))
-        return list(cached)
+        return cached
+
+    def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
+        """BM25 top `k` among the admitted rows (`BM25Index.search_admitted`)."""
+        return self.bm25.search_admitted(query, k, admitted)
+
+    def dense_within(self, vector: np.ndarray, admitted: Admitted, k: int) -> list[tuple[int, float]]:
+        """Dense top `k` among the admitted rows (`DenseIndex.search_admitted`)."""
+        return self.dense.search_admitted(vector, admitted, k)
 
     def close(self) -> None:
         self.store.close()

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
+from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import open_embedder
 from ragsieve.tools.index.embedders.providers import placement_of
@@ -31,6 +31,8 @@ from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus.store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
 from ragsieve.tools.index.query.where import Where
+
+FILTER_CACHE_SIZE = 64
 
 
 class MilvusIndex:
@@ -59,6 +61,7 @@ class MilvusIndex:
         self._lock = threading.Lock()
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus.leases`)
         self._sources: list[str] | None = None
+        self._filter_cache: dict[str, Admitted] = {}  # resolved filters (`admitted`)
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
@@ -105,21 +108,45 @@ class MilvusIndex:
 
     def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
-        readable = None
-        if where.readers is not None:  # the caller's principals resolved to the sources they may read
+        return self.admitted(where).tolist()
 
-            grant = load(self.root).grant(where.readers)
+    def admitted(self, where: Where) -> Admitted:
+        """The rows a filter admits with the expression that admitted them (`Admitted.expr`), cached per filter
+        and access labels version (the pointer, so the generation's rows, is fixed)."""
+        grant, readable, key = None, None, where.model_dump_json()
+        if where.readers is not None:  # the caller's principals against the index's access labels
+            from ragsieve.tools.access.labels import load
+
+            labels = load(self.root)
+            grant, key = labels.grant(where.readers), f"{key} {labels.version}"
+        with self._lock:
+            cached = self._filter_cache.get(key)
+        if cached is not None:
+            return cached
+        if grant is not None:  # resolved to the sources the caller may read
             readable = [s for s in self.sources() if grant(s)]
         expr = where.milvus_expr(readable)
-        if not expr:
-            return list(range(len(self)))
+        n = len(self)
         rows: list[int] = []
-        for start in range(0, len(self), PAGE):
+        for start in range(0, n, PAGE) if expr else ():
             found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
                                       filter=and_visible(f"row >= {start} and row < {start + PAGE} and ({expr})",
                                                   self.visible))
             rows.extend(int(r["row"]) for r in found)
-        return sorted(rows)
+        cached = Admitted(rows if expr else range(n), n, expr or None)
+        with self._lock:
+            self._filter_cache[key] = cached
+            while len(self._filter_cache) > FILTER_CACHE_SIZE:
+                self._filter_cache.pop(next(iter(self._filter_cache)))
+        return cached
+
+    def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
+        """BM25 top `k` among the admitted rows (`MilvusBM25.search`: whole-collection statistics)."""
+        return self.bm25.search(query, k, admitted.tolist())
+
+    def dense_within(self, vector: np.ndarray, admitted: Admitted, k: int) -> list[tuple[int, float]]:
+        """Dense top `k` among the admitted rows (`MilvusDense.search_admitted`: the filter's own expression)."""
+        return self.dense.search_admitted(vector, admitted, k)
 
     def sources(self) -> list[str]:
         """Every document source of the live generation (read once, page by page; the pointer is fixed)."""

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
+from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.query.compounds import compound_words
 from ragsieve.tools.index.query.identifiers import identifier_terms, is_compound
 from ragsieve.tools.modes import BM25Engine, parse_enum
@@ -251,8 +252,20 @@ class BM25Index:
             raise UsageError(f"BM25 search k must be >= 1, got {k}")
         return top_positive(self._last_scores(query), k, rows)
 
+    def search_admitted(self, query: str, k: int, admitted: Admitted) -> list[tuple[int, float]]:
+        """`search` restricted to an `Admitted` set: a broad set masks the positive scores (no gather), a
+        narrow one gathers its rows' scores; the same ranking as `search(query, k, admitted.tolist())`."""
+        if k < 1:
+            raise UsageError(f"BM25 search k must be >= 1, got {k}")
+        scores = self._last_scores(query)
+        if 8 * len(admitted) < len(scores):
+            return top_positive(scores, k, admitted.rows)
+        pos = np.flatnonzero(scores > 0)
+        pos = pos[admitted.mask[pos]]
+        return _best(pos, scores[pos], k)
 
-def top_positive(scores: np.ndarray, k: int, rows: list[int] | None = None) -> list[tuple[int, float]]:
+
+def top_positive(scores: np.ndarray, k: int, rows: list[int] | np.ndarray | None = None) -> list[tuple[int, float]]:
     """Best-first (row, score) of the k highest positive scores; ties by lower row."""
     if rows is not None:
         cand = np.asarray(rows, dtype=np.int64)
@@ -261,9 +274,14 @@ def top_positive(scores: np.ndarray, k: int, rows: list[int] | None = None) -> l
         cand = None
         vals = scores
     pos = np.flatnonzero(vals > 0)
-    if pos.size > k:
-        pos = pos[np.argpartition(-vals[pos], k - 1)[:k]]
-    ids = cand[pos] if cand is not None else pos
-    top = vals[pos]
-    order = np.lexsort((ids, -top))
-    return list(zip(ids[order].tolist(), top[order].tolist()))
+    return _best(cand[pos] if cand is not None else pos, vals[pos], k)
+
+
+def _best(ids: np.ndarray, vals: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k highest (id, value) pairs, best first, ties by lower id (ids ascending on entry)."""
+    if ids.size > k:  # every value at or above the k-th is kept, so ties at the cut go to the lower id
+        kth = np.partition(vals, ids.size - k)[ids.size - k]
+        keep = np.flatnonzero(vals >= kth)
+        ids, vals = ids[keep], vals[keep]
+    order = np.lexsort((ids, -vals))[:k]
+    return list(zip(ids[order].tolist(), vals[order].tolist()))

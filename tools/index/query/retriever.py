@@ -36,7 +36,8 @@ import numpy as np
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sections import TOC_KIND, one_per_section
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
-from ragsieve.tools.index.backend import IndexBackend, ServerFusion, vectors_of
+from ragsieve.tools.index.admitted import Admitted
+from ragsieve.tools.index.backend import AdmittedSearch, IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.query.fusion import rrf, weighted_fusion
 from ragsieve.tools.index.query.source_first import DEPTH, MIN_DEPTH, source_first
@@ -136,6 +137,9 @@ class HybridRetriever:
         """`rows` narrowed to those the retriever's metadata filter admits (all of them without a filter)."""
         if self.where is None:
             return list(rows)
+        if isinstance(self.index, AdmittedSearch):
+            admitted = self.index.admitted(self.where)
+            return [r for r in rows if r in admitted]
         allowed = set(self.index.filter_rows(self.where))
         return [r for r in rows if r in allowed]
 
@@ -175,7 +179,12 @@ class HybridRetriever:
         w_bm25, w_dense = _check_weights(*weights) if weights is not None else self.weights
         n = len(self.index)
         checked = False
-        if self.where is not None:
+        admitted: Admitted | None = None
+        if self.where is not None and rows is None and isinstance(self.index, AdmittedSearch):
+            admitted = self.index.admitted(self.where)  # resolved once per filter and labels version
+            if not len(admitted):
+                return []
+        elif self.where is not None:
             allowed = self.index.filter_rows(self.where)  # sorted rows of the index: no second check
             rows, checked = (allowed, True) if rows is None else (sorted(set(int(r) for r in rows) & set(allowed)),
                                                                   False)
@@ -191,23 +200,19 @@ class HybridRetriever:
         qvec = query_vector if query_vector is not None else self.query_vector(query, extra)
         qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
 
-        if self._server_fuses(rows, w_bm25, w_dense):
+        if admitted is None and self._server_fuses(rows, w_bm25, w_dense):
             if self.ranking is RankingMode.SOURCE_FIRST:
                 window = max(top_k * DEPTH, MIN_DEPTH)
                 return source_first(self._server_hits(bm25_query, qvec, window, (w_bm25, w_dense)), top_k)
             return self._server_hits(bm25_query, qvec, top_k, (w_bm25, w_dense))
-        bm25_list: Ranked = self.index.bm25.search(bm25_query, self.candidate_k, rows) if w_bm25 > 0 else []
-        dense_list: Ranked = []
-        if w_dense > 0:
-            dense_list = (self.index.dense.search_rows(qvec, rows, self.candidate_k) if rows is not None
-                          else self.index.dense.search(qvec, self.candidate_k))
+        bm25_list, dense_list = self._candidates(bm25_query, qvec, rows, admitted, w_bm25 > 0, w_dense > 0)
         lists, ws = [], []
         for lst, w in ((bm25_list, w_bm25), (dense_list, w_dense)):
             if w > 0:
                 lists.append(lst)
                 ws.append(w)
         fused = _FUSERS[self.fusion](lists, ws, self.rrf_k)
-        named, spelled = self._named_rows(query, rows)
+        named, spelled = self._named_rows(query, rows if admitted is None else admitted)
         if named or spelled:
             fused = definitions_first(fused, named, spelled)
         if not fused:
@@ -229,6 +234,19 @@ class HybridRetriever:
             deep = self._top(lambda start, end: build(fused[start:end]), max(top_k * DEPTH, MIN_DEPTH), len(fused))
             return source_first(deep, top_k)
         return self._top(lambda start, end: build(fused[start:end]), top_k, len(fused))
+
+    def _candidates(self, bm25_query: str, qvec: np.ndarray, rows: list[int] | None, admitted: Admitted | None,
+                    lexical: bool, dense: bool) -> tuple[Ranked, Ranked]:
+        """The BM25 and dense top `candidate_k` lists, each within `admitted` or `rows` when given."""
+        index, k = self.index, self.candidate_k
+        if admitted is not None and isinstance(index, AdmittedSearch):
+            return (index.lexical_within(bm25_query, admitted, k) if lexical else [],
+                    index.dense_within(qvec, admitted, k) if dense else [])
+        bm25_list = index.bm25.search(bm25_query, k, rows) if lexical else []
+        dense_list: Ranked = []
+        if dense:
+            dense_list = index.dense.search_rows(qvec, rows, k) if rows is not None else index.dense.search(qvec, k)
+        return bm25_list, dense_list
 
     def _top(self, build: Callable[[int, int], list[Hit]], top_k: int, available: int) -> list[Hit]:
         """The first `top_k` hits (`build(start, end)` makes those of ranked positions start..end-1; `available`:
@@ -253,7 +271,7 @@ class HybridRetriever:
             hit.rank = i
         return hits
 
-    def _named_rows(self, query: str, rows: list[int] | None) -> tuple[list[int], list[int]]:
+    def _named_rows(self, query: str, rows: list[int] | Admitted | None) -> tuple[list[int], list[int]]:
         """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`."""
         table = self.index.symbols if self.symbols else None
         if table is None:
@@ -262,7 +280,7 @@ class HybridRetriever:
         def kept(found: list[int]) -> list[int]:  # the rows of `rows` among `found` (a set only when needed)
             if rows is None or not found:
                 return list(dict.fromkeys(found))
-            allowed = set(rows)
+            allowed = rows if isinstance(rows, Admitted) else set(rows)
             return list(dict.fromkeys(r for r in found if r in allowed))
 
         named = kept([d.row for d in table.lookup(query)]) if is_lookup(query) else []
