@@ -47,7 +47,9 @@ def test_every_row_names_its_files_and_commit_and_the_proxies_say_so():
             assert fig.ours.endswith("re-run it") and not fig.beside, fig
     measures = " ".join(fig.measure for _, fig, _ in rows)
     assert [area for area, _, _ in rows] == sorted((a for a, _, _ in rows), key=["quality", "speed", "size"].index)
-    assert "oracle" in measures and "a sample" in measures and "fake LLM" in measures and "stand-in" in measures
+    stale = [fig for _, fig, _ in rows if fig.ours.startswith("ran an earlier")]
+    assert "oracle" in measures and "fake LLM" in measures and "stand-in" in measures
+    assert "a sample" in measures or any("embedded" in fig.measure for fig in stale)  # the 0.5B rows are samples
 
 
 @pytest.fixture()
