@@ -86,26 +86,55 @@ def test_measure_judge_counts_recall_false_positives_and_the_retrievers_own_reca
     assert failed.failed == 3 and failed.judge_recall is None
 
 
-@pytest.mark.parametrize("recall,expected", [(1.0, "relevant"), (0.5, "union")])
-def test_conformal_step_applies_the_rule_the_measurement_chose(tmp_path, recall, expected):
+@pytest.mark.parametrize("recall,alone_allowed,expected", [(1.0, True, "relevant"), (1.0, False, "relevant"),
+                                                            (0.5, True, "union")])
+def test_conformal_step_applies_the_rule_the_measurement_chose(tmp_path, recall, alone_allowed, expected):
     index = TinyIndex(tmp_path, FACTS)
-    calibrate(index)
+    cal = calibrate(index)
     saved = json.loads((tmp_path / "calibration.json").read_text())
     saved["qhat"]["raw"] = 2.0  # every pool chunk passes: union = the whole pool
     saved["judges"] = {"judge-x": _reliability(recall, fast=0.9, pool=1.0).model_copy(
         update={"model": "judge-x"}).model_dump()}
     (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"})
+    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"},
+                       loop={"relevant_alone": alone_allowed})
     deps.llm = LLM(FakeChat(model_name="judge-x"))
     state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
     state.loop.trusted.update({"gamma.md#1": True, "beta.md#1": False})
     summary = run_step("conformal", state, deps)
     assert state.loop.rule == expected and summary["rule"].startswith(f"auto: {expected}")
-    if expected == "relevant":  # the relevant set first, and the conformal set kept (issue 46: its coverage holds)
+    # 40 of 40 calibration questions: the one-sided 95 % Clopper-Pearson bound is 0.05 ** (1 / 40) = 0.928
+    bound_reaches = 0.05 ** (1 / 40) >= 1 - cal.alpha
+    assert bound_reaches  # the fixture's alpha leaves room for the bound: the `alone` branch is exercised
+    if expected == "relevant" and alone_allowed:  # the judge's bounded recall carries the coverage
+        assert summary["combined_with"].startswith("relevant set alone") and summary["kept"] == ["gamma.md#1"]
+        assert "relevant set alone: answer's chunk in the pool and judged relevant on 40 of 40" in summary["rule"]
+        assert state.conformal.basis == "judge recall bound" and summary["coverage_guaranteed"] is True
+    elif expected == "relevant":  # the relevant set first, and the conformal set kept (issue 46: its coverage holds)
         assert summary["passing"] and summary["combined_with"] == "relevant set + conformal set"
         assert summary["kept"] == ["gamma.md#1"] + [c for c in summary["passing"] if c != "gamma.md#1"]
+        assert "loop.relevant_alone = false" in summary["rule"] and state.conformal.basis == "conformal set"
     else:
         assert set(summary["kept"]) == {h.chunk_id for h in hits_for(index, state.question)}
+
+
+def test_recall_lower_bound_is_clopper_pearson():
+    """Checked against the binomial tail it inverts (scipy's binom, not the beta quantile the code uses): at the
+    bound, seeing k or more successes in n has probability 1 - confidence."""
+    from scipy.stats import binom
+
+    from ragsieve.agent.judging.reliability import recall_lower_bound, relevant_alone
+
+    for k, n in ((59, 60), (53, 60), (40, 40), (1, 5)):
+        p = recall_lower_bound(k, n, 0.95)
+        assert 0 < p < k / n + 1e-12 and binom.sf(k - 1, n, p) == pytest.approx(0.05, abs=1e-9)
+    assert recall_lower_bound(0, 10, 0.95) == 0.0 and recall_lower_bound(3, 0, 0.95) == 0.0
+    assert recall_lower_bound(60, 60, 0.95) == pytest.approx(0.05 ** (1 / 60))
+    oracle = JudgeReliability(model="m", n=59, questions=60, judge_recall=1.0, false_positive_rate=0.0, pool=20)
+    noisy = oracle.model_copy(update={"judge_recall": round(53 / 59, 4)})
+    assert relevant_alone(oracle, 0.9, 0.95)[0] is True  # 59 of 60: bound 0.922 >= 0.9
+    assert relevant_alone(noisy, 0.9, 0.95)[0] is False  # 53 of 60: bound 0.79
+    assert relevant_alone(oracle, 0.95, 0.95)[0] is False and relevant_alone(None, 0.9, 0.95)[0] is False
 
 
 def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_index, tmp_path):

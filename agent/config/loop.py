@@ -45,6 +45,11 @@ class LoopConfig(_Section):
     combine: str = "auto"
     trust_margin: float = Field(0.02, ge=0.0, le=1.0)  # auto: recall the relevant set may lose against fast
     trust_min_n: int = Field(20, ge=1)  # auto: judge measured on fewer questions -> union
+    # auto: when the judge's measured recall (answer's chunk in the pool and judged relevant), bounded below at
+    # this confidence (Clopper-Pearson), reaches 1 - alpha, the relevant set stands alone without the conformal
+    # set; false: every context keeps the conformal set (a distribution-free guarantee, more context tokens)
+    relevant_alone: bool = True
+    trust_confidence: float = Field(0.95, gt=0.5, lt=1.0)
     _combine = _mode(ContextRule, "combine")
     # token budget of the context, best evidence first; None: follows the model's context window
     # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 from pydantic import BaseModel, Field
+from scipy.stats import beta
 
 from ragsieve.agent.modes import ContextRule
 
@@ -92,6 +93,34 @@ def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], d
         verdicts, _, _, _ = split_verdicts(run_pass(question, hits, llm=llm, prompts=prompts, loop=loop), set())
         return verdicts
     return judge
+
+
+def recall_lower_bound(k: int, n: int, confidence: float) -> float:
+    """One-sided Clopper-Pearson lower bound on a rate from `k` successes in `n` trials (Clopper & Pearson,
+    Biometrika 1934): the rate p at which seeing `k` or more successes has probability 1 - `confidence`."""
+    if n <= 0 or k <= 0:
+        return 0.0
+    return float(beta.ppf(1.0 - confidence, k, n - k + 1))
+
+
+def relevant_alone(reliability: JudgeReliability | None, coverage: float | None, confidence: float
+                   ) -> tuple[bool, str]:
+    """Whether the trusted relevant set may stand alone, without the conformal set, and why.
+
+    The relevant set alone keeps the answer's chunk when the pool holds it and the judge calls it relevant;
+    `k` of the calibration questions saw both. When the Clopper-Pearson lower bound of that rate at
+    `confidence` reaches the conformal coverage 1 - alpha, the relevant set keeps the answer's chunk with
+    probability >= 1 - alpha, with confidence `confidence` over the calibration questions, under the
+    exchangeability of new questions with them that split conformal assumes too (issue 46: a lower bound,
+    not a point estimate). Otherwise the conformal set is kept beside the relevant set."""
+    if reliability is None or reliability.judge_recall is None or coverage is None or reliability.questions <= 0:
+        return False, ""
+    k = round(reliability.judge_recall * reliability.n)
+    bound = recall_lower_bound(k, reliability.questions, confidence)
+    sign = ">=" if bound >= coverage else "<"
+    return bound >= coverage, (f"answer's chunk in the pool and judged relevant on {k} of {reliability.questions} "
+                               f"calibration questions: lower bound {bound:.3f} at {confidence:.0%} confidence {sign} "
+                               f"coverage {coverage:.2f}")
 
 
 def rank_recall(ranks: np.ndarray, k: int) -> float | None:

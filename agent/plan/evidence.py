@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
-from ragsieve.agent.judging.reliability import decide_rule
+from ragsieve.agent.judging.reliability import decide_rule, relevant_alone
 from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
@@ -52,6 +52,14 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
             loop.combine, (cal.judges.get(model) if cal is not None else None),
             cal.ranks() if cal is not None else None, top_k=retrieval.top_k, pool=retrieval.pool,
             margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
+        coverage = None if alpha is None else 1 - alpha
+        if rule is ContextRule.RELEVANT and ContextRule(loop.combine) is ContextRule.AUTO and cal is not None:
+            alone, bound = relevant_alone(cal.judges.get(model), coverage, loop.trust_confidence)
+            state.loop.rule_alone = alone and loop.relevant_alone
+            if bound:
+                why += (f"; relevant set alone: {bound}" if state.loop.rule_alone else
+                        f"; conformal set kept: {bound}" + ("" if loop.relevant_alone else
+                                                            " (loop.relevant_alone = false)"))
         state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule, why, with_fast
     return state.loop.rule
 

@@ -112,6 +112,9 @@ class JudgeLoop(BaseModel):
     rule: ContextRule | None = None  # loop.combine as applied (auto resolved: ragsieve.agent.judging.reliability)
     rule_reason: str | None = None
     rule_adds_fast: bool = False  # auto: the statistical evidence includes the fast context
+    # auto chose `relevant` and the judge's measured recall, bounded below, reaches 1 - alpha: the relevant set
+    # stands alone, without the conformal set (ragsieve.agent.judging.reliability.relevant_alone)
+    rule_alone: bool = False
 
     @property
     def judge_trusted(self) -> bool:
@@ -149,6 +152,9 @@ class ConformalRecord(BaseModel):
     promised: list[str] = Field(default_factory=list)
     reduced: list[CoverageLoss] = Field(default_factory=list)  # empty: the context holds the whole conformal set
     corpus_cap: int | None = None  # `conformal.corpus_max` when it bound (a passing chunk lay beyond it)
+    # what `coverage` rests on: the conformal set in the context (split conformal, marginal), or the judge's
+    # measured recall bounded below (the relevant set alone; `loop.relevant_alone`)
+    basis: str = "conformal set"
 
     @property
     def guaranteed(self) -> bool:

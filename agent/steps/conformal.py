@@ -95,6 +95,12 @@ class Conformal(Step):
                 state.notes.append(note)
         kept, how, promised = combine_with_judge(state, deps, passing)
         summary["combined_with"] = how
+        alone = state.loop.rule_alone and state.loop.judge_trusted and applied_rule(state, deps) is ContextRule.RELEVANT
+        if alone and CoverageLoss.CORPUS_CAP in reduced:  # the coverage rests on the judge's bound, not on the set
+            reduced.remove(CoverageLoss.CORPUS_CAP)
+            cap = summary.pop("corpus_cap")
+            if cap["note"] in state.notes:
+                state.notes.remove(cap["note"])
         summary["promised"] = promised
         summary["rule"] = state.loop.rule_reason
         if not kept and cfg.min_keep and source:
@@ -123,8 +129,10 @@ class Conformal(Step):
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
                                           calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
                                           passing=[h.chunk_id for h in passing], promised=promised,
-                                          reduced=reduced, corpus_cap=cfg.corpus_max if cap_bound else None)
+                                          reduced=reduced, corpus_cap=cfg.corpus_max if cap_bound and not alone else None,
+                                          basis="judge recall bound" if alone else "conformal set")
         summary["coverage_guaranteed"] = not reduced
+        summary["coverage_basis"] = state.conformal.basis
         return StepResult("next", summary)
 
 
@@ -152,6 +160,9 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple
     plus = " + fast context" if fast else ""
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
     judged = [state.pool[c] for c in relevant_set(keys, state.loop.trusted, []) if c in state.pool]
+    if rule is ContextRule.RELEVANT and state.loop.rule_alone:
+        # auto measured the judge: its recall, bounded below, reaches 1 - alpha (reliability.relevant_alone)
+        return _unique(judged + added), "relevant set alone (judge recall bound >= coverage)", []
     if rule is ContextRule.RELEVANT:
         # the relevant set replaces the fast context, never the conformal set: the rule is chosen from judge
         # recall measured on 30-60 questions, a point estimate (HotpotQA, flip10: 0.846 on a fold at alpha 0.1)
