@@ -40,16 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_io import header, write  # noqa: E402
-from frontends import (  # noqa: E402
-    CHROMIUM_FLAGS,
-    DRIVER,
-    access_lines,
-    free_port,
-    git_commit,
-    stop,
-    stored_replies,
-    wait_http,
-)
+from frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
+from frontends_servers import access_lines, free_port, git_commit, stop, wait_http  # noqa: E402
 from scripted_llm import ScriptedLLM, quoting_reply  # noqa: E402
 
 QUESTION = "What acquisition price was agreed for the takeover, and when does it close?"

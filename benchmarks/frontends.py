@@ -28,8 +28,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,193 +41,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_io import header, write  # noqa: E402
 from frontends_checks import Reply, check_all  # noqa: E402
+from frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
+from frontends_servers import access_lines, git_commit, start_servers, stop  # noqa: E402
 from scripted_llm import ScriptedLLM  # noqa: E402
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
 OFF_TOPIC = "Who wrote the novel Moby-Dick?"  # the documents cannot answer it
 QUESTIONS = [QUESTION, FOLLOW_UP, OFF_TOPIC]
-DEMO_FOLDERS = ["examples/docs", "examples/code"]  # what `make demo` indexes, so the README's conversation
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout_s: float, proc: subprocess.Popen) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=5, trust_env=False).status_code < 500:
-                return time.monotonic() - started
-        except httpx.HTTPError:
-            pass
-        time.sleep(1.0)
-    raise TimeoutError(f"{url} not up after {timeout_s:g}s")
-
-
-def stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-
-
-def ensure_venv(venv: Path, log: Path) -> None:
-    if (venv / "bin" / "open-webui").exists():
-        return
-    with open(log, "a") as out:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=out, stderr=out)
-        pip = [str(venv / "bin" / "pip"), "install", "--quiet"]
-        subprocess.run(pip + ["torch==2.13.0"], check=True, stdout=out, stderr=out, timeout=3600)
-        subprocess.run(pip + ["open-webui", "playwright"], check=True, stdout=out, stderr=out, timeout=3600)
-
-
-def git_commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
-    return out.stdout.strip() or "unknown"
-
-
-def access_lines(log: Path) -> list[str]:
-    return [ln.split(" access ", 1)[1] for ln in log.read_text(errors="replace").splitlines() if " access " in ln]
-
-
-DRIVER = r'''
-import json, sys, time
-from playwright.sync_api import sync_playwright
-url, model, questions, timeout_s, flags = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
-shot, steps_file, chat_file = sys.argv[6], sys.argv[7], sys.argv[8]
-token = sys.argv[9] if len(sys.argv) > 9 else ""  # an Open WebUI user's token when auth is on
-out = {"steps": []}
-def step(name, **kw):
-    out["steps"].append({"step": name, "t": round(time.monotonic() - t0, 2), **kw}); print(json.dumps(out["steps"][-1]), flush=True)
-    open(steps_file, "a").write(json.dumps(out["steps"][-1]) + "\n")
-def last_answer(page):
-    items = page.locator("#response-content-container")
-    return items.nth(items.count() - 1).inner_text() if items.count() else ""
-def wait_answer(page, n, limit):
-    ends = time.monotonic() + limit
-    stable, last = 0, None
-    while time.monotonic() < ends:
-        items = page.locator("#response-content-container")
-        if items.count() >= n:
-            text = items.nth(n - 1).inner_text()
-            generating = page.locator("button[aria-label='Stop'], #stop-response-button").count() > 0
-            if text.strip() and text == last and not generating:
-                stable += 1
-                if stable >= 3:
-                    return text
-            else:
-                stable = 0
-            last = text
-        time.sleep(1.0)
-    return None
-def ask(page, text):
-    box = page.locator("#chat-input")
-    box.click()
-    box.fill(text) if box.evaluate("e => e.tagName") == "TEXTAREA" else page.keyboard.type(text)
-    page.keyboard.press("Enter")
-t0 = time.monotonic()
-with sync_playwright() as p:
-    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
-    page = browser.new_page(viewport={"width": 1100, "height": 900})
-    page.set_default_timeout(60000)
-    if token:
-        page.add_init_script("localStorage.setItem('token', " + json.dumps(token) + ")")
-    page.goto(url + "/?models=" + model, wait_until="domcontentloaded", timeout=180000)  # socket.io: never idle
-    step("page_loaded", title=page.title())
-    page.wait_for_selector("#chat-input", timeout=300000)  # single-user mode (or the token) signs in (slow when busy)
-    time.sleep(3)
-    for label in ("Okay, Let's Go!", "Got it"):  # the release-notes modal of a fresh install
-        btn = page.get_by_role("button", name=label)
-        if btn.count():
-            btn.first.click()
-            time.sleep(1)
-    step("chat_ready")
-    for n, question in enumerate(questions, start=1):
-        ask(page, question)
-        step("sent", n=n, question=question)
-        text = wait_answer(page, n, timeout_s)
-        step("answered", n=n, ok=text is not None, text=(text or last_answer(page))[:3000])
-    time.sleep(5)
-    step("title", title=page.title())
-    page.screenshot(path=shot, full_page=True)
-    token = page.evaluate("() => localStorage.token")
-    auth = {"Authorization": f"Bearer {token}"}
-    chats = page.request.get(url + "/api/v1/chats/", headers=auth).json()
-    chat = page.request.get(url + "/api/v1/chats/" + chats[0]["id"], headers=auth).json()
-    open(chat_file, "w").write(json.dumps(chat))
-    step("stored_chat", chats=len(chats))
-    browser.close()
-'''
-
-
-def stored_replies(chat: dict) -> list[tuple[str, list[dict]]]:
-    """The assistant messages of Open WebUI's stored chat, in order: (content, [{"name", "url"}, ...])."""
-    history = chat.get("chat", {}).get("history", {})
-    messages, at, chain = history.get("messages", {}), history.get("currentId"), []
-    while at and at in messages and len(chain) <= len(messages):  # the current branch, newest first
-        chain.append(messages[at])
-        at = messages[at].get("parentId")
-    replies = []
-    for message in reversed(chain):
-        if message.get("role") == "assistant":
-            sources = [{"name": s.get("source", {}).get("name", ""), "url": s.get("source", {}).get("url", "")}
-                       for s in message.get("sources") or []]
-            replies.append((message.get("content", ""), sources))
-    return replies
-
-
-def start_servers(args: argparse.Namespace, work: Path, procs: list[subprocess.Popen], result: dict) -> str:
-    """Steps 1-3: Open WebUI's venv, the demo index (`make demo`'s folders), `ragsieve serve`, `open-webui serve`;
-    the Open WebUI URL."""
-    t = time.monotonic()
-    ensure_venv(args.venv, work / "install.log")
-    result["timings_s"]["venv"] = round(time.monotonic() - t, 1)
-    ver = subprocess.run([str(args.venv / "bin" / "python"), "-c",
-                          "import importlib.metadata as m; print(m.version('open-webui'))"],
-                         capture_output=True, text=True, timeout=120)
-    result["open_webui_version"] = ver.stdout.strip()
-    ragsieve = Path(sys.executable).parent / "ragsieve"
-    index, serve_log, owui_log = work / "index", work / "serve.log", work / "openwebui.log"
-    subprocess.run([str(ragsieve), "index", *DEMO_FOLDERS, "--index", str(index)], check=True, cwd=REPO,
-                   capture_output=True, timeout=900)
-    rport, oport = free_port(), free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    if args.llm_base_url:
-        env["RAGSIEVE_BASE_URL"] = args.llm_base_url
-    t = time.monotonic()
-    serve = subprocess.Popen([str(ragsieve), "serve", "--index", f"demo={index}", "--port", str(rport),
-                              "--request-timeout", str(args.answer_timeout), "--llm-parallel", "2"],
-                             stdout=open(serve_log, "w"), stderr=subprocess.STDOUT, env=env,
-                             start_new_session=True)
-    procs.append(serve)
-    wait_http(f"http://127.0.0.1:{rport}/healthz", 300, serve)
-    wait_http(f"http://127.0.0.1:{rport}/readyz", 600, serve)
-    result["timings_s"]["ragsieve_ready"] = round(time.monotonic() - t, 1)
-    owui_env = dict(env, DATA_DIR=str(work / "owui-data"), WEBUI_AUTH="False", OFFLINE_MODE="True",
-                    ENABLE_OLLAMA_API="False", OPENAI_API_BASE_URL=f"http://127.0.0.1:{rport}/v1",
-                    OPENAI_API_KEY="not-needed", ENABLE_VERSION_UPDATE_CHECK="False",
-                    ANONYMIZED_TELEMETRY="False", SCARF_NO_ANALYTICS="true", DO_NOT_TRACK="true",
-                    WEBUI_SECRET_KEY="frontends-benchmark-only", no_proxy="127.0.0.1,localhost")
-    t = time.monotonic()
-    owui = subprocess.Popen([str(args.venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1",
-                             "--port", str(oport)], stdout=open(owui_log, "w"), stderr=subprocess.STDOUT,
-                            env=owui_env, cwd=work, start_new_session=True)
-    procs.append(owui)
-    wait_http(f"http://127.0.0.1:{oport}/health", 900, owui)
-    result["timings_s"]["open_webui_ready"] = round(time.monotonic() - t, 1)
-    return f"http://127.0.0.1:{oport}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,84 +1,13 @@
-"""The benchmark helpers behind REPORT.md's first screen: eq. 15 as written in the GMM table, merging per-type
-Table-1 runs, the stage-ablation check, and the calibration copies' held-out record (pure functions, no index)."""
+"""The report sections behind REPORT.md's first screen: the stage-ablation check, the targets table (abstention,
+scale, sources), the sources section and the SciFact headline (pure functions over result files, no index).
+The GMM helpers are tested in test_bench_report_gmm.py, the pipeline helpers in test_bench_report_pipeline.py."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-VECTORS = {"good": [1.0, 0, 0, 0], "q": [1.0, 0, 0, 0], "bad": [0.6, 0.8, 0, 0], "mid": [0.8, 0.6, 0, 0]}
-
-
-class _Index:
-    """Chunk r points along axis r % 4; answers embed by their first word (VECTORS)."""
-
-    def __init__(self, n=20):
-        self.vectors = np.eye(4)[[r % 4 for r in range(n)]] * 0.9 + 0.1
-        self.vectors /= np.linalg.norm(self.vectors, axis=1, keepdims=True)
-
-    def embed_query(self, text):
-        return self.embed([text])[0]
-
-    def embed(self, texts):
-        return np.asarray([VECTORS["q" if t.startswith("q") else t.split()[0]] for t in texts])
-
-
-class _Keep:  # keeps the rows on axis 0 (5 of 20)
-    def __init__(self, *grid):
-        pass
-
-    def run(self, vectors, query):
-        class R:
-            counts = [int(v.argmax() != 0) for v in vectors]
-        return R()
-
-    def decide(self, counts):
-        return [c >= 1 for c in counts]
-
-
-def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
-    import gmm_table
-
-    class Reader:
-        calls = 0
-
-        def __call__(self, question, rows):  # filtered: "good" (cos 1); unfiltered: q1 "bad" (0.6), q2 "mid" (0.8)
-            if all(r % 4 == 0 for r in rows):
-                return "good"
-            return "bad" if question == "q1" else "mid"
-
-    questions = [{"type": "broader", "question": q, "truth": "good truth"} for q in ("q1", "q2")]
-    row = gmm_table.table(_Index(), questions, _Keep, Reader(), nrd=20, progress=lambda m: None)["rows"][0]
-    # eq. 15: mean of (1 - 0.6) / 0.6 and (1 - 0.8) / 0.8; the ratio of sums would be (2 - 1.4) / 1.4
-    # (against all 20 chunks; the same holds for the headline against the same-size top-k)
-    assert row["Emb%_vs_all"] == round((0.4 / 0.6 + 0.2 / 0.8) / 2 * 100, 2) == 45.83
-    assert row["Emb%_vs_all_sums"] == round(0.6 / 1.4 * 100, 2) == 42.86
-    assert row["n_ratio_vs_all"] == 2
-
-
-def _part(kind: str, standardize: bool = False) -> dict:
-    return {"command": f"filters.py --types {kind}", "commit": "abc", "load_average": [1.0, 1.0, 1.0], "elapsed_s": 5,
-            "gmm": {"filter_defaults": {"standardize": standardize}, "question_counts": {kind: 60},
-                    "types": {kind: {"extractive": {"rows": []}}}}}
-
-
-def test_merge_joins_question_types_and_refuses_mixed_settings_or_a_type_twice():
-    import gmm_table
-
-    merged = gmm_table.merge([_part("simple"), _part("broader")])
-    assert set(merged["gmm"]["types"]) == {"simple", "broader"}
-    assert merged["gmm"]["question_counts"] == {"simple": 60, "broader": 60}
-    assert merged["command"] == "filters.py --types simple; filters.py --types broader" and merged["commit"] == "abc"
-    with pytest.raises(ValueError, match="different filter settings"):
-        gmm_table.merge([_part("simple"), _part("broader", standardize=True)])
-    with pytest.raises(ValueError, match="measured twice"):
-        gmm_table.merge([_part("simple"), _part("simple")])
-
 
 def _ablation(tmp_path: Path, recalls: list[float], n: int = 100) -> Path:
     plans = ["fast", "+judge", "+conformal", "+rse", "full"]
@@ -97,55 +26,6 @@ def test_ablation_check_flags_only_a_stage_that_costs_more_than_one_standard_err
     # +rse drops 0.93 -> 0.85 with s.e. about 0.026-0.036 at n = 100: flagged, by name
     bad = "\n".join(ablation_lines(_ablation(tmp_path, [0.80, 0.79, 0.93, 0.85, 0.85]), report.load, report.command))
     assert "Stages that lower gold recall by more than one s.e.: hotpotqa oracle-flip25 +rse (-0.080)" in bad
-
-
-def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_without(tmp_path):
-    from pipeline_data import _held_out_covers
-
-    assert _held_out_covers(tmp_path, {"a", "b"})  # a copy from before the record: trusted
-    (tmp_path / "held-out.json").write_text(json.dumps(["a", "b", "c"]))
-    assert _held_out_covers(tmp_path, {"a", "b"})
-    assert not _held_out_covers(tmp_path, {"a", "d"})  # "d" was a calibration question of that copy
-
-
-def test_a_run_needing_other_held_out_questions_gets_its_own_calibrated_copy(tmp_path):
-    """Two runs sharing --index-root: a copy that does not hold out every question now evaluated is left for
-    the run using it, and a sibling keyed by the held-out set is used instead (same set, same sibling)."""
-    from pipeline_data import _held_out_covers, copy_for
-
-    plain = tmp_path / "squad2-cal0"
-    plain.mkdir()
-    (plain / "held-out.json").write_text(json.dumps(["a", "b"]))
-
-    def usable(target, evaluated):
-        return target.is_dir() and _held_out_covers(target, evaluated)
-
-    assert copy_for(plain, {"a"}, usable) == plain
-    other = copy_for(plain, {"a", "d"}, usable)
-    assert other.parent == plain.parent and other != plain and other.name.startswith("squad2-cal0-")
-    assert copy_for(plain, {"d", "a"}, usable) == other != copy_for(plain, {"a", "e"}, usable)
-
-
-def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tmp_path):
-    import argparse
-
-    import pipeline_rows as pipeline
-
-    ckpt = tmp_path / "rows.jsonl"
-    rows = [{"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
-            {"dataset": "squad2", "judge": "j", "plan": "full", "qid": "a", "abstained": False},
-            {"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "b"},  # full missing: asked again
-            {"dataset": "hotpotqa", "judge": "j", "plan": "fast", "qid": "c"},
-            {"dataset": "squad2", "judge": "other", "plan": "fast", "qid": "d"}]
-    ckpt.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"cut', encoding="utf-8")
-    args = argparse.Namespace(checkpoint=str(ckpt), resume=True)
-    done = pipeline.resumed(args, "squad2", "j", ["fast", "full"])
-    assert set(done) == {("a", "fast"), ("a", "full"), ("b", "fast")}
-    assert done["a", "full"]["abstained"] is False
-    assert pipeline.resumed(argparse.Namespace(checkpoint=str(ckpt), resume=False), "squad2", "j", ["fast"]) == {}
-    # a resumed run states which commit wrote the rows it reused; rows from before rows named it say so
-    assert pipeline.row_commits([{"commit": "c1"}, {"commit": "c1"}, {"qid": "x"}, {"commit": "c2+dirty"}]) == {
-        "c1": 2, "unrecorded": 1, "c2+dirty": 1}
 
 
 def _abstention_file(folder, name, judge_rows, commit="abc", reader="gullible"):
@@ -196,20 +76,6 @@ def test_targets_table_ignores_result_files_without_a_commit(tmp_path):
                      commit=None)
     table = "\n".join(targets_section(tmp_path, report.load))
     assert "| abstention on SQuAD 2.0 | full vs fast | – | not measured |" in table and "| yes |" not in table
-
-
-def test_question_cache_counts_parsed_questions_of_the_same_writer_only(tmp_path):
-    """filters.py starts no LLM when the cache already holds --limit questions from the configured writer."""
-    import gmm_table
-
-    cache = tmp_path / "gmm_questions.json"
-    assert gmm_table.cached_questions(cache, "m", 0) == 0  # no cache yet
-    cache.write_text(json.dumps({"model": "m", "seed": 0, "windows": [
-        {"title": "a", "question": "q1", "answer": "x"}, {"title": "b", "error": "bad JSON"},
-        {"title": "c", "question": "q2", "answer": "y"}]}))
-    assert gmm_table.cached_questions(cache, "m", 0) == 2  # the unparsable window is not a question
-    assert gmm_table.cached_questions(cache, "other-model", 0) == 0
-    assert gmm_table.cached_questions(cache, "m", 1) == 0
 
 
 def test_a_source_line_keeps_dirty_and_names_the_index_encoder(tmp_path):
@@ -296,19 +162,3 @@ def test_sources_target_rows_show_the_measured_figures_not_only_whether_they_hol
     assert "| code 0.925 of 80 | yes |" in table and "| rank 2 | yes |" in table
 
 
-def test_per_fold_coverage_and_its_target_by_hand():
-    """`per_fold` (issue 46): per-gold coverage per calibration fold on answerable questions only, with the
-    target 1 - alpha - 2 s.e. at that fold's n; unanswerable rows and rows without gold are left out."""
-    from pipeline_rows import per_fold
-
-    def row(fold, recall, impossible=False, rule="auto: relevant", kept=1.0):
-        return {"fold": fold, "gold_recall": recall, "impossible": impossible, "rule": rule, "members_kept": kept,
-                "coverage_guaranteed": True}
-
-    rows = ([row(0, 1.0)] * 3 + [row(0, 0.5), row(0, None, impossible=True)]
-            + [row(1, 0.0, rule="auto: union", kept=0.0), row(1, 1.0, rule="auto: union")])
-    out = per_fold(rows, alpha=0.1)
-    assert out["0"]["n"] == 4 and out["0"]["per_gold"] == pytest.approx(3.5 / 4) and out["0"]["any_gold"] == 1.0
-    assert out["0"]["target"] == round(0.9 - 2 * (0.09 / 4) ** 0.5, 4) == 0.6
-    assert out["1"]["per_gold"] == 0.5 and out["1"]["any_gold"] == 0.5 and out["1"]["members_kept"] == 0.5
-    assert out["0"]["rules"] == {"auto: relevant": 4} and out["1"]["rules"] == {"auto: union": 2}

@@ -49,11 +49,12 @@ def test_a_commit_without_the_plan_change_predates_it_and_one_with_it_does_not(h
 
 def test_the_report_names_a_predating_embedded_run_and_counts_none_of_its_figures(tmp_path, monkeypatch):
     import report
+    import report_files
     from report_headline import embedded_lines
     from report_plan import PREDATES
     from report_targets import targets_section
 
-    monkeypatch.setattr(report, "predates_plan", lambda commit: commit.startswith("old"))
+    monkeypatch.setattr(report_files, "predates_plan", lambda commit: commit.startswith("old"))
     rows = [{"dataset": s, "judge": "embedded-0.5b", "plan": p, "n": 50, "gold_recall": 0.9}
             for s in ("squad2", "hotpotqa") for p in ("fast", "full")]
     (tmp_path / "pipeline-embedded-current.json").write_text(json.dumps({"commit": "new1", "command": "c",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import pipeline  # noqa: E402
+import pipeline_run  # noqa: E402
 
 
 def _questions(n):
@@ -32,12 +32,12 @@ def _run(monkeypatch, tmp_path, n, failing, max_errors=3, resume=False):
             raise RuntimeError(f"context window exceeded on {q['id']}")
         return _row(q, plan, 1.0 if plan == "full" else 0.0)
 
-    monkeypatch.setattr(pipeline, "ask_row", ask)
+    monkeypatch.setattr(pipeline_run, "ask_row", ask)
     args = argparse.Namespace(budget_s=None, max_errors=max_errors, checkpoint=str(tmp_path / "rows.jsonl"),
                               resume=resume)
     report = {"commit": "abc", "sets": {"s": {"rows": {}}}}
     out: list[dict] = []
-    pipeline.interleaved("s", _questions(n), {}, None, None, "j", ["fast", "full"], args, out, report)
+    pipeline_run.interleaved("s", _questions(n), {}, None, None, "j", ["fast", "full"], args, out, report)
     return report["sets"]["s"], out, asked
 
 

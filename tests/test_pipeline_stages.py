@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import pipeline  # noqa: E402
+import pipeline_plans  # noqa: E402
 from pipeline_rows import stage_contexts, stage_recalls, summarise  # noqa: E402
 from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 
@@ -66,7 +66,7 @@ def test_summary_averages_each_stage_over_the_answerable_rows_that_carry_it():
 def test_one_full_run_gives_the_context_each_prefix_plan_ends_with(calibrated_index):  # noqa: F811 (the fixture)
     from ragsieve.agent.orchestrator import Orchestrator
 
-    with Orchestrator.open(calibrated_index, pipeline.config_for("full"), chat=FakeChat(default=fake_model)) as orch:
+    with Orchestrator.open(calibrated_index, pipeline_plans.config_for("full"), chat=FakeChat(default=fake_model)) as orch:
         full = orch.ask(QUESTION, plan="full")
         stages = stage_contexts(full.trace)
         assert list(stages) == ["+judge", "+conformal", "+rse"]  # GMM is off in the default settings

@@ -1,5 +1,5 @@
 """When a name in the query is a lookup, and how spelled-out definitions are raised (pure functions)."""
-from ragsieve.tools.index.query.retriever import SPELLED_BOOST, definitions_first
+from ragsieve.tools.index.query.definitions import SPELLED_BOOST, definitions_first
 from ragsieve.tools.index.query.symbols import Definition, SymbolTable, is_lookup, key, named_identifiers
 
 

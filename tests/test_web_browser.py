@@ -1,70 +1,45 @@
-"""The chat page and the widget in a real browser: Debian's chromium driven by Playwright, against the service on
+"""The chat page in a real browser: Debian's chromium driven by Playwright, against the service on
 loopback with the scripted model (and once with the embedded model, marked `llm`). Screenshots of each step go to
-<tmp>/ragsieve-ui-screenshots/ (test artefacts, not committed)."""
+<tmp>/ragsieve-ui-screenshots/ (test artefacts, not committed).
+The widget: test_web_browser_widget.py."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
-import sqlite3
 from pathlib import Path
 
 import httpx
 import pytest
 from conftest import REPO
+from web_browser_setup import TIMEOUT_MS, ask, build_ui_index, guide_site
 from web_fixtures import (
     CHROMIUM,
-    GUIDE,
     HOSTILE,
     REWRITTEN,
     browser,
     screenshots_dir,
     scripted_reply,
     served_ui,
-    static_site,
-    write_corpus,
 )
 
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.service.feedback.store import FeedbackStore
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
 
-WIDGET_KEY = "pk-test-widget-7f3a"
-TIMEOUT_MS = 60_000
-
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """A static site on its own loopback origin: the crawled guide page and the pages that embed the widget."""
-    root = tmp_path_factory.mktemp("site")
-    (root / "docs").mkdir()
-    (root / "docs" / "guide.html").write_text(GUIDE, encoding="utf-8")
-    with static_site(root, lifetime_s=900) as port:
-        yield root, port
+    """A static site on its own loopback origin: the crawled guide page."""
+    with guide_site(tmp_path_factory) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
 def ui_index(tmp_path_factory, site, embedder):
-    from ragsieve.tools.index.building.builder import IndexBuilder
-
-    _, port = site
-    folder = tmp_path_factory.mktemp("ui-corpus")
-    docs = write_corpus(folder)
-    index = tmp_path_factory.mktemp("ui-index")
-    IndexBuilder(index, embedder=embedder, progress=False).build(
-        [str(docs), f"http://127.0.0.1:{port}/docs/guide.html"], crawl={"max_pages": 3, "rate": 50})
-    return index
-
-
-def ask(page, question: str, answers_before: int):
-    page.fill("textarea.rs-input", question)
-    page.keyboard.press("Enter")
-    page.wait_for_selector(f"article.rs-answer >> nth={answers_before}", timeout=TIMEOUT_MS)
-    answer = page.locator("article.rs-answer").nth(answers_before)
-    return answer
+    return build_ui_index(tmp_path_factory, site[1], embedder)
 
 
 def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_inert(
@@ -236,111 +211,6 @@ def test_trace_panel_shows_the_full_plan(ui_index, tmp_path):
         page.screenshot(path=str(shots / "01-full-plan-trace.png"), full_page=True)
         if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):
             shutil.copy(shots / "01-full-plan-trace.png", REPO / "docs" / "assistant-trace.png")
-
-
-def _widget_page(root: Path, base_url: str, name: str) -> None:
-    (root / name).write_text(f"""<!doctype html><html><head><title>Host site</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body {{ font-family: Georgia, serif; color: rgb(120, 20, 20); }} button {{ background: lime; }}</style></head>
-<body><h1>A customer's documentation site</h1><p id="host-text">Host page text stays styled.</p>
-<script src="{base_url}/widget.js" data-index="docs" data-key="{WIDGET_KEY}" data-title="Ask Lumen docs"></script>
-</body></html>""", encoding="utf-8")
-
-
-def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui_index, site, second_index, tmp_path):
-    root, port = site
-    shots = screenshots_dir("widget")
-    allowed = f"http://127.0.0.1:{port}"
-    keys = WidgetKeys([WidgetKey(WIDGET_KEY, frozenset({"docs"}), frozenset({allowed}), 60)])
-    chat = FakeChat(default=scripted_reply, token_delay_s=0.01)
-    with served_ui({"docs": ui_index, "notes": second_index}, chat, tmp_path / "data", widget_keys=keys) as svc, \
-            browser() as b:
-        _widget_page(root, svc.base_url, "host.html")
-        page = b.new_context(viewport={"width": 1100, "height": 800}).new_page()
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{allowed}/host.html")
-        launch = page.locator("button.launch")
-        launch.wait_for(timeout=TIMEOUT_MS)
-        assert page.evaluate("typeof window.DOMPurify + typeof window.marked + typeof window.Core") == \
-            "undefinedundefinedundefined"  # the widget leaks no globals onto the host page
-        assert page.locator("#host-text").evaluate("e => getComputedStyle(e).color") == "rgb(120, 20, 20)"
-        assert launch.evaluate("e => getComputedStyle(e).backgroundColor") != "rgb(0, 255, 0)"  # host CSS stays out
-        page.screenshot(path=str(shots / "01-closed.png"))
-
-        # keyboard only: focus the button, open with Enter, type, send with Enter, close with Escape
-        launch.focus()
-        page.keyboard.press("Enter")
-        assert launch.get_attribute("aria-expanded") == "true"
-        assert page.evaluate("document.activeElement.shadowRoot.activeElement.className") == "rs-input"
-        page.keyboard.type("How do I rotate the API key?")
-        page.keyboard.press("Enter")
-        answer = page.locator("article.rs-answer").first
-        answer.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
-        assert "lumen keys rotate" in answer.locator(".rs-md").inner_text()
-        hrefs = [a.get_attribute("href") for a in answer.locator(".rs-sources a").all()]
-        assert any(h.startswith(svc.base_url + "/ui/source?") for h in hrefs)  # absolute: opens on the server
-        answer.locator("button.rs-down").click()
-        page.wait_for_function("() => document.querySelector('[data-ragsieve-widget]').shadowRoot"
-                               ".querySelector('.rs-thanks').textContent.includes('saved')")
-        page.screenshot(path=str(shots / "02-answered.png"))
-        if os.environ.get("RAGSIEVE_UPDATE_DOCS_SCREENSHOT"):
-            shutil.copy(shots / "02-answered.png", REPO / "docs" / "assistant-widget.png")
-        rated = FeedbackStore.in_folder(tmp_path / "data").rated()
-        assert [(r["rating"], r["via"], r["index"]) for r in rated] == [(-1, "widget:pk-test-", "docs")]
-        page.keyboard.press("Escape")
-        assert launch.get_attribute("aria-expanded") == "false"
-        assert page.evaluate("document.activeElement.shadowRoot.activeElement.className") == "launch"
-
-        # mobile width: the panel takes the screen width and stays usable
-        phone = b.new_context(viewport={"width": 375, "height": 700}, is_mobile=True).new_page()
-        phone.goto(f"{allowed}/host.html")
-        phone.locator("button.launch").click()
-        box = phone.locator(".panel").bounding_box()
-        assert box["width"] <= 375 and box["x"] >= 0
-        assert phone.locator("textarea.rs-input").bounding_box()["width"] > 200
-        phone.screenshot(path=str(shots / "03-mobile.png"))
-        phone.close()
-
-        # another origin: the server refuses the key there, and the widget can read and say why
-        other = f"http://localhost:{port}"
-        stranger = b.new_context().new_page()
-        stranger.goto(f"{other}/host.html")
-        stranger.locator("button.launch").click()
-        stranger.fill("textarea.rs-input", "How do I rotate the API key?")
-        stranger.keyboard.press("Enter")
-        failed = stranger.locator("article.rs-failed")
-        failed.wait_for(timeout=TIMEOUT_MS)
-        assert "not allowed on http://localhost" in failed.inner_text()
-        stranger.screenshot(path=str(shots / "04-refused-origin.png"))
-        stranger.close()
-        assert not errors
-
-    calls_before = len(chat.history)
-    with served_ui({"docs": ui_index, "notes": second_index}, chat, tmp_path / "data", widget_keys=keys) as svc:
-        auth = {"Authorization": f"Bearer {WIDGET_KEY}"}
-        body = {"question": "How do I rotate the API key?", "index": "docs"}
-        refused = httpx.post(svc.base_url + "/ui/api/ask", json=body, headers={**auth, "Origin": other})
-        assert refused.status_code == 403 and refused.json()["error"]["code"] == "origin_not_allowed"
-        assert refused.headers["access-control-allow-origin"] == other  # the page can read the refusal
-        other_index = httpx.post(svc.base_url + "/ui/api/ask", json={**body, "index": "notes"},
-                                 headers={**auth, "Origin": allowed})
-        assert other_index.status_code == 404  # another index is invisible to the key
-        assert httpx.get(svc.base_url + "/v1/models", headers=auth).status_code == 200  # open server: no key needed
-        preflight = httpx.options(svc.base_url + "/ui/api/ask", headers={
-            "Origin": allowed, "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization,content-type"})
-        assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == allowed
-        denied = httpx.options(svc.base_url + "/ui/api/ask", headers={
-            "Origin": other, "Access-Control-Request-Method": "POST"})
-        # answered (not a bare 405), so the browser sends the call and shows its refusal
-        assert denied.status_code == 204 and denied.headers["access-control-allow-origin"] == other
-        unknown = httpx.post(svc.base_url + "/ui/api/ask", json=body,
-                             headers={"Authorization": "Bearer pk-not-a-key", "Origin": allowed})
-        assert unknown.status_code == 401 and "widget key is not known" in unknown.json()["error"]["message"]
-    assert len(chat.history) == calls_before  # refused calls never reached the model
-    with sqlite3.connect(tmp_path / "data" / "feedback.sqlite3") as db:
-        assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 1
 
 
 @pytest.mark.llm

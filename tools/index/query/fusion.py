@@ -5,10 +5,11 @@ deterministic: ties are broken by first appearance across the input lists.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.modes import FusionMode
 
 
 def _check_weights(n_lists: int, weights: Sequence[float] | None) -> list[float]:
@@ -99,3 +100,35 @@ def weighted_fusion(score_lists: Sequence[Mapping[K, float]],
                 pos += 1
             fused[item] = fused.get(item, 0.0) + weight * value / total
     return _ordered(fused, first_seen)
+
+
+Ranked = list[tuple[int, float]]  # (row, score) best first: one retriever's candidates
+
+
+def _fuse_rrf(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    return rrf([[r for r, _ in lst] for lst in lists], k=k, weights=weights)
+
+
+def _fuse_weighted(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    return weighted_fusion([dict(lst) for lst in lists], weights=weights)
+
+
+_FUSERS: dict[FusionMode, Callable[[Sequence[Ranked], Sequence[float], int], list[tuple[int, float]]]] = {
+    FusionMode.RRF: _fuse_rrf,
+    FusionMode.WEIGHTED: _fuse_weighted,
+}
+
+
+def fuse(mode: FusionMode, lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    """The (row, score) lists fused by `mode` (`k`: the RRF constant, unused by weighted fusion)."""
+    return _FUSERS[mode](lists, weights, k)
+
+
+def check_weights(bm25_weight: float, dense_weight: float) -> tuple[float, float]:
+    """The (bm25, dense) retriever weights as floats; refused unless both are >= 0 and one is > 0."""
+    for name, w in (("bm25_weight", bm25_weight), ("dense_weight", dense_weight)):
+        if not (isinstance(w, (int, float)) and w >= 0):
+            raise UsageError(f"{name} must be a number >= 0, got {w!r}")
+    if bm25_weight == 0 and dense_weight == 0:
+        raise UsageError("bm25_weight and dense_weight are both 0: at least one retriever must be on")
+    return float(bm25_weight), float(dense_weight)

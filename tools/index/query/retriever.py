@@ -14,11 +14,8 @@ chooses who fuses: `client` (the functions of `fusion.py`), `server` (the backen
 round trip to Milvus; unrestricted searches only, a row-restricted search is fused here), `auto` (server
 when it is the same fusion: RRF with equal weights). Server-fused hits carry no per-list ranks.
 
-Definitions first (`symbols=True`): when a short query names a function, class or API entry the index's
-symbol table knows (`ragsieve.tools.index.query.symbols`: `token_urlsafe`, `re.search`,
-`HTTPResponse._read_chunked`), the chunks defining it lead the fused list (marked `extra["symbol"]`),
-as a code search engine's "go to definition" would; the rest keeps its fused order. A definition the
-query spells out in words is raised, not moved (`definitions_first`).
+Definitions first (`symbols=True`): a definition the query names or spells out leads or is raised
+(`ragsieve.tools.index.query.definitions`).
 
 One hit per definition (`collapse=True`): a later piece of a split code definition whose better-ranked piece
 is already in the list is dropped and the list read further (`ragsieve.tools.filters.stitch.one_per_definition`),
@@ -38,61 +35,12 @@ from ragsieve.tools.filters.sections import TOC_KIND, one_per_section
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
 from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.backend import AdmittedSearch, IndexBackend, ServerFusion, vectors_of
+from ragsieve.tools.index.query.definitions import definitions_first, named_rows
 from ragsieve.tools.index.query.dense import l2_normalise
-from ragsieve.tools.index.query.fusion import rrf, weighted_fusion
+from ragsieve.tools.index.query.fusion import Ranked, check_weights, fuse
 from ragsieve.tools.index.query.source_first import DEPTH, MIN_DEPTH, source_first
-from ragsieve.tools.index.query.symbols import is_lookup
 from ragsieve.tools.modes import FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.types import Hit
-
-Ranked = list[tuple[int, float]]
-
-
-def _fuse_rrf(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
-    return rrf([[r for r, _ in lst] for lst in lists], k=k, weights=weights)
-
-
-def _fuse_weighted(lists: Sequence[Ranked], weights: Sequence[float], k: int) -> list[tuple[int, float]]:
-    return weighted_fusion([dict(lst) for lst in lists], weights=weights)
-
-
-_FUSERS: dict[FusionMode, Callable[[Sequence[Ranked], Sequence[float], int], list[tuple[int, float]]]] = {
-    FusionMode.RRF: _fuse_rrf,
-    FusionMode.WEIGHTED: _fuse_weighted,
-}
-
-
-def _check_weights(bm25_weight: float, dense_weight: float) -> tuple[float, float]:
-    for name, w in (("bm25_weight", bm25_weight), ("dense_weight", dense_weight)):
-        if not (isinstance(w, (int, float)) and w >= 0):
-            raise UsageError(f"{name} must be a number >= 0, got {w!r}")
-    if bm25_weight == 0 and dense_weight == 0:
-        raise UsageError("bm25_weight and dense_weight are both 0: at least one retriever must be on")
-    return float(bm25_weight), float(dense_weight)
-
-
-SPELLED_BOOST = 0.3  # a definition spelled out in the query's words gains this share of the top fused score
-
-
-def definitions_first(fused: list[tuple[int, float]], named: list[int],
-                      spelled: Sequence[int] = ()) -> list[tuple[int, float]]:
-    """The fused (row, score) list with the `named` rows moved to the front in their order, and the `spelled`
-    rows raised by SPELLED_BOOST x the top score: a definition whose name the query spells in words
-    (`read a chunked response` -> `_read_chunked`) is likely its subject, but unlike a named one it keeps
-    its own evidence (measured on the code benchmark's 539 docstring queries: R@1 0.24 -> 0.29 against
-    placing it second, benchmarks/results/sources.json). Moved rows are scored so scores stay in rank order."""
-    top = fused[0][1] if fused else 1.0
-    step = abs(top) * 1e-3 + 1e-9
-    if spelled:
-        order = {r: i for i, (r, _) in enumerate(fused)}
-        scores = dict(fused)
-        for r in spelled:
-            scores[r] = scores.get(r, 0.0) + SPELLED_BOOST * abs(top)
-        fused = sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order))))
-        top = fused[0][1]
-    front = [(r, top + step * (len(named) - i)) for i, r in enumerate(named)]
-    chosen = set(named)
-    return front + [(r, s) for r, s in fused if r not in chosen]
 
 
 class HybridRetriever:
@@ -120,7 +68,7 @@ class HybridRetriever:
         self.sections = bool(sections)
         self.ranking = parse_enum(RankingMode, ranking, "ranking")
         self._parsed = ParsedFiles()  # documents parsed by `collapse`, shared with the clones of `with_filter`
-        self.weights = _check_weights(bm25_weight, dense_weight)
+        self.weights = check_weights(bm25_weight, dense_weight)
         if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
                 self.weights[0] != self.weights[1]:
             raise UsageError("retrieval.fusion_site = \"server\": Milvus' RRF ranker has no per-list weights; "
@@ -176,7 +124,7 @@ class HybridRetriever:
             raise UsageError("the query must be a non-empty string")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise UsageError(f"top_k must be an integer >= 1, got {top_k!r}")
-        w_bm25, w_dense = _check_weights(*weights) if weights is not None else self.weights
+        w_bm25, w_dense = check_weights(*weights) if weights is not None else self.weights
         n = len(self.index)
         checked = False
         admitted: Admitted | None = None
@@ -211,8 +159,9 @@ class HybridRetriever:
             if w > 0:
                 lists.append(lst)
                 ws.append(w)
-        fused = _FUSERS[self.fusion](lists, ws, self.rrf_k)
-        named, spelled = self._named_rows(query, rows if admitted is None else admitted)
+        fused = fuse(self.fusion, lists, ws, self.rrf_k)
+        named, spelled = named_rows(self.index.symbols if self.symbols else None, query,
+                                    rows if admitted is None else admitted)
         if named or spelled:
             fused = definitions_first(fused, named, spelled)
         if not fused:
@@ -270,22 +219,6 @@ class HybridRetriever:
         for i, hit in enumerate(hits, start=1):
             hit.rank = i
         return hits
-
-    def _named_rows(self, query: str, rows: list[int] | Admitted | None) -> tuple[list[int], list[int]]:
-        """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`."""
-        table = self.index.symbols if self.symbols else None
-        if table is None:
-            return [], []
-
-        def kept(found: list[int]) -> list[int]:  # the rows of `rows` among `found` (a set only when needed)
-            if rows is None or not found:
-                return list(dict.fromkeys(found))
-            allowed = rows if isinstance(rows, Admitted) else set(rows)
-            return list(dict.fromkeys(r for r in found if r in allowed))
-
-        named = kept([d.row for d in table.lookup(query)]) if is_lookup(query) else []
-        spelled = [] if named else kept([d.row for d in table.spelled(query)])
-        return named, spelled
 
     def _server_hits(self, bm25_query: str, qvec: np.ndarray, top_k: int, weights: tuple[float, float]) -> list[Hit]:
         index = self.index

@@ -12,7 +12,7 @@ matched on the whole qualified name or on its last one or two parts, case and su
 aside. When the query is a lookup (`is_lookup`: a few words, not a sentence that mentions a name), the
 retriever puts those definitions first (code search engines' "go to definition"); a
 definition whose name is spelled out in the query's words (`spelled`: "read a chunked response" ->
-`_read_chunked`) is raised by a share of the top score (`retriever.definitions_first`). And
+`_read_chunked`) is raised by a share of the top score (`definitions.definitions_first`). And
 `Where(symbol_kind=...)` admits only chunks defining a symbol of that kind.
 """
 from __future__ import annotations
