@@ -1,7 +1,8 @@
 """Which pipeline results ran an earlier `full` plan than the one the current code runs.
 
 A result file records the commit it ran at. `PLAN_SINCE` is the last commit that changed what the plans
-compute (1f12636, the merge of issue 46's two halves: every rule keeps the conformal set, GMM never removes its
+compute (001925b: under `auto` the relevant set stands alone only when the judge's recall, bounded below,
+reaches 1 - alpha; before it 1f12636, the merge of issue 46's two halves: every rule keeps the conformal set, GMM never removes its
 members, RSE keeps the fast context the conformal step joined (b9f2bfd); a judge that passes its checks and
 finds nothing relevant is trusted and the answer abstains on calibrated terms, the fallback adds only chunks a
 trusted judge accepts (6274b07); both follow 504130f, the default encoder embedding each text alike whatever its
@@ -20,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLAN_SINCE = "1f12636"
+PLAN_SINCE = "001925b"
 PREDATES = "predates the current `full` plan"
 
 
