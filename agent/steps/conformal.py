@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import NamedTuple
 
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.modes import ContextRule
@@ -84,8 +85,13 @@ class Conformal(Step):
                          "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
                          "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing],
                          "best": _best(scores)}  # the lowest nonconformity score: it passes when <= qhat
+        combined = combine_with_judge(state, deps, passing)
+        kept, promised = combined.kept, combined.promised
+        summary["combined_with"] = combined.how
         reduced: list[CoverageLoss] = []
-        if cap_bound:  # the guarantee is about every passing chunk of the index: say the cap cut the set
+        # the guarantee is about every passing chunk of the index: say the cap cut the set (unless the relevant
+        # set stands alone, when the coverage rests on the judge's recall bound, not on the set)
+        if cap_bound and not combined.alone:
             reduced.append(CoverageLoss.CORPUS_CAP)
             note = (f"more chunks passed the conformal cutoff than conformal.corpus_max = {cfg.corpus_max} admits: "
                     f"the conformal set was truncated, so coverage {1 - alpha:.2f} is not guaranteed for this "
@@ -93,14 +99,6 @@ class Conformal(Step):
             summary["corpus_cap"] = {"limit": cfg.corpus_max, "bound": True, "note": note}
             if note not in state.notes:
                 state.notes.append(note)
-        kept, how, promised = combine_with_judge(state, deps, passing)
-        summary["combined_with"] = how
-        alone = state.loop.rule_alone and state.loop.judge_trusted and applied_rule(state, deps) is ContextRule.RELEVANT
-        if alone and CoverageLoss.CORPUS_CAP in reduced:  # the coverage rests on the judge's bound, not on the set
-            reduced.remove(CoverageLoss.CORPUS_CAP)
-            cap = summary.pop("corpus_cap")
-            if cap["note"] in state.notes:
-                state.notes.remove(cap["note"])
         summary["promised"] = promised
         summary["rule"] = state.loop.rule_reason
         if not kept and cfg.min_keep and source:
@@ -129,45 +127,57 @@ class Conformal(Step):
         state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
                                           calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
                                           passing=[h.chunk_id for h in passing], promised=promised,
-                                          reduced=reduced, corpus_cap=cfg.corpus_max if cap_bound and not alone else None,
-                                          basis="judge recall bound" if alone else "conformal set")
+                                          reduced=reduced, corpus_cap=cfg.corpus_max if cap_bound and not combined.alone
+                                          else None, basis="judge recall bound" if combined.alone else "conformal set")
         summary["coverage_guaranteed"] = not reduced
         summary["coverage_basis"] = state.conformal.basis
         return StepResult("next", summary)
 
 
-def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> tuple[list[Hit], str, list[str]]:
-    """The conformal set combined with the judge's evidence (`loop.combine`), best evidence first, and the
-    fast-context chunks it joined (a promise later stages keep).
+class Combined(NamedTuple):
+    """The context `combine_with_judge` made: the chunks, how, the fast-context chunks it joined (a promise later
+    stages keep), and whether the relevant set stands alone (coverage resting on the judge's recall bound)."""
+
+    kept: list[Hit]
+    how: str
+    promised: list[str]
+    alone: bool = False
+
+
+def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> Combined:
+    """The conformal set combined with the judge's evidence (`loop.combine`), best evidence first.
 
     Every rule keeps the conformal set (`anchored` keeps the part of it the context held): a trusted
-    judge narrows only what lies beyond it, so the coverage 1 - alpha holds whatever the judge's recall.
+    judge narrows only what lies beyond it, so the coverage 1 - alpha holds whatever the judge's recall;
+    except under `auto` when the judge's measured recall, bounded below, reaches 1 - alpha
+    (`reliability.relevant_alone`), when its relevant set stands alone.
     Chunks the sparse fallback added are kept whatever their similarity: they were found
     because similarity misses them (COS-Mix)."""
     rule = applied_rule(state, deps)
     added = [state.pool[c] for c in (state.fallback.added if state.fallback else []) if c in state.pool]
     if rule is ContextRule.ANCHORED:
         narrowed = {h.chunk_id for h in passing}
-        return _unique([h for h in state.context if h.chunk_id in narrowed] + added), "anchored: context narrowed", []
+        return Combined(_unique([h for h in state.context if h.chunk_id in narrowed] + added), "anchored: context narrowed", [])
     fast_context = [state.pool[c] for c in state.first_stage[: deps.config.retrieval.top_k] if c in state.pool]
     if not state.loop.judge_trusted:
         # the context before this step is the fast context (no trusted verdict narrowed it): the conformal
         # set joins it, never replaces it, so the step cannot lose what the stage before it held (measured:
         # the conformal set alone, a median of 2 chunks on SQuAD at alpha 0.1, lost gold the fast context held, issue 23)
-        return (_unique(fast_context + passing + added), "conformal set + fast context (no trusted judge)",
-                [h.chunk_id for h in fast_context])
+        return Combined(_unique(fast_context + passing + added), "conformal set + fast context (no trusted judge)",
+                        [h.chunk_id for h in fast_context])
     fast = fast_context if state.loop.rule_adds_fast else []
     plus = " + fast context" if fast else ""
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
     judged = [state.pool[c] for c in relevant_set(keys, state.loop.trusted, []) if c in state.pool]
     if rule is ContextRule.RELEVANT and state.loop.rule_alone:
         # auto measured the judge: its recall, bounded below, reaches 1 - alpha (reliability.relevant_alone)
-        return _unique(judged + added), "relevant set alone (judge recall bound >= coverage)", []
+        return Combined(_unique(judged + added), "relevant set alone (judge recall bound >= coverage)", [], alone=True)
     if rule is ContextRule.RELEVANT:
         # the relevant set replaces the fast context, never the conformal set: the rule is chosen from judge
         # recall measured on 30-60 questions, a point estimate (HotpotQA, flip10: 0.846 on a fold at alpha 0.1)
-        return _unique(judged + passing + added), "relevant set + conformal set", []
-    return _unique(judged + fast + passing + added), f"relevant set + conformal set{plus}", [h.chunk_id for h in fast]
+        return Combined(_unique(judged + passing + added), "relevant set + conformal set", [])
+    return Combined(_unique(judged + fast + passing + added), f"relevant set + conformal set{plus}",
+                    [h.chunk_id for h in fast])
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:
