@@ -29,14 +29,21 @@ class Figure:
     files: tuple[str, ...]
 
 
-def load_result(folder: Path, name: str) -> tuple[Data | None, str]:
-    """The file's data, or None and why: missing, not a JSON object, or a pipeline result of an earlier plan."""
+def parsed_result(folder: Path, name: str) -> tuple[Any, str]:
+    """The file's JSON, or None and why it could not be read (missing: "not run")."""
     try:
-        data = json.loads((folder / name).read_text(encoding="utf-8"))
+        return json.loads((folder / name).read_text(encoding="utf-8")), ""
     except OSError:
         return None, "not run"
     except ValueError as exc:
         return None, f"unreadable ({exc})"
+
+
+def load_result(folder: Path, name: str) -> tuple[Data | None, str]:
+    """The file's data, or None and why: missing, not a JSON object, or a pipeline result of an earlier plan."""
+    data, why = parsed_result(folder, name)
+    if data is None:
+        return None, why
     if not isinstance(data, dict):
         return None, "unreadable (not an object)"
     if name.startswith("pipeline-") and predates_plan(str(data.get("commit") or "")):
