@@ -9,7 +9,7 @@ import sys
 from ragsieve.agent.answer.also_retrieved import STOPPED, UNCITED
 from ragsieve.agent.answer.grounding import NOT_GROUNDED_NOTE, Grounding
 from ragsieve.cli.common import add_common, add_llm_options, for_terminal, load_config, plural, range_checked
-from ragsieve.cli.search import add_reading_as, reading_as
+from ragsieve.cli.search import add_filters, reading_as
 
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",
@@ -34,11 +34,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="wall-clock limit for this question, every LLM call and retry included (default: budget.deadline_s)")
     p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
-    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
-                   help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
-                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
-                        "symbol_kind=function|method|class|attribute (chunks defining one)")
-    add_reading_as(p)
+    add_filters(p)
     p.set_defaults(func=run)
     return p
 

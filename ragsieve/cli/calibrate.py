@@ -12,7 +12,6 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-
     p = subparsers.add_parser(
         "calibrate", help="calibrate the conformal context threshold of an index",
         description="Generate one question per sampled chunk with the LLM (or read a BEIR qrels set), find the "

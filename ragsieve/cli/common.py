@@ -54,7 +54,7 @@ def load_config(args: argparse.Namespace) -> Config:
 def add_common(parser: argparse.ArgumentParser, *, index_required: bool = True) -> None:
     """Options every subcommand shares: the index folder and a TOML config file."""
     parser.add_argument("--index", required=index_required, metavar="DIR", help="index folder")
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (see README)")
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (docs/configuration.md)")
 
 
 def add_llm_options(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from ragsieve.cli.common import add_common, add_device_option, add_llm_options, 
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-
     p = subparsers.add_parser(
         "eval", help="measure plans on a BEIR-layout dataset (retrieval, answers, cost)",
         description="Run one or more plans side by side on a BEIR folder (corpus.jsonl[.gz], queries.jsonl, "

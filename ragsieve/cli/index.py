@@ -70,7 +70,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="wait this long for another build of the same index (0: fail at once; default from config)")
     p.add_argument("--access-rules", metavar="FILE",
                    help="who may read which document: gitignore-style globs and URL prefixes -> principals "
-                        "(README: Who sees what); recorded beside the chunks, re-applied without re-embedding")
+                        "(docs/access.md); recorded beside the chunks, re-applied without re-embedding")
     p.add_argument("--access-default", choices=["public", "deny"],
                    help="what documents no rule, front matter or attribute labels are (default: public, or as "
                         "recorded)")

@@ -17,19 +17,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ranking", choices=["hybrid", "source-first"], default=None,
                    help="source-first: definitions in source files before other code, tests and prose "
                         "(for 'where is X implemented'); default: the index config's retrieval.ranking (hybrid)")
-    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
-                   help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
-                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
-                        "symbol_kind=function|method|class|attribute (chunks defining one)")
-    add_reading_as(p)
+    add_filters(p)
     p.set_defaults(func=run)
     return p
 
 
-def add_reading_as(p: argparse.ArgumentParser) -> None:
+def add_filters(p: argparse.ArgumentParser) -> None:
+    """`--where` (metadata) and `--as` (a caller's principals): what `search` and `ask` may read."""
+    p.add_argument("--where", action="append", metavar="FIELD=VALUE",
+                   help="only chunks whose metadata match (repeatable, all must match): source=PATH, "
+                        "path_prefix=docs/api/, language=python, kind=markdown, tenant=NAME, "
+                        "symbol_kind=function|method|class|attribute (chunks defining one)")
     p.add_argument("--as", dest="reading_as", action="append", metavar="PRINCIPAL",
                    help="answer as this caller: only documents user:NAME / group:NAME may read (repeat or "
-                        "comma-separate; README: Who sees what). Without it the CLI reads everything")
+                        "comma-separate; docs/access.md). Without it the CLI reads everything")
 
 
 def reading_as(where, items: list[str] | None):

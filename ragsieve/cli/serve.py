@@ -16,7 +16,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Each --index NAME=DIR becomes the model ids NAME and NAME:PLAN for chat front ends.")
     p.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
                    help="an index to serve (repeat for several); a bare DIR is named after its folder")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (see README)")
+    p.add_argument("--config", metavar="FILE", help="TOML config file (docs/configuration.md)")
     add_llm_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8765)

@@ -10,7 +10,7 @@ each reaches every index) and/or a keys file (TOML):
     "sk-ops" = ["*:write"]             # every index, writes too (also creating vector stores)
     "sk-owner" = ["docs:admin"]        # `docs`, and its insights (/insights: what users asked)
 
-A key may instead be a table that also says who it reads as (README: Who sees what)::
+A key may instead be a table that also says who it reads as (docs/access.md)::
 
     [keys."sk-portal"]
     indexes = ["docs"]

@@ -1,6 +1,6 @@
 """`curl -d '{...}'` sends JSON labelled `application/x-www-form-urlencoded`: read it as JSON.
 
-The README's examples (and most people's first try) post JSON with `curl -d`
+The docs' examples (and most people's first try) post JSON with `curl -d`
 and no `Content-Type` header; curl then labels the body as a form. Every
 ragsieve POST route takes JSON only, so such a body is relabelled
 `application/json` before routing (a body that is not JSON still gets a 400

@@ -27,7 +27,7 @@ from ragsieve.service.errors import ApiError
 from ragsieve.tools.index.query.where import Where
 
 API_PREFIX = "/ui/api/"
-WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, README)
+WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, docs/access.md)
 
 
 @dataclass

@@ -63,7 +63,7 @@
       auth: function () {
         var headers = key ? { Authorization: "Bearer " + key } : {};
         // the host page's signed user token (a JWT its sign-in issued), read at each question so the page
-        // can renew it: answers then come only from the documents that user may read (README: Who sees what)
+        // can renew it: answers then come only from the documents that user may read (docs/access.md)
         var user = script.getAttribute("data-user-token");
         if (user) headers["X-Ragsieve-User-Token"] = user;
         return headers;
