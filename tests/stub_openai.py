@@ -126,7 +126,9 @@ class StubOpenAI:
                                        payload, time.monotonic())
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/") == "/health":  # llama.cpp's server: up and its model loaded
+                    self._send(StubReply(200, {"status": "ok"}))
+                elif self.path.rstrip("/").endswith("/models"):
                     with stub._lock:
                         stub.requests.append(self._record(None))
                     data = [{"id": m, "object": "model", "owned_by": "stub"} for m in stub.models]

@@ -6,15 +6,13 @@ answers over HTTP on loopback (health and chat completions), so the whole path r
 registry's preload at start, `open_llm`, `LocalLLMServer`, the `openai` client and the service's routes."""
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
 import pytest
-from stub_openai import chat_body
+from stub_openai import StubOpenAI, ok
 
 from ragsieve import Config
 from ragsieve.agent.errors import UsageError
@@ -27,47 +25,21 @@ ANSWER = "The old key stays valid for 24 hours [1]."
 
 
 class FakeLlamaServer:
-    """Stands in for `xllamacpp.Server`: records its parameters, serves /health and /v1/chat/completions."""
+    """Stands in for `xllamacpp.Server`: records its parameters and serves /health and the chat API through the
+    suite's scripted OpenAI stub (queued replies, a call history)."""
 
     started: list[dict[str, object]] = []  # the parameters of each server started, in order
-    chats: list[int] = []  # the chat calls each server answered
+    servers: list[StubOpenAI] = []  # each server's stub: its chat requests are the calls it answered
 
     def __init__(self, params: SimpleNamespace):
         FakeLlamaServer.started.append({"n_threads": params.cpuparams.n_threads,
                                         "n_threads_batch": params.cpuparams_batch.n_threads})
-        FakeLlamaServer.chats.append(0)
-        number = len(FakeLlamaServer.chats) - 1
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-            def _send(self, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # /health, /v1/models
-                self._send({"status": "ok", "object": "list", "data": [{"id": "model.gguf", "object": "model"}]})
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                FakeLlamaServer.chats[number] += 1
-                self._send(chat_body(ANSWER))
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.listening_address = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._stub = StubOpenAI([ok(ANSWER) for _ in range(50)], models=["model.gguf"])
+        FakeLlamaServer.servers.append(self._stub)
+        self.listening_address = self._stub.base_url.removesuffix("/v1")
 
     def __del__(self) -> None:  # xllamacpp stops when its Server is deallocated; so does the fake
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._stub.close()
 
 
 def fake_xllamacpp() -> SimpleNamespace:
@@ -82,7 +54,7 @@ def fake_xllamacpp() -> SimpleNamespace:
 @pytest.fixture
 def fake_llama(monkeypatch, tmp_path) -> Path:
     """A GGUF path for `[llm] local_model` and the fake llama.cpp behind it; 2 cores, load set by the test."""
-    FakeLlamaServer.started, FakeLlamaServer.chats = [], []
+    FakeLlamaServer.started, FakeLlamaServer.servers = [], []
     monkeypatch.setattr("ragsieve.agent.llm.local_server.require", lambda *a, **k: fake_xllamacpp())
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
     gguf = tmp_path / "model.gguf"
@@ -117,7 +89,8 @@ def ask_three_times_under_changing_load(examples_index: Path, config: Config, mo
                     assert reply.status_code == 200, reply.text
     finally:
         registry.close()
-    assert len(FakeLlamaServer.chats) == 1 and FakeLlamaServer.chats[0] >= 4  # the warm-up and each question
+    servers = FakeLlamaServer.servers  # one server; it answered the warm-up and each question
+    assert len(servers) == 1 and len(servers[0].chat_requests()) >= 4
 
 
 def test_the_thread_count_is_chosen_once_at_start_from_the_load(examples_index, fake_llama, tmp_path, monkeypatch):

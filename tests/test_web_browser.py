@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import REPO
-from web_browser_setup import TIMEOUT_MS, ask, build_ui_index, guide_site
+from web_browser_setup import TIMEOUT_MS, ask
 from web_fixtures import (
     CHROMIUM,
     HOSTILE,
@@ -28,18 +28,6 @@ from ragsieve.service.feedback.store import FeedbackStore
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """A static site on its own loopback origin: the crawled guide page."""
-    with guide_site(tmp_path_factory) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
-def ui_index(tmp_path_factory, site, embedder):
-    return build_ui_index(tmp_path_factory, site[1], embedder)
 
 
 def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_inert(

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import REPO
-from web_browser_setup import TIMEOUT_MS, build_ui_index, guide_site
+from web_browser_setup import TIMEOUT_MS, widget_refusal
 from web_fixtures import CHROMIUM, browser, screenshots_dir, scripted_reply, served_ui
 
 from ragsieve.agent.llm.fake import FakeChat
@@ -21,18 +21,6 @@ from ragsieve.service.feedback.store import FeedbackStore
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """A static site on its own loopback origin: the crawled guide page and the pages that embed the widget."""
-    with guide_site(tmp_path_factory) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
-def ui_index(tmp_path_factory, site, embedder):
-    return build_ui_index(tmp_path_factory, site[1], embedder)
 
 
 WIDGET_KEY = "pk-test-widget-7f3a"
@@ -105,13 +93,7 @@ def test_widget_on_another_origin_works_with_its_key_and_is_refused_elsewhere(ui
         # another origin: the server refuses the key there, and the widget can read and say why
         other = f"http://localhost:{port}"
         stranger = b.new_context().new_page()
-        stranger.goto(f"{other}/host.html")
-        stranger.locator("button.launch").click()
-        stranger.fill("textarea.rs-input", "How do I rotate the API key?")
-        stranger.keyboard.press("Enter")
-        failed = stranger.locator("article.rs-failed")
-        failed.wait_for(timeout=TIMEOUT_MS)
-        assert "not allowed on http://localhost" in failed.inner_text()
+        assert "not allowed on http://localhost" in widget_refusal(stranger, f"{other}/host.html")
         stranger.screenshot(path=str(shots / "04-refused-origin.png"))
         stranger.close()
         assert not errors

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from web_browser_setup import TIMEOUT_MS, widget_refusal
 from web_fixtures import CHROMIUM, GUIDE, browser, scripted_reply, served_ui, static_site
 
 from ragsieve.agent.llm.fake import FakeChat
@@ -16,7 +17,6 @@ from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
 
-TIMEOUT_MS = 60_000
 API_KEY = "sk-page-test-key-1"
 
 
@@ -107,12 +107,6 @@ def test_a_widget_with_an_unknown_key_says_so(docs_index, tmp_path):
             (root / "host.html").write_text(
                 f'<!doctype html><html><body><script src="{svc.base_url}/widget.js" data-index="docs" '
                 f'data-key="pk-typo-widget-key"></script></body></html>', encoding="utf-8")
-            page = b.new_context().new_page()
-            page.goto(f"{allowed}/host.html")
-            page.locator("button.launch").click()
-            page.fill("textarea.rs-input", "How do I rotate the API key?")
-            page.keyboard.press("Enter")
-            failed = page.locator("article.rs-failed")
-            failed.wait_for(timeout=TIMEOUT_MS)
-            assert "widget key is not known" in failed.inner_text() and "origin" not in failed.inner_text()
+            refused = widget_refusal(b.new_context().new_page(), f"{allowed}/host.html")
+            assert "widget key is not known" in refused and "origin" not in refused
         assert chat.history == []  # refused before the model

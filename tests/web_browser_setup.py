@@ -1,5 +1,6 @@
 """Shared by the test_web_browser* files (a helper module, not a test file): the guide page served on its own
-loopback origin, the index built over the small corpus and that crawled page, and asking on the chat page."""
+loopback origin, the index built over the small corpus and that crawled page, asking on the chat page, and a
+question the widget refuses."""
 from __future__ import annotations
 
 import contextlib
@@ -40,3 +41,14 @@ def ask(page, question: str, answers_before: int):
     page.wait_for_selector(f"article.rs-answer >> nth={answers_before}", timeout=TIMEOUT_MS)
     answer = page.locator("article.rs-answer").nth(answers_before)
     return answer
+
+
+def widget_refusal(page, host_url: str, question: str = "How do I rotate the API key?") -> str:
+    """Open the widget on `host_url`, ask, and return the text of the failed answer it shows (a refused key)."""
+    page.goto(host_url)
+    page.locator("button.launch").click()
+    page.fill("textarea.rs-input", question)
+    page.keyboard.press("Enter")
+    failed = page.locator("article.rs-failed")
+    failed.wait_for(timeout=TIMEOUT_MS)
+    return failed.inner_text()
