@@ -48,13 +48,13 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
         model = str(deps.llm.chat.model_name or "") if deps.llm is not None else ""
         alpha = deps.config.conformal.alpha if deps.config.conformal.alpha is not None else \
             (cal.alpha if cal is not None else None)
-        rule, with_fast, why = decide_rule(
-            loop.combine, (cal.judges.get(model) if cal is not None else None),
-            cal.ranks() if cal is not None else None, top_k=retrieval.top_k, pool=retrieval.pool,
-            margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=None if alpha is None else 1 - alpha)
+        reliability = cal.judges.get(model) if cal is not None else None
         coverage = None if alpha is None else 1 - alpha
-        if rule is ContextRule.RELEVANT and ContextRule(loop.combine) is ContextRule.AUTO and cal is not None:
-            alone, bound = relevant_alone(cal.judges.get(model), coverage, loop.trust_confidence)
+        rule, with_fast, why = decide_rule(
+            loop.combine, reliability, cal.ranks() if cal is not None else None, top_k=retrieval.top_k,
+            pool=retrieval.pool, margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=coverage)
+        if rule is ContextRule.RELEVANT and cal is not None:  # `auto` chose it (the calibration is read for auto only)
+            alone, bound = relevant_alone(reliability, coverage, loop.trust_confidence)
             state.loop.rule_alone = alone and loop.relevant_alone
             if bound:
                 why += (f"; relevant set alone: {bound}" if state.loop.rule_alone else
