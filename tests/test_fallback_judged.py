@@ -4,8 +4,11 @@ examples/ on the offline MiniLM embeddings, calibrated, with the scripted fake m
 - A judge that passes its decoys and order check and calls every chunk irrelevant is trusted: the answer
   abstains without asking the model (unless the calibrated answerability score says answerable) and the
   fallback adds no chunk the judge did not accept.
-- An untrusted judge (no decoys to check an all-false round, or one calling everything relevant) keeps the
-  old path: the model reads the fast context and the fallback adds the top reranked sparse chunks unjudged.
+- An untrusted judge (no decoys to check an all-false round, or one calling everything relevant) decides
+  nothing: the model reads the fast context and the fallback adds no chunk (before, it appended the top reranked
+  sparse chunks unjudged, near-miss text that made `full` answer unanswerable questions).
+- A judge that cannot give a verdict at all (every batch malformed) leaves the fallback COS-Mix's score-based
+  additions.
 - A trusted judge's fallback adds exactly the sparse chunks it accepts; when it cannot be asked (budget
   spent), none.
 Each fails on the code before issue 46: there the all-false round was distrusted and the fallback appended
@@ -102,14 +105,38 @@ def test_nothing_relevant_yields_to_calibrated_evidence_that_says_answerable(cal
     (lambda q, t: False, {"judge_decoys": 0}, "no decoys were shown"),
     (lambda q, t: True, {}, "decoys"),
 ])
-def test_an_untrusted_judge_keeps_the_score_based_path(calibrated_index, judge, loop, reason):  # noqa: F811
+def test_an_untrusted_judge_decides_nothing_and_the_fallback_adds_nothing(calibrated_index, judge, loop,  # noqa: F811
+                                                                          reason):
     script = Script(judge=judge, answer=ANSWER, validate=[False, False])
     answer = _ask(calibrated_index, script, loop=loop)
     first = answer.loop.rounds[0]
     assert first.mode == "score" and reason in first.reason and answer.loop.distrusted
     assert answer.abstention is None and script.kinds.count("answer") == 2  # the model read the context twice
     fb = answer.fallback
-    assert fb.judge_mode == "skipped" and fb.score_based
+    assert fb.judge_mode == "skipped" and fb.candidates and not fb.score_based
+    assert fb.added == [] and "adds nothing" in fb.judge_reason
+    passing = set(answer.conformal.passing) if answer.conformal else set()
+    fast = {h.chunk_id for h in answer.context[: Config().retrieval.top_k]}
+    assert [h.chunk_id for h in answer.context if h.chunk_id in fb.candidates
+            and h.chunk_id not in passing | fast] == []
+
+
+class _Malformed(Script):
+    """Every judge batch comes back as prose, not JSON: no verdict can be had."""
+
+    def __call__(self, messages):
+        if "mapping an index to the chunk's text" in messages[0]["content"]:
+            self.kinds.append("judge")
+            return "I think some of these are relevant."
+        return super().__call__(messages)
+
+
+def test_a_judge_that_gives_no_verdict_at_all_leaves_the_score_based_additions(calibrated_index):  # noqa: F811
+    script = _Malformed(answer=ANSWER, validate=[False, False])
+    answer = _ask(calibrated_index, script)
+    assert answer.loop.distrusted is None and not answer.loop.judge_trusted
+    fb = answer.fallback
+    assert fb.judge_mode == "failed" and fb.score_based
     assert fb.added == fb.candidates[: Config().fallback.max_added] and fb.added
     context = [h.chunk_id for h in answer.context]
     assert all(c in context for c in fb.added)  # unjudged, and kept by every later filter

@@ -157,7 +157,7 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
 
     docs = {"dup1": ["alpha code secret details here"], "dup2": ["alpha code secret details now"],
             "rare": ["alpha code zeta"], "main": ["beta system overview"]}
-    deps = make_deps(docs, FakeChat(default=Script(judge=lambda q, t: True)), sparse_rows=[1, 2])
+    deps = make_deps(docs, FakeChat(default=Script(judge=lambda q, t: "zeta" in t or "now" in t)), sparse_rows=[1, 2])
     deps.index = VecIndex(docs, sparse_rows=[1, 2])
     deps.retriever = FakeRetriever(deps.index)
     deps.config.fallback = deps.config.fallback.model_copy(update={"max_added": 1})

@@ -28,9 +28,13 @@ class Fallback(Step):
     - a judge trusted for this question (it passed its checks in the loop and in this round): only the
       candidates it calls relevant, in rerank order, or none (a trusted "nothing relevant" stays an
       abstention); when it could not be asked (budget spent, every batch failed), none;
-    - a judge not trusted for this question (distrusted in the loop, or caught by this round's checks), or
-      without a trusted verdict before (no judge in the plan, every loop batch failed) whose judging here
-      fails or is skipped: the top reranked ones, unjudged (`score_based`), which the later filters keep.
+    - a judge not trusted for this question (distrusted in the loop, or caught by this round's checks): none.
+      A judge caught by its checks decides nothing for the question, and no chunk joins that nobody vouched
+      for: unjudged sparse chunks are near-miss text as often as answers (issue 46: they raised no answer in
+      `benchmarks/results/fallback.json` and made `full` answer unanswerable questions `fast` abstained on);
+    - no verdict to be had (every batch failed here, and no judge was trusted or caught before, e.g. a plan
+      without a judge step whose model errs on the fallback's round): the top reranked ones, unjudged
+      (`score_based`), as COS-Mix adds them; the later filters keep them.
     """
 
     name = "fallback"
@@ -85,10 +89,13 @@ class Fallback(Step):
             mode, reason = JudgeMode.JUDGE, "every candidate was judged before"
         if mode is JudgeMode.JUDGE:
             added = [h for h in ordered if verdicts.get(h.chunk_id)]
-        elif trusted_before and not state.loop.distrusted:  # budget spent or every batch failed: nothing unjudged
+        elif state.loop.distrusted:  # caught in the loop or in this round: it decides nothing, nothing unvouched joins
+            added = []
+            reason = f"{reason}; a judge not trusted for this question adds nothing, and no chunk joins unjudged"
+        elif trusted_before:  # budget spent or every batch failed: nothing unjudged
             added = []
             reason = f"{reason}; a judge trusted for this question adds only chunks it accepts: none added"
-        else:  # a judge not trusted for this question (before or in this round): the reranked order decides
+        else:  # no verdict to be had (every batch failed, no judge trusted before): reranked order (COS-Mix)
             added = list(ordered)
             summary["score_based"] = True
         added = added[: cfg.fallback.max_added]
