@@ -52,6 +52,18 @@ def test_bad_method_lists_valid_values():
         GMMOutlierFilter(percentile=150)
 
 
+def test_a_frequency_above_the_number_of_runs_is_refused_not_a_filter_that_never_flags():
+    """One component on PCA 2 and 3 is 2 runs: the shipped min_outlier_freq 4 could never be reached."""
+    with pytest.raises(UsageError, match="min_outlier_freq 4 exceeds the 2 runs"):
+        GMMOutlierFilter(n_components=[1], min_outlier_freq=4)
+    assert GMMOutlierFilter(n_components=[1], min_outlier_freq=2).min_outlier_freq == 2
+    from ragsieve.agent.config import Config
+    from ragsieve.agent.plans import get_plan
+
+    with pytest.raises(UsageError, match="refuses its settings: min_outlier_freq 4 exceeds"):
+        get_plan("full", Config.model_validate({"outliers": {"n_components": [1]}}))
+
+
 def _cloud(seed=0, n=30, far=3, planted="opposite"):
     """`n` unit vectors, the last `far` of them planted: "opposite" the query (off-topic), "orthogonal" to it
     (unrelated, cosine 0), or "on_topic" (drawn like the others: the control)."""
@@ -127,7 +139,7 @@ def test_too_few_candidates_skip_runs_with_notes():
 
 def test_pca_larger_than_features_is_noted():
     v, q = _cloud()
-    result = GMMOutlierFilter(method="concatenate", pca_dims=[3], n_components=[4]).run(v, q)
+    result = GMMOutlierFilter(method="concatenate", pca_dims=[3], n_components=[4], min_outlier_freq=1).run(v, q)
     assert "not applied" in result.runs[0].note
 
 

@@ -142,6 +142,10 @@ class GMMOutlierFilter:
             raise UsageError(f"percentile must be in (0, 100), got {percentile}")
         if min_outlier_freq < 1:
             raise UsageError(f"min_outlier_freq must be >= 1, got {min_outlier_freq}")
+        runs = len(pca_dims) * len(n_components)
+        if min_outlier_freq > runs:  # refused, not silently a filter that never flags
+            raise UsageError(f"min_outlier_freq {min_outlier_freq} exceeds the {runs} runs (pca_dims x n_components "
+                             f"= {len(pca_dims)} x {len(n_components)}): no chunk could be flagged")
         if degree < 1:
             raise UsageError(f"polynomial degree must be >= 1, got {degree}")
         if protect_top < 0:
