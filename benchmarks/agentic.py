@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import header  # noqa: E402  (this folder)
+from oracle_texts import ChunkTexts  # noqa: E402
 
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
@@ -150,8 +151,8 @@ class OracleChat:
 
     model_name = "oracle-judge"
 
-    def __init__(self, doc_of_text: dict[str, str], flip: float):
-        self.doc_of_text, self.flip = doc_of_text, flip
+    def __init__(self, chunks: ChunkTexts, flip: float):
+        self.chunks, self.flip = chunks, flip
         self.qid, self.gold = "", set()
 
     def complete(self, messages, *, json_schema=None, schema_name="reply", max_tokens=None, temperature=None):
@@ -162,7 +163,7 @@ class OracleChat:
             chunks = json.loads(prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0])
             verdicts = {}
             for key, text in chunks.items():
-                truth = self.doc_of_text.get(text[:200]) in self.gold
+                truth = bool(self.chunks.docs(text) & self.gold)  # documents sharing a text: oracle_texts
                 draw = random.Random(f"{self.qid}|{text[:200]}").random()
                 verdicts[key] = (not truth) if draw < self.flip else truth
             text = json.dumps(verdicts)
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     plans = [p.strip() for p in args.plans.split(",") if p.strip()]
     if not plans or any(p not in PLANS for p in plans):
         ap.error(f"--plans {args.plans!r}: choose from {', '.join(PLANS)}")
-    oracle = OracleChat({}, args.oracle_judge) if args.oracle_judge is not None else None
+    oracle = OracleChat(ChunkTexts([]), args.oracle_judge) if args.oracle_judge is not None else None
     endpoint = describe_endpoint(config.llm) if oracle is None else f"oracle judge, flip={args.oracle_judge}"
     print(f"LLM: {endpoint}", flush=True)
     suffix = f"-{args.label}" if args.label else ""
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             orch = Orchestrator.open(index_dir, config, llm=llm)
             if oracle is not None:
                 store = orch.index.store
-                oracle.doc_of_text = {c.text[:200]: c.doc_id for c in store.get_many(range(store.count()))}
+                oracle.chunks = ChunkTexts((c.text, c.doc_id) for c in store.get_many(range(store.count())))
             try:
                 for i, q in enumerate(questions, start=1):
                     if oracle is not None:

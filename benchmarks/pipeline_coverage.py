@@ -3,6 +3,7 @@ judge (CONFLARE's guarantee measured on the context the answer is written from -
 conformal set joins the fast context - and on the passing set alone, before the context budget cut it)."""
 from __future__ import annotations
 
+from oracle_texts import ChunkTexts
 from pipeline_data import OracleChat
 from pipeline_rows import size_distribution
 
@@ -10,11 +11,11 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.tools.metrics import chunk_doc_id, mean
 
 
-def coverage(questions, orchs, texts, doc_text, config_for, kinds) -> dict:
+def coverage(questions, orchs, chunks: ChunkTexts, config_for, kinds) -> dict:
     """Held-out coverage of the conformal set on the final context (no judge), for each conformal score kind in
     `kinds` (None: the calibrated kind; raw: CONFLARE's own score); `config_for` is the benchmark's plan config."""
     out = {}
-    chat = OracleChat(texts, doc_text, 0.0)
+    chat = OracleChat(chunks, 0.0)
     for alpha in (0.05, 0.1, 0.2):
         for kind in kinds:
             covered, every, paragraphs, sizes = [], [], [], []

@@ -18,6 +18,8 @@ import random
 import shutil
 from pathlib import Path
 
+from oracle_texts import ChunkTexts
+
 from ragsieve.agent.calibration import Calibrator, load_calibration, save_calibration
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
@@ -203,15 +205,16 @@ class OracleChat:
     """A scripted model that knows the gold: judge, reader and validator (each judge verdict
     flipped with probability `flip`, seeded per question and chunk).
 
-    Judge: a chunk is relevant iff its document is gold. Reader: it answers with the gold
+    Judge: a chunk is relevant iff its document is gold (documents that carry the same text are all its
+    documents: `oracle_texts.ChunkTexts`). Reader: it answers with the gold
     answer when some passage in its prompt contains it (for SciFact, when a gold abstract is
     in the prompt: "supported"), else abstains - so EM/F1 measure whether the context holds
     the answer, not a model's reading. Validator: resolved iff the reader's condition holds.
     Prompts are parsed only for the judge's one-line JSON mapping of indexes to texts.
     """
 
-    def __init__(self, doc_of_text: dict[str, str], text_of_doc: dict[str, str], flip: float):
-        self.doc_of_text, self.text_of_doc, self.flip = doc_of_text, text_of_doc, flip
+    def __init__(self, chunks: ChunkTexts, flip: float):
+        self.chunks, self.flip = chunks, flip
         self.q: dict = {}
 
     @property
@@ -225,7 +228,7 @@ class OracleChat:
                 return answer
         if not self.q.get("answers"):
             for doc in self.q.get("gold") or []:
-                if self.text_of_doc.get(doc, "\0")[:120].lower() in low:
+                if (self.chunks.text_of(doc) or "\0")[:120].lower() in low:
                     return "The claim is supported"
         return None
 
@@ -241,7 +244,7 @@ class OracleChat:
             verdicts = {}
             for key in keys:
                 body = mapping.get(key, "")
-                truth = self.doc_of_text.get(body[:200]) in set(self.q.get("gold") or [])
+                truth = bool(self.chunks.docs(body) & set(self.q.get("gold") or []))
                 draw = random.Random(f"{self.q.get('id')}|{body[:200]}").random()
                 verdicts[key] = (not truth) if draw < self.flip else truth
             text = json.dumps(verdicts)

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from oracle_texts import ChunkTexts
 from pipeline_coverage import coverage
 from pipeline_data import GullibleChat, OracleChat, build_index, calibrated_copies, load_questions, measure_judge_on_folds
 from pipeline_plans import COVERAGE_KINDS, SHIPPED, config_for
@@ -30,11 +31,11 @@ def ask_row(q: dict, plan: str, orchs: dict, llm, chat, args, name: str, judge: 
     return row_for(q, answer, time.perf_counter() - started, name, judge, plan)
 
 
-def make_llm(judge: str, doc_of_text: dict, text_of_doc: dict, timeout: float, reader: str = "oracle"):
+def make_llm(judge: str, chunks: ChunkTexts, timeout: float, reader: str = "oracle"):
     """The scripted judge (`oracle`, `oracle-flipN`) with the oracle or the gullible reader, or a real model."""
     if judge.startswith("oracle"):
         flip = int(judge.split("flip")[1]) / 100 if "flip" in judge else 0.0
-        chat = (GullibleChat if reader == "gullible" else OracleChat)(doc_of_text, text_of_doc, flip)
+        chat = (GullibleChat if reader == "gullible" else OracleChat)(chunks, flip)
         return LLM(chat), chat, (lambda: None)
     from ragsieve.agent.llm.factory import open_llm
 
@@ -58,8 +59,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     folds = calibrated_copies(name, index_dir, questions, alpha=0.1, scifact_calibration=args.scifact_calibration)
     orchs = {f: Orchestrator.open(p, Config()) for f, p in folds.items()}
     first = next(iter(orchs.values())).index
-    texts = {first.store.get(r).text[:200]: first.store.get(r).doc_id for r in range(len(first))}
-    doc_text = {d: t for t, d in texts.items()}
+    chunks = ChunkTexts((c.text, c.doc_id) for c in (first.store.get(r) for r in range(len(first))))
     report.setdefault("device", first.embedding_placement())  # where the encoder ran (the judges are scripted or remote)
     report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
                             "sparse_rows": len(first.sparse_rows),
@@ -69,7 +69,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
           f"{report['sets'][name]['sparse_share']}", flush=True)
     for judge in args.judges:
-        llm, chat, close = make_llm(judge, texts, doc_text, args.timeout, args.reader)
+        llm, chat, close = make_llm(judge, chunks, args.timeout, args.reader)
         try:
             if (args.combine or Config().loop.combine) == "auto" and args.judge_questions:
                 measured = measure_judge_on_folds(folds, orchs, llm, chat, args.judge_questions)
@@ -90,7 +90,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
         finally:
             close()
     if args.coverage:
-        report["sets"][name]["coverage"] = coverage(questions, orchs, texts, doc_text, config_for, COVERAGE_KINDS)
+        report["sets"][name]["coverage"] = coverage(questions, orchs, chunks, config_for, COVERAGE_KINDS)
     for orch in orchs.values():
         orch._llm = None
         orch.close()

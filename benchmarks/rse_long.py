@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_io import header, write  # noqa: E402
+from oracle_texts import ChunkTexts  # noqa: E402
 from pipeline_data import ABSTAIN, OracleChat, _mapping_line  # noqa: E402
 
 from ragsieve.agent.calibration import Calibrator, save_calibration  # noqa: E402
@@ -227,7 +228,7 @@ def run_corpus(name: str, args, embedder, out: dict) -> None:
     with Orchestrator.open(folder, Config()) as orch:
         for judge in args.judges:
             flip = int(judge.split("flip")[1]) / 100 if "flip" in judge else 0.0
-            chat = SpanOracle({}, {}, flip)
+            chat = SpanOracle(ChunkTexts([]), flip)
             for rse in (True, False):
                 cfg = Config()
                 cfg.segments = cfg.segments.model_copy(update={"enabled": rse})

@@ -52,12 +52,32 @@ def test_bad_method_lists_valid_values():
         GMMOutlierFilter(percentile=150)
 
 
-def _cloud(seed=0, n=30, far=3):
+def test_a_frequency_above_the_number_of_runs_is_refused_not_a_filter_that_never_flags():
+    """One component on PCA 2 and 3 is 2 runs: the shipped min_outlier_freq 4 could never be reached."""
+    with pytest.raises(UsageError, match="min_outlier_freq 4 exceeds the 2 runs"):
+        GMMOutlierFilter(n_components=[1], min_outlier_freq=4)
+    assert GMMOutlierFilter(n_components=[1], min_outlier_freq=2).min_outlier_freq == 2
+    from ragsieve.agent.config import Config
+    from ragsieve.agent.plans import get_plan
+
+    with pytest.raises(UsageError, match="refuses its settings: min_outlier_freq 4 exceeds"):
+        get_plan("full", Config.model_validate({"outliers": {"n_components": [1]}}))
+
+
+def _cloud(seed=0, n=30, far=3, planted="opposite"):
+    """`n` unit vectors, the last `far` of them planted: "opposite" the query (off-topic), "orthogonal" to it
+    (unrelated, cosine 0), or "on_topic" (drawn like the others: the control)."""
     rng = np.random.default_rng(seed)
     q = rng.normal(size=16)
     q /= np.linalg.norm(q)
     near = q + 0.15 * rng.normal(size=(n - far, 16))
-    outliers = -q + 0.1 * rng.normal(size=(far, 16))
+    if planted == "opposite":
+        outliers = -q + 0.1 * rng.normal(size=(far, 16))
+    elif planted == "orthogonal":
+        outliers = rng.normal(size=(far, 16))
+        outliers -= np.outer(outliers @ q, q)
+    else:
+        outliers = q + 0.15 * rng.normal(size=(far, 16))
     v = np.vstack([near, outliers])
     return v / np.linalg.norm(v, axis=1, keepdims=True), q
 
@@ -119,7 +139,7 @@ def test_too_few_candidates_skip_runs_with_notes():
 
 def test_pca_larger_than_features_is_noted():
     v, q = _cloud()
-    result = GMMOutlierFilter(method="concatenate", pca_dims=[3], n_components=[4]).run(v, q)
+    result = GMMOutlierFilter(method="concatenate", pca_dims=[3], n_components=[4], min_outlier_freq=1).run(v, q)
     assert "not applied" in result.runs[0].note
 
 
@@ -130,17 +150,50 @@ def test_plot_writes_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# the paper's settings (arXiv:2407.01403 and its authors' run script): interaction features, alpha 0.5, PCA to
+# 2 and 3, K = 4, 5, 6 components, the 15th-percentile log-likelihood, flagged in >= 2 of the 6 runs
+PAPER = {"method": "interaction", "alpha": 0.5, "pca_dims": [2, 3], "n_components": [4, 5, 6], "percentile": 15.0,
+         "min_outlier_freq": 2, "protect_top": 0}
+
+
 def test_planted_far_outliers_are_not_what_the_papers_gmm_flags():
-    """A measured property of the method as the paper describes it (and why `outliers.enabled` is off by
-    default): with 4-6 full-covariance components on ~20 candidates, a lone far chunk gets a component of
-    its own and a *high* likelihood, while chunks near the query (tiny d_q, huge d_c / d_q) fall in the tail."""
+    """A measured property of the method as the paper and its authors' code define it (and why `outliers.enabled`
+    is off by default): with 4-6 full-covariance components on 20 candidates, a chunk far from all others gets
+    a component of its own, whose covariance is the mixture's regularisation floor (sklearn's reg_covar, 1e-6),
+    so its log-likelihood is the pool's *highest*; the 15th-percentile tail falls among the chunks near the
+    query. So neither a lone planted chunk nor a small off-topic cluster is flagged, with or without eq. 9's
+    standardisation; a rule that flagged the high-likelihood end instead would flag them."""
     planted, near = 0, 0
     for seed in range(6):
-        v, q = _cloud(seed=seed, n=20, far=2)
-        d_c, d_q = distances(v, q)
-        assert set(np.argsort(-d_q)[:2]) == {18, 19}  # the planted chunks are the farthest from the query
-        for standardize in (False, True):  # eq. 9's standardisation does not change this
-            result = GMMOutlierFilter(seed=0, standardize=standardize).run(v, q)
-            planted += sum(result.outliers[18:])
-            near += sum(result.outliers[:18])
+        for far in (1, 2, 3):
+            v, q = _cloud(seed=seed, n=20, far=far)
+            d_c, d_q = distances(v, q)
+            assert set(np.argsort(-d_q)[:far]) == set(range(20 - far, 20))  # the planted are the farthest from q
+            for standardize in (False, True):
+                result = GMMOutlierFilter(**PAPER, standardize=standardize).run(v, q)
+                assert result.completed_runs == 6
+                planted += sum(result.outliers[20 - far:])
+                near += sum(result.outliers[:20 - far])
     assert planted == 0 and near > 0
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+@pytest.mark.parametrize("planted", ["opposite", "orthogonal"])
+def test_one_component_on_the_papers_features_flags_a_planted_off_topic_chunk_and_not_an_on_topic_one(
+        planted, standardize):
+    """Where the paper's rule (lowest log-likelihood, eqs. 3-4 interaction features, PCA 2 and 3, 15th
+    percentile, flagged in both runs) does flag an isolated off-topic chunk: with one Gaussian component, whose
+    tail is where a far chunk lies (with K >= 2 it gets a component of its own: the test above). On 20 seeded
+    pools of 19 chunks near the query, the planted off-topic chunk (index 19) is flagged in every pool, and so is
+    a planted pair; the control, the same pools with index 19 drawn near the query like the others, is flagged
+    at chance level (at most 5 of 20; measured 2-3), so a filter that flagged by position or flagged everything
+    fails here, as does one that flagged the high-likelihood end (the planted chunk is never there)."""
+    one = {**PAPER, "n_components": [1], "standardize": standardize}
+    lone = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=1, planted=planted)).outliers for s in range(20)]
+    pair = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=2, planted=planted)).outliers for s in range(20)]
+    control = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=1, planted="on_topic")).outliers
+               for s in range(20)]
+    assert all(flags[19] for flags in lone)
+    assert all(flags[18] and flags[19] for flags in pair)
+    assert sum(flags[19] for flags in control) <= 5
+    assert all(sum(flags) <= math.ceil(0.15 * 20) for flags in lone + pair + control)  # one run's tail at most

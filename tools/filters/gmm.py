@@ -21,6 +21,18 @@ A chunk is an outlier when flagged at least `min_outlier_freq` times over the ru
 As in the paper's code, a PCA dimension larger than the feature count is not applied
 (the standardised features are used, with a note). A run with fewer than
 2 * n_components candidates is skipped with a note.
+
+What the rule flags (issue 46, measured; the code follows the paper's and its authors' code: features,
+weighting, fit on all candidates, lowest-likelihood percentile, count over the runs). With K >= 2 components
+on ~20 candidates, a chunk far from all others gets a component of its own whose covariance is the mixture's
+regularisation floor (sklearn's `reg_covar`, 1e-6), so its log-likelihood is the pool's highest and it is
+never flagged; the tail falls in the populated components, often among the chunks nearest the query (the
+interaction ratio d_c / d_q is largest there: the authors' code never flags the best four). A lone off-topic
+chunk, or an off-topic pair, is in the tail only with one component (`n_components = [1]`). On 60 HotpotQA
+pools (the 19 chunks most similar to the question and one of the 200 least similar), the paper's K 4-6 with
+min_outlier_freq 2 flagged the planted chunk on 3 of 60 questions, and an on-topic 20th chunk in its place on
+17; one component flagged the planted chunk on 60 of 60 and the on-topic one on 9
+(benchmarks/results/filters-gmm-planted.json, benchmarks/gmm_planted.py; tests/test_gmm.py, synthetic).
 """
 from __future__ import annotations
 
@@ -130,6 +142,10 @@ class GMMOutlierFilter:
             raise UsageError(f"percentile must be in (0, 100), got {percentile}")
         if min_outlier_freq < 1:
             raise UsageError(f"min_outlier_freq must be >= 1, got {min_outlier_freq}")
+        runs = len(pca_dims) * len(n_components)
+        if min_outlier_freq > runs:  # refused, not silently a filter that never flags
+            raise UsageError(f"min_outlier_freq {min_outlier_freq} exceeds the {runs} runs (pca_dims x n_components "
+                             f"= {len(pca_dims)} x {len(n_components)}): no chunk could be flagged")
         if degree < 1:
             raise UsageError(f"polynomial degree must be >= 1, got {degree}")
         if protect_top < 0:
