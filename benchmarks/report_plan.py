@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PLAN_SINCE = "001925b"
+PLAN_SINCE = "3887a6f"
 PREDATES = "predates the current `full` plan"
 
 
