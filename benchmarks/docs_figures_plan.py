@@ -116,7 +116,7 @@ def gmm_best(results: Results, file: str) -> str:
     flips = [kind for kind, x in zip(TYPES, at, strict=True) if (x["Emb%"] > 0) != (x["Emb%_vs_all"] > 0)]
     topk = " / ".join(format(x["Emb%"], "+.2f") for x in at)
     everything = " / ".join(format(x["Emb%_vs_all"], "+.2f") for x in at)
-    return (f"at α {best['alpha']} (the paper's best row: Emb% {best['Emb%']:+.1f}, TF-IDF% {best['TFIDF%']:+.1f} "
+    return (f"At α {best['alpha']} (the paper's best row: Emb% {best['Emb%']:+.1f}, TF-IDF% {best['TFIDF%']:+.1f} "
             f"with TinyLlama, against the same-size top-k) Emb% is {topk} "
             f"(against all {at[0]['NRD']}: {everything}; the baseline changes "
             f"the sign on {', '.join(flips) + ' questions' if flips else 'no question type'})")
@@ -157,6 +157,14 @@ def rse_corpora(results: Results, file: str) -> str:
                      f"{c['questions_usable']:,} usable questions, {c['calibration']['n']} calibrating "
                      f"(`{c['calibration']['kind']}`), {next(iter(c['rows'].values()))['n']} evaluated per cell"
                      for name, c in data["corpora"].items())
+
+
+@figure("rse-paper")
+def rse_paper(results: Results, file: str) -> str:
+    """The published figure the file records beside its own (not comparable: a whole system)."""
+    paper = results(file)["paper"]
+    return (f"{paper['system']} reports {paper['measure']} {paper['dsRAG']:g} % against {paper['vanilla_rag']:g} % "
+            f"for vanilla RAG ({paper['source']})")
 
 
 @figure("rse-table")

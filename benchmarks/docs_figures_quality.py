@@ -57,11 +57,11 @@ def alone(results: Results, dataset: str) -> str:
     info, cov = _coverage(results, dataset)
     pairs = [c["n"] * (2 if dataset == "hotpotqa" else 1) for c in cov.values()]
     bounds = [_bound(float(a), n) for a, n in zip(ALPHAS, pairs, strict=True)]
-    kinds = ", ".join(f"`{kind}` on fold {fold}" for fold, kind in sorted(info["calibrated_kinds"].items()))
+    chosen = ", ".join(f"`{kind}` on fold {fold}" for fold, kind in sorted(info["calibrated_kinds"].items()))
     sizes = [c["passing_size"] for c in cov.values()]
     return (f"{slashed([c[PASSING.get(dataset, 'passing_coverage')] for c in cov.values()])} for α = "
             f"{' / '.join(ALPHAS)} ({pairs[0]} {'pairs' if dataset == 'hotpotqa' else 'questions'}; 1 − α − 2 s.e. = "
-            f"{slashed(bounds)}; the score chosen: {kinds}), sets of "
+            f"{slashed(bounds)}; the score chosen: {chosen}), sets of "
             f"{' / '.join(_span(s) for s in sizes)} chunks (median {' / '.join(format(s['p50'], 'g') for s in sizes)}, "
             f"mean {slashed([s['mean'] for s in sizes], 1)})")
 
@@ -89,6 +89,13 @@ def budget(results: Results, file: str, dataset: str, alpha: str) -> str:
     return (f"the passing set was {s['min']}–{s['max']} chunks (median {s['p50']:g}); the budget cut it for "
             f"{pct(c['budget_cut'], 0)} of the {c['n']} questions, and coverage was "
             f"{f3(c[EVENT.get(dataset, 'coverage')])} against 1 − α − 2 s.e. = {f3(_bound(float(alpha), c['n']))}")
+
+
+@figure("kinds")
+def kinds(results: Results, file: str, dataset: str) -> str:
+    """The calibrated score each fold chose."""
+    info, _cov = _coverage(results, dataset, file)
+    return ", ".join(f"`{kind}` on fold {fold}" for fold, kind in sorted(info["calibrated_kinds"].items()))
 
 
 @figure("commit")
@@ -160,11 +167,10 @@ def stage_verdict(results: Results) -> str:
 @figure("stagecheck")
 def stagecheck(results: Results, file: str) -> str:
     """How often a prefix plan run on its own ends where the same stage inside `full` does."""
-    parts = []
-    for name, info in results(file)["sets"].items():
-        agree = info["stage_agreement"]
-        parts.append(f"{name}: " + ", ".join(f"{a['equal']} of {a['questions']} at {stage}" for stage, a in agree.items()))
-    return "; ".join(parts)
+    sets = results(file)["sets"]
+    return "; ".join((f"{name}: " if len(sets) > 1 else "") + ", ".join(
+        f"{a['equal']} of {a['questions']} questions at {stage}" for stage, a in info["stage_agreement"].items())
+        for name, info in sets.items())
 
 
 @figure("embedded-stages")
@@ -206,7 +212,8 @@ def embedded(results: Results, dataset: str) -> str:
                  f"against {round(fast['abstain_unanswerable'] * unanswerable)} with `fast`'s context ({word} `fast`; "
                  "the target is at least as often)")
     if full.get("abstain_answerable") is not None:
-        text += (f"; on {_abstained(full, 'abstain_answerable', answerable)} answerable ones against "
+        text += (f"; {'on' if full.get('abstain_unanswerable') is not None else 'it abstained on'} "
+                 f"{_abstained(full, 'abstain_answerable', answerable)} answerable questions against "
                  f"{round(fast['abstain_answerable'] * answerable)}")
     return text
 

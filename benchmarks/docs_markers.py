@@ -7,7 +7,7 @@ today; words after the name are the function's arguments (`<!-- fig:chain hotpot
 function reads result files through `Results`, which refuses a missing or unreadable file and a pipeline result
 of an earlier `full` plan (`report_figure_rows.load_result`, as the README table does): the body then says
 which file and why ("re-run it") instead of a figure. A marker may hold a block (a table): its body then starts
-and ends with a blank line, and only a block marker may start a line (a line starting with `<!--` inside a
+and ends with a blank line, and only a block marker may start a line, indented or not (a line starting with `<!--` inside a
 paragraph would turn that line into raw HTML).
 """
 from __future__ import annotations
@@ -94,13 +94,13 @@ def fill(text: str, results: Results) -> str:
     for m in found:
         name, args = m["name"], m["args"].split()
         body = render(name, args, results)
-        starts_line = m.start() == 0 or text[m.start() - 1] == "\n"
+        starts_line = not text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip()  # only blanks before it
         block = "\n" in body
         if block:
             body = "\n\n" + body.strip("\n") + "\n\n"
         elif starts_line:
             raise ValueError(f"inline figure {name!r} starts a line: Markdown would show that line as raw HTML")
-        if any(line.startswith("<!--") for line in body.splitlines()):
+        if any(line.lstrip().startswith("<!--") for line in body.splitlines()):
             raise ValueError(f"figure {name!r} gives a line starting with `<!--`")
         out += [text[at:m.start()], m.group(0)[:m.start("body") - m.start()], body, CLOSE]
         at = m.end()
