@@ -155,13 +155,13 @@ def stage_chain(results: Results, dataset: str, judge: str) -> str:
 def stage_verdict(results: Results) -> str:
     """Whether any stage of the ablation lowers gold recall by more than one s.e., and the largest drop."""
     found = [(name, results(name)) for name in ABLATION]
-    steps = [s for s in stage_steps(found) if s[2] is not None]
-    misses = [f"{r['dataset']} {judge_name(r['judge'])} {r['plan']} ({d:+.3f})" for r, _se, d, _t, miss in steps if miss]
-    r, se, d, _t, _m = min(steps, key=lambda s: s[2])
+    steps = [(r, se, d, miss) for r, se, d, _t, miss in stage_steps(found) if d is not None]
+    misses = [f"{r['dataset']} {judge_name(r['judge'])} {r['plan']} ({d:+.3f})" for r, _se, d, miss in steps if miss]
+    r, se, d, _m = min(steps, key=lambda s: s[2])
     worst = (f"the largest drop, {r['dataset']} {judge_name(r['judge'])} {r['plan']} {d:+.3f}, against one s.e. of "
-             f"{f3(se)}" if d < 0 else "no stage lowers gold recall at all")
+             f"{f3(se)}" if d < 0 else "none lowers it at all")
     return (("stages lowering gold recall by more than one standard error: " + "; ".join(misses)) if misses
-            else "no stage lowers gold recall by more than one standard error") + f" ({worst})"
+            else "no stage lowers gold recall by more than one standard error") + f" ({len(steps)} stages; {worst})"
 
 
 @figure("stagecheck")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from report_figure_rows import Data, load_result
@@ -127,11 +127,11 @@ def count(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def chain(values: list[float | None], digits: int = 3) -> str:
+def chain(values: Sequence[float | None], digits: int = 3) -> str:
     return " → ".join(f3(v, digits) for v in values)
 
 
-def slashed(values: list[float | None], digits: int = 3) -> str:
+def slashed(values: Sequence[float | None], digits: int = 3) -> str:
     return " / ".join(f3(v, digits) for v in values)
 
 

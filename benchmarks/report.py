@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/report.py [--results benchmarks/results] [--out benchmarks/REPORT.md]
 
+It also rewrites the generated figures in docs/*.md (`benchmarks/docs_figures.py`; `--no-docs` leaves them).
+
 Sections: the product figures README.md shows (report_figures.py), the targets and headline blocks
 (report_headline.py), SciFact nDCG@10 beside the published BM25 baselines (retrieval*.json
 from benchmarks/retrieval.py and eval*.json from `ragsieve eval`), the loop
@@ -19,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_figures import rewrite as rewrite_docs  # noqa: E402
 from report_figures import report_section  # noqa: E402
 from report_files import command, generic_section, load, machine  # noqa: E402
 from report_headline import headline_section  # noqa: E402
@@ -71,9 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "REPORT.md")
+    ap.add_argument("--docs", type=Path, default=REPO / "docs", help="docs pages whose figures to rewrite")
+    ap.add_argument("--no-docs", action="store_true", help="leave the docs pages' figures alone")
     args = ap.parse_args(argv)
     args.out.write_text(render(args.results), encoding="utf-8")
     print(f"wrote {args.out}")
+    if not args.no_docs:
+        for page in rewrite_docs(args.docs, args.results):
+            print(f"wrote {page}")
     return 0
 
 
