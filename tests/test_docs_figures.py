@@ -142,3 +142,29 @@ def test_a_bad_marker_is_an_error_and_the_page_is_left_alone(tmp_path, page, err
     assert docs_figures.main(["--docs", str(docs), "--results", str(RESULTS)]) == 2
     assert (docs / "p.md").read_text(encoding="utf-8") == page
     assert error.split("'")[0] in capsys.readouterr().err
+
+
+def test_the_markers_render_invisibly_and_the_figures_as_markdown():
+    """CommonMark (markdown-it) turns each marker into an HTML comment and nothing else: no generated text
+    becomes raw HTML (which shows backticks as they are), the way a marker starting a line in a paragraph would."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown (rich brings it)")
+    marker = re.compile(r"^<!-- (fig:[a-z0-9-]+(?: [A-Za-z0-9_.+-]+)*|/fig) -->$")
+    for page in docs_figures.pages(DOCS):
+        tokens = markdown_it.MarkdownIt("commonmark").parse(page.read_text(encoding="utf-8"))
+        html = [t.content.strip() for t in tokens if t.type == "html_block"]
+        html += [c.content.strip() for t in tokens for c in (t.children or []) if c.type == "html_inline"]
+        assert html and all(marker.match(h) for h in html), [h[:120] for h in html if not marker.match(h)][:3]
+        shown = markdown_it.MarkdownIt("commonmark").render(page.read_text(encoding="utf-8"))
+        assert "<!-- fig:" in shown and "fig:" not in re.sub(r"<!--.*?-->", "", shown)
+
+
+def test_report_py_rewrites_the_docs_figures_too(tmp_path, current_copy):
+    import report
+
+    docs = _page(tmp_path, "x <!-- fig:gmm-stage -->old<!-- /fig -->\n")
+    out = tmp_path / "REPORT.md"
+    assert report.main(["--results", str(current_copy), "--out", str(out), "--docs", str(docs)]) == 0
+    assert out.exists() and "it raised gold recall for" in (docs / "p.md").read_text(encoding="utf-8")
+    (docs / "p.md").write_text("x <!-- fig:gmm-stage -->old<!-- /fig -->\n", encoding="utf-8")
+    report.main(["--results", str(current_copy), "--out", str(out), "--docs", str(docs), "--no-docs"])
+    assert "old" in (docs / "p.md").read_text(encoding="utf-8")
