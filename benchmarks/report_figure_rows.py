@@ -5,6 +5,7 @@ A figure measured on a sample, or with a stand-in for a real model, says so in i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,17 +128,27 @@ def coverage_figures(folder: Path) -> list[Figure]:
                    ", ".join(shown), f"guarantee 1 − α − 2 s.e.: {' / '.join(bounds)} (CONFLARE)", tuple(files))]
 
 
+def _unanswerable(d: Data, n: int, answerable: int | None) -> str:
+    """How many of the run's `n` questions were unanswerable: its `--squad-evaluate A,U`, else `n` less the
+    answerable ones the stage check counted, else unknown."""
+    match = re.search(r"--squad-evaluate\s+(\d+),(\d+)", str(d.get("command", "")))
+    if match:
+        return match.group(2)
+    return str(n - answerable) if answerable is not None else "?"
+
+
 def _abstention(d: Data) -> list[Figure]:
     """Each judge's row, read by the scripted reader the file names (`gullible`: fooled by a plausible wrong
     answer in its context, so a plan that stuffs its context with near-miss text loses)."""
     rows = d["sets"]["squad2"]["rows"]
     judges = [k.split("|")[0] for k in rows if k.endswith("|full") and f"{k.split('|')[0]}|fast" in rows]
     n = rows[f"{judges[0]}|full"]["n"]
+    unanswerable = _unanswerable(d, n, rows[f"{judges[0]}|full"].get("stage_n"))
     full = "; ".join(f"{j} {_pct(rows[f'{j}|full']['abstain_unanswerable'])} / "
                      f"{_pct(rows[f'{j}|full']['abstain_answerable'])}" for j in judges)
     fast = "; ".join(f"{j} {_pct(rows[f'{j}|fast']['abstain_unanswerable'])} / "
                      f"{_pct(rows[f'{j}|fast']['abstain_answerable'])}" for j in judges)
-    return [Figure(f"Abstention, SQuAD 2.0 ({n} questions, 200 unanswerable), unanswerable / answerable abstained; "
+    return [Figure(f"Abstention, SQuAD 2.0 ({n} questions, {unanswerable} unanswerable), unanswerable / answerable abstained; "
                    f"scripted judges, a {d.get('reader', 'oracle')} reader (a proxy)",
                    f"`full`: {full}", f"`fast`: {fast}; target: `full` ≥ `fast` on unanswerable",
                    ("pipeline-abstention.json",))]
