@@ -1,7 +1,7 @@
 """Permission-aware retrieval benchmark -> benchmarks/results/access.json.
 
     nice -n 10 .venv/bin/python benchmarks/access.py [--sizes 100000,1000000] [--hnsw-sizes 100000]
-        [--milvus-sizes 20000] [--queries 40] [--hnsw-cache DIR] [--merge]
+        [--milvus-sizes 20000] [--queries 40] [--hnsw-cache DIR] [--walk-width W] [--merge] [--out FILE]
 
 A synthetic corpus (`clustered`: N unit vectors, 384-d, around N/50 random centres, with generated texts:
 a proxy, since the cost measured is the filter's, not the embedding's) cut into documents of 10 chunks; a
@@ -54,7 +54,13 @@ def main(argv=None) -> int:
                     help="keep the rows of the other backend from the result file, with their run's header")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--hnsw-cache", type=Path, help="read/write the HNSW graphs built from the seeded vectors here")
+    ap.add_argument("--walk-width", type=float, help="measure a filtered HNSW walk of this many times the "
+                    "unfiltered budget per admitted row (the product's WALK_WIDTH otherwise)")
     args = ap.parse_args(argv)
+    if args.walk_width is not None:  # a trade-off point, not the product's setting: recorded in each row
+        from ragsieve.tools.index.query import dense
+
+        dense.WALK_WIDTH = args.walk_width
     per_size = (lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)})
     hnsw_m, ef_construction = per_size(args.hnsw_m), per_size(args.ef_construction)
     result = bench_io.header()
@@ -114,7 +120,9 @@ def main(argv=None) -> int:
                     extra = {"faiss": kind, "faiss_build_s": built} if read_from is None else \
                         {"faiss": kind, "faiss_graph_read_from": read_from}
                     if kind == "hnsw":
-                        extra.update(hnsw_m=m, ef_construction=efc, ef_search=128)
+                        from ragsieve.tools.index.query.dense import WALK_WIDTH
+
+                        extra.update(hnsw_m=m, ef_construction=efc, ef_search=128, walk_width=WALK_WIDTH)
                     result["rows"] += run_fractions(index, n, folder, queries, qvecs, sims, "local", extra)
                     bench_io.write(dict(result), args.out)  # a partial result survives an interruption
                     del index
