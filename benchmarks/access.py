@@ -86,18 +86,21 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(7)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     milvus_sizes = [int(s) for s in args.milvus_sizes.split(",") if s]
-    if args.merge and args.out.is_file():  # rows of a backend this run does not measure, kept with their header
+    if args.merge and args.out.is_file():  # rows of a backend this run does not measure, each naming its run
         import json
 
         earlier = json.loads(args.out.read_text(encoding="utf-8"))
         measured = {"local"} if sizes else set()
         measured |= {"milvus"} if milvus_sizes else set()
-        kept = [r for r in earlier.get("rows", []) if r["backend"] not in measured]
-        if kept:
-            result["rows"] = kept
-            result["earlier_part"] = {k: earlier.get(k) for k in ("command", "commit", "load_average_at_start",
-                                                                 "load_average_at_end")}
-            result["earlier_part"]["backends"] = sorted({r["backend"] for r in kept})
+        run = ("command", "commit", "load_average_at_start", "load_average_at_end")
+        result["rows"] = [{**{k: earlier.get(k) for k in run}, **r}  # a row's own run fields win
+                          for r in earlier.get("rows", []) if r["backend"] not in measured]
+        for key, value in earlier.items():  # notes on earlier and superseded runs stay
+            if key not in result and key not in ("earlier_part", "load_average_at_end"):
+                result[key] = value
+        result["parts"] = ("rows measured by this file's command (commit and load averages at the top), and "
+                           "rows of the other backend kept by --merge, each carrying the command, commit and "
+                           "load averages of the run that measured it")
     for n in sorted(set(sizes) | set(milvus_sizes)):
         vectors, texts = clustered(n)
         picks = rng.choice(n, args.queries, replace=False)

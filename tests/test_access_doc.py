@@ -20,6 +20,7 @@ def test_a_changed_result_changes_the_page(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     row = {"backend": "local", "faiss": "hnsw", "chunks": 100000, "readable_fraction": 0.5, "p50_ratio": 1.234,
+           "unfiltered_p50_ms": 1.55,
            "recall@10_vs_exact_filtered": 0.9975, "unfiltered_recall@10_vs_exact": 1.0, "first_query_ms": 142.7,
            "filtered_dense": "graph walk, efSearch 517"}
     (results / "access.json").write_text(json.dumps({"command": "python benchmarks/access.py", "commit": "abc1234def",
@@ -29,6 +30,6 @@ def test_a_changed_result_changes_the_page(tmp_path):
     assert access_doc.main(["--page", str(page), "--results", str(results), "--check"]) == 1
     assert access_doc.main(["--page", str(page), "--results", str(results)]) == 0
     text = page.read_text()
-    assert "| local hnsw, 100k | 1.23× / – / – | 0.9975 / – / – | 1.0 / – / – | 143 / – / – |" in text
+    assert "| local hnsw, 100k | 1.6 / – / – | 1.23× / – / – | 0.9975 / – / – | 1.0 / – / – | 143 / – / – |" in text
     assert "50.0% graph walk, efSearch 517" in text and text.startswith("intro\n") and text.endswith("rest\n")
     assert access_doc.main(["--page", str(page), "--results", str(results), "--check"]) == 0
