@@ -153,12 +153,13 @@ class DenseIndex:
         admitted row, so the graph is walked only when more than 2M x `filtered_ef` rows are admitted
         (`walk_pays`). Measured at 100k rows (384-d, M 32, one thread): a step ~4 us, a scanned row ~70-85 ns.
 
-        Why both: a filtered walk with the unfiltered walk's budget per admitted row (ef 128/share) lost recall
-        the unfiltered walk keeps (hybrid recall@10 0.9975 vs 0.9995 over 400 queries at 50 % admitted) and at
-        25 % admitted more (0.995); twice that budget matches the unfiltered walk at 50 % (0.9993) for about 1.8x
-        the unfiltered hybrid p50. An exact scan is never wrong and, skipping the other rows, costs in
-        proportion to the admitted rows: cheaper than that walk below ~40 % admitted at 100k rows (below ~10 %
-        at 1M, M 16), while at 50 % it costs about 3x the unfiltered hybrid p50. See docs/access.md."""
+        Why both: a walk with the unfiltered walk's budget per admitted row (ef 128/share) lost hybrid recall
+        that the unfiltered walk keeps (measured at 100k rows over 400 queries: ~0.9975 at 50 % admitted,
+        ~0.995 at 25 %); twice that budget keeps the unfiltered walk's own recall at about twice its time, and
+        a full 1.0 at 50 % would need a wider walk or the exact scan, each costing more than twice the unfiltered
+        search (`benchmarks/results/access-hnsw-400q*.json`). The exact scan is never wrong and, skipping the
+        other rows, costs in proportion to the admitted rows, so below the crossover it is both exact and
+        faster than the walk (at 100k rows, M 32: below ~40 % admitted). See docs/access.md."""
         if k < 1:
             raise UsageError(f"dense search k must be >= 1, got {k}")
         if not len(admitted):
