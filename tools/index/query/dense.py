@@ -155,9 +155,9 @@ class DenseIndex:
 
         Why both: a walk with the unfiltered walk's budget per admitted row (ef 128/share) lost hybrid recall
         that the unfiltered walk keeps (measured at 100k rows over 400 queries: ~0.9975 at 50 % admitted,
-        ~0.995 at 25 %); twice that budget keeps the unfiltered walk's own recall at about twice its time, and
-        a full 1.0 at 50 % would need a wider walk or the exact scan, each costing more than twice the unfiltered
-        search (`benchmarks/results/access-hnsw-400q*.json`). The exact scan is never wrong and, skipping the
+        ~0.995 at 25 %); twice that budget keeps the unfiltered walk's own recall at about twice its time, while
+        a full 1.0 at 50 % takes a still wider walk (ef 768: ~2.4x) or the exact scan (~2.9x the unfiltered
+        search; `benchmarks/results/access-hnsw-400q*.json`). The exact scan is never wrong and, skipping the
         other rows, costs in proportion to the admitted rows, so below the crossover it is both exact and
         faster than the walk (at 100k rows, M 32: below ~40 % admitted). See docs/access.md."""
         if k < 1:
