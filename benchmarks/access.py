@@ -135,7 +135,10 @@ def main(argv=None) -> int:
                 index, folder, client = milvus_index(n, vectors, texts, work)
                 print(f"milvus {n}: built in {time.perf_counter() - started:.0f}s", flush=True)
                 m = args.milvus_queries
-                result["rows"] += run_fractions(index, n, folder, queries[:m], qvecs[:m], sims[:m], "milvus", {})
+                from importlib.metadata import version
+
+                server = {"server": f"milvus-lite {version('milvus-lite')} (pymilvus {version('pymilvus')})"}
+                result["rows"] += run_fractions(index, n, folder, queries[:m], qvecs[:m], sims[:m], "milvus", server)
                 client.close()
                 bench_io.write(dict(result), args.out)
     return bench_io.write(result, args.out)

@@ -64,11 +64,13 @@ def block(results: Path) -> list[str]:
     if hnsw:
         out += ["", "How the HNSW index answered each share: " + "; ".join(
             f"{r['readable_fraction']:.1%} {r.get('filtered_dense', 'graph walk')}" for r in hnsw) + "."]
-    for wide in sorted(results.glob("access-hnsw-*.json")):  # the HNSW rows over more queries, or a trade-off
+    extra = sorted(results.glob("access-hnsw-*.json")) + sorted(results.glob("access-milvus-*.json"))
+    for wide in extra:  # HNSW rows over more queries or at a trade-off point; Milvus runs of their own
         more = json.loads(wide.read_text(encoding="utf-8"))
         first = (more.get("rows") or [{}])[0]
         width = f", walk width {first['walk_width']:g}" if "walk_width" in first else ""
-        out += ["", f"HNSW over {first.get('queries', '?')} queries{width} (`benchmarks/results/{wide.name}`, "
+        what = "HNSW" if first.get("faiss") == "hnsw" else _engine(first) if first else "no rows"
+        out += ["", f"{what} over {first.get('queries', '?')} queries{width} (`benchmarks/results/{wide.name}`, "
                     f"`{more['command']}` at {str(more['commit'])[:7]}, load {_load(more)}):", "",
                 *_table(more, "")]
     return out
