@@ -58,13 +58,10 @@ def block(results: Path) -> list[str]:
     """The generated lines: the table of `access.json`, then the HNSW rows over 400 queries when present."""
     main = json.loads((results / "access.json").read_text(encoding="utf-8"))
     out = [f"From `benchmarks/results/access.json` (`{main['command']}` at {str(main['commit'])[:7]}, "
-           f"load {_load(main)} at its start; Milvus rows from their own runs, each named in the file):", "",
-           *_table(main, "")]
-    hnsw = [r for r in main.get("rows") or [] if r.get("faiss") == "hnsw"]
-    if hnsw:
-        out += ["", "How the HNSW index answered each share: " + "; ".join(
-            f"{r['readable_fraction']:.1%} {r.get('filtered_dense', 'graph walk')}" for r in hnsw) + "."]
-    extra = sorted(results.glob("access-hnsw-*.json")) + sorted(results.glob("access-milvus-*.json"))
+           f"load {_load(main)} at its start; rows another run measured, kept by `--merge`, name that run in the "
+           f"file):", "", *_table(main, ""), *_how(main)]
+    extra = sorted([*results.glob("access-hnsw-*.json"), *results.glob("access-milvus-*.json")],
+                   key=lambda f: (len(f.name), f.name))
     for wide in extra:  # HNSW rows over more queries or at a trade-off point; Milvus runs of their own
         more = json.loads(wide.read_text(encoding="utf-8"))
         first = (more.get("rows") or [{}])[0]
@@ -72,8 +69,15 @@ def block(results: Path) -> list[str]:
         what = "HNSW" if first.get("faiss") == "hnsw" else _engine(first) if first else "no rows"
         out += ["", f"{what} over {first.get('queries', '?')} queries{width} (`benchmarks/results/{wide.name}`, "
                     f"`{more['command']}` at {str(more['commit'])[:7]}, load {_load(more)}):", "",
-                *_table(more, "")]
+                *_table(more, ""), *_how(more)]
     return out
+
+
+def _how(data: dict) -> list[str]:
+    """Which dense search answered each share of the HNSW rows (`filtered_dense`)."""
+    hnsw = [r for r in data.get("rows") or [] if r.get("faiss") == "hnsw" and r.get("filtered_dense")]
+    return ["", "The HNSW index answered " + "; ".join(
+        f"{r['readable_fraction']:.1%} readable by {r['filtered_dense']}" for r in hnsw) + "."] if hnsw else []
 
 
 def replace_block(text: str, lines: list[str]) -> str:

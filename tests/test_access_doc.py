@@ -31,5 +31,5 @@ def test_a_changed_result_changes_the_page(tmp_path):
     assert access_doc.main(["--page", str(page), "--results", str(results)]) == 0
     text = page.read_text()
     assert "| local hnsw, 100k | 1.6 / – / – | 1.23× / – / – | 0.9975 / – / – | 1.0 / – / – | 143 / – / – |" in text
-    assert "50.0% graph walk, efSearch 517" in text and text.startswith("intro\n") and text.endswith("rest\n")
+    assert "50.0% readable by graph walk, efSearch 517" in text and text.startswith("intro\n") and text.endswith("rest\n")
     assert access_doc.main(["--page", str(page), "--results", str(results), "--check"]) == 0
