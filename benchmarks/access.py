@@ -78,7 +78,8 @@ def main(argv=None) -> int:
                             f"which); HNSW built on 2 threads (M and efConstruction per row), queries on "
                             f"1 thread (BLAS/OpenMP threads 1); HNSW only at --hnsw-sizes (building one over 1M "
                             f"rows takes over an hour on this shared machine: 100k took 587 s); Milvus: "
-                            f"milvus-lite HNSW M=32, the resolved filter cached, a broad filtered dense search "
+                            f"milvus-lite HNSW M=32, the filter resolved from the row file a publish writes "
+                            f"(milvus-sparse/meta-<gen>.npz) and cached, a broad filtered dense search "
                             f"sent as its own expression (source in [...]) with ef max(1024, 512/fraction), a "
                             f"narrow one (<= 2048 rows) ranked exactly from the rows' vectors",
                    "load_note": "2 shared cores busy with other work: filtered and unfiltered queries interleaved, "
