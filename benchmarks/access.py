@@ -1,7 +1,7 @@
 """Permission-aware retrieval benchmark -> benchmarks/results/access.json.
 
     nice -n 10 .venv/bin/python benchmarks/access.py [--sizes 100000,1000000] [--hnsw-sizes 100000]
-        [--milvus-sizes 20000] [--queries 40] [--hnsw-cache DIR] [--merge]
+        [--milvus-sizes 20000] [--queries 40] [--hnsw-cache DIR] [--walk-width W] [--merge] [--out FILE]
 
 A synthetic corpus (`clustered`: N unit vectors, 384-d, around N/50 random centres, with generated texts:
 a proxy, since the cost measured is the filter's, not the embedding's) cut into documents of 10 chunks; a
@@ -54,7 +54,13 @@ def main(argv=None) -> int:
                     help="keep the rows of the other backend from the result file, with their run's header")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--hnsw-cache", type=Path, help="read/write the HNSW graphs built from the seeded vectors here")
+    ap.add_argument("--walk-width", type=float, help="measure a filtered HNSW walk of this many times the "
+                    "unfiltered budget per admitted row (the product's WALK_WIDTH otherwise)")
     args = ap.parse_args(argv)
+    if args.walk_width is not None:  # a trade-off point, not the product's setting: recorded in each row
+        from ragsieve.tools.index.query import dense
+
+        dense.WALK_WIDTH = args.walk_width
     per_size = (lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)})
     hnsw_m, ef_construction = per_size(args.hnsw_m), per_size(args.ef_construction)
     result = bench_io.header()
@@ -65,13 +71,15 @@ def main(argv=None) -> int:
                             f"readable by the caller; hybrid RRF top-10, candidate_k 100; local: the filter "
                             f"resolved once per labels version into an admitted-row set (sorted rows, mask, FAISS "
                             f"bitmap), BM25 restricted by its mask; dense: flat exact (a FAISS scan skipping "
-                            f"rows outside the bitmap when >= 1/4 are admitted, else the admitted rows' vectors "
-                            f"ranked), HNSW a graph walk keeping only admitted rows (IDSelectorBitmap, efSearch "
-                            f"128/fraction) when > 8192 rows and >= 20 % are admitted, else the admitted rows "
-                            f"ranked exactly; HNSW built on 2 threads (M and efConstruction per row), queries on "
+                            f"rows outside the bitmap when >= 1/32 are admitted, else the admitted rows' vectors "
+                            f"ranked), HNSW by a cost model either a graph walk keeping only admitted rows "
+                            f"(IDSelectorBitmap, efSearch 2 x 128/fraction) when more than 2M x that efSearch rows "
+                            f"are admitted, or the same exact scan as flat (each row's `filtered_dense` says "
+                            f"which); HNSW built on 2 threads (M and efConstruction per row), queries on "
                             f"1 thread (BLAS/OpenMP threads 1); HNSW only at --hnsw-sizes (building one over 1M "
                             f"rows takes over an hour on this shared machine: 100k took 587 s); Milvus: "
-                            f"milvus-lite HNSW M=32, the resolved filter cached, a broad filtered dense search "
+                            f"milvus-lite HNSW M=32, the filter resolved from the row file a publish writes "
+                            f"(milvus-sparse/meta-<gen>.npz) and cached, a broad filtered dense search "
                             f"sent as its own expression (source in [...]) with ef max(1024, 512/fraction), a "
                             f"narrow one (<= 2048 rows) ranked exactly from the rows' vectors",
                    "load_note": "2 shared cores busy with other work: filtered and unfiltered queries interleaved, "
@@ -79,18 +87,21 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(7)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     milvus_sizes = [int(s) for s in args.milvus_sizes.split(",") if s]
-    if args.merge and args.out.is_file():  # rows of a backend this run does not measure, kept with their header
+    if args.merge and args.out.is_file():  # rows of a backend this run does not measure, each naming its run
         import json
 
         earlier = json.loads(args.out.read_text(encoding="utf-8"))
         measured = {"local"} if sizes else set()
         measured |= {"milvus"} if milvus_sizes else set()
-        kept = [r for r in earlier.get("rows", []) if r["backend"] not in measured]
-        if kept:
-            result["rows"] = kept
-            result["earlier_part"] = {k: earlier.get(k) for k in ("command", "commit", "load_average_at_start",
-                                                                 "load_average_at_end")}
-            result["earlier_part"]["backends"] = sorted({r["backend"] for r in kept})
+        run = ("command", "commit", "load_average_at_start", "load_average_at_end")
+        result["rows"] = [{**{k: earlier.get(k) for k in run}, **r}  # a row's own run fields win
+                          for r in earlier.get("rows", []) if r["backend"] not in measured]
+        for key, value in earlier.items():  # notes on earlier and superseded runs stay
+            if key not in result and key not in ("earlier_part", "load_average_at_end"):
+                result[key] = value
+        result["parts"] = ("rows measured by this file's command (commit and load averages at the top), and "
+                           "rows of the other backend kept by --merge, each carrying the command, commit and "
+                           "load averages of the run that measured it")
     for n in sorted(set(sizes) | set(milvus_sizes)):
         vectors, texts = clustered(n)
         picks = rng.choice(n, args.queries, replace=False)
@@ -113,7 +124,9 @@ def main(argv=None) -> int:
                     extra = {"faiss": kind, "faiss_build_s": built} if read_from is None else \
                         {"faiss": kind, "faiss_graph_read_from": read_from}
                     if kind == "hnsw":
-                        extra.update(hnsw_m=m, ef_construction=efc, ef_search=128)
+                        from ragsieve.tools.index.query.dense import WALK_WIDTH
+
+                        extra.update(hnsw_m=m, ef_construction=efc, ef_search=128, walk_width=WALK_WIDTH)
                     result["rows"] += run_fractions(index, n, folder, queries, qvecs, sims, "local", extra)
                     bench_io.write(dict(result), args.out)  # a partial result survives an interruption
                     del index
@@ -123,7 +136,10 @@ def main(argv=None) -> int:
                 index, folder, client = milvus_index(n, vectors, texts, work)
                 print(f"milvus {n}: built in {time.perf_counter() - started:.0f}s", flush=True)
                 m = args.milvus_queries
-                result["rows"] += run_fractions(index, n, folder, queries[:m], qvecs[:m], sims[:m], "milvus", {})
+                from importlib.metadata import version
+
+                server = {"server": f"milvus-lite {version('milvus-lite')} (pymilvus {version('pymilvus')})"}
+                result["rows"] += run_fractions(index, n, folder, queries[:m], qvecs[:m], sims[:m], "milvus", server)
                 client.close()
                 bench_io.write(dict(result), args.out)
     return bench_io.write(result, args.out)

@@ -67,6 +67,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.milvus.index import MilvusIndex
+    from ragsieve.tools.index.milvus.row_meta import write_row_metadata
     from ragsieve.tools.index.milvus.schema import analysed, create_collection
     from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
     from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
@@ -88,6 +89,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
 
     class Synthetic:  # the backend surface the retriever and the access filter use (as benchmarks/scale.py)
         filter_rows, sources, admitted = MilvusIndex.filter_rows, MilvusIndex.sources, MilvusIndex.admitted
+        row_metadata = MilvusIndex.row_metadata
         lexical_within, dense_within = MilvusIndex.lexical_within, MilvusIndex.dense_within
         symbols = None  # Milvus keeps no symbol table
 
@@ -95,8 +97,12 @@ def milvus_index(n: int, vectors, texts, work: Path):
             return n
 
     index = Synthetic()
-    index.root, index.client, index.pointer, index.visible = folder, client, {"collection": "synthetic"}, None
+    meta_file = write_row_metadata(folder, "synthetic", ((i, f"docs/d{i // CHUNKS_PER_DOC}", "text")
+                                                         for i in range(n)))  # as a publish writes it
+    index.root, index.client, index.visible = folder, client, None
+    index.pointer = {"collection": "synthetic", "rows": n, "meta_file": meta_file}
     index._sources, index._filter_cache, index._lock = None, {}, threading.Lock()
+    index._meta, index._meta_read = None, False
     index.bm25, index.dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
     index.store = MilvusStore(client, "synthetic", n)
     index.vectors = MilvusVectors(client, "synthetic", n, vectors.shape[1])

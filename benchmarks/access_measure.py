@@ -56,6 +56,15 @@ def exact_sims(vectors: np.ndarray, qvecs, block: int = 131072) -> list[np.ndarr
     return list(out)
 
 
+def hnsw_choice(dense, admitted: int, n: int, candidate_k: int = 100) -> str:
+    """What `DenseIndex.search_admitted` does for this many admitted rows: a graph walk (and its efSearch) or
+    an exact scan."""
+    from ragsieve.tools.index.query.dense import filtered_ef, walk_pays
+
+    ef = filtered_ef(dense.ef_search, candidate_k, admitted / n)
+    return f"graph walk, efSearch {ef}" if walk_pays(admitted, ef, dense.hnsw_m) else "exact scan"
+
+
 def run_fractions(index, n: int, folder: Path, queries, qvecs, sims, backend: str, extra: dict) -> list[dict]:
     from ragsieve.tools.index.query.retriever import HybridRetriever
     from ragsieve.tools.index.query.where import Where
@@ -103,6 +112,8 @@ def run_fractions(index, n: int, folder: Path, queries, qvecs, sims, backend: st
                "hits_outside_the_readable_rows": leaked}
         if recalls_u:
             row["unfiltered_recall@10_vs_exact"] = round(float(np.mean(recalls_u)), 4)
+        if backend == "local" and extra.get("faiss") == "hnsw":
+            row["filtered_dense"] = hnsw_choice(index.dense, len(rows), n)
         print("  " + str(row), flush=True)
         out.append(row)
     return out

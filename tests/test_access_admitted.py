@@ -7,7 +7,7 @@ import pytest
 from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.query import dense as dense_mod
 from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex, filtered_ef
+from ragsieve.tools.index.query.dense import DenseIndex, filtered_ef, walk_pays
 
 
 def _clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
@@ -67,28 +67,58 @@ def test_hnsw_within_a_broad_set_walks_the_graph_and_keeps_only_admitted_rows(mo
     index = DenseIndex("hnsw", hnsw_m=16, ef_search=32).build(v)
     rows = np.flatnonzero(np.random.default_rng(3).random(3000) < 0.5)
     a = Admitted(rows, 3000)
-    monkeypatch.setattr(dense_mod, "SCAN_ROWS", 100)  # the set is larger: the filtered graph walk answers
+    walks: list[tuple[int, int]] = []
+
+    def walk_always(admitted: int, ef: int, hnsw_m: int) -> bool:
+        walks.append((admitted, ef))
+        return True
+    monkeypatch.setattr(dense_mod, "walk_pays", walk_always)  # the filtered graph walk answers
     recalls = []
     for q in v[:20]:
         got = [r for r, _ in index.search_admitted(q, a, 10)]
         assert len(got) == 10 and all(r in a for r in got)
         recalls.append(len(set(got) & set(_exact(v, rows, q, 10))) / 10)
     assert np.mean(recalls) >= 0.95
-    monkeypatch.setattr(dense_mod, "SCAN_ROWS", 10_000)  # a set this small is ranked exactly
+    assert walks and walks[0] == (len(rows), filtered_ef(32, 10, a.fraction))
+    monkeypatch.setattr(dense_mod, "walk_pays", lambda admitted, ef, hnsw_m: False)  # the exact scan answers
+    narrow = np.flatnonzero(np.random.default_rng(4).random(3000) < 0.01)  # gathered, not scanned by bitmap
     for q in v[:5]:
         assert [r for r, _ in index.search_admitted(q, a, 10)] == _exact(v, rows, q, 10)
-    monkeypatch.setattr(dense_mod, "SCAN_ROWS", 100)
-    narrow = np.flatnonzero(np.random.default_rng(4).random(3000) < 0.1)  # above SCAN_ROWS, below WALK_SHARE
-    for q in v[:5]:
         assert [r for r, _ in index.search_admitted(q, Admitted(narrow, 3000), 10)] == _exact(v, narrow, q, 10)
     assert index.search_admitted(v[0], Admitted([], 3000), 10) == []
 
 
-def test_filtered_ef_widens_as_the_admitted_share_narrows():
-    assert filtered_ef(128, 100, 1.0) == 128
-    assert filtered_ef(128, 100, 0.5) == 256
-    assert filtered_ef(64, 100, 0.5) == 200  # never below k
+def test_hnsw_within_a_quarter_of_the_rows_is_exact_where_the_walk_missed_hits():
+    """Seeded: 40k rows, M 8, a quarter admitted. The walk the search used to take here (over 8,192 rows and
+    at least 20 % admitted: ef 128/share) misses some of a query's admitted top 100; the cost model
+    (`walk_pays`: 10k rows < 2M x ef 1024) now scans the admitted rows, which ranks them exactly."""
+    faiss = pytest.importorskip("faiss")
+    faiss.omp_set_num_threads(1)  # a graph built on one thread is the same graph every run
+    v = _clustered(40_000, seed=5)
+    index = DenseIndex("hnsw", hnsw_m=8, ef_search=128, ef_construction=40).build(v)
+    rows = np.flatnonzero(np.random.default_rng(6).random(40_000) < 0.25)
+    a = Admitted(rows, 40_000)
+    queries = v[np.random.default_rng(7).choice(40_000, 12, replace=False)]
+    old_walk = faiss.SearchParametersHNSW(sel=a.selector(), efSearch=int(np.ceil(128 / a.fraction)))
+    missed = 0
+    for q in queries:
+        want = _exact(v, rows, q, 100)
+        assert [r for r, _ in index.search_admitted(q, a, 100)] == want
+        _, ids = index._index.search(q.reshape(1, -1), 100, params=old_walk)
+        missed += len(set(want) - set(ids[0].tolist()))
+    assert missed > 0  # the set is one where the old setting loses filtered hits
+
+
+def test_the_cost_model_walks_only_a_broad_share_of_a_large_index():
+    assert filtered_ef(128, 100, 1.0) == 128  # every row admitted: the unfiltered walk's own list
+    assert filtered_ef(128, 100, 0.5) == 2 * 256  # WALK_WIDTH times the unfiltered budget per admitted row
+    assert filtered_ef(64, 100, 0.5) == 400  # never below k
     assert filtered_ef(128, 100, 0.001) == dense_mod.MAX_FILTERED_EF
+    assert walk_pays(49_540, filtered_ef(128, 100, 0.4954), 32)  # 100k rows, half admitted: walk
+    assert not walk_pays(24_920, filtered_ef(128, 100, 0.2492), 32)  # a quarter: scan
+    assert not walk_pays(5_060, filtered_ef(128, 100, 0.0506), 32)
+    assert walk_pays(200_000, filtered_ef(128, 100, 0.2), 16)  # 1M rows, a fifth admitted: walk
+    assert not walk_pays(50_000, filtered_ef(128, 100, 0.05), 16)
 
 
 def test_milvus_filtered_ef_widens_as_the_admitted_share_narrows():

@@ -10,6 +10,7 @@ Milvus as boolean expressions.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -27,12 +28,14 @@ from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.milvus.client import Reloading, client_for, release_client, thread_round_trips
 from ragsieve.tools.index.milvus.leases import hold
 from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
+from ragsieve.tools.index.milvus.row_meta import RowMetadata
 from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus.store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
 from ragsieve.tools.index.query.where import Where
 
 FILTER_CACHE_SIZE = 64
+log = logging.getLogger(__name__)
 
 
 class MilvusIndex:
@@ -62,6 +65,8 @@ class MilvusIndex:
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus.leases`)
         self._sources: list[str] | None = None
         self._filter_cache: dict[str, Admitted] = {}  # resolved filters (`admitted`)
+        self._meta: RowMetadata | None = None  # each row's source and kind, written at publish (`row_meta`)
+        self._meta_read = False
 
     @classmethod
     def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
@@ -106,6 +111,21 @@ class MilvusIndex:
         """Milvus keeps no symbol table: symbol lookups are a local index's (the retriever skips them)."""
         return None
 
+    def row_metadata(self) -> RowMetadata | None:
+        """Each row's source and kind from the file the publish wrote beside the pointer (read once), or None
+        for a pointer published before it (or an unreadable file: the collection is read instead)."""
+        with self._lock:
+            if not self._meta_read:
+                name = self.pointer.get("meta_file")
+                if name:
+                    try:
+                        self._meta = RowMetadata.load(self.root / name, int(self.pointer["rows"]))
+                    except (OSError, ValueError, KeyError) as exc:
+                        log.warning("index %s: %s unreadable (%s): filters are resolved by Milvus", self.root,
+                                    name, exc)
+                self._meta_read = True
+            return self._meta
+
     def filter_rows(self, where: Where) -> list[int]:
         """The rows a metadata filter admits, evaluated by Milvus (`Where.milvus_expr`), page by page."""
         return self.admitted(where).tolist()
@@ -127,6 +147,16 @@ class MilvusIndex:
             readable = [s for s in self.sources() if grant(s)]
         expr = where.milvus_expr(readable)
         n = len(self)
+        meta = self.row_metadata() if expr else None
+        if meta is not None:  # resolved from the publish's row file, as a local index resolves it
+            tenant = str(self.pointer.get("tenant", "default"))
+            cached = Admitted(meta.rows_where(lambda source, kind: where.matches(source, kind, tenant)
+                                              and (grant is None or grant(source))), n, expr)
+            with self._lock:
+                self._filter_cache[key] = cached
+                while len(self._filter_cache) > FILTER_CACHE_SIZE:
+                    self._filter_cache.pop(next(iter(self._filter_cache)))
+            return cached
         rows: list[int] = []
         for start in range(0, n, PAGE) if expr else ():
             found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
@@ -151,6 +181,9 @@ class MilvusIndex:
     def sources(self) -> list[str]:
         """Every document source of the live generation (read once, page by page; the pointer is fixed)."""
         cached = self._sources
+        meta = self.row_metadata() if cached is None else None
+        if meta is not None:
+            cached = self._sources = list(meta.sources)  # sorted, one per document source
         if cached is None:
             found: set[str] = set()
             for start in range(0, len(self), PAGE):

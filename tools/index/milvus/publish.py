@@ -60,6 +60,7 @@ from ragsieve.tools.index.milvus.pointer import (
     write_pointer,
     write_sparse,
 )
+from ragsieve.tools.index.milvus.row_meta import write_row_metadata
 from ragsieve.tools.index.milvus.rows import LAYOUT, entities, generation_number
 from ragsieve.tools.index.milvus.schema import BM25_INPUT, bm25_params_applied, bm25_settings, create_collection
 
@@ -144,10 +145,11 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: "
                                     f"{str(exc)[:300]}") from None
         sparse_file = write_sparse(root, gen, local.sparse_rows)
+        meta_file = write_row_metadata(root, gen, local.store.row_metadata())  # filters resolved without Milvus
         retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
         born_file = write_born(root, gen, born) if born is not None else None
         pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
-                   "sparse_file": sparse_file, "retired_file": retired_file, "pending_expiry": pending,
+                   "sparse_file": sparse_file, "meta_file": meta_file, "retired_file": retired_file, "pending_expiry": pending,
                    "pending_drop": pending_drop, "born_file": born_file,
                    **({"copy_generation": copy_generation} if born is not None else {}),
                    "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
@@ -156,9 +158,10 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
                    "last_publish": {"mode": mode, **counts, **recovery}}
         write_pointer(root, pointer)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
-        keep = {Path(str(f)).name for f in (sparse_file, retired_file, born_file, previous.get("sparse_file"))} | \
+        keep = {Path(str(f)).name for f in (sparse_file, meta_file, retired_file, born_file,
+                                            previous.get("sparse_file"), previous.get("meta_file"))} | \
             {Path(e["file"]).name for e in pending}
-        for stale in (root / SPARSE_DIR).glob("*.npy"):  # the previous generation's subset stays for its readers
+        for stale in [*(root / SPARSE_DIR).glob("*.npy"), *(root / SPARSE_DIR).glob("*.npz")]:  # the previous generation's subset stays for its readers
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
         old = previous.get("collection")
