@@ -7,11 +7,11 @@
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_cli import page_main  # noqa: E402
 from report_figures import readme_block, replace_block  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,27 +24,8 @@ def current(readme: Path, results: Path) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
-    ap.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results")
-    ap.add_argument("--check", action="store_true", help="only check; exit 1 when the block is stale")
-    args = ap.parse_args(argv)
-    try:
-        text, wanted = current(args.readme, args.results)
-    except (OSError, ValueError) as exc:
-        print(f"readme_figures: error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        if text != wanted:
-            print(f"{args.readme} figures are stale: run `python benchmarks/readme_figures.py`", file=sys.stderr)
-            return 1
-        return 0
-    if text != wanted:
-        args.readme.write_text(wanted, encoding="utf-8")
-        print(f"wrote {args.readme}")
-    else:
-        print(f"{args.readme} is current")
-    return 0
+    return page_main(argv, name="readme_figures", flag="--readme", page=REPO / "README.md",
+                     description=(__doc__ or "").splitlines()[0], current=current)
 
 
 if __name__ == "__main__":

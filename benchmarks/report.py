@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/report.py [--results benchmarks/results] [--out benchmarks/REPORT.md]
 
-It also rewrites the generated figures in docs/*.md (`benchmarks/docs_figures.py`; `--no-docs` leaves them).
+It also rewrites the generated figures in docs/*.md (`benchmarks/docs_figures.py`, and docs/access.md's table,
+`benchmarks/access_doc.py`; `--no-docs` leaves them).
 
 Sections: the product figures README.md shows (report_figures.py), the targets and headline blocks
 (report_headline.py), SciFact nDCG@10 beside the published BM25 baselines (retrieval*.json
@@ -21,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from access_doc import current as access_page  # noqa: E402
 from docs_figures import rewrite as rewrite_docs  # noqa: E402
 from report_figures import report_section  # noqa: E402
 from report_files import command, generic_section, load, machine  # noqa: E402
@@ -82,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_docs:
         for page in rewrite_docs(args.docs, args.results):
             print(f"wrote {page}")
+        access = args.docs / "access.md"  # its filtered-search table (`benchmarks/access_doc.py`)
+        if access.exists():
+            text, wanted = access_page(access, args.results)
+            if text != wanted:
+                access.write_text(wanted, encoding="utf-8")
+                print(f"wrote {access}")
     return 0
 
 
