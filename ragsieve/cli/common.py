@@ -52,9 +52,15 @@ def load_config(args: argparse.Namespace) -> Config:
 
 
 def add_common(parser: argparse.ArgumentParser, *, index_required: bool = True) -> None:
-    """Options every subcommand shares: the index folder and a TOML config file."""
+    """Options every one-index subcommand shares: the index folder and a TOML config file."""
     parser.add_argument("--index", required=index_required, metavar="DIR", help="index folder")
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (docs/configuration.md)")
+    add_config_option(parser)
+
+
+def add_config_option(parser: argparse.ArgumentParser,
+                      help: str = "TOML config file (docs/configuration.md)") -> None:
+    """`--config FILE`, read by `load_config` (also for `serve` and `mcp`, whose `--index` takes NAME=DIR)."""
+    parser.add_argument("--config", metavar="FILE", help=help)
 
 
 def add_llm_options(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import datetime as dt
 import sys
 import time
 
-from ragsieve.cli.common import load_config
+from ragsieve.cli.common import add_config_option, load_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--index", required=True, metavar="NAME=DIR", help="the served index (its name in the log)")
     p.add_argument("--data-dir", default=".ragsieve-data", help="the serve command's --data-dir (default: %(default)s; "
                                                                "[insights] dir in --config wins)")
-    p.add_argument("--config", metavar="FILE", help="the TOML config serve used ([insights] group_distance, dir)")
+    add_config_option(p, "the TOML config serve used ([insights] group_distance, dir)")
     p.add_argument("--since", default="30d", help="period: 30d, 12h, 6w or an ISO date (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.add_argument("--csv", metavar="FILE", help="also write one CSV line per logged question of the period")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ragsieve.cli.common import add_llm_options, load_config
+from ragsieve.cli.common import add_config_option, add_llm_options, load_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -13,7 +13,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "Over HTTP, `ragsieve serve` offers the same tools at /mcp.")
     p.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
                    help="an index to serve (repeat for several); a bare DIR is named after its folder")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (docs/configuration.md)")
+    add_config_option(p)
     add_llm_options(p)
     p.add_argument("--max-concurrent", type=int, default=2, help="`ask` calls answered at once")
     p.add_argument("--request-timeout", type=float, default=300.0, help="seconds per `ask`")

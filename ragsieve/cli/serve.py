@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from ragsieve.cli.common import add_device_option, add_llm_options, load_config, with_device
+from ragsieve.cli.common import add_config_option, add_device_option, add_llm_options, load_config, with_device
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Each --index NAME=DIR becomes the model ids NAME and NAME:PLAN for chat front ends.")
     p.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
                    help="an index to serve (repeat for several); a bare DIR is named after its folder")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (docs/configuration.md)")
+    add_config_option(p)
     add_llm_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8765)
