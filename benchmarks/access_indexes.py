@@ -66,7 +66,8 @@ def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_c
 def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.milvus.index import MilvusIndex
+    from ragsieve.tools.index.admitted import AdmittedCache
+    from ragsieve.tools.index.milvus.index import FILTER_CACHE_SIZE, MilvusIndex
     from ragsieve.tools.index.milvus.row_meta import write_row_metadata
     from ragsieve.tools.index.milvus.schema import analysed, create_collection
     from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
@@ -101,7 +102,8 @@ def milvus_index(n: int, vectors, texts, work: Path):
                                                          for i in range(n)))  # as a publish writes it
     index.root, index.client, index.visible = folder, client, None
     index.pointer = {"collection": "synthetic", "rows": n, "meta_file": meta_file}
-    index._sources, index._filter_cache, index._lock = None, {}, threading.Lock()
+    index._sources, index._lock = None, threading.Lock()
+    index._filter_cache = AdmittedCache(FILTER_CACHE_SIZE)
     index._meta, index._meta_read = None, False
     index.bm25, index.dense = MilvusBM25(client, "synthetic"), MilvusDense(client, "synthetic")
     index.store = MilvusStore(client, "synthetic", n)

@@ -57,7 +57,9 @@ def test_milvus_filters_resolve_from_the_publish_row_file_as_milvus_resolves_the
     """The publish writes each row's source and kind beside the pointer; a filter is resolved from it with no
     read sent to Milvus (reading the rows back took ~20 s at 100k chunks on milvus-lite), to the rows Milvus
     itself admits (the path a pointer published before the file takes)."""
+    from ragsieve.tools.index.admitted import AdmittedCache
     from ragsieve.tools.index.milvus.client import thread_round_trips
+    from ragsieve.tools.index.milvus.index import FILTER_CACHE_SIZE
 
     _, remote, _ = indexes
     pointer = json.loads((remote / "milvus.json").read_text(encoding="utf-8"))
@@ -71,7 +73,8 @@ def test_milvus_filters_resolve_from_the_publish_row_file_as_milvus_resolves_the
         assert thread_round_trips() == before  # nothing asked of the server
         assert there.admitted(wheres[0]).expr  # the dense search still gets the filter's own expression
         there.pointer = {k: v for k, v in there.pointer.items() if k != "meta_file"}  # as published before
-        there._meta, there._meta_read, there._sources, there._filter_cache = None, False, None, {}
+        there._meta, there._meta_read, there._sources = None, False, None
+        there._filter_cache = AdmittedCache(FILTER_CACHE_SIZE)
         by_server = [there.filter_rows(w) for w in wheres]
         assert thread_round_trips() > before
         assert by_file == by_server and there.sources() == sources

@@ -71,3 +71,24 @@ class Admitted:
 
     def tolist(self) -> list[int]:
         return self.rows.tolist()
+
+
+class AdmittedCache:
+    """Resolved filters by key (the filter and the access labels version), the oldest forgotten past `limit`;
+    guarded by its own lock, as both backends answer questions on several threads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._entries: dict[str, Admitted] = {}
+
+    def get(self, key: str) -> Admitted | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: str, admitted: Admitted) -> Admitted:
+        with self._lock:
+            self._entries[key] = admitted
+            while len(self._entries) > self.limit:
+                self._entries.pop(next(iter(self._entries)))
+        return admitted

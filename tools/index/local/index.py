@@ -23,7 +23,7 @@ import numpy as np
 
 from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.admitted import Admitted
+from ragsieve.tools.index.admitted import Admitted, AdmittedCache
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
@@ -75,7 +75,7 @@ class HybridIndex:
         self._batch_size = batch_size
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
-        self._filter_cache: dict[str, Admitted] = {}
+        self._filter_cache = AdmittedCache(QUERY_CACHE_SIZE)
         self._symbols: SymbolTable | None = None
         self._lease: ReaderLease | None = None  # an incremental generation's records, held until close()
         self.segments: SegmentView | None = None  # the incremental layout's composed segments
@@ -234,8 +234,7 @@ class HybridIndex:
 
             labels = load(self.root)
             grant, key = labels.grant(where.readers), f"{key} {labels.version}"
-        with self._query_lock:
-            cached = self._filter_cache.get(key)
+        cached = self._filter_cache.get(key)
         if cached is None:
             verdicts: dict[tuple[str, str], bool] = {}  # one check per document, not per chunk
             rows = []
@@ -249,11 +248,7 @@ class HybridIndex:
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
                 rows = [r for r in rows if r in defining]
-            cached = Admitted(rows, len(self))
-            with self._query_lock:
-                self._filter_cache[key] = cached
-                while len(self._filter_cache) > QUERY_CACHE_SIZE:
-                    self._filter_cache.pop(next(iter(self._filter_cache)))
+            cached = self._filter_cache.put(key, Admitted(rows, len(self)))
         return cached
 
     def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:

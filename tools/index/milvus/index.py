@@ -19,7 +19,7 @@ import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index import npy
-from ragsieve.tools.index.admitted import Admitted
+from ragsieve.tools.index.admitted import Admitted, AdmittedCache
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import open_embedder
 from ragsieve.tools.index.embedders.providers import placement_of
@@ -64,7 +64,7 @@ class MilvusIndex:
         self._lock = threading.Lock()
         self._lease: ReaderLease | None = None  # the generation's rows are kept until close() (`milvus.leases`)
         self._sources: list[str] | None = None
-        self._filter_cache: dict[str, Admitted] = {}  # resolved filters (`admitted`)
+        self._filter_cache = AdmittedCache(FILTER_CACHE_SIZE)  # resolved filters (`admitted`)
         self._meta: RowMetadata | None = None  # each row's source and kind, written at publish (`row_meta`)
         self._meta_read = False
 
@@ -139,8 +139,7 @@ class MilvusIndex:
 
             labels = load(self.root)
             grant, key = labels.grant(where.readers), f"{key} {labels.version}"
-        with self._lock:
-            cached = self._filter_cache.get(key)
+        cached = self._filter_cache.get(key)
         if cached is not None:
             return cached
         if grant is not None:  # resolved to the sources the caller may read
@@ -150,25 +149,15 @@ class MilvusIndex:
         meta = self.row_metadata() if expr else None
         if meta is not None:  # resolved from the publish's row file, as a local index resolves it
             tenant = str(self.pointer.get("tenant", "default"))
-            cached = Admitted(meta.rows_where(lambda source, kind: where.matches(source, kind, tenant)
-                                              and (grant is None or grant(source))), n, expr)
-            with self._lock:
-                self._filter_cache[key] = cached
-                while len(self._filter_cache) > FILTER_CACHE_SIZE:
-                    self._filter_cache.pop(next(iter(self._filter_cache)))
-            return cached
+            return self._filter_cache.put(key, Admitted(meta.rows_where(
+                lambda source, kind: where.matches(source, kind, tenant) and (grant is None or grant(source))), n, expr))
         rows: list[int] = []
         for start in range(0, n, PAGE) if expr else ():
             found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
                                       filter=and_visible(f"row >= {start} and row < {start + PAGE} and ({expr})",
                                                   self.visible))
             rows.extend(int(r["row"]) for r in found)
-        cached = Admitted(rows if expr else range(n), n, expr or None)
-        with self._lock:
-            self._filter_cache[key] = cached
-            while len(self._filter_cache) > FILTER_CACHE_SIZE:
-                self._filter_cache.pop(next(iter(self._filter_cache)))
-        return cached
+        return self._filter_cache.put(key, Admitted(rows if expr else range(n), n, expr or None))
 
     def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
         """BM25 top `k` among the admitted rows (`MilvusBM25.search`: whole-collection statistics)."""
