@@ -82,7 +82,8 @@ def test_milvus_filters_resolve_from_the_publish_row_file_as_milvus_resolves_the
 
 
 def test_row_metadata_file_round_trips_and_refuses_a_wrong_row_count(tmp_path):
-    from ragsieve.tools.index.milvus.row_meta import RowMetadata, write_row_metadata
+    from ragsieve.tools.index.milvus.row_meta import write_row_metadata
+    from ragsieve.tools.index.row_meta import RowMetadata
 
     rows = [(0, "a.md", "markdown"), (1, "a.md", "markdown"), (2, "b.py", "code"), (3, "c.md", "markdown")]
     name = write_row_metadata(tmp_path, "gen-000001", rows)

@@ -37,6 +37,7 @@ from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.index.query.dense import DenseIndex
 from ragsieve.tools.index.query.symbols import SymbolTable
 from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.row_meta import RowMetadata
 
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
 SEGMENTED_REQUIRED = (MANIFEST, "segments", "sparse.json")  # the incremental layout: chunks in a shared store
@@ -76,6 +77,7 @@ class HybridIndex:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._filter_cache = AdmittedCache(QUERY_CACHE_SIZE)
+        self._row_meta: RowMetadata | None = None
         self._symbols: SymbolTable | None = None
         self._lease: ReaderLease | None = None  # an incremental generation's records, held until close()
         self.segments: SegmentView | None = None  # the incremental layout's composed segments
@@ -236,20 +238,21 @@ class HybridIndex:
             grant, key = labels.grant(where.readers), f"{key} {labels.version}"
         cached = self._filter_cache.get(key)
         if cached is None:
-            verdicts: dict[tuple[str, str], bool] = {}  # one check per document, not per chunk
-            rows = []
-            for r, source, kind in self.store.row_metadata():
-                ok = verdicts.get((source, kind))
-                if ok is None:
-                    ok = verdicts[(source, kind)] = where.matches(source, kind, "default") and \
-                        (grant is None or grant(source))
-                if ok:
-                    rows.append(r)
+            rows = self.row_metadata().rows_where(  # one check per (source, kind), not per chunk
+                lambda source, kind: where.matches(source, kind, "default") and (grant is None or grant(source)))
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
-                rows = [r for r in rows if r in defining]
+                rows = rows[np.isin(rows, np.fromiter(defining, dtype=np.int64, count=len(defining)))]
             cached = self._filter_cache.put(key, Admitted(rows, len(self)))
         return cached
+
+    def row_metadata(self) -> RowMetadata:
+        """Each row's source and kind, read from the chunk store once (a generation's store never changes)."""
+        if self._row_meta is None:
+            meta = RowMetadata.from_rows(self.store.row_metadata())
+            with self._query_lock:
+                self._row_meta = meta
+        return self._row_meta
 
     def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
         """BM25 top `k` among the admitted rows (`BM25Index.search_admitted`)."""

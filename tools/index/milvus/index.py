@@ -28,11 +28,11 @@ from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.milvus.client import Reloading, client_for, release_client, thread_round_trips
 from ragsieve.tools.index.milvus.leases import hold
 from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
-from ragsieve.tools.index.milvus.row_meta import RowMetadata
 from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus.store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
 from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.row_meta import RowMetadata
 
 FILTER_CACHE_SIZE = 64
 log = logging.getLogger(__name__)
