@@ -146,6 +146,7 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
     """Measure the judge (ragsieve.agent.judging.reliability) on each fold's calibration questions and store
     it in that fold's calibration.json, as `ragsieve calibrate --judge N` does: `loop.combine = auto` reads it.
     For the scripted oracle, the record's answer-bearing chunk's document is the gold it knows."""
+    from ragsieve.agent.judging.checks import pick_decoys
     from ragsieve.agent.judging.reliability import llm_judge, measure_judge
     from ragsieve.tools.metrics import chunk_doc_id
 
@@ -166,7 +167,8 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
                 yield r.question, {positive}, orch.retrieve(r.question, top_k=pool)  # noqa: B023
 
         model = str(getattr(llm.chat, "model_name", "") or "unknown")
-        measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k)
+        measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k,
+                                 decoys=lambda q, ex: pick_decoys(orch.index, q, ex, loop.judge_decoys))  # noqa: B023
         save_calibration(cal.model_copy(update={"judges": {**cal.judges, model: measured}}), path)
         out[str(fold)] = measured.model_dump()
     return out

@@ -75,7 +75,8 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 measured = measure_judge_on_folds(folds, orchs, llm, chat, args.judge_questions)
                 report["sets"][name].setdefault("judge_reliability", {})[judge] = measured
                 print(f"  {judge:14} measured: " + "; ".join(
-                    f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']}" for f, m in measured.items()), flush=True)
+                    f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']} "
+                    f"decoys {m['decoys_relevant']}/{m['decoys']}" for f, m in measured.items()), flush=True)
             plans = [p for p in args.plans if not (judge == "embedded-0.5b" and p == "full-R")]
             if args.interleave:
                 interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report)

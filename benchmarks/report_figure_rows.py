@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from report_plan import predates_plan
+from report_plan import result_predates
 
 # Published SciFact (BEIR test split) nDCG@10 baselines for BM25 (also in ../shared/data/README.md).
 PUBLISHED_BM25 = (("BEIR paper", 0.665), ("Pyserini", 0.679))
@@ -47,7 +47,7 @@ def load_result(folder: Path, name: str) -> tuple[Data | None, str]:
         return None, why
     if not isinstance(data, dict):
         return None, "unreadable (not an object)"
-    if name.startswith("pipeline-") and predates_plan(str(data.get("commit") or "")):
+    if name.startswith("pipeline-") and result_predates(data):
         return None, f"ran an earlier `full` plan (at {short_commit(data)}): re-run it"
     return data, ""
 

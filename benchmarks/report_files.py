@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from report_plan import predates_plan, predating_note
+from report_plan import predating_note, result_predates, since_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,8 +27,8 @@ def load(folder: Path, pattern: str) -> list[tuple[Path, dict[str, Any] | None, 
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 found.append((path, None, "not an object"))
-            elif path.name.startswith("pipeline-") and predates_plan(str(data.get("commit") or "")):
-                found.append((path, None, predating_note(str(data["commit"]))))  # an earlier plan's figures
+            elif path.name.startswith("pipeline-") and result_predates(data):
+                found.append((path, None, predating_note(str(data["commit"]), since_for(data))))  # an earlier plan's
             else:
                 found.append((path, data, ""))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -11,6 +11,11 @@ a `pipeline-*.json` whose commit git knows and that does not contain `PLAN_SINCE
 longer exists, so the report does not show its figures as current. Whoever changes what a plan computes
 moves `PLAN_SINCE` to that commit in the same change's follow-up, and the pipeline results are re-run.
 
+`JUDGE_SINCE` is a later change that alters only runs whose judge was measured at calibration
+(`--judge-questions` above 0, the default 60): under `auto` a judge measured to accept decoys is barred and
+decides nothing (`agent/judging/reliability.judge_barred`). A run that measured no judge (the embedded model's
+rows, `--judge-questions 0`) computes what it did before that change, so only `PLAN_SINCE` judges it.
+
 A commit git does not know (a result from another clone, a test's fixture) is not judged here: the file
 is shown with its commit, as before.
 """
@@ -22,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PLAN_SINCE = "3887a6f"
+JUDGE_SINCE = "3887a6f"  # moved to the commit that bars judges on their measured decoy rate (follow-up)
 PREDATES = "predates the current `full` plan"
 
 
@@ -43,11 +49,34 @@ def predates_plan(commit: str | None, since: str = PLAN_SINCE, repo: Path = REPO
     return git("merge-base", "--is-ancestor", since, sha) == 1
 
 
+def measures_judge(command: str) -> bool:
+    """Whether a `benchmarks/pipeline.py` command measured its judge at calibration (`--judge-questions`,
+    default 60); a command that is not recorded counts as one that did."""
+    words = command.replace("=", " ").split()
+    for flag, value in zip(words, words[1:]):
+        if flag == "--judge-questions":
+            try:
+                return int(value) > 0
+            except ValueError:
+                return True
+    return True
+
+
+def since_for(data: dict) -> str:
+    """The plan change a result must contain to be current: `JUDGE_SINCE` when its judge was measured."""
+    return JUDGE_SINCE if measures_judge(str(data.get("command") or "")) else PLAN_SINCE
+
+
+def result_predates(data: dict) -> bool:
+    """True when the pipeline result `data` ran a plan that no longer exists (`since_for`)."""
+    return predates_plan(str(data.get("commit") or ""), since_for(data))
+
+
 def predating(files) -> list[tuple[Path, str]]:
     """(path, note) of each loaded file (`report.load`'s triples) that ran an earlier plan."""
     return [(p, e) for p, d, e in files if d is None and e.startswith(PREDATES)]
 
 
-def predating_note(commit: str) -> str:
+def predating_note(commit: str, since: str = PLAN_SINCE) -> str:
     """The load error a predating pipeline result is reported with."""
-    return f"{PREDATES} (ran at {commit[:7]}, before {PLAN_SINCE}); re-run it to show its figures"
+    return f"{PREDATES} (ran at {commit[:7]}, before {since}); re-run it to show its figures"

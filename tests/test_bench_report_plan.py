@@ -54,7 +54,7 @@ def test_the_report_names_a_predating_embedded_run_and_counts_none_of_its_figure
     from report_plan import PREDATES
     from report_targets import targets_section
 
-    monkeypatch.setattr(report_files, "predates_plan", lambda commit: commit.startswith("old"))
+    monkeypatch.setattr(report_files, "result_predates", lambda data: str(data["commit"]).startswith("old"))
     rows = [{"dataset": s, "judge": "embedded-0.5b", "plan": p, "n": 50, "gold_recall": 0.9}
             for s in ("squad2", "hotpotqa") for p in ("fast", "full")]
     (tmp_path / "pipeline-embedded-current.json").write_text(json.dumps({"commit": "new1", "command": "c",
@@ -76,3 +76,23 @@ def test_the_report_names_a_predating_embedded_run_and_counts_none_of_its_figure
     headline = "\n".join(embedded_lines(tmp_path, report.load, lambda d: d["command"]))
     assert "0.123" not in headline and "| scifact |" not in headline
     assert "Not shown: `pipeline-embedded-scifact.json` " + PREDATES in headline
+
+
+def test_only_runs_that_measured_their_judge_are_held_to_the_judge_change(history, monkeypatch):
+    """`JUDGE_SINCE` (judges barred on their measured decoy rate) changes only runs with a measured judge: an
+    embedded run with `--judge-questions 0` between the two changes stays current, a measured one does not."""
+    import report_plan
+
+    repo, old, change, later = history
+    monkeypatch.setattr(report_plan, "PLAN_SINCE", change)
+    monkeypatch.setattr(report_plan, "JUDGE_SINCE", later)
+    real = report_plan.predates_plan
+    monkeypatch.setattr(report_plan, "predates_plan", lambda commit, since: real(commit, since, repo))
+    unmeasured = {"commit": change, "command": "python benchmarks/pipeline.py --judges embedded-0.5b --judge-questions 0"}
+    measured = {"commit": change, "command": "python benchmarks/pipeline.py --judges oracle-flip25 --judge-questions 60"}
+    default = {"commit": change, "command": "python benchmarks/pipeline.py --judges oracle"}  # default 60
+    assert not report_plan.result_predates(unmeasured)
+    assert report_plan.result_predates(measured) and report_plan.result_predates(default)
+    assert not report_plan.result_predates({**measured, "commit": later})
+    assert report_plan.result_predates({**unmeasured, "commit": old})  # the earlier change still applies
+    assert report_plan.measures_judge("x --judge-questions=0") is False

@@ -46,7 +46,7 @@ def current_copy(tmp_path, monkeypatch):
     """A copy of the result files, every run treated as of the current plan (the figures themselves show)."""
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results, ignore=shutil.ignore_patterns("*.jsonl", "*.png"))
-    monkeypatch.setattr(report_figure_rows, "predates_plan", lambda *_a, **_k: False)
+    monkeypatch.setattr(report_figure_rows, "result_predates", lambda *_a, **_k: False)
     return results
 
 
@@ -114,7 +114,7 @@ def test_a_run_of_an_earlier_plan_shows_stale_and_a_missing_file_says_so(tmp_pat
     data = json.loads(old.read_text(encoding="utf-8"))
     data["commit"] = "8945381" + "0" * 33
     old.write_text(json.dumps(data), encoding="utf-8")
-    monkeypatch.setattr(report_figure_rows, "predates_plan", lambda commit, *_a, **_k: commit.startswith("8945381"))
+    monkeypatch.setattr(report_figure_rows, "result_predates", lambda data: str(data["commit"]).startswith("8945381"))
     (current_copy / "fallback.json").unlink()
     docs = _page(tmp_path, "a <!-- fig:chain hotpotqa oracle -->x<!-- /fig -->, b <!-- fig:chain squad2 oracle -->"
                            "x<!-- /fig -->, c <!-- fig:fallback -->x<!-- /fig -->, d <!-- fig:rse-whole rse-long-whole.json"

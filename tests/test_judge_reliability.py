@@ -156,6 +156,8 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
         got = measure_configured_judge(orch, cal, 6)
     assert got.model == "judge-all" and got.n >= 1 and got.judge_recall == 1.0  # it calls everything relevant
     assert got.false_positive_rate == 1.0 and got.pool_recall is not None
+    # the loop's decoys were hidden in each pool (3 a question) and it called every one relevant
+    assert got.decoys == 3 * got.questions and got.decoys_relevant == got.decoys
     from ragsieve.agent.calibration import save_calibration
 
     save_calibration(cal.model_copy(update={"judges": {got.model: got}}), folder)
@@ -173,5 +175,7 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "judge judge-all: recall 1.000" in again.stdout  # kept from the previous calibration, and shown
+    assert "decoys called relevant 18 of 18" in again.stdout
+    assert "judge judge-all decides nothing under loop.combine = auto" in again.stdout
     loaded, _ = load_calibration(folder)  # noqa: F811
     assert loaded.origin == "qrels" and loaded.judges["judge-all"].judge_recall == 1.0

@@ -50,6 +50,9 @@ class LoopConfig(_Section):
     # set; false: every context keeps the conformal set (a distribution-free guarantee, more context tokens)
     relevant_alone: bool = True
     trust_confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # auto: a judge whose rate of calling calibration decoys relevant, bounded below at trust_confidence,
+    # exceeds this decides nothing (ragsieve.agent.judging.reliability.judge_barred); 1.0: never barred
+    trust_decoy_rate: float = Field(0.1, ge=0.0, le=1.0)
     _combine = _mode(ContextRule, "combine")
     # token budget of the context, best evidence first; None: follows the model's context window
     # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE

@@ -7,7 +7,8 @@ at calibration time. Both keep the conformal set (issue 46: the choice rests on 
 30-60 questions, a point estimate, so the coverage 1 - alpha is not left to it):
 
 - `judge_recall`: the share of calibration questions whose answer-bearing chunk, when it is in
-  the candidate pool, the judge calls relevant (one judge pass over the pool, no decoys);
+  the candidate pool, the judge calls relevant (one judge pass over the pool, with the loop's decoys
+  hidden in it);
 - `pool_recall` and `fast_recall`: the share of calibration questions whose answer-bearing chunk
   ranks within the pool (`retrieval.pool`) and within the fast context (`retrieval.top_k`), read
   from the calibration records' similarity ranks.
@@ -26,6 +27,12 @@ fast context's measured recall is above the conformal coverage 1 - alpha (a stro
 on SQuAD), it is the conformal set plus the fast context, else the conformal set alone. The
 recalls are measured with the retriever itself (hybrid ranks) when the judge was measured, else
 read from the calibration records' similarity ranks. benchmarks/pipeline.py measures the rule.
+
+Before any of that, `auto` asks whether the judge may decide at all (`judge_barred`): calibration hides
+`loop.judge_decoys` control chunks among each question's pool, as the loop's rounds do, and counts those
+the judge calls relevant. A judge whose rate of accepting them is, bounded below at `loop.trust_confidence`,
+above `loop.trust_decoy_rate` decides nothing for any question: the per-question checks would catch it on
+most questions and trust it on the rest, where its false picks join the context.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy.stats import beta
 
+from ragsieve.agent.judging.checks import interleave
 from ragsieve.agent.modes import ContextRule
 
 
@@ -53,23 +61,37 @@ class JudgeReliability(BaseModel):
     failed: int = 0  # questions whose every judge batch failed
     pool: int
     created: str = ""
+    # control chunks (the least similar to the question, `judging.checks.pick_decoys`) hidden among the pool,
+    # as the loop's first round hides them, and how many the judge called relevant; 0: not measured
+    decoys: int = Field(0, ge=0)
+    decoys_relevant: int = Field(0, ge=0)
 
 
 def measure_judge(items: Iterable[tuple[str, set[str], list[Any]]], judge: Callable[[str, list[Any]], dict[str, bool]],
-                  *, model: str, pool: int, top_k: int) -> JudgeReliability:
+                  *, model: str, pool: int, top_k: int,
+                  decoys: Callable[[str, set[str]], list[Any]] | None = None) -> JudgeReliability:
     """`items`: (question, ids of the answer-bearing chunks, pool hits in retrieval order). `judge(question,
     hits)` returns chunk id -> verdict (ids missing from it failed). Also measured: how often the answer's
-    chunk is in the retriever's first `top_k` hits (the fast context) and in the pool."""
+    chunk is in the retriever's first `top_k` hits (the fast context) and in the pool; and, with `decoys`
+    (question, ids to leave out) -> control hits, how often the judge calls a control chunk relevant (the
+    controls are hidden among the pool at positions seeded by the question, as in the loop's rounds)."""
     hits_pos = shown_pos = called_neg = shown_neg = questions = failed = in_fast = in_pool_n = 0
+    decoys_shown = decoys_called = 0
     for question, positives, hits in items:
         questions += 1
         ranks = [i for i, h in enumerate(hits[:pool]) if h.chunk_id in positives]
         in_fast += int(bool(ranks) and ranks[0] < top_k)
         in_pool_n += int(bool(ranks))
-        verdicts = judge(question, hits)
+        controls = decoys(question, {h.chunk_id for h in hits} | positives) if decoys is not None else []
+        control_ids = {h.chunk_id for h in controls}
+        verdicts = judge(question, interleave(list(hits), list(controls), question))
+        decoy_verdicts = [v for c, v in verdicts.items() if c in control_ids]
+        verdicts = {c: v for c, v in verdicts.items() if c not in control_ids}
         if not verdicts:
             failed += 1
             continue
+        decoys_shown += len(decoy_verdicts)
+        decoys_called += sum(1 for v in decoy_verdicts if v)
         in_pool = [h.chunk_id for h in hits if h.chunk_id in positives and h.chunk_id in verdicts]
         if in_pool:
             shown_pos += 1
@@ -82,7 +104,8 @@ def measure_judge(items: Iterable[tuple[str, set[str], list[Any]]], judge: Calla
         judge_recall=round(hits_pos / shown_pos, 4) if shown_pos else None,
         false_positive_rate=round(called_neg / shown_neg, 4) if shown_neg else None, pool=pool, top_k=top_k,
         fast_recall=round(in_fast / questions, 4) if questions else None,
-        pool_recall=round(in_pool_n / questions, 4) if questions else None, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        pool_recall=round(in_pool_n / questions, 4) if questions else None,
+        decoys=decoys_shown, decoys_relevant=decoys_called, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
 def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], dict[str, bool]]:
@@ -96,11 +119,32 @@ def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], d
 
 
 def recall_lower_bound(k: int, n: int, confidence: float) -> float:
-    """One-sided Clopper-Pearson lower bound on a rate from `k` successes in `n` trials (Clopper & Pearson,
+    """(A recall, a decoy acceptance rate: any binomial rate.) One-sided Clopper-Pearson lower bound on a rate from `k` successes in `n` trials (Clopper & Pearson,
     Biometrika 1934): the rate p at which seeing `k` or more successes has probability 1 - `confidence`."""
     if n <= 0 or k <= 0:
         return 0.0
     return float(beta.ppf(1.0 - confidence, k, n - k + 1))
+
+
+def judge_barred(reliability: JudgeReliability | None, max_rate: float, confidence: float) -> tuple[bool, str]:
+    """Whether a measured judge decides nothing under `auto`, and why.
+
+    The loop's decoy check catches a judge on one question with probability 1 - (1 - p)^d (d decoys, p its
+    rate of calling an irrelevant chunk relevant); the rest of the time it passes and, trusted, adds what it
+    wrongly accepts (issue 46: a judge flipping a quarter of its verdicts passed on about 7 % of SQuAD's
+    unanswerable questions and its picks held the plausible wrong answer). Calibration shows the same decoys on
+    every question, so p is measured: when its one-sided Clopper-Pearson lower bound at `confidence` exceeds
+    `max_rate`, the judge is, with that confidence, worse than the rate the loop's checks were set for, and it
+    decides nothing for any question (its calls are saved: the context is the statistical evidence). A judge
+    measured before decoys were shown (`decoys == 0`) is not barred."""
+    if reliability is None or reliability.decoys <= 0:
+        return False, ""
+    bound = recall_lower_bound(reliability.decoys_relevant, reliability.decoys, confidence)
+    facts = (f"judge called {reliability.decoys_relevant} of {reliability.decoys} calibration decoys relevant: "
+             f"lower bound {bound:.3f} at {confidence:.0%} confidence")
+    if bound > max_rate:
+        return True, f"{facts} > loop.trust_decoy_rate {max_rate}"
+    return False, f"{facts} <= loop.trust_decoy_rate {max_rate}"
 
 
 def relevant_alone(reliability: JudgeReliability | None, coverage: float | None, confidence: float

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
-from ragsieve.agent.judging.reliability import decide_rule, relevant_alone
+from ragsieve.agent.judging.reliability import decide_rule, judge_barred, relevant_alone
 from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
@@ -41,7 +41,8 @@ def cached_calibration(deps: Deps) -> tuple[Calibration | None, list[str], Path 
 
 
 def applied_rule(state: RunState, deps: Deps) -> ContextRule:
-    """`loop.combine`, with `auto` resolved once per question from the judge's measured recall."""
+    """`loop.combine`, with `auto` resolved once per question from the judge's measured recall; under `auto` a
+    judge measured to accept too many decoys is barred (`state.loop.barred`): it decides nothing."""
     if state.loop.rule is None:
         loop, retrieval = deps.config.loop, deps.config.retrieval
         cal = cached_calibration(deps)[0] if ContextRule(loop.combine) is ContextRule.AUTO else None
@@ -53,7 +54,11 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
         rule, with_fast, why = decide_rule(
             loop.combine, reliability, cal.ranks() if cal is not None else None, top_k=retrieval.top_k,
             pool=retrieval.pool, margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=coverage)
-        if rule is ContextRule.RELEVANT and cal is not None:  # `auto` chose it (the calibration is read for auto only)
+        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence)
+        if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
+            state.loop.barred = bar_why
+            rule, why = ContextRule.UNION, f"{why}; the judge decides nothing: {bar_why}"
+        elif rule is ContextRule.RELEVANT and cal is not None:  # `auto` chose it (the calibration is read for auto only)
             alone, bound = relevant_alone(reliability, coverage, loop.trust_confidence)
             state.loop.rule_alone = alone and loop.relevant_alone
             if bound:

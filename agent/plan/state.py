@@ -115,6 +115,8 @@ class JudgeLoop(BaseModel):
     # auto chose `relevant` and the judge's measured recall, bounded below, reaches 1 - alpha: the relevant set
     # stands alone, without the conformal set (ragsieve.agent.judging.reliability.relevant_alone)
     rule_alone: bool = False
+    # auto: the judge's measured decoy acceptance is too high for it to decide anything (reliability.judge_barred)
+    barred: str | None = None
 
     @property
     def judge_trusted(self) -> bool:

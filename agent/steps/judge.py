@@ -4,6 +4,7 @@ from __future__ import annotations
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.combine import score_based_relevant
 from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
+from ragsieve.agent.plan.evidence import applied_rule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 
@@ -14,7 +15,8 @@ class Judge(Step):
     Kept in `state.loop` for the expand step and the trace: `rounds` (one
     report per round), `trusted` (id -> verdict of informative rounds),
     `discovered` (every candidate id in the order it was offered), `distrusted`
-    (why the judge is not trusted for this question, once a round was uninformative).
+    (why the judge is not trusted for this question, once a round was uninformative, or before any round
+    when `auto` barred the judge on its measured decoy acceptance: then it is not asked).
     """
 
     name = "judge"
@@ -33,8 +35,14 @@ class Judge(Step):
         number = len(rounds) + 1
         ids = [h.chunk_id for h in todo]
         spent = budget_reason(deps.need_llm().meter.snapshot(), loop)
+        applied_rule(state, deps)  # under `auto`, a judge measured to accept decoys is barred before any call
+        barred = state.loop.barred
         if not todo:
             outcome = JudgeRound(mode=JudgeMode.JUDGE, reason="no unjudged candidates")
+        elif barred:
+            outcome = JudgeRound(mode=JudgeMode.SKIPPED, reason=f"not judged: the judge decides nothing ({barred})")
+            outcome.failed = list(ids)
+            state.loop.distrusted = f"calibration: {barred}"
         elif spent:
             outcome = JudgeRound(mode=JudgeMode.SKIPPED, reason=f"not judged: {spent}")
             outcome.failed = list(ids)

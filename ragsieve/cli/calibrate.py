@@ -33,7 +33,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--queries", metavar="JSONL", help="BEIR queries.jsonl for --qrels")
     p.add_argument("--judge", type=int, default=0, metavar="N",
                    help="also measure the configured judge on N calibration questions (one judge pass over each "
-                        "question's candidate pool); loop.combine = auto uses its recall (default 0: not measured)")
+                        "question's candidate pool, with loop.judge_decoys control chunks hidden in it); "
+                        "loop.combine = auto uses its recall, and bars a judge that calls too many controls "
+                        "relevant (loop.trust_decoy_rate) (default 0: not measured)")
     p.add_argument("--unanswerable", metavar="JSONL",
                    help="questions known to have no answer in this corpus, one JSON object per line with a "
                         "\"question\" (or \"text\") field; rows with \"is_impossible\": false are skipped (SQuAD 2.0's "
@@ -47,6 +49,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def handler(args: argparse.Namespace) -> int:
     from ragsieve.agent.calibration import Calibrator, format_report, load_calibration, save_calibration
     from ragsieve.agent.errors import UsageError
+    from ragsieve.agent.judging.reliability import judge_barred
     from ragsieve.agent.orchestrator import Orchestrator
 
     if args.judge < 0:
@@ -84,7 +87,11 @@ def handler(args: argparse.Namespace) -> int:
         for name, j in cal.judges.items():
             recall = "n/a" if j.judge_recall is None else f"{j.judge_recall:.3f}"
             print(f"judge {name}: recall {recall} on {j.n} questions with the answer's chunk in the pool of {j.pool}"
-                  f" (false positives {j.false_positive_rate}; {j.failed} failed)")
+                  f" (false positives {j.false_positive_rate}; decoys called relevant {j.decoys_relevant} of "
+                  f"{j.decoys}; {j.failed} failed)")
+            barred, why = judge_barred(j, config.loop.trust_decoy_rate, config.loop.trust_confidence)
+            if barred:
+                print(f"judge {name} decides nothing under loop.combine = auto: {why}")
         if cal.abstention is not None:
             ab = cal.abstention.report(config.abstention.max_false_answer)
             print(f"abstention ({ab['origin']}, {ab['signal']}): cutoff {ab['threshold']} at false-answer rate "
@@ -125,12 +132,14 @@ def read_unanswerable(path: str) -> list[str]:
 
 def measure_configured_judge(orch, cal, n: int):
     """The configured judge's recall on the first `n` calibration questions that found their chunk."""
+    from ragsieve.agent.judging.checks import pick_decoys
     from ragsieve.agent.judging.reliability import llm_judge, measure_judge
 
-    llm, store, pool = orch.llm, orch.index.store, orch.config.retrieval.pool
+    llm, store, pool, loop = orch.llm, orch.index.store, orch.config.retrieval.pool, orch.config.loop
     records = [r for r in cal.records if r.found and r.positive_row is not None][:n]
     items = ((r.question, {store.get(r.positive_row).chunk_id}, orch.retrieve(r.question, top_k=pool))
              for r in records)
     model = str(getattr(llm.chat, "model_name", "") or "unknown")
-    return measure_judge(items, llm_judge(llm, orch.prompts, orch.config.loop), model=model, pool=pool,
-                         top_k=orch.config.retrieval.top_k)
+    return measure_judge(items, llm_judge(llm, orch.prompts, loop), model=model, pool=pool,
+                         top_k=orch.config.retrieval.top_k,
+                         decoys=lambda question, exclude: pick_decoys(orch.index, question, exclude, loop.judge_decoys))
