@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PLAN_SINCE = "3887a6f"
-JUDGE_SINCE = "3887a6f"  # moved to the commit that bars judges on their measured decoy rate (follow-up)
+JUDGE_SINCE = "ead7a8b"  # judges barred on their measured decoy rate (agent/judging/reliability.judge_barred)
 PREDATES = "predates the current `full` plan"
 
 
