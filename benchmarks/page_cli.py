@@ -30,9 +30,13 @@ def page_main(argv: list[str] | None, *, name: str, flag: str, page: Path, descr
             print(f"{args.page} figures are stale: run `python benchmarks/{name}.py`", file=sys.stderr)
             return 1
         return 0
-    if text != wanted:
-        args.page.write_text(wanted, encoding="utf-8")
-        print(f"wrote {args.page}")
-    else:
-        print(f"{args.page} is current")
+    print(f"wrote {args.page}" if rewrite_page(args.page, text, wanted) else f"{args.page} is current")
     return 0
+
+
+def rewrite_page(page: Path, text: str, wanted: str) -> bool:
+    """Write `wanted` to `page` when it differs from the page's `text`; True when it wrote."""
+    if text == wanted:
+        return False
+    page.write_text(wanted, encoding="utf-8")
+    return True

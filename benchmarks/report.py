@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from access_doc import current as access_page  # noqa: E402
 from docs_figures import rewrite as rewrite_docs  # noqa: E402
+from page_cli import rewrite_page  # noqa: E402
 from report_figures import report_section  # noqa: E402
 from report_files import command, generic_section, load, machine  # noqa: E402
 from report_headline import headline_section  # noqa: E402
@@ -85,11 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         for page in rewrite_docs(args.docs, args.results):
             print(f"wrote {page}")
         access = args.docs / "access.md"  # its filtered-search table (`benchmarks/access_doc.py`)
-        if access.exists():
-            text, wanted = access_page(access, args.results)
-            if text != wanted:
-                access.write_text(wanted, encoding="utf-8")
-                print(f"wrote {access}")
+        if access.exists() and rewrite_page(access, *access_page(access, args.results)):
+            print(f"wrote {access}")
     return 0
 
 
