@@ -57,7 +57,7 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
         barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence)
         if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
             state.loop.barred = bar_why
-            rule, why = ContextRule.UNION, f"{why}; the judge decides nothing: {bar_why}"
+            rule, why = ContextRule.UNION, f"auto: judge barred (it decides nothing: {bar_why}); without the bar: {why}"
         elif rule is ContextRule.RELEVANT and cal is not None:  # `auto` chose it (the calibration is read for auto only)
             alone, bound = relevant_alone(reliability, coverage, loop.trust_confidence)
             state.loop.rule_alone = alone and loop.relevant_alone
