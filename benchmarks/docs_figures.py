@@ -1,6 +1,6 @@
 """Rewrite the figures in docs/*.md between `<!-- fig:NAME ARGS -->` and `<!-- /fig -->` from
 benchmarks/results/*.json (`docs_markers`; figure functions in `docs_figures_quality`, `docs_figures_plan`,
-`docs_figures_scaling` and `docs_figures_milvus`), or check them:
+`docs_figures_scaling`, `docs_figures_milvus` and `docs_figures_sources`), or check them:
 
     .venv/bin/python benchmarks/docs_figures.py           # rewrite every docs page that has markers
     .venv/bin/python benchmarks/docs_figures.py --check   # exit 1 when a page's figures are not current
@@ -19,6 +19,7 @@ import docs_figures_milvus  # noqa: E402,F401  (registers its figures)
 import docs_figures_plan  # noqa: E402,F401  (registers its figures)
 import docs_figures_quality  # noqa: E402,F401  (registers its figures)
 import docs_figures_scaling  # noqa: E402,F401  (registers its figures)
+import docs_figures_sources  # noqa: E402,F401  (registers its figures)
 from docs_markers import OPEN, Results, fill  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
