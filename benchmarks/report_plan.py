@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PLAN_SINCE = "3887a6f"
-JUDGE_SINCE = "ead7a8b"  # judges barred on their measured decoy rate (agent/judging/reliability.judge_barred)
+JUDGE_SINCE = "e3ea4b3"  # judges barred on their measured decoy rate (reliability.judge_barred), rows saying so
 PREDATES = "predates the current `full` plan"
 
 
