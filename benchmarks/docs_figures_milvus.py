@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from docs_figures_scaling import fixed, size_label, span
-from docs_markers import Results, figure
+from docs_figures_scaling import size_label
+from docs_markers import Results, figure, fixed, span
 from report_figure_rows import Data
 
 FILE = "scale_publish_milvus.json"

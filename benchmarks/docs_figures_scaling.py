@@ -4,33 +4,14 @@ and load average of a run. Each function reads named result files through `Resul
 between one marker pair (`docs_markers`); a comparison the prose depends on is said by the function too."""
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
 from statistics import median
 
-from docs_markers import Results, figure
+from docs_markers import Results, figure, fixed, signed, span
 from report_figure_rows import Data
 
 SETS = {"hotpotqa": "HotpotQA", "squad2": "SQuAD 2.0", "scifact": "SciFact"}  # the page's order and names
 # The arithmetic for N nodes: an example cluster (not a measurement) and a corpus to embed.
 EXAMPLE_NODES, EXAMPLE_CORES, EXAMPLE_CHUNKS = 10, 8, 10_000_000
-
-
-def fixed(value: float, digits: int) -> str:
-    """`value` rounded half up as written in the file (0.015 -> '0.02', 0.7145 -> '0.715'), as by hand."""
-    quantum = Decimal(1).scaleb(-digits)
-    return str(Decimal(repr(float(value))).quantize(quantum, rounding=ROUND_HALF_UP))
-
-
-def signed(value: float, digits: int = 4) -> str:
-    """A difference with its sign; zero without one ('-0.0010', '0.0000', '+0.0022')."""
-    shown = fixed(value, digits)
-    return shown if float(shown) == 0 else ("+" + shown if value > 0 else shown)
-
-
-def span(values: list[float], digits: int = 1) -> str:
-    """'lo-hi' of the values at the precision shown; one value when they round alike."""
-    lo, hi = fixed(min(values), digits), fixed(max(values), digits)
-    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def size_label(chunks: int) -> str:
@@ -63,10 +44,14 @@ def command(results: Results, file: str) -> str:
     return f"`{results(file)['command']}`"
 
 
+def load_range(results: Results, files: tuple[str, ...], digits: int = 1) -> str:
+    """The range of the load averages the files record (start, end, per run), at `digits` decimals."""
+    return span([x for name in files for x in loads(results(name))], digits)
+
+
 @figure("load")
 def load(results: Results, *files: str) -> str:
-    """The range of the load averages the files record (start, end, per run)."""
-    return span([x for name in files for x in loads(results(name))])
+    return load_range(results, files)
 
 
 @figure("load-start")

@@ -9,8 +9,8 @@ import math
 import re
 from statistics import median
 
-from docs_figures_scaling import fixed
-from docs_markers import Results, figure
+from docs_figures_scaling import load_range
+from docs_markers import Results, figure, fixed
 from report_figure_rows import Data, short_commit
 
 CODE_TARGET_R5 = 0.70  # docstring R@5 of the code part (`targets` in sources.json)
@@ -36,6 +36,11 @@ def _hits(rate: float, n: int) -> int:
     return round(rate * n)
 
 
+def _needed(target: float, n: int) -> int:
+    """The fewest of `n` that reach a `target` share (rounded first, so 0.9 x 80 is 72, not 73)."""
+    return math.ceil(round(target * n, 6))
+
+
 @figure("part-load")
 def part_load(results: Results, file: str, part: str, digits: str) -> str:
     """The load average at the start of one part's run (its `run` record), to `digits` decimals."""
@@ -44,14 +49,8 @@ def part_load(results: Results, file: str, part: str, digits: str) -> str:
 
 @figure("sources-load")
 def sources_load(results: Results, *files: str) -> str:
-    """The range of the load averages at the runs' starts and ends, at the page's precision."""
-    values = []
-    for name in files:
-        data = results(name)
-        values += [data[k][0] for k in ("load_average_at_start", "load_average_at_end") if k in data]
-        values += [part["run"]["load_average_at_start"][0] for part in data.values()
-                   if isinstance(part, dict) and "load_average_at_start" in part.get("run", {})]
-    return f"{fixed(min(values), 2)}-{fixed(max(values), 2)}"
+    """The range of the load averages the runs record, at the page's precision (two decimals)."""
+    return load_range(results, files, 2)
 
 
 @figure("compounds-cost")
@@ -156,7 +155,7 @@ def code_margin(results: Results) -> str:
     """How many queries the defaults' R@5 clears the target by, and the count that would miss it."""
     code = _code(results)
     n, hits = code["queries"], _hits(code["symbols_on"]["recall@5"], code["queries"])
-    needed = math.ceil(round(CODE_TARGET_R5 * n, 6))
+    needed = _needed(CODE_TARGET_R5, n)
     if hits < needed:
         return f"{hits} of {n} misses {CODE_TARGET_R5:.2f} by {needed - hits} queries ({needed} would reach it)"
     margin = hits - needed + 1
@@ -248,7 +247,7 @@ def web_margin(results: Results) -> str:
     """How far the anchor precision sits from its target, in questions."""
     api = _web(results)["api_questions"]
     n, hits = api["n"], _hits(api["anchor_precision_all"], api["n"])
-    needed = math.ceil(round(ANCHOR_TARGET * n, 6))
+    needed = _needed(ANCHOR_TARGET, n)
     if hits < needed:
         return f"The web figures miss the anchor target by {needed - hits} of {n} questions"
     if hits == needed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from report_figure_rows import Data, load_result
@@ -139,3 +140,21 @@ def compare(a: float, b: float, above: str, below: str, same: str, digits: int =
     """The word for a against b, at the precision shown (so 0.9484 and 0.9480 shown as 0.948 read `same`)."""
     ra, rb = round(a, digits), round(b, digits)
     return above if ra > rb else below if ra < rb else same
+
+
+def fixed(value: float, digits: int) -> str:
+    """`value` rounded half up as written in the file (0.015 -> '0.02', 0.7145 -> '0.715'), as by hand."""
+    quantum = Decimal(1).scaleb(-digits)
+    return str(Decimal(repr(float(value))).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def signed(value: float, digits: int = 4) -> str:
+    """A difference with its sign; zero without one ('-0.0010', '0.0000', '+0.0022')."""
+    shown = fixed(value, digits)
+    return shown if float(shown) == 0 else ("+" + shown if value > 0 else shown)
+
+
+def span(values: list[float], digits: int = 1) -> str:
+    """'lo-hi' of the values at the precision shown; one value when they round alike."""
+    lo, hi = fixed(min(values), digits), fixed(max(values), digits)
+    return lo if lo == hi else f"{lo}-{hi}"

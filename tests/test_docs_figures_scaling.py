@@ -45,10 +45,10 @@ def results(tmp_path: Path) -> dm.Results:
 
 
 def test_rounding_is_half_up_as_written_and_differences_carry_their_sign():
-    assert [sc.fixed(0.015, 2), sc.fixed(0.7145, 3), sc.fixed(28.355, 1), sc.fixed(3.1, 2)] == [
+    assert [dm.fixed(0.015, 2), dm.fixed(0.7145, 3), dm.fixed(28.355, 1), dm.fixed(3.1, 2)] == [
         "0.02", "0.715", "28.4", "3.10"]  # binary floats would give 0.01, 0.714
-    assert [sc.signed(-0.001), sc.signed(0.0), sc.signed(0.0022)] == ["-0.0010", "0.0000", "+0.0022"]
-    assert (sc.span([0.108, 1.087, 0.6]), sc.span([2.01, 1.96])) == ("0.1-1.1", "2.0")
+    assert [dm.signed(-0.001), dm.signed(0.0), dm.signed(0.0022)] == ["-0.0010", "0.0000", "+0.0022"]
+    assert (dm.span([0.108, 1.087, 0.6]), dm.span([2.01, 1.96])) == ("0.1-1.1", "2.0")
     assert [sc.size_label(n) for n in (10_001, 100_000, 1_000_001, 999)] == ["10k", "100k", "1M", "999"]
 
 
