@@ -119,8 +119,9 @@ def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], d
 
 
 def recall_lower_bound(k: int, n: int, confidence: float) -> float:
-    """(A recall, a decoy acceptance rate: any binomial rate.) One-sided Clopper-Pearson lower bound on a rate from `k` successes in `n` trials (Clopper & Pearson,
-    Biometrika 1934): the rate p at which seeing `k` or more successes has probability 1 - `confidence`."""
+    """One-sided Clopper-Pearson lower bound on a binomial rate (a judge's recall, its decoy acceptance) from `k`
+    successes in `n` trials (Clopper & Pearson, Biometrika 1934): the rate p at which seeing `k` or more
+    successes has probability 1 - `confidence`."""
     if n <= 0 or k <= 0:
         return 0.0
     return float(beta.ppf(1.0 - confidence, k, n - k + 1))
@@ -131,8 +132,8 @@ def judge_barred(reliability: JudgeReliability | None, max_rate: float, confiden
 
     The loop's decoy check catches a judge on one question with probability 1 - (1 - p)^d (d decoys, p its
     rate of calling an irrelevant chunk relevant); the rest of the time it passes and, trusted, adds what it
-    wrongly accepts (issue 46: a judge flipping a quarter of its verdicts passed on about 7 % of SQuAD's
-    unanswerable questions and its picks held the plausible wrong answer). Calibration shows the same decoys on
+    wrongly accepts (issue 46: a judge flipping a quarter of its verdicts passed them on some of SQuAD's
+    unanswerable questions, and there its picks held the plausible wrong answer). Calibration shows the same decoys on
     every question, so p is measured: when its one-sided Clopper-Pearson lower bound at `confidence` exceeds
     `max_rate`, the judge is, with that confidence, worse than the rate the loop's checks were set for, and it
     decides nothing for any question (its calls are saved: the context is the statistical evidence). A judge
