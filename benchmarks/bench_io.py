@@ -27,10 +27,15 @@ def commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
-def header() -> dict:
-    return {"command": "python " + shlex.join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
+def header(measures: list[str] | None = None, device: str = "cpu") -> dict:
+    """The result's header. `measures`: the repository paths (files or folders, relative to the root) whose code the
+    result measures, defaults included; the report calls the result stale once any of them changed after `commit`."""
+    head = {"command": "python " + shlex.join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-            "load_average_at_start": os.getloadavg()}
+            "device": device, "load_average_at_start": os.getloadavg()}
+    if measures is not None:
+        head["measures"] = sorted(set(measures))
+    return head
 
 
 def write(result: dict, out: Path) -> int:
@@ -40,3 +45,24 @@ def write(result: dict, out: Path) -> int:
     out.write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(f"wrote {out}")
     return 0
+
+
+def write_rows(rows: list[dict], out: Path) -> Path:
+    """Per-question detail beside a summary: gzip-compressed JSON lines at `out` (".jsonl.gz" is added when missing),
+    written with a fixed mtime so the same rows give the same bytes."""
+    import gzip
+
+    path = out if out.name.endswith(".jsonl.gz") else out.with_name(out.name.removesuffix(".jsonl") + ".jsonl.gz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as fh:
+        fh.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode("utf-8"))
+    return path
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows `write_rows` wrote (or a plain ".jsonl" file)."""
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
