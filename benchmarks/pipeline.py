@@ -7,7 +7,8 @@ Plans (cumulative): fast; +judge (judge <-> expand, answer); +judge+fallback (th
 validation and the COS-Mix fallback); +conformal, +gmm, +rse (each stage added after the judge,
 no validation); full (the `full` plan: +rse with the final answer validated and the fallback);
 full-R (full, with the first stage over R and the fallback over S). Judges: `oracle` knows the
-gold, `oracle-flipN` flips N % of its verdicts (seeded), `embedded-0.5b` is the packaged model
+gold, `oracle-flipN` flips N % of its verdicts (seeded), the behavioural family of `judges.py` (eager,
+strict, primacy, lexicalNN, each also `-noise10`) reads only the prompt, `embedded-0.5b` is the packaged model
 (or any endpoint in OPENAI_BASE_URL/OPENAI_MODEL, unchanged). The oracle also reads and validates
 (see `pipeline_data.OracleChat`): its EM/F1 say whether the context holds the answer. `--reader gullible`
 (`pipeline_data.GullibleChat`) reads like a fooled model: it also answers an unanswerable SQuAD 2.0 question
@@ -36,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench_io import commit  # noqa: E402
+from judges import FAMILY  # noqa: E402
 from pipeline_data import REPO  # noqa: E402
 from pipeline_plans import COVERAGE_KINDS, OVERRIDES, PLANS  # noqa: E402
 from pipeline_rows import merged  # noqa: E402
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args.judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     args.plans = [p.strip() for p in args.plans.split(",") if p.strip()]
     bad = [p for p in args.plans if p not in PLANS] + \
-        [j for j in args.judges if j not in ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b")]
+        [j for j in args.judges if j not in ("oracle", "oracle-flip10", "oracle-flip25", "embedded-0.5b", *FAMILY)]
     if bad:
         ap.error(f"unknown plans/judges: {bad}")
     out = REPO / "benchmarks" / "results" / f"pipeline{'-' + args.label if args.label else ''}.json"

@@ -20,7 +20,8 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
             "gold_recall": recall.fraction if recall else None,
             "both_gold": float(recall.all_found) if recall and dataset == "hotpotqa" else None,
             "context_chunks": len(answer.context), "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
-            "llm_calls": answer.usage.calls, "seconds": round(seconds, 3),
+            "llm_calls": answer.usage.calls, "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens, "seconds": round(seconds, 3),
             "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
             "resolved": answer.resolved, "abstention": answer.abstention, "rule": answer_rule(answer),
             "fold": q.get("fold"), **conformal_fields(answer), **stage_recalls(answer, q["gold"], dataset)}

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from judges import FAMILY, family_chat
 from oracle_texts import ChunkTexts
 from pipeline_coverage import coverage
 from pipeline_data import GullibleChat, OracleChat, build_index, calibrated_copies, load_questions, measure_judge_on_folds
@@ -32,7 +33,11 @@ def ask_row(q: dict, plan: str, orchs: dict, llm, chat, args, name: str, judge: 
 
 
 def make_llm(judge: str, chunks: ChunkTexts, timeout: float, reader: str = "oracle"):
-    """The scripted judge (`oracle`, `oracle-flipN`) with the oracle or the gullible reader, or a real model."""
+    """The scripted judge (`oracle`, `oracle-flipN`, one of the behavioural family `judges.FAMILY`) with the oracle or
+    the gullible reader, or a real model."""
+    if judge in FAMILY:
+        chat = family_chat(judge, chunks, reader)
+        return LLM(chat), chat, (lambda: None)
     if judge.startswith("oracle"):
         flip = int(judge.split("flip")[1]) / 100 if "flip" in judge else 0.0
         chat = (GullibleChat if reader == "gullible" else OracleChat)(chunks, flip)
