@@ -30,7 +30,7 @@ FULL = {  # the card's pipeline: every stage
     "segments": {"next": "answer"},
     "answer": {"next": "validate"},
     "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-    "fallback": {"next": "conformal"},
+    "fallback": {"next": "conformal", "unchanged": END},  # unchanged: nothing added, the answer stands
 }
 
 FULL_STEPS = (Retrieve, Judge, Expand, Conformal, Outliers, Segments, Answer, Validate, Fallback)
@@ -47,7 +47,7 @@ BUILTIN_PLANS: dict[str, Plan] = {
         "expand": {"grew": "judge", "converged": "answer"},
         "answer": {"next": "validate"},
         "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-        "fallback": {"next": "answer"},
+        "fallback": {"next": "answer", "unchanged": END},
     })),
     "full": Plan(FULL_STEPS, PlanSpec(start="retrieve", transitions=FULL)),
     # retrieve, then a cross-encoder (or /rerank endpoint) re-scores the pool: needs [rerank] provider

@@ -111,7 +111,9 @@ def test_an_untrusted_judge_decides_nothing_and_the_fallback_adds_nothing(calibr
     answer = _ask(calibrated_index, script, loop=loop)
     first = answer.loop.rounds[0]
     assert first.mode == "score" and reason in first.reason and answer.loop.distrusted
-    assert answer.abstention is None and script.kinds.count("answer") == 2  # the model read the context twice
+    # the model read the context once: the fallback added nothing, so the run ended with that answer (issue 56)
+    assert answer.abstention is None and script.kinds.count("answer") == 1 and script.kinds.count("validate") == 1
+    assert [(e.step, e.outcome) for e in answer.trace][-1] == ("fallback", "unchanged")
     fb = answer.fallback
     assert fb.judge_mode == "skipped" and fb.candidates and not fb.score_based
     assert fb.added == [] and "adds nothing" in fb.judge_reason

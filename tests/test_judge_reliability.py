@@ -23,7 +23,8 @@ from ragsieve.tools.types import Hit
 
 def _reliability(recall, n=40, fast=0.8, pool=0.95):
     return JudgeReliability(model="m", n=n, questions=n, judge_recall=recall, false_positive_rate=0.1, pool=20,
-                            fast_recall=fast, pool_recall=pool)
+                            fast_recall=fast, pool_recall=pool, near_misses=19 * n, near_misses_relevant=0,
+                            answer_called=round(recall * n))  # a precise judge: every pick bears the answer
 
 
 def test_explicit_rules_are_applied_as_configured():
@@ -130,11 +131,21 @@ def test_recall_lower_bound_is_clopper_pearson():
         assert 0 < p < k / n + 1e-12 and binom.sf(k - 1, n, p) == pytest.approx(0.05, abs=1e-9)
     assert recall_lower_bound(0, 10, 0.95) == 0.0 and recall_lower_bound(3, 0, 0.95) == 0.0
     assert recall_lower_bound(60, 60, 0.95) == pytest.approx(0.05 ** (1 / 60))
-    oracle = JudgeReliability(model="m", n=59, questions=60, judge_recall=1.0, false_positive_rate=0.0, pool=20)
+    oracle = JudgeReliability(model="m", n=59, questions=60, judge_recall=1.0, false_positive_rate=0.0, pool=20,
+                              near_misses=1121, near_misses_relevant=0, answer_called=59)
     noisy = oracle.model_copy(update={"judge_recall": round(53 / 59, 4)})
     assert relevant_alone(oracle, 0.9, 0.95)[0] is True  # 59 of 60: bound 0.922 >= 0.9
     assert relevant_alone(noisy, 0.9, 0.95)[0] is False  # 53 of 60: bound 0.79
     assert relevant_alone(oracle, 0.95, 0.95)[0] is False and relevant_alone(None, 0.9, 0.95)[0] is False
+    # issue 56: recall alone is not enough: without a measured precision, or with a low one, the set is not alone
+    unmeasured = oracle.model_copy(update={"near_misses": 0, "answer_called": 0})
+    assert relevant_alone(unmeasured, 0.9, 0.95) == (False, relevant_alone(unmeasured, 0.9, 0.95)[1])
+    assert "precision not measured" in relevant_alone(unmeasured, 0.9, 0.95)[1]
+    imprecise = oracle.model_copy(update={"near_misses_relevant": 7})  # 59 of 66 picks: bound 0.83
+    alone, why = relevant_alone(imprecise, 0.9, 0.95)
+    assert alone is False and "59 of its 66 calibration picks" in why
+    assert float(why.split("precision lower bound ")[1].split(" ")[0]) == pytest.approx(
+        recall_lower_bound(59, 66, 0.95), abs=5e-4)
 
 
 def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_index, tmp_path):

@@ -125,13 +125,25 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
 
 
 def test_second_failed_validation_is_exhausted_and_still_answers(tmp_path):
-    script = Script(judge=lambda q, t: "overview" in t, validate=[False, False], answer="Not sure [1].")
+    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, False],
+                    answer="Not sure [1].")
     deps = fallback_deps(script, tmp_path)
     state = run(deps, FALLBACK_Q)
     tail = steps(state)[-4:]
     assert tail == [("validate", "unresolved"), ("fallback", "next"), ("answer", "next"), ("validate", "exhausted")]
     assert state.answer == "Not sure [1]."
     assert script.kinds.count("validate") == 2
+
+
+def test_a_fallback_that_adds_nothing_ends_the_run_with_the_answer_it_has(tmp_path):
+    """Issue 56: the same context would give the same answer and validation again: no second answer call."""
+    script = Script(judge=lambda q, t: "overview" in t, validate=[False, False], answer="Not sure [1].")
+    deps = fallback_deps(script, tmp_path)
+    state = run(deps, FALLBACK_Q)
+    assert steps(state)[-2:] == [("validate", "unresolved"), ("fallback", "unchanged")]
+    assert state.fallback is not None and state.fallback.added == [] and state.fallback.candidates
+    assert state.answer == "Not sure [1]." and state.resolved is False
+    assert script.kinds.count("answer") == 1 and script.kinds.count("validate") == 1
 
 
 def test_validator_malformed_json_defaults_to_unresolved(tmp_path):
@@ -142,7 +154,7 @@ def test_validator_malformed_json_defaults_to_unresolved(tmp_path):
     assert first.outcome == "unresolved" and first.summary["default"] == "unresolved"
     assert "StructuredOutputError" in first.summary["reason"]
     assert first.usage.calls == 2  # the ask and the one re-ask
-    assert ("fallback", "next") in steps(state)
+    assert ("fallback", "unchanged") in steps(state)  # the judge accepts no sparse chunk: the run ends there
 
 
 def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_score(tmp_path):

@@ -83,6 +83,8 @@ def test_the_final_answer_is_what_is_validated_and_resolved_describes_it():
     deps = make_deps(CHAIN, FakeChat(default=script), candidates=2, max_iterations=1, neighbours=False)
     state = run(deps, "Where was the alpha project leader born?")
     names = [s for s, _ in steps(state)]
+    if steps(state)[-1] == ("fallback", "unchanged"):  # nothing added: the answer validated last stands (issue 56)
+        names = names[:-1]
     assert names[-2:] == ["answer", "validate"]  # the plan ends on the validation of the answer it returns
     validations = [e for e in state.trace if e.step == "validate"]
     assert all(v.summary["validated"] == "answer" for v in validations)

@@ -14,7 +14,11 @@ from ragsieve.tools.modes import FLASHRANK_MODELS, ContextOrder, check_spec
 class LoopConfig(_Section):
     """Judge/expand loop (issue: the agentic loop)."""
 
-    judge_batch_size: int = Field(8, ge=1)
+    # one listwise prompt holds the pool (retrieval.pool, 20) and the decoys (judge_decoys, 3), as RankGPT's window
+    # of 20 does, so a round is one call and the order check reverses the whole list (issue 56: batches of 8 made
+    # the oracle's `full` 10 calls a question); judge_batch_chars keeps that prompt near 6k tokens, inside the
+    # default 16k window
+    judge_batch_size: int = Field(24, ge=1)
     judge_concurrency: int = Field(2, ge=1, le=16)
     judge_chunk_chars: int = Field(1200, ge=100)
     max_iterations: int = Field(3, ge=1, le=20)
@@ -25,7 +29,7 @@ class LoopConfig(_Section):
     final_k: int = Field(5, ge=1)  # context size of the `anchored` rule only
     context_order: str = "edges"  # edges | rank
     _order = _mode(ContextOrder, "context_order")
-    judge_batch_chars: int = Field(8000, ge=200)  # prompt budget (chunk characters) of one judge batch
+    judge_batch_chars: int = Field(24000, ge=200)  # prompt budget (chunk characters) of one judge batch
     expand_max_texts: int = Field(5, ge=1)  # relevant chunk texts added to the expansion query
     # all true on >= this many chunks, or all false in the first round with no decoys shown: no judge (a first
     # round judged all false by a judge that passed its decoys and order check is trusted: nothing relevant)
@@ -53,6 +57,13 @@ class LoopConfig(_Section):
     # auto: a judge whose rate of calling calibration decoys relevant, bounded below at trust_confidence,
     # exceeds this decides nothing (ragsieve.agent.judging.reliability.judge_barred); 1.0: never barred
     trust_decoy_rate: float = Field(0.1, ge=0.0, le=1.0)
+    # auto: the same line for the near misses (the pool's chunks calibration labels as not answer-bearing): a judge
+    # whose rate of calling them relevant, bounded below at trust_confidence, exceeds it decides nothing (issue 56;
+    # the decoys cannot catch a judge that rejects only text sharing nothing with the question); 1.0: never barred
+    trust_near_miss_rate: float = Field(0.1, ge=0.0, le=1.0)
+    # the validation prompt reads the passages the answer cites and this many of the context's best others
+    # (issue 56: not the whole context); 0: the cited passages only
+    validate_extra: int = Field(2, ge=0, le=50)
     _combine = _mode(ContextRule, "combine")
     # token budget of the context, best evidence first; None: follows the model's context window
     # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE

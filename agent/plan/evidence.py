@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
-from ragsieve.agent.judging.reliability import decide_rule, judge_barred, relevant_alone
+from ragsieve.agent.judging.reliability import abstention_supported, decide_rule, judge_barred, relevant_alone
 from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plan.state import RunState
@@ -54,7 +54,8 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
         rule, with_fast, why = decide_rule(
             loop.combine, reliability, cal.ranks() if cal is not None else None, top_k=retrieval.top_k,
             pool=retrieval.pool, margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=coverage)
-        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence)
+        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence,
+                                       loop.trust_near_miss_rate)
         if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
             state.loop.barred = bar_why
             rule, why = ContextRule.UNION, f"auto: judge barred (it decides nothing: {bar_why}); without the bar: {why}"
@@ -65,6 +66,11 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
                 why += (f"; relevant set alone: {bound}" if state.loop.rule_alone else
                         f"; conformal set kept: {bound}" + ("" if loop.relevant_alone else
                                                             " (loop.relevant_alone = false)"))
+        if not barred and cal is not None:  # issue 56: "nothing relevant" abstains only as far as recall supports it
+            supported, recall_why = abstention_supported(reliability, coverage, loop.trust_confidence)
+            if not supported:
+                state.loop.abstain_blocked = recall_why
+                why += f"; a \"nothing relevant\" does not abstain by itself: {recall_why}"
         state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule, why, with_fast
     return state.loop.rule
 

@@ -117,6 +117,9 @@ class JudgeLoop(BaseModel):
     rule_alone: bool = False
     # auto: the judge's measured decoy acceptance is too high for it to decide anything (reliability.judge_barred)
     barred: str | None = None
+    # auto: the judge's measured recall does not support an abstention on its "nothing relevant" (issue 56:
+    # reliability.abstention_supported): the model reads the context instead
+    abstain_blocked: str | None = None
 
     @property
     def judge_trusted(self) -> bool:
@@ -211,7 +214,8 @@ class RunState(BaseModel):
         """A judge trusted for this question judged chunks and called none relevant, and no chunk counts as
         relevant otherwise (decided by score for a failed batch, added by the fallback): the signal the answer
         step turns into a calibrated abstention (`ragsieve.agent.steps.answer`)."""
-        return self.loop.judge_trusted and not self.relevant and not any(self.loop.trusted.values())
+        return self.loop.judge_trusted and not self.relevant and not any(self.loop.trusted.values()) \
+            and self.loop.abstain_blocked is None
 
     def remember(self, hits: list[Hit]) -> None:
         for hit in hits:

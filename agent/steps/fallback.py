@@ -38,6 +38,9 @@ class Fallback(Step):
     """
 
     name = "fallback"
+    # `unchanged`: nothing was added, so the context, and at temperature 0 the answer and its validation, would be
+    # the same again: the plans end there with the answer they have (issue 56) instead of re-running the filters
+    outcomes = ("next", "unchanged")
 
     @classmethod
     def check_config(cls, config) -> None:
@@ -49,11 +52,11 @@ class Fallback(Step):
         state.fallback_used = True
         rows = list(deps.need_index().sparse_rows)
         if not rows:
-            return StepResult("next", {"added": [], "reason": "the index has no sparse chunks"})
+            return StepResult("unchanged", {"added": [], "reason": "the index has no sparse chunks"})
         in_context = {h.chunk_id for h in state.context}
         hits, scoring = sparse_candidates(state, deps, rows, in_context)
         if not hits:
-            return StepResult("next", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
+            return StepResult("unchanged", {"sparse_rows": len(rows), "added": [], "reason": "no sparse candidates"})
         reranker = fallback_reranker(cfg, deps.caches)  # the configured [rerank] provider, else lenient FlashRank
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits
@@ -106,7 +109,7 @@ class Fallback(Step):
         summary.update({"judge_mode": mode, "judge_reason": reason, "added": [h.chunk_id for h in added],
                         "context_size": len(state.context)})
         state.fallback = FallbackRecord.model_validate(summary, strict=False)
-        return StepResult("next", summary)
+        return StepResult("next" if added else "unchanged", summary)
 
 
 def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set[str]) -> tuple[list[Hit], str]:

@@ -48,7 +48,7 @@ class Validate(Step):
         elif is_abstention(text) or answers_and_abstains(text):
             resolved, reason = False, f"deterministic: the {what} abstains"
         else:
-            passages = _passages(state, citations)
+            passages = _passages(state, citations, deps.config.loop.validate_extra)
             prompt = deps.prompts.render("validate", question=state.question, draft=text, passages=passages)
             try:
                 verdict = deps.need_llm().structured([{"role": "user", "content": prompt}], Verdict, max_tokens=256)
@@ -73,9 +73,11 @@ def _latest(state: RunState):
     return state.draft, state.draft_citations, "draft"
 
 
-def _passages(state: RunState, citations) -> list[dict]:
-    """The cited chunks numbered as the text cites them, then the rest of the context."""
+def _passages(state: RunState, citations, extra: int) -> list[dict]:
+    """The cited chunks numbered as the text cites them, then the context's best `extra` others (`loop.validate_extra`;
+    issue 56: the validator checks the answer against its evidence, so it need not read the whole context again: on
+    SciFact that prompt was as long as the answer's)."""
     by_id = {h.chunk_id: h for h in state.context}
-    cited = [c.chunk_id for c in sorted(citations, key=lambda c: c.number) if c.chunk_id in by_id]
-    rest = [h.chunk_id for h in state.context if h.chunk_id not in cited]
+    cited = list(dict.fromkeys(c.chunk_id for c in sorted(citations, key=lambda c: c.number) if c.chunk_id in by_id))
+    rest = [h.chunk_id for h in state.context if h.chunk_id not in cited][:extra]
     return [{"number": i, "text": by_id[cid].chunk.text} for i, cid in enumerate(cited + rest, start=1)]

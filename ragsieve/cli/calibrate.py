@@ -88,8 +88,10 @@ def handler(args: argparse.Namespace) -> int:
             recall = "n/a" if j.judge_recall is None else f"{j.judge_recall:.3f}"
             print(f"judge {name}: recall {recall} on {j.n} questions with the answer's chunk in the pool of {j.pool}"
                   f" (false positives {j.false_positive_rate}; decoys called relevant {j.decoys_relevant} of "
-                  f"{j.decoys}; {j.failed} failed)")
-            barred, why = judge_barred(j, config.loop.trust_decoy_rate, config.loop.trust_confidence)
+                  f"{j.decoys}; near misses called relevant {j.near_misses_relevant} of {j.near_misses}; "
+                  f"{j.failed} failed)")
+            barred, why = judge_barred(j, config.loop.trust_decoy_rate, config.loop.trust_confidence,
+                                       config.loop.trust_near_miss_rate)
             if barred:
                 print(f"judge {name} decides nothing under loop.combine = auto: {why}")
         if cal.abstention is not None:
