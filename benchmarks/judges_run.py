@@ -80,16 +80,6 @@ def spawn(python: str, args, index_root: str, out: Path, code_commit: str) -> di
     return json.loads(out.read_text(encoding="utf-8"))
 
 
-def shared_root(root: Path, base_root: Path, sets: list[str]) -> str:
-    """The baseline's index root: the same built indexes (links), its own calibrated copies."""
-    base_root.mkdir(parents=True, exist_ok=True)
-    for name in sets:
-        link = base_root / name
-        if not link.exists() and (root / name).exists():
-            link.symlink_to((root / name).resolve(), target_is_directory=True)
-    return str(base_root)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="hotpotqa,squad2,scifact")
@@ -115,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         baseline = None
         if args.baseline:
             tree = Path(args.baseline).resolve()
-            root = shared_root(Path(args.index_root), Path(args.index_root + "-baseline"), args.sets)
-            baseline = spawn(str(tree / ".venv" / "bin" / "python"), args, root, Path(tmp) / "baseline.json",
+            # the same index and calibrated copies (the calibration code is the baseline's too); each worker measures
+            # every judge again before its plans, so the baseline reads its own measurement
+            baseline = spawn(str(tree / ".venv" / "bin" / "python"), args, args.index_root, Path(tmp) / "baseline.json",
                              commit_of(tree))
     rows = [r | {"code": "current"} for r in current["rows"]]
     rows += [r | {"code": "baseline"} for r in (baseline or {}).get("rows", [])]

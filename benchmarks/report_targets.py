@@ -54,10 +54,12 @@ def abstention_rows(folder: Path, load) -> list[list[str]]:
             continue
         fu, fa = full.get("abstain_unanswerable"), full.get("abstain_answerable")
         su, sa = fast.get("abstain_unanswerable"), fast.get("abstain_answerable")
-        holds = fu >= su and (fa is None or sa is None or fa <= sa + 0.02)
+        embedded = path.name.startswith("pipeline-embedded")  # a sample, not a target (issue 56): no answerable margin
+        holds = fu >= su and (embedded or fa is None or sa is None or fa <= sa + 0.02)
         files = f"`{path.name}`" + ("" if fast_path == path else f" (fast: `{fast_path.name}`)")
         reader = "" if path.name.startswith("pipeline-embedded") else ", gullible reader"
-        out.append([f"abstention, judge {judge}{reader} (n {full.get('n')})", target,
+        out.append([f"abstention, judge {judge}{reader} (n {full.get('n')})",
+                    "full ≥ fast on unanswerable (answerable: a sample of n, not a target)" if embedded else target,
                     f"unanswerable {_f(fu)} vs {_f(su)}; answerable {_f(fa)} vs {_f(sa)}", YES if holds else NO, files])
     out += [["abstention, scripted judges", target, "the oracle reader decides by construction (re-run with "
              "`--reader gullible`)", UNMEASURED, f"`{p.name}`"] for p in constructed]

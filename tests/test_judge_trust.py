@@ -51,7 +51,7 @@ def test_uninformative_judge_falls_back_to_the_fast_context(verdict):
     assert state.loop.selection["same_as_fast"] is True
     assert state.relevant == state.first_stage[:5]
     assert "no usable verdicts" in state.loop.stop_reason
-    assert script.kinds.count("judge") == 2  # batches of 8 + 2, no second round
+    assert script.kinds.count("judge") == 1  # one batch of 10 (loop.judge_batch_size 24), no second round
 
 
 def test_judge_disagreeing_with_retrieval_is_not_trusted():
