@@ -39,7 +39,7 @@ def worker_args(args, name: str) -> Namespace:
     """The pipeline benchmark's options for one set (`pipeline_run.run_dataset`)."""
     n_ans, n_una = (int(x) for x in args.squad.split(","))
     return Namespace(
-        squad_answerable=n_ans, squad_unanswerable=n_una, squad_evaluate=None, seed=13, scifact_calibration="crossfit",
+        squad_answerable=n_ans, squad_unanswerable=n_una, squad_evaluate=args.squad_evaluate, seed=13, scifact_calibration="crossfit",
         limit=None, spread=False, index_root=args.index_root, judges=args.judges, plans=["fast", "full"],
         interleave=False, combine=None, judge_questions=args.judge_questions, timeout=900.0,
         reader="gullible" if name == "squad2" else "oracle", coverage=False, budget_s=None, max_errors=3,
@@ -74,7 +74,8 @@ def commit_of(tree: Path) -> str:
 def spawn(python: str, args, index_root: str, out: Path, code_commit: str) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--worker", "--out", str(out), "--sets", ",".join(args.sets),
            "--judges", ",".join(args.judges), "--squad", args.squad, "--judge-questions", str(args.judge_questions),
-           "--index-root", index_root, "--code-commit", code_commit]
+           "--index-root", index_root, "--code-commit", code_commit] + \
+        (["--squad-evaluate", args.squad_evaluate] if args.squad_evaluate else [])
     print("running:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=REPO / "benchmarks")
     return json.loads(out.read_text(encoding="utf-8"))
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judges", default=",".join(["oracle", *FAMILY]))
     ap.add_argument("--squad", default="300,300", metavar="A,U",
                     help="SQuAD 2.0 answerable,unanswerable questions evaluated (drawn from qa.jsonl, kept out of calibration)")
+    ap.add_argument("--squad-evaluate", default=None, metavar="A,U",
+                    help="evaluate the first A answerable and U unanswerable of the SQuAD sample (it is still drawn and "
+                         "kept out of calibration)")
     ap.add_argument("--judge-questions", type=int, default=60)
     ap.add_argument("--baseline", default=None, help="a checkout of the baseline commit with its own .venv")
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-pipeline-index"))
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += [r | {"code": "baseline"} for r in (baseline or {}).get("rows", [])]
     result = {**head, "baseline": None if baseline is None else {"tree": args.baseline,
                                                                  "commit": baseline["report"]["commit"]},
-              "judges": args.judges, "sets": args.sets, "squad": args.squad, "judge_questions": args.judge_questions,
+              "judges": args.judges, "sets": args.sets, "squad": args.squad, "squad_evaluate": args.squad_evaluate, "judge_questions": args.judge_questions,
               "readers": {s: worker_args(args, s).reader for s in args.sets},
               "calibration": {"current": current["report"]["sets"],
                               "baseline": (baseline or {}).get("report", {}).get("sets")},
