@@ -35,7 +35,7 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
     # the final answer is the one validated: the run ends at `validate` (resolved, or exhausted after a fallback),
     # or at a fallback that added nothing right after the validation of the answer it returns (issue 56)
     ended = steps[-1] == "validate" or (steps[-2:] == ["validate", "fallback"] and result.trace[-1].outcome == "unchanged")
-    assert steps[0] == plan.start and ended
+    assert steps[0] == plan.start and ended, [(e.step, e.outcome) for e in result.trace]
     for event, nxt in zip(result.trace, steps[1:] + [END]):
         assert plan.transitions[event.step][event.outcome] == nxt
     assert steps[:2] == ["retrieve", "judge"] and "answer" in steps and "validate" in steps
