@@ -24,7 +24,7 @@ class InsightsHook:
     def __init__(self, log: QuestionLog, config: Config, names: set[str]):
         self.log, self.settings = log, config.insights
         self.names = {n for n in names if self.settings.logs(n)}
-        self.reports: dict[tuple[str, str], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
+        self.reports: dict[tuple[str, str, tuple[str, ...] | None], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
 
     def logs(self, index: str) -> bool:
         return index in self.names
