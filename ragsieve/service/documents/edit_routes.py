@@ -21,7 +21,7 @@ from ragsieve.service.documents.access import any_write, docs_of, readable_store
 from ragsieve.service.documents.catalog import write_json
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import MAX_ATTRIBUTES, check_attributes
-from ragsieve.service.documents.readable import entry_readable, file_readable, record_access
+from ragsieve.service.documents.readable import entry_readable, file_readable, record_access, visible_entry
 from ragsieve.service.errors import ApiError
 
 router = APIRouter()
@@ -66,9 +66,9 @@ class StoreFileUpdate(BaseModel):
 async def update_store_file(request: Request, store_id: str, file_id: str, body: StoreFileUpdate,
                             who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
-    attributes = check_attributes(body.attributes)
-    if docs.catalog.entry(store_id, file_id) is not None:
-        record_access(docs, store_id, file_id, attributes)
+    attributes = check_attributes(body.attributes)  # bad input first: a 400 says nothing of the file
+    visible_entry(docs, who, store_id, file_id)  # a file the caller may not read is missing: nothing changes
+    record_access(docs, store_id, file_id, attributes)
     entry = docs.catalog.update_entry(store_id, file_id, lambda e: e | {"attributes": attributes})
     if entry is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")

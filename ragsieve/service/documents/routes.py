@@ -24,7 +24,7 @@ from ragsieve.service.documents.access import any_write, docs_of, readable_store
 from ragsieve.service.documents.attach import attach, check_chunking, detach
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import check_attributes
-from ragsieve.service.documents.readable import entry_readable, file_readable, readable_for
+from ragsieve.service.documents.readable import entry_readable, file_readable, readable_for, visible_entry, visible_file
 from ragsieve.service.errors import ApiError
 
 router = APIRouter()
@@ -75,8 +75,7 @@ async def get_file(request: Request, file_id: str, who: Caller = Depends(caller)
 async def delete_file(request: Request, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     any_write(who)
-    if docs.catalog.file(file_id) is None:
-        raise ApiError(404, f"no file {file_id!r}", code="not_found")
+    visible_file(docs, who, file_id)  # a file the caller may not read is missing: it is not deleted
     holding = docs.catalog.stores_holding(file_id)
     for store_id in holding:
         writable(who, store_id)
@@ -109,9 +108,7 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     limit = request.app.state.settings.max_vector_stores
     if len(docs.catalog.stores()) >= limit:
         raise ApiError(400, f"this server holds {limit} vector stores, its limit", code="too_many_vector_stores")
-    files = [docs.catalog.file(f) for f in body.file_ids]
-    if None in files:
-        raise ApiError(404, f"no file {body.file_ids[files.index(None)]!r}", code="not_found", param="file_ids")
+    files = [visible_file(docs, who, f, "file_ids") for f in body.file_ids]
     meta = docs.catalog.add_store(body.name or "", dict(body.metadata or {}) | (
         {"description": body.description} if body.description else {}), expires_after=expiry)
     for f in files:
@@ -158,9 +155,7 @@ class StoreFileCreate(BaseModel):
 async def add_store_file(request: Request, store_id: str, body: StoreFileCreate, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
     check_chunking(body.chunking_strategy)
-    meta = docs.catalog.file(body.file_id)
-    if meta is None:
-        raise ApiError(404, f"no file {body.file_id!r}", code="not_found", param="file_id")
+    meta = visible_file(docs, who, body.file_id, "file_id")  # attaching a hidden file would publish it
     existing = docs.catalog.entry(store_id, body.file_id)
     if existing is not None and existing["status"] != "failed":
         return views.public_entry(existing)
@@ -184,9 +179,7 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
 async def get_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
-    entry = docs.catalog.entry(store_id, file_id)
-    if entry is None or not entry_readable(docs, who, store_id, file_id):
-        raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
+    entry = visible_entry(docs, who, store_id, file_id)
     headers = {"openai-poll-after-ms": "200"} if entry["status"] == "in_progress" else {}
     return JSONResponse(views.public_entry(entry), headers=headers)
 
@@ -194,7 +187,6 @@ async def get_store_file(request: Request, store_id: str, file_id: str, who: Cal
 @router.delete("/v1/vector_stores/{store_id}/files/{file_id}")
 async def delete_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
-    if docs.catalog.entry(store_id, file_id) is None:
-        raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
+    visible_entry(docs, who, store_id, file_id)
     await detach(request, docs, store_id, file_id)
     return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}
