@@ -211,11 +211,18 @@ def _record(row: tuple) -> QuestionRecord:
     v = dict(zip(_COLUMNS, row))
     return QuestionRecord(
         id=v["id"], index=v["index_name"], surface=Surface(v["surface"]), at=v["at"], plan=v["plan"],
-        outcome=Outcome(v["outcome"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
+        outcome=_outcome(v["outcome"], v["abstention"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
         low_confidence=bool(v["low_confidence"]), abstention=v["abstention"], evidence=v["evidence"],
         resolved=None if v["resolved"] is None else bool(v["resolved"]), score=v["score"], threshold=v["threshold"],
         qhat=v["qhat"], conformal_best=v["conformal_best"], citations=json.loads(v["citations"]), answer=v["answer"], rating=v["rating"],
         vector=v["vector"])
+
+
+def _outcome(logged: str, abstention: str | None) -> Outcome:
+    """A row's outcome; rows logged before strict abstentions were counted say `answered` with abstention
+    `ungrounded`: they are read as the abstentions they were."""
+    outcome = Outcome(logged)
+    return Outcome.ABSTAINED_UNGROUNDED if outcome is Outcome.ANSWERED and abstention == "ungrounded" else outcome
 
 
 def vector_of(record: QuestionRecord) -> np.ndarray | None:

@@ -6,6 +6,7 @@
   var indexSel = $("ri-index"), sinceSel = $("ri-since"), filter = $("ri-filter"), notice = $("ri-notice");
   var LABELS = { questions: "questions", answered: "answered", passages: "answered with passages",
     abstained_model: "abstained (model)", abstained_calibration: "abstained (calibration)",
+    abstained_ungrounded: "abstained (cited nothing)",
     low_confidence: "low confidence", thumbs_down: "thumbs down", thumbs_up: "thumbs up" };
 
   function auth() {
