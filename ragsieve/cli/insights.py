@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.compute import insights_for
-    from ragsieve.insights.eval_set import write_eval_set
+    from ragsieve.insights.eval_set import eval_command, write_eval_set
     from ragsieve.insights.log import FILE_NAME, QuestionLog
     from ragsieve.insights.report import parse_since, to_csv
     from ragsieve.service.indexes.registry import parse_index_specs
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                                  f"{', '.join(g.id for g in report.groups) or 'no group'}")
             counts = write_eval_set(group, {r.id: r.question for r in records}, orch.index.store, args.out, name)
             print(f"wrote {args.out}: {counts['questions']} questions of group {group.id} ({group.label!r}); once "
-                  f"the missing page is indexed, run: ragsieve eval {args.out} --index {folder}", file=sys.stderr)
+                  f"the missing page is indexed, run: {eval_command(args.out, folder, config.llm)}", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(to_csv(report, records), encoding="utf-8")
     if args.json:
@@ -85,7 +85,8 @@ def text_report(report) -> str:
     t = report.totals
     lines = [f"insights of {report.index}, {day(report.since)} to {day(report.until)}: {t['questions']} questions, "
              f"{t['answered']} answered, {t['passages']} answered with passages, {t['abstained_model']} abstained "
-             f"(model), {t['abstained_calibration']} abstained (calibration); {t['thumbs_down']} thumbs down, "
+             f"(model), {t['abstained_calibration']} abstained (calibration), {t['abstained_ungrounded']} abstained "
+             f"(cited nothing); {t['thumbs_down']} thumbs down, "
              f"{t['low_confidence']} low confidence", "", "Topics the documents miss (unanswered questions):"]
     for g in report.groups:
         trend = " ".join(str(n) for _, n in g.trend)

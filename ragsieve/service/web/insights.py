@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.insights.compute import insights_for
-from ragsieve.insights.eval_set import write_eval_set
+from ragsieve.insights.eval_set import eval_command, write_eval_set
 from ragsieve.insights.record import QuestionRecord
 from ragsieve.insights.report import Report, parse_since, to_csv
 from ragsieve.service.auth.keys import may_administer
@@ -149,13 +149,14 @@ async def export_eval(request: Request, body: EvalExport, who: Caller = Depends(
     folder = _hook(request).settings.dir or request.app.state.settings.data_dir
     out = Path(folder) / "insights-eval" / f"{_safe(body.index)}-{body.group}-{time.strftime('%Y%m%d-%H%M%S')}"
     texts = {r.id: r.question for r in records}
-    store = request.app.state.registry.orchestrators[body.index].index.store
+    live = request.app.state.registry.orchestrators[body.index]
+    store = live.index.store
     try:
         counts = await anyio.to_thread.run_sync(lambda: write_eval_set(group, texts, store, out, body.index))
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
     return {"status": "written", "folder": str(out), "group": group.id, "label": group.label, **counts,
-            "command": f"ragsieve eval {out} --index {body.index}"}
+            "command": eval_command(out, live.folder, live.config.llm)}
 
 
 def _safe(name: str) -> str:
