@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.scope import Caller, caller
-from ragsieve.service.documents import views
+from ragsieve.service.documents import indexed, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable_store
 from ragsieve.service.documents.catalog import write_json
 from ragsieve.service.documents.expiry import check_expires_after
@@ -96,6 +96,11 @@ def _indexed_text(live, doc_id: str) -> list[str]:
 async def store_file_content(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
+    found = indexed.find(docs, who, store_id, file_id)  # a served index's document (indexed.py)
+    if found is not None:
+        texts = await anyio.to_thread.run_sync(indexed.texts, docs, store_id, found[0])
+        return {"object": "vector_store.file_content.page", "data": [{"type": "text", "text": t} for t in texts],
+                "has_more": False, "next_page": None}
     entry = docs.catalog.entry(store_id, file_id)
     meta = docs.catalog.file(file_id)
     if entry is None or meta is None or not entry_readable(docs, who, store_id, file_id):

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.keys import ALL, allows
 from ragsieve.service.auth.scope import Caller, caller
-from ragsieve.service.documents import batch_routes, edit_routes, search_routes, views
+from ragsieve.service.documents import batch_routes, edit_routes, indexed, search_routes, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable, writable_store
 from ragsieve.service.documents.attach import attach, check_chunking, detach
 from ragsieve.service.documents.expiry import check_expires_after
@@ -67,6 +68,8 @@ async def get_file(request: Request, file_id: str, who: Caller = Depends(caller)
     docs = docs_of(request)
     meta = docs.catalog.file(file_id)
     if meta is None or not file_readable(docs, who, file_id):
+        meta = indexed.file_object(docs, who, file_id)  # a served index's document (indexed.py)
+    if meta is None:
         raise ApiError(404, f"no file {file_id!r}", code="not_found")
     return meta
 
@@ -172,6 +175,8 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
         raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
     entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if (filter is None or e["status"] == filter)
                and entry_readable(docs, who, store_id, e["id"])]
+    if filter in (None, "completed"):  # a served index's own documents, after the uploads
+        entries += await anyio.to_thread.run_sync(indexed.entries, docs, who, store_id)
     return views.page(entries, limit, order, after, before)
 
 
@@ -179,6 +184,8 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
 async def get_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
+    if indexed.find(docs, who, store_id, file_id) is not None:
+        return indexed.entry(docs, store_id, file_id)
     entry = visible_entry(docs, who, store_id, file_id)
     headers = {"openai-poll-after-ms": "200"} if entry["status"] == "in_progress" else {}
     return JSONResponse(views.public_entry(entry), headers=headers)
