@@ -57,3 +57,15 @@ def test_a_restricted_caller_does_not_follow_an_unreadable_document(needle, tmp_
                 call()
         found = client(bob).vector_stores.search(vector_store_id="needle", query=QUESTION)
         assert leaks(found.model_dump_json()) == [] and secret not in found.model_dump_json()
+
+
+def test_a_read_only_key_follows_hits_and_is_told_why_it_cannot_list_uploads(examples_index, tmp_path):
+    keys = KeyRing({"sk-reader-0001": {"lumen"}})
+    with served({"lumen": examples_index}, keys=keys, data_dir=str(tmp_path / "data")) as svc:
+        client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="sk-reader-0001", max_retries=0)
+        hit = client.vector_stores.search(vector_store_id="lumen", query="How do I rotate an API key?").data[0]
+        assert client.files.retrieve(hit.file_id).filename == hit.filename
+        with pytest.raises(openai.PermissionDeniedError) as refused:
+            client.files.list()
+        message = refused.value.body["message"]
+        assert "read-only: listing" in message and "uploading" not in message, message

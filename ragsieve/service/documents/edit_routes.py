@@ -78,7 +78,7 @@ async def update_store_file(request: Request, store_id: str, file_id: str, body:
 @router.get("/v1/files/{file_id}/content")
 async def file_content(request: Request, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
-    any_write(who)
+    any_write(who, "reading an uploaded file's content")
     meta = docs.catalog.file(file_id)
     path = None if meta is None or not file_readable(docs, who, file_id) else docs.catalog.file_path(meta)
     if path is None or not path.is_file():
