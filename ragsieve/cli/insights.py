@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         since = parse_since(args.since, now)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    log = QuestionLog(db, retention_days=config.insights.retention_days)
+    log = QuestionLog(db, retention_days=config.insights.retention_days, max_rows=config.insights.max_rows)
     with Orchestrator.open(folder, config) as orch:
         report, records = insights_for(log, name, orch, since=since, until=now,
                                        distance=config.insights.group_distance)
