@@ -97,7 +97,8 @@ def text_report(report) -> str:
     if not report.groups:
         lines.append("  none")
     lines += ["", f"Answered but marked wrong or low confidence: {len(report.flagged)}"]
-    lines += [f"  {day(f.at)}  {f.why:<15} {f.question}" for f in report.flagged[:10]]
+    lines += [f"  {day(f.at)}  {f.why:<15} {f.question}" + (f"  (x{f.count})" if f.count > 1 else "")
+              for f in report.flagged[:10]]
     lines += ["", "Most cited documents:"] + [f"  {n:>5}  {d}" for d, n in report.most_cited[:10]]
     lines += ["", f"Documents no question reached: {report.unreached_total}"] + [f"  {d}" for d in report.unreached[:20]]
     lines += ["", report.clustered]
