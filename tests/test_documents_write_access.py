@@ -3,6 +3,8 @@ every route that changes or removes it (relabel, delete from the store, delete t
 batch it), exactly the answer a missing file gets, and nothing changes. Through the real `openai` client."""
 from __future__ import annotations
 
+from functools import partial
+
 import httpx
 import openai
 import pytest
@@ -56,7 +58,7 @@ def test_a_hidden_file_reads_as_missing_on_every_write_route(needle, tmp_path):
             "store file": lambda f: mallory.vector_stores.files.retrieve(file_id=f, vector_store_id=store.id),
         }
         for name, route in routes.items():
-            hidden, gone = _error(lambda: route(secret)), _error(lambda: route(MISSING))
+            hidden, gone = _error(partial(route, secret)), _error(partial(route, MISSING))
             assert hidden[0] == gone[0] == 404, (name, hidden, gone)
             assert str(hidden[1]).replace(secret, "X") == str(gone[1]).replace(MISSING, "X"), (name, hidden, gone)
         # nothing changed: the file is still there, still labelled finance, and only finance reads it

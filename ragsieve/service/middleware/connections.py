@@ -75,9 +75,10 @@ class GuardedH11Protocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's reply to a head h11 refused: 431 when it was too large, readable by the client."""
-        too_big = len(self.conn.trailing_data[0]) >= self.config.h11_max_incomplete_event_size
+        limit = self.config.h11_max_incomplete_event_size or 16 * 1024  # uvicorn's (h11's) default when unset
+        too_big = len(self.conn.trailing_data[0]) >= limit
         status, reason, body = ((431, "Request Header Fields Too Large",
-                                 f"the request head is over {self.config.h11_max_incomplete_event_size} bytes: "
+                                 f"the request head is over {limit} bytes: "
                                  f"send smaller headers\n") if too_big else (400, "Bad Request", msg + "\n"))
         self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
                              f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode("ascii"))
