@@ -1,4 +1,4 @@
-"""The access benchmark's corpora and indexes (`benchmarks/access.py`): clustered synthetic vectors and texts cut
+"""The access benchmark's corpora and indexes (`benchmarks/access/main.py`): clustered synthetic vectors and texts cut
 into documents of `CHUNKS_PER_DOC` chunks, a local index (chunk store, BM25, a FAISS kind; an HNSW graph read
 from or written to a cache) and a milvus-lite one.
 """
@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 
 import numpy as np
-from scale import synthetic
+
+from benchmarks.scale.main import synthetic
 
 CHUNKS_PER_DOC = 10
 def local_parts(n: int, texts, work: Path):
@@ -88,7 +89,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
     client.flush("synthetic")
     client.load_collection("synthetic")
 
-    class Synthetic:  # the backend surface the retriever and the access filter use (as benchmarks/scale.py)
+    class Synthetic:  # the backend surface the retriever and the access filter use (as benchmarks/scale/main.py)
         filter_rows, sources, admitted = MilvusIndex.filter_rows, MilvusIndex.sources, MilvusIndex.admitted
         row_metadata = MilvusIndex.row_metadata
         lexical_within, dense_within = MilvusIndex.lexical_within, MilvusIndex.dense_within

@@ -1,6 +1,6 @@
 """Permission-aware retrieval benchmark -> benchmarks/results/access.json.
 
-    nice -n 10 .venv/bin/python benchmarks/access.py [--sizes 100000,1000000] [--hnsw-sizes 100000]
+    nice -n 10 .venv/bin/python -m benchmarks.access.main [--sizes 100000,1000000] [--hnsw-sizes 100000]
         [--milvus-sizes 20000] [--queries 40] [--hnsw-cache DIR] [--walk-width W] [--merge] [--out FILE]
 
 A synthetic corpus (`clustered`: N unit vectors, 384-d, around N/50 random centres, with generated texts:
@@ -30,14 +30,13 @@ from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # one query, one thread (as served)
     os.environ.setdefault(_var, "1")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
 import numpy as np  # noqa: E402
-from access_indexes import CHUNKS_PER_DOC, clustered, local_index, local_parts, milvus_index  # noqa: E402
-from access_measure import exact_sims, run_fractions  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results" / "access.json"
+from benchmarks import bench_io  # noqa: E402
+from benchmarks.access.indexes import CHUNKS_PER_DOC, clustered, local_index, local_parts, milvus_index  # noqa: E402
+from benchmarks.access.measure import exact_sims, run_fractions  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "results" / "access.json"
 
 
 def main(argv=None) -> int:
@@ -66,7 +65,7 @@ def main(argv=None) -> int:
     result = bench_io.header()
     result.update({"device": "CPU only (no accelerator used)", "rows": [],
                    "setup": f"synthetic 384-d vectors clustered around n/50 random centres and synthetic texts "
-                            f"(benchmarks/scale.py synthetic): a proxy, the cost measured is the filter's, not "
+                            f"(benchmarks/scale/main.py synthetic): a proxy, the cost measured is the filter's, not "
                             f"the embedding's; {CHUNKS_PER_DOC} chunks per document, a fraction of documents "
                             f"readable by the caller; hybrid RRF top-10, candidate_k 100; local: the filter "
                             f"resolved once per labels version into an admitted-row set (sorted rows, mask, FAISS "

@@ -1,4 +1,4 @@
-"""What the access benchmark measures per readable fraction (`benchmarks/access.py`): filtered against unfiltered
+"""What the access benchmark measures per readable fraction (`benchmarks/access/main.py`): filtered against unfiltered
 hybrid top-10 latency, recall against an exact filtered ranking, and hits outside the readable rows.
 """
 from __future__ import annotations
@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from access_indexes import CHUNKS_PER_DOC
-from scale_parity import pct
+
+from benchmarks.access.indexes import CHUNKS_PER_DOC
+from benchmarks.scale.parity import pct
 
 FRACTIONS = (0.5, 0.05, 0.005)
 READER = ("group:reader",)

@@ -4,11 +4,11 @@ Steps, each bounded in time, every server on 127.0.0.1 (issue 48's done-when, th
 1. a corpus with a needle (`finance/halcyon.md`, readable only by `group:finance` through an access rules
    file) and public documents, indexed with `--access-default deny`;
 2. `ragsieve serve` with a keys file: Open WebUI's key `assert_identity = true`, `trusted_proxies` 127.0.0.1/32,
-   a key without identity rights, an administrator key; the LLM is `benchmarks/scripted_llm.py`,
+   a key without identity rights, an administrator key; the LLM is `benchmarks/pipeline/scripted_llm.py`,
    quoting each passage it is given (so any text that reached the prompt reaches the answer);
 3. Open WebUI (`--owui-venv`, 0.12.4) with auth on, `ENABLE_FORWARD_USER_INFO_HEADERS=true`,
    `BYPASS_MODEL_ACCESS_CONTROL=true` (so plain users see the connection's models), offline settings as
-   `benchmarks/frontends.py`; accounts made through its API: the first sign-up (admin), then, by the admin,
+   `benchmarks/service/frontends.py`; accounts made through its API: the first sign-up (admin), then, by the admin,
    fin@example.com and bob@example.com (role user); an Open WebUI group `finance` holding fin, and the
    connection's header `X-Forwarded-Groups: {{USER_GROUPS}}` (Open WebUI fills in the user's group names);
 4. as fin, bob and the admin: the question through Open WebUI's chat API (`/api/chat/completions`); as fin and
@@ -20,7 +20,7 @@ Steps, each bounded in time, every server on 127.0.0.1 (issue 48's done-when, th
    with a key without `assert_identity`, get 403; Open WebUI's key without headers reads public documents only.
 The result goes to `benchmarks/results/access-openwebui.json`.
 
-    nice -n 10 .venv/bin/python benchmarks/access_openwebui.py --owui-venv /work/owui/venv
+    nice -n 10 .venv/bin/python -m benchmarks.access.openwebui --owui-venv /work/owui/venv
 """
 from __future__ import annotations
 
@@ -36,13 +36,12 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+REPO = Path(__file__).resolve().parents[2]
 
-from bench_io import header, write  # noqa: E402
-from frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
-from frontends_servers import access_lines, free_port, git_commit, stop, wait_http  # noqa: E402
-from scripted_llm import ScriptedLLM, quoting_reply  # noqa: E402
+from benchmarks.bench_io import header, write  # noqa: E402
+from benchmarks.pipeline.scripted_llm import ScriptedLLM, quoting_reply  # noqa: E402
+from benchmarks.service.frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
+from benchmarks.service.frontends_servers import access_lines, free_port, git_commit, stop, wait_http  # noqa: E402
 
 QUESTION = "What acquisition price was agreed for the takeover, and when does it close?"
 NEEDLE = ("# Halcyon takeover budget\n\nThe acquisition price agreed for the Halcyon takeover is 41.7 million euros "
@@ -221,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "access-openwebui.json")
     args = ap.parse_args(argv)
     result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "device": "cpu",
-                         "cpus": os.cpu_count(), "llm": "benchmarks/scripted_llm.py (quoting_reply: quotes each passage)", "users": {}}
+                         "cpus": os.cpu_count(), "llm": "benchmarks/pipeline/scripted_llm.py (quoting_reply: quotes each passage)", "users": {}}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-access-owui-"))
     procs: list[subprocess.Popen] = []
     started = time.monotonic()

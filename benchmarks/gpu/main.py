@@ -1,7 +1,7 @@
 """Indexing throughput on the machine's device: `ragsieve index` end to end vs the bare encoder (issue 47).
 
-    .venv/bin/python benchmarks/gpu.py --device cpu            # writes benchmarks/results/indexing-cpu.json
-    .venv/bin/python benchmarks/gpu.py --device cuda           # on a GPU machine: indexing-cuda.json
+    .venv/bin/python -m benchmarks.gpu.main --device cpu            # writes benchmarks/results/indexing-cpu.json
+    .venv/bin/python -m benchmarks.gpu.main --device cuda           # on a GPU machine: indexing-cuda.json
 
 One run, three parts, on SciFact abstracts (../shared/data/scifact, the first
 `--docs` documents; every document on a GPU by default):
@@ -42,9 +42,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
-from bench_io import header, write
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.bench_io import header, write
+
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 MAX_SERVED = 50_000  # requests a benchmark server answers at most (then 503): every loop is bounded
 

@@ -1,6 +1,6 @@
 """Insights cost -> benchmarks/results/insights.json.
 
-    nice -n 5 .venv/bin/python benchmarks/insights.py [--rows 100000] [--asks 300]
+    nice -n 5 .venv/bin/python -m benchmarks.insights.main [--rows 100000] [--asks 300]
 
 (a) The report over a synthesised log of `--rows` questions over 30 days for the
     examples index (25% unanswered, 2% thumbs down): `insights_for` end to end
@@ -30,10 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
+from benchmarks import bench_io  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DAY = 86400.0
 TOPICS = ["refund", "invoice", "billing address", "credit card payment", "VAT receipt", "iPhone app", "Android app",
           "single sign-on", "SAML login", "two-factor authentication", "data export to Excel", "GDPR deletion",

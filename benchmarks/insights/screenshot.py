@@ -1,6 +1,6 @@
 """docs/insights.md's screenshot of `/insights` -> docs/insights.png, from a real run of the service and a real browser.
 
-    .venv/bin/python benchmarks/insights_screenshot.py
+    .venv/bin/python -m benchmarks.insights.screenshot
 
 The service (the same app `ragsieve serve` runs) serves an index of examples/
 with insights on; a month of questions (the test suite's scripted month: 24
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -1,6 +1,6 @@
 """Install size and time of the lean core beside the install before the extras (issue 43).
 
-    .venv/bin/python benchmarks/install_size.py [--out benchmarks/results/install-size.json]
+    .venv/bin/python -m benchmarks.install.main [--out benchmarks/results/install-size.json]
 
 Builds the wheel from a clean copy of the tree, then for each variant makes a fresh venv outside the
 repository, installs CPU torch first (as `make` does: a bare `torch` pulls a CUDA build), then the wheel:
@@ -25,9 +25,9 @@ import time
 import venv
 from pathlib import Path
 
-from bench_io import header, write
+from benchmarks.bench_io import header, write
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TORCH = "torch==2.13.0"
 BUILD_INPUTS = ("agent", "tools", "prompts", "ragsieve", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 VARIANTS = {"core": "", "before": "[server,mcp,crawl,documents,code,fast,eval]"}

@@ -1,6 +1,6 @@
 """`fast` vs `agentic` on HotpotQA (two-hop) and a seeded SQuAD 2.0 sample, in one run.
 
-    .venv/bin/python benchmarks/agentic.py [--limit 20] [--sets hotpotqa,squad2] [--squad-sample 40]
+    .venv/bin/python -m benchmarks.pipeline.agentic [--limit 20] [--sets hotpotqa,squad2] [--squad-sample 40]
 
 Per question and plan: both-gold recall at the first 5 context chunks (every
 gold paragraph among them), gold-paragraph recall over the whole final context
@@ -25,13 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bench_io import header  # noqa: E402  (this folder)
-from oracle_texts import ChunkTexts  # noqa: E402
-
+from benchmarks.bench_io import header  # noqa: E402  (this folder)
+from benchmarks.pipeline.oracle_texts import ChunkTexts  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
@@ -93,7 +92,7 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
                     "same_as_fast": loop.selection.get("same_as_fast"),
                     "fallback": result.fallback.model_dump() if result.fallback else None,
                     "resolved": result.resolved,
-                    # what the combination rule saw: lets benchmarks/combine_replay.py score other rules
+                    # what the combination rule saw: lets benchmarks/pipeline/combine_replay.py score other rules
                     # on the same verdicts (the loop's verdicts do not depend on the rule)
                     "selection_inputs": {"first_stage": list(result.first_stage),
                                          "trusted": {} if loop.distrusted else loop.trusted,

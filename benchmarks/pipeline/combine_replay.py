@@ -2,13 +2,13 @@
 
 The judge/expand loop's verdicts do not depend on the combination rule: the
 rule only runs once the loop has stopped (`ragsieve.agent.judging.combine.select_context`).
-So the `selection_inputs` that `benchmarks/agentic.py` records per agentic
+So the `selection_inputs` that `benchmarks/pipeline/agentic.py` records per agentic
 row (first-stage ranking, trusted verdicts, discovery order, neighbours)
 let every rule be scored on exactly the same verdicts: both-gold recall at
 the `final_k` = 5 context chunks, and the questions where the rule is worse
 or better than `fast` (the first-stage top 5).
 
-    python benchmarks/combine_replay.py benchmarks/results/agentic-oracle.json ...
+    python -m benchmarks.pipeline.combine_replay benchmarks/results/agentic-oracle.json ...
 
 Writes `benchmarks/results/combine-replay.json`.
 """
@@ -18,11 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
-from agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
-from bench_io import header  # noqa: E402
-
+from benchmarks.bench_io import header  # noqa: E402
+from benchmarks.pipeline.agentic import both_gold, docs_of  # noqa: E402  (this folder: the benchmark whose rows are replayed)
 from ragsieve.agent.judging.combine import evidence_keys, select_context  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
@@ -70,7 +69,7 @@ def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", nargs="+", help="benchmarks/agentic.py result files")
+    ap.add_argument("results", nargs="+", help="benchmarks/pipeline/agentic.py result files")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "combine-replay.json"))
     args = ap.parse_args(argv)
     report: dict = {**header(), "files": {}}
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         for set_name, block in data["sets"].items():
             result = replay(block["rows"], load_gold(set_name), final_k)
             if not result["questions"]:
-                print(f"{path} [{set_name}]: no rows with selection_inputs (rerun benchmarks/agentic.py)")
+                print(f"{path} [{set_name}]: no rows with selection_inputs (rerun benchmarks/pipeline/agentic.py)")
                 continue
             report["files"][f"{Path(path).name}:{set_name}"] = {"llm": data.get("llm"), **result}
             print(f"\n{Path(path).name} [{set_name}] {data.get('llm')}: {result['questions']} questions, "

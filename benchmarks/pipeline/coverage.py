@@ -1,12 +1,11 @@
-"""`benchmarks/pipeline.py --coverage`: held-out coverage of the conformal set on the final context, with no
+"""`benchmarks/pipeline/main.py --coverage`: held-out coverage of the conformal set on the final context, with no
 judge (CONFLARE's guarantee measured on the context the answer is written from - with no trusted judge the
 conformal set joins the fast context - and on the passing set alone, before the context budget cut it)."""
 from __future__ import annotations
 
-from oracle_texts import ChunkTexts
-from pipeline_data import OracleChat
-from pipeline_rows import size_distribution
-
+from benchmarks.pipeline.data import OracleChat
+from benchmarks.pipeline.oracle_texts import ChunkTexts
+from benchmarks.pipeline.rows import size_distribution
 from ragsieve.agent.llm.client import LLM
 from ragsieve.tools.metrics import chunk_doc_id, mean
 

@@ -1,4 +1,4 @@
-"""Data, indexes, calibration folds and the scripted oracle for `benchmarks/pipeline.py`.
+"""Data, indexes, calibration folds and the scripted oracle for `benchmarks/pipeline/main.py`.
 
 Calibration never sees the questions it is evaluated on:
 - SciFact: two folds of the test claims, each evaluated on an index copy calibrated on the other
@@ -18,13 +18,12 @@ import random
 import shutil
 from pathlib import Path
 
-from oracle_texts import ChunkTexts
-
+from benchmarks.pipeline.oracle_texts import ChunkTexts
 from ragsieve.agent.calibration import Calibrator, load_calibration, save_calibration
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"
 ABSTAIN = "The context does not contain the answer."
 

@@ -1,6 +1,6 @@
 """The sparse fallback measured: questions whose gold chunk lies in the sparse subset S.
 
-    .venv/bin/python benchmarks/fallback.py [--sets squad2,hotpotqa,scifact] [--index-root DIR]
+    .venv/bin/python -m benchmarks.pipeline.fallback [--sets squad2,hotpotqa,scifact] [--index-root DIR]
 
 S is the index's sparse subset (COS-Mix: chunks whose nearest other chunk is less similar than
 the corpus's `index.sparse_percentile`-th percentile). For every answerable question with a gold
@@ -31,9 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from bench_io import commit, header, write  # noqa: E402
-from pipeline_data import REPO, build_index, load_questions  # noqa: E402
 
+from benchmarks.bench_io import commit, header, write  # noqa: E402
+from benchmarks.pipeline.data import REPO, build_index, load_questions  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
 from ragsieve.agent.steps.fallback import _nn_of_rows  # noqa: E402

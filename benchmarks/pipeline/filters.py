@@ -1,7 +1,7 @@
 """Filter benchmark on SQuAD 2.0: conformal coverage (no LLM) and the GMM paper's Table-1 measures.
 
-    .venv/bin/python benchmarks/filters.py --part conformal                   # seconds after the index exists
-    .venv/bin/python benchmarks/filters.py --part gmm --limit 60 --types simple,broader,double \
+    .venv/bin/python -m benchmarks.pipeline.filters --part conformal                   # seconds after the index exists
+    .venv/bin/python -m benchmarks.pipeline.filters --part gmm --limit 60 --types simple,broader,double \
         --readers extractive,llm --llm-limit 20       # any OpenAI endpoint: OPENAI_BASE_URL / --config
 
 Conformal: the SQuAD qrels (gold paragraph = positive) are the calibration set, so no
@@ -12,7 +12,7 @@ mean number of chunks kept, plus the fixed top-k reaching the same coverage.
 
 GMM: the paper's Table 1 (Bulgakov 2024) over alpha x method x min_outlier_freq, with its
 measures exactly (ratio of sums, eqs. 14-15), simple / broader / double questions and two
-readers; see benchmarks/gmm_table.py for the definitions and how questions are written.
+readers; see benchmarks/pipeline/gmm_table.py for the definitions and how questions are written.
 """
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_io import commit
+from benchmarks.bench_io import commit
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -100,8 +99,8 @@ def conformal_part(index, args) -> dict:
 
 
 def gmm_part(index, args, config: Config, llm, prompts) -> dict:
-    """The paper's Table 1 grid (benchmarks/gmm_table.py) per question type and reader."""
-    import gmm_table
+    """The paper's Table 1 grid (benchmarks/pipeline/gmm_table.py) per question type and reader."""
+    from benchmarks.pipeline import gmm_table
 
     base = config.outliers.model_dump()
 
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--part takes conformal and/or gmm, got {args.part!r}")
     config = Config.load(args.config)
     # broader/double questions come from the cache when it holds --limit of them: no LLM is started for them
-    import gmm_table
+    from benchmarks.pipeline import gmm_table
 
     writer = str(config.llm.model or config.llm.local_model)
     to_write = bool(set(args.types.split(",")) - {"simple"}) and \

@@ -20,7 +20,7 @@ Queries compared (same retriever, same k):
 - `llm` / `llm_unguarded` (with `--llm`): the real rewrite prompt on an LLM, with and without
   the guard (`embedded` = the packaged 0.5B model, or an OpenAI-compatible base URL).
 
-    nice -n 10 python benchmarks/followups.py [--llm embedded] [--hotpot 30]
+    nice -n 10 python -m benchmarks.pipeline.followups [--llm embedded] [--hotpot 30]
 """
 from __future__ import annotations
 
@@ -28,16 +28,13 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+REPO = Path(__file__).resolve().parents[2]
 
-from bench_io import header, write  # noqa: E402
-
+from benchmarks.bench_io import header, write  # noqa: E402
 from ragsieve import Config  # noqa: E402
 from ragsieve.agent.answer import conversation  # noqa: E402
 from ragsieve.agent.answer.conversation import Turn, anchored, rewrite_question  # noqa: E402

@@ -1,6 +1,6 @@
 """Does the GMM outlier filter (Bulgakov 2024, arXiv:2407.01403) flag a planted off-topic chunk? (issue 46)
 
-    .venv/bin/python benchmarks/gmm_planted.py --limit 60 [--index-root /tmp/idx]
+    .venv/bin/python -m benchmarks.pipeline.gmm_planted --limit 60 [--index-root /tmp/idx]
 
 For each HotpotQA question: the 19 chunks most similar to the question by dense cosine, best first, and a
 20th planted chunk, drawn (seeded) from the 200 chunks least similar to it: off topic by construction. The
@@ -20,21 +20,20 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from bench_io import header, write  # noqa: E402
-from pipeline_data import DATA, build_index  # noqa: E402
 
+from benchmarks.bench_io import header, write  # noqa: E402
+from benchmarks.pipeline.data import DATA, build_index  # noqa: E402
 from ragsieve.tools.filters.gmm import GMMOutlierFilter  # noqa: E402
 from ragsieve.tools.index.backend import vectors_of  # noqa: E402
 from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
 from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 from ragsieve.tools.index.open import open_index  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PAPER = {"method": "interaction", "alpha": 0.5, "pca_dims": [2, 3], "percentile": 15.0, "protect_top": 0}
 SETTINGS = [(k, freq, std) for k, freq in (((4, 5, 6), 2), ((4, 5, 6), 4), ((1,), 2)) for std in (False, True)]
 

@@ -1,4 +1,4 @@
-"""The GMM outlier paper's Table 1 (Bulgakov 2024, arXiv:2407.01403) on SQuAD 2.0: used by benchmarks/filters.py.
+"""The GMM outlier paper's Table 1 (Bulgakov 2024, arXiv:2407.01403) on SQuAD 2.0: used by benchmarks/pipeline/filters.py.
 
 Grid: alpha in {0, 0.5, 1} x feature method {concatenate, interaction, polynomial} x min_outlier_freq {2, 4}
 (the rest of the filter as configured: PCA [2, 3], K [4, 5, 6], percentile 15). For every question the top
@@ -233,7 +233,7 @@ def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, pr
 
 
 def merge(parts: list[dict]) -> dict:
-    """One filters-gmm result from runs of benchmarks/filters.py that each measured some question types
+    """One filters-gmm result from runs of benchmarks/pipeline/filters.py that each measured some question types
     (same filter settings and readers): their `gmm.types` joined, every command, commit and load average kept."""
     if not parts:
         raise ValueError("nothing to merge")
@@ -259,7 +259,7 @@ def merge(parts: list[dict]) -> dict:
     return out
 
 
-if __name__ == "__main__":  # python benchmarks/gmm_table.py OUT.json PART.json [PART.json ...]
+if __name__ == "__main__":  # python -m benchmarks.pipeline.gmm_table OUT.json PART.json [PART.json ...]
     import sys
 
     if len(sys.argv) < 3:

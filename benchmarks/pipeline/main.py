@@ -1,7 +1,7 @@
 """Stage ablation of the card's pipeline on HotpotQA, SQuAD 2.0 and SciFact, per judge.
 
-    .venv/bin/python benchmarks/pipeline.py [--sets hotpotqa,squad2,scifact] [--judges oracle,oracle-flip10,oracle-flip25]
-    .venv/bin/python benchmarks/pipeline.py --sets hotpotqa --judges embedded-0.5b --limit 5 --label embedded
+    .venv/bin/python -m benchmarks.pipeline.main [--sets hotpotqa,squad2,scifact] [--judges oracle,oracle-flip10,oracle-flip25]
+    .venv/bin/python -m benchmarks.pipeline.main --sets hotpotqa --judges embedded-0.5b --limit 5 --label embedded
 
 Plans (cumulative): fast; +judge (judge <-> expand, answer); +judge+fallback (the `agentic` plan:
 validation and the COS-Mix fallback); +conformal, +gmm, +rse (each stage added after the judge,
@@ -35,12 +35,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bench_io import commit  # noqa: E402
-from pipeline_data import REPO  # noqa: E402
-from pipeline_plans import COVERAGE_KINDS, OVERRIDES, PLANS  # noqa: E402
-from pipeline_rows import merged  # noqa: E402
-from pipeline_run import run_dataset  # noqa: E402
-
+from benchmarks.bench_io import commit  # noqa: E402
+from benchmarks.pipeline.data import REPO  # noqa: E402
+from benchmarks.pipeline.plans import COVERAGE_KINDS, OVERRIDES, PLANS  # noqa: E402
+from benchmarks.pipeline.rows import merged  # noqa: E402
+from benchmarks.pipeline.run import run_dataset  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
 from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402

@@ -1,4 +1,4 @@
-"""The stage ablation's plans and the config each runs under (`benchmarks/pipeline.py`).
+"""The stage ablation's plans and the config each runs under (`benchmarks/pipeline/main.py`).
 
 Plans (cumulative): fast; +judge; +judge+fallback (the shipped `agentic` plan); +conformal, +gmm, +rse (each
 stage added after the judge, no validation); full; full-R (full, with `retrieval.exclude_sparse`). `OVERRIDES`

@@ -1,6 +1,6 @@
 """Issue 10 reliability figures -> benchmarks/results/reliability.json.
 
-    nice -n 10 .venv/bin/python benchmarks/reliability.py [--builds 60] [--cli-pairs 2] [--out FILE]
+    nice -n 10 .venv/bin/python -m benchmarks.pipeline.reliability [--builds 60] [--cli-pairs 2] [--out FILE]
 
 Three parts, all on real files and real processes:
 - cases: the issue's hostile cases, as the pytest files that encode them (walk faults,
@@ -29,9 +29,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench_io  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+from benchmarks import bench_io  # noqa: E402
 
 CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py",
               "tests/test_cli_limits.py"]

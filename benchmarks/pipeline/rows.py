@@ -1,4 +1,4 @@
-"""The pipeline benchmark's per-question rows and their summaries (`benchmarks/pipeline.py`): one row per
+"""The pipeline benchmark's per-question rows and their summaries (`benchmarks/pipeline/main.py`): one row per
 (question, plan) with gold recall, context size, answer scores and the context rule applied; the summary of a
 plan's rows (abstention as a detector of unanswerable questions included); the order and the resumption of
 an interleaved run."""

@@ -1,7 +1,7 @@
 """RSE on long documents (issue 46, item 5): `full` with and without relevant segment extraction where the
 gold span sits inside a multi-chunk document.
 
-    nice -n 10 .venv/bin/python benchmarks/rse_long.py --corpora squad-articles,pydocs --n 80
+    nice -n 10 .venv/bin/python -m benchmarks.pipeline.rse_long --corpora squad-articles,pydocs --n 80
 
 Corpora, built at run time (nothing is copied into the repository):
 - `squad-articles`: SQuAD 2.0's paragraphs (`../shared/data/squad2/corpus.jsonl`) joined per article, one text
@@ -36,11 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_io import header, write  # noqa: E402
-from oracle_texts import ChunkTexts  # noqa: E402
-from pipeline_data import ABSTAIN, OracleChat, _mapping_line  # noqa: E402
-
+from benchmarks.bench_io import header, write  # noqa: E402
+from benchmarks.pipeline.data import ABSTAIN, OracleChat, _mapping_line  # noqa: E402
+from benchmarks.pipeline.oracle_texts import ChunkTexts  # noqa: E402
 from ragsieve.agent.calibration import Calibrator, save_calibration  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
@@ -52,7 +50,7 @@ from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.ingest.chunking import count_tokens  # noqa: E402
 from ragsieve.tools.metrics import mean  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SQUAD = REPO.parent / "shared" / "data" / "squad2"
 PYDOCS = Path("/usr/share/doc/python3.11/html/library")
 PAPER = {"system": "dsRAG (semantic sectioning + AutoContext + RSE)", "measure": "FinanceBench answer accuracy",

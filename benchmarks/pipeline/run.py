@@ -1,4 +1,4 @@
-"""Running the stage ablation on one dataset (`benchmarks/pipeline.py`): one row per question and plan, the
+"""Running the stage ablation on one dataset (`benchmarks/pipeline/main.py`): one row per question and plan, the
 plans one after another or interleaved (paired rows, checkpointed, a time and error budget), per judge.
 """
 from __future__ import annotations
@@ -7,12 +7,28 @@ import json
 import time
 from pathlib import Path
 
-from oracle_texts import ChunkTexts
-from pipeline_coverage import coverage
-from pipeline_data import GullibleChat, OracleChat, build_index, calibrated_copies, load_questions, measure_judge_on_folds
-from pipeline_plans import COVERAGE_KINDS, SHIPPED, config_for
-from pipeline_rows import alternate, error_row, per_fold, resumed, row_commits, row_for, rule_counts, stage_agreement, summarise
-
+from benchmarks.pipeline.coverage import coverage
+from benchmarks.pipeline.data import (
+    GullibleChat,
+    OracleChat,
+    build_index,
+    calibrated_copies,
+    load_questions,
+    measure_judge_on_folds,
+)
+from benchmarks.pipeline.oracle_texts import ChunkTexts
+from benchmarks.pipeline.plans import COVERAGE_KINDS, SHIPPED, config_for
+from benchmarks.pipeline.rows import (
+    alternate,
+    error_row,
+    per_fold,
+    resumed,
+    row_commits,
+    row_for,
+    rule_counts,
+    stage_agreement,
+    summarise,
+)
 from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM

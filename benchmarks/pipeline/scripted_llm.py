@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible LLM on 127.0.0.1 for `benchmarks/frontends.py --scripted`: the front end's
+"""A scripted OpenAI-compatible LLM on 127.0.0.1 for `benchmarks/service/frontends.py --scripted`: the front end's
 behaviour without a model's whims, and in seconds.
 
 It answers ragsieve's prompts by what they are: a follow-up rewrite gets the user's latest message back
@@ -40,7 +40,7 @@ def reply_to(prompt: str) -> str:
 
 def quoting_reply(prompt: str) -> str:
     """Like `reply_to`, but an answer quotes each listed passage's last line and cites it, so whatever text
-    reached the prompt reaches the reader (for leak checks: `benchmarks/access_openwebui.py`)."""
+    reached the prompt reaches the reader (for leak checks: `benchmarks/access/openwebui.py`)."""
     passages = _PASSAGE.findall(prompt)
     if "stand-alone question" in prompt or not passages:
         return reply_to(prompt)

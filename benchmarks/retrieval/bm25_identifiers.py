@@ -3,7 +3,7 @@ default k1 0.9 / b 0.4 with stems), plain tokenizer vs identifier terms vs ident
 lower-case compounds split into words (`compounds`, the default of new indexes)
 -> benchmarks/results/bm25-identifiers.json.
 
-    nice -n 10 .venv/bin/python benchmarks/bm25_identifiers.py
+    nice -n 10 .venv/bin/python -m benchmarks.retrieval.bm25_identifiers
 """
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
+from benchmarks import bench_io  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "scifact"
 
 

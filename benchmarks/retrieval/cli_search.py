@@ -1,6 +1,6 @@
 """End-to-end time of `ragsieve search` on an ~8k-chunk index -> benchmarks/results/cli-search.json.
 
-    nice -n 5 .venv/bin/python benchmarks/cli_search.py [--index DIR] [--runs 5] [--chunks 8000]
+    nice -n 5 .venv/bin/python -m benchmarks.retrieval.cli_search [--index DIR] [--runs 5] [--chunks 8000]
 
 Corpus: the Python 3.11 library reference as Debian ships it (`apt-get install python3.11-doc`,
 /usr/share/doc/python3.11/html/library): its pages in name order, as many as make `--chunks` chunks
@@ -24,10 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
+from benchmarks import bench_io  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = Path("/usr/share/doc/python3.11/html/library")
 _SCRIPT = Path(sys.executable).with_name("ragsieve")  # the console script, as a user runs it
 RAGSIEVE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ragsieve"]

@@ -1,6 +1,6 @@
 """Bring-your-own-models benchmark: the same MiniLM local vs behind an OpenAI-compatible endpoint; a reranker.
 
-    .venv/bin/python benchmarks/retrieval.py --providers [--scifact-docs 1500 --scifact-queries 100]
+    .venv/bin/python -m benchmarks.retrieval.main --providers [--scifact-docs 1500 --scifact-queries 100]
 
 Per data set (SciFact test, HotpotQA dev; BEIR layout in ../shared/data), one
 index built with the packaged MiniLM through the local `sentence-transformers`
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from retrieval import timed_query_vectors, to_docs  # benchmarks/retrieval.py, which runs this module
 
+from benchmarks.retrieval.main import timed_query_vectors, to_docs  # benchmarks/retrieval/main.py, which runs this module
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
@@ -168,7 +168,7 @@ def run_dataset(name: str, data: Path, split: str, n_docs, n_queries, seed: int,
 
 
 def main(args) -> dict:
-    """Called by `benchmarks/retrieval.py --providers`; returns the result dict."""
+    """Called by `benchmarks/retrieval/main.py --providers`; returns the result dict."""
     from ragsieve.tools.rerankers import open_reranker
 
     shared = Path(args.shared)

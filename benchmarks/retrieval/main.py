@@ -1,7 +1,7 @@
 """Retrieval benchmark on a BEIR set (default SciFact test): BM25 engines, dense, hybrid fusions.
 
-    .venv/bin/python benchmarks/retrieval.py [--data ../shared/data/scifact] [--split test]
-    .venv/bin/python benchmarks/retrieval.py --providers   (local MiniLM vs an embeddings endpoint; a reranker)
+    .venv/bin/python -m benchmarks.retrieval.main [--data ../shared/data/scifact] [--split test]
+    .venv/bin/python -m benchmarks.retrieval.main --providers   (local MiniLM vs an embeddings endpoint; a reranker)
 
 Builds (or reuses) an index of the corpus with the default embedding model,
 then reports, per method, document-level nDCG@10 and Recall@100 (a document
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -108,9 +108,9 @@ def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -
 
 
 def providers(argv: list[str]) -> int:
-    """`--providers`: the bring-your-own-models comparison (benchmarks/embedding_providers.py)."""
-    import embedding_providers
-    from bench_io import header, write
+    """`--providers`: the bring-your-own-models comparison (benchmarks/retrieval/embedding_providers.py)."""
+    from benchmarks.bench_io import header, write
+    from benchmarks.retrieval import embedding_providers
 
     ap = argparse.ArgumentParser(description=embedding_providers.__doc__.splitlines()[0])
     ap.add_argument("--providers", action="store_true")

@@ -1,6 +1,6 @@
 """Issue 28: the fast encoders against torch on the three shared sets, and `ragsieve index` chunks per CPU-second.
 
-    nice -n 10 .venv/bin/python benchmarks/scale_encoder_sets.py [--sets scifact,squad2,hotpotqa]
+    nice -n 10 .venv/bin/python -m benchmarks.scale.encoder_sets [--sets scifact,squad2,hotpotqa]
         [--encoders torch,onnx-int8] [--out benchmarks/results/scale_encoder_sets.json]
 
 For each set (BEIR layout under ../shared/data: SciFact test, SQuAD 2.0 dev half, HotpotQA dev sample) and each
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 DATA = REPO.parent / "shared" / "data"
@@ -44,8 +43,7 @@ def corpus_file(folder: Path) -> Path:
 
 
 def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
-    from scale_parity import dense_and_hybrid_ndcg
-
+    from benchmarks.scale.parity import dense_and_hybrid_ndcg
     from ragsieve.tools.datasets.beir import read_qrels, read_queries
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.local.index import HybridIndex
@@ -70,7 +68,7 @@ def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
 
 
 def main() -> None:
-    from scale_publish import commit
+    from benchmarks.scale.publish import commit
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default="scifact,squad2,hotpotqa")
@@ -83,7 +81,7 @@ def main() -> None:
     encoders = args.encoders.split(",")
     result = json.loads(args.out.read_text()) if args.merge and args.out.is_file() else {}
     result.setdefault("sets", {})
-    result.update({"command": "python benchmarks/scale_encoder_sets.py " + " ".join(sys.argv[1:]),
+    result.update({"command": "python -m benchmarks.scale.encoder_sets " + " ".join(sys.argv[1:]),
                    "commit": commit(), "cpus": os.cpu_count(), "tolerance_ndcg@10": TOLERANCE,
                    "load_average_at_start": os.getloadavg()})
     for i, name in enumerate(args.sets.split(",")):

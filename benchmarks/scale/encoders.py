@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from scale_parity import SCIFACT
+from benchmarks.scale.parity import SCIFACT
 
 
 def encoders(n_docs: int) -> dict:

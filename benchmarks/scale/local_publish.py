@@ -1,6 +1,6 @@
 """Local one-document publish time in the incremental layout (issue 28 local rows; issue 25's upload path).
 
-    nice -n 10 .venv/bin/python benchmarks/scale_local_publish.py --sizes 10000,100000
+    nice -n 10 .venv/bin/python -m benchmarks.scale.local_publish --sizes 10000,100000
 
 A corpus of N one-chunk synthetic documents (`scale_publish._corpus`, hash vectors: the encoder is not what is
 measured) plus one Markdown note is indexed once; then, alternately, the note is edited and given alone (the
@@ -29,10 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_publish import HashEmbedder, _corpus  # noqa: E402
+from benchmarks.scale.publish import HashEmbedder, _corpus  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_max: int | None = None) -> dict:
@@ -139,7 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-embedding", action="store_true", help="do not time the default encoder")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    command = "python " + " ".join(["benchmarks/scale_local_publish.py", *(argv or sys.argv[1:])])
+    command = "python -m " + " ".join(["benchmarks.scale.local_publish", *(argv or sys.argv[1:])])
     out = {"command": command, "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.append and args.out.is_file():

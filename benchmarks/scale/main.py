@@ -1,7 +1,7 @@
 """Scale benchmark -> benchmarks/results/scale.json: backend parity on SciFact, encoder throughput, and
 synthetic corpora of 100k (and 1M) chunks in the `local` and `milvus` (milvus-lite) backends.
 
-    nice -n 5 .venv/bin/python benchmarks/scale.py [--sizes 100000,1000000] [--scifact-index DIR]
+    nice -n 5 .venv/bin/python -m benchmarks.scale.main [--sizes 100000,1000000] [--scifact-index DIR]
 
 1. Parity (scale_parity.py): SciFact (BEIR test split) retrieved with the same vectors from the local index
    and from the same index published to milvus-lite: nDCG@10 and Recall@100 (documents) for hybrid (fused
@@ -29,14 +29,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
 import numpy as np
-import scale_parity  # noqa: E402
-from scale_encoders import build_overlap, encoders  # noqa: E402
-from scale_synthetic import NOISE, scale_local, scale_milvus, synthetic  # noqa: E402  (access.py: from scale)
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks import bench_io  # noqa: E402
+from benchmarks.scale import parity as scale_parity  # noqa: E402
+from benchmarks.scale.encoders import build_overlap, encoders  # noqa: E402
+from benchmarks.scale.synthetic import NOISE, scale_local, scale_milvus, synthetic  # noqa: E402  (access.py: from scale)
+
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 
 
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
             result["build_overlap"] = build_overlap(args.encoder_docs, work)
             result.get("earlier_parts", {}).pop("build_overlap", None)
             bench_io.write(dict(result), args.out)
-        import scale_publish
+        from benchmarks.scale import publish as scale_publish
 
         result["commit"] = scale_publish.commit()
         if "publish" not in skip:

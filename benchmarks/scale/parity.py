@@ -1,6 +1,6 @@
 """Scale benchmark parts on SciFact: local vs milvus-lite parity, and retrieval quality per encoder.
 
-Used by benchmarks/scale.py (see its docstring for the command).
+Used by benchmarks/scale/main.py (see its docstring for the command).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 
 

@@ -1,4 +1,4 @@
-"""Issue 28's parts of `benchmarks/scale.py`: publish time of a one-document change, index chunks per CPU-second
+"""Issue 28's parts of `benchmarks/scale/main.py`: publish time of a one-document change, index chunks per CPU-second
 (default encoder vs torch, interleaved), and Ray throughput with 1 and 2 encoder actors.
 
 Publish: a BEIR-style corpus of N one-chunk synthetic documents (generated text; vectors from a hash encoder:
@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_io import commit  # noqa: F401  (this folder; scale.py and scale_encoder_sets.py read it from here)
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.bench_io import commit  # noqa: F401  (this folder; scale.py and scale_encoder_sets.py read it from here)
+
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 
 

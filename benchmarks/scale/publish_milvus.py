@@ -1,6 +1,6 @@
 """Issue 28: the Milvus side of a one-document incremental publish at 10k / 100k / 1M chunks on milvus-lite.
 
-    nice -n 10 .venv/bin/python benchmarks/scale_publish_milvus.py --sizes 10000,100000,1000000
+    nice -n 10 .venv/bin/python -m benchmarks.scale.publish_milvus --sizes 10000,100000,1000000
 
 Why a separate part: measuring the whole `ragsieve index` + `publish` path at 1M chunks needs a 1M-chunk local
 index built and rebuilt per change, which this 2-core machine shares with others for hours; the local build is
@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scale_milvus_rows import CACHE, COLLECTION, STATE, build_collection, edit_rows, live_entities, one_change
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.scale.milvus_rows import CACHE, COLLECTION, STATE, build_collection, edit_rows, live_entities, one_change
+
+REPO = Path(__file__).resolve().parents[2]
 VERIFY_MAX = 200_000  # sizes above are not loaded afterwards to check the edits (minutes, ~6 GB at 1M)
 
 
@@ -161,8 +162,8 @@ def server_pass(n: int, cache: Path, changes: int) -> dict:
         runs = []
         for k in range(changes):
             t1 = time.perf_counter()
-            out = subprocess.run([sys.executable, __file__, "--one", f"{n}:server:{port}:{k}", "--cache", str(cache)],
-                                 capture_output=True, text=True, timeout=600)
+            out = subprocess.run([sys.executable, "-m", "benchmarks.scale.publish_milvus", "--one", f"{n}:server:{port}:{k}", "--cache", str(cache)],
+                                 capture_output=True, text=True, timeout=600, cwd=REPO)
             found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
             if not found:
                 raise SystemExit(f"{n} server change failed:\n{out.stderr[-3000:]}")
@@ -184,8 +185,7 @@ def server_pass(n: int, cache: Path, changes: int) -> dict:
 
 
 def main() -> None:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from scale_publish import commit
+    from benchmarks.scale.publish import commit
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000")
@@ -222,9 +222,9 @@ def main() -> None:
             if mode == "server":
                 row[mode] = server_pass(n, args.cache, args.changes) | {"load_average": os.getloadavg()}
             else:
-                out = subprocess.run([sys.executable, __file__, "--one", f"{n}:{mode}", "--changes",
+                out = subprocess.run([sys.executable, "-m", "benchmarks.scale.publish_milvus", "--one", f"{n}:{mode}", "--changes",
                                       str(args.changes), "--cache", str(args.cache)],
-                                     capture_output=True, text=True, timeout=7200)
+                                     capture_output=True, text=True, timeout=7200, cwd=REPO)
                 found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
                 if not found:
                     raise SystemExit(f"{n} {mode} failed:\n{out.stderr[-3000:]}")

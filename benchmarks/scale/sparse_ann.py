@@ -1,6 +1,6 @@
 """Agreement of the approximate (IVF) nearest-neighbour pass with the exact one, and the sparse subsets they give.
 
-    nice -n 10 .venv/bin/python benchmarks/sparse_ann.py --n 100000
+    nice -n 10 .venv/bin/python -m benchmarks.scale.sparse_ann --n 100000
 
 Above `sparse.APPROXIMATE_ABOVE` rows an index computes each chunk's nearest-neighbour similarity with the IVF
 search of `ragsieve.tools.index.sparse.ann` instead of the exact O(N^2) self-search. This runs both on the same
@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_publish import HashEmbedder  # noqa: E402
+from benchmarks.scale.publish import HashEmbedder  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def vectors(kind: str, n: int) -> np.ndarray:
@@ -70,7 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sparse-ann.json")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    out = {"command": "python " + " ".join(["benchmarks/sparse_ann.py", *(argv or sys.argv[1:])]), "commit": commit,
+    out = {"command": "python -m " + " ".join(["benchmarks.scale.sparse_ann", *(argv or sys.argv[1:])]), "commit": commit,
            "load_average_at_start": list(os.getloadavg()), "percentile": 10.0, "sets": {}}
     for kind in args.kinds.split(","):
         out["sets"][kind] = compare(vectors(kind, args.n))

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scale_parity import pct
+
+from benchmarks.scale.parity import pct
 
 
 def rss_mb() -> float:

@@ -11,14 +11,14 @@ real model). Steps, each bounded in time, every server on 127.0.0.1:
 4. Debian's `chromium` through Playwright opens the chat, picks the index's model, asks a question,
    a follow-up and a question the documents cannot answer, and reads the answers as shown, the chat's
    title, and the chat as Open WebUI stored it (`/api/v1/chats/{id}`: each message and its sources).
-Checks (`benchmarks/frontends_checks.py`): each answer arrives once (not streamed twice), Open WebUI lists
+Checks (`benchmarks/service/frontends_checks.py`): each answer arrives once (not streamed twice), Open WebUI lists
 one source per cited anchor (named `[n]`, at its own `#anchor`/`#L..` location, "N Sources" on the page),
 an answer that cites nothing says so, and the chat is titled without an error shown.
 The result (pass/fail per check, timings, the requests ragsieve saw from Open WebUI per task, commit,
 command, load average) goes to `benchmarks/results/frontends_openwebui.json`; a step that cannot run is
 recorded with the reason.
 
-    nice -n 10 python benchmarks/frontends.py --owui-venv /path/to/owui-venv
+    nice -n 10 python -m benchmarks.service.frontends --owui-venv /path/to/owui-venv
 """
 from __future__ import annotations
 
@@ -36,14 +36,13 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+REPO = Path(__file__).resolve().parents[2]
 
-from bench_io import header, write  # noqa: E402
-from frontends_checks import Reply, check_all  # noqa: E402
-from frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
-from frontends_servers import access_lines, git_commit, start_servers, stop  # noqa: E402
-from scripted_llm import ScriptedLLM  # noqa: E402
+from benchmarks.bench_io import header, write  # noqa: E402
+from benchmarks.pipeline.scripted_llm import ScriptedLLM  # noqa: E402
+from benchmarks.service.frontends_checks import Reply, check_all  # noqa: E402
+from benchmarks.service.frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
+from benchmarks.service.frontends_servers import access_lines, git_commit, start_servers, stop  # noqa: E402
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--openwebui-url", default=None,
                     help="drive an Open WebUI already running (started as the README says) instead of starting one")
     ap.add_argument("--scripted", action="store_true",
-                    help="ragsieve's LLM is benchmarks/scripted_llm.py (citations renumbered while streamed, an "
+                    help="ragsieve's LLM is benchmarks/pipeline/scripted_llm.py (citations renumbered while streamed, an "
                          "uncited answer to the off-topic question) instead of the embedded model")
     ap.add_argument("--out", type=Path, default=None,
                     help="default: benchmarks/results/frontends_openwebui[_scripted].json")
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     scripted = ScriptedLLM().__enter__() if args.scripted else None
     if scripted is not None:
         args.llm_base_url = scripted.base_url
-    llm = ("benchmarks/scripted_llm.py" if args.scripted else args.llm_base_url and "an OpenAI-compatible endpoint"
+    llm = ("benchmarks/pipeline/scripted_llm.py" if args.scripted else args.llm_base_url and "an OpenAI-compatible endpoint"
            or "the embedded model (qwen2.5-coder-0.5b, llama.cpp on the CPU)")
     result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "device": "cpu",
                          "cpus": os.cpu_count(), "llm": llm if not args.openwebui_url else "as the running ragsieve serves",

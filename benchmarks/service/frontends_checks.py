@@ -1,4 +1,4 @@
-"""The checks `benchmarks/frontends.py` makes on each reply a front end stored and showed.
+"""The checks `benchmarks/service/frontends.py` makes on each reply a front end stored and showed.
 
 A reply is ragsieve's content as the front end kept it (Open WebUI's stored chat message: `content` and
 `sources`, the `url_citation` annotations it turned into sources) and the text the browser showed. Each

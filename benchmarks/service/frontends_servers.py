@@ -1,4 +1,4 @@
-"""The servers of the Open WebUI benchmarks (`benchmarks/frontends.py`, `benchmarks/access_openwebui.py`): a free
+"""The servers of the Open WebUI benchmarks (`benchmarks/service/frontends.py`, `benchmarks/access/openwebui.py`): a free
 loopback port, waiting for a server to answer, stopping its process group, Open WebUI's own venv, and steps 1-3
 of `frontends.py` (the demo index, `ragsieve serve`, `open-webui serve` in single-user mode).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 DEMO_FOLDERS = ["examples/docs", "examples/code"]  # what `make demo` indexes, so the README's conversation
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """Live indexes under `ragsieve serve`: upload-to-searchable latency and query latency while uploads run.
 
-    nice -n 10 .venv/bin/python benchmarks/service.py --live-only [--live-sizes 10000,50000] [--live-samples 3]
+    nice -n 10 .venv/bin/python -m benchmarks.service.main --live-only [--live-sizes 10000,50000] [--live-samples 3]
 
 (a) Upload-to-searchable: an index of N chunks (N = 10k and 50k) is served; one
     small Markdown file is uploaded over HTTP (`POST /v1/files`, then `POST
@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 DIM = 384
 TOKEN = re.compile(r"\w+")

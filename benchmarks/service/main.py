@@ -1,7 +1,7 @@
 """Bounded load test of `ragsieve serve` on loopback -> benchmarks/results/service.json.
 
-    nice -n 5 .venv/bin/python benchmarks/service.py [--requests 48] [--levels 1,4,16] [--model-requests 8]
-    nice -n 10 .venv/bin/python benchmarks/service.py --live-only   # live indexes: see service_live.py
+    nice -n 5 .venv/bin/python -m benchmarks.service.main [--requests 48] [--levels 1,4,16] [--model-requests 8]
+    nice -n 10 .venv/bin/python -m benchmarks.service.main --live-only   # live indexes: see service_live.py
 
 Two back ends, the `fast` plan, questions about examples/ (the demo corpus):
 (a) a fake instant LLM (FakeChat): measures ragsieve's own overhead. The same
@@ -26,11 +26,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks import bench_io  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = [
     "How do I rotate the API key of a Lumen workspace?", "What happens to the old key after rotation?",
     "How do I create a workspace?", "What are the rate limits of the API?", "How do I paginate results?",
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out = args.out or REPO / "benchmarks" / "results" / ("service_live.json" if args.live_only else "service.json")
     if args.live_only:
-        import service_live
+        from benchmarks.service import live as service_live
 
         result = {**bench_io.header(), "live": service_live.run(
             [int(x) for x in args.live_sizes.split(",")], args.live_samples, args.live_queries,
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             close()
         result["backends"].append(row)
     if args.live:
-        import service_live
+        from benchmarks.service import live as service_live
 
         result["live"] = service_live.run([int(x) for x in args.live_sizes.split(",")], args.live_samples,
                                           args.live_queries, Path(tempfile.gettempdir()) / "ragsieve-live-bench")

@@ -1,4 +1,4 @@
-"""The answers part of benchmarks/sources.py: code and documentation questions asked end to end with the
+"""The answers part of benchmarks/sources/main.py: code and documentation questions asked end to end with the
 embedded model (packaged Qwen2.5-Coder 0.5B through llama.cpp, the `fast` plan), recording whether the gold
 file/page is in the retrieved top 5 and in the reply's sources (its citations, the passages it lists as
 retrieved but not cited included), and how the model abstained. Runs unchanged against any
@@ -8,7 +8,7 @@ Questions per corpus (`n`, >= 60 for the issue's figure):
 - code: the 8 questions written below (on the files as they are), then docstring questions of the code
   benchmark (a public function's first docstring sentence, asked of its module with docstrings blanked:
   `sources_sets.code_corpus`), spread evenly over the modules;
-- web: the 32 page questions of benchmarks/sources.py, then API questions (a definition's first sentence,
+- web: the 32 page questions of benchmarks/sources/main.py, then API questions (a definition's first sentence,
   `sources_sets.api_questions`) of the same pages.
 Partial results are written after every question (`on_row`), and `deadline_s` bounds the run (index build
 included): questions not asked by then are counted as planned, not asked, never guessed.
@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from sources_sets import api_definitions, api_questions, code_corpus
+from benchmarks.sources.sets import api_definitions, api_questions, code_corpus
 
 CODE_FILES = ("http/client.py", "asyncio/tasks.py", "json/decoder.py", "logging/config.py")
 CODE_QUESTIONS = [  # (question, gold file below stdlib/, a name the gold definition's label ends with)

@@ -1,4 +1,4 @@
-"""The code part of benchmarks/sources.py (CPython's standard library), and the ranking helpers both parts share.
+"""The code part of benchmarks/sources/main.py (CPython's standard library), and the ranking helpers both parts share.
 
 539 docstring queries (the modules indexed with docstrings blanked; a hit is a chunk of the gold file overlapping
 the function) -> Recall@1/5/10 and MRR in three configurations: the defaults, the symbol table off, and
@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from sources_sets import README_QUESTION, code_corpus, identifier_queries
+from benchmarks.sources.sets import README_QUESTION, code_corpus, identifier_queries
 
 CONFIGURATIONS = (("symbols_on", {}), ("symbols_off", {"symbols": False}), ("collapse_off", {"collapse": False}))
 EQUAL_BUDGET_TOKENS = 1000

@@ -1,9 +1,9 @@
 """Sources benchmark -> benchmarks/results/sources.json: code search on CPython's standard library and a
 website crawl of the Python documentation (Debian's python3.11-doc), on real data nobody here wrote.
 
-    nice -n 10 .venv/bin/python benchmarks/sources.py [--parts code,web,answers] [--pages 60] [--answers 60]
+    nice -n 10 .venv/bin/python -m benchmarks.sources.main [--parts code,web,answers] [--pages 60] [--answers 60]
 
-Code (benchmarks/sources_code.py; question sets: benchmarks/sources_sets.py): 539 docstring queries (the
+Code (benchmarks/sources/code.py; question sets: benchmarks/sources/sets.py): 539 docstring queries (the
 modules indexed with docstrings blanked) -> Recall@1/5/10, MRR and what an answer reads, with the defaults, the
 symbol table off and `collapse` off; >= 60 identifier queries -> the share whose definition ranks first; the
 README's own question for `HTTPResponse._read_chunked`; split gold functions stitched back whole.
@@ -11,7 +11,7 @@ Website: the docs served on 127.0.0.1 and crawled from a sitemap (with lastmod);
 (escapes, empty bullets, flattened doctests, site suffix in titles); page retrieval on 32 written questions;
 >= 60 API questions (a definition's description) and their names: rank of the gold page, and anchor
 precision (the first gold-page hit cites the definition's anchor); a no-op re-crawl with and without lastmod.
-Answers (benchmarks/sources_answers.py): >= 60 questions per corpus asked with the embedded 0.5B model (fast
+Answers (benchmarks/sources/answers.py): >= 60 questions per corpus asked with the embedded 0.5B model (fast
 plan): gold in the retrieved top 5 vs gold in the reply's sources (and cited by the answer itself).
 """
 from __future__ import annotations
@@ -29,13 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
-import sources_answers  # noqa: E402
-from sources_code import code_benchmark, prewarm, score  # noqa: E402
-from sources_sets import api_definitions, api_questions  # noqa: E402
+from benchmarks import bench_io  # noqa: E402
+from benchmarks.sources import answers as sources_answers  # noqa: E402
+from benchmarks.sources.code import code_benchmark, prewarm, score  # noqa: E402
+from benchmarks.sources.sets import api_definitions, api_questions  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 MODULES = ["json/__init__.py", "json/decoder.py", "json/encoder.py", "http/client.py", "http/cookiejar.py",
            "urllib/parse.py", "urllib/request.py", "argparse.py", "shutil.py", "pathlib.py", "textwrap.py",

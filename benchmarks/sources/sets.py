@@ -1,4 +1,4 @@
-"""Question sets of benchmarks/sources.py, written from the code and the pages themselves (nothing hand-tuned):
+"""Question sets of benchmarks/sources/main.py, written from the code and the pages themselves (nothing hand-tuned):
 
 - code, docstring queries: every public function or method with a docstring of >= 4 words in its first
   sentence; the query is that sentence, the module is indexed with docstrings blanked (lines kept);
