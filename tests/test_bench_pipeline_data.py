@@ -1,18 +1,14 @@
-"""The stage ablation's helpers (`benchmarks/pipeline_data.py`, `benchmarks/pipeline_rows.py`): the calibration
+"""The stage ablation's helpers (`benchmarks/pipeline/data.py`, `benchmarks/pipeline/rows.py`): the calibration
 copies' held-out record, resuming from a checkpoint, and per-fold coverage (pure functions, no index)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
 
 def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_without(tmp_path):
-    from pipeline_data import _held_out_covers
+    from benchmarks.pipeline.data import _held_out_covers
 
     assert _held_out_covers(tmp_path, {"a", "b"})  # a copy from before the record: trusted
     (tmp_path / "held-out.json").write_text(json.dumps(["a", "b", "c"]))
@@ -23,7 +19,7 @@ def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_withou
 def test_a_run_needing_other_held_out_questions_gets_its_own_calibrated_copy(tmp_path):
     """Two runs sharing --index-root: a copy that does not hold out every question now evaluated is left for
     the run using it, and a sibling keyed by the held-out set is used instead (same set, same sibling)."""
-    from pipeline_data import _held_out_covers, copy_for
+    from benchmarks.pipeline.data import _held_out_covers, copy_for
 
     plain = tmp_path / "squad2-cal0"
     plain.mkdir()
@@ -41,7 +37,7 @@ def test_a_run_needing_other_held_out_questions_gets_its_own_calibrated_copy(tmp
 def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tmp_path):
     import argparse
 
-    import pipeline_rows as pipeline
+    from benchmarks.pipeline import rows as pipeline
 
     ckpt = tmp_path / "rows.jsonl"
     rows = [{"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
@@ -63,7 +59,7 @@ def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tm
 def test_per_fold_coverage_and_its_target_by_hand():
     """`per_fold` (issue 46): per-gold coverage per calibration fold on answerable questions only, with the
     target 1 - alpha - 2 s.e. at that fold's n; unanswerable rows and rows without gold are left out."""
-    from pipeline_rows import per_fold
+    from benchmarks.pipeline.rows import per_fold
 
     def row(fold, recall, impossible=False, rule="auto: relevant", kept=1.0):
         return {"fold": fold, "gold_recall": recall, "impossible": impossible, "rule": rule, "members_kept": kept,

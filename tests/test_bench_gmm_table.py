@@ -1,15 +1,11 @@
-"""The GMM table's benchmark helpers (`benchmarks/gmm_table.py`): eq. 15 as written, merging per-type Table-1
+"""The GMM table's benchmark helpers (`benchmarks/pipeline/gmm_table.py`): eq. 15 as written, merging per-type Table-1
 runs, and the question cache (pure functions, no index)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 VECTORS = {"good": [1.0, 0, 0, 0], "q": [1.0, 0, 0, 0], "bad": [0.6, 0.8, 0, 0], "mid": [0.8, 0.6, 0, 0]}
 
@@ -42,7 +38,7 @@ class _Keep:  # keeps the rows on axis 0 (5 of 20)
 
 
 def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
-    import gmm_table
+    from benchmarks.pipeline import gmm_table
 
     class Reader:
         calls = 0
@@ -68,7 +64,7 @@ def _part(kind: str, standardize: bool = False) -> dict:
 
 
 def test_merge_joins_question_types_and_refuses_mixed_settings_or_a_type_twice():
-    import gmm_table
+    from benchmarks.pipeline import gmm_table
 
     merged = gmm_table.merge([_part("simple"), _part("broader")])
     assert set(merged["gmm"]["types"]) == {"simple", "broader"}
@@ -82,7 +78,7 @@ def test_merge_joins_question_types_and_refuses_mixed_settings_or_a_type_twice()
 
 def test_question_cache_counts_parsed_questions_of_the_same_writer_only(tmp_path):
     """filters.py starts no LLM when the cache already holds --limit questions from the configured writer."""
-    import gmm_table
+    from benchmarks.pipeline import gmm_table
 
     cache = tmp_path / "gmm_questions.json"
     assert gmm_table.cached_questions(cache, "m", 0) == 0  # no cache yet
