@@ -1,17 +1,14 @@
-"""The rows of the headline figures table: one reader per result file, each giving the `Figure`s it holds
-(what is measured, ragsieve's figure, what it stands beside, the files), in the table's order (`READERS`).
-A figure measured on a sample, or with a stand-in for a real model, says so in its row.
+"""The README's headline figures: one reader per result file, each giving the `Figure`s it holds (what is
+measured, ragsieve's figure, what it stands beside, the files), in the table's order (`READERS`). A figure
+measured on a sample, or with a stand-in for a real model, says so in its row. `benchmarks/report.py` puts the
+rows in README.md and REPORT.md; a reader that cannot read its file gives a row saying so, never a number.
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from report_plan import result_predates
 
 # Published SciFact (BEIR test split) nDCG@10 baselines for BM25 (also in ../shared/data/README.md).
 PUBLISHED_BM25 = (("BEIR paper", 0.665), ("Pyserini", 0.679))
@@ -22,43 +19,13 @@ Data = dict[str, Any]
 @dataclass(frozen=True)
 class Figure:
     """One row: what is measured, ragsieve's figure, what it stands beside (a published baseline, a peer
-    library, a target or the simpler plan) and the result files it comes from."""
+    library, a target or the simpler plan), the result files it comes from, and its id (REPORT.md's anchor)."""
 
     measure: str
     ours: str
     beside: str
     files: tuple[str, ...]
-
-
-def parsed_result(folder: Path, name: str) -> tuple[Any, str]:
-    """The file's JSON, or None and why it could not be read (missing: "not run")."""
-    try:
-        return json.loads((folder / name).read_text(encoding="utf-8")), ""
-    except OSError:
-        return None, "not run"
-    except ValueError as exc:
-        return None, f"unreadable ({exc})"
-
-
-def load_result(folder: Path, name: str) -> tuple[Data | None, str]:
-    """The file's data, or None and why: missing, not a JSON object, or a pipeline result of an earlier plan."""
-    data, why = parsed_result(folder, name)
-    if data is None:
-        return None, why
-    if not isinstance(data, dict):
-        return None, "unreadable (not an object)"
-    if name.startswith("pipeline-") and result_predates(data):
-        return None, f"ran an earlier `full` plan (at {short_commit(data)}): re-run it"
-    return data, ""
-
-
-def read_result(folder: Path, name: str) -> Data | None:
-    return load_result(folder, name)[0]
-
-
-def short_commit(data: Data) -> str:
-    recorded = str(data.get("commit") or (data.get("run") or {}).get("commit") or "")
-    return (recorded[:7] + ("+dirty" if "dirty" in recorded else "")) if recorded else "no commit"
+    id: str = ""
 
 
 def _pct(value: float) -> str:
@@ -110,10 +77,10 @@ COVERAGE_EVENT = {"hotpotqa": "per_gold"}  # each gold paragraph; any gold for t
 COVERAGE_ALPHA = 0.1
 
 
-def coverage_figures(folder: Path) -> list[Figure]:
+def coverage_figures(read: Callable[[str], Data | None]) -> list[Figure]:
     shown, bounds, files = [], [], []
     for name, file in COVERAGE_FILES.items():
-        data = read_result(folder, file)
+        data = read(file)
         if data is None:
             continue
         cov = data["sets"][name]["coverage"][f"alpha={COVERAGE_ALPHA}|calibrated"]
@@ -236,13 +203,21 @@ def _install(d: Data) -> list[Figure]:
                    ("install-size.json",))]
 
 
-READERS: list[tuple[str, str, Callable[[Data], list[Figure]]]] = [  # (area, file, reader), in the table's order
-    ("quality", "retrieval_scifact.json", _retrieval), ("quality", "pipeline-ablation-hotpotqa-oracle.json", _hotpot_oracle),
-    ("quality", "pipeline-embedded-hotpotqa.json", _hotpot_embedded),
-    ("quality", "", lambda _d: []),  # coverage: three files, read by coverage_figures
-    ("quality", "pipeline-abstention.json", _abstention), ("quality", "sources.json", _code),
-    ("quality", "sources-web.json", _web), ("quality", "filters-gmm-std.json", _gmm),
-    ("speed", "retrieval_scifact.json", _retrieval_speed), ("speed", "cli-search.json", _cli),
-    ("speed", "indexing-cpu.json", _indexing), ("speed", "scale_encoder_sets.json", _encoder),
-    ("speed", "scale-local-publish.json", _publish), ("speed", "service.json", _service),
-    ("size", "install-size.json", _install)]
+# (area, id, file, reader), in the table's order; the id is REPORT.md's anchor (`#fig-<id>`). The coverage row
+# reads three files (`coverage_figures`), so its file is "".
+READERS: list[tuple[str, str, str, Callable[[Data], list[Figure]]]] = [
+    ("quality", "retrieval-scifact", "retrieval_scifact.json", _retrieval),
+    ("quality", "hotpotqa-full-oracle", "pipeline-ablation-hotpotqa-oracle.json", _hotpot_oracle),
+    ("quality", "hotpotqa-full-embedded", "pipeline-embedded-hotpotqa.json", _hotpot_embedded),
+    ("quality", "coverage-calibrated", "", lambda _d: []),
+    ("quality", "abstention-squad2", "pipeline-abstention.json", _abstention),
+    ("quality", "code-search", "sources.json", _code),
+    ("quality", "website-docs", "sources-web.json", _web),
+    ("quality", "gmm-table1", "filters-gmm-std.json", _gmm),
+    ("speed", "search-in-process", "retrieval_scifact.json", _retrieval_speed),
+    ("speed", "cli-search", "cli-search.json", _cli),
+    ("speed", "index-cpu", "indexing-cpu.json", _indexing),
+    ("speed", "default-encoder", "scale_encoder_sets.json", _encoder),
+    ("speed", "local-publish-1m", "scale-local-publish.json", _publish),
+    ("speed", "serve-fast", "service.json", _service),
+    ("size", "install-size", "install-size.json", _install)]
