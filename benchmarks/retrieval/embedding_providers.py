@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.retrieval.main import timed_query_vectors, to_docs  # benchmarks/retrieval/main.py, which runs this module
+from benchmarks.retrieval.query_docs import timed_query_vectors, to_docs  # shared with main.py, which runs this module
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder

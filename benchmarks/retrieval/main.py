@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from benchmarks.retrieval.query_docs import timed_query_vectors, to_docs  # noqa: E402,F401  (moved whole; kept here for callers)
 from ragsieve.tools.datasets.beir import read_qrels, read_queries  # noqa: E402
 from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.index.building.report import indexed_text  # noqa: E402
@@ -35,30 +36,6 @@ from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.query.bm25 import BM25Index  # noqa: E402
 from ragsieve.tools.index.query.retriever import HybridRetriever  # noqa: E402
 from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
-
-
-def timed_query_vectors(idx, queries: dict[str, str]) -> tuple[dict[str, np.ndarray], list[float]]:
-    """Each query embedded one at a time as a served question would be (after one warm-up), with its ms."""
-    idx.embed_query("warm up")
-    vectors, times = {}, []
-    for qid, text in queries.items():
-        t0 = time.perf_counter()
-        vectors[qid] = idx.embed_query(text)
-        times.append((time.perf_counter() - t0) * 1000)
-    return vectors, times
-
-
-def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[str]:
-    """Document ids in order of their best chunk (max-chunk aggregation), first k."""
-    out, seen = [], set()
-    for r in ranked_rows:
-        d = row_doc[r]
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-            if len(out) == k:
-                break
-    return out
 
 
 def load_beir(data: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
