@@ -60,6 +60,13 @@ MEASURES: list[tuple[str, str, list[str]]] = [
     ("install-size.json", "install", ["benchmarks/install/", "pyproject.toml"]),
     ("*", "other", ["benchmarks/", *PRODUCT]),
 ]
+# Results whose benchmark left the tree (issue 59: one-off studies whose question is answered). Their files stay,
+# with the command and commit that reproduce them (`git checkout <commit>`); the report calls them retired.
+RETIRED: dict[str, str] = {
+    "scale_publish_milvus.json": "benchmarks/scale_publish_milvus.py", "sparse-ann.json": "benchmarks/sparse_ann.py",
+    "filters-gmm-planted.json": "benchmarks/gmm_planted.py", "rse-long*.json": "benchmarks/rse_long.py",
+    "followups*.json": "benchmarks/followups.py", "access-openwebui.json": "benchmarks/access_openwebui.py",
+}
 # A change to a benchmark file that only touches these lines (imports, the repository root, a path naming a
 # benchmark module) does not change what it measures: the package moves of issue 59 leave results current.
 MECHANICAL = re.compile(r"^\s*(from |import |sys\.path\.|REPO = |ROOT = |$)|benchmarks[./]")
@@ -162,6 +169,9 @@ def status(result: Result, git: Git) -> str:
         return result.why
     if not result.commit:
         return "no commit recorded"
+    retired = next((code for pattern, code in RETIRED.items() if fnmatch.fnmatch(result.name, pattern)), None)
+    if retired:
+        return f"retired: `{retired}` at {short(result.commit)} made it"
     changed = git.changed(result.commit, result.measures[0])
     if changed is None:
         return f"commit {result.commit[:7]} unknown here"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-
 from benchmarks.sources import main as sources  # noqa: E402
 from benchmarks.sources.code import code_benchmark  # noqa: E402
 

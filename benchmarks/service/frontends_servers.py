@@ -1,4 +1,4 @@
-"""The servers of the Open WebUI benchmarks (`benchmarks/service/frontends.py`, `benchmarks/access/openwebui.py`): a free
+"""The servers of the Open WebUI benchmarks (`benchmarks/service/frontends.py`, `benchmarks/access_openwebui.py` (retired; at its result's commit)): a free
 loopback port, waiting for a server to answer, stopping its process group, Open WebUI's own venv, and steps 1-3
 of `frontends.py` (the demo index, `ragsieve serve`, `open-webui serve` in single-user mode).
 """
