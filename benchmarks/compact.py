@@ -3,7 +3,8 @@
     python -m benchmarks.compact [--results benchmarks/results] [--dry-run]
 
 - per-question detail written as plain JSON lines (`NAME.jsonl`) becomes `NAME.jsonl.gz` (`bench_io.write_rows`,
-  the same rows, bytes fixed by the rows alone); the plain file is removed;
+  the same rows, bytes fixed by the rows alone); the plain file is removed; when `NAME.jsonl.gz` already exists
+  the plain file is skipped and named, never written over it;
 - screenshots (`*.png`) are stored with a 256-colour palette when that is smaller (a browser screenshot of a page
   keeps what it shows: text, citation chips, colours).
 The summary JSON files are left as they are: the report reads them, and their commands reproduce the detail.
@@ -27,6 +28,9 @@ def tracked_bytes(folder: Path) -> int:
 def compact_rows(path: Path, dry_run: bool) -> tuple[Path, int]:
     """`path` (.jsonl) written as .jsonl.gz; (the new path, bytes saved)."""
     before = path.stat().st_size
+    packed = path.with_name(path.name + ".gz")
+    if packed.exists():  # e.g. a `--merge` run that did not read the packed rows: joining them is the benchmark's job
+        raise ValueError(f"{packed.name} exists too; merge or remove one (nothing was overwritten)")
     if dry_run:
         return path.with_name(path.name + ".gz"), 0
     rows = read_rows(path)

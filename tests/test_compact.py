@@ -42,3 +42,14 @@ def test_a_screenshot_gets_a_palette_only_when_smaller(tmp_path):
         assert done.mode == "P" and done.size == (200, 120)
     assert (tmp_path / "shot.png").stat().st_size < before
     assert compact.compact_png(tmp_path / "shot.png", dry_run=False) == 0  # already a palette: left alone
+
+
+def test_plain_rows_beside_packed_ones_are_skipped_never_written_over(tmp_path, capsys):
+    from benchmarks.bench_io import write_rows
+
+    write_rows([{"qid": "old"}], tmp_path / "run.questions.jsonl")
+    (tmp_path / "run.questions.jsonl").write_text('{"qid": "new"}\n', encoding="utf-8")
+    assert compact.main(["--results", str(tmp_path)]) == 1
+    assert "run.questions.jsonl.gz exists too" in capsys.readouterr().err
+    assert read_rows(tmp_path / "run.questions.jsonl.gz") == [{"qid": "old"}]
+    assert (tmp_path / "run.questions.jsonl").exists()
