@@ -269,13 +269,17 @@ def render(results: dict[str, Result], git: Git, shown_folder: str = "benchmarks
         lines.append("No result file carries a `promises` list yet.")
     lines += ["", "## Result files", "",
               "One row per summary JSON; per-question detail, where kept, is the `.jsonl.gz` named beside it.", "",
-              "| result file | family | commit | status | command |", "|---|---|---|---|---|"]
+              "| result file | family | commit | status | README figures | command |", "|---|---|---|---|---|---|"]
+    shown: dict[str, list[str]] = {}
+    for _area, fid, fig in figures(results):
+        for f in fig.files:
+            shown.setdefault(f, []).append(f"[{fid}](#fig-{fid})")
     for name, r in results.items():
         fam = family(name)[0]
         detail = "".join(f"<br>+ `{d}`" for d in r.detail)
         command = (r.data or {}).get("command") or (r.data or {}).get("run", {}).get("command") or "(not recorded)"
         lines.append(f"| <a id=\"{anchor(name)}\"></a>`{name}`{detail} | {fam} | {short(r.commit)} | {states[name]} | "
-                     f"`{_cell(command)}` |")
+                     f"{', '.join(shown.get(name, [])) or '–'} | `{_cell(command)}` |")
     return "\n".join(lines) + "\n"
 
 

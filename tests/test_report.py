@@ -51,6 +51,7 @@ def test_a_readme_figure_that_disagrees_with_its_file_fails_the_check_and_a_stal
     assert report.main([*args, "--check"]) == 1
     shown = (tmp_path / "REPORT.md").read_text(encoding="utf-8")
     assert '<a id="row-cli-search"></a>`cli-search.json`' in shown and "commit 0000000 unknown here" in shown
+    assert "| [cli-search](#fig-cli-search) |" in shown  # the file's row links the README figure it backs
 
 
 @pytest.fixture
