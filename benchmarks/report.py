@@ -67,9 +67,9 @@ RETIRED: dict[str, str] = {
     "filters-gmm-planted.json": "benchmarks/gmm_planted.py", "rse-long*.json": "benchmarks/rse_long.py",
     "followups*.json": "benchmarks/followups.py", "access-openwebui.json": "benchmarks/access_openwebui.py",
 }
-# A change to a benchmark file that only touches these lines (imports, the repository root, a path naming a
-# benchmark module) does not change what it measures: the package moves of issue 59 leave results current.
-MECHANICAL = re.compile(r"^\s*(from |import |sys\.path\.|REPO = |ROOT = |$)|benchmarks[./]")
+# A change to a benchmark file that only touches these lines (imports, paths from the module's own location, a
+# path naming a benchmark module) does not change what it measures: the package moves of issue 59 leave results current.
+MECHANICAL = re.compile(r"^\s*(from |import |sys\.path\.|$)|benchmarks[./]|Path\(__file__\)")
 
 
 def anchor(name: str) -> str:
