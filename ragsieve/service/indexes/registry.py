@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.errors import UsageError
+from ragsieve.agent.errors import IndexMissingError, UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.plans import usable_plans
@@ -61,18 +61,21 @@ class IndexRegistry:
         self._watcher: Watcher | None = None
         self.warming = False  # `warm_indexes` runs at start-up: /readyz waits for it (else every index is ready)
         self.warmed: set[str] = set()
+        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.insights_hook`), when on
         self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
             folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
             for name, folder in indexes.items():
-                self.add(name, folder)
+                try:
+                    self.add(name, folder)
+                except IndexMissingError as exc:  # one line naming the index the user gave, exit code 2
+                    raise IndexMissingError(f"index {name!r}: {exc}") from None
         except BaseException:
             self.close()
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
         self.served = set(indexes)  # the indexes given at start; the others are vector stores made over HTTP
         self.store_name: Callable[[str], str | None] = lambda store_id: None  # set by the documents API
-        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
