@@ -127,6 +127,14 @@ class IndexRegistry:
                 log.warning("warming index %s failed: %s", name, exc)
             self.warmed.add(name)
 
+    def default_index(self, allowed: list[str]) -> str | None:
+        """The index a call that names none uses (`/v1/ask`, the chat page's API, MCP): the only index served
+        with `--index` among `allowed` (those the caller may read). Vector stores made over the documents API never
+        count, so someone's upload does not change what a client's unnamed calls reach. None when there is not
+        exactly one."""
+        served = [n for n in allowed if n in self.served]
+        return served[0] if len(served) == 1 else None
+
     def model_ids(self, names: list[str] | None = None) -> list[str]:
         ids = []
         for name in sorted(names if names is not None else self.orchestrators):
