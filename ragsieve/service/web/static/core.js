@@ -8,6 +8,7 @@ var Core = (function () {
   var md = markedLib.marked ? markedLib : markedLib.default || markedLib;
   var FORBID = ["img", "image", "style", "form", "input", "button", "textarea", "select", "option", "iframe", "frame",
     "object", "embed", "svg", "math", "video", "audio", "source", "picture", "link", "meta", "base", "dialog"];
+  var INFERRED_NOTE = "Not cited by the model: ragsieve chose this passage because it shares most of the answer's words.";
   var allowedLinks = {};  // the hrefs a sanitised answer may keep: its citations, set before each sanitize
   DOMPurify.addHook("afterSanitizeAttributes", function (node) {
     if (node.tagName === "A") {
@@ -268,6 +269,11 @@ var Core = (function () {
         if (c.cited === false) {  // a top retrieved passage the answer did not cite
           li.classList.add("rs-uncited");
           li.appendChild(el(doc, "span", "rs-source-note", " (retrieved, not cited)"));
+        } else if (c.origin === "inferred") {  // the model cited nothing: ragsieve suggests this passage
+          li.classList.add("rs-inferred");
+          var note = el(doc, "span", "rs-source-note", " (suggested source)");
+          note.title = INFERRED_NOTE;
+          li.appendChild(note);
         }
         sources.appendChild(li);
       });
@@ -277,6 +283,12 @@ var Core = (function () {
       }
       steps.textContent = "";
       (data.trace || []).forEach(function (ev) { Trace.step(doc, steps, ev); });
+      if (data.grounding === "inferred") {  // who made the citations: ragsieve, not the model
+        var hint = el(doc, "p", "rs-note rs-inferred-note", "The model cited no passage: the sources below are suggested by ragsieve.");
+        hint.setAttribute("role", "note");
+        hint.title = INFERRED_NOTE;
+        card.insertBefore(hint, sources);
+      }
       if (data.grounding === "none") {  // the answer cites none of the passages: said plainly, above the sources
         var warn = el(doc, "p", "rs-note rs-ungrounded", "Not grounded in the documents: this answer cites none of the passages, so it may come from the model's own knowledge.");
         warn.setAttribute("role", "note");
