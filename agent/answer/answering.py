@@ -56,7 +56,8 @@ def abstention_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
 
 def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
                     intro: str = PASSAGES_INTRO) -> tuple[str, list[Citation]]:
-    """A search-page answer: the `n` most relevant passages, each cited, with a snippet."""
+    """A search-page answer: the `n` most relevant passages, each cited, with a snippet; one paragraph each
+    (a blank line between), so markdown renderers (the chat page, the widget, Open WebUI) show separate items."""
     lines, citations = [intro], []
     for number, hit in enumerate(hits_best_first[:n], start=1):
         chunk = hit.chunk
@@ -64,7 +65,7 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
         snippet = snippet if len(snippet) <= chars else snippet[:chars].rsplit(" ", 1)[0] + " ..."
         lines.append(f"[{number}] {snippet}")
         citations.append(citation_of(number, chunk))
-    return "\n".join(lines), citations
+    return "\n\n".join(lines), citations
 
 
 def citation_of(number: int, chunk) -> Citation:

@@ -38,9 +38,18 @@ var Core = (function () {
     return n;
   }
 
+  // A dunder name outside code (`__init__`, `obj.__dict__`) would render as bold "init": it is shown as code.
+  var CODE_PARTS = /(```[\s\S]*?(?:```|$)|~~~[\s\S]*?(?:~~~|$)|`[^`\n]*`)/;
+  var DUNDER = /(^|[^\w`\\.])((?:[A-Za-z_]\w*\.)*__[A-Za-z0-9]\w*?__(?:\.\w+)*)(?![\w`])/g;
+  function dundersAsCode(text) {
+    return text.split(CODE_PARTS).map(function (part, i) {
+      return i % 2 ? part : part.replace(DUNDER, function (m, before, name) { return before + "`" + name + "`"; });
+    }).join("");
+  }
+
   function renderMarkdown(target, text, links) {
     allowedLinks = links || {};
-    var html = md.parse(String(text || ""), { gfm: true, breaks: false, async: false });
+    var html = md.parse(dundersAsCode(String(text || "")), { gfm: true, breaks: false, async: false });
     target.innerHTML = DOMPurify.sanitize(html, { FORBID_TAGS: FORBID, FORBID_ATTR: ["style", "srcset", "action",
       "formaction", "xlink:href"], ALLOW_DATA_ATTR: false });
     allowedLinks = {};
