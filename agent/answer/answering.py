@@ -71,7 +71,29 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
 def citation_of(number: int, chunk) -> Citation:
     """Citation `number` of a chunk (its label is `Citation.label()`)."""
     return Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol)
+                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol,
+                    heading=section_heading(chunk))
+
+
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def section_heading(chunk) -> str:
+    """The heading of a web section's chunk, for labels that show "§ Rotating keys from the dashboard" rather
+    than the anchor id "§ rotating-keys": of the chunk's heading lines, the one sharing most words with the
+    anchor (first on a tie); "" when none shares any (the anchor id is shown) and for chunks without an anchor."""
+    anchor = str(chunk.symbol or "")
+    if not anchor.startswith("#"):
+        return ""
+    wanted = set(_TOKEN.findall(anchor.lower()))
+    best, score = "", 0
+    for found in _HEADING.finditer(chunk.text):
+        heading = found.group(1).replace("`", "").strip()
+        shared = len(wanted & set(_TOKEN.findall(heading.lower())))
+        if shared > score:
+            best, score = heading[:200], shared
+    return best
 
 
 def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:

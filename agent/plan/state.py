@@ -66,6 +66,7 @@ class Citation(BaseModel):
     # who made the citation: "model" (its own [n] in the text), "inferred" (ragsieve, by word overlap, when the
     # model cited nothing: no marker in the text), "retrieved" (listed, not cited: `cited` False)
     origin: Literal["model", "inferred", "retrieved"] = "model"
+    heading: str = ""  # a web section's heading ("json — JSON encoder and decoder"), shown instead of its anchor id
 
     def label(self) -> str:
         """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""

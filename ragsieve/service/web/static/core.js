@@ -361,9 +361,10 @@ var Core = (function () {
   // the section it cites; a file by its path and lines (already short). The full URL stays in href and title.
   function shortLabel(c) {
     var label = String(c.label || "");
-    if (!/^https?:\/\//i.test(label)) return label;
+    if (!/^https?:\/\//i.test(label)) return c.heading && label.indexOf("#") > 0 ? label.split("#")[0] + " § " + c.heading : label;
     try {
-      var u = new URL(label), section = u.hash ? " § " + decodeURIComponent(u.hash.slice(1)) : "";
+      // a section is named by its heading when the index knows it, else by its anchor id
+      var u = new URL(label), section = u.hash ? " § " + (c.heading || decodeURIComponent(u.hash.slice(1))) : "";
       if (c.title) return c.title + section;
       var parts = u.pathname.split("/").filter(function (p) { return p; });
       var tail = parts.length ? parts[parts.length - 1] : "";
