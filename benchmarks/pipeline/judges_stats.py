@@ -126,7 +126,7 @@ def promises(rows: list[dict]) -> list[dict]:
         out.append(_coverage(name, judge, [full[q] for q in qids]))
     for c in cost_rows(rows):
         out += _cost(c)
-    return out
+    return [p | {"promise": f"{p['dataset']}: {p['promise']}"} for p in out]  # the report lists the text as it is
 
 
 def _abstention(name: str, judge: str, pairs: list[tuple[dict, dict]]) -> list[dict]:
