@@ -42,8 +42,8 @@ from ragsieve import Config  # noqa: E402
 from ragsieve.agent.answer import conversation  # noqa: E402
 from ragsieve.agent.answer.conversation import Turn, anchored, rewrite_question  # noqa: E402
 from ragsieve.agent.llm.client import LLM  # noqa: E402
-from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.agent.orchestrator import Orchestrator  # noqa: E402
+from ragsieve.testing import FakeChat  # noqa: E402
 from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"

@@ -9,7 +9,7 @@ import numpy as np
 from loop_fakes import fenced_text
 
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.app import create_app
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.indexes.registry import IndexRegistry
 from ragsieve.service.insights_hook import open_insights
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
+from ragsieve.testing import FakeChat
 
 DAY = 86400.0
 START = float(int(time.time() - 31 * DAY))  # the scripted month ends a day ago (the CLI reads with the real clock)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.app import create_app
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.indexes.registry import IndexRegistry
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
+from ragsieve.testing import FakeChat
 
 ANSWER = "Rotate it with `lumen keys rotate` [2]; the old key stays valid for 24 hours [1]."
 

@@ -14,8 +14,8 @@ from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO, PASSAGES_INT
 from ragsieve.agent.calibration import Calibrator, load_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.testing import FakeChat
 from ragsieve.tools.filters.abstention import abstention_rates, answerable_threshold, says_answerable, top1_excluding
 from ragsieve.tools.metrics import is_abstention as counted_as_abstention
 

@@ -12,7 +12,7 @@ from access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
 from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.access.explain import explain
 from ragsieve.tools.access.front_matter import front_matter_access
 from ragsieve.tools.access.labels import load, set_rules

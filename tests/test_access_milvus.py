@@ -12,7 +12,7 @@ from test_access_service import BOB, FIN, everything_received, ring
 from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.open import open_index
 from ragsieve.tools.index.query.retriever import HybridRetriever

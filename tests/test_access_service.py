@@ -13,13 +13,13 @@ from access_service_setup import ADMIN, BOB, FIN, NEEDLE, PLAIN, PROXY, everythi
 from service_fakes import served
 from test_full_plan import fake_model
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.identity import (
     IdentityRefused,
     KeyIdentity,
     proxy_principals,
 )
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 

@@ -16,11 +16,11 @@ from mcp.client.streamable_http import streamablehttp_client
 from service_fakes import served
 from test_full_plan import fake_model
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.identity import (
     KeyIdentity,
 )
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 

@@ -11,7 +11,7 @@ from web_fixtures import static_site
 
 from ragsieve.agent.answer.answering import ABSTAIN
 from ragsieve.agent.answer.citation_stream import CitationStream
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 
 @pytest.fixture(scope="module")

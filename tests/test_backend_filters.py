@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ragsieve import Config, Orchestrator
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.open import open_index

@@ -16,7 +16,7 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from ragsieve import Config, Orchestrator  # noqa: E402
-from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
+from ragsieve.testing import FakeChat  # noqa: E402
 from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion  # noqa: E402
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402

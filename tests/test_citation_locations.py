@@ -17,7 +17,7 @@ from test_formats import make_pdf
 from web_fixtures import static_site
 
 from ragsieve.agent.answer.locations import deepest_location
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 
 @pytest.fixture(scope="module")

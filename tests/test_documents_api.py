@@ -7,8 +7,8 @@ import pytest
 from service_fakes import served
 from test_formats import make_pdf
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.testing import FakeChat
 
 MD = "# Deploying Zorblax\n\nThe zorblax gateway listens on port 7412 and reloads its routes every 90 seconds.\n"
 PY = ("def frobnicate_quux(widgets):\n    \"\"\"Sort the widgets by their quux weight, heaviest first.\"\"\"\n"

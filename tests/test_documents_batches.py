@@ -13,8 +13,8 @@ import pytest
 from service_fakes import served
 from test_documents_api import ANSWER, MD, PY
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.testing import FakeChat
 
 BROKEN_PDF = b"%PDF-1.4\n1 0 obj <</Type /Catalog>> garbage \x00\xff trailer"
 NOTE = "# Ferry notes\n\nThe Skellig ferry leaves pier nine at 07:45 every weekday.\n"

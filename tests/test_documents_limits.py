@@ -9,8 +9,8 @@ import openai
 import pytest
 from service_fakes import served
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.documents.catalog import safe_filename
+from ragsieve.testing import FakeChat
 
 NAMES = ["__init__.py", "_wrap.py", "données.md", "notes-0.md", "notes-1.md"]
 

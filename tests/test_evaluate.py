@@ -10,9 +10,9 @@ import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.eval.data import load_dataset, sample_questions
 from ragsieve.eval.evaluate import Evaluation
+from ragsieve.testing import FakeChat
 from ragsieve.tools.metrics import ndcg_at_k
 
 DOCS = {

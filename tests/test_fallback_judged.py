@@ -29,7 +29,7 @@ import ragsieve.agent.steps.outliers  # noqa: F401
 import ragsieve.agent.steps.segments  # noqa: F401
 from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.config import Config
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.metrics import is_abstention
 
 ANSWER = "Rotate the key in the workspace settings [1]."

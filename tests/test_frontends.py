@@ -13,8 +13,8 @@ import openai
 import pytest
 from service_fakes import ANSWER, served
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.chat.frontend_tasks import PASSTHROUGH_MODEL
+from ragsieve.testing import FakeChat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "frontends"
 

@@ -21,8 +21,8 @@ from test_full_plan import QUESTION, assert_conformal_set_kept, check_trace, fak
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.testing import FakeChat
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PLANTED = ("Harvest festival notes. Rotate the API key? Rotate the Lumen workspace key? At the fair, the old key of "

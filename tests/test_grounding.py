@@ -18,10 +18,10 @@ from web_fixtures import served_ui
 
 from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO
 from ragsieve.agent.answer.grounding import NOT_GROUNDED_NOTE
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.service.feedback.export import export
 from ragsieve.service.feedback.store import FeedbackStore
+from ragsieve.testing import FakeChat
 
 KEY, SITE = "pk-grounding-1", "https://docs.example.com"
 

@@ -9,8 +9,8 @@ from anchor_fixtures import UNCITED
 from web_fixtures import CHROMIUM, browser, served_ui, static_site
 
 from ragsieve.agent.answer.answering import ABSTAIN
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

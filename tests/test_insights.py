@@ -192,8 +192,8 @@ def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(mon
 
     from conftest import EXAMPLES
 
-    from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.eval.evaluate import Evaluation
+    from ragsieve.testing import FakeChat
     from ragsieve.tools.index.building.builder import IndexBuilder
 
     folder = month["exported"].json()["folder"]

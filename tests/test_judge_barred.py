@@ -21,7 +21,7 @@ import ragsieve.agent.steps.segments  # noqa: F401
 from ragsieve.agent.calibration import load_calibration, save_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.judging.reliability import JudgeReliability, judge_barred, measure_judge
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 
 ANSWER = "Rotate the key in the workspace settings [1]."

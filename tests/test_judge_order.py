@@ -6,7 +6,7 @@ import json
 from loop_fakes import Script, decoy_deps, judge_chunks, run
 
 from ragsieve.agent.judging.checks import order_agreement
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 
 def positional(script: Script, favoured=("1", "2")):

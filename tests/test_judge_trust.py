@@ -5,7 +5,7 @@ import pytest
 from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 from ragsieve.agent.errors import EndpointError
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():

@@ -14,8 +14,8 @@ from ragsieve.agent.judging.checks import assess_verdicts, interleave, pick_deco
 from ragsieve.agent.judging.rounds import batch_schema, budget_reason, judge_candidates, make_batches
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 
 

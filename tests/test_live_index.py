@@ -13,7 +13,7 @@ import httpx
 import openai
 from service_fakes import served
 
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 from ragsieve.tools.index.building.builder import IndexBuilder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,13 +16,13 @@ from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, Usage
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.cache import DiskCache
 from ragsieve.agent.llm.client import LLM, PromptTooLarge
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.agent.llm.redact import RedactingFilter, redact, redact_url
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps
 from ragsieve.agent.plans import get_plan
 from ragsieve.cli.common import for_terminal
+from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 
 MSGS = [{"role": "user", "content": "hi"}]

@@ -7,7 +7,7 @@ import ragsieve.agent.steps.expand  # noqa: F401
 import ragsieve.agent.steps.fallback  # noqa: F401
 import ragsieve.agent.steps.judge  # noqa: F401
 import ragsieve.agent.steps.validate  # noqa: F401
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 
 def test_converges_when_relevant_set_stops_growing():

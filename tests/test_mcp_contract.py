@@ -13,7 +13,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from service_fakes import ANSWER, served
 
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 

@@ -87,7 +87,7 @@ def test_the_trace_counts_round_trips_to_milvus_and_fused_retrieval_is_one(tmp_p
     """Issue 28 item 4: RRF fusion runs server-side (one hybrid_search), and each traced step says how many
     requests it sent to the engine."""
     from ragsieve import Config, Orchestrator
-    from ragsieve.agent.llm.fake import FakeChat
+    from ragsieve.testing import FakeChat
 
     docs, index = tmp_path / "docs", tmp_path / "idx"
     write_corpus(docs, 12)

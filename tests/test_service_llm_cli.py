@@ -7,7 +7,7 @@ import sys
 
 from service_fakes import ANSWER, served
 
-from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.testing import FakeChat
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

@@ -16,10 +16,10 @@ from service_fakes import ANSWER, CountingChat, served, sse_events
 from stub_openai import StubOpenAI, StubReply, ok
 
 from ragsieve.agent.errors import EndpointError, UsageError
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.server import check_exposure
 from ragsieve.service.settings import ServiceSettings
+from ragsieve.testing import FakeChat
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

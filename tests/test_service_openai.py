@@ -9,8 +9,8 @@ import openai
 import pytest
 from service_fakes import ANSWER, served
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.testing import FakeChat
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

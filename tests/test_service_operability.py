@@ -16,13 +16,13 @@ from stub_openai import StubOpenAI, StubReply, chat_body
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.cli.main import main
 from ragsieve.service.app import create_app
 from ragsieve.service.indexes.registry import IndexRegistry
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
+from ragsieve.testing import FakeChat
 
 QUESTION = {"model": "demo", "messages": [{"role": "user", "content": "How do I rotate a key?"}]}
 

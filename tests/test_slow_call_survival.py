@@ -55,8 +55,8 @@ def test_calibrate_counts_a_slow_contains_judge_and_carries_on():
     from ragsieve.agent.calibration.calibrator import Calibrator
     from ragsieve.agent.calibration.questions import GeneratedQA
     from ragsieve.agent.llm.client import LLM
-    from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.agent.llm.templates import PromptRenderer
+    from ragsieve.testing import FakeChat
 
     chunk = types.SimpleNamespace(text="The old secret stays valid for 24 hours.")
     index = types.SimpleNamespace(store=types.SimpleNamespace(get=lambda row: chunk))

@@ -10,7 +10,6 @@ from service_fakes import ANSWER
 from service_fakes import sse_events as sse
 
 from ragsieve.agent.errors import EndpointError, UsageError
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.plan.state import Citation
 from ragsieve.cli.main import main
 from ragsieve.eval.data import load_dataset
@@ -19,6 +18,7 @@ from ragsieve.service.auth.widget_keys import RateLimit, WidgetKey, WidgetKeys
 from ragsieve.service.feedback.store import FeedbackStore
 from ragsieve.service.web import source_view
 from ragsieve.service.web.links import citation_href, load_secret, verify
+from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"

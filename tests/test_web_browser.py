@@ -23,8 +23,8 @@ from web_fixtures import (
     served_ui,
 )
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.feedback.store import FeedbackStore
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

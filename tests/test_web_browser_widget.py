@@ -15,9 +15,9 @@ from conftest import REPO
 from web_browser_setup import TIMEOUT_MS, widget_refusal
 from web_fixtures import CHROMIUM, browser, screenshots_dir, scripted_reply, served_ui
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.service.feedback.store import FeedbackStore
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")

@@ -10,9 +10,9 @@ import pytest
 from web_browser_setup import TIMEOUT_MS, widget_refusal
 from web_fixtures import CHROMIUM, GUIDE, browser, scripted_reply, served_ui, static_site
 
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
+from ragsieve.testing import FakeChat
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
