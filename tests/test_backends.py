@@ -1,5 +1,6 @@
-"""The backend contract, run against both backends: the in-process `local` index and `milvus` (milvus-lite,
-an embedded file: no server). Same rows, chunks, neighbours, vectors, dense results; BM25 and hybrid close."""
+"""The backend contract (`ragsieve.testing.backends`), run against both backends: the in-process `local` index
+and `milvus` (milvus-lite, an embedded file: no server). Same rows, chunks, neighbours, vectors, dense results;
+BM25 and hybrid close. Then what only Milvus does: incremental publishes, the CLI, its BM25 parameters."""
 from __future__ import annotations
 
 import json
@@ -7,124 +8,75 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("pymilvus")
-pytest.importorskip("milvus_lite")
-
-from ragsieve import Config, Orchestrator  # noqa: E402
-from ragsieve.testing import FakeChat  # noqa: E402
-from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion  # noqa: E402
-from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
-from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
-from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from ragsieve.testing.backends import QUERIES, IndexBackendTests
+from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion
+from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.open import open_index
-
-QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
-           "retry failed events"]
 
 
 @pytest.fixture(scope="module")
 def milvus_index(examples_index, tmp_path_factory) -> Path:
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from ragsieve.tools.index.milvus.publish import publish
+
     folder = tmp_path_factory.mktemp("milvus") / "idx"
     shutil.copytree(examples_index, folder)
     publish(folder)
     return folder
 
 
-@pytest.fixture(params=["local", "milvus"])
-def index(request, examples_index, milvus_index):
-    opened = open_index(examples_index if request.param == "local" else milvus_index)
-    assert opened.backend is Backend(request.param)
-    yield opened
-    opened.close()
+class TestLocalBackend(IndexBackendTests):
+    @pytest.fixture
+    def backend(self, examples_index) -> Iterator[IndexBackend]:
+        with open_index(examples_index) as opened:
+            assert opened.backend is Backend.LOCAL
+            yield opened
+
+    def test_local_capabilities(self, backend):
+        """The optional capabilities are exactly those the local backend has."""
+        assert not isinstance(backend, ServerFusion) and not isinstance(backend, RoundTrips)
+        assert isinstance(backend.bm25, CorpusScores)
+        assert backend.symbols is not None
+
+    def test_the_reference_is_the_examples_index(self, backend, examples_index):
+        assert backend.root == examples_index
 
 
-@pytest.fixture(scope="module")
-def reference(examples_index):
-    with HybridIndex.open(examples_index) as local:
-        yield {"n": len(local), "chunks": local.store.get_many(range(len(local))),
-               "vectors": np.asarray(local.vectors), "sparse": list(local.sparse_rows),
-               "docs": local.store.documents()}
+class TestMilvusBackend(IndexBackendTests):
+    @pytest.fixture
+    def backend(self, milvus_index) -> Iterator[IndexBackend]:
+        with open_index(milvus_index) as opened:
+            assert opened.backend is Backend.MILVUS
+            yield opened
 
+    def test_milvus_capabilities(self, backend):
+        """The optional capabilities are exactly those the Milvus backend has."""
+        assert isinstance(backend, ServerFusion) and isinstance(backend, RoundTrips)
+        assert not isinstance(backend.bm25, CorpusScores)
+        assert backend.symbols is None
 
-def test_each_backend_satisfies_the_index_protocol(index):
-    """Every `IndexBackend` member is there at run time (mypy checks the types: tests/test_gates.py); the
-    optional capabilities are exactly those the backend has."""
-    assert isinstance(index, IndexBackend)
-    local = index.backend is Backend.LOCAL
-    assert isinstance(index, ServerFusion) is not local and isinstance(index, RoundTrips) is not local
-    assert isinstance(index.bm25, CorpusScores) is local
-    assert (index.symbols is None) is not local
-    assert index.vectors is not None and len(index.vectors) == len(index)
-
-
-def test_rows_chunks_documents(index, reference):
-    n = reference["n"]
-    assert len(index) == n == index.store.count()
-    assert index.store.get_many([3, 0, 3]) == [reference["chunks"][3], reference["chunks"][0], reference["chunks"][3]]
-    assert index.store.documents() == reference["docs"]
-    doc = reference["chunks"][5].doc_id
-    rows = index.store.doc_rows(doc)
-    assert rows == [i for i, c in enumerate(reference["chunks"]) if c.doc_id == doc]
-    assert rows == list(range(rows[0], rows[0] + len(rows)))  # a document's chunks are consecutive
-    assert [c.chunk_index for c in index.store.chunks_of(doc)] == list(range(len(rows)))
-    middle = rows[len(rows) // 2]
-    assert index.store.neighbours(middle) == [r for r in (middle - 1, middle + 1) if r in rows]
-    assert index.store.row_of_text(reference["chunks"][7].text) == 7
-    assert index.store.row_of_text("no chunk has this text") is None
-    assert sorted(index.sparse_rows) == sorted(reference["sparse"])
-
-
-def test_vectors_and_dense_search(index, reference):
-    assert np.allclose(index.vectors[[1, 4]], reference["vectors"][[1, 4]], atol=1e-6)
-    assert np.allclose(index.vectors[2], reference["vectors"][2], atol=1e-6)
-    assert np.allclose(index.vectors[3:9], reference["vectors"][3:9], atol=1e-6)  # block reads (conformal view)
-    from ragsieve.tools.index.query.dense import corpus_similarities
-    q0 = index.embed_query(QUERIES[0])
-    assert np.allclose(corpus_similarities(index.vectors, q0, block=5), reference["vectors"] @ q0, atol=1e-5)
-    q = index.embed_query(QUERIES[0])
-    exact = np.argsort(-(reference["vectors"] @ q))[:10].tolist()
-    assert [r for r, _ in index.dense.search(q, 10)] == exact  # FLAT inner product: exact in both
-    sims = {r: float(reference["vectors"][r] @ q) for r in (2, 9, 11)}
-    assert [r for r, _ in index.dense.search_rows(q, [2, 9, 11], 2)] == sorted(sims, key=lambda r: -sims[r])[:2]
-
-
-def test_bm25_and_hybrid_agree_across_backends(index, examples_index):
-    with HybridIndex.open(examples_index) as local:
-        for query in QUERIES:
-            mine = [r for r, _ in index.bm25.search(query, 10)]
-            theirs = [r for r, _ in local.bm25.search(query, 10)]
-            # the same tokens (analysed locally) and BM25 parameters; Milvus' document-length normalisation
-            # differs slightly, so the order can differ below the top
-            assert mine and len(set(mine[:5]) & set(theirs[:5])) >= 3, query
-            assert set(mine) == set(theirs) or len(set(mine) & set(theirs)) >= 7, query
-            restricted = index.bm25.search(query, 5, rows=theirs[:3])
-            assert {r for r, _ in restricted} <= set(theirs[:3])
-            full = dict(index.bm25.search(query, 10))
-            scores = index.bm25.score_rows(query, mine[:3])
-            assert np.allclose(scores, [full[r] for r in mine[:3]], rtol=0.05) and min(scores) > 0
-
-
-def test_the_pipeline_runs_on_either_backend(index, examples_index, milvus_index):
-    folder = examples_index if index.backend is Backend.LOCAL else milvus_index
-    chat = FakeChat(default="Rotate it with `lumen keys rotate` [1].")
-    with Orchestrator.open(folder, Config(), chat=chat) as orch:
-        assert orch.index.backend is index.backend
-        answer = orch.ask("How do I rotate the API key of a Lumen workspace?")
-        assert answer.citations and {c.chunk_id for c in answer.citations} <= {h.chunk_id for h in answer.context}
-        assert any("api-keys" in h.chunk_id for h in answer.context)
-        agentic = orch.ask("How do I rotate the API key of a Lumen workspace?", plan="full")
-        assert agentic.answer and agentic.trace[-1].step in ("answer", "validate")
+    def test_milvus_serves_what_the_examples_index_holds(self, backend, examples_index):
+        """The reference (`backend.root`'s local generation) is the examples index it was copied from."""
+        with HybridIndex.open(examples_index) as source:
+            assert len(backend) == len(source)
+            assert backend.store.get_many(range(len(source))) == source.store.get_many(range(len(source)))
+            assert np.allclose(np.asarray(backend.vectors[list(range(len(source)))]), np.asarray(source.vectors),
+                               atol=1e-6)
 
 
 def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_collection(milvus_index, embedder):
     from pymilvus import MilvusClient
 
     from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.milvus.pointer import read_pointer
+    from ragsieve.tools.index.milvus.publish import publish
 
     before = read_pointer(milvus_index)
     docs = milvus_index.parent / "extra"
@@ -153,6 +105,8 @@ def cli(*args, env=None):
 
 
 def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
     from stub_openai import StubOpenAI, ok
 
     repo = Path(__file__).resolve().parent.parent
@@ -177,7 +131,10 @@ def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tm
     rankings are identical and the scores equal (Milvus keeps the (k1 + 1) factor the local scores drop).
     With identifier terms (the default) the published text holds them too, dotted ones kept whole through
     Milvus' `standard` tokenizer (milvus_schema.analysed), and identifier queries rank alike."""
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
     from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.milvus.publish import publish
     from ragsieve.tools.index.milvus.schema import MILVUS_LITE_BM25
 
     k1, b = MILVUS_LITE_BM25
