@@ -1,9 +1,9 @@
 """`Config`, the whole configuration: every section, the plan, and `Config.load` from a TOML file."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import tomllib
 from pydantic import Field, ValidationError
 
 from ragsieve.agent.config.base import _Section
@@ -12,6 +12,11 @@ from ragsieve.agent.config.index import IndexConfig, RetrievalConfig
 from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
 from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
 from ragsieve.agent.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
 
