@@ -130,7 +130,7 @@ class GMMOutlierFilter:
     def __init__(self, method: "FeatureMethod | str" = FeatureMethod.INTERACTION, alpha: float = 0.5,
                  pca_dims: tuple[int, ...] | list[int] = (2, 3), n_components: tuple[int, ...] | list[int] = (4, 5, 6),
                  percentile: float = 15.0, min_outlier_freq: int = 2, degree: int = 2, seed: int = 0,
-                 protect_top: int = 0, standardize: bool = False):
+                 protect_top: int = 0, standardize: bool = False) -> None:
         self.method = parse_enum(FeatureMethod, method, "feature method")
         if not 0.0 <= alpha <= 1.0:
             raise UsageError(f"GMM feature alpha must be in [0, 1], got {alpha}")

@@ -106,7 +106,7 @@ def node_name(node) -> str | None:
 
 
 class _Sizer:
-    def __init__(self, source: bytes):
+    def __init__(self, source: bytes) -> None:
         self.source = source
         self.cache: dict[tuple[int, int], int] = {}
 

@@ -50,7 +50,7 @@ _lock = threading.Lock()
 
 
 class OnnxEncoder:
-    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None):
+    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None) -> None:
         ort = require(Extra.FAST, "onnxruntime", "the onnx encoders", 'or encoder = "torch" / --encoder torch')
         self.tokenizer = st_model[0].tokenizer
         self.max_length = int(st_model.max_seq_length)
@@ -107,7 +107,7 @@ class OnnxEncoder:
         require(Extra.FAST, "onnx", "exporting the encoder to ONNX", 'or encoder = "torch" / --encoder torch')
 
         class Pooled(torch.nn.Module):
-            def __init__(self, model):
+            def __init__(self, model) -> None:
                 super().__init__()
                 self.model = model
 
