@@ -77,6 +77,20 @@ def test_mypy_fails_on_a_planted_type_error(tmp_path):
     assert done.returncode == 1 and "modes.py" in done.stdout and "[return-value]" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("plant, code", [
+    ("def untyped(x):\n    return x\n", "[no-untyped-def]"),  # disallow_untyped_defs in tools/
+    ("import tomllib\n", "[import-not-found]"),  # the target is Python 3.10, which has no tomllib
+    ("import ragsieve_no_such_module\n", "[import-not-found]"),  # no global ignore_missing_imports
+])
+def test_mypy_fails_on_what_the_project_settings_refuse(tmp_path, plant, code):
+    tree = _mini_tree(tmp_path)
+    config = _mypy_config(tmp_path, tree)
+    modes = tree / "ragsieve" / "tools" / "modes.py"
+    modes.write_text(modes.read_text(encoding="utf-8") + "\n\n" + plant, encoding="utf-8")
+    done = _mypy(config, "-p", "ragsieve", cwd=tmp_path)
+    assert done.returncode == 1 and "modes.py" in done.stdout and code in done.stdout, done.stdout
+
+
 def _link_tree() -> None:
     """`make typecheck-tree`: build/typecheck/ragsieve mirrors the installed `ragsieve` namespace."""
     tree = ROOT / "build" / "typecheck" / "ragsieve"
