@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench_io  # noqa: E402
 
-CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py",
-              "tests/test_cli_limits.py"]
+CASE_FILES = ["tests/core/test_walk_faults.py", "tests/core/test_index_concurrency.py", "tests/core/test_llm_faults.py",
+              "tests/core/test_cli_limits.py"]
 
 
 def corpus(folder: Path, version: int) -> Path:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 def _ablation(tmp_path: Path, recalls: list[float], n: int = 100) -> Path:
     plans = ["fast", "+judge", "+conformal", "+rse", "full"]

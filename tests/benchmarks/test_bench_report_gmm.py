@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 VECTORS = {"good": [1.0, 0, 0, 0], "q": [1.0, 0, 0, 0], "bad": [0.6, 0.8, 0, 0], "mid": [0.8, 0.6, 0, 0]}
 

@@ -8,7 +8,7 @@ import json
 def test_benchmark_report_names_commands_and_says_not_run(tmp_path):
     import importlib.util
 
-    from conftest import REPO
+    from tests.conftest import REPO
 
     spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)
@@ -43,7 +43,7 @@ def test_benchmark_report_names_commands_and_says_not_run(tmp_path):
 def test_benchmark_report_conformal_table(tmp_path):
     import importlib.util
 
-    from conftest import REPO
+    from tests.conftest import REPO
 
     spec = importlib.util.spec_from_file_location("bench_report_c", REPO / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)

@@ -10,8 +10,8 @@ import numpy as np
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def test_overlapped_build_equals_sequential_build(tmp_path, embedder):

@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import pipeline_plans  # noqa: E402
 from pipeline_rows import stage_contexts, stage_recalls, summarise  # noqa: E402
-from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 
 from ragsieve.agent.plan.state import TraceEvent  # noqa: E402
 from ragsieve.testing import FakeChat  # noqa: E402
+from tests.core.test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 
 
 def _event(step, summary, outcome="next"):

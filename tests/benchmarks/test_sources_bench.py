@@ -7,7 +7,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import sources  # noqa: E402

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from anchor_fixtures import UNCITED
-from web_fixtures import CHROMIUM, browser, served_ui, static_site
 
 from ragsieve.agent.answer.answering import ABSTAIN
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.testing import FakeChat
+from tests.support.anchor_fixtures import UNCITED
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, served_ui, static_site
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 KEY = "pk-grounding-browser-1"
 TIMEOUT_MS = 60_000

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from insights_fakes import BILLING, DAY, MOBILE, FakeClock, insights_service
-from web_fixtures import CHROMIUM, browser, screenshots_dir
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+from tests.support.insights_fakes import BILLING, DAY, MOBILE, FakeClock, insights_service
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, screenshots_dir
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 HOSTILE = ('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> refund '
            '"><svg onload="window.__pwned=3">')

@@ -11,11 +11,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
-from web_browser_setup import TIMEOUT_MS, ask
-from web_fixtures import (
+
+from ragsieve.service.feedback.store import FeedbackStore
+from ragsieve.testing import FakeChat
+from tests.conftest import REPO
+from tests.support.web_browser_setup import TIMEOUT_MS, ask
+from tests.support.web_fixtures import (
     CHROMIUM,
+    CHROMIUM_MISSING,
     HOSTILE,
+    PLAYWRIGHT_MISSING,
     REWRITTEN,
     browser,
     screenshots_dir,
@@ -23,11 +28,8 @@ from web_fixtures import (
     served_ui,
 )
 
-from ragsieve.service.feedback.store import FeedbackStore
-from ragsieve.testing import FakeChat
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 
 def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_inert(

@@ -11,16 +11,24 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
-from web_browser_setup import TIMEOUT_MS, widget_refusal
-from web_fixtures import CHROMIUM, browser, screenshots_dir, scripted_reply, served_ui
 
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.service.feedback.store import FeedbackStore
 from ragsieve.testing import FakeChat
+from tests.conftest import REPO
+from tests.support.web_browser_setup import TIMEOUT_MS, widget_refusal
+from tests.support.web_fixtures import (
+    CHROMIUM,
+    CHROMIUM_MISSING,
+    PLAYWRIGHT_MISSING,
+    browser,
+    screenshots_dir,
+    scripted_reply,
+    served_ui,
+)
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 
 WIDGET_KEY = "pk-test-widget-7f3a"

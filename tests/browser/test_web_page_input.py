@@ -7,24 +7,32 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from web_browser_setup import TIMEOUT_MS, widget_refusal
-from web_fixtures import CHROMIUM, GUIDE, browser, scripted_reply, served_ui, static_site
 
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.testing import FakeChat
+from tests.support.web_browser_setup import TIMEOUT_MS, widget_refusal
+from tests.support.web_fixtures import (
+    CHROMIUM,
+    CHROMIUM_MISSING,
+    GUIDE,
+    PLAYWRIGHT_MISSING,
+    browser,
+    scripted_reply,
+    served_ui,
+    static_site,
+)
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 API_KEY = "sk-page-test-key-1"
 
 
 @pytest.fixture(scope="module")
 def docs_index(tmp_path_factory, embedder):
-    from web_fixtures import write_corpus
-
     from ragsieve.tools.index.building.builder import IndexBuilder
+    from tests.support.web_fixtures import write_corpus
 
     docs = write_corpus(tmp_path_factory.mktemp("corpus"))
     index = tmp_path_factory.mktemp("index")

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (a fixture)
 
 import ragsieve.agent.steps.answer  # noqa: F401  (registers the step)
 from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO, PASSAGES_INTRO, abstention_answer
@@ -18,6 +17,7 @@ from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.testing import FakeChat
 from ragsieve.tools.filters.abstention import abstention_rates, answerable_threshold, says_answerable, top1_excluding
 from ragsieve.tools.metrics import is_abstention as counted_as_abstention
+from tests.core.test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (a fixture)
 
 
 def test_cutoff_is_the_conformal_quantile_of_unanswerable_scores():

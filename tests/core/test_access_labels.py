@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
-from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
 from ragsieve.testing import FakeChat
@@ -23,6 +21,8 @@ from ragsieve.tools.index.local.generations import current_generation
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever
 from ragsieve.tools.index.query.where import Where
+from tests.core.test_full_plan import fake_model
+from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
 
 FINANCE, BOB, ALICE = ("group:finance", "user:fin@example.com"), ("user:bob@example.com",), ("user:alice@example.com",)
 NEEDLE = "corpus/finance/needle-budget.md"

@@ -51,11 +51,10 @@ def test_the_answer_step_lists_the_top_passages_after_a_model_that_cites_one_and
 
 
 def test_a_budget_stop_before_any_answer_lists_the_closest_passages_marked_as_not_an_answer():
-    from loop_fakes import CHAIN, Script, make_deps, run
-
     from ragsieve.agent.answer.also_retrieved import STOPPED
     from ragsieve.agent.answer.answering import CLOSEST_INTRO
     from ragsieve.agent.llm.budget import QuestionBudget
+    from tests.support.loop_fakes import CHAIN, Script, make_deps, run
 
     script = Script(answer="Alpha rotates daily [1].", validate=False)
     deps = make_deps(CHAIN, FakeChat(default=script))

@@ -107,9 +107,9 @@ def cli(*args, env=None):
 def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from stub_openai import StubOpenAI, ok
+    from tests.support.stub_openai import StubOpenAI, ok
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     out = cli("index", str(repo / "examples"), "--index", str(tmp_path / "milvus-demo"), "--backend", "milvus",
               "--no-progress")
     assert out.returncode == 0 and "published" in out.stdout, out.stderr
@@ -140,7 +140,7 @@ def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tm
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"
     IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b,
-                 bm25_identifiers=identifiers).build([Path(__file__).resolve().parent.parent / "examples"])
+                 bm25_identifiers=identifiers).build([Path(__file__).resolve().parents[2] / "examples"])
     queries = QUERIES + ["rotate_key", "self.max_retries", "urllib.request retry", "LumenClient", "err.code"]
     with HybridIndex.open(folder) as local:
         reference = {q: local.bm25.search(q, 10) for q in queries}

@@ -6,13 +6,13 @@ import threading
 
 import pytest
 from pydantic import BaseModel
-from stub_openai import StubOpenAI, ok
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.cache import DiskCache
 from ragsieve.agent.llm.chat import ChatReply
 from ragsieve.agent.llm.client import LLM, cache_key
 from ragsieve.agent.llm.openai_chat import OpenAIChat
+from tests.support.stub_openai import StubOpenAI, ok
 
 KEY = "ab12" + "0" * 60
 MSGS = [{"role": "user", "content": "question"}]

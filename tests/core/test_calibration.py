@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-from calibration_fakes import FACTS, TinyIndex, bow, scripted_llm  # test_full_plan imports them from here
 
 from ragsieve.agent.calibration import (
     Calibrator,
@@ -17,6 +16,7 @@ from ragsieve.agent.calibration import (
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.tools.filters.conformal import ScoreKind, conformal_quantile, positive_scores
+from tests.support.calibration_fakes import FACTS, TinyIndex, bow, scripted_llm  # test_full_plan imports them from here
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-from calibration_fakes import FACTS, TinyIndex, scripted_llm
 
 from ragsieve.agent.calibration import (
     CALIBRATION_FILE,
@@ -15,6 +14,7 @@ from ragsieve.agent.calibration import (
     save_calibration,
 )
 from ragsieve.agent.llm.templates import PromptRenderer
+from tests.support.calibration_fakes import FACTS, TinyIndex, scripted_llm
 
 
 @pytest.fixture

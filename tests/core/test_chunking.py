@@ -12,7 +12,7 @@ from ragsieve.tools.ingest.chunking import MAX_CHARS_PER_TOKEN, Chunker, count_t
 from ragsieve.tools.ingest.loaders import load_documents
 from ragsieve.tools.types import Chunk, Document
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def doc(text: str, kind: str = "text", line_start: int | None = 1, **kw) -> Document:

@@ -1,9 +1,8 @@
 """The CLI end to end over the real openai client and a local stub server."""
 import json
 
-from stub_openai import StubOpenAI, StubReply, error_body, ok
-
 from ragsieve.cli.main import main
+from tests.support.stub_openai import StubOpenAI, StubReply, error_body, ok
 
 
 def _error_line(err: str) -> str:

@@ -6,11 +6,11 @@ import json
 import os
 
 import pytest
-from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.cli.main import main
 from ragsieve.eval.data import load_dataset
+from tests.support.stub_openai import StubOpenAI, StubReply, error_body, ok
 
 
 def _error_line(err: str) -> str:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 from ragsieve import Config, Orchestrator
 from ragsieve.agent.answer.answering import fit_window
 from ragsieve.agent.errors import ContextOverflow, LLMError
 from ragsieve.agent.llm.overflow import context_overflow
 from ragsieve.tools.types import Chunk, Hit
+from tests.support.stub_openai import StubOpenAI, StubReply, error_body, ok
 
 LLAMA = "request (17582 tokens) exceeds the available context size (16384 tokens), try increasing it"
 OPENAI = ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. "

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_crawler import make_site, serve
 
 from ragsieve.tools.ingest.crawl.crawler import Crawler
+from tests.core.test_crawler import make_site, serve
 
 
 def _client(log: list[str]) -> httpx.Client:

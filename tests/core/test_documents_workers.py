@@ -11,10 +11,11 @@ import time
 
 import httpx
 import openai
-from stub_openai import StubOpenAI, ok
-from test_crawl_job import serve_pages
-from test_documents_api import MD, PY
-from test_documents_batches import BROKEN_PDF
+
+from tests.service.test_crawl_job import serve_pages
+from tests.service.test_documents_api import MD, PY
+from tests.service.test_documents_batches import BROKEN_PDF
+from tests.support.stub_openai import StubOpenAI, ok
 
 WORKER = "x-ragsieve-worker"
 

@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, REPO
+
+from tests.conftest import EXAMPLES, REPO
 
 pytestmark = pytest.mark.llm
 

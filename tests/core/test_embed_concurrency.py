@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from model_endpoints import FakeEmbeddings
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.local.index import HybridIndex
+from tests.support.model_endpoints import FakeEmbeddings
 
 TEXTS = [f"text number {i} about topic {i % 7} and word{i}" for i in range(40)]
 

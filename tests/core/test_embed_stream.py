@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_stable_rows import HashEmbedder, write_corpus
 
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache
 from ragsieve.tools.index.building.embed_stream import QUEUE_WINDOWS, ChunkEmbedStream, embed_in_length_order
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.types import Chunk, Document
+from tests.core.test_stable_rows import HashEmbedder, write_corpus
 
-SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
+SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 
 
 def contents(folder: Path, embedder) -> tuple[list[str], np.ndarray]:

@@ -8,7 +8,7 @@ from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.building.encoder_choice import recorded_encoder
 from ragsieve.tools.index.embedders.device import default_encoder
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
 
 
 def test_a_new_index_gets_onnx_and_an_existing_one_keeps_its_encoder(tmp_path, embedder):

@@ -20,8 +20,6 @@ import shutil
 
 import numpy as np
 import pytest
-from loop_fakes import Script
-from test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)
 
 import ragsieve.agent.steps.conformal  # noqa: F401  (registers the full plan's steps)
 import ragsieve.agent.steps.fallback  # noqa: F401
@@ -31,6 +29,8 @@ from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.config import Config
 from ragsieve.testing import FakeChat
 from ragsieve.tools.metrics import is_abstention
+from tests.core.test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)
+from tests.support.loop_fakes import Script
 
 ANSWER = "Rotate the key in the workspace settings [1]."
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from slow_sse import SlowStream
-from stub_openai import StubOpenAI, StubReply, chat_body
 
 from ragsieve.agent.errors import EndpointError, LLMError
 from ragsieve.agent.llm.local_server import default_threads, warm
 from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.agent.llm.streaming import NoFirstToken
+from tests.support.slow_sse import SlowStream
+from tests.support.stub_openai import StubOpenAI, StubReply, chat_body
 
 MSGS = [{"role": "user", "content": "say something"}]
 

@@ -8,8 +8,6 @@ import re
 import shutil
 
 import pytest
-from loop_fakes import fenced_text
-from test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  (FACTS, TinyIndex: shared)
 
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
@@ -20,6 +18,8 @@ from ragsieve.agent.plan.state import RunState
 from ragsieve.agent.plans import BUILTIN_PLANS, STEPS
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Hit
+from tests.core.test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  (FACTS, TinyIndex: shared)
+from tests.support.loop_fakes import fenced_text
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
 

@@ -3,10 +3,10 @@ neither stage removing what the conformal step promised to keep (its set, the fa
 from __future__ import annotations
 
 import numpy as np
-from test_calibration import FACTS, TinyIndex, bow
-from test_full_plan import calibrate, hits_for, make, run_step
 
 from ragsieve.agent.plan.state import ConformalRecord, CoverageLoss
+from tests.core.test_calibration import FACTS, TinyIndex, bow
+from tests.core.test_full_plan import calibrate, hits_for, make, run_step
 
 
 def many_docs():

@@ -16,15 +16,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_full_plan import QUESTION, assert_conformal_set_kept, check_trace, fake_model
 
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.testing import FakeChat
+from tests.core.test_full_plan import QUESTION, assert_conformal_set_kept, check_trace, fake_model
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLANTED = ("Harvest festival notes. Rotate the API key? Rotate the Lumen workspace key? At the fair, the old key of "
            "the old barn opens the workspace where Lumen keeps pumpkins; rotate, key, old key, API key, Lumen "
            "workspace: the fiddlers sang these words all night while pies cooled on the windowsill.\n")

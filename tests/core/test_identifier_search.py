@@ -17,7 +17,7 @@ from ragsieve.tools.index.query.symbols import definitions_in
 from ragsieve.tools.index.query.where import Where
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-PAGES = Path(__file__).parent / "fixtures" / "pydocs"
+PAGES = Path(__file__).parents[1] / "fixtures" / "pydocs"
 
 
 @pytest.fixture(scope="module")

@@ -173,8 +173,8 @@ def test_damaged_incremental_generation_gives_one_clear_line(tmp_path, part):
 
 KILLER = """
 import os, signal, sys
-sys.path.insert(0, {tests!r})
-from test_incremental import HashEmbedder
+sys.path.insert(0, {repo!r})
+from tests.core.test_incremental import HashEmbedder
 import ragsieve.tools.index.building.{module} as target
 from ragsieve.tools.index.building.builder import IndexBuilder
 def die(*a, **k):
@@ -199,7 +199,7 @@ def test_kill_9_mid_publish_leaves_the_previous_state_and_the_next_build_complet
         before = sorted(index.store.texts())
     _write(corpus, 30, edits={4})
     (corpus / "d00007.md").unlink()
-    script = KILLER.format(tests=str(Path(__file__).parent), module=module, name=name, root=str(root),
+    script = KILLER.format(repo=str(Path(__file__).resolve().parents[2]), module=module, name=name, root=str(root),
                            corpus=str(corpus))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-500:]

@@ -19,7 +19,7 @@ from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.local.lock import IndexBusyError, IndexLock
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def corpus(folder: Path, version: int) -> Path:

@@ -1,13 +1,12 @@
 """The question log's records: redaction of secrets, retention, and the outcome read from an answer."""
 from __future__ import annotations
 
-from insights_fakes import DAY, START, FakeClock
-
 from ragsieve.agent.orchestrator import Answer
 from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
 from ragsieve.insights.log import FILE_NAME, QuestionLog
 from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
 from ragsieve.insights.redact import redact
+from tests.support.insights_fakes import DAY, START, FakeClock
 
 
 def test_redact_patterns():

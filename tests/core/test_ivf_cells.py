@@ -10,13 +10,13 @@ import json
 
 import numpy as np
 import pytest
-from test_incremental import HashEmbedder, _results, _write
 
 import ragsieve.tools.index.sparse.ann as ann
 import ragsieve.tools.index.sparse.subset as sparse
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.segments import SegmentView
+from tests.core.test_incremental import HashEmbedder, _results, _write
 
 N = 150
 

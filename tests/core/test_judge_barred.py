@@ -10,9 +10,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from loop_fakes import Script
 from scipy.stats import binom
-from test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)
 
 import ragsieve.agent.steps.conformal  # noqa: F401  (registers the full plan's steps)
 import ragsieve.agent.steps.fallback  # noqa: F401
@@ -23,6 +21,8 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.judging.reliability import JudgeReliability, judge_barred, measure_judge
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
+from tests.core.test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)
+from tests.support.loop_fakes import Script
 
 ANSWER = "Rotate the key in the workspace settings [1]."
 

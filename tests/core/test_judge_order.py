@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import json
 
-from loop_fakes import Script, decoy_deps, judge_chunks, run
-
 from ragsieve.agent.judging.checks import order_agreement
 from ragsieve.testing import FakeChat
+from tests.support.loop_fakes import Script, decoy_deps, judge_chunks, run
 
 
 def positional(script: Script, favoured=("1", "2")):

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-from test_full_plan import FACTS, TinyIndex, calibrate, hits_for, make, run_step
 
 from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.judging.reliability import JudgeReliability, decide_rule, measure_judge
@@ -19,6 +18,7 @@ from ragsieve.agent.modes import ContextRule
 from ragsieve.agent.plan.state import JudgeRoundReport
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Hit
+from tests.core.test_full_plan import FACTS, TinyIndex, calibrate, hits_for, make, run_step
 
 
 def _reliability(recall, n=40, fast=0.8, pool=0.95):
@@ -140,12 +140,11 @@ def test_recall_lower_bound_is_clopper_pearson():
 def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_index, tmp_path):
     """The real CLI, a real index, a scripted judge: `--judge N` stores the model's recall; a later
     calibration without --judge keeps it."""
-    from test_full_plan import calibrated_index as _  # noqa: F401  (the fixture's fake model)
-    from test_full_plan import fake_model
-
     from ragsieve.agent.config import Config
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.cli.calibrate import measure_configured_judge
+    from tests.core.test_full_plan import calibrated_index as _  # noqa: F401  (the fixture's fake model)
+    from tests.core.test_full_plan import fake_model
 
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
-from loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 from ragsieve.agent.errors import EndpointError
 from ragsieve.testing import FakeChat
+from tests.support.loop_fakes import CHAIN, Script, chain_judge, decoy_deps, make_deps, run
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():

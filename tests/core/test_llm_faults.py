@@ -7,8 +7,6 @@ import re
 import time
 
 import pytest
-from loop_fakes import CHAIN, Script, make_deps, run
-from stub_openai import StubOpenAI, StubReply, chat_body, ok
 
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.config import Config, PlanSpec
@@ -24,6 +22,8 @@ from ragsieve.agent.plans import get_plan
 from ragsieve.cli.common import for_terminal
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
+from tests.support.loop_fakes import CHAIN, Script, make_deps, run
+from tests.support.stub_openai import StubOpenAI, StubReply, chat_body, ok
 
 MSGS = [{"role": "user", "content": "hi"}]
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 from pydantic import BaseModel
-from stub_openai import StubOpenAI, ok
 
 from ragsieve.agent.errors import StructuredOutputError
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.openai_chat import OpenAIChat
+from tests.support.stub_openai import StubOpenAI, ok
 
 
 class Verdict(BaseModel):

@@ -14,7 +14,7 @@ from ragsieve.tools.ingest.gitignore import IgnoreSet, parse_gitignore, parse_li
 from ragsieve.tools.ingest.html_text import html_to_text
 from ragsieve.tools.ingest.loaders import display_path, load_documents
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 
 

@@ -1,13 +1,12 @@
 """The agentic loop driven by a scripted FakeChat: convergence, budget, neighbours, fallback."""
 from __future__ import annotations
 
-from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
-
 import ragsieve.agent.steps.expand  # noqa: F401
 import ragsieve.agent.steps.fallback  # noqa: F401
 import ragsieve.agent.steps.judge  # noqa: F401
 import ragsieve.agent.steps.validate  # noqa: F401
 from ragsieve.testing import FakeChat
+from tests.support.loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
 
 def test_converges_when_relevant_set_stops_growing():
@@ -148,12 +147,11 @@ def test_validator_malformed_json_defaults_to_unresolved(tmp_path):
 def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_score(tmp_path):
     """The vector path (not the test double's retriever): a planted sparse chunk whose information is found
     nowhere else outranks a sparse near-duplicate that is closer to the question by cosine alone."""
-    from loop_fakes import FakeRetriever, VecIndex
-
     from ragsieve.agent.plan.state import RunState
     from ragsieve.agent.plans import STEPS
     from ragsieve.tools.filters.rerank import Reranker
     from ragsieve.tools.index.sparse.subset import cosmix_scores
+    from tests.support.loop_fakes import FakeRetriever, VecIndex
 
     docs = {"dup1": ["alpha code secret details here"], "dup2": ["alpha code secret details now"],
             "rare": ["alpha code zeta"], "main": ["beta system overview"]}

@@ -10,10 +10,9 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from milvus_readers import local_snapshot, opened, versions_seen  # noqa: E402
-from test_stable_rows import HashEmbedder, builder, snapshot, write_corpus  # noqa: E402
-
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from tests.core.test_stable_rows import HashEmbedder, builder, snapshot, write_corpus  # noqa: E402
+from tests.support.milvus_readers import local_snapshot, opened, versions_seen  # noqa: E402
 
 
 def test_change_one_document_of_500_writes_and_retires_only_its_rows(tmp_path):

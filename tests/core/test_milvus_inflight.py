@@ -14,15 +14,14 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from milvus_readers import opened, versions_seen  # noqa: E402
-from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
-
 from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: E402
 from ragsieve.tools.index.milvus.leases import held  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from tests.core.test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
+from tests.support.milvus_readers import opened, versions_seen  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def entities(index: Path, collection: str) -> int:

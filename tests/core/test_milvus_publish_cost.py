@@ -12,12 +12,11 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from milvus_readers import local_snapshot, opened  # noqa: E402
-from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
-
 from ragsieve.tools.index.milvus import publish as milvus_publish  # noqa: E402
 from ragsieve.tools.index.milvus.client import stop_lite_server  # noqa: E402
 from ragsieve.tools.index.milvus.publish import INTENT, publish  # noqa: E402
+from tests.core.test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
+from tests.support.milvus_readers import local_snapshot, opened  # noqa: E402
 
 READS = {"load_collection", "query", "query_iterator", "search", "hybrid_search", "get", "get_collection_stats"}
 

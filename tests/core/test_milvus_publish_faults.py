@@ -16,14 +16,13 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from milvus_readers import document_ids, local_snapshot, opened, versions_seen  # noqa: E402
-from test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
-
 from ragsieve.tools.index.milvus.client import stop_lite_server  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
+from tests.core.test_stable_rows import builder, snapshot, write_corpus  # noqa: E402
+from tests.support.milvus_readers import document_ids, local_snapshot, opened, versions_seen  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 KILL_DURING = textwrap.dedent("""
@@ -134,8 +133,8 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
     stop_lite_server(str(index / "milvus.db"))
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(REPO / 'tests')!r})
-        from test_stable_rows import HashEmbedder
+        sys.path.insert(0, {str(REPO)!r})
+        from tests.core.test_stable_rows import HashEmbedder
         from ragsieve.tools.index.open import open_index
         idx = open_index({str(index)!r}, embedder=HashEmbedder())
         print("open", flush=True)

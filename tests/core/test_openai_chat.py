@@ -6,10 +6,10 @@ import socket
 import time
 
 import pytest
-from stub_openai import StubOpenAI, StubReply, chat_body, error_body, ok
 
 from ragsieve.agent.errors import EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.openai_chat import OpenAIChat, OutputMode, retry_after_s, strict_schema
+from tests.support.stub_openai import StubOpenAI, StubReply, chat_body, error_body, ok
 
 MSGS = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},

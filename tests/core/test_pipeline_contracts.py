@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
 from ragsieve.agent.answer.answering import (
     ABSTAIN,
@@ -22,6 +21,7 @@ from ragsieve.agent.plans import STEPS
 from ragsieve.testing import FakeChat
 from ragsieve.tools.filters.segments import adjust_for_chunk_length, best_segments, preset_params
 from ragsieve.tools.metrics import is_abstention as counted_as_abstention
+from tests.support.loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
 
 def _state_with_context(deps, question, ids):
@@ -146,7 +146,7 @@ def test_rse_values_every_pool_chunk_of_the_candidate_documents():
     import tempfile
     from pathlib import Path
 
-    from test_full_plan import FACTS, TinyIndex, make, run_step  # noqa: F401  (shared tiny index)
+    from tests.core.test_full_plan import FACTS, TinyIndex, make, run_step  # noqa: F401  (shared tiny index)
 
     with tempfile.TemporaryDirectory() as tmp:
         index = TinyIndex(Path(tmp), FACTS)

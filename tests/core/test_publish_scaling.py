@@ -7,7 +7,6 @@ import json
 import sqlite3
 
 import pytest
-from test_incremental import HashEmbedder, _write
 
 import ragsieve.tools.index.building.builder as builder_module
 import ragsieve.tools.index.building.change_plan as change_plan
@@ -15,6 +14,7 @@ from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.building.report import in_scope
 from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.store import ChunkStore
+from tests.core.test_incremental import HashEmbedder, _write
 
 N = 300
 

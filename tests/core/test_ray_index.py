@@ -16,14 +16,13 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
 
-import test_stable_rows  # noqa: E402
-from test_stable_rows import HashEmbedder  # noqa: E402
-
 from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.index.building.ray_embed import RayEmbedStage  # noqa: E402
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
+from tests.core import test_stable_rows  # noqa: E402
+from tests.core.test_stable_rows import HashEmbedder  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from model_endpoints import FakeRerank
 
 from ragsieve.agent.config import Config, RerankConfig
 from ragsieve.agent.errors import UsageError
@@ -18,6 +17,7 @@ from ragsieve.tools.rerankers import RerankMethod, open_reranker, passage_text
 from ragsieve.tools.rerankers.cross_encoder import CrossEncoderProvider
 from ragsieve.tools.rerankers.http_rerank import HTTPRerankProvider
 from ragsieve.tools.types import Chunk, Hit
+from tests.support.model_endpoints import FakeRerank
 
 WORDS = ("api key rotate rotation old new webhook signature header secret value lumen workspace the a of to is "
          "how do i what with and for in on expires grace period tea garden").split()
@@ -182,8 +182,8 @@ def test_a_configured_reranker_that_cannot_load_refuses_the_plan_before_any_call
 
 
 def test_the_fallback_reranks_with_the_configured_provider(tmp_path):
-    from loop_fakes import Script, make_deps, run
-    from test_loop import FALLBACK_DOCS, FALLBACK_Q
+    from tests.core.test_loop import FALLBACK_DOCS, FALLBACK_Q
+    from tests.support.loop_fakes import Script, make_deps, run
 
     script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True],
                     answer="The value is 42 [1].")
@@ -202,7 +202,7 @@ def test_the_fallback_reranks_with_the_configured_provider(tmp_path):
 
 def test_full_rerank_plan_judges_the_reranked_pool(examples_index):
     """`full+rerank`: the judge is offered the pool in the reranker's order (a fake /rerank endpoint)."""
-    from test_full_plan import fake_model
+    from tests.core.test_full_plan import fake_model
 
     question = "How do I rotate the API key?"
     with FakeRerank() as server:

@@ -3,10 +3,10 @@ indexed from other paths (the previous listing guard never fired: no previous st
 from __future__ import annotations
 
 import pytest
-from test_incremental import HashEmbedder, _write
 
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
+from tests.core.test_incremental import HashEmbedder, _write
 
 
 def test_changed_chunking_settings_refuse_to_drop_documents_from_other_paths(tmp_path):
@@ -36,9 +36,8 @@ def test_an_index_from_before_header_words_keeps_its_text_on_a_one_file_change(t
     spells the names."""
     import json
 
-    from test_incremental import HashEmbedder as Hash
-
     from ragsieve.tools.index.local.generations import MANIFEST, current_generation
+    from tests.core.test_incremental import HashEmbedder as Hash
 
     class Recording(Hash):
         def __init__(self):

@@ -18,7 +18,7 @@ from ragsieve.tools.ingest.pages import page_document
 from ragsieve.tools.ingest.web_text import extract_page, is_toc_url
 from ragsieve.tools.types import Chunk, Hit
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 FROB = (FIXTURES / "sphinx" / "frob.html").read_text(encoding="utf-8")
 TOC = (FIXTURES / "sphinx" / "index.html").read_text(encoding="utf-8")
 DEBIAN_DOCS = Path("/usr/share/doc/python3.11/html")
@@ -138,11 +138,10 @@ def test_ranking_keeps_one_chunk_per_section_and_skips_toc(tmp_path, embedder):
 def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_pages_last(tmp_path, embedder):
     """The fixture pages served over loopback and crawled: the index page is fetched first (the start), a page
     named as an index last, and the index holds a table chunk, a whole code block and a `toc` page."""
-    from test_crawler import serve
-
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.ingest.crawl.crawler import Crawler
+    from tests.core.test_crawler import serve
 
     site = tmp_path / "site"
     (site / "docs").mkdir(parents=True)

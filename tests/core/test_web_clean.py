@@ -17,7 +17,7 @@ from ragsieve.tools.ingest.pages import page_document, site_documents
 from ragsieve.tools.ingest.site_titles import site_affixes, strip_site_affixes
 from ragsieve.tools.ingest.web_text import extract_page, unescape_markdown
 
-PAGES = Path(__file__).parent / "fixtures" / "pydocs"
+PAGES = Path(__file__).parents[1] / "fixtures" / "pydocs"
 
 
 def html_of(name: str) -> str:

@@ -16,8 +16,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, REPO
-from dist_build import (
+
+from tests.conftest import EXAMPLES, REPO
+from tests.support.dist_build import (
     build_sdist_and_wheel,
     copy_tree,
     folders_missing_from,

@@ -30,13 +30,14 @@ import anyio
 import httpx
 import openai
 import pytest
-from conftest import EXAMPLES, REPO
-from dist_build import build_sdist_and_wheel, copy_tree
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
-from release_venv import EXTRAS, TORCH, Fresh, Server, clean_env
-from stub_openai import StubOpenAI, ok
+
+from tests.conftest import EXAMPLES, REPO
+from tests.support.dist_build import build_sdist_and_wheel, copy_tree
+from tests.support.release_venv import EXTRAS, TORCH, Fresh, Server, clean_env
+from tests.support.stub_openai import StubOpenAI, ok
 
 pytestmark = [pytest.mark.release, pytest.mark.timeout(1500)]
 

@@ -7,9 +7,6 @@ import shutil
 
 import anyio
 import pytest
-from access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
-from test_access_service import BOB, FIN, everything_received, ring
-from test_full_plan import fake_model
 
 from ragsieve import Config, Orchestrator
 from ragsieve.testing import FakeChat
@@ -17,6 +14,9 @@ from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.open import open_index
 from ragsieve.tools.index.query.retriever import HybridRetriever
 from ragsieve.tools.index.query.where import Where
+from tests.core.test_full_plan import fake_model
+from tests.service.test_access_service import BOB, FIN, everything_received, ring
+from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
 
 NEEDLE = "corpus/finance/needle-budget.md"
 CALLERS = (("group:finance",), ("user:bob@example.com",), ("user:alice@example.com",), ())
@@ -27,9 +27,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:Dep
 def indexes(tmp_path_factory, embedder):
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from access_corpus import make_jwks
-
     from ragsieve.tools.index.milvus.publish import publish
+    from tests.support.access_corpus import make_jwks
 
     root = tmp_path_factory.mktemp("needle-milvus")
     local = build_needle_index(root, embedder)
@@ -115,7 +114,8 @@ def test_milvus_pipeline_and_service_never_hand_the_needle_to_another_user(index
             assert leaks(sent + answer.model_dump_json()) == []
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
-    from service_fakes import served
+
+    from tests.support.service_fakes import served
 
     with served({"needle": remote}, FakeChat(default=fake_model), keys=ring(jwks),
                 data_dir=str(tmp_path / "data")) as svc:

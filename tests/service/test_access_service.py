@@ -8,10 +8,6 @@ import json
 
 import httpx
 import pytest
-from access_corpus import NEEDLE_TEXT, QUESTION, leaks, make_jwks, token
-from access_service_setup import ADMIN, BOB, FIN, NEEDLE, PLAIN, PROXY, everything_received, needle_index, ring
-from service_fakes import served
-from test_full_plan import fake_model
 
 from ragsieve.service.auth.identity import (
     IdentityRefused,
@@ -20,6 +16,10 @@ from ragsieve.service.auth.identity import (
 )
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.testing import FakeChat
+from tests.core.test_full_plan import fake_model
+from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, leaks, make_jwks, token
+from tests.support.access_service_setup import ADMIN, BOB, FIN, NEEDLE, PLAIN, PROXY, everything_received, needle_index, ring
+from tests.support.service_fakes import served
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 
@@ -114,7 +114,7 @@ def test_the_keys_file_of_the_access_page_loads_and_bad_entries_are_refused(need
     from ragsieve.agent.errors import UsageError
 
     shutil.copy(needle[2], tmp_path / "jwks.json")
-    page = (__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "access.md").read_text()
+    page = (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "access.md").read_text()
     block = page.split("# Who sees what", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "keys.toml"
     path.write_text(block.replace('indexes = ["idx"]', 'indexes = ["needle"]'))

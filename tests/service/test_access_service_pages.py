@@ -9,18 +9,18 @@ import anyio
 import httpx
 import openai
 import pytest
-from access_corpus import NEEDLE_TEXT, QUESTION, leaks, token
-from access_service_setup import BOB, FIN, NEEDLE, needle_index, ring
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
-from service_fakes import served
-from test_full_plan import fake_model
 
 from ragsieve.service.auth.identity import (
     KeyIdentity,
 )
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.testing import FakeChat
+from tests.core.test_full_plan import fake_model
+from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, leaks, token
+from tests.support.access_service_setup import BOB, FIN, NEEDLE, needle_index, ring
+from tests.support.service_fakes import served
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 
@@ -62,10 +62,9 @@ def test_mcp_search_ask_read_as_the_caller(needle):
 def test_the_chat_page_source_view_reads_as_the_link_owner(needle, tmp_path):
     import shutil
 
-    from service_fakes import sse_events
-
     from ragsieve.tools.access.labels import set_rules
     from ragsieve.tools.access.rules import AccessRules
+    from tests.support.service_fakes import sse_events
 
     index = tmp_path / "index"
     shutil.copytree(needle[0], index)
@@ -85,8 +84,6 @@ def test_the_chat_page_source_view_reads_as_the_link_owner(needle, tmp_path):
 
 
 def test_the_widget_reads_as_the_host_pages_signed_user(needle, tmp_path):
-    from service_fakes import sse_events
-
     from ragsieve import Config
     from ragsieve.agent.llm.client import LLM
     from ragsieve.service.app import create_app
@@ -94,6 +91,7 @@ def test_the_widget_reads_as_the_host_pages_signed_user(needle, tmp_path):
     from ragsieve.service.indexes.registry import IndexRegistry
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
+    from tests.support.service_fakes import sse_events
 
     index, key, jwks = needle
     site, widget_key = "https://docs.example.com", "pk-needle-site-01"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import openai
 import pytest
-from anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chunk_config, write_site
-from service_fakes import served
-from web_fixtures import static_site
 
 from ragsieve.agent.answer.answering import ABSTAIN
 from ragsieve.agent.answer.citation_stream import CitationStream
 from ragsieve.testing import FakeChat
+from tests.support.anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chunk_config, write_site
+from tests.support.service_fakes import served
+from tests.support.web_fixtures import static_site
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,8 @@ def test_a_validated_plan_streams_only_the_answer_that_stands(examples_index):
     never sent; the stream carries the second once and equals the JSON reply."""
     import json
 
-    from service_fakes import served
-    from web_fixtures import scripted_reply
+    from tests.support.service_fakes import served
+    from tests.support.web_fixtures import scripted_reply
 
     def reply(messages):
         prompt = messages[-1]["content"]

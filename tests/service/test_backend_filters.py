@@ -125,7 +125,8 @@ def test_milvus_server_fusion_matches_client_rrf(milvus_copy):
 def test_service_applies_the_where_filter_and_refuses_a_bad_one(examples_index):
     import httpx
     import openai
-    from service_fakes import ANSWER, served
+
+    from tests.support.service_fakes import ANSWER, served
 
     with HybridIndex.open(examples_index) as index:
         sources = sorted({c.source for c in index.store.get_many(range(len(index)))})

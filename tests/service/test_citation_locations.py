@@ -9,15 +9,15 @@ import anyio
 import httpx
 import openai
 import pytest
-from anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chunk_config, write_site
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
-from service_fakes import served
-from test_formats import make_pdf
-from web_fixtures import static_site
 
 from ragsieve.agent.answer.locations import deepest_location
 from ragsieve.testing import FakeChat
+from tests.core.test_formats import make_pdf
+from tests.support.anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chunk_config, write_site
+from tests.support.service_fakes import served
+from tests.support.web_fixtures import static_site
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-from service_fakes import served
 
 from ragsieve.service.auth.keys import KeyRing
+from tests.support.service_fakes import served
 
 PAGES = {
     "index.html": "<html><head><title>Site</title></head><body><main><h1>Welcome</h1><p>Start here and read "

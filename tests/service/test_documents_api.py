@@ -4,11 +4,11 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from service_fakes import served
-from test_formats import make_pdf
 
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.testing import FakeChat
+from tests.core.test_formats import make_pdf
+from tests.support.service_fakes import served
 
 MD = "# Deploying Zorblax\n\nThe zorblax gateway listens on port 7412 and reloads its routes every 90 seconds.\n"
 PY = ("def frobnicate_quux(widgets):\n    \"\"\"Sort the widgets by their quux weight, heaviest first.\"\"\"\n"

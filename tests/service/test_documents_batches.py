@@ -10,11 +10,11 @@ import time
 import httpx
 import openai
 import pytest
-from service_fakes import served
-from test_documents_api import ANSWER, MD, PY
 
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.testing import FakeChat
+from tests.service.test_documents_api import ANSWER, MD, PY
+from tests.support.service_fakes import served
 
 BROKEN_PDF = b"%PDF-1.4\n1 0 obj <</Type /Catalog>> garbage \x00\xff trailer"
 NOTE = "# Ferry notes\n\nThe Skellig ferry leaves pier nine at 07:45 every weekday.\n"

@@ -7,10 +7,10 @@ import threading
 
 import openai
 import pytest
-from service_fakes import served
 
 from ragsieve.service.documents.catalog import safe_filename
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import served
 
 NAMES = ["__init__.py", "_wrap.py", "données.md", "notes-0.md", "notes-1.md"]
 

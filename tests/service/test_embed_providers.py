@@ -12,7 +12,6 @@ import json
 
 import numpy as np
 import pytest
-from model_endpoints import FakeEmbeddings
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 from ragsieve.tools.index.building.builder import IndexBuilder
@@ -20,6 +19,7 @@ from ragsieve.tools.index.embedders import embedding_identity
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever
+from tests.support.model_endpoints import FakeEmbeddings
 
 
 def make(server, **kw) -> OpenAIEmbedder:
@@ -186,10 +186,10 @@ def test_serve_answers_from_an_endpoint_index_with_the_rerank_plan(tmp_path):
     """`serve` over the official openai SDK: the index embeds queries at its endpoint, `:fast+rerank` is offered
     because the configured /rerank endpoint is usable, and the plan runs it."""
     import openai
-    from model_endpoints import FakeRerank
-    from service_fakes import served
 
     from ragsieve.agent.config import Config, RerankConfig
+    from tests.support.model_endpoints import FakeRerank
+    from tests.support.service_fakes import served
 
     docs = _docs(tmp_path)
     folder = tmp_path / "served"

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+
+from tests.conftest import EXAMPLES
 
 BLOCKER = '''
 import sys

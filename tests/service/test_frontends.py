@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from service_fakes import ANSWER, served
 
 from ragsieve.service.chat.frontend_tasks import PASSTHROUGH_MODEL
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import ANSWER, served
 
-FIXTURES = Path(__file__).parent / "fixtures" / "frontends"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "frontends"
 
 
 def fixture(name: str) -> dict:

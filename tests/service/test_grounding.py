@@ -10,11 +10,8 @@ import anyio
 import httpx
 import openai
 import pytest
-from anchor_fixtures import QUESTION, UNCITED
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
-from service_fakes import sse_events
-from web_fixtures import served_ui
 
 from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO
 from ragsieve.agent.answer.grounding import NOT_GROUNDED_NOTE
@@ -22,6 +19,9 @@ from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.service.feedback.export import export
 from ragsieve.service.feedback.store import FeedbackStore
 from ragsieve.testing import FakeChat
+from tests.support.anchor_fixtures import QUESTION, UNCITED
+from tests.support.service_fakes import sse_events
+from tests.support.web_fixtures import served_ui
 
 KEY, SITE = "pk-grounding-1", "https://docs.example.com"
 

@@ -10,12 +10,22 @@ from datetime import timedelta
 import anyio
 import httpx
 import pytest
-from insights_fakes import ANSWERED, BILLING, DAY, MOBILE, START, FakeClock, insights_service, month_of_questions, words
-from service_fakes import sse_events
 
 from ragsieve.eval.data import load_dataset
 from ragsieve.insights.log import FILE_NAME
 from ragsieve.insights.record import Outcome, Surface
+from tests.support.insights_fakes import (
+    ANSWERED,
+    BILLING,
+    DAY,
+    MOBILE,
+    START,
+    FakeClock,
+    insights_service,
+    month_of_questions,
+    words,
+)
+from tests.support.service_fakes import sse_events
 
 EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+44 20 7946 0958"
 
@@ -190,11 +200,10 @@ def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(mon
     and the same evaluation set shows them answered."""
     import shutil
 
-    from conftest import EXAMPLES
-
     from ragsieve.eval.evaluate import Evaluation
     from ragsieve.testing import FakeChat
     from ragsieve.tools.index.building.builder import IndexBuilder
+    from tests.conftest import EXAMPLES
 
     folder = month["exported"].json()["folder"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from insights_fakes import ANSWERED, BILLING, START, FakeClock, insights_service
-from service_fakes import sse_events
 
 from ragsieve import Config
 from ragsieve.insights.record import Outcome, Surface
 from ragsieve.service.auth.keys import KeyRing
+from tests.support.insights_fakes import ANSWERED, BILLING, START, FakeClock, insights_service
+from tests.support.service_fakes import sse_events
 
 
 def test_admin_scope_is_needed_for_insights(examples_index, tmp_path):

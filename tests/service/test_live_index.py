@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx
 import openai
-from service_fakes import served
 
 from ragsieve.testing import FakeChat
 from ragsieve.tools.index.building.builder import IndexBuilder
+from tests.support.service_fakes import served
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _docs(tmp_path: Path) -> Path:

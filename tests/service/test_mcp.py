@@ -11,10 +11,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
-from service_fakes import served
-from stub_openai import StubOpenAI, StubReply, error_body
 
 from ragsieve.service.auth.keys import KeyRing
+from tests.support.service_fakes import served
+from tests.support.stub_openai import StubOpenAI, StubReply, error_body
 
 TOOLS = {"search", "ask", "read", "indexes"}
 ADMIN, NOTES_ONLY = "sk-admin-0001", "sk-notes-0001"

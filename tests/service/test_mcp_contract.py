@@ -11,9 +11,9 @@ import openai
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
-from service_fakes import ANSWER, served
 
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import ANSWER, served
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 

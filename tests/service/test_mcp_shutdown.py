@@ -14,7 +14,8 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
-from stub_openai import StubOpenAI, ok
+
+from tests.support.stub_openai import StubOpenAI, ok
 
 
 @pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")

@@ -8,15 +8,15 @@ import time
 
 import httpx
 import pytest
-from service_fakes import served
-from slow_sse import SlowStream
-from stub_openai import StubOpenAI, StubReply, chat_body
 
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.deadlines import RateMeter, Watchdog
 from ragsieve.agent.llm.openai_chat import OpenAIChat
+from tests.support.service_fakes import served
+from tests.support.slow_sse import SlowStream
+from tests.support.stub_openai import StubOpenAI, StubReply, chat_body
 
 MSGS = [{"role": "user", "content": "say something"}]
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import openai
 import pytest
-from service_fakes import served
 
 from ragsieve.agent.answer.answering import ABSTAIN
+from tests.support.service_fakes import served
 
 pytestmark = pytest.mark.llm
 

@@ -7,10 +7,10 @@ import json
 import httpx
 import openai
 import pytest
-from service_fakes import served
-from stub_openai import StubOpenAI, StubReply, error_body, ok
 
 from ragsieve.agent.llm.openai_chat import OpenAIChat
+from tests.support.service_fakes import served
+from tests.support.stub_openai import StubOpenAI, StubReply, error_body, ok
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

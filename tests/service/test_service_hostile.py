@@ -7,7 +7,8 @@ import threading
 import time
 
 import httpx
-from service_fakes import served
+
+from tests.support.service_fakes import served
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

@@ -5,9 +5,8 @@ import os
 import subprocess
 import sys
 
-from service_fakes import ANSWER, served
-
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import ANSWER, served
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

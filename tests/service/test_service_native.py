@@ -12,14 +12,14 @@ import time
 import httpx
 import openai
 import pytest
-from service_fakes import ANSWER, CountingChat, served, sse_events
-from stub_openai import StubOpenAI, StubReply, ok
 
 from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.server import check_exposure
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import ANSWER, CountingChat, served, sse_events
+from tests.support.stub_openai import StubOpenAI, StubReply, ok
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

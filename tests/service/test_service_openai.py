@@ -7,10 +7,10 @@ import json
 import httpx
 import openai
 import pytest
-from service_fakes import ANSWER, served
 
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import ANSWER, served
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 

@@ -10,8 +10,6 @@ import time
 
 import httpx
 import pytest
-from service_fakes import served
-from stub_openai import StubOpenAI, StubReply, chat_body
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
@@ -23,6 +21,8 @@ from ragsieve.service.indexes.registry import IndexRegistry
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.testing import FakeChat
+from tests.support.service_fakes import served
+from tests.support.stub_openai import StubOpenAI, StubReply, chat_body
 
 QUESTION = {"model": "demo", "messages": [{"role": "user", "content": "How do I rotate a key?"}]}
 

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from stub_openai import StubOpenAI, ok
 
 from ragsieve import Config
 from ragsieve.agent.errors import UsageError
@@ -20,6 +19,7 @@ from ragsieve.service.app import create_app
 from ragsieve.service.indexes.registry import IndexRegistry
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
+from tests.support.stub_openai import StubOpenAI, ok
 
 ANSWER = "The old key stays valid for 24 hours [1]."
 

@@ -6,8 +6,6 @@ import json
 
 import httpx
 import pytest
-from service_fakes import ANSWER
-from service_fakes import sse_events as sse
 
 from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.agent.plan.state import Citation
@@ -20,6 +18,8 @@ from ragsieve.service.web import source_view
 from ragsieve.service.web.links import citation_href, load_secret, verify
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk
+from tests.support.service_fakes import ANSWER
+from tests.support.service_fakes import sse_events as sse
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 KEY = "pk-site-widget-1"

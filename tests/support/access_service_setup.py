@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import httpx
 import openai
-from access_corpus import QUESTION, build_needle_index, make_jwks
 
 from ragsieve.service.auth.identity import (
     IdentitySettings,
@@ -12,6 +11,7 @@ from ragsieve.service.auth.identity import (
     KeyIdentity,
 )
 from ragsieve.service.auth.keys import KeyRing
+from tests.support.access_corpus import QUESTION, build_needle_index, make_jwks
 
 NEEDLE = "corpus/finance/needle-budget.md"
 ADMIN, FIN, BOB, PROXY, PLAIN = "sk-admin-0001", "sk-finance-01", "sk-bob-000001", "sk-proxy-0001", "sk-plain-0001"

@@ -6,12 +6,12 @@ import re
 import zlib
 
 import numpy as np
-from loop_fakes import fenced_text
 
 from ragsieve.agent.llm.client import LLM
 from ragsieve.testing import FakeChat
 from ragsieve.tools.index.query.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
+from tests.support.loop_fakes import fenced_text
 
 DIM = 64
 

@@ -12,7 +12,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import REPO
+from tests.conftest import REPO
 
 BUILD_INPUTS = ("agent", "tools", "prompts", "ragsieve", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 # the import name of each folder that becomes a package (pyproject's package-dir)

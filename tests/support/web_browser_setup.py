@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from web_fixtures import GUIDE, static_site, write_corpus
+from tests.support.web_fixtures import GUIDE, static_site, write_corpus
 
 TIMEOUT_MS = 60_000
 

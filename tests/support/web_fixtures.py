@@ -20,6 +20,9 @@ from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
 
 CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_MISSING = ("no chromium at /usr/bin/chromium: `sudo apt-get install chromium`, or `make test` as root "
+                    "(it installs it unless RAGSIEVE_INSTALL_CHROMIUM=0)")
+PLAYWRIGHT_MISSING = "no playwright: pip install -e '.[browser-test]' (make test installs it)"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
