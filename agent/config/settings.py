@@ -30,7 +30,7 @@ class InsightsConfig(_Section):
     retention_days: float = Field(default=90.0, gt=0, le=3650)  # older rows are deleted
     store_answers: bool = False  # also keep the (redacted) answer text
     # average cosine distance under which questions share a topic (average linkage); 0.75 joins MiniLM paraphrases
-    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/test_insights.py)
+    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/service/test_insights.py)
     group_distance: float = Field(default=0.75, gt=0.0, lt=2.0)
     dir: str | None = None  # where insights.sqlite3 lives (None: the server's --data-dir)
 

@@ -59,7 +59,7 @@ class BackendFixtures:
 
 class ProtocolTest(BackendFixtures):
     def test_backend_satisfies_the_index_protocol(self, backend: IndexBackend) -> None:
-        """Every `IndexBackend` member is there at run time (mypy checks the types: tests/test_gates.py)."""
+        """Every `IndexBackend` member is there at run time (mypy checks the types: tests/core/test_gates.py)."""
         assert isinstance(backend, IndexBackend)
         assert backend.vectors is not None and len(backend.vectors) == len(backend)
 

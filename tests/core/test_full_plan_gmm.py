@@ -6,7 +6,7 @@ calls every chunk relevant, so it fails its decoy check and is not trusted: the 
 joined to the fast context (`retrieval.top_k` = 10 here, so the planted chunk is in it), and what GMM may remove
 is the fast context outside the conformal set. GMM runs at the paper's features and rule (interaction,
 alpha 0.5, PCA 2 and 3, 15th percentile) with one component, flagged in both runs, the top-4 exemption off:
-with the paper's K 4-6 an isolated chunk gets a component of its own and is not flagged (tests/test_gmm.py),
+with the paper's K 4-6 an isolated chunk gets a component of its own and is not flagged (tests/core/test_gmm.py),
 and what is flagged depends on the pool (here K 4-6 also removes the best dense chunk, api-keys.md#4); one
 component is where the rule reliably puts an off-topic chunk in the tail.
 """
