@@ -8,10 +8,10 @@ import pytest
 
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.testing import FakeChat
-from tests.support.web_fixtures import CHROMIUM, browser, served_ui, static_site
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, served_ui, static_site
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 KEY = "pk-first-run-pages-1"
 TIMEOUT_MS = 60_000

@@ -13,7 +13,7 @@ import pytest
 from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.testing import FakeChat
 from tests.support.service_fakes import served
-from tests.support.web_fixtures import CHROMIUM, browser, served_ui, static_site
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, served_ui, static_site
 
 # shares most of its words with the rotation passage of examples/docs/api-keys.md, and cites nothing
 UNMARKED = ("The old secret is not revoked at once: it enters a 24-hour grace period during which both the old "
@@ -68,9 +68,9 @@ def _settled(page, root_js: str) -> None:
                            "return a && a.getAttribute('aria-busy') === 'false'; }", timeout=TIMEOUT_MS)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
 def test_page_and_widget_show_inferred_citations_as_suggested(examples_index, tmp_path):
-    pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+    pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
     root = tmp_path / "site"
     root.mkdir()
     with static_site(root) as port, browser() as b:

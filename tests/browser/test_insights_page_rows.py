@@ -10,10 +10,10 @@ import pytest
 
 from ragsieve.insights.record import Outcome, QuestionRecord, Surface
 from tests.support.insights_fakes import DAY, START, FakeClock, insights_service
-from tests.support.web_fixtures import CHROMIUM, browser
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
-pytest.importorskip("playwright", reason="needs the browser-test extra (make test installs it)")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
+pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 UPLOAD = "file-0123456789abcdef01234567/pricing.md"
 FLAGGED = "What does the team plan cost per seat?"
