@@ -12,6 +12,7 @@ from ragsieve.agent.config.index import IndexConfig, RetrievalConfig
 from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
 from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
 from ragsieve.agent.errors import UsageError
+from ragsieve.tools.tracing.settings import TracingConfig
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
 
@@ -53,6 +54,7 @@ class Config(_Section):
     abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
     insights: InsightsConfig = Field(default_factory=InsightsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)  # OpenTelemetry spans (docs/tracing.md)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)
