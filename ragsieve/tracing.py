@@ -12,7 +12,8 @@ def start(config: Any) -> bool:
     from ragsieve.tools.tracing import TracingConfig, configure
 
     section = getattr(config, "tracing", None) or TracingConfig()
-    redact = None
-    if section.capture_content:
-        from ragsieve.insights.redact import redact
+    if not section.capture_content:
+        return configure(section)
+    from ragsieve.insights.redact import redact
+
     return configure(section, redact=redact)

@@ -7,7 +7,18 @@ from __future__ import annotations
 
 from ragsieve.tools.tracing.settings import TracingConfig, resolve
 from ragsieve.tools.tracing.setup import configure, flush, reset
-from ragsieve.tools.tracing.spans import NULL, Kind, Span, count, enabled, event, span, trace_id, traced
+from ragsieve.tools.tracing.spans import (
+    NULL,
+    Kind,
+    Span,
+    count,
+    enabled,
+    event,
+    request_span,
+    span,
+    trace_id,
+    traced,
+)
 
 __all__ = ["NULL", "Kind", "Span", "TracingConfig", "configure", "count", "enabled", "event", "flush",
-           "reset", "resolve", "span", "trace_id", "traced"]
+           "request_span", "reset", "resolve", "span", "trace_id", "traced"]

@@ -200,8 +200,10 @@ class OtelTracer:
         return LiveSpan(self, self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=cleaned))
 
     def open_request(self, name: str, headers: Mapping[str, str], attributes: Mapping[str, Any]) -> LiveSpan:
-        """A SERVER span continuing the caller's W3C `traceparent` (a new trace when there is none)."""
-        parent = _PROPAGATOR.extract(carrier=dict(headers))
+        """A SERVER span continuing the caller's W3C `traceparent` (a new trace when there is none); inside a
+        span the application's own instrumentation opened (FastAPI's, an ASGI middleware's), a child of it."""
+        inside = trace.get_current_span().get_span_context().is_valid
+        parent = None if inside else _PROPAGATOR.extract(carrier=dict(headers))
         cleaned = {k: attribute(v) for k, v in attributes.items() if attribute(v) is not None}
         return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
                                                      attributes=cleaned))

@@ -30,12 +30,13 @@ class Span(Protocol):
     recording: bool
 
     def __enter__(self) -> "Span": ...
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
     def set(self, key: str, value: Any) -> None: ...
     def update(self, attributes: Mapping[str, Any]) -> None: ...
     def text(self, key: str, value: str | None) -> None: ...
     def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None: ...
     def count(self, key: str, by: int = 1) -> None: ...
+    def ids(self) -> tuple[str, str] | None: ...
 
 
 class _NullSpan:
@@ -47,7 +48,7 @@ class _NullSpan:
     def __enter__(self) -> "_NullSpan":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         return None
 
     def set(self, key: str, value: Any) -> None:
@@ -64,6 +65,9 @@ class _NullSpan:
 
     def count(self, key: str, by: int = 1) -> None:
         pass
+
+    def ids(self) -> tuple[str, str] | None:
+        return None
 
 
 NULL = _NullSpan()

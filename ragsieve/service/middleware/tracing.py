@@ -24,7 +24,7 @@ class TraceRequests:
         attributes = {"http.request.method": method, "url.path": scope.get("path", ""),
                       "url.scheme": scope.get("scheme", "http"), "ragsieve.caller_trace": "traceparent" in headers}
         with tracing.request_span(f"{method} {scope.get('path', '')}", headers, attributes) as span:
-            ids = span.ids() if hasattr(span, "ids") else None
+            ids = span.ids()
 
             async def send_traced(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
