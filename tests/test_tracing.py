@@ -11,11 +11,11 @@ import sys
 import pytest
 from test_full_plan import QUESTION, calibrated_index, check_trace, fake_model  # noqa: F401  (fixture)
 
-from ragsieve.agent.config import Config
+from ragsieve.agent.config import Config, TracingConfig
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.tools import tracing
 from ragsieve.tools.errors import MissingExtraError, UsageError
-from ragsieve.tools.tracing import TracingConfig, resolve
+from ragsieve.tools.tracing import Defaults, resolve
 
 OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED",
              "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
@@ -226,3 +226,10 @@ def test_build_phases_and_embedding_batches(tmp_path, embedder, memory):
         assert spans[f"ragsieve.build.{phase}"].context.trace_id == build.context.trace_id
     embed = spans["ragsieve.embed"]
     assert embed.attributes["openinference.span.kind"] == "EMBEDDING" and embed.attributes["ragsieve.embedding.texts"] >= 1
+
+
+def test_config_section_and_tools_defaults_agree():
+    """`[tracing]` (agent.config, the foundation) and the defaults tools/ uses without a config are one set."""
+    from dataclasses import asdict
+
+    assert TracingConfig().model_dump() == asdict(Defaults())

@@ -94,8 +94,8 @@ def test_mcp_call_over_the_service_is_traced(examples_index, monkeypatch):
 
 def _answers(index, receiver_mode, monkeypatch, **options):
     """The answer with tracing off, then with a collector in `receiver_mode`, and the warnings logged."""
+    from ragsieve.agent.config import TracingConfig
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.tracing import TracingConfig
 
     with Orchestrator.open(index, chat=FakeChat(default="Rotate it [1].")) as orch:
         plain = orch.ask("How do I rotate the API key?", plan="fast")
@@ -133,7 +133,7 @@ def test_a_collector_that_is_away_costs_one_warning_never_the_answer(examples_in
 
 def test_queue_is_bounded(examples_index):
     """More spans than the queue holds while the exporter is stuck: the surplus is dropped, not kept."""
-    from ragsieve.tools.tracing import TracingConfig
+    from ragsieve.agent.config import TracingConfig
 
     with Receiver(mode="stall", stall_s=3.0) as receiver:
         tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces", max_queue=16, batch_size=16,

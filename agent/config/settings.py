@@ -11,8 +11,8 @@ from ragsieve.agent.config.filters import AbstentionConfig, ConformalConfig, Out
 from ragsieve.agent.config.index import IndexConfig, RetrievalConfig
 from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
 from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
+from ragsieve.agent.config.tracing import TracingConfig
 from ragsieve.agent.errors import UsageError
-from ragsieve.tools.tracing.settings import TracingConfig
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
 

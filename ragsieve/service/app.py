@@ -35,9 +35,9 @@ from ragsieve.service.middleware.content_type import FormAsJson
 from ragsieve.service.middleware.limits import Admission
 from ragsieve.service.middleware.metrics import ServiceMetrics
 from ragsieve.service.middleware.tracing import TraceRequests
+from ragsieve.service.middleware.tracing import start as start_tracing
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.tools.errors import MissingExtraError
-from ragsieve.tracing import start as start_tracing
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,15 @@ The lowest layer (tools/ code opens spans too); OpenTelemetry itself is imported
 """
 from __future__ import annotations
 
-from ragsieve.tools.tracing.settings import TracingConfig, resolve
+from ragsieve.tools.tracing import spans
+from ragsieve.tools.tracing.settings import Defaults, resolve
 from ragsieve.tools.tracing.setup import configure, flush, reset
 from ragsieve.tools.tracing.spans import (
     NULL,
     Kind,
     Span,
     count,
+    decided,
     enabled,
     event,
     request_span,
@@ -20,5 +22,7 @@ from ragsieve.tools.tracing.spans import (
     traced,
 )
 
-__all__ = ["NULL", "Kind", "Span", "TracingConfig", "configure", "count", "enabled", "event", "flush",
+spans.decide_with(configure)  # the first span decides from the environment when nobody configured tracing
+
+__all__ = ["NULL", "Kind", "Span", "Defaults", "configure", "count", "decided", "enabled", "event", "flush",
            "request_span", "reset", "resolve", "span", "trace_id", "traced"]

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Protocol
 from urllib.parse import urlsplit
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.tools.errors import UsageError
 
@@ -29,22 +27,34 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPO
 _PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 
 
-class TracingConfig(BaseModel):
-    """The `[tracing]` section (docs/tracing.md). Off unless an endpoint is named here or in the environment."""
+class TracingSection(Protocol):
+    """What `resolve` reads: the `[tracing]` section (`ragsieve.agent.config.TracingConfig`, whose fields and
+    defaults are `Defaults`'s; tests/test_tracing.py holds the two equal) or `Defaults` itself."""
 
-    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None
+    endpoint: str | None
+    service_name: str | None
+    capture_content: bool
+    content_chars: int
+    max_queue: int
+    batch_size: int
+    batch_delay_s: float
+    export_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The `[tracing]` defaults, for callers without a config (the environment alone decides)."""
 
     enabled: bool | None = None  # None: on when an endpoint is named; false: off even then
     endpoint: str | None = None  # the OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces
     service_name: str | None = None  # None: OTEL_SERVICE_NAME, else "ragsieve"
-    # prompts, replies, questions and document text in spans (redacted like the question log); off: ids,
-    # scores, counts, tokens and timings only
-    capture_content: bool = False
-    content_chars: int = Field(default=4000, ge=100, le=100_000)  # each captured text is cut to this
-    max_queue: int = Field(default=2048, ge=16, le=1_000_000)  # spans waiting for export; beyond, dropped
-    batch_size: int = Field(default=512, ge=1, le=100_000)
-    batch_delay_s: float = Field(default=1.0, gt=0, le=60)  # how long a span may wait for its batch
-    export_timeout_s: float = Field(default=5.0, gt=0, le=120)  # one export, retries included
+    capture_content: bool = False  # prompts, replies, questions and document text in spans, redacted
+    content_chars: int = 4000  # each captured text is cut to this
+    max_queue: int = 2048  # spans waiting for export; beyond, dropped
+    batch_size: int = 512
+    batch_delay_s: float = 1.0  # how long a span may wait for its batch
+    export_timeout_s: float = 5.0  # one export, retries included
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,7 @@ def check_endpoint(url: str, name: str) -> str:
     return url.strip()
 
 
-def _endpoint(config: TracingConfig, environ: Mapping[str, str]) -> tuple[str, str] | None:
+def _endpoint(config: TracingSection, environ: Mapping[str, str]) -> tuple[str, str] | None:
     if config.endpoint:
         return check_endpoint(config.endpoint, "[tracing] endpoint"), "[tracing] endpoint"
     full = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
@@ -102,9 +112,9 @@ def _endpoint(config: TracingConfig, environ: Mapping[str, str]) -> tuple[str, s
     return None
 
 
-def resolve(config: TracingConfig | None = None, environ: Mapping[str, str] | None = None) -> Resolved | None:
+def resolve(config: TracingSection | None = None, environ: Mapping[str, str] | None = None) -> Resolved | None:
     """Tracing as `config` and the environment ask for it, or None when off; a bad value is a UsageError."""
-    config = config or TracingConfig()
+    config = config if config is not None else Defaults()
     env = os.environ if environ is None else environ
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if exporter not in ("", "otlp", "none"):

@@ -9,14 +9,14 @@ from typing import Any, Callable
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.tracing import spans
-from ragsieve.tools.tracing.settings import Resolved, TracingConfig, resolve
+from ragsieve.tools.tracing.settings import Resolved, TracingSection, resolve
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _running: tuple[Resolved, Any, Any] | None = None  # (settings, redact, provider) of the installed tracer
 
 
-def configure(config: TracingConfig | None = None, *, redact: Callable[[str], str] | None = None,
+def configure(config: TracingSection | None = None, *, redact: Callable[[str], str] | None = None,
               tracer_provider: Any = None, environ: dict[str, str] | None = None) -> bool:
     """Tracing as `config` and the environment say (see `settings.resolve`); True when on.
 

@@ -87,10 +87,20 @@ _tracer: Tracer | None = _UNSET  # _UNSET: not decided yet; None: off
 current: ContextVar[Span | None] = ContextVar("ragsieve_span", default=None)  # the innermost open ragsieve span
 
 
-def _decide() -> Tracer | None:
-    from ragsieve.tools.tracing.setup import configure
+_decider: Callable[[], object] | None = None  # `setup.configure`, registered by the package on import
 
-    configure()  # from the environment only: off unless an OTLP endpoint variable is set
+
+def decide_with(configure: Callable[[], object]) -> None:
+    """Called once by `ragsieve.tools.tracing` (this module never imports `setup`: no import cycle)."""
+    global _decider
+    _decider = configure
+
+
+def _decide() -> Tracer | None:
+    if _decider is None:
+        install(None)
+    else:
+        _decider()  # from the environment only: off unless an OTLP endpoint variable is set
     return _tracer
 
 
@@ -104,6 +114,11 @@ def active() -> Tracer | None:
     """The tracer, deciding from the environment on first use; None while tracing is off."""
     tracer = _tracer
     return _decide() if tracer is _UNSET else tracer
+
+
+def decided() -> bool:
+    """Whether tracing was configured (or decided from the environment) in this process."""
+    return _tracer is not _UNSET
 
 
 def enabled() -> bool:

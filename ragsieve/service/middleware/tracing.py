@@ -1,7 +1,10 @@
-"""One span per HTTP request, continuing the caller's W3C `traceparent` (every route), with the trace id
-returned: `traceresponse` (W3C Trace Context Level 2) and `x-trace-id` headers. A question asked in the
-request is a child of this span (`ragsieve.agent.plan.traced`), so a caller's trace holds the whole answer.
-Pure ASGI (streams pass through untouched); while tracing is off it only calls the app."""
+"""Tracing at the front ends: `start` (every CLI command, `ragsieve serve`, its `--workers` processes and
+`ragsieve mcp` apply `[tracing]` and the OTel environment with it, passing the question log's redaction for
+captured text), and `TraceRequests`, one span per HTTP request continuing the caller's W3C `traceparent`
+(every route), with the trace id returned in the `traceresponse` (W3C Trace Context Level 2) and `x-trace-id`
+headers. A question asked in the request is a child of this span (`ragsieve.agent.plan.traced`), so a caller's
+trace holds the whole answer. Pure ASGI (streams pass through untouched); while tracing is off it only calls
+the app. The spans themselves: `ragsieve.tools.tracing`; docs/tracing.md."""
 from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
@@ -9,6 +12,20 @@ from typing import Any, Awaitable, Callable
 from ragsieve.tools import tracing
 
 _PROPAGATED = (b"traceparent", b"tracestate")
+
+
+def start(config: Any) -> bool:
+    """Apply `config.tracing` (a `Config`, or None for the environment alone); True when tracing is on.
+    A bad setting or a missing `[otel]` extra is the one-line error of `ragsieve.tools.tracing.configure`.
+    A config whose `[tracing]` sets nothing keeps tracing as the application already configured it."""
+    section = getattr(config, "tracing", None)
+    if tracing.decided() and (section is None or not section.model_fields_set):
+        return tracing.enabled()
+    if section is None or not section.capture_content:
+        return tracing.configure(section)
+    from ragsieve.insights.redact import redact
+
+    return tracing.configure(section, redact=redact)
 
 
 class TraceRequests:
