@@ -116,11 +116,14 @@ def overhead(index: Path, questions: int, block: int) -> dict:
     times: dict[str, list[float]] = {"untraced": [], "traced": []}
     try:
         with httpx.Client(base_url=svc.base_url, timeout=120) as client:
+            last: dict = {}
+
             def ask() -> float:
                 started = time.perf_counter()
                 reply = client.post("/v1/ask", json={"question": QUESTION, "plan": "full"})
                 took = time.perf_counter() - started
                 reply.raise_for_status()
+                last["body"] = reply.json()
                 return took
 
             tracing.configure(on)
@@ -146,7 +149,8 @@ def overhead(index: Path, questions: int, block: int) -> dict:
             tracer.exporter.inner.export = counting
             ask()
             tracing.flush(10.0)
-            spans_per_question = len(exporter_spans)
+            trace_id = int(last["body"]["trace_id"], 16)
+            spans_per_question = sum(1 for sp in exporter_spans if sp.context.trace_id == trace_id)
     finally:
         svc.stop()
         tracing.configure(off)

@@ -204,7 +204,11 @@ class OtelTracer:
         span the application's own instrumentation opened (FastAPI's, an ASGI middleware's), a child of it."""
         inside = trace.get_current_span().get_span_context().is_valid
         parent = None if inside else _PROPAGATOR.extract(carrier=dict(headers))
-        cleaned = {k: attribute(v) for k, v in attributes.items() if attribute(v) is not None}
+        cleaned = {SPAN_KIND: Kind.CHAIN.value}
+        for key, value in attributes.items():
+            value = attribute(value)
+            if value is not None:
+                cleaned[key] = value
         return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
                                                      attributes=cleaned))
 
