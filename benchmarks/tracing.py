@@ -156,11 +156,41 @@ def overhead(index: Path, questions: int, block: int) -> dict:
         tracing.configure(off)
     arms = {arm: {"n": len(v), "p50_ms": round(1000 * percentile(v, 50), 3), "p95_ms": round(1000 * percentile(v, 95), 3)}
             for arm, v in times.items()}
-    return {"arms": arms, "p50_overhead_ms": round(arms["traced"]["p50_ms"] - arms["untraced"]["p50_ms"], 3),
+    cost = span_cost(sink.endpoint)
+    per_span = cost["cpu_us_per_span"]["spans_otlp_batched"] - cost["cpu_us_per_span"]["off"]
+    return {"arms": arms, **cost, "cpu_ms_per_question": round(per_span * spans_per_question / 1000, 3),
+            "p50_overhead_ms": round(arms["traced"]["p50_ms"] - arms["untraced"]["p50_ms"], 3),
             "p95_overhead_ms": round(arms["traced"]["p95_ms"] - arms["untraced"]["p95_ms"], 3),
             "p50_ratio": round(arms["traced"]["p50_ms"] / arms["untraced"]["p50_ms"], 4),
             "spans_per_question": spans_per_question, "block": block, "batches_received": sink.batches,
             "plan": "full", "model": "scripted (no model time)"}
+
+
+def span_cost(endpoint: str, n: int = 3000) -> dict:
+    """CPU microseconds per span (process time, so the exporter thread's encoding and sending count too, and
+    other processes' load does not): off, spans on a provider with no exporter, spans batched to OTLP/HTTP."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ragsieve.agent.config import TracingConfig
+    from ragsieve.tools import tracing
+
+    def run() -> float:
+        started = time.process_time()
+        for _ in range(n):
+            with tracing.span("ragsieve.step.bench", tracing.Kind.CHAIN, {"ragsieve.plan": "full", "n": 1}) as span:
+                span.update({f"ragsieve.step.k{j}": j for j in range(10)})
+        tracing.flush(30.0)
+        return round((time.process_time() - started) / n * 1e6, 2)
+
+    out = {}
+    for arm, settings, provider in (("off", TracingConfig(enabled=False), None),
+                                    ("spans_no_export", TracingConfig(enabled=True), TracerProvider()),
+                                    ("spans_otlp_batched", TracingConfig(endpoint=endpoint), None)):
+        tracing.configure(settings, tracer_provider=provider)
+        run()  # warm
+        out[arm] = run()
+    tracing.configure(TracingConfig(enabled=False))
+    return {"cpu_us_per_span": out, "spans_timed": n}
 
 
 def free_port() -> int:
@@ -258,7 +288,8 @@ def main() -> int:
     if args.questions > 0:
         result = header(MEASURES) | overhead(index, args.questions, args.block)
         write(result, args.out / "tracing-overhead.json")
-        print(json.dumps({k: result[k] for k in ("arms", "p50_overhead_ms", "p95_overhead_ms", "spans_per_question")}))
+        print(json.dumps({k: result[k] for k in ("arms", "p50_overhead_ms", "p95_overhead_ms", "spans_per_question",
+                                                 "cpu_us_per_span", "cpu_ms_per_question")}))
     if args.phoenix:
         if not Path(args.chromium).exists():
             print(f"no chromium at {args.chromium}: apt-get install chromium", file=sys.stderr)
