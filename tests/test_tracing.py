@@ -233,3 +233,23 @@ def test_config_section_and_tools_defaults_agree():
     from dataclasses import asdict
 
     assert TracingConfig().model_dump() == asdict(Defaults())
+
+
+def test_a_front_end_keeps_the_applications_tracing_unless_its_config_says_otherwise(memory):
+    from ragsieve.service.middleware.tracing import start
+
+    provider, _ = memory
+    tracing.configure(TracingConfig(enabled=True), tracer_provider=provider)
+    assert start(Config()) is True and tracing.enabled()  # an app built with a config that sets no [tracing]
+    assert start(Config.model_validate({"tracing": {"enabled": False}})) is False and not tracing.enabled()
+
+
+def test_the_first_span_decides_from_the_environment_and_a_front_end_still_applies_its_own(monkeypatch):
+    from ragsieve.service.middleware.tracing import start
+
+    with tracing.span("before any configure"):
+        pass
+    assert not tracing.enabled() and not tracing.configured()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
+    with pytest.raises(UsageError):  # the front end's start re-reads the environment: refused, not kept off
+        start(Config())

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from ragsieve.tools.tracing import spans
 from ragsieve.tools.tracing.settings import Defaults, resolve
-from ragsieve.tools.tracing.setup import configure, flush, reset
+from ragsieve.tools.tracing.setup import configure, configured, decide_from_environment, flush, reset
 from ragsieve.tools.tracing.spans import (
     NULL,
     Kind,
     Span,
     count,
-    decided,
     enabled,
     event,
     request_span,
@@ -22,7 +21,7 @@ from ragsieve.tools.tracing.spans import (
     traced,
 )
 
-spans.decide_with(configure)  # the first span decides from the environment when nobody configured tracing
+spans.decide_with(decide_from_environment)  # the first span decides from the environment when nobody configured tracing
 
-__all__ = ["NULL", "Kind", "Span", "Defaults", "configure", "count", "decided", "enabled", "event", "flush",
+__all__ = ["NULL", "Kind", "Span", "Defaults", "configure", "configured", "count", "enabled", "event", "flush",
            "request_span", "reset", "resolve", "span", "trace_id", "traced"]

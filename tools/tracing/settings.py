@@ -42,7 +42,7 @@ class TracingSection(Protocol):
     export_timeout_s: float
 
 
-@dataclass(frozen=True)
+@dataclass
 class Defaults:
     """The `[tracing]` defaults, for callers without a config (the environment alone decides)."""
 
@@ -114,7 +114,7 @@ def _endpoint(config: TracingSection, environ: Mapping[str, str]) -> tuple[str, 
 
 def resolve(config: TracingSection | None = None, environ: Mapping[str, str] | None = None) -> Resolved | None:
     """Tracing as `config` and the environment ask for it, or None when off; a bad value is a UsageError."""
-    config = config if config is not None else Defaults()
+    section: TracingSection = config if config is not None else Defaults()
     env = os.environ if environ is None else environ
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if exporter not in ("", "otlp", "none"):
@@ -126,14 +126,14 @@ def resolve(config: TracingSection | None = None, environ: Mapping[str, str] | N
             raise UsageError(f"{name}={protocol!r}: the [otel] extra exports OTLP over HTTP (http/protobuf); "
                              f"point the endpoint at the collector's HTTP port (4318)")
     disabled = _flag(env, "OTEL_SDK_DISABLED")
-    found = _endpoint(config, env)  # checked even when off: a malformed endpoint is an error, not a silent off
-    if config.enabled is False or disabled or exporter == "none":
+    found = _endpoint(section, env)  # checked even when off: a malformed endpoint is an error, not a silent off
+    if section.enabled is False or disabled or exporter == "none":
         return None
-    if found is None and not config.enabled:
+    if found is None and not section.enabled:
         return None
     endpoint, source = found if found is not None else (DEFAULT_ENDPOINT, "[tracing] enabled")
     return Resolved(endpoint=endpoint, source=source,
-                    service_name=config.service_name or env.get("OTEL_SERVICE_NAME", "").strip() or "ragsieve",
-                    capture_content=config.capture_content, content_chars=config.content_chars,
-                    max_queue=config.max_queue, batch_size=min(config.batch_size, config.max_queue),
-                    batch_delay_s=config.batch_delay_s, export_timeout_s=config.export_timeout_s)
+                    service_name=section.service_name or env.get("OTEL_SERVICE_NAME", "").strip() or "ragsieve",
+                    capture_content=section.capture_content, content_chars=section.content_chars,
+                    max_queue=section.max_queue, batch_size=min(section.batch_size, section.max_queue),
+                    batch_delay_s=section.batch_delay_s, export_timeout_s=section.export_timeout_s)

@@ -14,6 +14,7 @@ from ragsieve.tools.tracing.settings import Resolved, TracingSection, resolve
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _running: tuple[Resolved, Any, Any] | None = None  # (settings, redact, provider) of the installed tracer
+_by_caller = False  # configure was called by a front end or the application (not only the first span's decision)
 
 
 def configure(config: TracingSection | None = None, *, redact: Callable[[str], str] | None = None,
@@ -25,7 +26,8 @@ def configure(config: TracingSection | None = None, *, redact: Callable[[str], s
     application has set it; ragsieve never installs one globally). Asking again with the same settings
     keeps the running tracer; other settings replace it. A bad setting raises UsageError; tracing asked for
     without the `[otel]` extra raises the one-line MissingExtraError."""
-    global _running
+    global _running, _by_caller
+    _by_caller = True
     resolved = resolve(config, environ)
     with _lock:
         if resolved is None:
@@ -51,6 +53,19 @@ def configure(config: TracingSection | None = None, *, redact: Callable[[str], s
         return True
 
 
+def decide_from_environment() -> None:
+    """The first span's decision when nobody configured tracing: the environment alone (a later front end's
+    `configure` still applies its own settings)."""
+    global _by_caller
+    configure()
+    _by_caller = False
+
+
+def configured() -> bool:
+    """Whether a front end or the application called `configure` in this process."""
+    return _by_caller
+
+
 def _stop() -> None:
     global _running
     tracer = spans._tracer
@@ -68,6 +83,8 @@ def flush(timeout_s: float = 5.0) -> bool:
 
 def reset() -> None:
     """Back to undecided (the next span asks the environment again): for tests."""
+    global _by_caller
+    _by_caller = False
     with _lock:
         _stop()
         spans.install(spans._UNSET)

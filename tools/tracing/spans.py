@@ -116,11 +116,6 @@ def active() -> Tracer | None:
     return _decide() if tracer is _UNSET else tracer
 
 
-def decided() -> bool:
-    """Whether tracing was configured (or decided from the environment) in this process."""
-    return _tracer is not _UNSET
-
-
 def enabled() -> bool:
     return active() is not None
 

@@ -19,7 +19,7 @@ def start(config: Any) -> bool:
     A bad setting or a missing `[otel]` extra is the one-line error of `ragsieve.tools.tracing.configure`.
     A config whose `[tracing]` sets nothing keeps tracing as the application already configured it."""
     section = getattr(config, "tracing", None)
-    if tracing.decided() and (section is None or not section.model_fields_set):
+    if tracing.configured() and (section is None or not section.model_fields_set):
         return tracing.enabled()
     if section is None or not section.capture_content:
         return tracing.configure(section)
