@@ -1,6 +1,6 @@
 """Tracing: the settings (each applied or refused), spans from the same events as the answer's trace, content
 only when turned on and redacted, the caller's access never widened, and nothing imported while off.
-The OTLP/HTTP path and the service: tests/test_tracing_service.py."""
+The OTLP/HTTP path and the service: tests/service/test_tracing_service.py."""
 from __future__ import annotations
 
 import json

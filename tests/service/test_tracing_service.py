@@ -14,9 +14,9 @@ pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto is not in
 from ragsieve.testing import FakeChat  # noqa: E402
 from ragsieve.tools import tracing  # noqa: E402
 from tests.core.test_full_plan import QUESTION, calibrated_index, check_trace, fake_model  # noqa: E402,F401  (fixture)
-from tests.otlp_receiver import Receiver  # noqa: E402
+from tests.core.test_tracing import OTEL_VARS  # noqa: E402
+from tests.support.otlp_receiver import Receiver  # noqa: E402
 from tests.support.service_fakes import served  # noqa: E402
-from tests.test_tracing import OTEL_VARS  # noqa: E402
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
