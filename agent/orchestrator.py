@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
@@ -30,6 +31,7 @@ from ragsieve.agent.plan.state import (
     SegmentRecord,
     TraceEvent,
 )
+from ragsieve.agent.plan.traced import question_span
 from ragsieve.agent.plans import get_plan
 from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.types import Hit
@@ -65,6 +67,7 @@ class Answer(BaseModel):
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
     grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/answer/grounding.py)
+    trace_id: str | None = None  # the question's OpenTelemetry trace, while tracing is on (docs/tracing.md)
 
     @property
     def grounded(self) -> bool:
@@ -104,7 +107,7 @@ class Answer(BaseModel):
             "evidence": self.evidence, "abstention": self.abstention,
             "stopped": self.stopped, "asked": self.asked, "truncated": self.truncated,
             "notes": self.notes,
-        }
+        } | ({"trace_id": self.trace_id} if self.trace_id else {})
 
 
 def check_question(question: str) -> str:
@@ -124,7 +127,7 @@ class Orchestrator:
 
     def __init__(self, index: IndexBackend, retriever: HybridRetriever, config: Config, *, llm: LLM | None = None,
                  prompts: PromptRenderer | None = None, caches: StepCaches | None = None,
-                 llm_factory: Callable[[], LLM] | None = None):
+                 llm_factory: Callable[[], LLM] | None = None) -> None:
         self.index = index
         self.retriever = retriever
         self.config = config
@@ -136,9 +139,9 @@ class Orchestrator:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
+    def open(cls, index_dir: str | Path, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
-             llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
+             llm_factory: Callable[[], LLM] | None = None, embedder: Any = None) -> "Orchestrator":
         from ragsieve.tools.index.open import open_index
 
         config = config or Config()
@@ -169,6 +172,7 @@ class Orchestrator:
         config = self._config_for({"retrieval": {"ranking": ranking}}) if ranking is not None else self.config
         return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
+    @question_span  # one span per question, the trace of its steps (docs/tracing.md)
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
             overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,
@@ -231,7 +235,7 @@ class Orchestrator:
         except ValueError as exc:
             raise UsageError(f"invalid setting: {exc}") from None
 
-    def _retriever_for(self, config: Config):
+    def _retriever_for(self, config: Config) -> Any:
         if config is self.config or config.retrieval == self.config.retrieval:
             return self.retriever
         return _retriever(self.index, config)
@@ -261,11 +265,11 @@ class Orchestrator:
     def __enter__(self) -> "Orchestrator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _retriever(index, config: Config):
+def _retriever(index: IndexBackend, config: Config) -> Any:
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval

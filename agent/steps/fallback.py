@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragsieve.agent.config import Config
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
@@ -43,7 +44,7 @@ class Fallback(Step):
     outcomes = ("next", "unchanged")
 
     @classmethod
-    def check_config(cls, config) -> None:
+    def check_config(cls, config: Config) -> None:
         if config.rerank.provider is not None:  # a configured reranker must load (before any call)
             reranker_for(config)
 

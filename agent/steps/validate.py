@@ -5,6 +5,7 @@ answer step runs before validate, so the final answer is what is validated."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -66,14 +67,14 @@ class Validate(Step):
         return StepResult(outcome, summary)
 
 
-def _latest(state: RunState):
+def _latest(state: RunState) -> tuple[str | None, list[Any], str]:
     """What to validate: the answer when the plan has written one, else the draft."""
     if state.answer is not None:
         return state.answer, state.citations, "answer"
     return state.draft, state.draft_citations, "draft"
 
 
-def _passages(state: RunState, citations, extra: int) -> list[dict]:
+def _passages(state: RunState, citations: list[Any], extra: int) -> list[dict]:
     """The cited chunks numbered as the text cites them, then the context's best `extra` others (`loop.validate_extra`;
     issue 56: the validator checks the answer against its evidence, so it need not read the whole context again: on
     SciFact that prompt was as long as the answer's)."""
