@@ -30,6 +30,7 @@ from ragsieve.agent.plan.state import (
     SegmentRecord,
     TraceEvent,
 )
+from ragsieve.agent.plan.traced import question_span
 from ragsieve.agent.plans import get_plan
 from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.types import Hit
@@ -65,11 +66,13 @@ class Answer(BaseModel):
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
     grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/answer/grounding.py)
+    trace_id: str | None = None  # the question's OpenTelemetry trace, while tracing is on (docs/tracing.md)
 
     @property
     def grounded(self) -> bool:
-        """The answer cites the documents (its own markers or inferred ones); False for an abstention too."""
-        return self.grounding in (Grounding.CITED, Grounding.INFERRED)
+        """The model's text cites the documents with its own markers; False when ragsieve inferred the citations
+        (`grounding` "inferred": the model cited nothing) and for an abstention."""
+        return self.grounding == Grounding.CITED
 
     @property
     def coverage(self) -> float | None:
@@ -103,7 +106,7 @@ class Answer(BaseModel):
             "evidence": self.evidence, "abstention": self.abstention,
             "stopped": self.stopped, "asked": self.asked, "truncated": self.truncated,
             "notes": self.notes,
-        }
+        } | ({"trace_id": self.trace_id} if self.trace_id else {})
 
 
 def check_question(question: str) -> str:
@@ -168,6 +171,7 @@ class Orchestrator:
         config = self._config_for({"retrieval": {"ranking": ranking}}) if ranking is not None else self.config
         return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
+    @question_span  # one span per question, the trace of its steps (docs/tracing.md)
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
             overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,

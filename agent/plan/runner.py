@@ -28,6 +28,7 @@ from ragsieve.agent.errors import BudgetExceeded, UsageError
 from ragsieve.agent.plan.caches import StepCaches
 from ragsieve.agent.plan.contracts import MeteredLLM, Prompts, Retriever
 from ragsieve.agent.plan.state import RunState, TraceEvent
+from ragsieve.agent.plan.traced import step_span
 from ragsieve.tools.index.backend import IndexBackend, RoundTrips
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,7 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
     state.trace.append(TraceEvent(step=at, outcome="stopped", summary={"reason": reason, "best_answer": best}))
 
 
+@step_span  # the step's span, from the event appended here (docs/tracing.md)
 def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult:
     step = plan.by_name[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None

@@ -48,6 +48,9 @@ def load_config(args: argparse.Namespace) -> Config:
     }.items() if v}
     if llm_updates:
         config = config.model_copy(update={"llm": config.llm.model_copy(update=llm_updates)})
+    from ragsieve.service.middleware.tracing import start
+
+    start(config)  # [tracing] and OTEL_EXPORTER_OTLP_ENDPOINT: applied, or refused in one line, before any work
     return config
 
 
@@ -55,6 +58,17 @@ def add_common(parser: argparse.ArgumentParser, *, index_required: bool = True) 
     """Options every one-index subcommand shares: the index folder and a TOML config file."""
     parser.add_argument("--index", required=index_required, metavar="DIR", help="index folder")
     add_config_option(parser)
+
+
+def require_index_folder(folder: str) -> None:
+    """A command that writes into an existing index (remove, migrate) refuses a folder that does not exist, in
+    one line, before it takes the index's lock (which would create the folder)."""
+    from pathlib import Path
+
+    from ragsieve.agent.errors import IndexMissingError
+
+    if not Path(folder).is_dir():
+        raise IndexMissingError(f"no index at {folder}: the folder does not exist (build it with `ragsieve index`)")
 
 
 def add_config_option(parser: argparse.ArgumentParser,

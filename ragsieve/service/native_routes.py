@@ -22,10 +22,10 @@ router = APIRouter()
 
 def _prepare(request: Request, body: AskRequest, who: Caller):
     app = request.app.state
-    names = who.visible(list(app.registry.orchestrators))
-    if body.index is None and len(names) != 1:
+    default = app.registry.default_index(who.visible(list(app.registry.orchestrators)))
+    if body.index is None and default is None:
         raise ApiError(400, "name the index: this server has several (see GET /v1/models)", param="index")
-    model = body.index or names[0]
+    model = body.index or default
     if body.plan:
         model = f"{model}:{body.plan}"
     name, plan = who.resolve(app.registry, model)
@@ -57,7 +57,7 @@ async def ask(request: Request, body: AskRequest, who: Caller = Depends(caller))
         except Exception as exc:
             app.metrics.errors.labels(type(exc).__name__).inc()
             raise as_api_error(exc) from None
-    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
     return JSONResponse(answer.public())
 
 
@@ -80,7 +80,7 @@ async def ask_stream(request: Request, body: AskRequest, who: Caller = Depends(c
                 elif item[0] == "token":
                     yield sse("token", {"text": item[1]})
                 elif item[0] == "done":
-                    app.metrics.observe_answer(item[1].plan, time.monotonic() - job.started, item[1].usage)
+                    app.metrics.observe_answer(item[1].plan, time.monotonic() - job.started, item[1].usage, item[1].trace)
                     yield sse("done", item[1].public())
                 elif item[0] == "error":
                     yield sse("error", item[1].body() | {"status": item[1].status})

@@ -71,7 +71,7 @@ def _public_trace(trace) -> list[dict[str, Any]]:
 async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller)):
     app = request.app.state
     web = app.web
-    name = who.index(list(app.registry.orchestrators), body.index)
+    name = who.index(app.registry, body.index)
     plan = body.plan
     if plan is not None and (plan not in app.registry.plans or (who.widget and plan not in who.widget.plans)):
         shown = sorted(who.widget.plans) if who.widget else app.registry.plans
@@ -109,7 +109,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                     yield sse("token", {"text": item[1]})
                 elif item[0] == "done":
                     answer = item[1]
-                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
                     citations = public_citations(web.secret, name, answer.citations, who.readers)
                     trace = _public_trace(answer.trace)
                     answer_id = None

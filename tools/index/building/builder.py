@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.change_plan import ids_to_remove, listed_change, plan_change
@@ -55,6 +56,7 @@ from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import LoadResult, load_documents
 from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
+from ragsieve.tools.tracing.conventions import build_after
 from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)
@@ -164,6 +166,7 @@ class IndexBuilder:
                                       device=str(self.device or "cpu"))
         return self._embedder
 
+    @tracing.traced("ragsieve.build", after=build_after)  # the build's span, its phases below (docs/tracing.md)
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
               selection=None, base_url: str | None = None, crawl: dict | None = None) -> BuildReport:
         """Index `paths`, adding to the index: documents indexed before from other paths stay
@@ -172,7 +175,8 @@ class IndexBuilder:
         start = time.perf_counter()
         files = [p for p in paths if not str(p).startswith(("http://", "https://"))]
         base = self._source_root(files, rebuild) if files else None
-        load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
+        load = functools.partial(load_documents, syntax=self.chunker.syntax) if self.ray is None \
+            else functools.partial(self.ray.load, chunker=self.chunker)
         found = gather(paths, load, self.root, base=base, progress=self.progress is True, selection=selection,
                        base_url=base_url, crawl=crawl)
         docs, loaded, scopes, self.crawl_reports = found.documents, found.loaded, found.scopes, found.crawl_reports
@@ -196,6 +200,7 @@ class IndexBuilder:
         self._new_root = source_root(folders[0]) if folders else None
         return self._new_root
 
+    @tracing.traced("ragsieve.build.remove", after=build_after)
     def remove(self, prefixes: list[str]) -> BuildReport:
         """A new generation without the documents whose id is one of `prefixes` or lies below one
         (`examples/docs` removes `examples/docs/...`); nothing is embedded. Unknown prefixes are refused."""

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index import npy
 from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
@@ -66,6 +67,7 @@ def incremental_applies(builder, prev: dict | None, settings: dict) -> bool:
         {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}
 
 
+@tracing.traced("ragsieve.build.write")  # a build phase's span (docs/tracing.md)
 def write_generation(builder, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                      prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: Sequence[str] = (),
                      prev_docs: dict[str, str] | None = None, plan: ChangePlan | None = None) -> dict:

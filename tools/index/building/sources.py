@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.building.report import build_scopes
@@ -34,6 +35,7 @@ def crawler_for(root: Path, url: str, options: dict) -> Crawler:
     return Crawler(url, state_dir=state_dir, **options)
 
 
+@tracing.traced("ragsieve.build.load")  # a build phase's span (docs/tracing.md)
 def gather(paths: Sequence[str | Path], load: Callable[..., LoadResult], root: Path, *, base: Path | None,
            progress: bool, selection=None, base_url: str | None = None, crawl: dict | None = None) -> Gathered:
     """Load the files and folders of `paths` with `load` and crawl its http(s) URLs; nothing to index, or two
@@ -54,7 +56,9 @@ def gather(paths: Sequence[str | Path], load: Callable[..., LoadResult], root: P
         docs.extend(site_documents(report.pages))  # the site-wide title suffix dropped
         loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
     if not docs:
-        raise UsageError(f"nothing to index in {[str(p) for p in files]}: {loaded.stats.summary()}")
+        first = loaded.stats.problems()[:1]  # e.g. the only file needs an extra: say which, and how to add it
+        why = "".join(f" ({path}: {reason})" for path, reason in first)
+        raise UsageError(f"nothing to index in {[str(p) for p in files]}: {loaded.stats.summary()}{why}")
     ids = [d.doc_id for d in docs]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
