@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             build = before["build"]
     from benchmarks.bench_io import header, write
 
-    out = header(measures=["tools/index", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/main.py"]) | {
+    out = header(measures=["tools/index/", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/main.py"]) | {
         "load_average_at_start": load_at_start,
         "hybrid_weighted": {"bm25_weight": default.bm25_weight, "dense_weight": default.dense_weight,
                             "chosen_on": "SciFact train claims (benchmarks/results/retrieval_methods.json)"},

@@ -1,6 +1,6 @@
 """Issue 60: the default encoder and fusion side by side in one run -> benchmarks/results/retrieval_encoders.json.
 
-    nice -n 10 .venv/bin/python benchmarks/retrieval_encoders.py [--sets scifact,squad2,hotpotqa]
+    nice -n 10 .venv/bin/python -m benchmarks.retrieval.encoders [--sets scifact,squad2,hotpotqa]
         [--encoders onnx,onnx-int8] [--work /tmp/retrieval/encoders]
 
 For each set (BEIR layout under ../shared/data, test qrels) and each encoder, alternated within the run (the order
@@ -19,21 +19,19 @@ import math
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_io  # noqa: E402
+from benchmarks import bench_io
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 DATA = REPO.parent / "shared" / "data"
-MEASURES = ["tools/index", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval_encoders.py"]
+MEASURES = ["tools/index/", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/encoders.py"]
 
 
 def _cpu() -> float:
