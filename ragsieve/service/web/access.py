@@ -21,7 +21,7 @@ from fastapi import Request
 
 from ragsieve.service.auth.identity import USER_TOKEN, IdentityRefused
 from ragsieve.service.auth.keys import allows
-from ragsieve.service.auth.scope import caller
+from ragsieve.service.auth.scope import caller, peer
 from ragsieve.service.auth.widget_keys import WidgetKey, normal_origin
 from ragsieve.service.errors import ApiError
 from ragsieve.tools.index.query.where import Where
@@ -43,13 +43,15 @@ class UiCaller:
     def visible(self, names: list[str]) -> list[str]:
         return [n for n in names if allows(self.scope, n)]
 
-    def index(self, names: list[str], wanted: str | None) -> str:
-        """The index a call names (or the only one it may reach); another one is 'not found', like a missing one."""
-        visible = self.visible(names)
+    def index(self, registry, wanted: str | None) -> str:
+        """The index a call names (or the registry's default for this caller, `IndexRegistry.default_index`);
+        another one is 'not found', like a missing one."""
+        visible = self.visible(list(registry.orchestrators))
         if wanted is None:
-            if len(visible) != 1:
+            default = registry.default_index(visible)
+            if default is None:
                 raise ApiError(400, "name the index: several are served", param="index")
-            return visible[0]
+            return default
         if wanted not in visible:
             raise ApiError(404, f"the index {wanted!r} does not exist or you do not have access to it",
                            code="model_not_found", param="index")
@@ -85,7 +87,7 @@ def ui_caller(request: Request) -> UiCaller:
         if origin is None or origin not in key.origins:
             raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
                                 f"add the site to the key's origins", code="origin_not_allowed")
-        wait = key.take(request.client.host if request.client else "?")
+        wait = key.take(visitor(request))
         if wait > 0:
             raise ApiError(429, f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
                                 f"minute per visitor, {key.requests_per_minute} in all); retry later",
@@ -96,6 +98,18 @@ def ui_caller(request: Request) -> UiCaller:
                        code="origin_not_allowed")
     who = caller(request)
     return UiCaller(who.scope, "page", readers=who.readers)
+
+
+def visitor(request: Request) -> str:
+    """Whom a widget's per-visitor rate counts: the socket peer, or, when the peer is one of `[identity]
+    trusted_proxies`, the last address that proxy appended to `X-Forwarded-For` (the explicitly configured
+    chain; a header from any other peer is ignored)."""
+    address = peer(request) or "?"
+    if request.app.state.keys.identity.trusted(address):
+        hops = [h.strip() for h in request.headers.get("x-forwarded-for", "").split(",") if h.strip()]
+        if hops:
+            return hops[-1][:64]
+    return address
 
 
 def widget_reader(request: Request) -> tuple[str, ...]:
