@@ -10,7 +10,7 @@ import pytest
 from ragsieve.agent.config import Config
 from ragsieve.tools.index.query.fusion import weighted_fusion
 
-RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
 
 def test_the_default_retrieval_is_weighted_fusion_with_the_train_chosen_weights():
