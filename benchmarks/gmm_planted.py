@@ -32,7 +32,7 @@ from ragsieve.tools.filters.gmm import GMMOutlierFilter  # noqa: E402
 from ragsieve.tools.index.backend import vectors_of  # noqa: E402
 from ragsieve.tools.index.embedders.device import default_encoder  # noqa: E402
 from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
-from ragsieve.tools.index.open import open_index  # noqa: E402
+from ragsieve.tools.index.engines.open import open_index  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = {"method": "interaction", "alpha": 0.5, "pca_dims": [2, 3], "percentile": 15.0, "protect_top": 0}

@@ -117,7 +117,7 @@ def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.log import QuestionLog
     from ragsieve.insights.record import Surface
-    from ragsieve.service.insights_hook import InsightsHook
+    from ragsieve.service.common.insights_hook import InsightsHook
 
     config = Config.model_validate({"insights": {"enabled": True}})
     questions = ANSWERED + [f.format(t=t) for t in TOPICS[:4] for f in FORMS[:3]]

@@ -10,7 +10,7 @@ from loop_fakes import fenced_text
 
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.tools.index.query.bm25 import BM25Index
+from ragsieve.tools.index.search.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
 
 DIM = 64

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from test_stable_rows import HashEmbedder, snapshot
 
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.open import open_index
 
 
 def opened(index):

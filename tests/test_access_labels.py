@@ -22,7 +22,7 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.generations import current_generation
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 FINANCE, BOB, ALICE = ("group:finance", "user:fin@example.com"), ("user:bob@example.com",), ("user:alice@example.com",)
 NEEDLE = "corpus/finance/needle-budget.md"

@@ -1,11 +1,11 @@
 """The reply's sources hold the retrieved top passages whatever the model cites (agent/answer/also_retrieved.py)."""
 from ragsieve.agent.answer.also_retrieved import with_also_retrieved
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import Citation, RunState
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plan.state import Citation, RunState
 from ragsieve.agent.steps.answer import Answer
 from ragsieve.tools.types import Chunk, Hit
 

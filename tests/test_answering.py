@@ -119,7 +119,7 @@ def test_infer_citations_threshold_and_order():
 
 
 def test_answer_step_reuses_a_draft_of_the_same_context_only():
-    from ragsieve.agent.plan.state import Citation, RunState
+    from ragsieve.agent.core.state import Citation, RunState
     from ragsieve.agent.steps.answer import Answer
 
     hits = [_hit(0), _hit(1)]

@@ -18,10 +18,10 @@ pytest.importorskip("milvus_lite")
 from ragsieve import Config, Orchestrator  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion  # noqa: E402
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.milvus.pointer import read_pointer  # noqa: E402
 from ragsieve.tools.index.milvus.publish import publish  # noqa: E402
-from ragsieve.tools.index.open import open_index
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]
@@ -83,7 +83,7 @@ def test_vectors_and_dense_search(index, reference):
     assert np.allclose(index.vectors[[1, 4]], reference["vectors"][[1, 4]], atol=1e-6)
     assert np.allclose(index.vectors[2], reference["vectors"][2], atol=1e-6)
     assert np.allclose(index.vectors[3:9], reference["vectors"][3:9], atol=1e-6)  # block reads (conformal view)
-    from ragsieve.tools.index.query.dense import corpus_similarities
+    from ragsieve.tools.index.search.dense import corpus_similarities
     q0 = index.embed_query(QUERIES[0])
     assert np.allclose(corpus_similarities(index.vectors, q0, block=5), reference["vectors"] @ q0, atol=1e-5)
     q = index.embed_query(QUERIES[0])

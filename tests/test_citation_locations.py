@@ -16,7 +16,7 @@ from service_fakes import served
 from test_formats import make_pdf
 from web_fixtures import static_site
 
-from ragsieve.agent.answer.locations import deepest_location
+from ragsieve.agent.core.locations import deepest_location
 from ragsieve.agent.llm.fake import FakeChat
 
 

@@ -141,9 +141,9 @@ def test_the_fallback_step_reranks_with_the_built_flashrank_model(tmp_path):
     `fallback.rerank_cache_dir` and reports FlashRank, not the embedding order."""
     from loop_fakes import FakeRetriever, Script, VecIndex, make_deps
 
+    from ragsieve.agent.core.state import RunState
     from ragsieve.agent.llm.fake import FakeChat
-    from ragsieve.agent.plan.state import RunState
-    from ragsieve.agent.plans import STEPS
+    from ragsieve.agent.plan.plans import STEPS
 
     docs = {"main": ["beta system overview"], **{f"s{i}": [t] for i, t in enumerate(TEXTS)}}
     words = WORD.findall(" ".join([QUERY, *[t for v in docs.values() for t in v]]).lower())

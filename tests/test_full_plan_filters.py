@@ -6,7 +6,7 @@ import numpy as np
 from test_calibration import FACTS, TinyIndex, bow
 from test_full_plan import calibrate, hits_for, make, run_step
 
-from ragsieve.agent.plan.state import ConformalRecord, CoverageLoss
+from ragsieve.agent.core.state import ConformalRecord, CoverageLoss
 
 
 def many_docs():

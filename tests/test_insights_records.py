@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from insights_fakes import DAY, START, FakeClock
 
+from ragsieve.agent.core.state import ConformalRecord, TraceEvent
 from ragsieve.agent.orchestrator import Answer
-from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
 from ragsieve.insights.log import FILE_NAME, QuestionLog
 from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
 from ragsieve.insights.redact import redact

@@ -20,8 +20,8 @@ from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.agent.llm.redact import RedactingFilter, redact, redact_url
 from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plans import get_plan
 from ragsieve.cli.common import for_terminal
 from ragsieve.tools.types import Chunk, Hit
 

@@ -150,8 +150,8 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
     nowhere else outranks a sparse near-duplicate that is closer to the question by cosine alone."""
     from loop_fakes import FakeRetriever, VecIndex
 
-    from ragsieve.agent.plan.state import RunState
-    from ragsieve.agent.plans import STEPS
+    from ragsieve.agent.core.state import RunState
+    from ragsieve.agent.plan.plans import STEPS
     from ragsieve.tools.filters.rerank import Reranker
     from ragsieve.tools.index.sparse.subset import cosmix_scores
 

@@ -13,8 +13,8 @@ import pipeline_plans  # noqa: E402
 from pipeline_rows import stage_contexts, stage_recalls, summarise  # noqa: E402
 from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 
+from ragsieve.agent.core.state import TraceEvent  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
-from ragsieve.agent.plan.state import TraceEvent  # noqa: E402
 
 
 def _event(step, summary, outcome="next"):

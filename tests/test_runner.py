@@ -2,12 +2,12 @@
 import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
+from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS, get_plan, plan_names
 from ragsieve.agent.plan.runner import END, Deps, Plan, Step, StepResult, run_plan, validate_plan
-from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.plans import BUILTIN_PLANS, STEPS, get_plan, plan_names
 from ragsieve.agent.steps.answer import Answer
 
 

@@ -9,9 +9,9 @@ import pytest
 from service_fakes import ANSWER
 from service_fakes import sse_events as sse
 
+from ragsieve.agent.core.state import Citation
 from ragsieve.agent.errors import EndpointError, UsageError
 from ragsieve.agent.llm.fake import FakeChat
-from ragsieve.agent.plan.state import Citation
 from ragsieve.cli.main import main
 from ragsieve.eval.data import load_dataset
 from ragsieve.service.auth.keys import KeyRing

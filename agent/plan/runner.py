@@ -4,7 +4,7 @@ A step (pydantic-graph style) is a small class with one `run(state, deps)`
 method that mutates the serialisable `RunState` and returns a `StepResult`
 whose `outcome` the plan maps to the next step. Clients, indexes and
 templates are dependencies (`Deps`), never part of the state. A `Plan`
-lists its step classes explicitly (the shipped plans: `ragsieve.agent.plans`);
+lists its step classes explicitly (the shipped plans: `ragsieve.agent.plan.plans`);
 nothing registers itself on import.
 
 `validate_plan` refuses, before any call, a plan that could fail or waste
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.caches import StepCaches
+from ragsieve.agent.core.contracts import MeteredLLM, Prompts, Retriever
+from ragsieve.agent.core.state import RunState, TraceEvent
 from ragsieve.agent.errors import BudgetExceeded, UsageError
-from ragsieve.agent.plan.caches import StepCaches
-from ragsieve.agent.plan.contracts import MeteredLLM, Prompts, Retriever
-from ragsieve.agent.plan.state import RunState, TraceEvent
 from ragsieve.tools.index.backend import IndexBackend, RoundTrips
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class StepResult:
 
 @dataclass
 class Deps:
-    """What steps use but do not own, typed over protocols (`ragsieve.agent.plan.contracts`): the index
+    """What steps use but do not own, typed over protocols (`ragsieve.agent.core.contracts`): the index
     (`IndexBackend`), the retriever, the metered model client (`agent.llm.LLM`) and the prompt templates.
     `index` / `retriever` / `llm` are None only where a caller runs steps that need none of them (answering
     over a given context; tests): a step that needs one asks `need_index()` and so on. `caches` keeps what

@@ -16,12 +16,12 @@ from ragsieve.agent.answer.answering import (
     passages_answer,
 )
 from ragsieve.agent.answer.grounding import ABSTENTIONS, cited_in_text
-from ragsieve.agent.plan.conformal_signal import query_vector
-from ragsieve.agent.plan.evidence import cached_calibration
+from ragsieve.agent.core.conformal_signal import query_vector
+from ragsieve.agent.core.evidence import cached_calibration
+from ragsieve.agent.core.state import Abstention, RunState
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import Abstention, RunState
 from ragsieve.tools.filters.abstention import says_answerable
-from ragsieve.tools.index.query.dense import corpus_similarities
+from ragsieve.tools.index.search.dense import corpus_similarities
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import logging
 
 from ragsieve.agent.answer.answering import answer_from_context
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
 from __future__ import annotations
 
+from ragsieve.agent.core.evidence import applied_rule
+from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.evidence import applied_rule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.tools.types import Hit
 
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragsieve.agent.core.rerankers import fallback_reranker, reranker_for
+from ragsieve.agent.core.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
-from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.tools.index.sparse.subset import cosmix_scores
 from ragsieve.tools.types import Hit
 
@@ -20,7 +20,7 @@ class Fallback(Step):
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
     (`ragsieve.tools.index.sparse.subset.cosmix_scores`, w = `fallback.distance_weight`);
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
-    (`ragsieve.agent.plan.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
+    (`ragsieve.agent.core.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
     from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added`

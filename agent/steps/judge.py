@@ -1,12 +1,12 @@
 """Judge the unjudged candidates (see `ragsieve.agent.judging.rounds` for batching, fallbacks and trust)."""
 from __future__ import annotations
 
+from ragsieve.agent.core.evidence import applied_rule
+from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.combine import score_based_relevant
 from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
-from ragsieve.agent.plan.evidence import applied_rule
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 
 
 class Judge(Step):

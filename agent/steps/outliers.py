@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragsieve.agent.plan.conformal_signal import dense_similarities, query_vector
-from ragsieve.agent.plan.evidence import candidate_hits, judged_evidence
+from ragsieve.agent.core.conformal_signal import dense_similarities, query_vector
+from ragsieve.agent.core.evidence import candidate_hits, judged_evidence
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
 

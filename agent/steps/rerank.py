@@ -14,9 +14,9 @@ reranker cannot load: never a silent fallback to another order.
 from __future__ import annotations
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.plan.rerankers import reranker_for
+from ragsieve.agent.core.rerankers import reranker_for
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 
 class Rerank(Step):

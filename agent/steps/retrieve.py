@@ -1,8 +1,8 @@
 """First-stage hybrid retrieval (BM25 + dense, fused) and the question's candidate pool."""
 from __future__ import annotations
 
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 
 def rest_rows(deps: Deps) -> list[int] | None:

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from ragsieve.agent.core.conformal_signal import dense_similarities
+from ragsieve.agent.core.evidence import cached_calibration, candidate_hits, judged_evidence
+from ragsieve.agent.core.state import CoverageLoss, RunState, SegmentRecord
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.conformal_signal import dense_similarities
-from ragsieve.agent.plan.evidence import cached_calibration, candidate_hits, judged_evidence
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import CoverageLoss, RunState, SegmentRecord
 from ragsieve.tools.filters.segments import (
     RSEParams,
     adjust_for_chunk_length,

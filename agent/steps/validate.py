@@ -9,9 +9,9 @@ import logging
 from pydantic import BaseModel
 
 from ragsieve.agent.answer.answering import answers_and_abstains, is_abstention
+from ragsieve.agent.core.state import RunState
 from ragsieve.agent.errors import LLMError
 from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragsieve.agent.answer.locations import label, snippet
+from ragsieve.agent.core.locations import label, snippet
 from ragsieve.cli.common import add_common, for_terminal, load_config
 
 
@@ -38,7 +38,7 @@ def reading_as(where, items: list[str] | None):
     if not items:
         return where
     from ragsieve.tools.access.principals import principals
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     return (where or Where()).reading_as(principals(",".join(items)))
 
@@ -46,7 +46,7 @@ def reading_as(where, items: list[str] | None):
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     where = reading_as(Where.parse(args.where), args.reading_as)
     if not 1 <= args.top_k <= 100:

@@ -78,7 +78,7 @@ class Evaluation:
                  config: Config | None = None, out: str | Path | None = None, limit: int | None = None,
                  seed: int = 0, split: str = "test", retrieval_only: bool = False, judge: bool = False,
                  cache: bool = True, chat=None, progress: bool = True, command: str = ""):
-        from ragsieve.agent.plans import get_plan
+        from ragsieve.agent.plan.plans import get_plan
 
         self.config = config or Config()
         if retrieval_only and plans:

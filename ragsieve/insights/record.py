@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from ragsieve.agent.plan.state import Citation, ConformalRecord, TraceEvent
+from ragsieve.agent.core.state import Citation, ConformalRecord, TraceEvent
 from ragsieve.insights.redact import redact
 
 

@@ -23,12 +23,13 @@ except ImportError:  # the server extra is not installed: its one-line error, no
     require_all(Extra.SERVER, SERVER_MODULES, "the HTTP service (ragsieve serve)")
     raise
 
-from ragsieve.service import errors, native_routes, web
+from ragsieve.service import native_routes, web
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.chat import routes as chat_routes
+from ragsieve.service.common import errors
+from ragsieve.service.common.insights_hook import open_insights
 from ragsieve.service.documents import routes as documents_routes
 from ragsieve.service.documents.service import Documents
-from ragsieve.service.insights_hook import open_insights
 from ragsieve.service.middleware.access_log import AccessLog
 from ragsieve.service.middleware.body_limit import BodyLimit
 from ragsieve.service.middleware.content_type import FormAsJson

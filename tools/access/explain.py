@@ -29,8 +29,8 @@ class Explanation:
 
 def index_sources(root: str | Path) -> list[str]:
     """The document sources of an index's live generation (local or Milvus)."""
+    from ragsieve.tools.index.engines.open import open_index
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.index.open import open_index
 
     index = open_index(root)
     try:

@@ -3,7 +3,7 @@
 `IndexBackend` names the whole surface the retriever, the steps, calibration
 and evaluation use; `HybridIndex` (SQLite + bm25s + FAISS in one process,
 `ragsieve.tools.index.local`) is the `local` backend, `MilvusIndex`
-(`ragsieve.tools.index.milvus.index`) the distributed one; `ragsieve.tools.index.open`
+(`ragsieve.tools.index.milvus.index`) the distributed one; `ragsieve.tools.index.engines.open`
 opens either. This module is the contract only: it imports no engine. Rows are
 integers 0..N-1 in both: a document's chunks occupy consecutive rows.
 """
@@ -19,9 +19,9 @@ from ragsieve.tools.modes import Backend
 from ragsieve.tools.types import Chunk
 
 if TYPE_CHECKING:  # named in signatures only: the contract stays free of the query room's imports
-    from ragsieve.tools.index.admitted import Admitted
-    from ragsieve.tools.index.query.symbols import SymbolTable
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.admitted import Admitted
+    from ragsieve.tools.index.search.symbols import SymbolTable
+    from ragsieve.tools.index.search.where import Where
 
 
 class ChunkSource(Protocol):

@@ -11,13 +11,13 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plans import usable_plans
+from ragsieve.agent.plan.plans import usable_plans
 from ragsieve.service.indexes.live import LiveOrchestrator, Watcher
 
 if TYPE_CHECKING:
     from ragsieve.insights.record import Surface
-    from ragsieve.service.insights_hook import InsightsHook
-    from ragsieve.service.jobs import Logged
+    from ragsieve.service.common.insights_hook import InsightsHook
+    from ragsieve.service.common.jobs import Logged
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class IndexRegistry:
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
         self.served = set(indexes)  # the indexes given at start; the others are vector stores made over HTTP
         self.store_name: Callable[[str], str | None] = lambda store_id: None  # set by the documents API
-        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.insights_hook`), when on
+        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.common.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
@@ -140,7 +140,7 @@ class IndexRegistry:
 
     def logged(self, name: str, surface: Surface) -> Logged | None:
         """Where a question to index `name` is logged (`jobs.Logged`), or None when insights are off for it."""
-        from ragsieve.service.jobs import Logged
+        from ragsieve.service.common.jobs import Logged
 
         hook = self.insights
         return Logged(hook, name, surface) if hook is not None and hook.logs(name) else None

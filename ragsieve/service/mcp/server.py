@@ -32,7 +32,7 @@ from ragsieve.insights.record import Surface
 from ragsieve.service.auth.keys import ALL
 from ragsieve.service.mcp import schema as mcp_schema
 from ragsieve.service.mcp import tools as mcp_tools
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ WhereArg = Annotated[Where | None, Field(None, description="metadata filter, eve
 def build_mcp(registry, *, limiter: anyio.CapacityLimiter | None = None, timeout_s: float = 120.0,
               host: str = "127.0.0.1"):
     """A FastMCP server over `registry`; `limiter` bounds the `ask` calls running at once."""
-    from ragsieve.service.jobs import question_budget
+    from ragsieve.service.common.jobs import question_budget
 
     loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
     security = TransportSecuritySettings(  # DNS-rebinding protection when only local agents may call
@@ -216,7 +216,7 @@ class KeyedMCP:
         from starlette.datastructures import Headers
 
         from ragsieve.service.auth.scope import identify
-        from ragsieve.service.errors import ApiError, error_response
+        from ragsieve.service.common.errors import ApiError, error_response
 
         client = scope.get("client")
         try:  # the same key, token and proxy-header checks as every route (`auth.identify`)

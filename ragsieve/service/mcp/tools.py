@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 
-from ragsieve.agent.answer.locations import deepest_location, label, snippet
+from ragsieve.agent.core.locations import deepest_location, label, snippet
 from ragsieve.service.auth.keys import allows
 from ragsieve.service.indexes.live import LiveOrchestrator
 from ragsieve.tools.index.backend import ChunkSource, IndexBackend, RowLookup
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
 _LINES = re.compile(r"^(?P<source>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")

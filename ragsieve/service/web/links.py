@@ -13,7 +13,7 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from ragsieve.agent.answer.locations import page_of
+from ragsieve.agent.core.locations import page_of
 
 SECRET_FILE = "ui-secret"
 

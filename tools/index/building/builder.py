@@ -49,8 +49,8 @@ from ragsieve.tools.index.local.generations import (
 )
 from ragsieve.tools.index.local.lock import IndexLock
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex
+from ragsieve.tools.index.search.bm25 import BM25Index
+from ragsieve.tools.index.search.dense import DenseIndex
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import LoadResult, load_documents
 from ragsieve.tools.ingest.walk import LoadStats, source_root

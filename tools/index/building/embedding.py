@@ -11,7 +11,7 @@ from ragsieve.tools.index.building.layout import Layout
 from ragsieve.tools.index.building.progress import progress_reporter, stream_reporter
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.embedders.local_embedder import Embedder
-from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.search.bm25 import tokenize
 from ragsieve.tools.types import Document
 
 

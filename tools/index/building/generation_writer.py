@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Sequence
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index import npy
 from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.building.embed_cache import text_key
 from ragsieve.tools.index.building.embedding import chunk_while_embedding, embed_vectors, streams
@@ -32,7 +31,8 @@ from ragsieve.tools.index.building.windows import code_headers
 from ragsieve.tools.index.local.generations import MANIFEST, fsync_tree, read_manifest
 from ragsieve.tools.index.local.segments import SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.search import npy
+from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
 from ragsieve.tools.index.sparse.subset import find_sparse_rows, sparse_subset
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.types import Document

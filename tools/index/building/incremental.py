@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index import npy
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
 from ragsieve.tools.index.building.layout import plan_rows
 from ragsieve.tools.index.building.progress import progress_reporter
@@ -38,7 +37,8 @@ from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.building.windows import code_headers
 from ragsieve.tools.index.local.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.search import npy
+from ragsieve.tools.index.search.bm25 import tokenize
 from ragsieve.tools.index.sparse import subset as sparse_filter
 from ragsieve.tools.index.sparse.ann import ivf_partition
 from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells

@@ -12,8 +12,8 @@ from ragsieve.tools.index.building import change_plan
 from ragsieve.tools.index.building.embed_cache import step_factor
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.providers import placement_of
-from ragsieve.tools.index.query.compounds import split_compound
-from ragsieve.tools.index.query.identifiers import split_identifier
+from ragsieve.tools.index.search.compounds import split_compound
+from ragsieve.tools.index.search.identifiers import split_identifier
 from ragsieve.tools.ingest.walk import doc_id_for
 from ragsieve.tools.types import Chunk
 

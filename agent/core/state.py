@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragsieve.agent.answer.locations import deepest_location
+from ragsieve.agent.core.locations import deepest_location
 from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.modes import ContextRule
