@@ -24,13 +24,14 @@ from ragsieve.agent.core.state import (
     SegmentRecord,
     TraceEvent,
 )
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, Usage
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import get_plan
-from ragsieve.agent.plan.runner import Deps, run_plan
+from ragsieve.agent.plan.runner import run_plan
 from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.types import Hit
 

@@ -10,11 +10,12 @@ import numpy as np
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import get_plan
-from ragsieve.agent.plan.runner import Deps, run_plan
+from ragsieve.agent.plan.runner import run_plan
 from ragsieve.tools.types import Chunk, Hit
 
 WORD = re.compile(r"\w+")

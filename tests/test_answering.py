@@ -3,10 +3,10 @@ import pytest
 
 from ragsieve.agent.answer.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.ordering import edges_order, order_for_context
 from ragsieve.tools.types import Chunk, Hit

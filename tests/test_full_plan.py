@@ -14,11 +14,11 @@ from test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import END, Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
-from ragsieve.agent.plan.runner import END, Deps
 from ragsieve.tools.types import Hit
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"

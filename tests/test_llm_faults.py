@@ -12,6 +12,7 @@ from stub_openai import StubOpenAI, StubReply, chat_body, ok
 
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.cache import DiskCache
@@ -21,7 +22,6 @@ from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.agent.llm.redact import RedactingFilter, redact, redact_url
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import get_plan
-from ragsieve.agent.plan.runner import Deps
 from ragsieve.cli.common import for_terminal
 from ragsieve.tools.types import Chunk, Hit
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.judging.reliability import decide_rule, judge_barred, relevant_alone
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.runner import Deps
 from ragsieve.tools.types import Hit
 
 

@@ -26,9 +26,9 @@ from typing import NamedTuple
 from ragsieve.agent.core.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.agent.core.evidence import applied_rule, cached_calibration, candidate_hits
 from ragsieve.agent.core.state import ConformalRecord, CoverageLoss, Evidence, RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
 
@@ -44,10 +44,10 @@ _THRESHOLD_TEXT = {
 }
 
 
-class Conformal(Step):
+class Conformal(Step[Next]):
     name = "conformal"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.conformal
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:

@@ -5,14 +5,14 @@ import numpy as np
 
 from ragsieve.agent.core.rerankers import fallback_reranker, reranker_for
 from ragsieve.agent.core.state import FallbackRecord, JudgeMode, RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.tools.index.sparse.subset import cosmix_scores
 from ragsieve.tools.types import Hit
 
 
-class Fallback(Step):
+class Fallback(Step[Next]):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 
     Retrieval over S = `deps.index.sparse_rows` (chunks already in the context
@@ -44,7 +44,7 @@ class Fallback(Step):
         if config.rerank.provider is not None:  # a configured reranker must load (before any call)
             reranker_for(config)
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config
         state.fallback_used = True
         rows = list(deps.need_index().sparse_rows)

@@ -30,8 +30,8 @@ import numpy as np
 from ragsieve.agent.core.conformal_signal import dense_similarities
 from ragsieve.agent.core.evidence import cached_calibration, candidate_hits, judged_evidence
 from ragsieve.agent.core.state import CoverageLoss, RunState, SegmentRecord
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
 from ragsieve.tools.filters.segments import (
     RSEParams,
     adjust_for_chunk_length,
@@ -50,7 +50,7 @@ def params_of(cfg) -> RSEParams:
                          decay_rate=cfg.decay_rate)
 
 
-class Segments(Step):
+class Segments(Step[Next]):
     name = "segments"
 
     @classmethod
@@ -62,7 +62,7 @@ class Segments(Step):
             if cfg.relevance in ("cosine", "auto") and cfg.cosine_low >= cfg.cosine_high:
                 raise UsageError(f"segments.cosine_low {cfg.cosine_low} must be below cosine_high {cfg.cosine_high}")
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.segments
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:
