@@ -254,6 +254,10 @@ class HybridIndex:
                 self._row_meta = meta
         return self._row_meta
 
+    def sources(self) -> list[str]:
+        """Every document source of the live generation, sorted (from `row_metadata`)."""
+        return [str(s) for s in self.row_metadata().sources]
+
     def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
         """BM25 top `k` among the admitted rows (`BM25Index.search_admitted`)."""
         return self.bm25.search_admitted(query, k, admitted)
