@@ -6,6 +6,7 @@ import json
 
 from ragsieve.agent.core.locations import label, snippet
 from ragsieve.cli.common import add_common, for_terminal, load_config
+from ragsieve.tools.modes import RankingMode, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -14,7 +15,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--top-k", type=int, default=10, help="hits to show (1..100)")
     p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
-    p.add_argument("--ranking", choices=["hybrid", "source-first"], default=None,
+    p.add_argument("--ranking", choices=choices(RankingMode), default=None,
                    help="source-first: definitions in source files before other code, tests and prose "
                         "(for 'where is X implemented'); default: the index config's retrieval.ranking (hybrid)")
     add_filters(p)
