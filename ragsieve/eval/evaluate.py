@@ -103,7 +103,7 @@ class Evaluation:
         config = self.config.model_dump(mode="json")
         config["llm"] = {k: v for k, v in config["llm"].items() if k not in ("api_key", "cache_dir")}
         return {"dataset_fingerprint": ds.fingerprint, "split": self.split, "retrieval_only": self.retrieval_only,
-                "judge": self.judge, "config": config, "chat_model": None if self.retrieval_only else self.chat.model_name,
+                "judge": self.judge, "config": config, "chat_model": None if self.retrieval_only or self.chat is None else self.chat.model_name,
                 "index": {k: manifest.get(k) for k in ("corpus_fingerprint", "settings")}}
 
     def _check_resume(self, key: dict[str, Any]) -> None:
