@@ -63,7 +63,7 @@ test: $(VENV)/.installed-browser chromium lint
 	$(PY) -m pytest -q tests
 
 bench: $(VENV)/.installed-dev
-	$(PY) benchmarks/retrieval.py
+	$(PY) -m benchmarks.retrieval.main
 
 # Only the release test (also part of `make test`): sdist + wheel into a fresh venv outside the repository.
 release-test: $(VENV)/.installed-dev

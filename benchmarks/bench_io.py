@@ -27,10 +27,18 @@ def commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def invocation() -> str:
+    """How this run was started: `python -m benchmarks.family.module ARGS` under `-m`, else `python PATH ARGS`."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", "") or ""
+    start = ["-m", name.removesuffix(".__main__")] if name else [Path(sys.argv[0]).as_posix()]
+    return "python " + shlex.join(start + sys.argv[1:])
+
+
 def header(measures: list[str] | None = None, device: str = "cpu") -> dict:
     """The result's header. `measures`: the repository paths (files or folders, relative to the root) whose code the
     result measures, defaults included; the report calls the result stale once any of them changed after `commit`."""
-    head = {"command": "python " + shlex.join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), "commit": commit(),
+    head = {"command": invocation(), "commit": commit(),
             "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
             "device": device, "load_average_at_start": os.getloadavg()}
     if measures is not None:

@@ -1,14 +1,9 @@
-"""The checks `benchmarks/frontends.py` makes on what Open WebUI stored and showed fail on the defects they
+"""The checks `benchmarks/service/frontends.py` makes on what Open WebUI stored and showed fail on the defects they
 are for: an answer streamed twice, sources grouped by page or without anchors, an uncited answer that does
 not say so. (The benchmark runs them on a real Open WebUI; Open WebUI is too large for the test suite.)"""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from frontends_checks import Reply, answer_once, grounding_shown, one_source_per_cited_anchor  # noqa: E402
+from benchmarks.service.frontends_checks import Reply, answer_once, grounding_shown, one_source_per_cited_anchor  # noqa: E402
 
 ANSWER = "Rotate it with the rotate endpoint [1]; the old secret stays valid for 24 hours [2]."
 SOURCES_LIST = ("\n\n**Sources**\n[1] docs/api-keys.md:18-28 (API keys)  \n"

@@ -2,7 +2,7 @@
 released, as in a new `ragsieve index` process) it never loads, queries or scans the collection, and it writes,
 retires and deletes O(k) entities. Checked on a milvus-lite file and on a Milvus server (milvus-lite's own gRPC
 server on loopback, the shape of a Milvus standalone): on the server the engine keeps the collection open, so
-such a publish costs O(k) whatever the corpus size (`benchmarks/scale_publish_milvus.py`)."""
+such a publish costs O(k) whatever the corpus size (`benchmarks/scale_publish_milvus.py` (retired; at its result's commit))."""
 from __future__ import annotations
 
 import json

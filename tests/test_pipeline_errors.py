@@ -1,16 +1,12 @@
-"""`benchmarks/pipeline.py --interleave`: a question whose ask raises becomes an error row (checkpointed, retried on
+"""`benchmarks/pipeline/main.py --interleave`: a question whose ask raises becomes an error row (checkpointed, retried on
 --resume, left out of every plan's summary so rows stay paired), and a run stops asking after --max-errors of them
 instead of aborting with nothing written."""
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import pipeline_run  # noqa: E402
+from benchmarks.pipeline import run as pipeline_run  # noqa: E402
 
 
 def _questions(n):

@@ -3,16 +3,12 @@ filter step's first run is read from the trace, and it is the context the plan s
 ends with, so the stage ablation needs no extra run per stage (the embedded judge's costs minutes a question)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-import pipeline_plans  # noqa: E402
-from pipeline_rows import stage_contexts, stage_recalls, summarise  # noqa: E402
 from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 
+from benchmarks.pipeline import plans as pipeline_plans  # noqa: E402
+from benchmarks.pipeline.rows import stage_contexts, stage_recalls, summarise  # noqa: E402
 from ragsieve.agent.core.state import TraceEvent  # noqa: E402
 from ragsieve.agent.llm.fake import FakeChat  # noqa: E402
 
@@ -76,61 +72,8 @@ def test_one_full_run_gives_the_context_each_prefix_plan_ends_with(calibrated_in
             assert [h.chunk_id for h in prefix.context] == stages[plan], plan
 
 
-SETS = ("squad2", "hotpotqa", "scifact")
-
-
-def _results(tmp_path, embedded_stages, judges=("oracle", "oracle-flip10", "oracle-flip25"), embedded_sets=SETS):
-    """Ablation files for the scripted judges on every set (no stage loses) and an embedded run per set in
-    `embedded_sets` whose `full` row carries `embedded_stages` (None: a run from before rows recorded stages)."""
-    import json
-
-    for judge in judges:
-        rows = [{"dataset": d, "judge": judge, "plan": p, "n": 100, "gold_recall": g, "context_tokens": 100}
-                for d in SETS for p, g in zip(["fast", "+judge", "+conformal", "+rse", "full"], [0.8, 0.9, 0.9, 0.9, 0.9])]
-        (tmp_path / f"pipeline-ablation-{judge}.json").write_text(json.dumps({"commit": "abc", "command": "c",
-                                                                             "rows": rows}))
-    for old in tmp_path.glob("pipeline-embedded-*.json"):
-        old.unlink()
-    for name in embedded_sets:
-        full = {"dataset": name, "judge": "embedded-0.5b", "plan": "full", "n": 50, "gold_recall": 0.9}
-        if embedded_stages:
-            full |= {"stage_n": 50, "stage_gold_recall": embedded_stages}
-        rows = [{"dataset": name, "judge": "embedded-0.5b", "plan": "fast", "n": 50, "gold_recall": 0.8}, full]
-        (tmp_path / f"pipeline-embedded-{name}.json").write_text(json.dumps({"commit": "abc", "command": "c",
-                                                                            "rows": rows}))
-    return tmp_path
-
-
-def _stage_target(folder):
-    import report
-    from report_targets import targets_section
-
-    table = "\n".join(targets_section(folder, report.load))
-    return next(row for row in table.splitlines() if row.startswith("| stages of default `full`"))
-
-
-def test_the_stage_target_needs_every_judge_and_reads_the_embedded_judge_from_its_full_trace(tmp_path):
-    import report
-    from report_stages import in_run_lines
-
-    assert "not measured: embedded-0.5b |" in _stage_target(_results(tmp_path, None)) \
-        and "| **no** | 3 files `pipeline-ablation-*.json`, `pipeline-embedded-" in _stage_target(tmp_path)
-    stages = {"+judge": 0.9, "+conformal": 0.9, "+rse": 0.88, "final": 0.9}
-    one_set = _stage_target(_results(tmp_path, stages, embedded_sets=("squad2",)))  # a judge measured on one set
-    assert "not measured: embedded-0.5b on hotpotqa, scifact" in one_set and "| **no** |" in one_set
-    held = _stage_target(_results(tmp_path, stages))
-    assert "not measured" not in held and "| yes |" in held and "embedded-0.5b" in held
-    # +rse drops 0.90 -> 0.70 at n 50 (s.e. about 0.04-0.06): flagged in the table and the target
-    _results(tmp_path, {"+judge": 0.9, "+conformal": 0.9, "+rse": 0.7, "final": 0.9}, embedded_sets=("scifact",))
-    assert "| **no** |" in _stage_target(tmp_path) and "largest loss -0.200 (scifact embedded-0.5b +rse)" in \
-        _stage_target(tmp_path)
-    text = "\n".join(in_run_lines(tmp_path, report.load, report.command))
-    assert "| scifact | embedded-0.5b | fast | 50 | 0.800 |" in text
-    assert "Stages that lower gold recall by more than one s.e.: scifact embedded-0.5b +rse (-0.200)" in text
-
-
 def test_stage_agreement_compares_each_prefix_plan_with_the_stage_inside_full():
-    from pipeline_rows import stage_agreement
+    from benchmarks.pipeline.rows import stage_agreement
 
     def row(qid, recall, stages=None):
         return {"qid": qid, "gold_recall": recall, **({"stages": stages} if stages else {})}

@@ -1,6 +1,6 @@
 """The Sources list a chat reply's `content` ends with is markdown that shows each file name as it is: Open
 WebUI 0.12.4 showed `examples/code/lumen_client/__init__.py` as "lumen_client/**init**.py" (a run of
-benchmarks/frontends.py), naming a file that does not exist."""
+benchmarks/service/frontends.py), naming a file that does not exist."""
 from __future__ import annotations
 
 from types import SimpleNamespace

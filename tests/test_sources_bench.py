@@ -1,17 +1,13 @@
-"""The code part of `benchmarks/sources.py` runs end to end on two real stdlib modules (docstrings blanked, a
+"""The code part of `benchmarks/sources/main.py` runs end to end on two real stdlib modules (docstrings blanked, a
 real index, the MiniLM encoder) and reports what the issue asks: recall in each configuration, what the answer
 reads, identifier queries, the README question; and the targets are read from those figures."""
 from __future__ import annotations
 
-import sys
 import sysconfig
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCH))
-
-import sources  # noqa: E402
-from sources_code import code_benchmark  # noqa: E402
+from benchmarks.sources import main as sources  # noqa: E402
+from benchmarks.sources.code import code_benchmark  # noqa: E402
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -1,0 +1,211 @@
+"""Retrieval benchmark on a BEIR set (default SciFact test): BM25 engines, dense, hybrid fusions.
+
+    .venv/bin/python -m benchmarks.retrieval.main [--data ../shared/data/scifact] [--split test]
+    .venv/bin/python -m benchmarks.retrieval.main --providers   (local MiniLM vs an embeddings endpoint; a reranker)
+
+Builds (or reuses) an index of the corpus with the default embedding model,
+then reports, per method, document-level nDCG@10 and Recall@100 (a document
+scores as its best chunk) and per-query latency p50/p95 in ms. Dense and
+hybrid latencies exclude embedding the query, reported separately
+(`query_embedding_ms`). Writes one JSON file with the command line, machine
+and package versions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from benchmarks.retrieval.query_docs import timed_query_vectors, to_docs  # noqa: E402,F401  (moved whole; kept here for callers)
+from ragsieve.tools.datasets.beir import read_qrels, read_queries  # noqa: E402
+from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
+from ragsieve.tools.index.building.report import indexed_text  # noqa: E402
+from ragsieve.tools.index.building.report import package_version as _version  # noqa: E402
+from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
+from ragsieve.tools.index.query.retriever import HybridRetriever  # noqa: E402
+from ragsieve.tools.index.search.bm25 import BM25Index  # noqa: E402
+from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
+
+
+def load_beir(data: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+    queries = read_queries(data / "queries.jsonl")
+    qrels = read_qrels(data / "qrels" / f"{split}.tsv")
+    return {q: queries[q] for q in qrels}, qrels
+
+
+def evaluate(name: str, search, queries: dict[str, str], qrels, row_doc: list[str]) -> dict:
+    ndcgs, recalls, times = [], [], []
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        rows = search(qid, text)
+        times.append((time.perf_counter() - t0) * 1000)
+        docs = to_docs(rows, row_doc)
+        ndcgs.append(ndcg_at_k(docs, qrels[qid]))
+        recalls.append(recall_at_k(docs, qrels[qid], 100))
+    res = {"ndcg@10": round(float(np.mean(ndcgs)), 4), "recall@100": round(float(np.mean(recalls)), 4),
+           "latency_ms_p50": round(float(np.percentile(times, 50)), 3),
+           "latency_ms_p95": round(float(np.percentile(times, 95)), 3)}
+    print(f"{name:>18}: {res}", flush=True)
+    return res
+
+
+TUNE_GRID = ([("weighted", 60, share) for share in (0.3, 0.4, 0.5, 0.6, 0.7)]
+             + [("rrf", k, share) for k in (10, 30, 60) for share in (0.4, 0.5, 0.6)])
+
+
+def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -> dict:
+    """Pick fusion mode, rrf_k and the dense weight share on `--tune-on`, then evaluate once on `--split`."""
+    queries, qrels = load_beir(args.data, args.tune_on)
+    qvecs = dict(zip(queries, idx.embed(list(queries.values()))))
+    test_vecs = dict(zip(test_queries, idx.embed(list(test_queries.values()))))
+    scores = []
+    for fusion, k, share in TUNE_GRID:
+        ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
+        res = evaluate(f"{args.tune_on}:{fusion}/{k}/{share}",
+                       lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])], queries, qrels, row_doc)  # noqa: B023
+        scores.append((res["ndcg@10"], fusion, k, share))
+    best, fusion, k, share = max(scores)
+    ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
+    res = evaluate("hybrid_tuned", lambda q, t: [h.row for h in ret.run(t, 100, query_vector=test_vecs[q])],
+                   test_queries, test_qrels, row_doc)
+    return {**res, "chosen_on": args.tune_on, f"{args.tune_on}_ndcg@10": best,
+            "settings": {"fusion": fusion, "rrf_k": k, "bm25_weight": round(1 - share, 2), "dense_weight": share},
+            "grid": [{"ndcg@10": n, "fusion": f, "rrf_k": kk, "dense_weight": sh} for n, f, kk, sh in scores]}
+
+
+def providers(argv: list[str]) -> int:
+    """`--providers`: the bring-your-own-models comparison (benchmarks/retrieval/embedding_providers.py)."""
+    from benchmarks.bench_io import header, write
+    from benchmarks.retrieval import embedding_providers
+
+    ap = argparse.ArgumentParser(description=embedding_providers.__doc__.splitlines()[0])
+    ap.add_argument("--providers", action="store_true")
+    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--scifact-docs", type=int, default=1500, help="SciFact sample: documents (gold ones included)")
+    ap.add_argument("--scifact-queries", type=int, default=100, help="SciFact sample: test questions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_providers.json")
+    args = ap.parse_args(argv)
+    result = header() | {"commit": _commit()}
+    result |= embedding_providers.main(args)
+    return write(result, args.out)
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--providers" in argv:
+        return providers(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "scifact")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_scifact.json")
+    ap.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-bench")
+    ap.add_argument("--limit-queries", type=int, default=None)
+    ap.add_argument("--chunk-tokens", type=int, default=None, help="default: what `ragsieve index` uses")
+    ap.add_argument("--depth", type=int, default=200, help="chunk rows retrieved per query by single retrievers")
+    ap.add_argument("--skip-rank-bm25", action="store_true")
+    ap.add_argument("--tune-on", default=None, metavar="SPLIT",
+                    help="grid-search the fusion settings on this split (e.g. train), report the best on --split")
+    args = ap.parse_args(argv)
+
+    load_at_start = os.getloadavg()
+    if args.chunk_tokens is None:
+        import inspect
+
+        args.chunk_tokens = inspect.signature(IndexBuilder).parameters["chunk_tokens"].default
+    corpus = args.data / "corpus.jsonl.gz"
+    if not corpus.is_file():
+        corpus = args.data / "corpus.jsonl"
+    index_dir = args.index_dir / f"{args.data.name}-c{args.chunk_tokens}"
+    report = IndexBuilder(index_dir, chunk_tokens=args.chunk_tokens, progress=True).build([corpus])
+    print(report.summary(), flush=True)
+    idx = HybridIndex.open(index_dir)
+    n = len(idx)
+    chunks = idx.store.get_many(range(n))
+    row_doc = [c.doc_id for c in chunks]
+    queries, qrels = load_beir(args.data, args.split)
+    if args.limit_queries:
+        queries = dict(list(queries.items())[: args.limit_queries])
+
+    qvecs, emb_times = timed_query_vectors(idx, queries)
+    results: dict[str, dict] = {}
+
+    def ranked(pairs):
+        return [r for r, _ in pairs]
+
+    results["bm25s"] = evaluate("bm25s", lambda q, t: ranked(idx.bm25.search(t, args.depth)), queries, qrels, row_doc)
+    if not args.skip_rank_bm25:
+        t0 = time.perf_counter()
+        rb = BM25Index("rank_bm25", k1=idx.bm25.k1, b=idx.bm25.b, stem=idx.bm25.stem, identifiers=idx.bm25.identifiers,
+                       compounds=idx.bm25.compounds).build([indexed_text(c) for c in chunks])
+        rb_build = time.perf_counter() - t0
+        results["rank_bm25"] = evaluate("rank_bm25", lambda q, t: ranked(rb.search(t, args.depth)),
+                                        queries, qrels, row_doc)
+        results["rank_bm25"]["build_s"] = round(rb_build, 2)
+    results["dense"] = evaluate("dense", lambda q, t: ranked(idx.dense.search(qvecs[q], args.depth)),
+                                queries, qrels, row_doc)
+    for name, fusion in (("hybrid_rrf", "rrf"), ("hybrid_weighted", "weighted")):
+        ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100)
+        results[name] = evaluate(name, lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
+                                 queries, qrels, row_doc)
+        top10 = evaluate(name + "@top10", lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
+                         queries, qrels, row_doc)
+        results[name]["latency_ms_p50_top10"] = top10["latency_ms_p50"]
+        results[name]["latency_ms_p95_top10"] = top10["latency_ms_p95"]
+
+    if args.tune_on:
+        results["hybrid_tuned"] = tune(idx, args, row_doc, queries, qrels)
+
+    build = report.model_dump()
+    if not report.written and args.out.is_file():
+        # this run reused the index: keep the build figures of the run that wrote this generation
+        before = json.loads(args.out.read_text(encoding="utf-8")).get("index", {})
+        if before.get("dir") == str(index_dir) and before.get("build", {}).get("generation") == report.generation:
+            build = before["build"]
+    out = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "commit": _commit(),
+        "load_average_at_start": load_at_start,
+        "dataset": str(args.data), "split": args.split, "queries": len(queries),
+        "index": {"dir": str(index_dir), "chunks": n, "documents": idx.manifest["counts"]["documents"],
+                  "chunk_tokens": args.chunk_tokens, "build": build, "build_this_run": report.summary(),
+                  "embedding_throughput_chunks_per_s": (round(build["chunks_embedded"] / build["embed_seconds"], 1)
+                                                        if build.get("embed_seconds") else None),
+                  "load_average_at_end": os.getloadavg(),
+                  "manifest": {k: idx.manifest[k] for k in ("embedding", "faiss", "bm25", "index_titles")}},
+        "query_embedding_ms": {"p50": round(float(np.percentile(emb_times, 50)), 3),
+                               "p95": round(float(np.percentile(emb_times, 95)), 3)},
+        "methods": results,
+        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "versions": {d: _version(d) for d in ("ragsieve", "bm25s", "rank-bm25", "faiss-cpu",
+                                              "sentence-transformers", "torch", "numpy")},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2), encoding="utf-8")
+    print(f"wrote {args.out}")
+    idx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
