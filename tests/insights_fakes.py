@@ -52,9 +52,9 @@ class FakeClock:
 
 @contextlib.contextmanager
 def insights_service(indexes: dict[str, Path], data_dir: Path, clock, *, config: Config | None = None,
-                     keys: KeyRing | None = None, lifetime_s: float = 300.0, widget_keys=None):
+                     keys: KeyRing | None = None, lifetime_s: float = 300.0, widget_keys=None, reply=scripted):
     config = config or Config.model_validate({"insights": {"enabled": True}})
-    registry = IndexRegistry(indexes, config, llm=LLM(FakeChat(default=scripted)))
+    registry = IndexRegistry(indexes, config, llm=LLM(FakeChat(default=reply)))
     try:
         registry.insights = open_insights(registry, str(data_dir), clock=clock)
         settings = ServiceSettings(port=0, data_dir=str(data_dir))

@@ -132,3 +132,17 @@ def test_the_keys_file_of_the_access_page_loads_and_bad_entries_are_refused(need
         path.write_text(bad)
         with pytest.raises(UsageError, match="keys file"):
             KeyRing.load(str(path), environ={})
+
+
+def test_a_forged_x_forwarded_for_does_not_make_a_local_client_the_trusted_proxy(needle, tmp_path):
+    """uvicorn's proxy headers would trust 127.0.0.1's X-Forwarded-For: the check rests on the socket peer."""
+    index, _, jwks = needle
+    forged = {"X-Forwarded-User": "cfo@example.com", "X-Forwarded-Groups": "finance"}
+    with served({"needle": index}, FakeChat(default=fake_model), keys=ring(jwks, proxies=("127.0.0.2/32",))) as svc:
+        ask = {"question": QUESTION, "index": "needle"}
+        for spoof in ({}, {"X-Forwarded-For": "127.0.0.2"}, {"X-Forwarded-For": "10.1.1.1, 127.0.0.2"},
+                      {"Forwarded": "for=127.0.0.2"}):
+            r = httpx.post(svc.base_url + "/v1/ask", json=ask, timeout=120,
+                           headers={"Authorization": f"Bearer {PROXY}", **forged, **spoof})
+            assert r.status_code == 403 and "trusted proxy" in r.json()["error"]["message"], (spoof, r.text)
+            assert leaks(r.text) == []

@@ -57,3 +57,12 @@ def test_outcomes_from_answers():
                                                                                calibration_n=50, coverage=0.9)),
                      index="i", surface="ask", at=0, latency_s=0)
     assert weak.outcome is Outcome.ANSWERED and weak.low_confidence  # answered without passing the cutoff
+
+
+def test_the_log_is_bounded_by_rows_as_well_as_age(tmp_path):
+    clock = FakeClock(START)
+    log = QuestionLog(tmp_path / FILE_NAME, retention_days=90, clock=clock, max_rows=100)
+    for batch in range(3):  # 180 recent rows in three writes: the oldest beyond 100 go as they pass the bound
+        log.write([_record(START - DAY + batch * 100 + n, f"question {batch}-{n}") for n in range(60)])
+    rows = log.rows()
+    assert len(rows) == 100 and rows[-1].question == "question 2-59" and rows[0].question == "question 1-20"

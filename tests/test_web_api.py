@@ -18,7 +18,7 @@ from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.auth.widget_keys import RateLimit, WidgetKey, WidgetKeys
 from ragsieve.service.feedback.store import FeedbackStore
 from ragsieve.service.web import source_view
-from ragsieve.service.web.links import citation_href, load_secret, verify
+from ragsieve.service.web.links import citation_href, load_secret, signed_part, verify
 from ragsieve.tools.types import Chunk
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
@@ -130,8 +130,10 @@ def test_signed_links_and_the_source_view_of_pages(tmp_path):
     pdf = Citation(number=1, chunk_id="manual.pdf#3", source="manual.pdf", symbol="pp. 2-3")
     href, kind = citation_href(secret, "docs", pdf)
     assert kind == "page" and href.endswith("#page-2") and "chunk=manual.pdf%233" in href
-    token = href.split("t=")[1].split("#")[0]
-    assert verify(secret, "docs", "manual.pdf#3", token) and not verify(secret, "other", "manual.pdf#3", token)
+    token = href.split("t=")[1].split("#")[0].split("&")[0]
+    signed = signed_part("manual.pdf#3", None, int(href.split("e=")[1].split("&")[0]))  # the link's expiry too
+    assert verify(secret, "docs", signed, token) and not verify(secret, "other", signed, token)
+    assert not verify(secret, "docs", "manual.pdf#3", token)
     web = Citation(number=2, chunk_id="u#0", source="https://docs.example.com/a#old", symbol="#setup")
     assert citation_href(secret, "docs", web) == ("https://docs.example.com/a#setup", "web")
     script = Citation(number=3, chunk_id="x#0", source="javascript:alert(1)", line_start=4, line_end=6)

@@ -23,6 +23,8 @@ class InsightsConfig(_Section):
     enabled: bool = False
     indexes: list[str] = Field(default_factory=list)  # the served indexes logged; empty: every one
     retention_days: float = Field(default=90.0, gt=0, le=3650)  # older rows are deleted
+    # and beyond this many rows the oldest are (a row: the redacted question, citations, a float16 embedding)
+    max_rows: int = Field(default=1_000_000, ge=100, le=100_000_000)
     store_answers: bool = False  # also keep the (redacted) answer text
     # average cosine distance under which questions share a topic (average linkage); 0.75 joins MiniLM paraphrases
     # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/test_insights.py)

@@ -51,9 +51,12 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ragsieve.agent.errors import UsageError
     from ragsieve.eval.evaluate import Evaluation
     from ragsieve.eval.report import LABELS
+    from ragsieve.insights.eval_set import EXPORT_MARK
     from ragsieve.tools.extras import Extra, require
 
     require(Extra.EVAL, "matplotlib", "ragsieve eval (its report's plots)")  # before any question is spent
@@ -62,10 +65,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if unused:
             raise UsageError(f"--retrieval-only makes no LLM call, so {', '.join(unused)} would do nothing: drop it")
     config = with_device(load_config(args), getattr(args, "device", None))
+    export = (Path(args.dataset) / EXPORT_MARK).is_file()  # an insights export: its corpus is a few documents
+    if not args.retrieval_only and not config.llm.resolved().base_url:
+        print(f"ragsieve eval: no LLM endpoint named (--base-url, [llm] base_url or OPENAI_BASE_URL): answering "
+              f"with the embedded model {config.llm.local_model} (--local-model)", file=sys.stderr)
     evaluation = Evaluation(
         args.dataset, args.index, plans=args.plan, config=config, out=args.out, limit=args.limit, seed=args.seed,
         split=args.split, retrieval_only=args.retrieval_only, judge=args.judge, cache=not args.no_cache,
-        progress=not args.no_progress and sys.stderr.isatty(), command=command_line(args))
+        progress=not args.no_progress and sys.stderr.isatty(), command=command_line(args), build_missing=not export)
     results = evaluation.run()
     for plan, summary in results["plans"].items():
         figures = {**summary["retrieval"], **summary["answers"]}

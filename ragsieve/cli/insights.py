@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.compute import insights_for
-    from ragsieve.insights.eval_set import write_eval_set
+    from ragsieve.insights.eval_set import eval_command, write_eval_set
     from ragsieve.insights.log import FILE_NAME, QuestionLog
     from ragsieve.insights.report import parse_since, to_csv
     from ragsieve.service.indexes.registry import parse_index_specs
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         since = parse_since(args.since, now)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    log = QuestionLog(db, retention_days=config.insights.retention_days)
+    log = QuestionLog(db, retention_days=config.insights.retention_days, max_rows=config.insights.max_rows)
     with Orchestrator.open(folder, config) as orch:
         report, records = insights_for(log, name, orch, since=since, until=now,
                                        distance=config.insights.group_distance)
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                                  f"{', '.join(g.id for g in report.groups) or 'no group'}")
             counts = write_eval_set(group, {r.id: r.question for r in records}, orch.index.store, args.out, name)
             print(f"wrote {args.out}: {counts['questions']} questions of group {group.id} ({group.label!r}); once "
-                  f"the missing page is indexed, run: ragsieve eval {args.out} --index {folder}", file=sys.stderr)
+                  f"the missing page is indexed, run: {eval_command(args.out, folder, config.llm)}", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(to_csv(report, records), encoding="utf-8")
     if args.json:
@@ -85,7 +85,8 @@ def text_report(report) -> str:
     t = report.totals
     lines = [f"insights of {report.index}, {day(report.since)} to {day(report.until)}: {t['questions']} questions, "
              f"{t['answered']} answered, {t['passages']} answered with passages, {t['abstained_model']} abstained "
-             f"(model), {t['abstained_calibration']} abstained (calibration); {t['thumbs_down']} thumbs down, "
+             f"(model), {t['abstained_calibration']} abstained (calibration), {t['abstained_ungrounded']} abstained "
+             f"(cited nothing); {t['thumbs_down']} thumbs down, "
              f"{t['low_confidence']} low confidence", "", "Topics the documents miss (unanswered questions):"]
     for g in report.groups:
         trend = " ".join(str(n) for _, n in g.trend)
@@ -96,7 +97,8 @@ def text_report(report) -> str:
     if not report.groups:
         lines.append("  none")
     lines += ["", f"Answered but marked wrong or low confidence: {len(report.flagged)}"]
-    lines += [f"  {day(f.at)}  {f.why:<15} {f.question}" for f in report.flagged[:10]]
+    lines += [f"  {day(f.at)}  {f.why:<15} {f.question}" + (f"  (x{f.count})" if f.count > 1 else "")
+              for f in report.flagged[:10]]
     lines += ["", "Most cited documents:"] + [f"  {n:>5}  {d}" for d, n in report.most_cited[:10]]
     lines += ["", f"Documents no question reached: {report.unreached_total}"] + [f"  {d}" for d in report.unreached[:20]]
     lines += ["", report.clustered]

@@ -78,7 +78,8 @@ class Evaluation:
     def __init__(self, dataset: str | Path, index_dir: str | Path, *, plans: list[str] | None = None,
                  config: Config | None = None, out: str | Path | None = None, limit: int | None = None,
                  seed: int = 0, split: str = "test", retrieval_only: bool = False, judge: bool = False,
-                 cache: bool = True, chat=None, progress: bool = True, command: str = ""):
+                 cache: bool = True, chat=None, progress: bool = True, command: str = "",
+                 build_missing: bool = True):
         from ragsieve.agent.plan.plans import get_plan
 
         self.config = config or Config()
@@ -96,6 +97,7 @@ class Evaluation:
         self.limit, self.seed, self.split = limit, seed, split
         self.retrieval_only, self.judge, self.cache = retrieval_only, judge, cache
         self.chat, self.progress, self.command = chat, progress, command
+        self.build_missing = build_missing  # False: a missing index is refused, not built from the corpus
         self.index_report: str | None = None  # the build summary when this run indexed the corpus
 
     def _run_key(self, ds: Dataset, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +144,10 @@ class Evaluation:
                           max_tokens=config.llm.max_tokens, temperature=config.llm.temperature)
         try:
             orch = Orchestrator.open(self.index_dir, config, llm=llm)
-        except IndexMissingError:
+        except IndexMissingError as exc:
+            if not self.build_missing:
+                raise UsageError(f"no index at {self.index_dir} ({exc}): name the index to measure with --index "
+                                 f"(its folder, not its served name)") from None
             self._build_index(ds)
             orch = Orchestrator.open(self.index_dir, config, llm=llm)
         judged = {d for q in ds.questions for d in m.relevant_set(q.qrels)}

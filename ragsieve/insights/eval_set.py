@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -48,7 +49,7 @@ def write_eval_set(group: TopicGroup, questions: dict[str, str], store: Any, out
         _jsonl(tmp / "qa.jsonl", ({"id": q, "question": t, "answers": [], "is_impossible": True}
                                   for q, t in texts.items()))
         (tmp / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
-        (tmp / "group.json").write_text(json.dumps({"index": index, "group": group.id, "label": group.label,
+        (tmp / EXPORT_MARK).write_text(json.dumps({"index": index, "group": group.id, "label": group.label,
                                                     "questions": len(texts), "closest": group.closest},
                                                    ensure_ascii=False, indent=2), encoding="utf-8")
         if out.exists():
@@ -63,6 +64,21 @@ def write_eval_set(group: TopicGroup, questions: dict[str, str], store: Any, out
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"questions": len(texts), "documents": len(docs)}
+
+
+EXPORT_MARK = "group.json"  # what makes a folder an insights export (`ragsieve eval` then never builds an index)
+
+
+def eval_command(out: str | Path, index_folder: str | Path, llm: Any) -> str:
+    """The `ragsieve eval` command that measures the exported set against the served index as printed: its
+    folder (absolute), and the LLM named (the served endpoint, else the embedded model it would start)."""
+    parts = ["ragsieve", "eval", str(out), "--index", str(Path(index_folder).resolve())]
+    llm = llm.resolved()
+    if llm.base_url:
+        parts += ["--base-url", llm.base_url] + (["--model", llm.model] if llm.model else [])
+    else:
+        parts += ["--local-model", llm.local_model]
+    return shlex.join(parts)
 
 
 def _jsonl(path: Path, rows: Iterable[dict]) -> None:

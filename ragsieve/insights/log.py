@@ -5,7 +5,9 @@ thread) and a single writer thread embeds the redacted questions in batches
 with the index's own encoder and inserts them, one transaction per batch, so a
 batch is written whole or not at all. Rows older than `retention_days` are
 deleted (with `secure_delete`, so their bytes are overwritten) when the log
-opens and at least every PRUNE_EVERY_S. The file is created on the first
+opens and at least every PRUNE_EVERY_S, and so are the oldest rows beyond
+`max_rows` (checked whenever the rows written since the last count could
+pass it), so the file is bounded by size as well as by age. The file is created on the first
 write: a server with insights off never creates it.
 """
 from __future__ import annotations
@@ -53,9 +55,13 @@ class QuestionLog:
     """`submit` records, `rate` them when feedback arrives, `rows` reads them back; `close` flushes."""
 
     def __init__(self, path: str | Path, *, retention_days: float = 90.0, clock: Callable[[], float] = time.time,
-                 embedders: dict[str, Embed] | None = None):
+                 embedders: dict[str, Embed] | None = None, max_rows: int = 1_000_000):
         if retention_days <= 0:
             raise UsageError(f"insights retention_days must be > 0, got {retention_days}")
+        if max_rows < 1:
+            raise UsageError(f"insights max_rows must be >= 1, got {max_rows}")
+        self.max_rows = max_rows
+        self._rows_at_most = 0  # rows counted at the last prune plus those written since
         self.path = Path(path)
         self.retention_days, self.clock = retention_days, clock
         self.embedders: dict[str, Embed] = dict(embedders or {})
@@ -140,15 +146,19 @@ class QuestionLog:
         with closing(self._connect()) as db, db:
             db.executemany(_INSERT, [_row(r) for r in records])
             db.executemany("UPDATE questions SET rating = ? WHERE id = ?", [(v, i) for i, v in ratings or []])
-        if self.clock() - self._last_prune >= PRUNE_EVERY_S:
+        self._rows_at_most += len(records)
+        if self.clock() - self._last_prune >= PRUNE_EVERY_S or self._rows_at_most > self.max_rows:
             self.prune()
 
     def prune(self) -> int:
-        """Delete rows older than the retention; returns how many."""
+        """Delete rows older than the retention, then the oldest beyond `max_rows`; returns how many."""
         self._last_prune = self.clock()
         with closing(self._connect()) as db, db:
             gone = db.execute("DELETE FROM questions WHERE at < ?",
                               (self.clock() - self.retention_days * 86400,)).rowcount
+            gone += db.execute("DELETE FROM questions WHERE id IN (SELECT id FROM questions ORDER BY at DESC "
+                               "LIMIT -1 OFFSET ?)", (self.max_rows,)).rowcount
+            self._rows_at_most = db.execute("SELECT COUNT(*) FROM questions").fetchone()[0]
         if gone:
             with closing(self._connect()) as db:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -211,11 +221,18 @@ def _record(row: tuple) -> QuestionRecord:
     v = dict(zip(_COLUMNS, row))
     return QuestionRecord(
         id=v["id"], index=v["index_name"], surface=Surface(v["surface"]), at=v["at"], plan=v["plan"],
-        outcome=Outcome(v["outcome"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
+        outcome=_outcome(v["outcome"], v["abstention"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
         low_confidence=bool(v["low_confidence"]), abstention=v["abstention"], evidence=v["evidence"],
         resolved=None if v["resolved"] is None else bool(v["resolved"]), score=v["score"], threshold=v["threshold"],
         qhat=v["qhat"], conformal_best=v["conformal_best"], citations=json.loads(v["citations"]), answer=v["answer"], rating=v["rating"],
         vector=v["vector"])
+
+
+def _outcome(logged: str, abstention: str | None) -> Outcome:
+    """A row's outcome; rows logged before strict abstentions were counted say `answered` with abstention
+    `ungrounded`: they are read as the abstentions they were."""
+    outcome = Outcome(logged)
+    return Outcome.ABSTAINED_UNGROUNDED if outcome is Outcome.ANSWERED and abstention == "ungrounded" else outcome
 
 
 def vector_of(record: QuestionRecord) -> np.ndarray | None:

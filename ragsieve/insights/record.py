@@ -22,17 +22,21 @@ class Surface(str, Enum):
 
 class Outcome(str, Enum):
     """What the question got. `passages`: the model abstained, the calibrated score said answerable, so the
-    reply quoted passages; `abstained_calibration`: no passage passed the calibrated evidence (no model call)."""
+    reply quoted passages; `abstained_calibration`: no passage passed the calibrated evidence (no model call);
+    `abstained_ungrounded`: the model's answer cited none of the passages (under `abstention.strict`, the
+    widget's default, it was replaced by the closest passages; otherwise shown as "not grounded")."""
 
     ANSWERED = "answered"
     PASSAGES = "passages"
     ABSTAINED_MODEL = "abstained_model"
     ABSTAINED_CALIBRATION = "abstained_calibration"
+    ABSTAINED_UNGROUNDED = "abstained_ungrounded"
 
 
-UNANSWERED = (Outcome.ABSTAINED_MODEL, Outcome.ABSTAINED_CALIBRATION)
+UNANSWERED = (Outcome.ABSTAINED_MODEL, Outcome.ABSTAINED_CALIBRATION, Outcome.ABSTAINED_UNGROUNDED)
 _BY_ABSTENTION = {None: Outcome.ANSWERED, "mixed": Outcome.ANSWERED, "passages": Outcome.PASSAGES,
-                  "model": Outcome.ABSTAINED_MODEL, "no_evidence": Outcome.ABSTAINED_CALIBRATION}
+                  "model": Outcome.ABSTAINED_MODEL, "no_evidence": Outcome.ABSTAINED_CALIBRATION,
+                  "ungrounded": Outcome.ABSTAINED_UNGROUNDED}
 
 
 class AnswerLike(Protocol):
@@ -97,14 +101,20 @@ def conformal_best_of(trace: list[TraceEvent]) -> float | None:
     return None
 
 
-def outcome_of(abstention: str | None) -> Outcome:
-    return _BY_ABSTENTION.get(abstention, Outcome.ANSWERED)
+def outcome_of(abstention: str | None, grounding: str | None = None) -> Outcome:
+    """The outcome of an answer's `abstention` and `grounding` (an answer grounded in no passage counts as
+    abstained: the documentation did not answer it, whatever the model wrote)."""
+    outcome = _BY_ABSTENTION.get(abstention, Outcome.ANSWERED)
+    if outcome is Outcome.ANSWERED and grounding == "none":
+        return Outcome.ABSTAINED_UNGROUNDED
+    return outcome
 
 
 def record_of(answer: AnswerLike, *, index: str, surface: Surface | str, at: float, latency_s: float,
               answer_id: str | None = None, keep_answer: bool = False) -> QuestionRecord:
     """The log row of one answered question: texts redacted, the answer text only with `keep_answer`."""
-    outcome = outcome_of(answer.abstention)
+    grounding = getattr(answer, "grounding", None)
+    outcome = outcome_of(answer.abstention, getattr(grounding, "value", grounding))
     decided = answerability_of(answer.trace)
     low = outcome is Outcome.ANSWERED and (answer.abstention == "mixed" or answer.resolved is False
                                            or (answer.conformal is not None and answer.evidence != "strong"))

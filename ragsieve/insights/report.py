@@ -31,6 +31,9 @@ class TopicGroup(BaseModel):
 
 
 class Flagged(BaseModel):
+    """A question whose answers were marked wrong or low-confidence, once however often it was asked: its
+    most recent such answer, and `count` such answers in the period (`ids`: all of them, newest first)."""
+
     id: str
     at: float
     question: str
@@ -39,6 +42,8 @@ class Flagged(BaseModel):
     low_confidence: bool
     why: str
     sources: list[str]
+    count: int = 1
+    ids: list[str] = Field(default_factory=list)
 
 
 class Report(BaseModel):
@@ -65,10 +70,7 @@ def build_report(records: list[QuestionRecord], *, index: str, since: float, unt
                "thumbs_up": sum(r.rating == 1 for r in records), "thumbs_down": sum(r.rating == -1 for r in records)}
     open_ = [r for r in records if r.unanswered]
     groups = _groups(open_, since, until, distance, embed, closest)
-    flagged = [Flagged(id=r.id, at=r.at, question=r.question, outcome=r.outcome.value, rating=r.rating,
-                       low_confidence=r.low_confidence, sources=_sources(r),
-                       why="marked wrong" if r.rating == -1 else "low confidence")
-               for r in reversed(records) if not r.unanswered and (r.rating == -1 or r.low_confidence)]
+    flagged = _flagged([r for r in reversed(records) if not r.unanswered and (r.rating == -1 or r.low_confidence)])
     cites = [r.citations for r in records]
     unreached = unreached_documents(documents, cites)  # an abstention's closest passages reached their documents
     answered_cites = [r.citations for r in records if r.outcome is Outcome.ANSWERED]
@@ -103,6 +105,27 @@ def _groups(open_: list[QuestionRecord], since: float, until: float, distance: f
             closest=closest(g.label) if closest is not None else [],
             question_ids=[r.id for r in members]))
     return out
+
+
+def _flagged(newest_first: list[QuestionRecord]) -> list[Flagged]:
+    """One row per flagged question (the same text, case and spacing aside), most recently flagged first;
+    a question marked wrong at least once reads "marked wrong"."""
+    rows: dict[str, Flagged] = {}
+    for r in newest_first:
+        key = " ".join(r.question.lower().split())
+        row = rows.get(key)
+        if row is None:
+            rows[key] = Flagged(id=r.id, at=r.at, question=r.question, outcome=r.outcome.value, rating=r.rating,
+                                low_confidence=r.low_confidence, sources=_sources(r), ids=[r.id],
+                                why="marked wrong" if r.rating == -1 else "low confidence")
+            continue
+        row.count += 1
+        row.ids.append(r.id)
+        row.low_confidence = row.low_confidence or r.low_confidence
+        if r.rating == -1:
+            row.why = "marked wrong"
+            row.rating = row.rating if row.rating == -1 else -1
+    return list(rows.values())
 
 
 def _sources(r: QuestionRecord) -> list[str]:

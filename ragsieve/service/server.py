@@ -77,6 +77,10 @@ def close_mcp_streams(app) -> Callable[[], None]:
     return stop
 
 
+# uvicorn's `proxy_headers` (on by default, trusting 127.0.0.1 or $FORWARDED_ALLOW_IPS) rewrites the client
+# address from `X-Forwarded-For`, which any local client can forge: the trusted-proxy check of forwarded
+# identities (`[identity] trusted_proxies`) would then trust a header. It is off: the address the service
+# sees is always the socket peer (the proxy itself when there is one).
 def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
     from ragsieve.service.middleware.connections import guarded_protocol
 
@@ -84,7 +88,8 @@ def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
                           http=guarded_protocol(settings.idle_timeout_s),  # idle sockets cannot deny service
                           limit_concurrency=settings.max_connections, backlog=BACKLOG,
                           timeout_keep_alive=5, timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
-                          h11_max_incomplete_event_size=64 * 1024, **more)
+                          h11_max_incomplete_event_size=64 * 1024,
+                          proxy_headers=False, **more)  # the client is the socket peer: see below
 
 
 def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None = None) -> None:
@@ -103,7 +108,7 @@ def serve_workers(spec: dict, settings: ServiceSettings) -> None:
     os.environ[SPEC_ENV] = json.dumps(spec)
     uvicorn.run("ragsieve.service.factory:app_from_env", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, log_level="warning", access_log=False,
-                http=WORKER_PROTOCOL,
+                http=WORKER_PROTOCOL, proxy_headers=False,
                 limit_concurrency=settings.max_connections, backlog=BACKLOG,
                 timeout_graceful_shutdown=int(settings.graceful_shutdown_s))
 

@@ -43,8 +43,14 @@ class Caller:
         return name, plan
 
 
+def peer(request: Request) -> str | None:
+    """The socket peer's address (uvicorn runs without proxy headers: `X-Forwarded-For` never changes it)."""
+    client = request.scope.get("client")
+    return client[0] if client else None
+
+
 def caller(request: Request) -> Caller:
-    return identify(request.app.state.keys, request.headers, request.client.host if request.client else None)
+    return identify(request.app.state.keys, request.headers, peer(request))
 
 
 def identify(keys, headers, host: str | None) -> Caller:

@@ -24,7 +24,7 @@ class InsightsHook:
     def __init__(self, log: QuestionLog, config: Config, names: set[str]):
         self.log, self.settings = log, config.insights
         self.names = {n for n in names if self.settings.logs(n)}
-        self.reports: dict[tuple[str, str], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
+        self.reports: dict[tuple[str, str, tuple[str, ...] | None], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
 
     def logs(self, index: str) -> bool:
         return index in self.names
@@ -57,7 +57,8 @@ def open_insights(registry: Any, data_dir: str | None, *, clock: Any = time.time
         raise UsageError("[insights] enabled needs a place for the question log: set [insights] dir, or give "
                          "`ragsieve serve` a --data-dir")
     embedders: dict[str, Embed] = {name: _embedder(live) for name, live in registry.orchestrators.items()}
-    log = QuestionLog(Path(folder) / FILE_NAME, retention_days=cfg.retention_days, clock=clock, embedders=embedders)
+    log = QuestionLog(Path(folder) / FILE_NAME, retention_days=cfg.retention_days, clock=clock, embedders=embedders,
+                      max_rows=cfg.max_rows)
     return InsightsHook(log, registry.config, served)
 
 

@@ -41,10 +41,13 @@ def writable_store(request: Request, who: Caller, store_id: str):
     return docs
 
 
-def any_write(who: Caller) -> None:
+def any_write(who: Caller, doing: str = "uploading or deleting files") -> None:
+    """403 unless the key writes somewhere: uploaded files (`/v1/files`) are the writers' own, so `doing`
+    (what the route does: listing, reading, uploading) says what the key was refused."""
     if not any(s.endswith(":write") for s in who.scope):
-        raise ApiError(403, "this API key is read-only: uploading or deleting files needs a key with ':write' "
-                            "in its scope", code="read_only_key")
+        raise ApiError(403, f"this API key is read-only: {doing} needs a key with ':write' in its scope "
+                            f"(uploaded files are listed and read by the keys that may upload them)",
+                       code="read_only_key")
 
 
 def submit(docs, kind: str, store_id: str, **params) -> dict:

@@ -23,6 +23,7 @@ from ragsieve.service.documents import views
 from ragsieve.service.documents.access import docs_of, readable_store, writable, writable_store
 from ragsieve.service.documents.attach import attach, check_chunking, check_room
 from ragsieve.service.documents.filters import check_attributes
+from ragsieve.service.documents.readable import entry_readable, visible_file
 from ragsieve.service.documents.search_routes import WORKER_HEADER
 
 router = APIRouter()
@@ -81,9 +82,7 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
         raise ApiError(400, "a file batch needs at least one file", param="file_ids")
     if len({f for f, _ in wanted}) != len(wanted):
         raise ApiError(400, "a file appears twice in the batch", param="file_ids")
-    metas = [docs.catalog.file(f) for f, _ in wanted]
-    if None in metas:
-        raise ApiError(404, f"no file {wanted[metas.index(None)][0]!r}", code="not_found", param="file_ids")
+    metas = [visible_file(docs, who, f, "file_ids") for f, _ in wanted]  # a hidden file reads as missing
     fresh = [(m, a) for m, (_, a) in zip(metas, wanted)
              if (e := docs.catalog.entry(store_id, m["id"])) is None or e["status"] in ("failed", "cancelled")]
     if fresh and docs.ingestor.pending() >= docs.ingestor.limit:  # a batch goes in whole, while the queue has room
@@ -132,7 +131,8 @@ async def list_batch_files(request: Request, store_id: str, batch_id: str, who: 
     docs, batch = _batch(request, who, store_id, batch_id)
     if filter is not None and filter not in STATUSES:
         raise ApiError(400, f"filter must be one of {', '.join(STATUSES)}", param="filter")
-    entries = [e for f in batch["file_ids"] if (e := docs.catalog.entry(store_id, f)) is not None]
+    entries = [e for f in batch["file_ids"] if (e := docs.catalog.entry(store_id, f)) is not None
+               and entry_readable(docs, who, store_id, f)]
     entries.sort(key=lambda e: (e["created_at"], e["id"]))
     return views.page([views.public_entry(e) for e in entries if filter is None or e["status"] == filter], limit,
                       order, after, before)

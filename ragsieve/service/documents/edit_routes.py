@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.scope import Caller, caller
 from ragsieve.service.common.errors import ApiError
-from ragsieve.service.documents import views
+from ragsieve.service.documents import indexed, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable_store
 from ragsieve.service.documents.catalog import write_json
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import MAX_ATTRIBUTES, check_attributes
-from ragsieve.service.documents.readable import entry_readable, file_readable, record_access
+from ragsieve.service.documents.readable import entry_readable, file_readable, record_access, visible_entry
 
 router = APIRouter()
 
@@ -66,9 +66,9 @@ class StoreFileUpdate(BaseModel):
 async def update_store_file(request: Request, store_id: str, file_id: str, body: StoreFileUpdate,
                             who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
-    attributes = check_attributes(body.attributes)
-    if docs.catalog.entry(store_id, file_id) is not None:
-        record_access(docs, store_id, file_id, attributes)
+    attributes = check_attributes(body.attributes)  # bad input first: a 400 says nothing of the file
+    visible_entry(docs, who, store_id, file_id)  # a file the caller may not read is missing: nothing changes
+    record_access(docs, store_id, file_id, attributes)
     entry = docs.catalog.update_entry(store_id, file_id, lambda e: e | {"attributes": attributes})
     if entry is None:
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
@@ -78,7 +78,7 @@ async def update_store_file(request: Request, store_id: str, file_id: str, body:
 @router.get("/v1/files/{file_id}/content")
 async def file_content(request: Request, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
-    any_write(who)
+    any_write(who, "reading an uploaded file's content")
     meta = docs.catalog.file(file_id)
     path = None if meta is None or not file_readable(docs, who, file_id) else docs.catalog.file_path(meta)
     if path is None or not path.is_file():
@@ -96,6 +96,11 @@ def _indexed_text(live, doc_id: str) -> list[str]:
 async def store_file_content(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
+    found = indexed.find(docs, who, store_id, file_id)  # a served index's document (indexed.py)
+    if found is not None:
+        texts = await anyio.to_thread.run_sync(indexed.texts, docs, store_id, found[0])
+        return {"object": "vector_store.file_content.page", "data": [{"type": "text", "text": t} for t in texts],
+                "has_more": False, "next_page": None}
     entry = docs.catalog.entry(store_id, file_id)
     meta = docs.catalog.file(file_id)
     if entry is None or meta is None or not entry_readable(docs, who, store_id, file_id):

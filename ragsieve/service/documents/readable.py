@@ -49,6 +49,24 @@ def file_readable(docs, who: Caller, file_id: str) -> bool:
                and entry_readable(docs, who, s["id"], file_id) for s in docs.catalog.stores())
 
 
+def visible_file(docs, who: Caller, file_id: str, param: str | None = None) -> dict:
+    """The file's metadata, or the 404 of a missing file when it is missing or the caller may not read it (a
+    write names a file the way a read does: a hidden file is neither changed nor confirmed to exist). A file
+    in no store yet (a fresh upload) carries no access list: any key that writes may attach or delete it."""
+    meta = docs.catalog.file(file_id)
+    if meta is None or (docs.catalog.stores_holding(file_id) and not file_readable(docs, who, file_id)):
+        raise ApiError(404, f"no file {file_id!r}", code="not_found", param=param)
+    return meta
+
+
+def visible_entry(docs, who: Caller, store_id: str, file_id: str) -> dict:
+    """A store's file entry, or the 404 of a missing one when the caller may not read it."""
+    entry = docs.catalog.entry(store_id, file_id)
+    if entry is None or not entry_readable(docs, who, store_id, file_id):
+        raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
+    return entry
+
+
 def readable_for(docs, who: Caller, store_id: str) -> Callable[[str], bool] | None:
     """A test of a store's file ids for this caller (None: it reads everything)."""
     if who.readers is None:

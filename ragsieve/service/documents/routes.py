@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragsieve.service.auth.keys import ALL, allows
 from ragsieve.service.auth.scope import Caller, caller
 from ragsieve.service.common.errors import ApiError
-from ragsieve.service.documents import batch_routes, edit_routes, search_routes, views
+from ragsieve.service.documents import batch_routes, edit_routes, indexed, search_routes, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable, writable_store
 from ragsieve.service.documents.attach import attach, check_chunking, detach
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import check_attributes
-from ragsieve.service.documents.readable import entry_readable, file_readable, readable_for
+from ragsieve.service.documents.readable import entry_readable, file_readable, readable_for, visible_entry, visible_file
 
 router = APIRouter()
 router.include_router(search_routes.router)  # search, crawl and job routes
@@ -38,7 +39,7 @@ router.include_router(edit_routes.router)  # updates, file contents
 async def upload(request: Request, file: UploadFile = File(...), purpose: str = Form("assistants"),
                  who: Caller = Depends(caller)):
     docs = docs_of(request)
-    any_write(who)
+    any_write(who, "uploading files")
     limit = request.app.state.settings.max_file_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
@@ -54,7 +55,7 @@ async def upload(request: Request, file: UploadFile = File(...), purpose: str = 
 @router.get("/v1/files")
 async def list_files(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
                      after: str | None = None, purpose: str | None = None):
-    any_write(who)
+    any_write(who, "listing uploaded files")
     docs = docs_of(request)
     files = [f for f in docs.catalog.files() if (purpose is None or f["purpose"] == purpose)
              and file_readable(docs, who, f["id"])]
@@ -63,8 +64,11 @@ async def list_files(request: Request, who: Caller = Depends(caller), limit: int
 
 @router.get("/v1/files/{file_id}")
 async def get_file(request: Request, file_id: str, who: Caller = Depends(caller)):
-    any_write(who)
     docs = docs_of(request)
+    found = indexed.file_object(docs, who, file_id)  # a served index's document: any key that reads its index
+    if found is not None:
+        return found
+    any_write(who, "reading an uploaded file")
     meta = docs.catalog.file(file_id)
     if meta is None or not file_readable(docs, who, file_id):
         raise ApiError(404, f"no file {file_id!r}", code="not_found")
@@ -74,9 +78,8 @@ async def get_file(request: Request, file_id: str, who: Caller = Depends(caller)
 @router.delete("/v1/files/{file_id}")
 async def delete_file(request: Request, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
-    any_write(who)
-    if docs.catalog.file(file_id) is None:
-        raise ApiError(404, f"no file {file_id!r}", code="not_found")
+    any_write(who, "deleting files")
+    visible_file(docs, who, file_id)  # a file the caller may not read is missing: it is not deleted
     holding = docs.catalog.stores_holding(file_id)
     for store_id in holding:
         writable(who, store_id)
@@ -109,9 +112,7 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     limit = request.app.state.settings.max_vector_stores
     if len(docs.catalog.stores()) >= limit:
         raise ApiError(400, f"this server holds {limit} vector stores, its limit", code="too_many_vector_stores")
-    files = [docs.catalog.file(f) for f in body.file_ids]
-    if None in files:
-        raise ApiError(404, f"no file {body.file_ids[files.index(None)]!r}", code="not_found", param="file_ids")
+    files = [visible_file(docs, who, f, "file_ids") for f in body.file_ids]
     meta = docs.catalog.add_store(body.name or "", dict(body.metadata or {}) | (
         {"description": body.description} if body.description else {}), expires_after=expiry)
     for f in files:
@@ -158,9 +159,7 @@ class StoreFileCreate(BaseModel):
 async def add_store_file(request: Request, store_id: str, body: StoreFileCreate, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
     check_chunking(body.chunking_strategy)
-    meta = docs.catalog.file(body.file_id)
-    if meta is None:
-        raise ApiError(404, f"no file {body.file_id!r}", code="not_found", param="file_id")
+    meta = visible_file(docs, who, body.file_id, "file_id")  # attaching a hidden file would publish it
     existing = docs.catalog.entry(store_id, body.file_id)
     if existing is not None and existing["status"] != "failed":
         return views.public_entry(existing)
@@ -177,6 +176,8 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
         raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
     entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if (filter is None or e["status"] == filter)
                and entry_readable(docs, who, store_id, e["id"])]
+    if filter in (None, "completed"):  # a served index's own documents, after the uploads
+        entries += await anyio.to_thread.run_sync(indexed.entries, docs, who, store_id)
     return views.page(entries, limit, order, after, before)
 
 
@@ -184,9 +185,9 @@ async def list_store_files(request: Request, store_id: str, who: Caller = Depend
 async def get_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = docs_of(request)
     readable_store(request, who, store_id)
-    entry = docs.catalog.entry(store_id, file_id)
-    if entry is None or not entry_readable(docs, who, store_id, file_id):
-        raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
+    if indexed.find(docs, who, store_id, file_id) is not None:
+        return indexed.entry(docs, store_id, file_id)
+    entry = visible_entry(docs, who, store_id, file_id)
     headers = {"openai-poll-after-ms": "200"} if entry["status"] == "in_progress" else {}
     return JSONResponse(views.public_entry(entry), headers=headers)
 
@@ -194,7 +195,6 @@ async def get_store_file(request: Request, store_id: str, file_id: str, who: Cal
 @router.delete("/v1/vector_stores/{store_id}/files/{file_id}")
 async def delete_store_file(request: Request, store_id: str, file_id: str, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
-    if docs.catalog.entry(store_id, file_id) is None:
-        raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
+    visible_entry(docs, who, store_id, file_id)
     await detach(request, docs, store_id, file_id)
     return {"id": file_id, "object": "vector_store.file.deleted", "deleted": True}

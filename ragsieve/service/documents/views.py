@@ -8,6 +8,7 @@ from collections.abc import Callable
 from ragsieve.agent.core.locations import deepest_location
 from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents.expiry import expires_at
+from ragsieve.service.documents.indexed import indexed_id
 
 UNSUPPORTED = ("unsupported file type", "unsupported")
 FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")  # a vector store file's
@@ -127,8 +128,8 @@ def search(docs, live, store_id: str, query: str, k: int, where, threshold: floa
         source = hit.chunk.source
         file_id, _, filename = source.partition("/")
         entry = entries.get(file_id)
-        if entry is None:  # a document indexed by `ragsieve index`, not uploaded
-            file_id, filename = source, source
+        if entry is None:  # a document indexed by `ragsieve index`, not uploaded: its URL-safe id (indexed.py)
+            file_id, filename = indexed_id(store_id, hit.chunk.doc_id), source
         out.append({"file_id": file_id, "filename": filename, "score": round(float(score), 6),
                     "attributes": (entry or {}).get("attributes") or {},
                     "content": [{"type": "text", "text": hit.chunk.text}],

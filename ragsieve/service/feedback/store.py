@@ -7,11 +7,16 @@ optional comment attach to that id, so feedback always carries what was
 actually answered (a client cannot make up the answer it rates). Answers
 without feedback are pruned after `keep_days` or beyond `max_unrated` rows.
 One connection per call with WAL and a busy timeout: several `--workers`
-processes may share the file.
+processes may share the file. Like the question log, the file is created
+readable by the server's user only (0600) and every text a user or the model
+wrote (question, searched question, answer, history, comment, the trace's
+texts) is redacted (`ragsieve.insights.redact`) before it is written;
+document ids and sources are kept as they are.
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsieve.agent.errors import UsageError
+from ragsieve.insights.redact import redact
 
 FILE_NAME = "feedback.sqlite3"
 MAX_COMMENT_CHARS = 2000
@@ -44,6 +50,8 @@ class FeedbackStore:
         self.keep_days, self.max_unrated = keep_days, max_unrated
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():  # readable by the server's user only (SQLite's WAL files follow it)
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             with closing(self._connect()) as db, db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(_SCHEMA)
@@ -67,8 +75,8 @@ class FeedbackStore:
         now = time.time()
         with closing(self._connect()) as db, db:
             db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (answer_id, now, index, plan, asked, question, answer, _dump(citations), _dump(trace),
-                        _dump(history), via))
+                       (answer_id, now, index, plan, redact(asked), redact(question), redact(answer),
+                        _dump(citations), _dump(_redacted(trace)), _dump(_redacted(history)), via))
             unrated = "id NOT IN (SELECT answer_id FROM feedback)"
             db.execute(f"DELETE FROM answers WHERE {unrated} AND created < ?", (now - self.keep_days * 86400,))
             db.execute(f"DELETE FROM answers WHERE {unrated} AND id IN (SELECT id FROM answers WHERE {unrated} "
@@ -87,7 +95,8 @@ class FeedbackStore:
         if len(comment) > MAX_COMMENT_CHARS:
             raise UsageError(f"the comment is {len(comment)} characters; the limit is {MAX_COMMENT_CHARS}")
         with closing(self._connect()) as db, db:
-            db.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?, ?, ?)", (answer_id, time.time(), rating, comment))
+            db.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?, ?, ?)",
+                       (answer_id, time.time(), rating, redact(comment)))
 
     def rated(self, index: str | None = None) -> list[dict[str, Any]]:
         """Every rated answer (oldest first) with its feedback: what `ragsieve feedback export` writes."""
@@ -109,3 +118,20 @@ class FeedbackStore:
 
 def _dump(value) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+KEPT = frozenset({"chunk_id", "chunk_ids", "source", "sources", "doc_id", "step", "outcome", "role"})
+
+
+def _redacted(value: Any, key: str = "") -> Any:
+    """`value` with every string redacted, but for document ids and sources (`KEPT` keys), which are not
+    what a user wrote and which the export must name as they are."""
+    if key in KEPT:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, key) for v in value]
+    return value

@@ -11,7 +11,13 @@ sends nothing (or a byte now and then) holds the server's capacity forever.
 - beyond `max_connections` open connections, the oldest *idle* one (no
   request in progress) is closed to make room, and only when none is idle is
   the new connection refused; requests in progress are never counted against
-  each other here (questions have their own admission limit: 429).
+  each other here (questions have their own admission limit: 429);
+- a request head over uvicorn's limit (`h11_max_incomplete_event_size`, 64 KiB)
+  gets `431 Request Header Fields Too Large` (another malformed head: 400) that
+  the client can read: the reply is sent, the write side shut, and what the
+  client still sends is read and dropped (up to DRAIN_BYTES, DRAIN_S) before
+  the socket closes; closing at once, with the client's bytes unread, made the
+  kernel reset the connection and the client never saw the status line.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ import os
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+DRAIN_BYTES = 8 * 1024 * 1024  # what a refused client may still send (read and dropped) before the close
+DRAIN_S = 5.0
 IDLE_ENV = "RAGSIEVE_IDLE_TIMEOUT_S"  # how `--workers N` hands the timeout to each worker process
 WORKER_PROTOCOL = "ragsieve.service.middleware.connections:WorkerProtocol"
 
@@ -32,6 +40,7 @@ class GuardedH11Protocol(H11Protocol):
         self.limit_concurrency = None  # uvicorn's check counts idle sockets: replaced below
         self._head_timer = None
         self._armed_cycle = None
+        self._drained: int | None = None  # bytes read since a refused head (None: not refused)
 
     def _arm(self) -> None:
         self._disarm()
@@ -64,7 +73,27 @@ class GuardedH11Protocol(H11Protocol):
         self._opened = self.loop.time()
         self._arm()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's reply to a head h11 refused: 431 when it was too large, readable by the client."""
+        limit = self.config.h11_max_incomplete_event_size or 16 * 1024  # uvicorn's (h11's) default when unset
+        too_big = len(self.conn.trailing_data[0]) >= limit
+        status, reason, body = ((431, "Request Header Fields Too Large",
+                                 f"the request head is over {limit} bytes: "
+                                 f"send smaller headers\n") if too_big else (400, "Bad Request", msg + "\n"))
+        self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                             f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode("ascii"))
+        self._disarm()
+        self._drained = 0
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(DRAIN_S, self.transport.close)
+
     def data_received(self, data: bytes) -> None:
+        if self._drained is not None:  # refused: read and drop, bounded
+            self._drained += len(data)
+            if self._drained > DRAIN_BYTES:
+                self.transport.close()
+            return
         super().data_received(data)
         if self._head_timer is not None and self.cycle is not self._armed_cycle:
             self._disarm()  # a new request's head arrived in time

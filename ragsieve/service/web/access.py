@@ -21,7 +21,7 @@ from fastapi import Request
 
 from ragsieve.service.auth.identity import USER_TOKEN, IdentityRefused
 from ragsieve.service.auth.keys import allows
-from ragsieve.service.auth.scope import caller
+from ragsieve.service.auth.scope import caller, peer
 from ragsieve.service.auth.widget_keys import WidgetKey, normal_origin
 from ragsieve.service.common.errors import ApiError
 from ragsieve.tools.index.search.where import Where
@@ -85,7 +85,7 @@ def ui_caller(request: Request) -> UiCaller:
         if origin is None or origin not in key.origins:
             raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
                                 f"add the site to the key's origins", code="origin_not_allowed")
-        wait = key.take(request.client.host if request.client else "?")
+        wait = key.take(visitor(request))
         if wait > 0:
             raise ApiError(429, f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
                                 f"minute per visitor, {key.requests_per_minute} in all); retry later",
@@ -96,6 +96,18 @@ def ui_caller(request: Request) -> UiCaller:
                        code="origin_not_allowed")
     who = caller(request)
     return UiCaller(who.scope, "page", readers=who.readers)
+
+
+def visitor(request: Request) -> str:
+    """Whom a widget's per-visitor rate counts: the socket peer, or, when the peer is one of `[identity]
+    trusted_proxies`, the last address that proxy appended to `X-Forwarded-For` (the explicitly configured
+    chain; a header from any other peer is ignored)."""
+    address = peer(request) or "?"
+    if request.app.state.keys.identity.trusted(address):
+        hops = [h.strip() for h in request.headers.get("x-forwarded-for", "").split(",") if h.strip()]
+        if hops:
+            return hops[-1][:64]
+    return address
 
 
 def widget_reader(request: Request) -> tuple[str, ...]:

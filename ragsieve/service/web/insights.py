@@ -6,7 +6,8 @@ user typed (sent as a bearer token, kept in the tab's sessionStorage):
 downloads `GET /insights/api/export.csv` / `export.json`, and
 `POST /insights/api/export-eval` which writes a group of unanswered questions as
 an evaluation set under DATA_DIR/insights-eval/. Every route needs a key whose
-scope says `:admin` for the index (403 otherwise; 401 without a valid key). A report is kept REPORT_TTL_S
+scope says `:admin` for the index (403 otherwise; 401 without a valid key). A key with principals reads the
+report as them: no text, title or path of a document they may not read (`ragsieve.insights.compute`). A report is kept REPORT_TTL_S
 seconds, so the page's downloads and its export click reuse it (a large log takes seconds to group).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.agent.errors import UsageError
 from ragsieve.insights.compute import insights_for
-from ragsieve.insights.eval_set import write_eval_set
+from ragsieve.insights.eval_set import eval_command, write_eval_set
 from ragsieve.insights.record import QuestionRecord
 from ragsieve.insights.report import Report, parse_since, to_csv
 from ragsieve.service.auth.keys import may_administer
@@ -96,16 +97,20 @@ async def _report(request: Request, who: Caller, index: str, since: str) -> tupl
         raise ApiError(400, str(exc), param="since") from None
     live = request.app.state.registry.orchestrators[index]
     cache = hook.reports
-    hit = cache.get((index, since))
+    slot = (index, since, who.readers)  # read as principals, a report is theirs: never another caller's
+    hit = cache.get(slot)
     if hit is not None and time.monotonic() - hit[0] < REPORT_TTL_S:
         return hit[1], hit[2]
 
     def compute() -> tuple[Report, list[QuestionRecord]]:
         hook.log.flush(5.0)  # what was just asked is in the report
-        return insights_for(hook.log, index, live, since=start, until=now, distance=hook.settings.group_distance)
+        return insights_for(hook.log, index, live, since=start, until=now, distance=hook.settings.group_distance,
+                            readers=who.readers)
 
     result, records = await anyio.to_thread.run_sync(compute)
-    cache[(index, since)] = (time.monotonic(), result, records)
+    for old in [k for k, v in cache.items() if time.monotonic() - v[0] >= REPORT_TTL_S]:
+        cache.pop(old, None)  # bounded: only the reports of the last REPORT_TTL_S are kept
+    cache[slot] = (time.monotonic(), result, records)
     return result, records
 
 
@@ -144,13 +149,14 @@ async def export_eval(request: Request, body: EvalExport, who: Caller = Depends(
     folder = _hook(request).settings.dir or request.app.state.settings.data_dir
     out = Path(folder) / "insights-eval" / f"{_safe(body.index)}-{body.group}-{time.strftime('%Y%m%d-%H%M%S')}"
     texts = {r.id: r.question for r in records}
-    store = request.app.state.registry.orchestrators[body.index].index.store
+    live = request.app.state.registry.orchestrators[body.index]
+    store = live.index.store
     try:
         counts = await anyio.to_thread.run_sync(lambda: write_eval_set(group, texts, store, out, body.index))
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
     return {"status": "written", "folder": str(out), "group": group.id, "label": group.label, **counts,
-            "command": f"ragsieve eval {out} --index {body.index}"}
+            "command": eval_command(out, live.folder, live.config.llm)}
 
 
 def _safe(name: str) -> str:

@@ -1,8 +1,10 @@
 """Where a citation opens: a web page at its anchor, else the source view of the indexed text (lines or page).
 
-Source-view links carry a signature over (index, chunk id) made with the
-server's secret: the view opens without an API key (a new tab or the widget
-on another site cannot send one), but only for chunks this server cited.
+Source-view links carry a signature over (index, chunk id, expiry) made with
+the server's secret: the view opens without an API key (a new tab or the
+widget on another site cannot send one), but only for chunks this server
+cited, and only until the link expires (LINK_TTL_S after the answer: a link
+that was copied or leaked does not open the document for ever).
 """
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 from ragsieve.agent.core.locations import page_of
 
 SECRET_FILE = "ui-secret"
+LINK_TTL_S = 24 * 3600  # how long a source-view link opens after the answer that made it
 
 
 def load_secret(folder: str | Path | None) -> bytes:
@@ -50,6 +54,11 @@ def verify(secret: bytes, index: str, chunk_id: str, token: str) -> bool:
     return hmac.compare_digest(sign(secret, index, chunk_id), token or "")
 
 
+def signed_part(chunk_id: str, reading_as: str | None, expires: int) -> str:
+    """What a source link's signature covers besides the index: the chunk, the principals, the expiry."""
+    return (chunk_id if reading_as is None else f"{chunk_id}\0as={reading_as}") + f"\0e={expires}"
+
+
 def web_url(source: str) -> str | None:
     """`source` when it is an http(s) URL (a crawled page), else None."""
     parts = urlsplit(source)
@@ -64,8 +73,9 @@ def citation_href(secret: bytes, index: str, citation, readers: tuple[str, ...] 
     if url is not None:
         anchor = citation.symbol if citation.symbol.startswith("#") else ""
         return url.split("#", 1)[0] + anchor, "web"
-    signed = citation.chunk_id if readers is None else f"{citation.chunk_id}\0as={','.join(readers)}"
-    params = {"index": index, "chunk": citation.chunk_id, "t": sign(secret, index, signed)}
+    expires = int(time.time()) + LINK_TTL_S
+    signed = signed_part(citation.chunk_id, None if readers is None else ",".join(readers), expires)
+    params = {"index": index, "chunk": citation.chunk_id, "e": str(expires), "t": sign(secret, index, signed)}
     query = urlencode(params if readers is None else {**params, "as": ",".join(readers)})
     href = f"/ui/source?{query}"
     if citation.line_start is not None:

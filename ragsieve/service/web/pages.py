@@ -1,13 +1,15 @@
 """Pages and assets: the chat page (`/`, `/ui`), its script, `/widget.js`, the source view, the licences."""
 from __future__ import annotations
 
+import time
+
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from ragsieve.service.common.errors import ApiError
 from ragsieve.service.web import assets, source_view
-from ragsieve.service.web.links import verify
+from ragsieve.service.web.links import signed_part, verify
 
 router = APIRouter()
 
@@ -50,13 +52,17 @@ async def licenses():
 
 @router.get("/ui/source", include_in_schema=False)
 async def source(request: Request, index: str = Query(max_length=64), chunk: str = Query(max_length=4000),
-                 t: str = Query(max_length=64), reading_as: str | None = Query(None, alias="as", max_length=8000)):
+                 t: str = Query(max_length=64), reading_as: str | None = Query(None, alias="as", max_length=8000),
+                 e: int = Query(0, ge=0, le=2**40)):
     """A cited document as the index holds it; only for links this server signed (see `links`), and for a
     link made for a caller with an identity, only while those principals may still read the document."""
     app = request.app.state
-    signed = chunk if reading_as is None else f"{chunk}\0as={reading_as}"
+    signed = signed_part(chunk, reading_as, e)
     if index not in app.registry.orchestrators or not verify(app.web.secret, index, signed, t):
         raise ApiError(404, "no such source (the link is not one this server made)", code="source_not_found")
+    if e < time.time():
+        raise ApiError(404, "this source link has expired: ask the question again for a fresh one",
+                       code="source_link_expired")
     doc_id, _, position = chunk.rpartition("#")
     live_index = app.registry.orchestrators[index].index
     chunks = await anyio.to_thread.run_sync(live_index.store.chunks_of, doc_id)

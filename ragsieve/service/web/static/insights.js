@@ -4,9 +4,20 @@
   var doc = document, keyName = "ragsieve-api-key";
   var $ = function (id) { return doc.getElementById(id); };
   var indexSel = $("ri-index"), sinceSel = $("ri-since"), filter = $("ri-filter"), notice = $("ri-notice");
-  var LABELS = { questions: "questions", answered: "answered", passages: "answered with passages",
+  var LABELS = { questions: "questions", answered: "answered", passages: "quoted passages",
     abstained_model: "abstained (model)", abstained_calibration: "abstained (calibration)",
+    abstained_ungrounded: "abstained (cited nothing)",
     low_confidence: "low confidence", thumbs_down: "thumbs down", thumbs_up: "thumbs up" };
+  var HINTS = { passages: "the model declined, but the calibrated score said the passages answer it: the reply " +
+    "quoted the closest passages instead" };
+  var UPLOAD = /^file-[0-9a-f]{24}\//;
+  // an uploaded document is cited as file-<id>/<name>: shown by its file name (the full id in the tooltip)
+  function shown(source) { return String(source).replace(UPLOAD, ""); }
+  function sourceCell(tag, cls, source) {
+    var n = el(tag, cls, shown(source));
+    n.title = source;
+    return n;
+  }
 
   function auth() {
     var key = sessionStorage.getItem(keyName);
@@ -66,7 +77,9 @@
     var totals = $("ri-totals");
     totals.textContent = "";
     Object.keys(LABELS).forEach(function (k) {
+      if (k === "passages" && !rep.totals[k]) return;  // shown (and explained) only when it happened
       var box = el("div", "ri-stat");
+      if (HINTS[k]) box.title = HINTS[k];
       box.appendChild(el("b", null, rep.totals[k] || 0));
       box.appendChild(el("span", null, LABELS[k]));
       totals.appendChild(box);
@@ -81,9 +94,11 @@
     rep.flagged.forEach(function (f) {
       var tr = el("tr", "ri-row");
       tr.appendChild(el("td", null, day(f.at)));
-      tr.appendChild(el("td", null, f.question));
+      var q = el("td", null, f.question);
+      if (f.count > 1) q.appendChild(el("span", "ri-times", " ×" + f.count));
+      tr.appendChild(q);
       tr.appendChild(el("td", null, f.why + (f.rating === -1 && f.low_confidence ? ", low confidence" : "")));
-      tr.appendChild(el("td", null, f.sources.join(", ")));
+      tr.appendChild(el("td", null, f.sources.map(shown).join(", ")));
       flagged.appendChild(tr);
     });
     if (!rep.flagged.length) flagged.appendChild(emptyRow(4, "None in this period."));
@@ -91,14 +106,14 @@
     cited.textContent = "";
     rep.most_cited.forEach(function (d) {
       var tr = el("tr", "ri-row");
-      tr.appendChild(el("td", null, d[0]));
+      tr.appendChild(sourceCell("td", null, d[0]));
       tr.appendChild(el("td", null, d[1]));
       cited.appendChild(tr);
     });
     if (!rep.most_cited.length) cited.appendChild(emptyRow(2, "No answer cited a document."));
     var unreached = $("ri-unreached");
     unreached.textContent = "";
-    rep.unreached.forEach(function (d) { unreached.appendChild(el("li", "ri-row", d)); });
+    rep.unreached.forEach(function (d) { unreached.appendChild(sourceCell("li", "ri-row", d)); });
     if (rep.unreached_total > rep.unreached.length) {
       unreached.appendChild(el("li", "ri-empty", "… and " + (rep.unreached_total - rep.unreached.length) + " more (see the JSON export)"));
     }
@@ -136,7 +151,9 @@
     var cl = el("ul");
     g.closest.forEach(function (p) {
       var li = el("li", "ri-passage");
-      li.appendChild(el("span", null, (p.title ? p.title + " — " : "") + p.source + (p.cosine === null ? "" : " (cosine " + p.cosine.toFixed(2) + ")")));
+      var head = el("span", null, (p.title ? p.title + " — " : "") + shown(p.source) + (p.cosine === null ? "" : " (cosine " + p.cosine.toFixed(2) + ")"));
+      head.title = p.source;
+      li.appendChild(head);
       li.appendChild(el("small", null, p.snippet));
       cl.appendChild(li);
     });
