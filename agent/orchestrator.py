@@ -69,8 +69,9 @@ class Answer(BaseModel):
 
     @property
     def grounded(self) -> bool:
-        """The answer cites the documents (its own markers or inferred ones); False for an abstention too."""
-        return self.grounding in (Grounding.CITED, Grounding.INFERRED)
+        """The model's text cites the documents with its own markers; False when ragsieve inferred the citations
+        (`grounding` "inferred": the model cited nothing) and for an abstention."""
+        return self.grounding == Grounding.CITED
 
     @property
     def coverage(self) -> float | None:

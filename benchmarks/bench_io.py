@@ -1,21 +1,47 @@
 """What every benchmark records: the command, the machine, the load average, and the JSON it writes."""
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import os
 import platform
+import resource
 import shlex
+import subprocess
 import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+SCIFACT = REPO.parent / "shared" / "data" / "scifact"  # the shared sets (BEIR layout) live beside the checkout
+
+
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User + system CPU seconds of this process (or of its waited-for children: `resource.RUSAGE_CHILDREN`)."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The sorted value nearest the `q` quantile (0..1), no interpolation; None for no values."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
+
+
+def corpus_slice(out: Path, n_docs: int | None, corpus: Path = SCIFACT / "corpus.jsonl.gz") -> Path:
+    """The first `n_docs` lines (all for None) of a gzipped JSON-lines corpus, written to `out` (folders made)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(corpus, "rt", encoding="utf-8") as src, out.open("w", encoding="utf-8") as dst:
+        dst.writelines(itertools.islice(src, n_docs))
+    return out
 
 
 def commit() -> str:
     """The checkout's commit, with "+dirty" when tracked files differ from it ("unknown" outside git); result files
     (`benchmarks/results/`, `benchmarks/REPORT.md`) are outputs, not code, and do not count: a run started while
     another run's result is not yet committed still ran the committed code."""
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10).stdout.strip()
@@ -58,8 +84,6 @@ def write(result: dict, out: Path) -> int:
 def write_rows(rows: list[dict], out: Path) -> Path:
     """Per-question detail beside a summary: gzip-compressed JSON lines at `out` (".jsonl.gz" is added when missing),
     written with a fixed mtime so the same rows give the same bytes."""
-    import gzip
-
     path = out if out.name.endswith(".jsonl.gz") else out.with_name(out.name.removesuffix(".jsonl") + ".jsonl.gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as fh:
@@ -69,8 +93,6 @@ def write_rows(rows: list[dict], out: Path) -> Path:
 
 def read_rows(path: Path) -> list[dict]:
     """The rows `write_rows` wrote (or a plain ".jsonl" file)."""
-    import gzip
-
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]

@@ -16,9 +16,7 @@ import io
 import sys
 from pathlib import Path
 
-from benchmarks.bench_io import read_rows, write_rows
-
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+from benchmarks.bench_io import RESULTS, read_rows, write_rows
 
 
 def tracked_bytes(folder: Path) -> int:

@@ -117,32 +117,71 @@ def test_serve_without_the_mcp_extra_answers_501_at_mcp(tmp_path):
     assert "no MCP at /mcp" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_html_and_websites_without_the_crawl_extra(tmp_path):
-    pages = tmp_path / "pages"
-    pages.mkdir()
-    (pages / "cli-reference.html").write_bytes((EXAMPLES / "docs" / "cli-reference.html").read_bytes())
-    line = assert_one_line(cli_without("crawl", "index", str(pages), "--index", "idx", cwd=tmp_path), "crawl")
-    assert "HTML" in line and "--exclude" in line
+def assert_skipped_and_rest_indexed(result: subprocess.CompletedProcess, extra: str, skipped: list[str]) -> str:
+    """A file whose reader extra is missing is skipped, counted and named with the extra that reads it; the
+    rest is indexed (exit 0): one unreadable file never stops a run (issue 55, item 5)."""
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert f"{len(skipped)} missing extra" in out, out  # counted in the load summary's problems
+    for name in skipped:
+        line = next((ln for ln in out.splitlines() if ln.strip().startswith("skipped") and name in ln), None)
+        assert line is not None, out  # named
+        assert f"needs the {extra} extra" in line and f"pip install 'ragsieve[{extra}]'" in line, line
+    return out
+
+
+def test_html_and_websites_without_the_crawl_extra(docs, tmp_path):
+    (docs / "cli-reference.html").write_bytes((EXAMPLES / "docs" / "cli-reference.html").read_bytes())
+    out = assert_skipped_and_rest_indexed(cli_without("crawl", "index", str(docs), "--index", "idx", cwd=tmp_path),
+                                          "crawl", ["cli-reference.html"])
+    assert "1 documents from 1 of 2 files" in out and "--exclude" in out
+    search = cli_without("crawl", "search", "--index", "idx", "zorblax gateway port", "--json", cwd=tmp_path)
+    assert search.returncode == 0 and "notes.md" in search.stdout, search.stderr[-2000:]  # the rest was indexed
+    only = tmp_path / "only-html"
+    only.mkdir()
+    (only / "cli-reference.html").write_bytes((EXAMPLES / "docs" / "cli-reference.html").read_bytes())
+    line = assert_one_line(cli_without("crawl", "index", str(only), "--index", "idx2", cwd=tmp_path), "crawl")
+    assert "nothing to index" in line and "cli-reference.html" in line  # nothing else: the reason, in one line
     site = assert_one_line(cli_without("crawl", "index", "http://127.0.0.1:9/docs/", "--index", "idx", cwd=tmp_path),
                            "crawl")
     assert "website" in site
 
 
-def test_pdf_and_docx_without_the_documents_extra(tmp_path):
-    files = tmp_path / "files"
-    files.mkdir()
-    (files / "policy.pdf").write_bytes(b"%PDF-1.4\n% not parsed: the reader is missing\n")
-    line = assert_one_line(cli_without("documents", "index", str(files), "--index", "idx", cwd=tmp_path), "documents")
-    assert "policy.pdf" in line
+def test_pdf_and_docx_without_the_documents_extra(docs, tmp_path):
+    (docs / "policy.pdf").write_bytes(b"%PDF-1.4\n% not parsed: the reader is missing\n")
+    out = assert_skipped_and_rest_indexed(cli_without("documents", "index", str(docs), "--index", "idx",
+                                                      cwd=tmp_path), "documents", ["policy.pdf"])
+    assert "1 documents from 1 of 2 files" in out
     code = "from pathlib import Path\nfrom ragsieve.tools.ingest.formats import read_docx\nread_docx(Path('a.docx'))"
     assert_names_extra(library_without("documents", code, tmp_path), "documents")
 
 
-def test_code_without_the_code_extra(tmp_path):
-    """Code is cut by its syntax tree by default: without the grammars that is refused, naming --no-syntax."""
-    line = assert_one_line(cli_without("code", "index", str(EXAMPLES / "code"), "--index", "idx", cwd=tmp_path),
-                           "code")
-    assert "--no-syntax" in line
+def test_code_without_the_code_extra(docs, tmp_path):
+    """Code is cut by its syntax tree by default: without the grammars a code file is skipped, naming the code
+    extra and --no-syntax; with --no-syntax it is cut by lines and indexed."""
+    (docs / "tool.py").write_text("def zorblax_port():\n    return 7412\n", encoding="utf-8")
+    out = assert_skipped_and_rest_indexed(cli_without("code", "index", str(docs), "--index", "idx", cwd=tmp_path),
+                                          "code", ["tool.py"])
+    assert "--no-syntax" in out and "1 documents from 1 of 2 files" in out
+    lines = cli_without("code", "index", str(docs), "--index", "idx-lines", "--no-syntax", cwd=tmp_path)
+    assert lines.returncode == 0 and "2 documents from 2 of 2 files" in lines.stdout, lines.stderr[-2000:]
+
+
+def test_a_reader_error_skips_the_file_and_indexes_the_rest(docs, tmp_path, monkeypatch):
+    """Any failure of a reader library on one file (not only a missing extra) skips that file, named."""
+    from ragsieve.tools.ingest import loaders
+
+    (docs / "broken.html").write_text("<html><body>boom</body></html>", encoding="utf-8")
+
+    def explode(text):
+        raise ValueError("the parser choked")
+
+    monkeypatch.setattr(loaders, "extract_page", explode)
+    got = loaders.load_documents([docs])
+    assert [d.doc_id.rsplit("/", 1)[-1] for d in got.documents] == ["notes.md"]
+    assert got.stats.skipped_unreadable == 1
+    assert any(p.endswith("broken.html") and "ValueError: the parser choked" in r for p, r in got.stats.problems())
 
 
 def test_onnx_encoder_without_the_fast_extra(docs, tmp_path):

@@ -65,7 +65,9 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         keys_href = next(h for t, h in cites.items() if "keys.md" in t)
         web_label, web_href = next((t, h) for t, h in cites.items() if "guide.html" in h)
         # a short label (the page's title and section), not a raw URL; the full URL on hover
-        assert "http" not in web_label and "rotating-keys" in web_label
+        # the section by its heading, not its anchor id (issue 55, item 10)
+        assert "http" not in web_label and "§ Rotating keys from the dashboard" in web_label, web_label
+        assert "rotating-keys" not in web_label
         web_link = answer.locator(".rs-sources a[href*='guide.html']")
         assert web_link.get_attribute("title").startswith(f"http://127.0.0.1:{site[1]}/docs/guide.html#rotating-keys")
         code_href = next(h for t, h in cites.items() if "client.py" in t)

@@ -76,10 +76,15 @@ def test_the_api_key_field_goes_once_a_key_works(docs_index, tmp_path):
     with served_ui({"docs": docs_index}, chat, tmp_path / "data", keys=KeyRing({API_KEY: {"*"}})) as svc, \
             browser() as b:
         page = b.new_context().new_page()
+        failed: list[str] = []  # no request that can only fail before a key is entered (issue 55, item 10)
+        page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.on("requestfailed", lambda r: failed.append(f"failed {r.url}"))
         page.goto(svc.base_url + "/")
         key_field = page.locator("#rs-key")
         key_field.wait_for(timeout=TIMEOUT_MS)
         assert "needs an API key" in page.locator("#rs-notice").inner_text()
+        page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)
+        assert failed == [], failed
         key_field.fill("sk-wrong")
         page.keyboard.press("Enter")
         page.wait_for_function("() => document.getElementById('rs-notice').textContent.includes('not accepted')",

@@ -28,7 +28,7 @@ def with_also_retrieved(text: str, citations: list[Citation], hits_best_first: l
     seen_labels = {c.label() for c in citations}
     added: list[Citation] = []
     for hit in hits_best_first[:n]:
-        c = citation_of(len(citations) + len(added) + 1, hit.chunk).model_copy(update={"cited": False})
+        c = citation_of(len(citations) + len(added) + 1, hit.chunk).model_copy(update={"cited": False, "origin": "retrieved"})
         if c.chunk_id in seen_ids or c.label() in seen_labels:
             continue
         seen_ids.add(c.chunk_id)

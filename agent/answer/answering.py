@@ -50,12 +50,14 @@ def abstention_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
     if n <= 0 or not hits_best_first:
         return head, []
     listed, citations = passages_answer(hits_best_first, n, chars, intro=CLOSEST_INTRO)
-    return f"{head}\n\n{listed}", [c.model_copy(update={"cited": False}) for c in citations]
+    return f"{head}\n\n{listed}", [c.model_copy(update={"cited": False, "origin": "retrieved"})
+                                  for c in citations]
 
 
 def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
                     intro: str = PASSAGES_INTRO) -> tuple[str, list[Citation]]:
-    """A search-page answer: the `n` most relevant passages, each cited, with a snippet."""
+    """A search-page answer: the `n` most relevant passages, each cited, with a snippet; one paragraph each
+    (a blank line between), so markdown renderers (the chat page, the widget, Open WebUI) show separate items."""
     lines, citations = [intro], []
     for number, hit in enumerate(hits_best_first[:n], start=1):
         chunk = hit.chunk
@@ -63,13 +65,35 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
         snippet = snippet if len(snippet) <= chars else snippet[:chars].rsplit(" ", 1)[0] + " ..."
         lines.append(f"[{number}] {snippet}")
         citations.append(citation_of(number, chunk))
-    return "\n".join(lines), citations
+    return "\n\n".join(lines), citations
 
 
 def citation_of(number: int, chunk) -> Citation:
     """Citation `number` of a chunk (its label is `Citation.label()`)."""
     return Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol)
+                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol,
+                    heading=section_heading(chunk))
+
+
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def section_heading(chunk) -> str:
+    """The heading of a web section's chunk, for labels that show "§ Rotating keys from the dashboard" rather
+    than the anchor id "§ rotating-keys": of the chunk's heading lines, the one sharing most words with the
+    anchor (first on a tie); "" when none shares any (the anchor id is shown) and for chunks without an anchor."""
+    anchor = str(chunk.symbol or "")
+    if not anchor.startswith("#"):
+        return ""
+    wanted = set(_TOKEN.findall(anchor.lower()))
+    best, score = "", 0
+    for found in _HEADING.finditer(chunk.text):
+        heading = found.group(1).replace("`", "").strip()
+        shared = len(wanted & set(_TOKEN.findall(heading.lower())))
+        if shared > score:
+            best, score = heading[:200], shared
+    return best
 
 
 def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hit]:
@@ -181,9 +205,9 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         stream.feed(reply.text)
     inferred: list[int] = []
     if not stream.cited and not is_refusal(stream.text):
+        # the model cited nothing: the passages sharing most of its words are listed as citations marked
+        # `origin: inferred`, and no marker is written into the model's text (who made a citation stays visible)
         inferred = infer_citations(stream.text, [h.chunk.text for h in ordered])
-        if inferred:  # the sources listed are marked in the text too
-            stream.feed(" " + "".join(f"[{n}]" for n in inferred))
     if reply.finish_reason == "length":
         stream.feed("\n\n" + CUT_NOTE)
     stream.close()
@@ -191,6 +215,8 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         report["citations_inferred"] = bool(inferred)
         report["finish_reason"] = reply.finish_reason
         report["streamed"] = stream.released
+    if inferred:
+        return stream.text, inferred_citations(inferred, ordered, labels)
     first: dict[int, Citation] = {}  # citation number -> citation
     for old in stream.cited:
         chunk = ordered[old - 1].chunk
@@ -200,6 +226,20 @@ def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "e
         elif chunk.chunk_id != first[number].chunk_id and chunk.chunk_id not in first[number].merged:
             first[number].merged.append(chunk.chunk_id)
     return stream.text, [first[n] for n in sorted(first)]
+
+
+def inferred_citations(inferred: list[int], ordered: list[Hit], labels: list[str]) -> list[Citation]:
+    """The passages `inferred` (prompt numbers, best first) as citations 1..n, `origin` "inferred"; passages with
+    one label are one citation (as for the model's own markers)."""
+    by_label: dict[str, Citation] = {}
+    for old in inferred:
+        chunk = ordered[old - 1].chunk
+        got = by_label.get(labels[old - 1])
+        if got is None:
+            by_label[labels[old - 1]] = citation_of(len(by_label) + 1, chunk).model_copy(update={"origin": "inferred"})
+        elif chunk.chunk_id != got.chunk_id and chunk.chunk_id not in got.merged:
+            got.merged.append(chunk.chunk_id)
+    return list(by_label.values())
 
 
 def conversation_messages(history: list | None) -> list[dict[str, str]]:

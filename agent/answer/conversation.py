@@ -81,7 +81,12 @@ def from_messages(messages: list[dict]) -> Conversation:
 
 
 def rewrite_question(question: str, history: list[Turn], llm, prompts) -> tuple[str, str | None]:
-    """(stand-alone question, why the user's words were kept or None). No history: the question as is."""
+    """(stand-alone question, why the user's words were kept or None). No history: the question as is.
+
+    When the rewrite does not come back usable (failed, empty, too long, or it dropped the latest message's own
+    words) the user's words are searched alone, unless they depend on the conversation (`depends_on_history`:
+    a pronoun, a leading "and"/"what about", too few words of their own); only then the previous question is
+    added beside them (`anchored`). A stand-alone follow-up stays stand-alone."""
     if not any(t.role == "user" for t in history):
         return question, None
     turns = [{"role": t.role, "text": t.text[:MAX_TURN_CHARS]} for t in history[-MAX_TURNS:]]
@@ -91,15 +96,41 @@ def rewrite_question(question: str, history: list[Turn], llm, prompts) -> tuple[
     except LLMError as exc:
         if type(exc).__name__ == "BudgetExceeded":
             raise
-        return question, f"rewrite failed ({type(exc).__name__}); the user's words are the question"
+        return unrewritten(question, history, f"rewrite failed ({type(exc).__name__})")
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     rewritten = lines[0].strip().strip('"').strip() if lines else ""
     if not rewritten or len(rewritten) > MAX_REWRITE_CHARS:
-        return question, "the rewrite was empty or too long; the user's words are the question"
+        return unrewritten(question, history, "the rewrite was empty or too long")
     if kept_share(question, rewritten) < KEEP_MIN:
-        return anchored(question, history), ("the rewrite dropped the latest message's own words; the user's "
-                                             "words are searched with the previous question beside them")
+        return unrewritten(question, history, "the rewrite dropped the latest message's own words")
     return rewritten, None
+
+
+def unrewritten(question: str, history: list[Turn], why: str) -> tuple[str, str]:
+    """What is searched when the rewrite is unusable: the user's words, with the previous question beside them
+    only when they depend on it."""
+    if depends_on_history(question):
+        return anchored(question, history), (f"{why}; the follow-up refers to the conversation: the user's words "
+                                             "are searched with the previous question beside them")
+    return question, f"{why}; the follow-up stands alone: the user's words are the question"
+
+
+# words that point back into the conversation ("does it", "those", "the same"), and openings that continue it
+_REFERRING = frozenset("""it its itself they them their theirs this these those he she him her his one ones
+same former latter above previous earlier""".split())
+_CONTINUING = ("and ", "or ", "but ", "also ", "so ", "then ", "what about", "how about", "what if", "same ")
+MIN_OWN_WORDS = 3  # fewer content words than this is an ellipsis ("and for Windows?", "why?")
+
+
+def depends_on_history(question: str) -> bool:
+    """Whether a follow-up needs the conversation to be understood: it refers back (a pronoun or demonstrative:
+    "does it work on Windows?"), continues the last turn ("and ...", "what about ..."), or is an ellipsis with
+    fewer than `MIN_OWN_WORDS` content words of its own. "How do I run coroutines concurrently with asyncio?"
+    after a question about JSON does not."""
+    words = [w.lower() for w in _WORD.findall(question)]
+    lowered = " ".join(words) + " "
+    return (any(w in _REFERRING for w in words) or lowered.startswith(_CONTINUING)
+            or len(content_words(question)) < MIN_OWN_WORDS)
 
 
 def content_words(text: str) -> list[str]:

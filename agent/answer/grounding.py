@@ -18,7 +18,7 @@ NOT_GROUNDED_NOTE = "Not grounded in the documents: the answer cites none of the
 
 class Grounding(str, Enum):
     CITED = "cited"  # the model's own markers point at listed passages
-    INFERRED = "inferred"  # the model cited nothing; passages sharing most of its words were cited for it
+    INFERRED = "inferred"  # the model cited nothing; passages sharing most of its words are listed for it
     NONE = "none"  # the text cites no passage: not grounded in the documents
     ABSTAINED = "abstained"  # no answer was given (an abstention, quoted passages, a stop): nothing to ground
 
@@ -35,8 +35,12 @@ def cited_in_text(text: str, citations) -> list:
 
 
 def grounding_of(text: str, citations, *, abstained: bool, inferred: bool) -> Grounding:
+    """`inferred`: the model cited nothing and ragsieve chose the citations (`origin` "inferred", no marker in
+    the text); else the text's own markers decide."""
     if abstained:
         return Grounding.ABSTAINED
+    if inferred and any(c.cited and c.origin == "inferred" for c in citations):
+        return Grounding.INFERRED
     if not cited_in_text(text, citations):
         return Grounding.NONE
-    return Grounding.INFERRED if inferred else Grounding.CITED
+    return Grounding.CITED

@@ -1,7 +1,7 @@
 """The run's changing data, in one serialisable object (clients live in `Deps`)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializeAsAny
 
@@ -70,6 +70,10 @@ class Citation(BaseModel):
     symbol: str = ""
     merged: list[str] = Field(default_factory=list)  # other chunks with this label, cited as this one
     cited: bool = True  # False: a top retrieved passage the answer did not cite (`agent/answer/also_retrieved.py`)
+    # who made the citation: "model" (its own [n] in the text), "inferred" (ragsieve, by word overlap, when the
+    # model cited nothing: no marker in the text), "retrieved" (listed, not cited: `cited` False)
+    origin: Literal["model", "inferred", "retrieved"] = "model"
+    heading: str = ""  # a web section's heading ("json — JSON encoder and decoder"), shown instead of its anchor id
 
     def label(self) -> str:
         """`path:start-end (Class.method)` for code, `path:start-end` for text, the source otherwise."""

@@ -161,7 +161,8 @@ class Answer(Step[Next]):
             state.citations_inferred = False
         elif answers_and_abstains(text):
             state.abstention = Abstention.MIXED
-        if deps.config.abstention.strict and state.abstention in (None, Abstention.MIXED) and not cited_in_text(text, citations):
+        uncited = not cited_in_text(text, citations) and not state.citations_inferred  # inferred: listed, no marker
+        if deps.config.abstention.strict and state.abstention in (None, Abstention.MIXED) and uncited:
             text, citations = abstention_answer(state.context, listed)  # strict: an answer citing nothing is not shown
             state.abstention, state.citations_inferred = Abstention.UNGROUNDED, False
             report["strict"] = "the answer cited no passage: replaced by the abstention"
@@ -171,6 +172,8 @@ class Answer(Step[Next]):
             send_rest(text, streamed, deps.on_token)
         state.answer, state.citations = text, citations
         cited = [] if state.abstention in ABSTENTIONS else cited_in_text(text, citations)  # listed passages: not cited
+        if state.citations_inferred:  # no marker in the text: the inferred ones (`origin` "inferred")
+            cited = [c for c in citations if c.cited and c.origin == "inferred"]
         report.update({"cited": [c.chunk_id for c in cited], "abstention": state.abstention,
                        "citations_inferred": state.citations_inferred})
         return StepResult("next", report)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.access.indexes import CHUNKS_PER_DOC
-from benchmarks.scale.parity import pct
+from benchmarks.bench_io import percentile as pct
 
 FRACTIONS = (0.5, 0.05, 0.005)
 READER = ("group:reader",)

@@ -28,9 +28,9 @@ machine may be shared: the load average is recorded at start and end.
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
 import json
+import os
 import re
 import resource
 import subprocess
@@ -43,26 +43,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_io import header, write
+from benchmarks.bench_io import RESULTS, SCIFACT, corpus_slice, cpu_seconds, header, write
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
 MAX_SERVED = 50_000  # requests a benchmark server answers at most (then 503): every loop is bounded
-
-
-def corpus_slice(corpus: Path, n_docs: int | None, work: Path) -> Path:
-    out = work / "corpus.jsonl"
-    with gzip.open(corpus, "rt", encoding="utf-8") as f, out.open("w", encoding="utf-8") as o:
-        for line in itertools.islice(f, n_docs):
-            o.write(line)
-    return out
 
 
 def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None) -> dict:
     """`ragsieve index` in a child process: wall and CPU seconds, chunks, the summary line. `src`: an older
     checkout's tree (`git archive <commit>`) run instead of this one (its `--device` option absent)."""
     cmd = [sys.executable, "-m", "ragsieve", "index", str(corpus), "--index", str(index), "--no-progress"]
-    env = {**_env(), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     if src is None:
         cmd += ["--device", device]
     else:  # the package `ragsieve` mapped onto that tree, found before the editable install of this one
@@ -73,12 +63,12 @@ def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None
         for f in (src / "ragsieve").iterdir():
             (pkg / f.name).symlink_to(f)
         env["PYTHONPATH"] = str(pkg.parent)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = cpu_seconds(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env,
                          cwd=index.parent)  # not a checkout: `ragsieve` is found through the path chosen above
     seconds = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - before
     if out.returncode != 0:
         raise SystemExit(f"ragsieve index failed ({out.returncode}): {out.stderr[-2000:]}")
     # the build's summary line (other lines, such as the access labels' count, may follow it)
@@ -88,19 +78,12 @@ def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None
         raise SystemExit(f"no build summary in ragsieve index's output: {out.stdout[-2000:]}")
     chunks = int(re.search(r"(\d+) chunks,", summary).group(1))
     busy = re.search(r"encoder busy (\d+)%", summary)
-    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"path": "ragsieve" if src is None else "ragsieve-baseline", "device": device, "chunks": chunks,
             "seconds": round(seconds, 2),
             "chunks_per_s": round(chunks / seconds, 2), "cpu_seconds": round(cpu_s, 1),
             "chunks_per_cpu_s": round(chunks / cpu_s, 2) if cpu_s else None,
             "encoder_busy": int(busy.group(1)) / 100 if busy else None, "summary": summary,
             "command": " ".join(["ragsieve"] + cmd[4:])}
-
-
-def _env() -> dict:
-    import os
-
-    return dict(os.environ)
 
 
 def chunk_texts(index: Path) -> list[str]:
@@ -203,7 +186,7 @@ def run_endpoint(server: EmbeddingsServer, texts: list[str], batch_size: int, wh
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] | mps (as `ragsieve index --device`)")
-    ap.add_argument("--corpus", type=Path, default=SCIFACT)
+    ap.add_argument("--corpus", type=Path, default=SCIFACT / "corpus.jsonl.gz")
     ap.add_argument("--docs", type=int, default=None, help="first N documents (default: 1200 on CPU, all on a GPU)")
     ap.add_argument("--batch-sizes", default=None, help="bare encoder batch sizes (default 64 on CPU; 256,512,1024)")
     ap.add_argument("--endpoint-texts", type=int, default=None, help="texts per endpoint row (default 240 / 4000)")
@@ -225,7 +208,7 @@ def main() -> int:
     result = header() | {"device": str(device), "gpu": gpu, "corpus": str(args.corpus), "docs": docs}
     with tempfile.TemporaryDirectory(prefix="ragsieve-gpu-bench-") as tmp:
         work = Path(tmp)
-        corpus = corpus_slice(args.corpus, docs, work)
+        corpus = corpus_slice(work / "corpus.jsonl", docs, args.corpus)
         ours = run_ragsieve(corpus, work / "index", str(device))
         baseline = None
         if args.baseline_src is not None:
@@ -255,7 +238,7 @@ def main() -> int:
                          "endpoint_4_over_1": 3.0}
     if not gpu:
         result["note"] = "no GPU on this machine: device cpu (the GPU rows come from a run on a GPU machine)"
-    out = args.out or REPO / "benchmarks" / "results" / f"indexing-{device.kind.value}.json"
+    out = args.out or RESULTS / f"indexing-{device.kind.value}.json"
     for row in result["rows"] + endpoint:
         print(json.dumps({k: v for k, v in row.items() if k not in ("summary",)}))
     return write(result, out)

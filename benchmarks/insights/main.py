@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from benchmarks import bench_io  # noqa: E402
+from benchmarks.bench_io import REPO  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 DAY = 86400.0
 TOPICS = ["refund", "invoice", "billing address", "credit card payment", "VAT receipt", "iPhone app", "Android app",
           "single sign-on", "SAML login", "two-factor authentication", "data export to Excel", "GDPR deletion",
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=100_000)
     p.add_argument("--asks", type=int, default=300)
-    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "insights.json")
+    p.add_argument("--out", type=Path, default=bench_io.RESULTS / "insights.json")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.tools.index.building.builder import IndexBuilder

@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.scale.parity import SCIFACT
+from benchmarks.bench_io import SCIFACT, corpus_slice
 
 
 def encoders(n_docs: int) -> dict:
@@ -46,10 +46,7 @@ def build_overlap(n_docs: int, work: Path) -> dict:
     """Index build of `n_docs` SciFact abstracts with BM25 overlapped with encoding, and without (torch)."""
     from ragsieve.tools.index.building.builder import IndexBuilder
 
-    source = work / "overlap-corpus.jsonl"
-    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh, source.open("w") as out_fh:
-        for line, _ in zip(fh, range(n_docs)):
-            out_fh.write(line)
+    source = corpus_slice(work / "overlap-corpus.jsonl", n_docs)
     out: dict = {"docs": n_docs, "load_average_before": os.getloadavg()}
     for overlap in (False, True, False, True):  # alternated: the machine's load drifts
         folder = work / f"overlap-{overlap}"

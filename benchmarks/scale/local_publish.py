@@ -23,15 +23,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.scale.publish import HashEmbedder, _corpus  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
+from benchmarks.bench_io import RESULTS, commit
+from benchmarks.scale.publish import HashEmbedder, _corpus
 
 
 def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_max: int | None = None) -> dict:
@@ -132,14 +130,13 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the indexes in --work and reuse them next time")
     ap.add_argument("--whole-corpus-max", type=int, default=None,
                     help="above this many chunks, time only the one-file changes")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale-local-publish.json")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale-local-publish.json")
     ap.add_argument("--append", action="store_true",
                     help="keep the sizes of --out not run now (each size records its own command and commit)")
     ap.add_argument("--no-embedding", action="store_true", help="do not time the default encoder")
     args = ap.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    command = "python -m " + " ".join(["benchmarks.scale.local_publish", *(argv or sys.argv[1:])])
-    out = {"command": command, "commit": commit, "load_average_at_start": list(os.getloadavg()), "sizes": []}
+    command, head = "python -m " + " ".join(["benchmarks.scale.local_publish", *(argv or sys.argv[1:])]), commit()
+    out = {"command": command, "commit": head, "load_average_at_start": list(os.getloadavg()), "sizes": []}
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.append and args.out.is_file():
         before = json.loads(args.out.read_text(encoding="utf-8"))
@@ -149,7 +146,7 @@ def main(argv=None) -> int:
         out["own_embedding"] = own_embedding("# Note\n\nThe release marker is m1.\n")
     for n in sizes:
         out["sizes"].append(one_size(n, args.work, args.changes, args.keep, args.whole_corpus_max)
-                            | {"command": command, "commit": commit, "load_average_at_start": list(os.getloadavg())})
+                            | {"command": command, "commit": head, "load_average_at_start": list(os.getloadavg())})
         out["sizes"].sort(key=lambda s: s["chunks"])
         print(json.dumps(out["sizes"][-1]), flush=True)
         out["load_average_at_end"] = list(os.getloadavg())

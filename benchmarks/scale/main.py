@@ -36,8 +36,7 @@ from benchmarks.scale import parity as scale_parity  # noqa: E402
 from benchmarks.scale.encoders import build_overlap, encoders  # noqa: E402
 from benchmarks.scale.synthetic import NOISE, scale_local, scale_milvus, synthetic  # noqa: E402  (access.py: from scale)
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+SCIFACT = bench_io.SCIFACT
 
 
 def main(argv=None) -> int:
@@ -58,7 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--milvus-sizes", help="sizes also run in milvus-lite (default: all of --sizes)")
     ap.add_argument("--milvus-queries", type=int, help="queries timed in milvus-lite (default: --queries)")
     ap.add_argument("--merge", action="store_true", help="update --out: parts not run keep their earlier results")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
+    ap.add_argument("--out", type=Path, default=bench_io.RESULTS / "scale.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     skip = set(filter(None, args.skip.split(",")))
@@ -95,7 +94,7 @@ def main(argv=None) -> int:
             bench_io.write(dict(result), args.out)
         from benchmarks.scale import publish as scale_publish
 
-        result["commit"] = scale_publish.commit()
+        result["commit"] = bench_io.commit()
         if "publish" not in skip:
             result["publish_one_change"] = dict(result.get("publish_one_change", {}))
             result["publish_one_change"]["vectors"] = "synthetic (sha256 of the text): the encoder is not measured"

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
+from benchmarks.bench_io import SCIFACT
+from benchmarks.bench_io import percentile as pct
 
 
 def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float, float]:

@@ -12,21 +12,17 @@ and model load excluded, reported apart).
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
-import resource
 import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_io import commit  # noqa: F401  (this folder; scale.py and scale_encoder_sets.py read it from here)
-
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
+from benchmarks.bench_io import corpus_slice
+from benchmarks.bench_io import cpu_seconds as _cpu
 
 
 class HashEmbedder:
@@ -90,26 +86,12 @@ def publish_change(n: int, cache: Path) -> dict:
             "local_build_s_median": float(np.median([r["local_build_s"] for r in runs]))}
 
 
-def _scifact(n_docs: int, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / "corpus.jsonl"
-    with gzip.open(SCIFACT, "rt", encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
-        for _, line in zip(range(n_docs), src):
-            dst.write(line)
-    return out
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
     """Chunks per CPU-second of a full index build with the default encoder and with torch, alternated."""
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.embedders.device import default_encoder
 
-    corpus = _scifact(n_docs, work / "cpu-corpus")
+    corpus = corpus_slice(work / "cpu-corpus" / "corpus.jsonl", n_docs)
     new_default = default_encoder()
     samples: dict[str, list[dict]] = {new_default: [], "torch": []}
     for r in range(rounds):
@@ -140,7 +122,7 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
     from ragsieve.tools.index.building.ray_embed import RayEmbedStage
     from ragsieve.tools.index.embedders.device import default_encoder
 
-    corpus = _scifact(n_docs, work / "ray-corpus")
+    corpus = corpus_slice(work / "ray-corpus" / "corpus.jsonl", n_docs)
     encoder = default_encoder()
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
     out = {"docs": n_docs, "encoder": encoder, "batch_size": batch_size, "cpus": os.cpu_count(), "runs": {},

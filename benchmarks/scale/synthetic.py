@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.scale.parity import pct
+from benchmarks.bench_io import percentile as pct
 
 
 def rss_mb() -> float:

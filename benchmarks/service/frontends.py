@@ -36,13 +36,11 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
-
-from benchmarks.bench_io import header, write  # noqa: E402
+from benchmarks.bench_io import REPO, RESULTS, header, write  # noqa: E402
 from benchmarks.pipeline.scripted_llm import ScriptedLLM  # noqa: E402
 from benchmarks.service.frontends_checks import Reply, check_all  # noqa: E402
 from benchmarks.service.frontends_driver import CHROMIUM_FLAGS, DRIVER, stored_replies  # noqa: E402
-from benchmarks.service.frontends_servers import access_lines, git_commit, start_servers, stop  # noqa: E402
+from benchmarks.service.frontends_servers import access_lines, start_servers, stop  # noqa: E402
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 FOLLOW_UP = "And what happens to the old one after that?"
@@ -65,14 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="default: benchmarks/results/frontends_openwebui[_scripted].json")
     args = ap.parse_args(argv)
-    results = REPO / "benchmarks" / "results"
+    results = RESULTS
     args.out = args.out or results / ("frontends_openwebui_scripted.json" if args.scripted else "frontends_openwebui.json")
     scripted = ScriptedLLM().__enter__() if args.scripted else None
     if scripted is not None:
         args.llm_base_url = scripted.base_url
     llm = ("benchmarks/pipeline/scripted_llm.py" if args.scripted else args.llm_base_url and "an OpenAI-compatible endpoint"
            or "the embedded model (qwen2.5-coder-0.5b, llama.cpp on the CPU)")
-    result = header() | {"commit": git_commit(), "what": __doc__.split("\n\n")[0], "device": "cpu",
+    result = header() | {"what": __doc__.split("\n\n")[0], "device": "cpu",
                          "cpus": os.cpu_count(), "llm": llm if not args.openwebui_url else "as the running ragsieve serves",
                          "checks": {}, "timings_s": {}}
     work = Path(tempfile.mkdtemp(prefix="ragsieve-frontends-"))

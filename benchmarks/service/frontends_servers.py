@@ -59,11 +59,6 @@ def ensure_venv(venv: Path, log: Path) -> None:
         subprocess.run(pip + ["open-webui", "playwright"], check=True, stdout=out, stderr=out, timeout=3600)
 
 
-def git_commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
-    return out.stdout.strip() or "unknown"
-
-
 def access_lines(log: Path) -> list[str]:
     return [ln.split(" access ", 1)[1] for ln in log.read_text(errors="replace").splitlines() if " access " in ln]
 

@@ -34,8 +34,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact" / "corpus.jsonl.gz"
+from benchmarks.bench_io import SCIFACT as _SETS
+from benchmarks.bench_io import commit as _commit
+
+SCIFACT = _SETS / "corpus.jsonl.gz"
 DIM = 384
 TOKEN = re.compile(r"\w+")
 
@@ -146,13 +148,8 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 def run(sizes: list[int], samples: int, queries: int, workdir: Path) -> dict:
-    import subprocess
-
-    pool = sentences()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
-    out: dict = {"commit": commit, "dirty_worktree": dirty, "method": __doc__.split("How the big indexes")[1].strip(), "sizes": []}
+    pool, commit = sentences(), _commit()
+    out: dict = {"commit": commit.removesuffix("+dirty"), "dirty_worktree": commit.endswith("+dirty"), "method": __doc__.split("How the big indexes")[1].strip(), "sizes": []}
     out["minilm_embed_s"] = minilm_embed_seconds("# Note\n\nThe release marker is m0.\n")
     for n in sizes:
         folder = workdir / f"big-{n}"

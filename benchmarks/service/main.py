@@ -30,7 +30,8 @@ import httpx
 
 from benchmarks import bench_io  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = bench_io.REPO
+pct = bench_io.percentile
 QUESTIONS = [
     "How do I rotate the API key of a Lumen workspace?", "What happens to the old key after rotation?",
     "How do I create a workspace?", "What are the rate limits of the API?", "How do I paginate results?",
@@ -38,13 +39,6 @@ QUESTIONS = [
     "How are webhooks signed?", "What does the quickstart do?", "How do I delete a workspace?",
 ]
 ANSWER = "Rotate it with `lumen keys rotate` [1]; the old key stays valid for 24 hours [2]."
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 def load_level(base: str, clients: int, total: int, model: str, stream: bool, max_tokens: int | None) -> dict:
@@ -172,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live-samples", type=int, default=3, help="uploads timed per size")
     ap.add_argument("--live-queries", type=int, default=40, help="searches timed, idle and during uploads")
     args = ap.parse_args(argv)
-    args.out = args.out or REPO / "benchmarks" / "results" / ("service_live.json" if args.live_only else "service.json")
+    args.out = args.out or bench_io.RESULTS / ("service_live.json" if args.live_only else "service.json")
     if args.live_only:
         from benchmarks.service import live as service_live
 

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print("\nSources:")
         for c in answer.citations:
             print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")
-                               + ("" if c.cited else f"  [{UNCITED}]")))
+                               + (f"  [{UNCITED}]" if not c.cited else
+                                  "  [suggested: not cited by the model]" if c.origin == "inferred" else "")))
     if answer.coverage is not None:
         print(f"\n(context calibrated for coverage {answer.coverage})")
     if answer.abstention:

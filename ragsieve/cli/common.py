@@ -57,6 +57,17 @@ def add_common(parser: argparse.ArgumentParser, *, index_required: bool = True) 
     add_config_option(parser)
 
 
+def require_index_folder(folder: str) -> None:
+    """A command that writes into an existing index (remove, migrate) refuses a folder that does not exist, in
+    one line, before it takes the index's lock (which would create the folder)."""
+    from pathlib import Path
+
+    from ragsieve.agent.errors import IndexMissingError
+
+    if not Path(folder).is_dir():
+        raise IndexMissingError(f"no index at {folder}: the folder does not exist (build it with `ragsieve index`)")
+
+
 def add_config_option(parser: argparse.ArgumentParser,
                       help: str = "TOML config file (docs/configuration.md)") -> None:
     """`--config FILE`, read by `load_config` (also for `serve` and `mcp`, whose `--index` takes NAME=DIR)."""

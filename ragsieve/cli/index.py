@@ -97,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     if remote is not None and args.device is not None:
         raise UsageError("--device applies to a local embedding model; an embeddings endpoint runs where its server "
                          "does (--embed-concurrency keeps it busy)")
+    if remote is None and ic.device == "auto":  # said at the start, not only in the last line
+        from ragsieve.tools.index.embedders.device import resolve_device
+
+        print(f"device auto: embedding on {resolve_device(ic.device)}", flush=True)  # stdout, as the summaries
     builder = IndexBuilder(
         args.index,
         lock_wait_s=ic.lock_wait_s,

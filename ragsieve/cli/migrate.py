@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ragsieve.cli.common import add_common, for_terminal
+from ragsieve.cli.common import add_common, for_terminal, require_index_folder
 from ragsieve.tools.modes import Backend, choices
 
 
@@ -24,6 +24,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    require_index_folder(args.index)
     if args.target == "local":  # back to the in-process index: stop reading from Milvus
         pointer = Path(args.index) / "milvus.json"
         if pointer.is_file():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ragsieve.cli.common import add_common, load_config
+from ragsieve.cli.common import add_common, load_config, require_index_folder
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from ragsieve.tools.index.building.builder import IndexBuilder
 
     config = load_config(args)
+    require_index_folder(args.index)
     ic = config.index
     builder = IndexBuilder(args.index, lock_wait_s=ic.lock_wait_s, chunk_tokens=ic.chunk_tokens,
                            embedding_model=ic.embedding_model, faiss_index=ic.faiss_index,

@@ -22,10 +22,10 @@ router = APIRouter()
 
 def _prepare(request: Request, body: AskRequest, who: Caller):
     app = request.app.state
-    names = who.visible(list(app.registry.orchestrators))
-    if body.index is None and len(names) != 1:
+    default = app.registry.default_index(who.visible(list(app.registry.orchestrators)))
+    if body.index is None and default is None:
         raise ApiError(400, "name the index: this server has several (see GET /v1/models)", param="index")
-    model = body.index or names[0]
+    model = body.index or default
     if body.plan:
         model = f"{model}:{body.plan}"
     name, plan = who.resolve(app.registry, model)

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragsieve.tools.access.front_matter import front_matter_access
-from ragsieve.tools.errors import UsageError
+from ragsieve.tools.errors import MissingExtraError, UsageError
+from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.ingest.beir import load_beir
 from ragsieve.tools.ingest.decoding import decode_bytes
 from ragsieve.tools.ingest.formats import FormatError, read_docx, read_notebook, read_pdf, split_front_matter
 from ragsieve.tools.ingest.pages import page_kind, strip_site_titles
+from ragsieve.tools.ingest.syntax import language_of
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
 from ragsieve.tools.ingest.web_text import extract_page, is_toc_url, page_locators
 from ragsieve.tools.types import Document
@@ -137,12 +139,51 @@ def _load_binary_format(path: Path, kind: str, stats: LoadStats, doc_id: str, so
                     kind=got.kind, content_hash=digest, line_start=None, locators=got.locators)
 
 
+def read_one(path: Path, stats: LoadStats, doc_id: str, url: str | None, ids: set[str], *,
+             syntax: bool = True) -> list[Document]:
+    """The documents of one file, counted in `stats` (`files_seen`, `files_loaded`); a file that cannot be read
+    is skipped and named there with its reason, never raised: a missing reader extra (`skipped_missing_extra`,
+    naming the `pip install` that reads it) or any reader error (`skipped_unreadable`). `syntax`: code is cut by
+    its syntax tree, so a code file in a language with a grammar needs the code extra."""
+    stats.files_seen += 1
+    kind = kind_of(path)
+    if kind is None:
+        stats._skip("skipped_unsupported", display_path(path), f"unsupported file type {path.suffix or path.name!r}")
+        return []
+    try:
+        if kind == "beir":
+            new = load_beir(path, stats, ids)
+        elif kind in ("pdf", "docx"):
+            doc = _load_binary_format(path, kind, stats, doc_id, url)
+            new = [doc] if doc is not None else []
+        else:
+            if kind == "code" and syntax and language_of(path.name) is not None:
+                require(Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree",
+                        "or --no-syntax: cut by lines")
+            doc = _load_file(path, kind, stats, doc_id, url)
+            new = [doc] if doc is not None else []
+    except MissingExtraError as exc:
+        reason = str(exc).partition(" needs the ")[2] or f"{exc.extra} extra: {exc}"
+        stats._skip("skipped_missing_extra", display_path(path), f"needs the {reason}")
+        return []
+    except (OSError, EOFError, zlib.error) as exc:
+        stats._skip("skipped_unreadable", display_path(path), f"unreadable: {getattr(exc, 'strerror', None) or exc}")
+        return []
+    except Exception as exc:  # a reader library's own failure on this file: skipped and named, the run goes on
+        logger.debug("reading %s failed", path, exc_info=True)
+        stats._skip("skipped_unreadable", display_path(path), f"unreadable: {type(exc).__name__}: {exc}")
+        return []
+    if new:
+        stats.files_loaded += 1
+    return new
+
+
 def load_documents(paths: list[str | Path], *, progress: bool = False, selection=None,
-                   base: Path | None = None, base_url: str | None = None) -> LoadResult:
+                   base: Path | None = None, base_url: str | None = None, syntax: bool = True) -> LoadResult:
     """Load every supported file under `paths` (files or folders) as Documents.
 
-    Raises `UsageError` naming any path that does not exist. Skipped files are
-    counted in `LoadResult.stats` and listed with their reason.
+    Raises `UsageError` naming any path that does not exist. Skipped files (unreadable ones included: see
+    `read_one`) are counted in `LoadResult.stats` and listed with their reason.
     """
     if isinstance(paths, (str, Path)):
         raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")
@@ -160,27 +201,9 @@ def load_documents(paths: list[str | Path], *, progress: bool = False, selection
     documents: list[Document] = []
     ids = set(id_of.values())
     for path in files_iter:
-        stats.files_seen += 1
-        kind = kind_of(path)
-        if kind is None:
-            stats._skip("skipped_unsupported", display_path(path), f"unsupported file type {path.suffix or path.name!r}")
-            continue
-        try:
-            if kind == "beir":
-                new = load_beir(path, stats, ids)
-            else:
-                key = os.path.abspath(path)
-                if kind in ("pdf", "docx"):
-                    doc = _load_binary_format(path, kind, stats, id_of[key], url_of.get(key))
-                else:
-                    doc = _load_file(path, kind, stats, id_of[key], url_of.get(key))
-                new = [doc] if doc is not None else []
-        except (OSError, EOFError, zlib.error) as exc:
-            stats._skip("skipped_unreadable", display_path(path),
-                        f"unreadable: {getattr(exc, 'strerror', None) or exc}")
-            continue
+        key = os.path.abspath(path)
+        new = read_one(path, stats, id_of.get(key) or display_path(path), url_of.get(key), ids, syntax=syntax)
         if new:
-            stats.files_loaded += 1
             documents.extend(new)
     strip_site_titles([d for d in documents if d.doc_id.lower().endswith((".html", ".htm"))])
     stats.documents = len(documents)

@@ -44,12 +44,13 @@ class LoadStats:
     skipped_bad_names: int = 0  # names that are not valid UTF-8
     skipped_too_deep: int = 0
     skipped_too_large: int = 0
+    skipped_missing_extra: int = 0  # a reader extra not installed (the reason names the pip install)
     skipped_excluded: int = 0  # --include / --exclude / the default excludes (ragsieve.tools.ingest.selection)
     bad_ignore_patterns: int = 0
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
-    PROBLEMS = ("skipped_unreadable", "skipped_special", "skipped_bad_names", "skipped_too_deep",
+    PROBLEMS = ("skipped_missing_extra", "skipped_unreadable", "skipped_special", "skipped_bad_names", "skipped_too_deep",
                 "skipped_too_large", "bad_ignore_patterns")
 
     def summary(self) -> str:
@@ -75,7 +76,7 @@ class LoadStats:
         self.skipped.append((path, reason))
 
 
-_PROBLEM_PREFIXES = ("unreadable", "special file", "name is not UTF-8", "too deep", "too large", "bad ignore pattern",
+_PROBLEM_PREFIXES = ("needs the", "unreadable", "special file", "name is not UTF-8", "too deep", "too large", "bad ignore pattern",
                      "symlink", "corrupt")
 
 

@@ -64,7 +64,10 @@ class KeyRing:
         self.identity = identity or IdentitySettings()
         for key in self.scopes:
             if len(key) < 8 or any(c.isspace() for c in key):
-                raise UsageError("every API key must be at least 8 characters without spaces")
+                spaced = ", with a space" if any(c.isspace() for c in key) else ""
+                named = f"the API key starting {key[:2]!r}" if len(key) > 2 else "an API key"  # never all of it
+                raise UsageError(f"{named} ({len(key)} characters{spaced}) is refused: every API key must be at "
+                                 "least 8 characters without spaces (RAGSIEVE_API_KEYS or the keys file)")
 
     @classmethod
     def load(cls, keys_file: str | None = None, environ: dict[str, str] | None = None) -> "KeyRing":

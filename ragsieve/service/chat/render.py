@@ -33,14 +33,19 @@ def markdown_text(text: str) -> str:
     return _MARKDOWN.sub(lambda m: "\\" + m.group(0), text)
 
 
+INFERRED_HEADING = "Sources (not cited by the model)"  # citations ragsieve inferred: no [n] in the model's text
+INFERRED_MARK = "suggested by ragsieve"
+
+
 def references(answer) -> str:
     note = f"\n\n*{NOT_GROUNDED_NOTE}*" if answer.grounding == Grounding.NONE else ""
     if not answer.citations:
         return note
-    lines = [note, "", "**Sources**"] if note else ["", "", "**Sources**"]
+    heading = f"**{INFERRED_HEADING}**" if answer.grounding == Grounding.INFERRED else "**Sources**"
+    lines = [note, "", heading] if note else ["", "", heading]
     for c in answer.citations:
         title = f" ({markdown_text(c.title)})" if c.title else ""
-        mark = "" if c.cited else f" *({UNCITED})*"
+        mark = f" *({UNCITED})*" if not c.cited else f" *({INFERRED_MARK})*" if c.origin == "inferred" else ""
         lines.append(f"[{c.number}] {markdown_text(c.label())}{title}{mark}  ")
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.errors import UsageError
+from ragsieve.agent.errors import IndexMissingError, UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.plan.plans import usable_plans
@@ -61,18 +61,21 @@ class IndexRegistry:
         self._watcher: Watcher | None = None
         self.warming = False  # `warm_indexes` runs at start-up: /readyz waits for it (else every index is ready)
         self.warmed: set[str] = set()
+        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.common.insights_hook`), when on
         self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
             folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
             for name, folder in indexes.items():
-                self.add(name, folder)
+                try:
+                    self.add(name, folder)
+                except IndexMissingError as exc:  # one line naming the index the user gave, exit code 2
+                    raise IndexMissingError(f"index {name!r}: {exc}") from None
         except BaseException:
             self.close()
             raise
         self.plans = usable_plans(config)  # a +rerank plan is offered when its reranker loads
         self.served = set(indexes)  # the indexes given at start; the others are vector stores made over HTTP
         self.store_name: Callable[[str], str | None] = lambda store_id: None  # set by the documents API
-        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.common.insights_hook`), when on
 
     def add(self, name: str, folder: Path) -> None:
         """Serve one more index (a vector store created over HTTP); it follows its new generations."""
@@ -123,6 +126,14 @@ class IndexRegistry:
             except Exception as exc:  # an index that cannot search says so at its first question, as before
                 log.warning("warming index %s failed: %s", name, exc)
             self.warmed.add(name)
+
+    def default_index(self, allowed: list[str]) -> str | None:
+        """The index a call that names none uses (`/v1/ask`, the chat page's API, MCP): the only index served
+        with `--index` among `allowed` (those the caller may read). Vector stores made over the documents API never
+        count, so someone's upload does not change what a client's unnamed calls reach. None when there is not
+        exactly one."""
+        served = [n for n in allowed if n in self.served]
+        return served[0] if len(served) == 1 else None
 
     def model_ids(self, names: list[str] | None = None) -> list[str]:
         ids = []

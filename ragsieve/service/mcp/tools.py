@@ -29,8 +29,9 @@ def pick_index(registry: Registry, scope: set[str], index: str | None) -> tuple[
     allowed = sorted(n for n in registry.orchestrators if allows(scope, n))
     served = [n for n in allowed if n in registry.served]
     if index is None:
-        if len(served) == 1:
-            return served[0], registry.orchestrators[served[0]]
+        default = registry.default_index(allowed)  # the rule /v1/ask follows too
+        if default is not None:
+            return default, registry.orchestrators[default]
         raise ToolFault(f"name the index: this server has {len(served)} ({', '.join(served) or 'none you may read'}); "
                         f"call the `indexes` tool to list them")
     if index in allowed:

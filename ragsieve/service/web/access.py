@@ -43,13 +43,15 @@ class UiCaller:
     def visible(self, names: list[str]) -> list[str]:
         return [n for n in names if allows(self.scope, n)]
 
-    def index(self, names: list[str], wanted: str | None) -> str:
-        """The index a call names (or the only one it may reach); another one is 'not found', like a missing one."""
-        visible = self.visible(names)
+    def index(self, registry, wanted: str | None) -> str:
+        """The index a call names (or the registry's default for this caller, `IndexRegistry.default_index`);
+        another one is 'not found', like a missing one."""
+        visible = self.visible(list(registry.orchestrators))
         if wanted is None:
-            if len(visible) != 1:
+            default = registry.default_index(visible)
+            if default is None:
                 raise ApiError(400, "name the index: several are served", param="index")
-            return visible[0]
+            return default
         if wanted not in visible:
             raise ApiError(404, f"the index {wanted!r} does not exist or you do not have access to it",
                            code="model_not_found", param="index")

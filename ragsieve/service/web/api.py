@@ -71,7 +71,7 @@ def _public_trace(trace) -> list[dict[str, Any]]:
 async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller)):
     app = request.app.state
     web = app.web
-    name = who.index(list(app.registry.orchestrators), body.index)
+    name = who.index(app.registry, body.index)
     plan = body.plan
     if plan is not None and (plan not in app.registry.plans or (who.widget and plan not in who.widget.plans)):
         shown = sorted(who.widget.plans) if who.widget else app.registry.plans

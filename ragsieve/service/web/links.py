@@ -92,5 +92,7 @@ def public_citations(secret: bytes, index: str, citations, readers: tuple[str, .
         href, kind = citation_href(secret, index, c, readers)
         out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
                     "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
-                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited, "location": c.location()})
+                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited, "origin": c.origin,
+                    "heading": c.heading,
+                    "location": c.location()})
     return out

@@ -7,6 +7,7 @@ import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+from ragsieve.service.auth.scope import caller
 from ragsieve.service.common.errors import ApiError
 from ragsieve.service.web import assets, source_view
 from ragsieve.service.web.links import signed_part, verify
@@ -21,8 +22,14 @@ SAFE = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
 @router.get("/", include_in_schema=False)
 @router.get("/ui", include_in_schema=False)
-async def chat_page():
-    return HTMLResponse(assets.read("chat.html"), headers={"Content-Security-Policy": PAGE_CSP,
+async def chat_page(request: Request):
+    html = assets.read("chat.html")
+    try:  # the same check the page's first API call meets: a page that needs a key asks for it before calling
+        caller(request)
+    except ApiError as exc:
+        if exc.status == 401:
+            html = html.replace("<body>", '<body data-needs-key="true">', 1)
+    return HTMLResponse(html, headers={"Content-Security-Policy": PAGE_CSP,
                                                            "Cache-Control": "no-cache", **SAFE})
 
 

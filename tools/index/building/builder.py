@@ -176,7 +176,8 @@ class IndexBuilder:
         start = time.perf_counter()
         files = [p for p in paths if not str(p).startswith(("http://", "https://"))]
         base = self._source_root(files, rebuild) if files else None
-        load = load_documents if self.ray is None else functools.partial(self.ray.load, chunker=self.chunker)
+        load = functools.partial(load_documents, syntax=self.chunker.syntax) if self.ray is None \
+            else functools.partial(self.ray.load, chunker=self.chunker)
         found = gather(paths, load, self.root, base=base, progress=self.progress is True, selection=selection,
                        base_url=base_url, crawl=crawl)
         docs, loaded, scopes, self.crawl_reports = found.documents, found.loaded, found.scopes, found.crawl_reports

@@ -22,11 +22,9 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Sequence
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest import loaders
-from ragsieve.tools.ingest.beir import load_beir
 from ragsieve.tools.ingest.pages import strip_site_titles
 from ragsieve.tools.ingest.walk import LoadStats, collect_files
 from ragsieve.tools.types import Chunk, Document
@@ -38,26 +36,8 @@ def load_one(item: dict) -> list[dict]:
     """Rows for one file: one per document (`doc`, with `j` its position in the file) and one for the file's
     load statistics (`j = -1`), as `load_documents`' loop body does for that file."""
     stats, path = LoadStats(), Path(item["path"])
-    stats.files_seen += 1
-    kind = loaders.kind_of(path)
-    docs: Sequence[Document | None] = []
-    if kind is None:
-        stats._skip("skipped_unsupported", loaders.display_path(path),
-                    f"unsupported file type {path.suffix or path.name!r}")
-    else:
-        try:
-            if kind == "beir":
-                docs = load_beir(path, stats, set(item["other_ids"]))
-            elif kind in ("pdf", "docx"):
-                docs = [loaders._load_binary_format(path, kind, stats, item["doc_id"], item["url"] or None)]
-            else:
-                docs = [loaders._load_file(path, kind, stats, item["doc_id"], item["url"] or None)]
-        except (OSError, EOFError, loaders.zlib.error) as exc:
-            stats._skip("skipped_unreadable", loaders.display_path(path),
-                        f"unreadable: {getattr(exc, 'strerror', None) or exc}")
-    found = [d for d in docs if d is not None]
-    if found:
-        stats.files_loaded += 1
+    found = loaders.read_one(path, stats, item["doc_id"], item["url"] or None, set(item["other_ids"]),
+                             syntax=item["syntax"])
     rows = [{"i": item["i"], "j": j, "doc": d.model_dump_json(), "stats": "", "chunks": ""}
             for j, d in enumerate(found)]
     return rows + [{"i": item["i"], "j": -1, "doc": "", "stats": json.dumps(dataclasses.asdict(stats)),
@@ -92,7 +72,8 @@ def load_and_chunk(ray, paths, chunker, *, selection=None, base=None, base_url=N
     refs = collect_files(list(paths), stats, selection, base)
     ids = sorted({i for _, i, _ in refs})
     items = [{"i": n, "path": os.path.abspath(f), "doc_id": i,
-              "url": f"{base_url.rstrip('/')}/{below}" if base_url else "", "other_ids": ids}
+              "url": f"{base_url.rstrip('/')}/{below}" if base_url else "", "other_ids": ids,
+              "syntax": chunker.syntax}
              for n, (f, i, below) in enumerate(refs)]
     if not items:
         return loaders.LoadResult(documents=[], stats=stats), {}

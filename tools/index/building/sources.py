@@ -54,7 +54,9 @@ def gather(paths: Sequence[str | Path], load: Callable[..., LoadResult], root: P
         docs.extend(site_documents(report.pages))  # the site-wide title suffix dropped
         loaded.stats.skipped.extend((u, f"crawl: {why}") for u, why in report.skipped)
     if not docs:
-        raise UsageError(f"nothing to index in {[str(p) for p in files]}: {loaded.stats.summary()}")
+        first = loaded.stats.problems()[:1]  # e.g. the only file needs an extra: say which, and how to add it
+        why = "".join(f" ({path}: {reason})" for path, reason in first)
+        raise UsageError(f"nothing to index in {[str(p) for p in files]}: {loaded.stats.summary()}{why}")
     ids = [d.doc_id for d in docs]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]

@@ -30,8 +30,10 @@ workers: over a stage's wall time, the share of the encoder's capacity in use.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -47,6 +49,7 @@ from ragsieve.tools.index.embedders.model_names import canonical_model_name
 from ragsieve.tools.index.embedders.onnx_query import cache_dir, write_pointer
 
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 class OnnxEncoder:
@@ -75,12 +78,14 @@ class OnnxEncoder:
         fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
         with _lock:
             if not fp32.is_file():
+                log.info("exporting %s to ONNX once (cached in %s)", name, folder)
                 self._to_onnx(transformer, fp32)
             if quantized and not int8.is_file():
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 tmp = int8.with_suffix(".tmp.onnx")
-                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+                with _without_preprocessing_hint():
+                    quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
                 os.replace(tmp, int8)
             self._describe(st_model, name, folder)
         return int8 if quantized else fp32
@@ -164,3 +169,24 @@ class OnnxEncoder:
         if "token_type_ids" in self.inputs and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
         return feed
+
+
+PREPROCESSING_HINT = "Please consider to run pre-processing before quantization"
+
+
+class _HintFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return PREPROCESSING_HINT not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _without_preprocessing_hint():
+    """onnxruntime's `quantize_dynamic` logs, on the root logger, advice to run its shape pre-processing first; for
+    this dynamic weight-only int8 export it is noise a user cannot act on, so that one record is dropped while
+    quantizing (every other record passes)."""
+    root, hint = logging.getLogger(), _HintFilter()
+    root.addFilter(hint)
+    try:
+        yield
+    finally:
+        root.removeFilter(hint)

@@ -8,6 +8,7 @@ var Core = (function () {
   var md = markedLib.marked ? markedLib : markedLib.default || markedLib;
   var FORBID = ["img", "image", "style", "form", "input", "button", "textarea", "select", "option", "iframe", "frame",
     "object", "embed", "svg", "math", "video", "audio", "source", "picture", "link", "meta", "base", "dialog"];
+  var INFERRED_NOTE = "Not cited by the model: ragsieve chose this passage because it shares most of the answer's words.";
   var allowedLinks = {};  // the hrefs a sanitised answer may keep: its citations, set before each sanitize
   DOMPurify.addHook("afterSanitizeAttributes", function (node) {
     if (node.tagName === "A") {
@@ -37,9 +38,18 @@ var Core = (function () {
     return n;
   }
 
+  // A dunder name outside code (`__init__`, `obj.__dict__`) would render as bold "init": it is shown as code.
+  var CODE_PARTS = /(```[\s\S]*?(?:```|$)|~~~[\s\S]*?(?:~~~|$)|`[^`\n]*`)/;
+  var DUNDER = /(^|[^\w`\\.])((?:[A-Za-z_]\w*\.)*__[A-Za-z0-9]\w*?__(?:\.\w+)*)(?![\w`])/g;
+  function dundersAsCode(text) {
+    return text.split(CODE_PARTS).map(function (part, i) {
+      return i % 2 ? part : part.replace(DUNDER, function (m, before, name) { return before + "`" + name + "`"; });
+    }).join("");
+  }
+
   function renderMarkdown(target, text, links) {
     allowedLinks = links || {};
-    var html = md.parse(String(text || ""), { gfm: true, breaks: false, async: false });
+    var html = md.parse(dundersAsCode(String(text || "")), { gfm: true, breaks: false, async: false });
     target.innerHTML = DOMPurify.sanitize(html, { FORBID_TAGS: FORBID, FORBID_ATTR: ["style", "srcset", "action",
       "formaction", "xlink:href"], ALLOW_DATA_ATTR: false });
     allowedLinks = {};
@@ -268,6 +278,11 @@ var Core = (function () {
         if (c.cited === false) {  // a top retrieved passage the answer did not cite
           li.classList.add("rs-uncited");
           li.appendChild(el(doc, "span", "rs-source-note", " (retrieved, not cited)"));
+        } else if (c.origin === "inferred") {  // the model cited nothing: ragsieve suggests this passage
+          li.classList.add("rs-inferred");
+          var note = el(doc, "span", "rs-source-note", " (suggested source)");
+          note.title = INFERRED_NOTE;
+          li.appendChild(note);
         }
         sources.appendChild(li);
       });
@@ -277,6 +292,12 @@ var Core = (function () {
       }
       steps.textContent = "";
       (data.trace || []).forEach(function (ev) { Trace.step(doc, steps, ev); });
+      if (data.grounding === "inferred") {  // who made the citations: ragsieve, not the model
+        var hint = el(doc, "p", "rs-note rs-inferred-note", "The model cited no passage: the sources below are suggested by ragsieve.");
+        hint.setAttribute("role", "note");
+        hint.title = INFERRED_NOTE;
+        card.insertBefore(hint, sources);
+      }
       if (data.grounding === "none") {  // the answer cites none of the passages: said plainly, above the sources
         var warn = el(doc, "p", "rs-note rs-ungrounded", "Not grounded in the documents: this answer cites none of the passages, so it may come from the model's own knowledge.");
         warn.setAttribute("role", "note");
@@ -340,9 +361,10 @@ var Core = (function () {
   // the section it cites; a file by its path and lines (already short). The full URL stays in href and title.
   function shortLabel(c) {
     var label = String(c.label || "");
-    if (!/^https?:\/\//i.test(label)) return label;
+    if (!/^https?:\/\//i.test(label)) return c.heading && label.indexOf("#") > 0 ? label.split("#")[0] + " § " + c.heading : label;
     try {
-      var u = new URL(label), section = u.hash ? " § " + decodeURIComponent(u.hash.slice(1)) : "";
+      // a section is named by its heading when the index knows it, else by its anchor id
+      var u = new URL(label), section = u.hash ? " § " + (c.heading || decodeURIComponent(u.hash.slice(1))) : "";
       if (c.title) return c.title + section;
       var parts = u.pathname.split("/").filter(function (p) { return p; });
       var tail = parts.length ? parts[parts.length - 1] : "";

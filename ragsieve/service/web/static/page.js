@@ -18,14 +18,22 @@
     return o;
   }
 
+  function askForKey(message) {
+    keyBox.hidden = false;
+    keyChange.hidden = true;
+    notice.textContent = message;
+    keyInput.focus();
+  }
+
   function load() {
+    if (doc.body.getAttribute("data-needs-key") === "true" && !sessionStorage.getItem(keyName)) {
+      askForKey("This server needs an API key.");  // no request that can only fail before a key is entered
+      return Promise.resolve();
+    }
     return fetch("/ui/api/config", { headers: auth(), credentials: "omit" }).then(function (r) {
       if (r.status === 401) {
-        keyBox.hidden = false;
-        keyChange.hidden = true;
-        notice.textContent = sessionStorage.getItem(keyName) ? "This API key is not accepted: enter another."
-          : "This server needs an API key.";
-        keyInput.focus();
+        askForKey(sessionStorage.getItem(keyName) ? "This API key is not accepted: enter another."
+          : "This server needs an API key.");
         return;
       }
       return r.json().then(function (cfg) {
