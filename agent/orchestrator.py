@@ -32,6 +32,7 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import get_plan
 from ragsieve.agent.plan.runner import run_plan
+from ragsieve.agent.plan.traced import question_span
 from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.types import Hit
 
@@ -66,6 +67,7 @@ class Answer(BaseModel):
     asked: str | None = None  # the user's words when `question` is the rewrite of a follow-up
     truncated: bool = False  # max_tokens cut the answer (the text says so; OpenAI finish_reason "length")
     grounding: Grounding = Grounding.CITED  # does the text cite a listed passage (agent/answer/grounding.py)
+    trace_id: str | None = None  # the question's OpenTelemetry trace, while tracing is on (docs/tracing.md)
 
     @property
     def grounded(self) -> bool:
@@ -105,7 +107,7 @@ class Answer(BaseModel):
             "evidence": self.evidence, "abstention": self.abstention,
             "stopped": self.stopped, "asked": self.asked, "truncated": self.truncated,
             "notes": self.notes,
-        }
+        } | ({"trace_id": self.trace_id} if self.trace_id else {})
 
 
 def check_question(question: str) -> str:
@@ -170,6 +172,7 @@ class Orchestrator:
         config = self._config_for({"retrieval": {"ranking": ranking}}) if ranking is not None else self.config
         return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
+    @question_span  # one span per question, the trace of its steps (docs/tracing.md)
     def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
             history: list[Turn] | None = None, instructions: str | None = None,
             overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,

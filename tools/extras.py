@@ -27,6 +27,7 @@ class Extra(str, Enum):
     MILVUS = "milvus"  # the Milvus index backend
     RAY = "ray"  # indexing on a Ray cluster
     EVAL = "eval"  # `ragsieve eval` plots and the outlier filter's plot (matplotlib)
+    OTEL = "otel"  # OpenTelemetry spans exported over OTLP/HTTP (docs/tracing.md)
 
 
 # what `ragsieve serve` imports from the server extra (python-multipart's import name is python_multipart)

@@ -11,6 +11,7 @@ from ragsieve.agent.config.filters import AbstentionConfig, ConformalConfig, Out
 from ragsieve.agent.config.index import IndexConfig, RetrievalConfig
 from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
 from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
+from ragsieve.agent.config.tracing import TracingConfig
 from ragsieve.agent.errors import UsageError
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
@@ -55,6 +56,7 @@ class Config(_Section):
     abstention: AbstentionConfig = Field(default_factory=AbstentionConfig)
     segments: SegmentConfig = Field(default_factory=SegmentConfig)
     insights: InsightsConfig = Field(default_factory=InsightsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)  # OpenTelemetry spans (docs/tracing.md)
     plan: str = "fast"
     max_steps: int = Field(40, ge=1, le=1000)
     plans: dict[str, PlanSpec] = Field(default_factory=dict)

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -164,7 +165,8 @@ def run_pass(question: str, items: list[Hit], *, llm: Any, prompts: Any, loop: L
     batches = make_batches(items, loop.judge_batch_size, loop.judge_batch_chars, loop.judge_chunk_chars)
     workers = min(loop.judge_concurrency, len(batches))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
-        futures = [pool.submit(judge_batch, question, b, llm=llm, prompts=prompts,
+        # each batch in a copy of the step's context: its model call's span is a child of the step's span
+        futures = [pool.submit(copy_context().run, judge_batch, question, b, llm=llm, prompts=prompts,
                                chunk_chars=loop.judge_chunk_chars) for b in batches]
         return [f.result() for f in futures]
 

@@ -24,6 +24,8 @@ from ragsieve.agent.errors import BudgetExceeded, LLMError, StructuredOutputErro
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, ChatReply, UsageMeter
 from ragsieve.agent.llm.templates import default_renderer
+from ragsieve.agent.llm.traced import llm_span
+from ragsieve.tools import tracing
 from ragsieve.tools.ingest.chunking import count_tokens
 
 T = TypeVar("T", bound=BaseModel)
@@ -126,6 +128,7 @@ class LLM:
             return _parse(reply.text, schema)
         except (ValueError, ValidationError) as first:
             error = _describe(first)
+        tracing.count("ragsieve.llm.structured_output_failures")  # on the step's span (the call's has ended)
         note = default_renderer().render("reask", error=error[:1000], schema=json.dumps(json_schema))
         retry = messages + [
             {"role": "assistant", "content": reply.text[:REASK_REPLY_CHARS]},
@@ -135,6 +138,7 @@ class LLM:
         try:
             return _parse(second.text, schema)
         except (ValueError, ValidationError) as exc:
+            tracing.count("ragsieve.llm.structured_output_failures")
             raise StructuredOutputError(
                 f"{name}: reply failed validation twice: {_describe(exc)}", raw=second.text, errors=_describe(exc)
             ) from exc
@@ -147,6 +151,7 @@ class LLM:
             on_token(token)
         return emit
 
+    @llm_span  # the call's span (docs/tracing.md)
     def _complete(self, messages, json_schema, name, max_tokens, temperature, on_token=None) -> ChatReply:
         params = {
             "json_schema": json_schema,

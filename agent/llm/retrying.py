@@ -20,6 +20,7 @@ from ragsieve.agent.errors import BudgetExceeded, EndpointError
 from ragsieve.agent.llm.replies import MalformedReply, SlowReply
 from ragsieve.agent.llm.replies import describe as _describe
 from ragsieve.agent.llm.wire import retry_after_s
+from ragsieve.tools import tracing
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,15 @@ def backoff_wait(state: RetryCallState, max_retry_s: float, deadline: float | No
     return min(random.uniform(0.0, ceiling), remaining)
 
 
+def _retrying(shown_url: str, state: RetryCallState) -> None:
+    """The warning line of a failed attempt, and the retry counted on the call's span."""
+    fault = state.outcome.exception() if state.outcome else None
+    log.warning("LLM endpoint %s attempt %d failed (%s); retrying", shown_url, state.attempt_number,
+                _describe(fault) if fault is not None else "?")
+    tracing.count("ragsieve.llm.retries")
+    tracing.event("ragsieve.llm.retry", {"attempt": state.attempt_number, "error": type(fault).__name__})
+
+
 def call_with_retries(fn: Callable[[], Any], *, shown_url: str, model: str, deadline: float | None,
                       max_attempts: int, max_retry_s: float, sleep: Callable[[float], None]) -> Any:
     """`fn()`, retried on transport faults within the bounds; a fault that is not retried, or the last one,
@@ -70,9 +80,7 @@ def call_with_retries(fn: Callable[[], Any], *, shown_url: str, model: str, dead
         stop=stop,
         wait=lambda state: backoff_wait(state, max_retry_s, deadline), retry=retry_if_exception(retryable),
         sleep=sleep, reraise=False,
-        before_sleep=lambda s: log.warning(
-            "LLM endpoint %s attempt %d failed (%s); retrying", shown_url, s.attempt_number,
-            _describe(s.outcome.exception()) if s.outcome else "?"),
+        before_sleep=lambda s: _retrying(shown_url, s),
     )
     started = time.monotonic()
     try:

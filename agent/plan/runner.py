@@ -26,6 +26,7 @@ from ragsieve.agent.config import Config, PlanSpec
 from ragsieve.agent.core.state import RunState, TraceEvent
 from ragsieve.agent.core.step import END, Deps, Edges, End, Step, StepResult
 from ragsieve.agent.errors import BudgetExceeded, UsageError
+from ragsieve.agent.plan.traced import step_span
 from ragsieve.tools.index.backend import RoundTrips
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,7 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
     state.trace.append(TraceEvent(step=at, outcome="stopped", summary={"reason": reason, "best_answer": best}))
 
 
+@step_span  # the step's span, from the event appended here (docs/tracing.md)
 def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult[Any]:
     step = plan.by_name[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None

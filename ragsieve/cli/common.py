@@ -48,6 +48,9 @@ def load_config(args: argparse.Namespace) -> Config:
     }.items() if v}
     if llm_updates:
         config = config.model_copy(update={"llm": config.llm.model_copy(update=llm_updates)})
+    from ragsieve.service.middleware.tracing import start
+
+    start(config)  # [tracing] and OTEL_EXPORTER_OTLP_ENDPOINT: applied, or refused in one line, before any work
     return config
 
 

@@ -36,6 +36,8 @@ from ragsieve.service.middleware.body_limit import BodyLimit
 from ragsieve.service.middleware.content_type import FormAsJson
 from ragsieve.service.middleware.limits import Admission
 from ragsieve.service.middleware.metrics import ServiceMetrics
+from ragsieve.service.middleware.tracing import TraceRequests
+from ragsieve.service.middleware.tracing import start as start_tracing
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.tools.errors import MissingExtraError
 
@@ -48,6 +50,7 @@ def create_app(registry: Registry, settings: ServiceSettings | None = None, keys
     (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
     settings = settings or ServiceSettings()
     keys = keys or KeyRing()
+    start_tracing(getattr(registry, "config", None))  # [tracing] (also in --workers processes); docs/tracing.md
     documents = Documents(registry, settings, registry.config) if settings.data_dir else None
     keys.check_names(set(registry.orchestrators) | (documents.store_ids() if documents else set()))
 
@@ -96,7 +99,8 @@ def create_app(registry: Registry, settings: ServiceSettings | None = None, keys
                        paths={"/v1/files": upload})
     app.add_middleware(FormAsJson)  # `curl -d '{json}'` labels JSON as a form
     web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
-    app.add_middleware(AccessLog)  # outermost: one line per request, the x-ragsieve-server header on every reply
+    app.add_middleware(AccessLog)  # one line per request, the x-ragsieve-server header on every reply
+    app.add_middleware(TraceRequests)  # outermost: the request's span, continuing the caller's traceparent
     return app
 
 

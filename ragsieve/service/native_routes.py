@@ -57,7 +57,7 @@ async def ask(request: Request, body: AskRequest, who: Caller = Depends(caller))
         except Exception as exc:
             app.metrics.errors.labels(type(exc).__name__).inc()
             raise as_api_error(exc) from None
-    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
     return JSONResponse(answer.public())
 
 
@@ -80,7 +80,7 @@ async def ask_stream(request: Request, body: AskRequest, who: Caller = Depends(c
                 elif item[0] == "token":
                     yield sse("token", {"text": item[1]})
                 elif item[0] == "done":
-                    app.metrics.observe_answer(item[1].plan, time.monotonic() - job.started, item[1].usage)
+                    app.metrics.observe_answer(item[1].plan, time.monotonic() - job.started, item[1].usage, item[1].trace)
                     yield sse("done", item[1].public())
                 elif item[0] == "error":
                     yield sse("error", item[1].body() | {"status": item[1].status})

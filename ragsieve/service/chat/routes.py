@@ -84,7 +84,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
             raise as_api_error(exc) from None
         finally:
             ticket.release()
-        app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+        app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
         request.state.access_stages = stages(answer)
         return JSONResponse({
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
@@ -131,7 +131,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     ttft = job.first_token_s
                     if ttft is not None:
                         app.metrics.ttft.labels(answer.plan).observe(ttft)
-                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
                     request.state.access_stages = stages(answer)
                     yield chunk({}, finish_reason(answer),
                                 ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))

@@ -109,7 +109,7 @@ async def ask(request: Request, body: UiAsk, who: UiCaller = Depends(ui_caller))
                     yield sse("token", {"text": item[1]})
                 elif item[0] == "done":
                     answer = item[1]
-                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage)
+                    app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
                     citations = public_citations(web.secret, name, answer.citations, who.readers)
                     trace = _public_trace(answer.trace)
                     answer_id = None

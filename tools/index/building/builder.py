@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.change_plan import ids_to_remove, listed_change, plan_change
@@ -56,6 +57,7 @@ from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import LoadResult, load_documents
 from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
+from ragsieve.tools.tracing.conventions import build_after
 from ragsieve.tools.types import Document
 
 log = logging.getLogger(__name__)
@@ -168,6 +170,7 @@ class IndexBuilder:
         if ctx.resumed_embeddings is not None:
             self.resumed_embeddings = ctx.resumed_embeddings
 
+    @tracing.traced("ragsieve.build", after=build_after)  # the build's span, its phases below (docs/tracing.md)
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
               selection=None, base_url: str | None = None, crawl: dict | None = None) -> BuildReport:
         """Index `paths`, adding to the index: documents indexed before from other paths stay
@@ -201,6 +204,7 @@ class IndexBuilder:
         self._new_root = source_root(folders[0]) if folders else None
         return self._new_root
 
+    @tracing.traced("ragsieve.build.remove", after=build_after)
     def remove(self, prefixes: list[str]) -> BuildReport:
         """A new generation without the documents whose id is one of `prefixes` or lies below one
         (`examples/docs` removes `examples/docs/...`); nothing is embedded. Unknown prefixes are refused."""

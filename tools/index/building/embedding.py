@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
@@ -54,6 +55,7 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
     return chunked
 
 
+@tracing.traced("ragsieve.build.embed")  # a build phase's span (docs/tracing.md)
 def embed_vectors(ctx: BuildContext, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
                   headers: list[int | None]) -> np.ndarray:
     """The generation's vectors in row order: kept rows copied from `prev_vectors`, the rest embedded

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePlan, fingerprint_of
 from ragsieve.tools.index.building.context import BuildContext
@@ -67,6 +68,7 @@ def incremental_applies(ctx: BuildContext, prev: dict | None, settings: dict) ->
         {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}
 
 
+@tracing.traced("ragsieve.build.write")  # a build phase's span (docs/tracing.md)
 def write_generation(ctx: BuildContext, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
                      prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: Sequence[str] = (),
                      prev_docs: dict[str, str] | None = None, plan: ChangePlan | None = None) -> dict:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.building.report import build_scopes
@@ -34,6 +35,7 @@ def crawler_for(root: Path, url: str, options: dict) -> Crawler:
     return Crawler(url, state_dir=state_dir, **options)
 
 
+@tracing.traced("ragsieve.build.load")  # a build phase's span (docs/tracing.md)
 def gather(paths: Sequence[str | Path], load: Callable[..., LoadResult], root: Path, *, base: Path | None,
            progress: bool, selection=None, base_url: str | None = None, crawl: dict | None = None) -> Gathered:
     """Load the files and folders of `paths` with `load` and crawl its http(s) URLs; nothing to index, or two

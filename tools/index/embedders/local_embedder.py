@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import ModelUnavailableError, UsageError
 from ragsieve.tools.index.embedders.device import place_encoder, placement_note, resolve_device
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL
 from ragsieve.tools.index.embedders.onnx_encoder import OnnxEncoder
 from ragsieve.tools.index.embedders.torch_encoder import TorchEncoder
 from ragsieve.tools.index.search.dense import l2_normalise
+from ragsieve.tools.tracing.conventions import embedding_after, embedding_before
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class Embedder:
             tried.append(f"SentenceTransformer({self.name!r}): {exc}")
         raise ModelUnavailableError(f"embedding model {self.name!r} unavailable; tried: " + "; ".join(tried))
 
+    @tracing.traced("ragsieve.embed", tracing.Kind.EMBEDDING, embedding_before, embedding_after)  # docs/tracing.md
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), rows L2-normalised."""
         if not texts:

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools import tracing
+from ragsieve.tools.tracing.conventions import embedding_after, embedding_before
+
 ENCODERS = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
 PROVIDER = "sentence-transformers"
 
@@ -83,6 +86,7 @@ class OnnxQueryEmbedder:
         except (ImportError, OSError, ValueError, KeyError, RuntimeError):
             return None  # a missing package or an unreadable export: the full embedder will do
 
+    @tracing.traced("ragsieve.embed", tracing.Kind.EMBEDDING, embedding_before, embedding_after)  # docs/tracing.md
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), rows L2-normalised (the graph normalises). Each text runs
         alone, unpadded, as `OnnxEncoder` runs it: int8 activations are quantised per input tensor, so a text's

@@ -37,9 +37,11 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 from ragsieve.tools.http_json import EndpointRejected, JsonEndpoint
 from ragsieve.tools.index.search.dense import l2_normalise
+from ragsieve.tools.tracing.conventions import embedding_after, embedding_before
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,7 @@ class OpenAIEmbedder:
         return {"provider": self.provider, "base_url": self.base_url, "api_key_env": self.api_key_env,
                 "dimensions": self.dimensions, "max_input_tokens": self.max_input_tokens}
 
+    @tracing.traced("ragsieve.embed", tracing.Kind.EMBEDDING, embedding_before, embedding_after)  # docs/tracing.md
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), rows L2-normalised, in the order of `texts`."""
         if not texts:

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import IndexMissingError
 from ragsieve.tools.index.local.readers import remove_unless_read
 
@@ -88,6 +89,7 @@ def fsync_tree(folder: Path) -> None:
         _fsync(path)
 
 
+@tracing.traced("ragsieve.build.publish")  # a build phase's span (docs/tracing.md)
 def switch_current(root: Path, gen: Path, keep: Path | None = None) -> None:
     """Point CURRENT at `gen` atomically, then delete the generations other than `gen` and `keep`."""
     tmp = root / f".{CURRENT}.tmp"

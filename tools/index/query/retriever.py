@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sections import TOC_KIND, one_per_section
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
@@ -40,6 +41,7 @@ from ragsieve.tools.index.query.source_first import DEPTH, MIN_DEPTH, source_fir
 from ragsieve.tools.index.search.admitted import Admitted
 from ragsieve.tools.index.search.dense import l2_normalise
 from ragsieve.tools.modes import FusionMode, FusionSite, RankingMode, parse_enum
+from ragsieve.tools.tracing.conventions import retrieval_after, retrieval_before
 from ragsieve.tools.types import Hit
 
 
@@ -110,6 +112,7 @@ class HybridRetriever:
             parts.extend(self.index.embed(missing))
         return l2_normalise((q + np.mean(parts, axis=0)) / 2.0)
 
+    @tracing.traced("ragsieve.retrieve", tracing.Kind.RETRIEVER, retrieval_before, retrieval_after)  # docs/tracing.md
     def run(self, query: str, top_k: int = 10, *, rows: list[int] | None = None,
             extra_texts: list[str] | None = None, weights: tuple[float, float] | None = None,
             query_vector: np.ndarray | None = None) -> list[Hit]:

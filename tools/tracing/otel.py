@@ -1,0 +1,228 @@
+"""The OpenTelemetry side of tracing (the `[otel]` extra): a tracer provider, a batching OTLP/HTTP exporter
+that never slows or fails an answer, and the live spans `ragsieve.tools.tracing.spans` hands out.
+
+Imported only when tracing is on. The application's own tracer provider is used when it has set one (or passes
+one): ragsieve then adds nothing to it and never replaces it. Otherwise ragsieve keeps a provider of its own,
+private (never installed as the global one), with a `BatchSpanProcessor`: spans wait in a queue bounded by
+`[tracing] max_queue` (beyond it they are dropped) and a background thread sends them, each export bounded by
+`export_timeout_s`. A collector that is down, slow or refusing costs the queue and one warning line
+(`GuardedExporter`); the SDK's own per-batch error lines are folded into it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ragsieve.tools.tracing.conventions import SPAN_KIND
+from ragsieve.tools.tracing.settings import Resolved
+from ragsieve.tools.tracing.spans import Kind, current
+
+log = logging.getLogger(__name__)
+
+SCOPE = "ragsieve"
+# the SDK loggers whose per-batch lines GuardedExporter's one warning replaces
+_QUIET = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk._shared_internal")
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class _Fold(logging.Filter):
+    """Drops the SDK's export error lines (and keeps the last, for the one warning that replaces them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            try:
+                self.last = record.getMessage()[:300]
+            except Exception:  # noqa: BLE001 - a bad format string: nothing to keep
+                self.last = str(record.msg)[:300]
+            return False
+        return True
+
+
+class GuardedExporter(SpanExporter):
+    """An exporter that fails quietly: the first failed export logs one warning, a recovery one info line."""
+
+    def __init__(self, inner: SpanExporter, endpoint: str, max_queue: int) -> None:
+        self.inner, self.endpoint, self.max_queue = inner, endpoint, max_queue
+        self.failures = 0
+        self.dropped = 0
+        self._failing = False
+        self._warned = False
+        self.fold = _Fold()
+        for name in _QUIET:
+            logging.getLogger(name).addFilter(self.fold)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:  # noqa: BLE001 - the exporter's fault must never reach an answer
+            self.fold.last = f"{type(exc).__name__}: {exc}"[:300]
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.FAILURE:
+            self.failures += 1
+            self.dropped += len(spans)
+            if not self._warned:
+                log.warning("tracing: the collector at %s is not taking spans (%s); answers are unaffected, spans "
+                            "wait in a queue of at most %d and are dropped while it stays away (said once)",
+                            self.endpoint, self.fold.last or "export failed", self.max_queue)
+                self._warned = True
+            self._failing = True
+        elif self._failing:
+            log.info("tracing: the collector at %s takes spans again (%d spans were dropped)", self.endpoint,
+                     self.dropped)
+            self._failing = False
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+        for name in _QUIET:
+            logging.getLogger(name).removeFilter(self.fold)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def attribute(value: Any) -> Any:
+    """`value` as an OTel attribute (str, bool, int, float or a list of one of them); None when there is none."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Kind):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        items = [v for v in value if v is not None]
+        if all(isinstance(v, str) for v in items) or all(isinstance(v, bool) for v in items):
+            return list(items)
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            return [float(v) for v in items] if any(isinstance(v, float) for v in items) else list(items)
+    return json.dumps(value, default=str, ensure_ascii=False)[:4000]
+
+
+class LiveSpan:
+    """One open span: current (for children, `event` and `count`) between `__enter__` and `__exit__`."""
+
+    __slots__ = ("span", "owner", "_tokens", "_counts")
+    recording = True
+
+    def __init__(self, owner: "OtelTracer", span: trace.Span) -> None:
+        self.span, self.owner = span, owner
+        self._tokens: tuple[Any, Any] | None = None
+        self._counts: dict[str, int] = {}
+
+    def __enter__(self) -> "LiveSpan":
+        self._tokens = (otel_context.attach(trace.set_span_in_context(self.span)), current.set(self))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.span.record_exception(exc)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+        if self._tokens is not None:
+            current.reset(self._tokens[1])
+            otel_context.detach(self._tokens[0])
+        self.span.end()
+
+    def set(self, key: str, value: Any) -> None:
+        cleaned = attribute(value)
+        if cleaned is not None:
+            self.span.set_attribute(key, cleaned)
+
+    def update(self, attributes: Mapping[str, Any]) -> None:
+        for key, value in attributes.items():
+            self.set(key, value)
+
+    def text(self, key: str, value: str | None) -> None:
+        if value is not None and self.owner.content is not None:
+            self.span.set_attribute(key, self.owner.content(str(value)))
+
+    def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+        cleaned = {k: attribute(v) for k, v in (attributes or {}).items()}
+        self.span.add_event(name, {k: v for k, v in cleaned.items() if v is not None})
+
+    def count(self, key: str, by: int = 1) -> None:
+        self._counts[key] = self._counts.get(key, 0) + by
+        self.span.set_attribute(key, self._counts[key])
+
+    def ids(self) -> tuple[str, str]:
+        ctx = self.span.get_span_context()
+        return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
+
+
+class OtelTracer:
+    """Spans on the application's provider, or on ragsieve's own exporting one (`own` is then set)."""
+
+    def __init__(self, resolved: Resolved, redact: Callable[[str], str] | None,
+                 provider: trace.TracerProvider | None = None) -> None:
+        self.resolved = resolved
+        self.own: TracerProvider | None = None
+        self.exporter: GuardedExporter | None = None
+        if provider is None:
+            global_provider = trace.get_tracer_provider()
+            if not isinstance(global_provider, trace.ProxyTracerProvider):
+                provider = global_provider  # the application's: its processors decide where spans go
+        if provider is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self.exporter = GuardedExporter(OTLPSpanExporter(endpoint=resolved.endpoint,
+                                                             timeout=resolved.export_timeout_s),
+                                            resolved.endpoint, resolved.max_queue)
+            self.own = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}))
+            self.own.add_span_processor(BatchSpanProcessor(
+                self.exporter, max_queue_size=resolved.max_queue, max_export_batch_size=resolved.batch_size,
+                schedule_delay_millis=resolved.batch_delay_s * 1000,
+                export_timeout_millis=resolved.export_timeout_s * 1000))
+            provider = self.own
+        self.provider = provider
+        self.tracer = provider.get_tracer(SCOPE)
+        chars = resolved.content_chars
+        self.content: Callable[[str], str] | None = None
+        if resolved.capture_content and redact is not None:
+            self.content = lambda text: redact(text)[:chars]
+
+    def open(self, name: str, kind: Kind, attributes: Mapping[str, Any] | None) -> LiveSpan:
+        cleaned = {SPAN_KIND: kind.value}
+        for key, value in (attributes or {}).items():
+            value = attribute(value)
+            if value is not None:
+                cleaned[key] = value
+        return LiveSpan(self, self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=cleaned))
+
+    def open_request(self, name: str, headers: Mapping[str, str], attributes: Mapping[str, Any]) -> LiveSpan:
+        """A SERVER span continuing the caller's W3C `traceparent` (a new trace when there is none); inside a
+        span the application's own instrumentation opened (FastAPI's, an ASGI middleware's), a child of it."""
+        inside = trace.get_current_span().get_span_context().is_valid
+        parent = None if inside else _PROPAGATOR.extract(carrier=dict(headers))
+        cleaned = {SPAN_KIND: Kind.CHAIN.value}
+        for key, value in attributes.items():
+            value = attribute(value)
+            if value is not None:
+                cleaned[key] = value
+        return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
+                                                     attributes=cleaned))
+
+    def trace_id(self) -> str | None:
+        ctx = trace.get_current_span().get_span_context()
+        return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        if self.own is None:
+            return True
+        return self.own.force_flush(int(timeout_s * 1000))
+
+    def shutdown(self) -> None:
+        """Our own provider's queue sent (bounded by the export timeout) and its thread stopped."""
+        if self.own is not None:
+            own, self.own = self.own, None
+            threading.Thread(target=own.shutdown, name="ragsieve-trace-shutdown", daemon=True).start()
