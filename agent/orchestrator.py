@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
@@ -127,7 +128,7 @@ class Orchestrator:
 
     def __init__(self, index: IndexBackend, retriever: HybridRetriever, config: Config, *, llm: LLM | None = None,
                  prompts: PromptRenderer | None = None, caches: StepCaches | None = None,
-                 llm_factory: Callable[[], LLM] | None = None):
+                 llm_factory: Callable[[], LLM] | None = None) -> None:
         self.index = index
         self.retriever = retriever
         self.config = config
@@ -139,9 +140,9 @@ class Orchestrator:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, index_dir, config: Config | None = None, *, chat: ChatModel | None = None,
+    def open(cls, index_dir: str | Path, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
-             llm_factory: Callable[[], LLM] | None = None, embedder=None) -> "Orchestrator":
+             llm_factory: Callable[[], LLM] | None = None, embedder: Any = None) -> "Orchestrator":
         from ragsieve.tools.index.engines.open import open_index
 
         config = config or Config()
@@ -235,7 +236,7 @@ class Orchestrator:
         except ValueError as exc:
             raise UsageError(f"invalid setting: {exc}") from None
 
-    def _retriever_for(self, config: Config):
+    def _retriever_for(self, config: Config) -> Any:
         if config is self.config or config.retrieval == self.config.retrieval:
             return self.retriever
         return _retriever(self.index, config)
@@ -265,11 +266,11 @@ class Orchestrator:
     def __enter__(self) -> "Orchestrator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _retriever(index, config: Config):
+def _retriever(index: IndexBackend, config: Config) -> Any:
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval

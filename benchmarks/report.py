@@ -9,7 +9,7 @@ command). Status comes from the code, never from a hand-set commit: a result is 
 it measures changed since the commit it ran at (`Git.changed`). Its header names those files (`measures`, from
 `bench_io.header`); for an older file without one, `MEASURES` gives its family's paths, defaults included.
 A stale row is shown as stale and fails nothing; only README's table disagreeing with its files fails
-(`--check`, run by tests/test_report.py).
+(`--check`, run by tests/benchmarks/test_report.py).
 """
 from __future__ import annotations
 

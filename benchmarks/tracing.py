@@ -91,11 +91,11 @@ def build_index(folder: Path) -> Path:
 def serve(index: Path):
     from ragsieve import Config
     from ragsieve.agent.llm.client import LLM
-    from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.service.app import create_app
     from ragsieve.service.indexes.registry import IndexRegistry
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
+    from ragsieve.testing import FakeChat
 
     registry = IndexRegistry({"docs": index}, Config(), llm=LLM(FakeChat(default=scripted)))
     app = create_app(registry, ServiceSettings(port=0), preload_model=False)

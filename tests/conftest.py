@@ -63,7 +63,7 @@ def second_index(tmp_path_factory, embedder) -> Path:
 def site(tmp_path_factory):
     """The browser tests' static site on its own loopback origin (root, port): the crawled guide page (the
     widget tests add the pages that embed the widget). One per test module, as each module writes its own pages."""
-    from web_browser_setup import guide_site
+    from tests.support.web_browser_setup import guide_site
 
     with guide_site(tmp_path_factory) as found:
         yield found
@@ -72,6 +72,6 @@ def site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ui_index(tmp_path_factory, site, embedder):
     """The small corpus and `site`'s guide page, crawled and indexed (the browser tests' index)."""
-    from web_browser_setup import build_ui_index
+    from tests.support.web_browser_setup import build_ui_index
 
     return build_ui_index(tmp_path_factory, site[1], embedder)

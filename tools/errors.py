@@ -25,7 +25,7 @@ class MissingExtraError(ModelUnavailableError):
     """An optional part of ragsieve is not installed; the message names the `pip install 'ragsieve[EXTRA]'` that
     adds it (`extra`, `module`: which extra, and the module that failed to import)."""
 
-    def __init__(self, message: str, *, extra: str, module: str):
+    def __init__(self, message: str, *, extra: str, module: str) -> None:
         super().__init__(message)
         self.extra = extra
         self.module = module

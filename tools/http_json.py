@@ -73,7 +73,7 @@ def shown_url(url: str) -> str:
 class TransientFault(ModelEndpointError):
     """A fault worth another attempt (429, 5xx, timeout, connection, unreadable body)."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
@@ -81,7 +81,7 @@ class TransientFault(ModelEndpointError):
 class EndpointRejected(ModelEndpointError):
     """The endpoint answered 4xx (not 429): the same request would fail again."""
 
-    def __init__(self, message: str, status: int, detail: str):
+    def __init__(self, message: str, status: int, detail: str) -> None:
         super().__init__(message)
         self.status = status
         self.detail = detail
@@ -92,7 +92,7 @@ class JsonEndpoint:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0, max_attempts: int = 5,
                  max_retry_s: float = 300.0, max_reply_bytes: int = 64_000_000, what: str = "model endpoint",
-                 sleep: Callable[[float], None] | None = None):
+                 sleep: Callable[[float], None] | None = None) -> None:
         if not url or not str(url).startswith(("http://", "https://")):
             raise UsageError(f"invalid {what} URL {str(url)!r}: expected an http:// or https:// URL")
         for name, value, low in (("timeout_s", timeout_s, 0), ("max_retry_s", max_retry_s, 0)):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 
 from ragsieve.agent.answer.citation_stream import CitationStream
 from ragsieve.agent.answer.stitching import whole_definitions
@@ -9,7 +10,7 @@ from ragsieve.agent.core.state import Citation
 from ragsieve.agent.errors import ContextOverflow
 from ragsieve.tools.filters.ordering import order_for_context
 from ragsieve.tools.ingest.chunking import count_tokens
-from ragsieve.tools.types import Hit
+from ragsieve.tools.types import Chunk, Hit
 
 ABSTAIN = "The context does not contain the answer."
 NO_EVIDENCE = "No passage in the index passed the relevance evidence for this question, so there is no answer to give."
@@ -68,7 +69,7 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
     return "\n\n".join(lines), citations
 
 
-def citation_of(number: int, chunk) -> Citation:
+def citation_of(number: int, chunk: Chunk) -> Citation:
     """Citation `number` of a chunk (its label is `Citation.label()`)."""
     return Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
                     line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol,
@@ -79,7 +80,7 @@ _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-def section_heading(chunk) -> str:
+def section_heading(chunk: Chunk) -> str:
     """The heading of a web section's chunk, for labels that show "§ Rotating keys from the dashboard" rather
     than the anchor id "§ rotating-keys": of the chunk's heading lines, the one sharing most words with the
     anchor (first on a tie); "" when none shares any (the anchor id is shown) and for chunks without an anchor."""
@@ -163,9 +164,9 @@ def fit_window(hits: list[Hit], exc: ContextOverflow) -> list[Hit]:
     return kept
 
 
-def answer_from_context(question: str, hits: list[Hit], deps, *, order: str = "edges",
+def answer_from_context(question: str, hits: list[Hit], deps: Any, *, order: str = "edges",
                         max_tokens: int | None = None, report: dict | None = None,
-                        instructions: str | None = None, on_token=None,
+                        instructions: str | None = None, on_token: Callable[[str], None] | None = None,
                         temperature: float | None = None, asked: str | None = None,
                         history: list | None = None, hold_uncited: bool = False) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.

@@ -34,7 +34,7 @@ def may_be_abstention(text: str) -> bool:
 
 class CitationStream:
     def __init__(self, n_passages: int, emit: Callable[[str], None] | None, labels: Sequence[str] | None = None,
-                 *, hold_uncited: bool = False):
+                 *, hold_uncited: bool = False) -> None:
         if labels is not None and len(labels) != n_passages:
             raise ValueError(f"{len(labels)} labels for {n_passages} passages")
         self.n_passages = n_passages

@@ -11,6 +11,7 @@ system messages are kept apart as instructions for the answer step only.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -38,7 +39,7 @@ class Conversation(BaseModel):
     instructions: str | None = None  # the system (and developer) messages, joined
 
 
-def message_text(content, where: str) -> str:
+def message_text(content: object, where: str) -> str:
     """The text of an OpenAI message `content`: a string, or a list of `{"type": "text", "text": ...}` parts."""
     if content is None:
         return ""
@@ -80,7 +81,7 @@ def from_messages(messages: list[dict]) -> Conversation:
     return Conversation(question=question, history=turns[:-1], instructions="\n\n".join(system) or None)
 
 
-def rewrite_question(question: str, history: list[Turn], llm, prompts) -> tuple[str, str | None]:
+def rewrite_question(question: str, history: list[Turn], llm: Any, prompts: Any) -> tuple[str, str | None]:
     """(stand-alone question, why the user's words were kept or None). No history: the question as is.
 
     When the rewrite does not come back usable (failed, empty, too long, or it dropped the latest message's own

@@ -9,7 +9,12 @@ closest passages (`steps/answer.py`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragsieve.agent.core.state import Citation
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 ABSTENTIONS = frozenset({"no_evidence", "model", "passages", "ungrounded"})  # `abstention` values with no answer
@@ -28,13 +33,13 @@ def markers_in(text: str) -> set[int]:
     return {int(m.group(1)) for m in _MARKER.finditer(text)}
 
 
-def cited_in_text(text: str, citations) -> list:
+def cited_in_text(text: str, citations: Sequence[Citation]) -> list[Citation]:
     """The citations marked as cited whose `[n]` the text contains (the trace counts only these)."""
     present = markers_in(text)
     return [c for c in citations if c.cited and c.number in present]
 
 
-def grounding_of(text: str, citations, *, abstained: bool, inferred: bool) -> Grounding:
+def grounding_of(text: str, citations: Sequence[Citation], *, abstained: bool, inferred: bool) -> Grounding:
     """`inferred`: the model cited nothing and ragsieve chose the citations (`origin` "inferred", no marker in
     the text); else the text's own markers decide."""
     if abstained:

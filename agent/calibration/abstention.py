@@ -12,6 +12,7 @@ written against a passage that *is* in the index (SQuAD 2.0's): use labelled one
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from pydantic import BaseModel
 
@@ -44,7 +45,7 @@ def build_abstention(answerable: list[tuple[float, bool]], unanswerable: list[tu
     if not unanswerable:
         return None
 
-    def half(items, held):
+    def half(items: Iterable[tuple[float | None, bool]], held: bool) -> list[float]:
         return [round(float(s), 6) for s, h in items if h == held and s is not None]
     return AbstentionCalibration(origin=origin, answerable=half(answerable, False), unanswerable=half(unanswerable, False),
                                  heldout_answerable=half(answerable, True), heldout_unanswerable=half(unanswerable, True))

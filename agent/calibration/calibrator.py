@@ -27,6 +27,8 @@ import logging
 import math
 from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,9 +60,9 @@ log = logging.getLogger(__name__)
 class Calibrator:
     """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
 
-    def __init__(self, index: IndexBackend, *, llm=None, prompts=None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
+    def __init__(self, index: IndexBackend, *, llm: Any = None, prompts: Any = None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
                  heldout_fraction: float = 0.5, passage_chars: int = 1500, min_chunk_chars: int = 80,
-                 score_kind: str = "auto", llm_name: str = ""):
+                 score_kind: str = "auto", llm_name: str = "") -> None:
         self.alpha = check_alpha(alpha)
         if depth < 1:
             raise UsageError(f"search depth must be >= 1, got {depth}")
@@ -73,7 +75,7 @@ class Calibrator:
         self.counters = {"generation_failed": 0, "judge_errors": 0}
         self.unanswerable: list[str] = []
 
-    def run(self, *, questions: int | None = None, queries_path=None, qrels_path=None,
+    def run(self, *, questions: int | None = None, queries_path: str | Path | None = None, qrels_path: str | Path | None = None,
             unanswerable: list[str] | None = None) -> Calibration:
         """`unanswerable`: questions known to have no answer in the corpus (labelled abstention
         calibration); without them, each question asked with its own document held out is the proxy."""
@@ -105,11 +107,11 @@ class Calibrator:
             return None
         return hybrid_signal(sims, bm25.scores(question), HYBRID_RRF_K)
 
-    def _view(self, sims: np.ndarray, hybrid: np.ndarray | None):
+    def _view(self, sims: np.ndarray, hybrid: np.ndarray | None) -> Any:
         """What a held-out query keeps is counted on: its best similarities (and hybrid signals)."""
         return top_similarities(sims) if hybrid is None else {"dense": top_similarities(sims), "hybrid": top_similarities(hybrid)}
 
-    def _from_qrels(self, queries_path, qrels_path, limit):
+    def _from_qrels(self, queries_path: Any, qrels_path: Any, limit: int | None) -> Any:
         items = read_qrels(queries_path, qrels_path)
         if limit:
             rng = np.random.default_rng(self.seed)
@@ -125,7 +127,7 @@ class Calibrator:
             sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
-    def _generated(self, n_questions: int):
+    def _generated(self, n_questions: int) -> Any:
         store = self.index.store
         rng = np.random.default_rng(self.seed)
         order = rng.permutation(store.count())
@@ -178,7 +180,7 @@ class Calibrator:
             log.warning("contains-judge on row %d skipped (slow LLM call): %s", row, exc)
             return False
 
-    def _abstention(self, records: list[CalibrationRecord], rng):
+    def _abstention(self, records: list[CalibrationRecord], rng: np.random.Generator) -> Any:
         """Answerability scores: the records' top-1 (answerable) against labelled unanswerable
         questions (split half/half, seeded) or the held-out-document proxy (the records' split)."""
         answerable = [(r.top1, r.split == "heldout") for r in records]

@@ -1,9 +1,9 @@
 """`Config`, the whole configuration: every section, the plan, and `Config.load` from a TOML file."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import tomllib
 from pydantic import Field, ValidationError
 
 from ragsieve.agent.config.base import _Section
@@ -13,6 +13,11 @@ from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
 from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
 from ragsieve.agent.config.tracing import TracingConfig
 from ragsieve.agent.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 PROMPT_RESERVE = 1024  # tokens of the answer prompt besides the passages (template, question, instructions)
 
@@ -28,7 +33,7 @@ class InsightsConfig(_Section):
     max_rows: int = Field(default=1_000_000, ge=100, le=100_000_000)
     store_answers: bool = False  # also keep the (redacted) answer text
     # average cosine distance under which questions share a topic (average linkage); 0.75 joins MiniLM paraphrases
-    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/test_insights.py)
+    # of one missing topic (similarities 0.15-0.6) and keeps two unrelated topics apart (tests/service/test_insights.py)
     group_distance: float = Field(default=0.75, gt=0.0, lt=2.0)
     dir: str | None = None  # where insights.sqlite3 lives (None: the server's --data-dir)
 

@@ -10,7 +10,7 @@ from ragsieve.agent.errors import UsageError
 from ragsieve.tools.errors import ModelUnavailableError
 
 
-def reranker_for(config: Config):
+def reranker_for(config: Config) -> RerankerLike:
     """The configured reranker, loaded (once per process and settings); UsageError saying why when it cannot run."""
     from ragsieve.tools.rerankers import open_reranker
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ragsieve.agent.errors import BudgetExceeded
@@ -18,7 +19,7 @@ class BoundedChat:
         self.limit = int(limit)
         self._slots = threading.BoundedSemaphore(self.limit)
 
-    def __getattr__(self, name):  # model_name, cache_identity, accepts_deadline, ...
+    def __getattr__(self, name: str) -> Any:  # model_name, cache_identity, accepts_deadline, ...
         return getattr(self.inner, name)
 
     def _acquire(self, deadline: float | None) -> None:
@@ -26,7 +27,7 @@ class BoundedChat:
         if not self._slots.acquire(timeout=timeout):
             raise BudgetExceeded("deadline per question reached while waiting for a free LLM slot")
 
-    def complete(self, messages, **kwargs):
+    def complete(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
         self._acquire(kwargs.get("deadline"))
         try:
             return self.inner.complete(messages, **kwargs)
@@ -34,10 +35,10 @@ class BoundedChat:
             self._slots.release()
 
     @property
-    def stream(self):
+    def stream(self) -> Callable[..., Any]:
         inner = self.inner.stream  # AttributeError when the model cannot stream
 
-        def call(messages, **kwargs):
+        def call(messages: list[dict[str, str]], **kwargs: Any) -> Any:
             self._acquire(kwargs.get("deadline"))
             try:
                 return inner(messages, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ragsieve.agent.errors import BudgetExceeded, UsageError
 
@@ -17,7 +18,7 @@ class QuestionBudget:
     """`deadline_s` seconds from creation, `max_calls` LLM calls, `max_tokens` prompt+completion tokens."""
 
     def __init__(self, deadline_s: float | None = None, max_calls: int | None = None,
-                 max_tokens: int | None = None, *, clock=time.monotonic) -> None:
+                 max_tokens: int | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         for name, value in (("deadline_s", deadline_s), ("max_calls", max_calls), ("max_tokens", max_tokens)):
             if value is not None and (isinstance(value, bool) or value <= 0):
                 raise UsageError(f"question budget {name} must be > 0 (or None for no limit), got {value!r}")

@@ -27,7 +27,7 @@ _HEX_KEY = re.compile(r"^[0-9a-f]{8,128}$")
 class DiskCache:
     """Thread-safe on-disk reply cache (keys are hex digests, as `ragsieve.agent.llm.client.cache_key` makes)."""
 
-    def __init__(self, folder: str | os.PathLike[str]):
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
         if not str(folder):
             raise UsageError("DiskCache folder must not be empty")
         self.folder = Path(folder).expanduser()

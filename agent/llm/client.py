@@ -92,7 +92,7 @@ class LLM:
 
     def __init__(self, chat: ChatModel, *, cache: ReplyCache | None = None,
                  max_tokens: int = 512, temperature: float = 0.0, max_prompt_tokens: int | None = None,
-                 budget: QuestionBudget | None = None, templates: str = ""):
+                 budget: QuestionBudget | None = None, templates: str = "") -> None:
         self.chat = chat
         self.cache = cache
         self.max_tokens = max_tokens
@@ -152,8 +152,10 @@ class LLM:
         return emit
 
     @llm_span  # the call's span (docs/tracing.md)
-    def _complete(self, messages, json_schema, name, max_tokens, temperature, on_token=None) -> ChatReply:
-        params = {
+    def _complete(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None, name: str,
+                  max_tokens: int | None, temperature: float | None,
+                  on_token: Callable[[str], None] | None = None) -> ChatReply:
+        params: dict[str, Any] = {
             "json_schema": json_schema,
             "schema_name": name,
             "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,

@@ -38,7 +38,7 @@ class RateMeter:
     sends them, otherwise with usage counts over the call's latency (a lower bound on both rates)."""
 
     def __init__(self, prompt_tps: float = PRIOR_PROMPT_TPS, gen_tps: float = PRIOR_GEN_TPS, *,
-                 margin: float = MARGIN):
+                 margin: float = MARGIN) -> None:
         self.prompt_tps, self.gen_tps, self.margin = float(prompt_tps), float(gen_tps), float(margin)
         self.samples = 0
         self._lock = threading.Lock()
@@ -98,7 +98,7 @@ class Watchdog:
 
     def __init__(self, close: Callable[[], None], *, inactivity_s: float, first_event_s: float | None = None,
                  deadline: float | None = None, should_stop: Callable[[], bool] | None = None,
-                 tick_s: float = 0.1, clock: Callable[[], float] = time.monotonic):
+                 tick_s: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
         self._close, self._clock = close, clock
         self.inactivity_s = float(inactivity_s)
         self.first_event_s = float(first_event_s if first_event_s is not None else inactivity_s)
@@ -115,7 +115,7 @@ class Watchdog:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._done.set()
 
     def progress(self) -> None:

@@ -56,7 +56,7 @@ class LocalLLMServer:
 
     def __init__(self, gguf_path: str | os.PathLike[str], *, n_ctx: int = 8192, n_threads: int | None = None,
                  n_parallel: int = 2, start_timeout_s: float = 120.0, embeddings: bool = False,
-                 warm_up: bool = True):
+                 warm_up: bool = True) -> None:
         path = Path(gguf_path).expanduser()
         if not path.is_file():
             raise ModelUnavailableError(f"GGUF model file not found: {path}")

@@ -26,6 +26,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 from urllib.parse import urlparse
 
@@ -62,7 +63,7 @@ class OpenAIChat:
     def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
                  max_attempts: int = 5, max_retry_s: float = 300.0, output_mode: str | OutputMode = "auto",
                  sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000,
-                 adaptive_timeouts: bool = False):
+                 adaptive_timeouts: bool = False) -> None:
         if not base_url or not str(base_url).startswith(("http://", "https://")):
             raise UsageError(f"invalid LLM base_url {redact_url(str(base_url))!r}: expected an http:// or https:// URL")
         if timeout_s <= 0:
@@ -140,7 +141,7 @@ class OpenAIChat:
         return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
                                  temperature=temperature, deadline=deadline, should_stop=should_stop)
 
-    def refuse_ragsieve(self, headers) -> None:
+    def refuse_ragsieve(self, headers: Mapping[str, str]) -> None:
         """A ragsieve server (it sends `x-ragsieve-server`) is never used as the model: with OPENAI_BASE_URL
         pointing at `ragsieve serve` (natural for its SDK users) `ask` would answer from another pipeline."""
         if headers is not None and headers.get("x-ragsieve-server"):
@@ -168,7 +169,7 @@ class OpenAIChat:
 
     # ----------------------------------------------------------------- helpers
     def _discover_model(self, deadline: float | None = None) -> str:
-        def listing():
+        def listing() -> Any:
             timeout = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
             if timeout <= 0:
                 raise BudgetExceeded("deadline per question reached before the model list was read")
@@ -235,5 +236,6 @@ class OpenAIChat:
                             self.shown_url, mode.value, _describe(exc), self._mode.value)
         return True
 
-    def _request(self, model, messages, json_schema, schema_name, mode, max_tokens, temperature) -> dict[str, Any]:
+    def _request(self, model: str, messages: list[dict[str, str]], json_schema: dict[str, Any] | None, schema_name: str,
+                 mode: Any, max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
         return chat_request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)

@@ -46,9 +46,9 @@ class _NoEvents(Exception):
     """The endpoint sent no stream events (it ignored `stream: true`)."""
 
 
-def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
+def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
                       max_tokens: int | None = None, temperature: float | None = None,
-                      deadline: float | None = None, should_stop=None) -> ChatReply:
+                      deadline: float | None = None, should_stop: Callable[[], bool] | None = None) -> ChatReply:
     """Stream one plain-text completion from `chat` (an `OpenAIChat`), calling `on_token` per delta."""
     model = chat.model_name if deadline is None else chat.ensure_model(deadline)
     kwargs = chat._request(model, messages, None, "reply", OutputMode.TEXT, max_tokens, temperature)
@@ -156,7 +156,7 @@ def stream_completion(chat, messages: list[dict[str, str]], *, on_token: Callabl
                      latency_s=time.monotonic() - started, finish_reason=timing.get("finish_reason"))
 
 
-def _abort(stream) -> None:
+def _abort(stream: Any) -> None:
     """Stop a stream another thread is blocked reading: shut its socket down (closing the response object
     alone does not wake a blocked read), so the reader gets an error at once."""
     import socket
@@ -173,7 +173,7 @@ def _abort(stream) -> None:
     stream.close()
 
 
-def _watchdog_error(dog: Watchdog, chat, size: int, emitted: bool) -> LLMError:
+def _watchdog_error(dog: Watchdog, chat: Any, size: int, emitted: bool) -> LLMError:
     message = f"stream from {chat.shown_url}: {dog.reason} ({size} bytes in)"
     if dog.kind in ("deadline", "cancelled"):
         return BudgetExceeded(message)

@@ -43,7 +43,7 @@ def _tojson_compact(value: Any) -> str:
 class PromptRenderer:
     """Loads `NAME.j2` from the packaged prompts (or `directory`) and renders it."""
 
-    def __init__(self, directory: str | Path | None = None):
+    def __init__(self, directory: str | Path | None = None) -> None:
         self._directory = Path(directory) if directory else Path(str(resources.files("ragsieve.prompts")))
         if not self._directory.is_dir():
             raise TemplateError(f"prompt folder not found: {self._directory}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def closest(state: RunState) -> list:
     return sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
 
 
-def send_rest(text: str, streamed: str, on_token) -> None:
+def send_rest(text: str, streamed: str, on_token: Callable[[str], None]) -> None:
     """Send what the stream has not: the stream releases only text that cannot change, so the final
     answer always begins with it (a reused draft was not streamed: it is sent whole)."""
     if not text.startswith(streamed):  # a bug: logged, and nothing is sent twice

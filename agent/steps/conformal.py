@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ragsieve.agent.core.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.agent.core.evidence import applied_rule, cached_calibration, candidate_hits
@@ -187,7 +187,7 @@ def _unique(hits: list[Hit]) -> list[Hit]:
     return list(seen.values())
 
 
-def _best(scores) -> float | None:
+def _best(scores: Any) -> float | None:
     """The best (lowest) finite nonconformity score of the candidates, or None."""
     finite = [float(s) for s in scores if math.isfinite(float(s))]
     return round(min(finite), 6) if finite else None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragsieve.agent.config import Config
 from ragsieve.agent.core.rerankers import fallback_reranker, reranker_for
 from ragsieve.agent.core.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
@@ -40,7 +41,7 @@ class Fallback(Step[Next]):
     name = "fallback"
 
     @classmethod
-    def check_config(cls, config) -> None:
+    def check_config(cls, config: Config) -> None:
         if config.rerank.provider is not None:  # a configured reranker must load (before any call)
             reranker_for(config)
 

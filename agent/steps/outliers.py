@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragsieve.agent.config import Config, OutlierConfig
 from ragsieve.agent.core.conformal_signal import dense_similarities, query_vector
 from ragsieve.agent.core.evidence import candidate_hits, judged_evidence
 from ragsieve.agent.core.state import RunState
@@ -24,7 +25,7 @@ from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
 
 
-def build_filter(cfg) -> GMMOutlierFilter:
+def build_filter(cfg: OutlierConfig) -> GMMOutlierFilter:
     return GMMOutlierFilter(method=cfg.method, alpha=cfg.alpha, pca_dims=cfg.pca_dims, n_components=cfg.n_components,
                             percentile=cfg.percentile, min_outlier_freq=cfg.min_outlier_freq, degree=cfg.degree,
                             seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
@@ -34,7 +35,7 @@ class Outliers(Step[Next]):
     name = "outliers"
 
     @classmethod
-    def check_config(cls, config) -> None:
+    def check_config(cls, config: Config) -> None:
         build_filter(config.outliers)  # the filter checks its settings in __init__ (also when disabled: refused, not ignored)
 
     def run(self, state: RunState, deps: Deps) -> StepResult[Next]:

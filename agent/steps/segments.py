@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ragsieve.agent.config import Config, SegmentConfig
 from ragsieve.agent.core.conformal_signal import dense_similarities
 from ragsieve.agent.core.evidence import cached_calibration, candidate_hits, judged_evidence
 from ragsieve.agent.core.state import CoverageLoss, RunState, SegmentRecord
@@ -44,7 +45,7 @@ from ragsieve.tools.filters.segments import (
 from ragsieve.tools.types import Chunk, Hit
 
 
-def params_of(cfg) -> RSEParams:
+def params_of(cfg: SegmentConfig) -> RSEParams:
     return preset_params(cfg.preset, max_length=cfg.max_length, overall_max_length=cfg.overall_max_length,
                          minimum_value=cfg.minimum_value, irrelevant_chunk_penalty=cfg.irrelevant_chunk_penalty,
                          decay_rate=cfg.decay_rate)
@@ -54,7 +55,7 @@ class Segments(Step[Next]):
     name = "segments"
 
     @classmethod
-    def check_config(cls, config) -> None:
+    def check_config(cls, config: Config) -> None:
         cfg = config.segments
         if cfg.enabled:
             params_of(cfg)
@@ -145,7 +146,7 @@ class Segments(Step[Next]):
         return StepResult("next", summary)
 
     @staticmethod
-    def _relevance(cfg, deps: Deps, sims: list[float]) -> tuple[str, np.ndarray]:
+    def _relevance(cfg: SegmentConfig, deps: Deps, sims: list[float]) -> tuple[str, np.ndarray]:
         mode = cfg.relevance
         cal = None
         if mode in ("auto", "calibrated"):

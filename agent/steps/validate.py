@@ -5,7 +5,7 @@ answer step runs before validate, so the final answer is what is validated."""
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -66,14 +66,14 @@ class Validate(Step[Checked]):
         return StepResult(outcome, summary)
 
 
-def _latest(state: RunState):
+def _latest(state: RunState) -> tuple[str | None, list[Any], str]:
     """What to validate: the answer when the plan has written one, else the draft."""
     if state.answer is not None:
         return state.answer, state.citations, "answer"
     return state.draft, state.draft_citations, "draft"
 
 
-def _passages(state: RunState, citations) -> list[dict]:
+def _passages(state: RunState, citations: list[Any]) -> list[dict]:
     """The cited chunks numbered as the text cites them, then the rest of the context."""
     by_id = {h.chunk_id: h for h in state.context}
     cited = [c.chunk_id for c in sorted(citations, key=lambda c: c.number) if c.chunk_id in by_id]

@@ -112,11 +112,11 @@ def report_cost(index_dir: Path, rows: int, work: Path) -> dict:
 
 def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
     from ragsieve.agent.config import Config
-    from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.log import QuestionLog
     from ragsieve.insights.record import Surface
     from ragsieve.service.common.insights_hook import InsightsHook
+    from ragsieve.testing import FakeChat
 
     config = Config.model_validate({"insights": {"enabled": True}})
     questions = ANSWERED + [f.format(t=t) for t in TOPICS[:4] for f in FORMS[:3]]

@@ -20,18 +20,18 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the tests package (tests.support)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def main() -> int:
     import httpx
-    from insights_fakes import DAY, FakeClock, insights_service, month_of_questions
-    from service_fakes import sse_events
-    from web_fixtures import browser
 
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.embedders.local_embedder import Embedder
+    from tests.support.insights_fakes import DAY, FakeClock, insights_service, month_of_questions
+    from tests.support.service_fakes import sse_events
+    from tests.support.web_fixtures import browser
 
     out = REPO / "docs" / "insights.png"
     with tempfile.TemporaryDirectory(prefix="ragsieve-insights-shot-") as tmp:

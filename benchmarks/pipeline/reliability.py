@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 from benchmarks import bench_io  # noqa: E402
 
-CASE_FILES = ["tests/test_walk_faults.py", "tests/test_index_concurrency.py", "tests/test_llm_faults.py",
-              "tests/test_cli_limits.py"]
+CASE_FILES = ["tests/core/test_walk_faults.py", "tests/core/test_index_concurrency.py", "tests/core/test_llm_faults.py",
+              "tests/core/test_cli_limits.py"]
 
 
 def corpus(folder: Path, version: int) -> Path:

@@ -87,11 +87,11 @@ def build_big(folder: Path, n_chunks: int, pool: list[str]) -> dict:
 def serve(index: Path, data_dir: Path):
     from ragsieve import Config
     from ragsieve.agent.llm.client import LLM
-    from ragsieve.agent.llm.fake import FakeChat
     from ragsieve.service.app import create_app
     from ragsieve.service.indexes.registry import IndexRegistry
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
+    from ragsieve.testing import FakeChat
 
     registry = IndexRegistry({"big": index}, Config(), llm=LLM(FakeChat(default="ok [1]")))
     registry.orchestrators["big"].index._embedder = HashEmbedder()  # later generations share it (live.py)

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragsieve.agent.config import LLMConfig
     from ragsieve.agent.llm.client import LLM
     from ragsieve.agent.llm.factory import describe_endpoint, open_llm
-    from ragsieve.agent.llm.fake import FakeChat
+    from ragsieve.testing import FakeChat
 
     started = time.time()
     index = build_index(args.index)

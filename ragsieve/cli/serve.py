@@ -31,6 +31,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="LLM calls at once; the embedded model gets as many parallel slots")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per question, queueing included")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000)
+    p.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS",
+                   help="after SIGTERM, how long answers in flight may finish (streams then end with an error)")
     p.add_argument("--data-dir", default=".ragsieve-data", metavar="DIR",
                    help="where the documents API keeps uploaded files and vector stores, and the chat page its "
                         "feedback (SQLite) and link secret (default: %(default)s; '' turns both off)")
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         settings = ServiceSettings(host=args.host, port=args.port, workers=args.workers,
                                    max_concurrent=args.max_concurrent, queue_limit=args.queue_limit,
                                    llm_parallel=args.llm_parallel, request_timeout_s=args.request_timeout,
-                                   max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin,
+                                   max_body_bytes=args.max_body_bytes, graceful_shutdown_s=args.shutdown_grace,
+                                   cors_origins=args.cors_origin,
                                    allow_public_without_keys=args.allow_public_without_keys,
                                    data_dir=args.data_dir or None, max_file_bytes=args.max_file_bytes)
     except ValidationError as exc:

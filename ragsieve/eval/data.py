@@ -38,8 +38,11 @@ class Dataset(BaseModel):
 
 
 def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()  # hashlib.file_digest is Python 3.11+
     with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_dataset(folder: str | Path, split: str = "test") -> Dataset:

@@ -48,7 +48,18 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class _Server(uvicorn.Server):
+class _Graceful(uvicorn.Server):
+    """Streams still open when the graceful-shutdown grace runs out end with an error event (`shutdown.py`)
+    instead of being cancelled by uvicorn mid-body."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        from ragsieve.service.common import shutdown
+
+        shutdown.closing(self.config.timeout_graceful_shutdown)
+        await super().shutdown(sockets)
+
+
+class _Server(_Graceful):
     """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown (the process then dies by the signal);
     `ragsieve serve` has finished its work by then and exits with status 0."""
 
@@ -122,7 +133,7 @@ class ServiceThread:
             raise UsageError("ServiceThread serves on loopback only")
         self._sock = bind(self.settings.host, self.settings.port)
         self.port = self._sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn_config(app, self.settings))  # off the main thread: no signal handlers
+        self.server = _Graceful(uvicorn_config(app, self.settings))  # off the main thread: no signal handlers
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
                                          name="ragsieve-service", daemon=True)
         self._stopper = threading.Timer(lifetime_s, self.stop)

@@ -32,7 +32,7 @@ chunk, or an off-topic pair, is in the tail only with one component (`n_componen
 pools (the 19 chunks most similar to the question and one of the 200 least similar), the paper's K 4-6 with
 min_outlier_freq 2 flagged the planted chunk on 3 of 60 questions, and an on-topic 20th chunk in its place on
 17; one component flagged the planted chunk on 60 of 60 and the on-topic one on 9
-(benchmarks/results/filters-gmm-planted.json, benchmarks/gmm_planted.py; tests/test_gmm.py, synthetic).
+(benchmarks/results/filters-gmm-planted.json, benchmarks/gmm_planted.py; tests/core/test_gmm.py, synthetic).
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class GMMOutlierFilter:
     def __init__(self, method: "FeatureMethod | str" = FeatureMethod.INTERACTION, alpha: float = 0.5,
                  pca_dims: tuple[int, ...] | list[int] = (2, 3), n_components: tuple[int, ...] | list[int] = (4, 5, 6),
                  percentile: float = 15.0, min_outlier_freq: int = 2, degree: int = 2, seed: int = 0,
-                 protect_top: int = 0, standardize: bool = False):
+                 protect_top: int = 0, standardize: bool = False) -> None:
         self.method = parse_enum(FeatureMethod, method, "feature method")
         if not 0.0 <= alpha <= 1.0:
             raise UsageError(f"GMM feature alpha must be in [0, 1], got {alpha}")

@@ -31,7 +31,7 @@ class Reranker:
     """Reorders hits for a query. `cache_dir=None` uses FlashRank's default folder."""
 
     def __init__(self, model_name: str = "ms-marco-TinyBERT-L-2-v2", cache_dir: str | Path | None = None,
-                 max_length: int = 512, allow_download: bool = False):
+                 max_length: int = 512, allow_download: bool = False) -> None:
         self.provider = FlashRankProvider(model_name, cache_dir=cache_dir, max_length=max_length,
                                           allow_download=allow_download, download_setting="fallback.rerank_download")
         self.model_name = model_name

@@ -77,7 +77,7 @@ def language_of(path: str) -> str | None:
 def _parser(language: str):
     from tree_sitter_language_pack import get_parser
 
-    return get_parser(language)  # type: ignore[arg-type]  # the stub's Literal of names; ours are LANGUAGES' values
+    return get_parser(language)  # type: ignore[arg-type, unused-ignore]  # the stub's Literal of names; ours are LANGUAGES' values
 
 
 def available(language: str | None) -> TypeGuard[str]:
@@ -106,7 +106,7 @@ def node_name(node) -> str | None:
 
 
 class _Sizer:
-    def __init__(self, source: bytes):
+    def __init__(self, source: bytes) -> None:
         self.source = source
         self.cache: dict[tuple[int, int], int] = {}
 

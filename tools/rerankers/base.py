@@ -62,7 +62,7 @@ def restamp(hit: Hit, rank: int, score: float | None) -> Hit:
 class ProviderReranker:
     """`run(query, hits)` -> RerankResult, with any provider (the `rerank` step and the fallback share it)."""
 
-    def __init__(self, provider: RerankProvider):
+    def __init__(self, provider: RerankProvider) -> None:
         self.provider = provider
 
     @property

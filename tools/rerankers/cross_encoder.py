@@ -22,7 +22,7 @@ class CrossEncoderProvider:
     kind = "cross-encoder"
 
     def __init__(self, model: str, *, max_length: int = 512, batch_size: int = 16, allow_download: bool = False,
-                 device: str = "cpu"):
+                 device: str = "cpu") -> None:
         if not model or not str(model).strip():
             raise UsageError("the cross-encoder reranker needs a model: a local folder or a hub name ([rerank] model)")
         if not 16 <= max_length <= 8192:

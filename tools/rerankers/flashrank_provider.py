@@ -25,7 +25,7 @@ class FlashRankProvider:
     kind = "flashrank"
 
     def __init__(self, model: str = "ms-marco-TinyBERT-L-2-v2", *, cache_dir: str | Path | None = None,
-                 max_length: int = 512, allow_download: bool = False, download_setting: str = "[rerank] allow_download"):
+                 max_length: int = 512, allow_download: bool = False, download_setting: str = "[rerank] allow_download") -> None:
         if model not in FLASHRANK_MODELS:
             raise UsageError(f"invalid rerank model {model!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         if not 16 <= max_length <= 4096:

@@ -26,7 +26,7 @@ class HTTPRerankProvider:
 
     def __init__(self, base_url: str, model: str | None = None, *, style: str = "cohere", api_key: str | None = None,
                  api_key_env: str | None = DEFAULT_KEY_ENV, batch_size: int = 32, timeout_s: float = 60.0,
-                 max_attempts: int = 5, max_retry_s: float = 150.0, sleep=None):
+                 max_attempts: int = 5, max_retry_s: float = 150.0, sleep=None) -> None:
         if style not in STYLES:
             raise UsageError(f"invalid rerank style {style!r}: choose one of {', '.join(STYLES)}")
         if batch_size < 1:

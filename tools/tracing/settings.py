@@ -29,7 +29,7 @@ _PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROT
 
 class TracingSection(Protocol):
     """What `resolve` reads: the `[tracing]` section (`ragsieve.agent.config.TracingConfig`, whose fields and
-    defaults are `Defaults`'s; tests/test_tracing.py holds the two equal) or `Defaults` itself."""
+    defaults are `Defaults`'s; tests/core/test_tracing.py holds the two equal) or `Defaults` itself."""
 
     enabled: bool | None
     endpoint: str | None

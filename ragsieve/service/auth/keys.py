@@ -31,13 +31,17 @@ from __future__ import annotations
 
 import hmac
 import os
+import sys
 from pathlib import Path
-
-import tomllib
 
 from ragsieve.agent.errors import RagsieveError, UsageError
 from ragsieve.service.auth.identity import IdentitySettings, KeyIdentity
 from ragsieve.tools.access.principals import principals
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 ENV_VAR = "RAGSIEVE_API_KEYS"
 ALL = "*"

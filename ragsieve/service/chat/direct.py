@@ -23,6 +23,7 @@ from ragsieve.agent.answer.conversation import message_text
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.service.chat.frontend_tasks import TaskRequest, reply_text
+from ragsieve.service.common import shutdown
 from ragsieve.service.common.errors import ApiError
 from ragsieve.service.common.jobs import as_api_error
 from ragsieve.service.common.requests import check_text
@@ -120,10 +121,19 @@ async def passthrough(request: Request, body, headers: dict[str, str]):
         task = asyncio.ensure_future(anyio.to_thread.run_sync(
             lambda: run(lambda t: loop.call_soon_threadsafe(queue.put_nowait, ("token", t))), limiter=ticket.limiter))
         task.add_done_callback(lambda _t: queue.put_nowait(("finished", None)))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # read: no "never retrieved" log
+        unwatch = shutdown.watch(lambda: queue.put_nowait(("shutdown", None)))
         try:
             yield _chunk(cid, created, body.model, {"role": "assistant", "content": ""})
             while True:
                 kind, value = await queue.get()
+                if kind == "shutdown":  # the graceful-shutdown grace runs out: an error event, then [DONE]
+                    err = shutdown.cut("passthrough")
+                    yield f"data: {json.dumps(err.body() | {'status': err.status})}\n\n"
+                    yield "data: [DONE]\n\n"
+                    budget.cancel("the server is shutting down")
+                    task.cancel()
+                    return
                 if kind == "finished":
                     break
                 yield _chunk(cid, created, body.model, {"content": value})
@@ -138,6 +148,7 @@ async def passthrough(request: Request, body, headers: dict[str, str]):
                     yield f"data: {json.dumps({'id': cid, 'object': 'chat.completion.chunk', 'created': created, 'model': body.model, 'choices': [], 'usage': usage})}\n\n"
             yield "data: [DONE]\n\n"
         finally:
+            unwatch()
             if not task.done():
                 budget.cancel("the client disconnected")
             ticket.release()

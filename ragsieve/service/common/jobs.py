@@ -18,6 +18,7 @@ import anyio
 
 from ragsieve.agent.errors import BudgetExceeded, LLMError, ModelUnavailableError, RagsieveError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
+from ragsieve.service.common import shutdown
 from ragsieve.service.common.errors import ApiError
 
 if TYPE_CHECKING:
@@ -126,9 +127,16 @@ class QuestionJob:
 
         task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: self._ask(on_event, on_token), limiter=limiter))
         task.add_done_callback(lambda _t: queue.put_nowait(("finished",)))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # read: no "never retrieved" log
+        unwatch = shutdown.watch(lambda: queue.put_nowait(("shutdown",)))
         try:
             while True:
                 item = await queue.get()
+                if item[0] == "shutdown":  # the graceful-shutdown grace runs out: end with an error event
+                    self.budget.cancel("the server is shutting down")
+                    task.cancel()
+                    yield ("error", shutdown.cut(f"question {self.answer_id[:12]}"))
+                    return
                 if item[0] == "finished":
                     break
                 if item[0] == "token" and self.first_token_s is None:
@@ -139,5 +147,6 @@ class QuestionJob:
             except Exception as exc:  # the plan failed: reported in the stream, the server stays up
                 yield ("error", as_api_error(exc))
         finally:
+            unwatch()
             if not task.done():
                 self.budget.cancel("the client disconnected")

@@ -33,6 +33,7 @@ WORKER_PROTOCOL = "ragsieve.service.middleware.connections:WorkerProtocol"
 
 class GuardedH11Protocol(H11Protocol):
     idle_timeout_s: float = 10.0  # a head must arrive within this; `guarded_protocol` sets it
+    limit_concurrency: int | None  # uvicorn's, declared for mypy where uvicorn is absent (`.[dev]` only)
 
     def __init__(self, config, server_state, app_state, _loop=None):
         super().__init__(config, server_state, app_state, _loop)

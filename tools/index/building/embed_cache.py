@@ -38,7 +38,7 @@ def text_key(text: str) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, path: str | Path, model: str, dimension: int | None = None):
+    def __init__(self, path: str | Path, model: str, dimension: int | None = None) -> None:
         self.path, self.model, self.dimension = Path(path), model, dimension
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path)

@@ -10,14 +10,14 @@ def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
     """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing.
     The reporter takes the chunks done so far, and None when the work is over."""
     if callable(progress):
-        def call(done):
+        def call(done) -> None:
             progress("embedding", total if done is None else done, total)
         return call
     if progress and total:
         bar = tqdm(total=total, desc="embedding", unit="chunk")
         last = [0]
 
-        def tick(done):
+        def tick(done) -> None:
             if done is None:
                 bar.close()
                 return
@@ -31,14 +31,14 @@ def stream_reporter(progress) -> Callable[[int | None, int | None], None]:
     """Progress of embedding while chunking goes on: (chunks embedded, chunks seen so far); (None, None) ends it.
     A callable gets ("embedding", done, seen); `progress=True` a tqdm bar whose total grows."""
     if callable(progress):
-        def call(done, seen):
+        def call(done, seen) -> None:
             if done is not None:
                 progress("embedding", done, seen)
         return call
     if progress:
         bar = tqdm(total=0, desc="embedding", unit="chunk")
 
-        def tick(done, seen):
+        def tick(done, seen) -> None:
             if done is None:
                 bar.close()
                 return

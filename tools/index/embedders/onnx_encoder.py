@@ -16,7 +16,7 @@ text's vector depended on its neighbours and on their padding: the same text
 embedded alone and in a batch of five differed at cosine 0.988-0.996, and a
 query (embedded alone) was not embedded like the same text as a document
 (issue 46). One text per run makes the vector a function of the text only
-(`tests/test_encoder_determinism.py` asserts equality to 1e-6 across mixed
+(`tests/core/test_encoder_determinism.py` asserts equality to 1e-6 across mixed
 batches) and wastes nothing on padding: on 200 SciFact abstracts, 2 busy cores,
 batches of one ran 1.12x the texts/s of length-sorted batches of eight
 (median of 4 interleaved pairs). Texts run concurrently, one per core, each on
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 class OnnxEncoder:
-    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None):
+    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None) -> None:
         ort = require(Extra.FAST, "onnxruntime", "the onnx encoders", 'or encoder = "torch" / --encoder torch')
         self.tokenizer = st_model[0].tokenizer
         self.max_length = int(st_model.max_seq_length)
@@ -112,7 +112,7 @@ class OnnxEncoder:
         require(Extra.FAST, "onnx", "exporting the encoder to ONNX", 'or encoder = "torch" / --encoder torch')
 
         class Pooled(torch.nn.Module):
-            def __init__(self, model):
+            def __init__(self, model) -> None:
                 super().__init__()
                 self.model = model
 

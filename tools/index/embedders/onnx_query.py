@@ -90,7 +90,7 @@ class OnnxQueryEmbedder:
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), rows L2-normalised (the graph normalises). Each text runs
         alone, unpadded, as `OnnxEncoder` runs it: int8 activations are quantised per input tensor, so a text's
-        vector must not depend on the texts beside it (`tests/test_encoder_determinism.py`)."""
+        vector must not depend on the texts beside it (`tests/core/test_encoder_determinism.py`)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, encoding in enumerate(self.tokenizer.encode_batch(list(texts))):
             feed = {"input_ids": np.asarray([encoding.ids], dtype=np.int64),

@@ -10,7 +10,7 @@ the calling thread; the vectors go back to the texts' order. Tokenization is
 the model's own (`max_seq_length`, truncation, padding), as the ONNX encoder
 does, and the model is the whole sentence-transformers pipeline (transformer,
 pooling, normalisation), so the vectors equal `encode`'s to float precision
-(`tests/test_device.py`). `busy_s` adds up the seconds the model ran.
+(`tests/core/test_device.py`). `busy_s` adds up the seconds the model ran.
 """
 from __future__ import annotations
 

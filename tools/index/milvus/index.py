@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 class MilvusIndex:
     """An index folder whose live generation is served by Milvus (see the module doc)."""
 
-    def __init__(self, root: Path, pointer: dict, manifest: dict, client, embedder=None):
+    def __init__(self, root: Path, pointer: dict, manifest: dict, client, embedder=None) -> None:
         self.backend = Backend.MILVUS
         self.root, self.path, self.manifest, self.pointer = root, root, manifest, pointer
         self.client = client

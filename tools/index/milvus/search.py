@@ -12,7 +12,7 @@ class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
     def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None,
-                 identifiers: bool = False):
+                 identifiers: bool = False) -> None:
         self.client, self.collection, self.visible = client, collection, visible
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
         self.identifiers = identifiers  # the collection holds identifier terms (milvus_schema.analysed)
@@ -68,7 +68,7 @@ class MilvusBM25:
 
 
 class MilvusDense:
-    def __init__(self, client, collection: str, visible: str | None = None):
+    def __init__(self, client, collection: str, visible: str | None = None) -> None:
         self.client, self.collection, self.visible = client, collection, visible
 
     def search(self, vector: np.ndarray, k: int = 10) -> list[tuple[int, float]]:

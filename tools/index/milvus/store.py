@@ -31,7 +31,7 @@ def and_visible(expr: str | None, visible: str | None) -> str:
 
 
 class MilvusStore:
-    def __init__(self, client, collection: str, count: int, visible: str | None = None):
+    def __init__(self, client, collection: str, count: int, visible: str | None = None) -> None:
         self.client, self.collection, self._count, self.visible = client, collection, count, visible
 
     def _query(self, expr: str, limit: int | None = None, fields: list[str] = FIELDS) -> list[dict]:
@@ -99,7 +99,7 @@ class MilvusVectors:
     """`vectors[row]`, `vectors[[rows]]`, `vectors[a:b]`, `len(vectors)`, `np.asarray(vectors)` (all: calibration
     and the conformal step's whole-corpus view)."""
 
-    def __init__(self, client, collection: str, count: int, dimension: int, visible: str | None = None):
+    def __init__(self, client, collection: str, count: int, dimension: int, visible: str | None = None) -> None:
         self.client, self.collection, self._count, self.visible = client, collection, count, visible
         self.shape = (count, dimension)
         self.ndim = 2

@@ -137,7 +137,7 @@ def _lucene_okapi_class():
         equal to `lucene_bm25_scores`.
         """
 
-        def _calc_idf(self, nd):
+        def _calc_idf(self, nd) -> None:
             for word, freq in nd.items():
                 self.idf[word] = lucene_idf(freq, self.corpus_size) / (self.k1 + 1)
             self.average_idf = sum(self.idf.values()) / max(len(self.idf), 1)

@@ -17,7 +17,7 @@ base written by compaction keeps them), and an old row takes a new chunk as its 
 chunk lies in one of the cells the new chunk probes; a row can therefore keep a neighbour that a full search
 would beat, so every entry stays a lower bound of the exact similarity, as in the full IVF build. With
 `NPROBE` >= the number of cells the search is exhaustive and the entries equal the exact ones
-(`tests/test_ivf_cells.py`). Below `APPROXIMATE_ABOVE` rows updates stay exact against all rows
+(`tests/core/test_ivf_cells.py`). Below `APPROXIMATE_ABOVE` rows updates stay exact against all rows
 (`ragsieve.tools.index.sparse.nearest`); an index written before cells were stored gets them once, at its first
 change above that size (`cells_for`: k-means and one assignment pass, then a compacted base).
 """

@@ -53,7 +53,7 @@ class Crawler:
                  max_attempts: int = 3, max_page_bytes: int = 5_000_000, user_agent: str = USER_AGENT,
                  client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep,
                  progress: Callable[[int, int, str], None] | None = None, page_deadline_s: float = 60.0,
-                 workers: int = 4):
+                 workers: int = 4) -> None:
         if not start.startswith(("http://", "https://")):
             raise UsageError(f"a crawl starts at an http:// or https:// URL, got {start!r}")
         if max_pages < 1 or (rate is not None and rate <= 0) or max_attempts < 1 or page_deadline_s <= 0 \

@@ -1,0 +1,1 @@
+"""The benchmarks' own code: reports, docs figures, scripted judges."""

@@ -1,0 +1,1 @@
+"""The chat page, widget and insights page in Debian's chromium (Playwright)."""

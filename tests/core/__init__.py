@@ -1,0 +1,1 @@
+"""The library in process: ingestion, indexes and backends, the pipeline and its steps, the CLI."""

@@ -1,0 +1,108 @@
+"""Check (c): the first round judged again in reversed order; position bias is not relevance."""
+from __future__ import annotations
+
+import json
+
+from ragsieve.agent.judging.checks import order_agreement
+from ragsieve.testing import FakeChat
+from tests.support.loop_fakes import Script, decoy_deps, judge_chunks, run
+
+
+def positional(script: Script, favoured=("1", "2")):
+    """A judge that says "relevant" to whatever sits first in a batch, whatever its text."""
+    def reply(messages):
+        prompt = messages[0]["content"]
+        if "mapping an index to the chunk's text" not in prompt:
+            return script(messages)
+        script.kinds.append("judge")
+        return json.dumps({k: k in favoured for k in judge_chunks(prompt)})
+    return reply
+
+
+def judge_calls(chat: FakeChat) -> int:
+    return sum("mapping an index to the chunk's text" in h["messages"][0]["content"] for h in chat.history)
+
+
+def test_order_agreement_keeps_agreed_verdicts_and_lists_changed_ones():
+    agreed, flipped = order_agreement({"a": True, "b": False, "c": True, "d": True}, {"a": True, "b": True, "c": True})
+    assert agreed == {"a": True, "c": True} and flipped == ["b"]
+
+
+def test_a_consistent_judge_passes_and_pays_one_more_pass_in_round_one_only():
+    deps, script = decoy_deps(lambda q, t: "number1" in t or "number5" in t, candidates=4, expand_k=2,
+                              max_iterations=2, judge_order_check=True, anchor_k=0)
+    chat = deps.llm.chat
+    state = run(deps, "alpha topic item")
+    rounds = state.loop.rounds
+    assert [r.mode for r in rounds] == ["judge", "judge"]
+    first, second = rounds
+    assert first.order_check["compared"] == 4 and first.order_check["flipped"] == []
+    assert first.decoys == 6 and first.decoys_relevant == 0  # decoys shown in both orders
+    assert second.order_check is None  # later rounds are not re-judged
+    # round 1: 4 candidates + 3 decoys in one batch, twice; round 2: one batch
+    assert judge_calls(chat) == 3
+    assert state.relevant == ["d1#0", "d5#0"]
+
+
+def test_a_position_biased_judge_is_caught_and_the_context_stays_fast():
+    script = Script()
+    deps, _ = decoy_deps(None, candidates=6, judge_decoys=0, judge_order_check=True, anchor_k=0)
+    deps.llm.chat.default = positional(script)
+    state = run(deps, "alpha topic item")
+    report = state.loop.rounds[0]
+    # forward: items 1, 2 relevant; reversed: the last two; 4 of 6 verdicts changed
+    assert report.mode == "score"
+    assert "changed 4 of 6 verdicts when the order was reversed" in report.reason
+    assert len(report.order_check["flipped"]) == 4
+    assert "round 1" in state.loop.distrusted
+    assert [h.chunk_id for h in state.context] == state.first_stage[:3]
+    assert state.loop.selection["same_as_fast"] is True
+
+
+def test_without_the_check_the_same_biased_judge_is_trusted():
+    script = Script()
+    deps, _ = decoy_deps(None, candidates=6, judge_decoys=0, judge_order_check=False, anchor_k=0)
+    deps.llm.chat.default = positional(script)
+    state = run(deps, "alpha topic item")
+    assert state.loop.rounds[0].mode == "judge"
+    assert state.loop.rounds[0].order_check is None
+
+
+def test_few_changed_verdicts_are_decided_by_retrieval_score():
+    # the reversed pass changes exactly one of 8 verdicts (12.5 % <= 20 %): that chunk falls back to score
+    deps, script = decoy_deps(lambda q, t: "number1" in t, candidates=8, judge_decoys=0, judge_batch_size=10,
+                              judge_order_check=True, anchor_k=0, final_k=3)
+    chat = deps.llm.chat
+
+    def second_pass_differs(messages):
+        reply = json.loads(script(messages))
+        chunks = judge_chunks(messages[0]["content"])
+        key = next(k for k, t in chunks.items() if "number6" in t)
+        reply[key] = True
+        return json.dumps(reply)
+
+    chat.push(script, second_pass_differs)
+    state = run(deps, "alpha topic item")
+    report = state.loop.rounds[0]
+    assert report.mode == "judge"
+    assert report.order_check["flipped"] == ["d6#0"]
+    assert "d6#0" in report.decided_by_score
+    assert state.judged["d6#0"] is ("d6#0" in state.first_stage[:3])
+    assert state.judged["d1#0"] is True
+
+
+def test_a_decoy_called_relevant_in_reversed_order_distrusts_the_judge():
+    deps, script = decoy_deps(lambda q, t: "number1" in t, candidates=4, judge_order_check=True)
+    chat = deps.llm.chat
+
+    def calls_a_decoy(messages):
+        reply = json.loads(script(messages))
+        chunks = judge_chunks(messages[0]["content"])
+        reply[next(k for k, t in chunks.items() if "zebra" in t)] = True
+        return json.dumps(reply)
+
+    chat.push(script, calls_a_decoy)
+    state = run(deps, "alpha topic item")
+    report = state.loop.rounds[0]
+    assert report.mode == "score" and "reversed order" in report.reason and "decoys" in report.reason
+    assert [h.chunk_id for h in state.context] == state.first_stage[:3]

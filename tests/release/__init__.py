@@ -1,0 +1,1 @@
+"""The sdist and wheel, built and installed into fresh venvs outside the repository."""
