@@ -8,16 +8,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (calibrated_index: a fixture)
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import JudgeRoundReport, TraceEvent
 from ragsieve.agent.core.step import END, End
-from ragsieve.agent.llm.fake import FakeChat
 from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
+from ragsieve.testing import FakeChat
+from tests.core.test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (calibrated_index: a fixture)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_outcomes_are_read_from_each_steps_type():
