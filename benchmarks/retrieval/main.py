@@ -165,8 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         results["rank_bm25"]["build_s"] = round(rb_build, 2)
     results["dense"] = evaluate("dense", lambda q, t: ranked(idx.dense.search(qvecs[q], args.depth)),
                                 queries, qrels, row_doc)
-    for name, fusion in (("hybrid_rrf", "rrf"), ("hybrid_weighted", "weighted")):
-        ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100)
+    from ragsieve.agent.config import Config
+
+    default = Config().retrieval  # hybrid_weighted: the default (weighted, the weights chosen on train claims)
+    for name, fusion, weights in (("hybrid_rrf", "rrf", (1.0, 1.0)), ("hybrid_weighted_equal", "weighted", (1.0, 1.0)),
+                                  ("hybrid_weighted", "weighted", (default.bm25_weight, default.dense_weight))):
+        ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100, bm25_weight=weights[0],
+                              dense_weight=weights[1])
         results[name] = evaluate(name, lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
                                  queries, qrels, row_doc)
         top10 = evaluate(name + "@top10", lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
@@ -183,9 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         before = json.loads(args.out.read_text(encoding="utf-8")).get("index", {})
         if before.get("dir") == str(index_dir) and before.get("build", {}).get("generation") == report.generation:
             build = before["build"]
-    out = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "commit": _commit(),
+    from benchmarks.bench_io import header, write
+
+    out = header(measures=["tools/index/", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/main.py"]) | {
         "load_average_at_start": load_at_start,
+        "hybrid_weighted": {"bm25_weight": default.bm25_weight, "dense_weight": default.dense_weight,
+                            "chosen_on": "SciFact train claims (benchmarks/results/retrieval_methods.json)"},
         "dataset": str(args.data), "split": args.split, "queries": len(queries),
         "index": {"dir": str(index_dir), "chunks": n, "documents": idx.manifest["counts"]["documents"],
                   "chunk_tokens": args.chunk_tokens, "build": build, "build_this_run": report.summary(),
@@ -200,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {d: _version(d) for d in ("ragsieve", "bm25s", "rank-bm25", "faiss-cpu",
                                               "sentence-transformers", "torch", "numpy")},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2), encoding="utf-8")
-    print(f"wrote {args.out}")
+    write(out, args.out)
     idx.close()
     return 0
 

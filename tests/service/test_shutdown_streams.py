@@ -1,7 +1,7 @@
 """After SIGTERM, `ragsieve serve` ends every stream still open at the end of its graceful-shutdown grace with its
 protocol's error event (OpenAI: `data: {"error": ...}` then `data: [DONE]`; native: `event: error`), logs one
 line per cut stream and no traceback; a stream that ends within the grace is untouched. The model is a scripted
-slow streaming endpoint (tests/slow_sse.py): the first answer it streams is short, every later one long."""
+slow streaming endpoint (tests/support/slow_sse.py): the first answer it streams is short, every later one long."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import threading
 import time
 
 import httpx
-from slow_sse import SlowStream
+from tests.support.slow_sse import SlowStream
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
 GRACE_S = 4.0  # the streams still open are cut just before it: 3 s after SIGTERM
