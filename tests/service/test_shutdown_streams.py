@@ -14,6 +14,7 @@ import threading
 import time
 
 import httpx
+
 from tests.support.slow_sse import SlowStream
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
