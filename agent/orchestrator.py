@@ -13,14 +13,8 @@ from ragsieve.agent.answer.also_retrieved import STOPPED
 from ragsieve.agent.answer.conversation import Turn, rewrite_question
 from ragsieve.agent.answer.grounding import ABSTENTIONS, Grounding, grounding_of
 from ragsieve.agent.config import Config
-from ragsieve.agent.errors import UsageError
-from ragsieve.agent.llm.budget import QuestionBudget
-from ragsieve.agent.llm.chat import ChatModel, Usage
-from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.caches import StepCaches
-from ragsieve.agent.plan.runner import Deps, run_plan
-from ragsieve.agent.plan.state import (
+from ragsieve.agent.core.caches import StepCaches
+from ragsieve.agent.core.state import (
     Abstention,
     Citation,
     ConformalRecord,
@@ -31,9 +25,16 @@ from ragsieve.agent.plan.state import (
     SegmentRecord,
     TraceEvent,
 )
+from ragsieve.agent.core.step import Deps
+from ragsieve.agent.errors import UsageError
+from ragsieve.agent.llm.budget import QuestionBudget
+from ragsieve.agent.llm.chat import ChatModel, Usage
+from ragsieve.agent.llm.client import LLM
+from ragsieve.agent.llm.templates import PromptRenderer
+from ragsieve.agent.plan.plans import get_plan
+from ragsieve.agent.plan.runner import run_plan
 from ragsieve.agent.plan.traced import question_span
-from ragsieve.agent.plans import get_plan
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.types import Hit
 
 if TYPE_CHECKING:  # loaded when an index is opened (`open`)
@@ -142,7 +143,7 @@ class Orchestrator:
     def open(cls, index_dir: str | Path, config: Config | None = None, *, chat: ChatModel | None = None,
              llm: LLM | None = None, prompts: PromptRenderer | None = None,
              llm_factory: Callable[[], LLM] | None = None, embedder: Any = None) -> "Orchestrator":
-        from ragsieve.tools.index.open import open_index
+        from ragsieve.tools.index.engines.open import open_index
 
         config = config or Config()
         # local, or the Milvus collection the index was published to; queries embedded on [index] device

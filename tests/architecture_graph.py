@@ -3,10 +3,12 @@
     python tests/architecture_graph.py            # print the picture
     python tests/architecture_graph.py --write    # rewrite it in docs/architecture.md
 
-Every `import` counts, at module level or inside a function: a function-level import is still a dependency,
-only a deferred one. Imports under `if TYPE_CHECKING:` do not: they name a type for the checker and run never. Modules are named as installed (`agent/steps/judge.py` is `ragsieve.agent.steps.judge`,
-through the package-dir mapping in pyproject.toml). `tests/test_architecture.py` checks the graph against the
-layer rules and the picture against docs/architecture.md.
+Every `import` counts, at module level, inside a function or under `if TYPE_CHECKING:`: a function-level import
+is still a dependency, only a deferred one, and a type-only import still ties the two modules' designs together
+(`runtime_graph` leaves those out, for whoever wants only what runs). Modules are named as installed
+(`agent/steps/judge.py` is `ragsieve.agent.steps.judge`, through the package-dir mapping in pyproject.toml).
+Sub-packages (`room`) form a graph of their own, which must be acyclic too. `tests/test_architecture.py` checks
+both graphs against the layer rules and the picture against docs/architecture.md.
 """
 from __future__ import annotations
 
@@ -81,24 +83,25 @@ def _type_checking(node: ast.AST) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node of `tree` except the bodies of `if TYPE_CHECKING:` blocks."""
+def _nodes(tree: ast.AST, type_only: bool = True):
+    """Every node of `tree`; without `type_only`, not the bodies of `if TYPE_CHECKING:` blocks."""
     todo = [tree]
     while todo:
         node = todo.pop()
         yield node
-        if _type_checking(node):
+        if not type_only and _type_checking(node):
             assert isinstance(node, ast.If)
             todo.extend(node.orelse)
             continue
         todo.extend(ast.iter_child_nodes(node))
 
 
-def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The modules of the namespace that `module` imports anywhere in its file."""
+def imports(module: str, path: Path, known: dict[str, Path], type_only: bool = True) -> set[str]:
+    """The modules of the namespace that `module` imports anywhere in its file (type-only ones included unless
+    `type_only` is False)."""
     out: set[str] = set()
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(ast.parse(path.read_text(encoding="utf-8")), type_only):
         if isinstance(node, ast.Import):
             out.update(_resolve(a.name, known) for a in node.names if a.name.startswith("ragsieve"))
         elif isinstance(node, ast.ImportFrom):
@@ -116,6 +119,33 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
 def graph(repo: Path = REPO) -> dict[str, set[str]]:
     known = modules(repo)
     return {m: imports(m, p, known) for m, p in known.items()}
+
+
+def runtime_graph(repo: Path = REPO) -> dict[str, set[str]]:
+    """The graph of the imports that run (no `if TYPE_CHECKING:` block)."""
+    known = modules(repo)
+    return {m: imports(m, p, known, type_only=False) for m, p in known.items()}
+
+
+def room_graph(edges: dict[str, set[str]], pkgs: set[str]) -> dict[str, set[str]]:
+    """Sub-package to sub-package: room A imports room B when a module of A imports one of B."""
+    rooms: dict[str, set[str]] = {}
+    for a, targets in edges.items():
+        mine = room(a, pkgs)
+        rooms.setdefault(mine, set()).update(r for r in (room(b, pkgs) for b in targets) if r != mine)
+    return rooms
+
+
+def room_cycles(edges: dict[str, set[str]], pkgs: set[str]) -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """Each cycle of sub-packages, with the module imports that make it (so a failure says what to move)."""
+    rooms = room_graph(edges, pkgs)
+    out = []
+    for members in cycles(rooms):
+        inside = set(members)
+        why = sorted((a, b) for a, targets in edges.items() for b in targets
+                     if room(a, pkgs) in inside and room(b, pkgs) in inside and room(a, pkgs) != room(b, pkgs))
+        out.append((members, why))
+    return out
 
 
 def packages(repo: Path = REPO) -> set[str]:

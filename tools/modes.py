@@ -117,3 +117,8 @@ def parse_spec(spec: str) -> tuple[DeviceKind, int | None, str]:
 def check_spec(spec: str) -> str:
     """The device `spec` normalised when valid (a config validator); else UsageError listing the valid forms."""
     return parse_spec(spec)[2]
+
+
+def choices(mode: type[Enum]) -> list[str]:
+    """A mode's values, for a command line's `choices` (the Enum is the one list of them)."""
+    return [str(m.value) for m in mode]

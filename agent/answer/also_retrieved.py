@@ -11,7 +11,7 @@ of a listed citation is not listed twice.
 from __future__ import annotations
 
 from ragsieve.agent.answer.answering import citation_of
-from ragsieve.agent.plan.state import Citation
+from ragsieve.agent.core.state import Citation
 from ragsieve.tools.types import Hit
 
 UNCITED = "retrieved, not cited by the answer"  # how renderers mark a `cited = False` source

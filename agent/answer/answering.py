@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 from ragsieve.agent.answer.citation_stream import CitationStream
 from ragsieve.agent.answer.stitching import whole_definitions
+from ragsieve.agent.core.state import Citation
 from ragsieve.agent.errors import ContextOverflow
-from ragsieve.agent.plan.state import Citation
 from ragsieve.tools.filters.ordering import order_for_context
 from ragsieve.tools.ingest.chunking import count_tokens
 from ragsieve.tools.types import Chunk, Hit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ragsieve.agent.plan.state import Citation
+from ragsieve.agent.core.state import Citation
 
 _RUN = re.compile(r"(\[\d{1,3}\])(?:\s*\1)+")  # `[1][1]` or `[1] [1]` after the rewrite
 _CITE = re.compile(r"\[(\d{1,3})\]")

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ragsieve.agent.plan.state import Citation
+    from ragsieve.agent.core.state import Citation
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 ABSTENTIONS = frozenset({"no_evidence", "model", "passages", "ungrounded"})  # `abstention` values with no answer

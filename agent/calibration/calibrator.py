@@ -52,7 +52,7 @@ from ragsieve.tools.filters.conformal import (
 )
 from ragsieve.tools.index.backend import CorpusScores, IndexBackend, vectors_of
 from ragsieve.tools.index.embedders import embedding_identity
-from ragsieve.tools.index.query.dense import corpus_similarities
+from ragsieve.tools.index.search.dense import corpus_similarities
 from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)

@@ -40,10 +40,16 @@ class Usage(BaseModel):
 
 
 class ChatModel(Protocol):
-    """One chat completion. `json_schema`, when given, asks for output matching it."""
+    """One chat completion. `json_schema`, when given, asks for output matching it. `model_name` names the model
+    (reply caches and calibration records key on it; "" where none is known); `accepts_deadline` says whether
+    `complete` (and `stream`, where a model streams) take the question's `deadline` (a `time.monotonic()` time)
+    and a stream's `should_stop`."""
 
     @property
     def model_name(self) -> str: ...
+
+    @property
+    def accepts_deadline(self) -> bool: ...
 
     def complete(
         self,

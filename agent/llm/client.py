@@ -168,7 +168,7 @@ class LLM:
                                      f"(lower retrieval.top_k or loop.final_k, or raise llm.max_prompt_tokens)")
         key = None
         if self.cache is not None:
-            identity = {"model": getattr(self.chat, "model_name", "?"),
+            identity = {"model": self.chat.model_name,
                         **(getattr(self.chat, "cache_identity", None) or {}), "templates": self.templates}
             key = cache_key(identity, messages, params)
             hit = self.cache.get(key)
@@ -180,7 +180,7 @@ class LLM:
                 return hit
         self.budget.check()
         call = dict(params)
-        if getattr(self.chat, "accepts_deadline", False):
+        if self.chat.accepts_deadline:
             call["deadline"] = self.budget.deadline
             if on_token is not None:  # a stream stops when the question is cancelled, even between tokens
                 call["should_stop"] = self.budget.spent

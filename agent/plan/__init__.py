@@ -1,1 +1,1 @@
-"""The state machine: the typed run state, the runner that follows a plan, and the shipped plans."""
+"""The state machine: the runner that follows a plan, and the shipped plans (`plans`)."""

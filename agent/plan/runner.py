@@ -1,11 +1,10 @@
 """The state machine: follow a plan's transitions step by step, tracing each one.
 
-A step (pydantic-graph style) is a small class with one `run(state, deps)`
-method that mutates the serialisable `RunState` and returns a `StepResult`
-whose `outcome` the plan maps to the next step. Clients, indexes and
-templates are dependencies (`Deps`), never part of the state. A `Plan`
-lists its step classes explicitly (the shipped plans: `ragsieve.agent.plans`);
-nothing registers itself on import.
+A step (`ragsieve.agent.core.step`: pydantic-graph style) mutates the
+serialisable `RunState` and returns a `StepResult` whose `outcome` the plan
+maps to the next step, or to `END`. A `Plan` lists its step classes
+explicitly (the shipped plans: `ragsieve.agent.plan.plans`); nothing
+registers itself on import.
 
 `validate_plan` refuses, before any call, a plan that could fail or waste
 calls: unknown steps or outcomes, an outcome with no transition, a step that
@@ -20,83 +19,17 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.state import RunState, TraceEvent
+from ragsieve.agent.core.step import END, Deps, Edges, End, Step, StepResult
 from ragsieve.agent.errors import BudgetExceeded, UsageError
-from ragsieve.agent.plan.caches import StepCaches
-from ragsieve.agent.plan.contracts import MeteredLLM, Prompts, Retriever
-from ragsieve.agent.plan.state import RunState, TraceEvent
 from ragsieve.agent.plan.traced import step_span
-from ragsieve.tools.index.backend import IndexBackend, RoundTrips
+from ragsieve.tools.index.backend import RoundTrips
 
 log = logging.getLogger(__name__)
-
-END = "end"
-
-
-@dataclass
-class StepResult:
-    outcome: str = "next"
-    summary: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Deps:
-    """What steps use but do not own, typed over protocols (`ragsieve.agent.plan.contracts`): the index
-    (`IndexBackend`), the retriever, the metered model client (`agent.llm.LLM`) and the prompt templates.
-    `index` / `retriever` / `llm` are None only where a caller runs steps that need none of them (answering
-    over a given context; tests): a step that needs one asks `need_index()` and so on. `caches` keeps what
-    steps compute once, shared by the questions of one orchestrator."""
-
-    config: Config
-    retriever: Retriever | None
-    index: IndexBackend | None
-    llm: MeteredLLM | None
-    prompts: Prompts
-    caches: StepCaches = field(default_factory=StepCaches)
-    # streaming (the service): step events as they finish, the answer's tokens as the model writes them
-    on_event: Callable[[str, dict[str, Any]], None] | None = None
-    on_token: Callable[[str], None] | None = None
-    answer_options: dict[str, Any] = field(default_factory=dict)  # max_tokens / temperature of the answer call
-
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
-        if self.on_event is not None:
-            self.on_event(kind, data)
-
-    def need_index(self) -> IndexBackend:
-        if self.index is None:
-            raise UsageError("this step needs an index, and none is open")
-        return self.index
-
-    def need_retriever(self) -> Retriever:
-        if self.retriever is None:
-            raise UsageError("this step needs a retriever, and none is given")
-        return self.retriever
-
-    def admitted(self, rows: Sequence[int]) -> list[int]:
-        """`rows` narrowed to those the question's metadata filter admits (all of them without a retriever)."""
-        return self.retriever.admit(rows) if self.retriever is not None else list(rows)
-
-    def need_llm(self) -> MeteredLLM:
-        if self.llm is None:
-            raise UsageError("this step calls the model, and no model client is given")
-        return self.llm
-
-
-class Step:
-    """Base class: subclasses set `name` and implement `run`."""
-
-    name: ClassVar[str] = ""
-    outcomes: ClassVar[tuple[str, ...]] = ("next",)
-
-    def run(self, state: RunState, deps: Deps) -> StepResult:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    @classmethod
-    def check_config(cls, config: Config) -> None:
-        """Raise UsageError for settings this step would refuse at run time (called before any call)."""
 
 
 @dataclass(frozen=True)
@@ -104,24 +37,33 @@ class Plan:
     """A runnable plan, pydantic-graph style: the step classes it runs, listed explicitly (no registry), and its
     transitions (`PlanSpec`: the start and, per step name, where each outcome leads)."""
 
-    steps: tuple[type[Step], ...]
-    spec: PlanSpec
+    steps: tuple[type[Step[Any]], ...]
+    spec: PlanSpec  # the plan as data: targets are step names, and "end"
 
     def __post_init__(self) -> None:
         for step in self.steps:
             if not step.name:
                 raise ValueError(f"{step.__name__} has no name")
 
+    @classmethod
+    def of(cls, start: type[Step[Any]], *edges: Edges) -> Plan:
+        """A plan from typed edges (`Step.on`): it runs the steps that have edges, from `start`."""
+        return cls(tuple(e.step for e in edges), PlanSpec(start=start.name, transitions={
+            e.step.name: {o: END.value if t is END else t.name for o, t in e.targets.items()}
+            for e in edges}))
+
     @property
     def start(self) -> str:
         return self.spec.start
 
     @property
-    def transitions(self) -> dict[str, dict[str, str]]:
-        return self.spec.transitions
+    def transitions(self) -> dict[str, dict[str, str | End]]:
+        """Per step name, where each outcome leads: a step name, or `END`."""
+        return {step: {o: END if t == END.value else t for o, t in edges.items()}
+                for step, edges in self.spec.transitions.items()}
 
     @property
-    def by_name(self) -> dict[str, type[Step]]:
+    def by_name(self) -> dict[str, type[Step[Any]]]:
         return {step.name: step for step in self.steps}
 
 
@@ -136,10 +78,11 @@ def validate_plan(name: str, plan: Plan, config: Config | None = None) -> None:
         for outcome, target in edges.items():
             if outcome not in known[step].outcomes:
                 raise UsageError(f"plan {name!r}: step {step!r} has no outcome {outcome!r} ({known[step].outcomes})")
-            if target != END and target not in known:
+            if target is not END and target not in known:
                 raise UsageError(f"plan {name!r}: {step!r} leads to unknown step {target!r}")
-    reachable = _reachable(plan, plan.start, skip=None)
-    for step in sorted(reachable - {END}):
+    reached = _reachable(plan, plan.start, skip=None)
+    reachable = {s for s in reached if isinstance(s, str)}  # the steps, without END
+    for step in sorted(reachable):
         missing = [o for o in known[step].outcomes if o not in plan.transitions.get(step, {})]
         if missing:
             raise UsageError(f"plan {name!r}: step {step!r} has no transition for outcome(s) {missing}: "
@@ -147,29 +90,29 @@ def validate_plan(name: str, plan: Plan, config: Config | None = None) -> None:
     unreachable = sorted(set(plan.transitions) - reachable)
     if unreachable:
         raise UsageError(f"plan {name!r}: step(s) {unreachable} cannot be reached from start {plan.start!r}")
-    dead = sorted(s for s in reachable - {END} if END not in _reachable(plan, s, skip=None))
+    dead = sorted(s for s in reachable if END not in _reachable(plan, s, skip=None))
     if dead:
-        raise UsageError(f"plan {name!r}: from step(s) {dead} the run can never reach {END!r}")
+        raise UsageError(f"plan {name!r}: from step(s) {dead} the run can never reach 'end'")
     if END in _reachable(plan, plan.start, skip="answer"):
-        raise UsageError(f"plan {name!r}: a path reaches {END!r} without the 'answer' step (the reply would be empty)")
+        raise UsageError(f"plan {name!r}: a path reaches 'end' without the 'answer' step (the reply would be empty)")
     if config is not None:
-        for step in sorted(reachable - {END}):
+        for step in sorted(reachable):
             try:
                 known[step].check_config(config)
             except (UsageError, ValueError) as exc:
                 raise UsageError(f"plan {name!r}: step {step!r} refuses its settings: {exc}") from None
 
 
-def _reachable(plan: Plan, start: str, skip: str | None) -> set[str]:
+def _reachable(plan: Plan, start: str, skip: str | None) -> set[str | End]:
     """Steps (and END) reachable from `start`, never passing through `skip`."""
-    seen: set[str] = set()
-    todo = [start] if start != skip else []
+    seen: set[str | End] = set()
+    todo: list[str | End] = [start] if start != skip else []
     while todo:
         node = todo.pop()
         if node in seen:
             continue
         seen.add(node)
-        if node == END:
+        if node is END:
             continue
         todo.extend(t for t in plan.transitions.get(node, {}).values() if t != skip and t not in seen)
     return seen
@@ -181,8 +124,8 @@ def run_plan(plan: Plan, state: RunState, deps: Deps, max_steps: int) -> RunStat
     When the step bound is hit before an answer exists, the `answer` step runs
     once so the caller still gets a (traced) answer.
     """
-    current = plan.start
-    while current != END:
+    current: str | End = plan.start
+    while not isinstance(current, End):
         if _budget_spent(deps):
             _stop_on_budget(current, state, deps)
             break
@@ -234,7 +177,7 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
 
 
 @step_span  # the step's span, from the event appended here (docs/tracing.md)
-def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult:
+def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult[Any]:
     step = plan.by_name[name]()
     before = deps.llm.meter.snapshot() if deps.llm is not None else None
     counter = deps.index if isinstance(deps.index, RoundTrips) else None  # a remote backend counts requests
@@ -244,13 +187,13 @@ def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult:
     duration = time.perf_counter() - started
     usage = deps.llm.meter.snapshot().minus(before) if deps.llm is not None and before is not None else None
     summary = result.summary if counter is None or trips_before is None else {
-        **result.summary, "index_round_trips": counter.round_trips() - trips_before}
+        **result.summary_dict(), "index_round_trips": counter.round_trips() - trips_before}
     event = TraceEvent(step=name, outcome=result.outcome, summary=summary, duration_s=round(duration, 4))
     if usage is not None:
         event.usage = usage
     state.trace.append(event)
     state.steps_taken += 1
     deps.emit("step", {"step": name, "outcome": result.outcome, "duration_s": event.duration_s,
-                       "summary": result.summary})
+                       "summary": result.summary_dict()})
     log.debug("step %s -> %s in %.3fs", name, result.outcome, duration)
     return result

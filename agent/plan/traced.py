@@ -49,8 +49,8 @@ def step_span(fn: F) -> F:
             if len(state.trace) > events:  # the event this step appended: the span says what it says
                 event = state.trace[-1]
                 span.update({"ragsieve.step.outcome": event.outcome, "ragsieve.step.duration_s": event.duration_s,
-                             **_usage("ragsieve.step.llm", event.usage), **_numbers("ragsieve.step", event.summary)})
-                span.text("ragsieve.step.summary", json.dumps(event.summary, default=str, ensure_ascii=False))
+                             **_usage("ragsieve.step.llm", event.usage), **_numbers("ragsieve.step", event.summary_dict())})
+                span.text("ragsieve.step.summary", json.dumps(event.summary_dict(), default=str, ensure_ascii=False))
             return result
     return run_one  # type: ignore[return-value]
 

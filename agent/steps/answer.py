@@ -17,12 +17,12 @@ from ragsieve.agent.answer.answering import (
     passages_answer,
 )
 from ragsieve.agent.answer.grounding import ABSTENTIONS, cited_in_text
-from ragsieve.agent.plan.conformal_signal import query_vector
-from ragsieve.agent.plan.evidence import cached_calibration
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import Abstention, RunState
+from ragsieve.agent.core.conformal_signal import query_vector
+from ragsieve.agent.core.evidence import cached_calibration
+from ragsieve.agent.core.state import Abstention, RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.tools.filters.abstention import says_answerable
-from ragsieve.tools.index.query.dense import corpus_similarities
+from ragsieve.tools.index.search.dense import corpus_similarities
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def send_rest(text: str, streamed: str, on_token: Callable[[str], None]) -> None
         on_token(text[len(streamed):])
 
 
-class Answer(Step):
+class Answer(Step[Next]):
     """Sets `state.answer` and `state.citations` from `state.context` (best first).
 
     Abstention is a calibrated decision, never inferred from a non-empty conformal set
@@ -97,7 +97,7 @@ class Answer(Step):
 
     name = "answer"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         context_ids = [h.chunk_id for h in state.context]
         listed = deps.config.abstention.passages
         state.abstention = None

@@ -23,12 +23,12 @@ import logging
 import math
 from typing import Any, NamedTuple
 
+from ragsieve.agent.core.conformal_signal import corpus_candidates, corpus_view
+from ragsieve.agent.core.evidence import applied_rule, cached_calibration, candidate_hits
+from ragsieve.agent.core.state import ConformalRecord, CoverageLoss, Evidence, RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.conformal_signal import corpus_candidates, corpus_view
-from ragsieve.agent.plan.evidence import applied_rule, cached_calibration, candidate_hits
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import ConformalRecord, CoverageLoss, Evidence, RunState
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
 from ragsieve.tools.types import Hit
 
@@ -44,10 +44,10 @@ _THRESHOLD_TEXT = {
 }
 
 
-class Conformal(Step):
+class Conformal(Step[Next]):
     name = "conformal"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.conformal
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:

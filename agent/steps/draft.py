@@ -4,14 +4,14 @@ from __future__ import annotations
 import logging
 
 from ragsieve.agent.answer.answering import answer_from_context
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.errors import LLMError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 
 
-class Draft(Step):
+class Draft(Step[Next]):
     """Sets `state.draft`, `draft_citations` and `draft_context` from `state.context`.
 
     An LLM failure leaves `state.draft = None` (recorded in the trace); the
@@ -20,7 +20,7 @@ class Draft(Step):
 
     name = "draft"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         ids = [h.chunk_id for h in state.context]
         try:
             text, citations = answer_from_context(state.question, state.context, deps,

@@ -1,16 +1,20 @@
 """Query expansion with the relevant chunks, neighbour offers, and the loop's stop rule."""
 from __future__ import annotations
 
+from typing import Literal
+
+from ragsieve.agent.core.evidence import applied_rule
+from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
+from ragsieve.agent.core.step import Deps, Step, StepResult
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.evidence import applied_rule
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.tools.types import Hit
 
+Grown = Literal["grew", "converged"]  # the relevant set grew (judge again) or stopped growing
 
-class Expand(Step):
+
+class Expand(Step[Grown]):
     """`grew`: new unjudged candidates are waiting for the judge. `converged`: the loop stops.
 
     Stop reasons, checked in this order: the last judge round gave no usable
@@ -21,9 +25,8 @@ class Expand(Step):
     """
 
     name = "expand"
-    outcomes = ("grew", "converged")
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Grown]:
         loop = deps.config.loop
         rounds = state.loop.rounds
         last = rounds[-1] if rounds else JudgeRoundReport(round=0, judged=0, mode=JudgeMode.JUDGE, reason="")
@@ -80,7 +83,7 @@ class Expand(Step):
         state.remember(new)
         return new, offered
 
-    def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult:
+    def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult[Grown]:
         state.loop.stop_reason = reason
         state.candidates = []
         chosen, summary = converged_context(state, deps)

@@ -1,19 +1,26 @@
 """The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.rerankers import fallback_reranker, reranker_for
+from ragsieve.agent.core.state import FallbackRecord, JudgeMode, RunState
+from ragsieve.agent.core.step import Deps, Step, StepResult
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
-from ragsieve.agent.plan.rerankers import fallback_reranker, reranker_for
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import FallbackRecord, JudgeMode, RunState
 from ragsieve.tools.index.sparse.subset import cosmix_scores
 from ragsieve.tools.types import Hit
 
 
-class Fallback(Step):
+# `unchanged`: nothing was added, so the context, and at temperature 0 the answer and its validation, would be
+# the same again: the plans end there with the answer they have (issue 56) instead of re-running the filters
+Added = Literal["next", "unchanged"]
+
+
+class Fallback(Step[Added]):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 
     Retrieval over S = `deps.index.sparse_rows` (chunks already in the context
@@ -21,7 +28,7 @@ class Fallback(Step):
     cos(q, c) + w * (1 - nearest-neighbour cosine of c)
     (`ragsieve.tools.index.sparse.subset.cosmix_scores`, w = `fallback.distance_weight`);
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
-    (`ragsieve.agent.plan.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
+    (`ragsieve.agent.core.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
     from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
     all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added`
@@ -39,16 +46,13 @@ class Fallback(Step):
     """
 
     name = "fallback"
-    # `unchanged`: nothing was added, so the context, and at temperature 0 the answer and its validation, would be
-    # the same again: the plans end there with the answer they have (issue 56) instead of re-running the filters
-    outcomes = ("next", "unchanged")
 
     @classmethod
     def check_config(cls, config: Config) -> None:
         if config.rerank.provider is not None:  # a configured reranker must load (before any call)
             reranker_for(config)
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Added]:
         cfg = deps.config
         state.fallback_used = True
         rows = list(deps.need_index().sparse_rows)

@@ -1,15 +1,15 @@
 """Judge the unjudged candidates (see `ragsieve.agent.judging.rounds` for batching, fallbacks and trust)."""
 from __future__ import annotations
 
+from ragsieve.agent.core.evidence import applied_rule
+from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.combine import score_based_relevant
 from ragsieve.agent.judging.rounds import JudgeRound, budget_reason, judge_candidates
-from ragsieve.agent.plan.evidence import applied_rule
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import JudgeMode, JudgeRoundReport, RunState
 
 
-class Judge(Step):
+class Judge(Step[Next]):
     """Judges `state.candidates` never judged before; appends new relevant ids to `state.relevant`.
 
     Kept in `state.loop` for the expand step and the trace: `rounds` (one
@@ -21,7 +21,7 @@ class Judge(Step):
 
     name = "judge"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         loop = deps.config.loop
         rounds, trusted, discovered = state.loop.rounds, state.loop.trusted, state.loop.discovered
         todo, seen = [], set()
@@ -72,4 +72,4 @@ class Judge(Step):
             raw_true=sorted(c for c, v in outcome.verdicts.items() if v), decided_by_score=list(undecided),
             new_relevant=new_relevant, relevant_total=len(state.relevant))
         rounds.append(report)
-        return StepResult("next", report.model_dump())
+        return StepResult("next", report)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ragsieve.agent.config import Config, OutlierConfig
-from ragsieve.agent.plan.conformal_signal import dense_similarities, query_vector
-from ragsieve.agent.plan.evidence import candidate_hits, judged_evidence
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.core.conformal_signal import dense_similarities, query_vector
+from ragsieve.agent.core.evidence import candidate_hits, judged_evidence
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
 
@@ -31,14 +31,14 @@ def build_filter(cfg: OutlierConfig) -> GMMOutlierFilter:
                             seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
 
 
-class Outliers(Step):
+class Outliers(Step[Next]):
     name = "outliers"
 
     @classmethod
     def check_config(cls, config: Config) -> None:
         build_filter(config.outliers)  # the filter checks its settings in __init__ (also when disabled: refused, not ignored)
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.outliers
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:

@@ -14,19 +14,19 @@ reranker cannot load: never a silent fallback to another order.
 from __future__ import annotations
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.plan.rerankers import reranker_for
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.core.rerankers import reranker_for
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 
 
-class Rerank(Step):
+class Rerank(Step[Next]):
     name = "rerank"
 
     @classmethod
     def check_config(cls, config: Config) -> None:
         reranker_for(config)
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg, retrieval = deps.config.rerank, deps.config.retrieval
         reranker = reranker_for(deps.config)
         depth = min(cfg.depth or len(state.candidates), len(state.candidates))

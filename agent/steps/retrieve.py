@@ -1,8 +1,8 @@
 """First-stage hybrid retrieval (BM25 + dense, fused) and the question's candidate pool."""
 from __future__ import annotations
 
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 
 
 def rest_rows(deps: Deps) -> list[int] | None:
@@ -15,7 +15,7 @@ def rest_rows(deps: Deps) -> list[int] | None:
     return deps.caches.rest_rows.get(n, lambda: [r for r in range(n) if r not in sparse])
 
 
-class Retrieve(Step):
+class Retrieve(Step[Next]):
     """Fills `first_stage` (ranked ids: metrics, evidence order), the pool (`retrieval.pool`
     best hits, what every later stage works from; `candidates` = the pool, for judging)
     and `context` (the `fast` context: the first `retrieval.top_k`). With
@@ -23,7 +23,7 @@ class Retrieve(Step):
 
     name = "retrieve"
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.retrieval
         depth = max(cfg.candidate_k, cfg.top_k, cfg.pool)
         rows = rest_rows(deps) if cfg.exclude_sparse else None

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from ragsieve.agent.config import Config, SegmentConfig
+from ragsieve.agent.core.conformal_signal import dense_similarities
+from ragsieve.agent.core.evidence import cached_calibration, candidate_hits, judged_evidence
+from ragsieve.agent.core.state import CoverageLoss, RunState, SegmentRecord
+from ragsieve.agent.core.step import Deps, Next, Step, StepResult
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.conformal_signal import dense_similarities
-from ragsieve.agent.plan.evidence import cached_calibration, candidate_hits, judged_evidence
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import CoverageLoss, RunState, SegmentRecord
 from ragsieve.tools.filters.segments import (
     RSEParams,
     adjust_for_chunk_length,
@@ -51,7 +51,7 @@ def params_of(cfg: SegmentConfig) -> RSEParams:
                          decay_rate=cfg.decay_rate)
 
 
-class Segments(Step):
+class Segments(Step[Next]):
     name = "segments"
 
     @classmethod
@@ -63,7 +63,7 @@ class Segments(Step):
             if cfg.relevance in ("cosine", "auto") and cfg.cosine_low >= cfg.cosine_high:
                 raise UsageError(f"segments.cosine_low {cfg.cosine_low} must be below cosine_high {cfg.cosine_high}")
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         cfg = deps.config.segments
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:

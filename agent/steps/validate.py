@@ -5,14 +5,14 @@ answer step runs before validate, so the final answer is what is validated."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from ragsieve.agent.answer.answering import answers_and_abstains, is_abstention
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps, Step, StepResult
 from ragsieve.agent.errors import LLMError
-from ragsieve.agent.plan.runner import Deps, Step, StepResult
-from ragsieve.agent.plan.state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,10 @@ class Verdict(BaseModel):
     reason: str = ""
 
 
-class Validate(Step):
+Checked = Literal["resolved", "unresolved", "exhausted"]  # exhausted: unresolved after the fallback
+
+
+class Validate(Step[Checked]):
     """`resolved`, `unresolved` (the sparse fallback has not run yet) or `exhausted` (it has).
 
     Documented defaults, recorded in the trace as `default`: no draft (the
@@ -35,9 +38,8 @@ class Validate(Step):
     """
 
     name = "validate"
-    outcomes = ("resolved", "unresolved", "exhausted")
 
-    def run(self, state: RunState, deps: Deps) -> StepResult:
+    def run(self, state: RunState, deps: Deps) -> StepResult[Checked]:
         summary: dict = {}
         text, citations, what = _latest(state)
         summary["validated"] = what
@@ -59,10 +61,7 @@ class Validate(Step):
                 resolved, reason = False, f"validator failed: {type(exc).__name__}: {str(exc)[:300]}"
                 summary["default"] = "unresolved"
         state.resolved = resolved
-        if resolved:
-            outcome = "resolved"
-        else:
-            outcome = "exhausted" if state.fallback_used else "unresolved"
+        outcome: Checked = "resolved" if resolved else "exhausted" if state.fallback_used else "unresolved"
         summary.update({"resolved": resolved, "reason": reason[:500], "fallback_used": state.fallback_used})
         return StepResult(outcome, summary)
 

@@ -15,7 +15,7 @@ CHUNKS_PER_DOC = 10
 def local_parts(n: int, texts, work: Path):
     """The chunk store (10 chunks a document) and BM25 index, shared by the FAISS kinds measured."""
     from ragsieve.tools.index.local.store import ChunkStore
-    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.search.bm25 import BM25Index
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"
@@ -39,7 +39,7 @@ def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_c
     import faiss
 
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.index.query.dense import DenseIndex
+    from ragsieve.tools.index.search.dense import DenseIndex
 
     dense = DenseIndex(kind, hnsw_m=hnsw_m, ef_search=128, ef_construction=ef_construction)
     saved = None if cache is None or kind != "hnsw" else cache / f"hnsw-{len(vectors)}-{hnsw_m}-{ef_construction}.faiss"
@@ -67,12 +67,12 @@ def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_c
 def milvus_index(n: int, vectors, texts, work: Path):
     from pymilvus import MilvusClient
 
-    from ragsieve.tools.index.admitted import AdmittedCache
     from ragsieve.tools.index.milvus.index import FILTER_CACHE_SIZE, MilvusIndex
     from ragsieve.tools.index.milvus.row_meta import write_row_metadata
     from ragsieve.tools.index.milvus.schema import analysed, create_collection
     from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
     from ragsieve.tools.index.milvus.store import MilvusStore, MilvusVectors
+    from ragsieve.tools.index.search.admitted import AdmittedCache
 
     folder = work / f"milvus-{n}"
     folder.mkdir()

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
                     "unfiltered budget per admitted row (the product's WALK_WIDTH otherwise)")
     args = ap.parse_args(argv)
     if args.walk_width is not None:  # a trade-off point, not the product's setting: recorded in each row
-        from ragsieve.tools.index.query import dense
+        from ragsieve.tools.index.search import dense
 
         dense.WALK_WIDTH = args.walk_width
     per_size = (lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)})
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
                     extra = {"faiss": kind, "faiss_build_s": built} if read_from is None else \
                         {"faiss": kind, "faiss_graph_read_from": read_from}
                     if kind == "hnsw":
-                        from ragsieve.tools.index.query.dense import WALK_WIDTH
+                        from ragsieve.tools.index.search.dense import WALK_WIDTH
 
                         extra.update(hnsw_m=m, ef_construction=efc, ef_search=128, walk_width=WALK_WIDTH)
                     result["rows"] += run_fractions(index, n, folder, queries, qvecs, sims, "local", extra)

@@ -60,7 +60,7 @@ def exact_sims(vectors: np.ndarray, qvecs, block: int = 131072) -> list[np.ndarr
 def hnsw_choice(dense, admitted: int, n: int, candidate_k: int = 100) -> str:
     """What `DenseIndex.search_admitted` does for this many admitted rows: a graph walk (and its efSearch) or
     an exact scan."""
-    from ragsieve.tools.index.query.dense import filtered_ef, walk_pays
+    from ragsieve.tools.index.search.dense import filtered_ef, walk_pays
 
     ef = filtered_ef(dense.ef_search, candidate_k, admitted / n)
     return f"graph walk, efSearch {ef}" if walk_pays(admitted, ef, dense.hnsw_m) else "exact scan"
@@ -68,7 +68,7 @@ def hnsw_choice(dense, admitted: int, n: int, candidate_k: int = 100) -> str:
 
 def run_fractions(index, n: int, folder: Path, queries, qvecs, sims, backend: str, extra: dict) -> list[dict]:
     from ragsieve.tools.index.query.retriever import HybridRetriever
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     plain = HybridRetriever(index, fusion="rrf", candidate_k=100, fusion_site="client")
     everything = np.arange(n, dtype=np.int64)

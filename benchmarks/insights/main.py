@@ -115,7 +115,7 @@ def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.log import QuestionLog
     from ragsieve.insights.record import Surface
-    from ragsieve.service.insights_hook import InsightsHook
+    from ragsieve.service.common.insights_hook import InsightsHook
     from ragsieve.testing import FakeChat
 
     config = Config.model_validate({"insights": {"enabled": True}})

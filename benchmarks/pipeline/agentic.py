@@ -149,6 +149,7 @@ class OracleChat:
     """
 
     model_name = "oracle-judge"
+    accepts_deadline = False
 
     def __init__(self, chunks: ChunkTexts, flip: float):
         self.chunks, self.flip = chunks, flip

@@ -171,7 +171,7 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
                 others = {h.chunk_id for h in hits if chunk_doc_id(h.chunk_id) in gold} - {positive}
                 yield (r.question, {positive}, hits, others) if near_misses else (r.question, {positive}, hits)
 
-        model = str(getattr(llm.chat, "model_name", "") or "unknown")
+        model = str(llm.chat.model_name or "unknown")
         measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k,
                                  decoys=lambda q, ex: pick_decoys(orch.index, q, ex, loop.judge_decoys))  # noqa: B023
         save_calibration(cal.model_copy(update={"judges": {**cal.judges, model: measured}}), path)
@@ -230,6 +230,8 @@ class OracleChat:
     the answer, not a model's reading. Validator: resolved iff the reader's condition holds.
     Prompts are parsed only for the judge's one-line JSON mapping of indexes to texts.
     """
+
+    accepts_deadline = False
 
     def __init__(self, chunks: ChunkTexts, flip: float):
         self.chunks, self.flip = chunks, flip

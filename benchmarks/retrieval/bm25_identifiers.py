@@ -22,7 +22,7 @@ DATA = REPO.parent / "shared" / "data" / "scifact"
 
 
 def main() -> int:
-    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.search.bm25 import BM25Index
     from ragsieve.tools.metrics import ndcg_at_k, recall_at_k
 
     docs = [json.loads(line) for line in gzip.open(DATA / "corpus.jsonl.gz", "rt", encoding="utf-8")]

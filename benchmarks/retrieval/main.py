@@ -33,8 +33,8 @@ from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.index.building.report import indexed_text  # noqa: E402
 from ragsieve.tools.index.building.report import package_version as _version  # noqa: E402
 from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
-from ragsieve.tools.index.query.bm25 import BM25Index  # noqa: E402
 from ragsieve.tools.index.query.retriever import HybridRetriever  # noqa: E402
+from ragsieve.tools.index.search.bm25 import BM25Index  # noqa: E402
 from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 
 

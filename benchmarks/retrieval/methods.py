@@ -70,7 +70,7 @@ class Sweep:
 
     def bm25(self, title_weight: int = 1):
         from ragsieve.tools.index.building.report import indexed_text
-        from ragsieve.tools.index.query.bm25 import BM25Index
+        from ragsieve.tools.index.search.bm25 import BM25Index
 
         if title_weight not in self._bm25:
             b = self.idx.bm25
@@ -90,7 +90,7 @@ class Sweep:
         """RM3-style: the top `fb_docs` BM25 chunks' term distributions, weighted by score; the `terms` most likely
         terms added to the query with weight 1 - alpha (each term's BM25 scores summed with its weight)."""
         from ragsieve.tools.index.building.report import indexed_text
-        from ragsieve.tools.index.query.bm25 import tokenize
+        from ragsieve.tools.index.search.bm25 import tokenize
 
         bm, b = self.bm25(), self.bm25_scores(qid)
         top = topk(b, fb_docs, positive=True)

@@ -61,7 +61,7 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
     from ragsieve.tools.index.building.report import indexed_text
     from ragsieve.tools.index.local.generations import MANIFEST, current_generation
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.index.query.bm25 import BM25Index
+    from ragsieve.tools.index.search.bm25 import BM25Index
 
     with HybridIndex.open(index_dir) as index:
         m = index.manifest
@@ -80,8 +80,8 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
 
 def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     from ragsieve.tools.datasets.beir import read_qrels, read_queries
+    from ragsieve.tools.index.engines.open import open_index
     from ragsieve.tools.index.milvus.publish import publish
-    from ragsieve.tools.index.open import open_index
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     work.mkdir(parents=True, exist_ok=True)

@@ -54,8 +54,8 @@ def synthetic(n: int, dim: int, seed: int = 0, base: np.ndarray | None = None):
 def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.index.local.store import ChunkStore
-    from ragsieve.tools.index.query.bm25 import BM25Index
-    from ragsieve.tools.index.query.dense import DenseIndex
+    from ragsieve.tools.index.search.bm25 import BM25Index
+    from ragsieve.tools.index.search.dense import DenseIndex
     from ragsieve.tools.types import Chunk
 
     folder = work / f"local-{n}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ragsieve.cli.common import add_common, for_terminal
+from ragsieve.tools.access.principals import AccessDefault
+from ragsieve.tools.modes import choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -18,7 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     r = sub.add_parser("relabel", help="apply an access rules file to an index now (nothing is embedded)")
     add_common(r)
     r.add_argument("--access-rules", metavar="FILE", help="the rules file (omit with --clear)")
-    r.add_argument("--access-default", choices=["public", "deny"], help="what unlabelled documents are")
+    r.add_argument("--access-default", choices=choices(AccessDefault), help="what unlabelled documents are")
     r.add_argument("--clear", action="store_true", help="drop the rules (front matter and attributes stay)")
     r.set_defaults(func=run_relabel)
     return p
@@ -26,8 +28,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_explain(args: argparse.Namespace) -> int:
     from ragsieve.tools.access.explain import explain
+    from ragsieve.tools.index.engines.open import opened
 
-    result = explain(args.index, ",".join(args.principals), args.document)
+    with opened(args.index) as index:
+        result = explain(index, ",".join(args.principals), args.document)
     print(for_terminal(result.text()))
     return 0 if result.allowed else 1
 
@@ -53,10 +57,12 @@ def run_relabel(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.tools.access.explain import index_sources, summary
     from ragsieve.tools.access.labels import load
+    from ragsieve.tools.index.engines.open import opened
 
     if not (args.access_rules or args.clear or args.access_default):
         raise UsageError("relabel needs --access-rules FILE, --access-default or --clear")
-    sources = index_sources(args.index)  # refuses a missing index before anything is written
+    with opened(args.index) as index:  # refuses a missing index before anything is written
+        sources = index_sources(index)
     apply_rules(args.index, args.access_rules, args.access_default, args.clear)
     print(for_terminal(summary(load(args.index), sources)))
     return 0

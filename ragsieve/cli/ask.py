@@ -41,7 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     where = reading_as(Where.parse(args.where), args.reading_as)
     config = load_config(args)

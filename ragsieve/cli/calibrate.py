@@ -64,7 +64,7 @@ def handler(args: argparse.Namespace) -> int:
         for w in warnings:
             print(f"ragsieve: warning: previous calibration: {w}", file=sys.stderr)
         llm = None if args.qrels else orch.llm
-        llm_name = "" if llm is None else str(getattr(llm.chat, "model_name", ""))
+        llm_name = "" if llm is None else str(llm.chat.model_name)
         calibrator = Calibrator(index, llm=llm, prompts=orch.prompts, alpha=args.alpha, depth=args.depth,
                                 seed=args.seed, heldout_fraction=args.heldout, score_kind=args.score,
                                 llm_name=llm_name)
@@ -141,7 +141,7 @@ def measure_configured_judge(orch, cal, n: int):
     records = [r for r in cal.records if r.found and r.positive_row is not None][:n]
     items = ((r.question, {store.get(r.positive_row).chunk_id}, orch.retrieve(r.question, top_k=pool))
              for r in records)
-    model = str(getattr(llm.chat, "model_name", "") or "unknown")
+    model = str(llm.chat.model_name or "unknown")
     return measure_judge(items, llm_judge(llm, orch.prompts, loop), model=model, pool=pool,
                          top_k=orch.config.retrieval.top_k,
                          decoys=lambda question, exclude: pick_decoys(orch.index, question, exclude, loop.judge_decoys))

@@ -26,7 +26,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ragsieve.service.feedback.export import export
     from ragsieve.service.feedback.store import FILE_NAME, FeedbackStore
     from ragsieve.service.indexes.registry import parse_index_specs
-    from ragsieve.tools.index.open import open_index
+    from ragsieve.tools.index.engines.open import open_index
 
     (name, folder), = parse_index_specs([args.index]).items()
     db = Path(args.data_dir) / FILE_NAME

@@ -8,6 +8,8 @@ from typing import Any
 from ragsieve.agent.config import IndexConfig
 from ragsieve.agent.errors import UsageError
 from ragsieve.cli.common import add_common, add_device_option, for_terminal, load_config, range_checked
+from ragsieve.tools.access.principals import AccessDefault
+from ragsieve.tools.modes import Backend, BM25Engine, FaissKind, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -22,8 +24,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="embed with any OpenAI-compatible /v1/embeddings endpoint (key from env RAGSIEVE_EMBED_API_KEY)")
     p.add_argument("--embed-dimensions", type=int, metavar="N", help="endpoint: ask for N dimensions (models that take it)")
     p.add_argument("--embed-batch-size", type=int, metavar="N", help="inputs per embedding request or batch")
-    p.add_argument("--faiss", choices=["flat", "hnsw"], help="FAISS index kind")
-    p.add_argument("--bm25", choices=["bm25s", "rank_bm25"], help="BM25 engine")
+    p.add_argument("--faiss", choices=choices(FaissKind), help="FAISS index kind")
+    p.add_argument("--bm25", choices=choices(BM25Engine), help="BM25 engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild from scratch (e.g. to change the embedding model)")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="index only files matching this gitignore-style glob (repeat); overrides default excludes")
@@ -51,7 +53,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_device_option(p)
     p.add_argument("--embed-concurrency", type=int, metavar="N",
                    help="embeddings endpoint: requests in flight at once (default from config: 1)")
-    p.add_argument("--backend", choices=["local", "milvus"],
+    p.add_argument("--backend", choices=choices(Backend),
                    help="serve the index from this engine (default from config: local); milvus also publishes")
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
                                  "(default <index>/milvus.db; token from env RAGSIEVE_MILVUS_TOKEN)")
@@ -71,7 +73,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--access-rules", metavar="FILE",
                    help="who may read which document: gitignore-style globs and URL prefixes -> principals "
                         "(docs/access.md); recorded beside the chunks, re-applied without re-embedding")
-    p.add_argument("--access-default", choices=["public", "deny"],
+    p.add_argument("--access-default", choices=choices(AccessDefault),
                    help="what documents no rule, front matter or attribute labels are (default: public, or as "
                         "recorded)")
     p.set_defaults(func=run)
@@ -162,8 +164,10 @@ def run(args: argparse.Namespace) -> int:
 def access_summary(index: str) -> str:
     from ragsieve.tools.access.explain import index_sources, summary
     from ragsieve.tools.access.labels import load
+    from ragsieve.tools.index.engines.open import opened
 
-    return summary(load(index), index_sources(index))
+    with opened(index) as opened_index:
+        return summary(load(index), index_sources(opened_index))
 
 
 def remote_embedder(ic: IndexConfig, args):

@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from ragsieve.agent.errors import UsageError
+    from ragsieve.service.common.insights_hook import open_insights
     from ragsieve.service.indexes.registry import IndexRegistry, parse_index_specs
-    from ragsieve.service.insights_hook import open_insights
     from ragsieve.service.mcp.server import build_mcp
 
     if not 1 <= args.max_concurrent <= 64 or not 0 < args.request_timeout <= 3600:

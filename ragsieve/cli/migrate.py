@@ -5,12 +5,13 @@ import argparse
 import os
 
 from ragsieve.cli.common import add_common, for_terminal, require_index_folder
+from ragsieve.tools.modes import Backend, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("migrate", help="copy an index to another backend (local -> milvus), no re-embedding")
     p.add_argument("--from", dest="source", choices=["local"], default="local")
-    p.add_argument("--to", dest="target", choices=["milvus", "local"], required=True)
+    p.add_argument("--to", dest="target", choices=choices(Backend), required=True)
     p.add_argument("--uri", help="milvus: a milvus-lite file, http://host:19530 or a Zilliz URI "
                                  "(default <index>/milvus.db; token from env RAGSIEVE_MILVUS_TOKEN)")
     p.add_argument("--name", help="milvus collection name prefix (default: the index folder's name)")

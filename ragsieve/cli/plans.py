@@ -14,7 +14,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsieve.agent.plans import get_plan, plan_names
+    from ragsieve.agent.plan.plans import get_plan, plan_names
 
     config = load_config(args)
     from ragsieve.agent.errors import UsageError

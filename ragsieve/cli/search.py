@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragsieve.agent.answer.locations import label, snippet
+from ragsieve.agent.core.locations import label, snippet
 from ragsieve.cli.common import add_common, for_terminal, load_config
+from ragsieve.tools.modes import RankingMode, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -14,7 +15,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--top-k", type=int, default=10, help="hits to show (1..100)")
     p.add_argument("--json", action="store_true", help="one JSON object: the hits with scores and text")
-    p.add_argument("--ranking", choices=["hybrid", "source-first"], default=None,
+    p.add_argument("--ranking", choices=choices(RankingMode), default=None,
                    help="source-first: definitions in source files before other code, tests and prose "
                         "(for 'where is X implemented'); default: the index config's retrieval.ranking (hybrid)")
     add_filters(p)
@@ -38,7 +39,7 @@ def reading_as(where, items: list[str] | None):
     if not items:
         return where
     from ragsieve.tools.access.principals import principals
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     return (where or Where()).reading_as(principals(",".join(items)))
 
@@ -46,7 +47,7 @@ def reading_as(where, items: list[str] | None):
 def run(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.agent.orchestrator import Orchestrator
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     where = reading_as(Where.parse(args.where), args.reading_as)
     if not 1 <= args.top_k <= 100:

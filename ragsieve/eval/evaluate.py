@@ -38,6 +38,7 @@ class _NoLLM:
     """The chat model of --retrieval-only runs: any LLM call is a bug, and says so."""
 
     model_name = "none"
+    accepts_deadline = False
 
     def complete(self, messages, **_params):
         raise UsageError("--retrieval-only run attempted an LLM call")
@@ -79,7 +80,7 @@ class Evaluation:
                  seed: int = 0, split: str = "test", retrieval_only: bool = False, judge: bool = False,
                  cache: bool = True, chat=None, progress: bool = True, command: str = "",
                  build_missing: bool = True):
-        from ragsieve.agent.plans import get_plan
+        from ragsieve.agent.plan.plans import get_plan
 
         self.config = config or Config()
         if retrieval_only and plans:
@@ -104,7 +105,7 @@ class Evaluation:
         config = self.config.model_dump(mode="json")
         config["llm"] = {k: v for k, v in config["llm"].items() if k not in ("api_key", "cache_dir")}
         return {"dataset_fingerprint": ds.fingerprint, "split": self.split, "retrieval_only": self.retrieval_only,
-                "judge": self.judge, "config": config, "chat_model": None if self.retrieval_only else getattr(self.chat, "model_name", None),
+                "judge": self.judge, "config": config, "chat_model": None if self.retrieval_only or self.chat is None else self.chat.model_name,
                 "index": {k: manifest.get(k) for k in ("corpus_fingerprint", "settings")}}
 
     def _check_resume(self, key: dict[str, Any]) -> None:

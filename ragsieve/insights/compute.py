@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 from ragsieve.insights.log import QuestionLog
 from ragsieve.insights.record import QuestionRecord
 from ragsieve.insights.report import Report, build_report
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.types import Hit
 
 CLOSEST = 3

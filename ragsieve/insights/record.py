@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from ragsieve.agent.plan.state import Citation, ConformalRecord, TraceEvent
+from ragsieve.agent.core.state import Citation, ConformalRecord, TraceEvent
 from ragsieve.insights.redact import redact
 
 
@@ -88,16 +88,16 @@ class QuestionRecord:
 def answerability_of(trace: list[TraceEvent]) -> dict[str, Any]:
     """The last answer step's calibrated answerability decision (score, threshold), if it made one."""
     for event in reversed(trace):
-        if event.step == "answer" and isinstance(event.summary.get("answerability"), dict):
-            return event.summary["answerability"]
+        if event.step == "answer" and isinstance(event.summary_dict().get("answerability"), dict):
+            return event.summary_dict()["answerability"]
     return {}
 
 
 def conformal_best_of(trace: list[TraceEvent]) -> float | None:
     """The last conformal step's best nonconformity score, when it applied a calibrated cutoff."""
     for event in reversed(trace):
-        if event.step == "conformal" and event.summary.get("status") == "applied":
-            return _num(event.summary.get("best"))
+        if event.step == "conformal" and event.summary_dict().get("status") == "applied":
+            return _num(event.summary_dict().get("best"))
     return None
 
 

@@ -23,12 +23,14 @@ except ImportError:  # the server extra is not installed: its one-line error, no
     require_all(Extra.SERVER, SERVER_MODULES, "the HTTP service (ragsieve serve)")
     raise
 
-from ragsieve.service import errors, native_routes, web
+from ragsieve.service import native_routes, web
 from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.chat import routes as chat_routes
+from ragsieve.service.common import errors
+from ragsieve.service.common.insights_hook import open_insights
 from ragsieve.service.documents import routes as documents_routes
 from ragsieve.service.documents.service import Documents
-from ragsieve.service.insights_hook import open_insights
+from ragsieve.service.indexes.contract import Registry
 from ragsieve.service.middleware.access_log import AccessLog
 from ragsieve.service.middleware.body_limit import BodyLimit
 from ragsieve.service.middleware.content_type import FormAsJson
@@ -42,7 +44,7 @@ from ragsieve.tools.errors import MissingExtraError
 log = logging.getLogger(__name__)
 
 
-def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing | None = None, *,
+def create_app(registry: Registry, settings: ServiceSettings | None = None, keys: KeyRing | None = None, *,
                preload_model: bool = True, close_registry: bool = False, widget_keys=None) -> FastAPI:
     """The app over an `IndexRegistry`. `preload_model` starts the LLM in the background at start-up
     (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
@@ -57,8 +59,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
         if preload_model:
             registry.warming = True  # /readyz waits until each index has run one search (`warm_indexes`)
             threading.Thread(target=_preload, args=(registry,), name="ragsieve-model-start", daemon=True).start()
-        if hasattr(registry, "watch"):
-            registry.watch()  # new generations are followed without a restart (`live`)
+        registry.watch()  # new generations are followed without a restart (`live`)
         try:
             async with app.state.mcp.run() if app.state.mcp is not None else nullcontext():
                 yield
@@ -79,7 +80,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     app.include_router(native_routes.router)
     app.state.mcp = _mount_mcp(app, registry, keys, settings)  # MCP over Streamable HTTP at /mcp
     app.state.documents = documents
-    if getattr(registry, "insights", None) is None and hasattr(registry, "config"):
+    if registry.insights is None:
         registry.insights = open_insights(registry, settings.data_dir)  # None unless [insights] enabled
     app.include_router(documents_routes.router)  # files, vector stores, crawl jobs
 
@@ -103,7 +104,7 @@ def create_app(registry, settings: ServiceSettings | None = None, keys: KeyRing 
     return app
 
 
-def _mount_mcp(app: FastAPI, registry, keys: KeyRing, settings: ServiceSettings):
+def _mount_mcp(app: FastAPI, registry: Registry, keys: KeyRing, settings: ServiceSettings):
     """MCP at /mcp (its session manager), or, without the mcp extra, a /mcp that answers 501 with the one line
     naming the install (also logged at start-up)."""
     try:
@@ -120,7 +121,7 @@ def _mount_mcp(app: FastAPI, registry, keys: KeyRing, settings: ServiceSettings)
     return mcp_server.mount(app, registry, keys, settings)
 
 
-def _preload(registry) -> None:
+def _preload(registry: Registry) -> None:
     registry.warm_indexes()
     try:
         registry.shared_llm()

@@ -13,9 +13,9 @@ from ragsieve.agent.answer.conversation import from_messages
 from ragsieve.agent.errors import UsageError
 from ragsieve.insights.record import Surface
 from ragsieve.service.auth.scope import Caller, caller
-from ragsieve.service.errors import ApiError
-from ragsieve.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
-from ragsieve.service.requests import AskRequest, check_text, question_overrides
+from ragsieve.service.common.errors import ApiError
+from ragsieve.service.common.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
+from ragsieve.service.common.requests import AskRequest, check_text, question_overrides
 
 router = APIRouter()
 

@@ -53,7 +53,7 @@ class _Graceful(uvicorn.Server):
     instead of being cancelled by uvicorn mid-body."""
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        from ragsieve.service import shutdown
+        from ragsieve.service.common import shutdown
 
         shutdown.closing(self.config.timeout_graceful_shutdown)
         await super().shutdown(sockets)

@@ -27,9 +27,9 @@ from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.testing.fake_chat import FakeChat
 from ragsieve.tools.index.backend import IndexBackend
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.query.dense import corpus_similarities
 from ragsieve.tools.index.query.retriever import HybridRetriever
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.dense import corpus_similarities
+from ragsieve.tools.index.search.where import Where
 
 QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
            "retry failed events"]
@@ -131,7 +131,7 @@ class FilterTest(BackendFixtures):
 
 class PipelineTest(BackendFixtures):
     def test_the_pipeline_runs_on_the_backend(self, backend: IndexBackend) -> None:
-        """`Orchestrator.open` on the folder finds this backend (ragsieve.tools.index.open) and both plans run."""
+        """`Orchestrator.open` on the folder finds this backend (ragsieve.tools.index.engines.open) and both plans run."""
         with Orchestrator.open(backend.root, Config(), chat=FakeChat(default=self.reply)) as orch:
             assert orch.index.backend is backend.backend
             answer = orch.ask(self.question)

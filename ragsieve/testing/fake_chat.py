@@ -16,6 +16,8 @@ class FakeChat:
     exception is raised, a callable gets the messages and returns the reply.
     When the queue is empty, `default` (if set) answers; otherwise it fails."""
 
+    accepts_deadline = False  # a scripted reply is instant
+
     def __init__(self, replies: list[Scripted] | None = None, *, default: Scripted | None = None,
                  model_name: str = "fake", token_delay_s: float = 0.0) -> None:
         self.queue: deque[Scripted] = deque(replies or [])

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from benchmarks.pipeline import plans as pipeline_plans  # noqa: E402
 from benchmarks.pipeline.rows import stage_contexts, stage_recalls, summarise  # noqa: E402
-from ragsieve.agent.plan.state import TraceEvent  # noqa: E402
+from ragsieve.agent.core.state import TraceEvent  # noqa: E402
 from ragsieve.testing import FakeChat  # noqa: E402
 from tests.core.test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: E402,F401  (the fixture is used by name)
 

@@ -123,7 +123,7 @@ def test_a_model_abstention_is_overruled_when_the_calibrated_score_says_answerab
 def test_answerability_is_scored_over_the_rows_the_metadata_filter_admits(calibrated_index):  # noqa: F811
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     cal, _ = load_calibration(calibrated_index)
     cutoff = cal.abstention.threshold(0.2)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragsieve.tools.index.admitted import Admitted
-from ragsieve.tools.index.query import dense as dense_mod
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex, filtered_ef, walk_pays
+from ragsieve.tools.index.search import dense as dense_mod
+from ragsieve.tools.index.search.admitted import Admitted
+from ragsieve.tools.index.search.bm25 import BM25Index
+from ragsieve.tools.index.search.dense import DenseIndex, filtered_ef, walk_pays
 
 
 def _clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:

@@ -17,10 +17,11 @@ from ragsieve.tools.access.labels import load, set_rules
 from ragsieve.tools.access.principals import AccessDefault, may_read, principals
 from ragsieve.tools.access.rules import AccessRules
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.engines.open import opened
 from ragsieve.tools.index.local.generations import current_generation
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.query.retriever import HybridRetriever
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 from tests.core.test_full_plan import fake_model
 from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
 
@@ -85,16 +86,18 @@ def test_changing_only_the_rules_relabels_without_a_new_generation(needle_index,
             index, where=Where(readers=ALICE)).run(QUESTION, top_k=5)} == {"corpus/notes/alice.md"}
         assert HybridRetriever(index, where=Where(readers=BOB)).run(QUESTION, top_k=5) == []
     assert current_generation(folder) == gen
-    assert explain(folder, "user:bob@example.com", "corpus/handbook/holidays.md").origin == "default (deny)"
+    with opened(folder) as index:
+        assert explain(index, "user:bob@example.com", "corpus/handbook/holidays.md").origin == "default (deny)"
 
 
 def test_explain_and_the_cli(needle_index):
-    no = explain(needle_index, "user:bob@example.com", NEEDLE)
-    assert not no.allowed and "rules line 2" in no.text() and "may NOT read" in no.text()
-    yes = explain(needle_index, ["group:finance"], NEEDLE)
-    assert yes.allowed and "granted to group:finance" in yes.text()
-    with pytest.raises(UsageError, match="no document"):
-        explain(needle_index, "user:bob@example.com", "corpus/nothing.md")
+    with opened(needle_index) as index:
+        no = explain(index, "user:bob@example.com", NEEDLE)
+        assert not no.allowed and "rules line 2" in no.text() and "may NOT read" in no.text()
+        yes = explain(index, ["group:finance"], NEEDLE)
+        assert yes.allowed and "granted to group:finance" in yes.text()
+        with pytest.raises(UsageError, match="no document"):
+            explain(index, "user:bob@example.com", "corpus/nothing.md")
     cli = [sys.executable, "-m", "ragsieve", "access", "explain", "--index", str(needle_index)]
     run = subprocess.run(cli + ["--as", "user:bob@example.com", NEEDLE], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from ragsieve.agent.config import Config
-from ragsieve.agent.plan.runner import END
-from ragsieve.agent.plans import BUILTIN_PLANS
+from ragsieve.agent.core.step import END
+from ragsieve.agent.plan.plans import BUILTIN_PLANS
 
 pytestmark = pytest.mark.llm
 

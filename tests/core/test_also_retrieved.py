@@ -1,10 +1,10 @@
 """The reply's sources hold the retrieved top passages whatever the model cites (agent/answer/also_retrieved.py)."""
 from ragsieve.agent.answer.also_retrieved import with_also_retrieved
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import Citation, RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plan.state import Citation, RunState
 from ragsieve.agent.steps.answer import Answer
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit

@@ -3,9 +3,9 @@ import pytest
 
 from ragsieve.agent.answer.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
 from ragsieve.testing import FakeChat
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.ordering import edges_order, order_for_context
@@ -120,7 +120,7 @@ def test_infer_citations_threshold_and_order():
 
 
 def test_answer_step_reuses_a_draft_of_the_same_context_only():
-    from ragsieve.agent.plan.state import Citation, RunState
+    from ragsieve.agent.core.state import Citation, RunState
     from ragsieve.agent.steps.answer import Answer
 
     hits = [_hit(0), _hit(1)]

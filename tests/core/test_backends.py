@@ -16,8 +16,8 @@ import pytest
 
 from ragsieve.testing.backends import QUERIES, IndexBackendTests
 from ragsieve.tools.index.backend import Backend, CorpusScores, IndexBackend, RoundTrips, ServerFusion
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.open import open_index
 
 
 @pytest.fixture(scope="module")

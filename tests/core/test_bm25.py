@@ -4,7 +4,7 @@ import math
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.query.bm25 import BM25Index, lucene_bm25_scores, lucene_idf, tokenize
+from ragsieve.tools.index.search.bm25 import BM25Index, lucene_bm25_scores, lucene_idf, tokenize
 
 CORPUS = [
     "The cat sat on the mat with another cat.",

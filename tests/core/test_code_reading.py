@@ -11,14 +11,14 @@ import pytest
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.answer.citation_merge import merge_same_label
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import Citation
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plan.state import Citation
 from ragsieve.testing import FakeChat
 from ragsieve.tools.filters.stitch import stitch_definitions
-from ragsieve.tools.index.query.symbols import SymbolTable, named_identifiers
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.symbols import SymbolTable, named_identifiers
+from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.types import Document, Hit
 

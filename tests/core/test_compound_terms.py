@@ -1,5 +1,5 @@
 """Lower-case compound identifiers (`getheader`, `readline`) split into words for BM25 documents, and code
-chunk headers that spell their symbols' names in words (`ragsieve.tools.index.query.compounds`,
+chunk headers that spell their symbols' names in words (`ragsieve.tools.index.search.compounds`,
 `report.indexed_text`)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ragsieve.tools.index.building.report import indexed_text, symbol_words
 from ragsieve.tools.index.milvus.schema import analysed
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
-from ragsieve.tools.index.query.compounds import compound_words, split_compound
+from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.search.compounds import compound_words, split_compound
 from ragsieve.tools.types import Chunk
 
 CODE = [

@@ -215,7 +215,7 @@ def test_choose_kind_breaks_size_ties_by_coverage():
 
 
 def test_corpus_similarities_in_blocks_equal_one_product():
-    from ragsieve.tools.index.query.dense import corpus_similarities
+    from ragsieve.tools.index.search.dense import corpus_similarities
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(1000, 16)).astype(np.float32)

@@ -4,7 +4,7 @@ import pytest
 
 from ragsieve.tools.errors import IndexMissingError, ModelUnavailableError, UsageError
 from ragsieve.tools.index.embedders.local_embedder import Embedder, packaged_model_dir
-from ragsieve.tools.index.query.dense import DenseIndex, l2_normalise
+from ragsieve.tools.index.search.dense import DenseIndex, l2_normalise
 
 
 def test_packaged_model_is_found_without_import():

@@ -92,13 +92,13 @@ def test_a_local_model_on_the_cpu_is_not_streamed_a_gpu_or_an_endpoint_is(tmp_pa
     from ragsieve.tools.index.building.embedding import streams
     from ragsieve.tools.index.embedders import device as device_mod
 
-    assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu"))
+    assert not streams(IndexBuilder(tmp_path / "a", progress=False, device="cpu").context())
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)
-    assert streams(IndexBuilder(tmp_path / "b", progress=False, device="cuda"))
-    assert streams(IndexBuilder(tmp_path / "c", progress=False, embedder=HashEmbedder()))  # an endpoint-like one
+    assert streams(IndexBuilder(tmp_path / "b", progress=False, device="cuda").context())
+    assert streams(IndexBuilder(tmp_path / "c", progress=False, embedder=HashEmbedder()).context())  # an endpoint-like one
     forced = IndexBuilder(tmp_path / "d", progress=False, device="cpu")
     forced.stream = True
-    assert streams(forced)
+    assert streams(forced.context())
 
 
 def _docs(n: int) -> list[Document]:

@@ -139,8 +139,8 @@ def test_flashrank_runs_a_built_onnx_cross_encoder_and_orders_by_its_scores(tmp_
 def test_the_fallback_step_reranks_with_the_built_flashrank_model(tmp_path):
     """The fallback's lenient reranker (no [rerank] provider) finds the cached model through
     `fallback.rerank_cache_dir` and reports FlashRank, not the embedding order."""
-    from ragsieve.agent.plan.state import RunState
-    from ragsieve.agent.plans import STEPS
+    from ragsieve.agent.core.state import RunState
+    from ragsieve.agent.plan.plans import STEPS
     from ragsieve.testing import FakeChat
     from tests.support.loop_fakes import FakeRetriever, Script, VecIndex, make_deps
 

@@ -11,11 +11,11 @@ import pytest
 
 from ragsieve.agent.calibration import Calibrator, save_calibration
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import END, Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import END, Deps
-from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.plans import BUILTIN_PLANS, STEPS
+from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Hit
 from tests.core.test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  (FACTS, TinyIndex: shared)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ragsieve.agent.plan.state import CoverageLoss, JudgeRoundReport
-from ragsieve.agent.plans import STEPS
+from ragsieve.agent.core.state import CoverageLoss, JudgeRoundReport
+from ragsieve.agent.plan.plans import STEPS
 from ragsieve.tools.filters.conformal import ScoreKind, hybrid_signal, nonconformity
 from tests.core.test_calibration import FACTS, TinyIndex, bow
 from tests.core.test_full_plan import calibrate, hits_for, make, run_step

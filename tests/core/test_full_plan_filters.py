@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragsieve.agent.plan.state import ConformalRecord, CoverageLoss
+from ragsieve.agent.core.state import ConformalRecord, CoverageLoss
 from tests.core.test_calibration import FACTS, TinyIndex, bow
 from tests.core.test_full_plan import calibrate, hits_for, make, run_step
 

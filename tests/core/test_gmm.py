@@ -58,7 +58,7 @@ def test_a_frequency_above_the_number_of_runs_is_refused_not_a_filter_that_never
         GMMOutlierFilter(n_components=[1], min_outlier_freq=4)
     assert GMMOutlierFilter(n_components=[1], min_outlier_freq=2).min_outlier_freq == 2
     from ragsieve.agent.config import Config
-    from ragsieve.agent.plans import get_plan
+    from ragsieve.agent.plan.plans import get_plan
 
     with pytest.raises(UsageError, match="refuses its settings: min_outlier_freq 4 exceeds"):
         get_plan("full", Config.model_validate({"outliers": {"n_components": [1]}}))

@@ -13,8 +13,8 @@ import pytest
 from ragsieve.agent.config import Config
 from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.tools.index.building.builder import IndexBuilder
-from ragsieve.tools.index.query.symbols import definitions_in
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.symbols import definitions_in
+from ragsieve.tools.index.search.where import Where
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 PAGES = Path(__file__).parents[1] / "fixtures" / "pydocs"

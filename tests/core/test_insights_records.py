@@ -1,8 +1,8 @@
 """The question log's records: redaction of secrets, retention, and the outcome read from an answer."""
 from __future__ import annotations
 
+from ragsieve.agent.core.state import ConformalRecord, TraceEvent
 from ragsieve.agent.orchestrator import Answer
-from ragsieve.agent.plan.state import ConformalRecord, TraceEvent
 from ragsieve.insights.log import FILE_NAME, QuestionLog
 from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
 from ragsieve.insights.redact import redact

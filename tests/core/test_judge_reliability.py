@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from ragsieve.agent.calibration import load_calibration
+from ragsieve.agent.core.state import JudgeRoundReport
 from ragsieve.agent.judging.reliability import JudgeReliability, decide_rule, measure_judge
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.modes import ContextRule
-from ragsieve.agent.plan.state import JudgeRoundReport
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Hit
 from tests.core.test_full_plan import FACTS, TinyIndex, calibrate, hits_for, make, run_step

@@ -14,8 +14,8 @@ def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():
     state = run(deps, "Where was the alpha project leader born?")
     judge = state.trace[1]
     assert judge.step == "judge" and judge.usage.calls == 2
-    assert judge.summary["mode"] == "failed"
-    assert "StructuredOutputError" in judge.summary["batches"][0]["failed"]
+    assert judge.summary.mode == "failed"
+    assert "StructuredOutputError" in judge.summary.batches[0]["failed"]
     # the re-ask carried the validation error and the schema
     reask = chat.history[1]["messages"][-1]["content"]
     assert "not valid" in reask and '"1"' in reask

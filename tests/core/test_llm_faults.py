@@ -10,6 +10,7 @@ import pytest
 
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.errors import BudgetExceeded, EndpointError, LLMError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.cache import DiskCache
@@ -17,8 +18,7 @@ from ragsieve.agent.llm.client import LLM, PromptTooLarge
 from ragsieve.agent.llm.openai_chat import OpenAIChat
 from ragsieve.agent.llm.redact import RedactingFilter, redact, redact_url
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plans import get_plan
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.cli.common import for_terminal
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit

@@ -159,8 +159,8 @@ def test_validator_malformed_json_defaults_to_unresolved(tmp_path):
 def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_score(tmp_path):
     """The vector path (not the test double's retriever): a planted sparse chunk whose information is found
     nowhere else outranks a sparse near-duplicate that is closer to the question by cosine alone."""
-    from ragsieve.agent.plan.state import RunState
-    from ragsieve.agent.plans import STEPS
+    from ragsieve.agent.core.state import RunState
+    from ragsieve.agent.plan.plans import STEPS
     from ragsieve.tools.filters.rerank import Reranker
     from ragsieve.tools.index.sparse.subset import cosmix_scores
     from tests.support.loop_fakes import FakeRetriever, VecIndex

@@ -135,7 +135,7 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from tests.core.test_stable_rows import HashEmbedder
-        from ragsieve.tools.index.open import open_index
+        from ragsieve.tools.index.engines.open import open_index
         idx = open_index({str(index)!r}, embedder=HashEmbedder())
         print("open", flush=True)
         time.sleep(20)

@@ -16,8 +16,8 @@ from ragsieve.agent.answer.answering import (
     is_abstention,
 )
 from ragsieve.agent.calibration.questions import calibration_warnings, needed_calibration_questions
-from ragsieve.agent.plan.state import JudgeRoundReport, RunState
-from ragsieve.agent.plans import STEPS
+from ragsieve.agent.core.state import JudgeRoundReport, RunState
+from ragsieve.agent.plan.plans import STEPS
 from ragsieve.testing import FakeChat
 from ragsieve.tools.filters.segments import adjust_for_chunk_length, best_segments, preset_params
 from ragsieve.tools.metrics import is_abstention as counted_as_abstention

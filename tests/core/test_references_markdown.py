@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from ragsieve.agent.answer.grounding import Grounding
-from ragsieve.agent.plan.state import Citation
+from ragsieve.agent.core.state import Citation
 from ragsieve.service.chat.render import references
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown (rich brings it)")

@@ -10,7 +10,7 @@ import pytest
 from ragsieve.agent.config import Config, RerankConfig
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.orchestrator import Orchestrator
-from ragsieve.agent.plans import get_plan, usable_plans
+from ragsieve.agent.plan.plans import get_plan, usable_plans
 from ragsieve.testing import FakeChat
 from ragsieve.tools.errors import ModelEndpointError, ModelUnavailableError
 from ragsieve.tools.rerankers import RerankMethod, open_reranker, passage_text

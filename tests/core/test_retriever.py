@@ -5,8 +5,8 @@ import pytest
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.builder import IndexBuilder
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.query.retriever import HybridRetriever
+from ragsieve.tools.index.search.dense import l2_normalise
 
 DOCS = [
     "Photosynthesis converts sunlight into chemical energy in green plants.",

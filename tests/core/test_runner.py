@@ -2,11 +2,12 @@
 import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import END, Deps, Step, StepResult
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plan.runner import END, Deps, Plan, Step, StepResult, run_plan, validate_plan
-from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.plans import BUILTIN_PLANS, STEPS, get_plan, plan_names
+from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS, get_plan, plan_names
+from ragsieve.agent.plan.runner import Plan, run_plan, validate_plan
 from ragsieve.agent.steps.answer import Answer
 from ragsieve.testing import FakeChat
 
@@ -33,10 +34,7 @@ def _deps(chat=None):
     return Deps(config=Config(), retriever=None, index=None, llm=LLM(chat or FakeChat(default="ok")), prompts=None)
 
 
-PLAN = Plan((_Loop, _Finish), PlanSpec(start="test_loop", transitions={
-    "test_loop": {"again": "test_loop", "done": "test_finish"},
-    "test_finish": {"next": END},
-}))
+PLAN = Plan.of(_Loop, _Loop.on({"again": _Loop, "done": _Finish}), _Finish.on({"next": END}))
 
 
 def test_trace_records_sequence_outcomes_and_usage():
@@ -103,7 +101,7 @@ def test_a_step_class_without_a_name_is_refused():
 def test_a_plan_runs_only_the_steps_it_lists():
     """No global registry: a plan naming a step it does not list is refused, whatever else was imported."""
     spec = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "answer"},
-                                                    "answer": {"next": END}})
+                                                    "answer": {"next": "end"}})
     with pytest.raises(UsageError, match="leads to unknown step 'answer'"):
         validate_plan("mine", Plan((_Loop,), spec))
     validate_plan("mine", Plan((_Loop, Answer), spec))
@@ -115,7 +113,7 @@ def test_config_plans_are_validated():
         get_plan("mine", bad)
     with pytest.raises(UsageError, match="unknown plan 'zzz'"):
         get_plan("zzz", Config())
-    wrong_outcome = Config(plans={"w": PlanSpec(start="retrieve", transitions={"retrieve": {"grew": END}})})
+    wrong_outcome = Config(plans={"w": PlanSpec(start="retrieve", transitions={"retrieve": {"grew": "end"}})})
     with pytest.raises(UsageError, match="has no outcome 'grew'"):
         get_plan("w", wrong_outcome)
 

@@ -1,6 +1,6 @@
 """When a name in the query is a lookup, and how spelled-out definitions are raised (pure functions)."""
 from ragsieve.tools.index.query.definitions import SPELLED_BOOST, definitions_first
-from ragsieve.tools.index.query.symbols import Definition, SymbolTable, is_lookup, key, named_identifiers
+from ragsieve.tools.index.search.symbols import Definition, SymbolTable, is_lookup, key, named_identifiers
 
 
 def test_short_questions_about_a_name_are_lookups_and_descriptions_that_mention_one_are_not():

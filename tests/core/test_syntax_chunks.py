@@ -125,7 +125,7 @@ def test_cast_spans_refuse_nothing_on_odd_input():
 
 
 def test_symbols_reach_the_index_text_and_citations(tmp_path, embedder):
-    from ragsieve.agent.plan.state import Citation
+    from ragsieve.agent.core.state import Citation
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.building.report import indexed_text
     from ragsieve.tools.index.local.index import HybridIndex

@@ -191,7 +191,7 @@ def test_content_when_turned_on_is_redacted(examples_index, memory):
 def test_principals_never_widen_what_a_span_holds(tmp_path, embedder, memory):
     from ragsieve.agent.orchestrator import Orchestrator
     from ragsieve.insights.redact import redact
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
     from tests.support.access_corpus import QUESTION as NEEDLE_QUESTION
     from tests.support.access_corpus import build_needle_index, leaks
 

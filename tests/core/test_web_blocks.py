@@ -117,7 +117,7 @@ def test_ranking_keeps_one_chunk_per_section_and_skips_toc(tmp_path, embedder):
     from ragsieve.tools.index.building.builder import IndexBuilder
     from ragsieve.tools.index.local.index import HybridIndex
     from ragsieve.tools.index.query.retriever import HybridRetriever
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.where import Where
 
     site = tmp_path / "site"
     site.mkdir()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
-from ragsieve.tools.index.query.identifiers import split_identifier
-from ragsieve.tools.index.query.symbols import SymbolTable
+from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.search.identifiers import split_identifier
+from ragsieve.tools.index.search.symbols import SymbolTable
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.pages import page_document, site_documents
 from ragsieve.tools.ingest.site_titles import site_affixes, strip_site_affixes

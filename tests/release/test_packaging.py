@@ -126,7 +126,7 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
     assert outside == set()
     for template in (REPO / "prompts").glob("*.j2"):
         assert f"ragsieve/prompts/{template.name}" in names
-    for module in ("__main__.py", "cli/main.py", "service/mcp/server.py", "agent/steps/answer.py", "agent/plan/state.py",
+    for module in ("__main__.py", "cli/main.py", "service/mcp/server.py", "agent/steps/answer.py", "agent/core/state.py",
                    "tools/index/query/retriever.py", "tools/ingest/loaders.py", "tools/filters/conformal.py"):
         assert f"ragsieve/{module}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

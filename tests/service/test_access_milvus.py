@@ -10,10 +10,10 @@ import pytest
 
 from ragsieve import Config, Orchestrator
 from ragsieve.testing import FakeChat
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.open import open_index
 from ragsieve.tools.index.query.retriever import HybridRetriever
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 from tests.core.test_full_plan import fake_model
 from tests.service.test_access_service import BOB, FIN, everything_received, ring
 from tests.support.access_corpus import NEEDLE_TEXT, QUESTION, build_needle_index, leaks
@@ -56,9 +56,9 @@ def test_milvus_filters_resolve_from_the_publish_row_file_as_milvus_resolves_the
     """The publish writes each row's source and kind beside the pointer; a filter is resolved from it with no
     read sent to Milvus (reading the rows back took ~20 s at 100k chunks on milvus-lite), to the rows Milvus
     itself admits (the path a pointer published before the file takes)."""
-    from ragsieve.tools.index.admitted import AdmittedCache
     from ragsieve.tools.index.milvus.client import thread_round_trips
     from ragsieve.tools.index.milvus.index import FILTER_CACHE_SIZE
+    from ragsieve.tools.index.search.admitted import AdmittedCache
 
     _, remote, _ = indexes
     pointer = json.loads((remote / "milvus.json").read_text(encoding="utf-8"))

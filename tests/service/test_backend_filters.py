@@ -12,10 +12,10 @@ import pytest
 from ragsieve import Config, Orchestrator
 from ragsieve.testing import FakeChat
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.open import open_index
 from ragsieve.tools.index.query.retriever import HybridRetriever
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 QUERY = "rotate the API key"
 

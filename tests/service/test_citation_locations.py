@@ -12,7 +12,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 
-from ragsieve.agent.answer.locations import deepest_location
+from ragsieve.agent.core.locations import deepest_location
 from ragsieve.testing import FakeChat
 from tests.core.test_formats import make_pdf
 from tests.support.anchor_fixtures import QUESTION, build_site_index, citing_twice, every_chunk_config, write_site

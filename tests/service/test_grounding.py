@@ -95,7 +95,7 @@ def test_an_answer_citing_nothing_is_marked_on_every_surface(examples_index, tmp
 
 
 def test_feedback_export_keeps_cited_passages_and_no_abstention(examples_index, tmp_path):
-    from ragsieve.tools.index.open import open_index
+    from ragsieve.tools.index.engines.open import open_index
 
     store = FeedbackStore.in_folder(tmp_path / "data")
     cited = {"number": 1, "chunk_id": "examples/docs/api-keys.md#0", "cited": True}

@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
+from ragsieve.agent.core.state import Citation
 from ragsieve.agent.errors import EndpointError, UsageError
-from ragsieve.agent.plan.state import Citation
 from ragsieve.cli.main import main
 from ragsieve.eval.data import load_dataset
 from ragsieve.service.auth.keys import KeyRing

@@ -9,7 +9,7 @@ import numpy as np
 
 from ragsieve.agent.llm.client import LLM
 from ragsieve.testing import FakeChat
-from ragsieve.tools.index.query.bm25 import BM25Index
+from ragsieve.tools.index.search.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
 from tests.support.loop_fakes import fenced_text
 

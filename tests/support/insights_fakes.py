@@ -11,8 +11,8 @@ from ragsieve import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.service.app import create_app
 from ragsieve.service.auth.keys import KeyRing
+from ragsieve.service.common.insights_hook import open_insights
 from ragsieve.service.indexes.registry import IndexRegistry
-from ragsieve.service.insights_hook import open_insights
 from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.testing import FakeChat

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps, run_plan
-from ragsieve.agent.plan.state import RunState
-from ragsieve.agent.plans import get_plan
+from ragsieve.agent.plan.plans import get_plan
+from ragsieve.agent.plan.runner import run_plan
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 

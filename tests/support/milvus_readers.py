@@ -2,8 +2,8 @@
 marks each document shows a reader, and its document ids."""
 from __future__ import annotations
 
+from ragsieve.tools.index.engines.open import open_index
 from ragsieve.tools.index.local.index import HybridIndex
-from ragsieve.tools.index.open import open_index
 from tests.core.test_stable_rows import HashEmbedder, snapshot
 
 

@@ -1,9 +1,11 @@
-"""Why a caller can or cannot read a document, and how an index's documents are labelled (build summary)."""
+"""Why a caller can or cannot read a document, and how an index's documents are labelled (build summary).
+The caller opens the index (`ragsieve.tools.index.engines.open`); this module asks it, whatever its engine."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ragsieve.tools.access.labels import AccessLabels, load
 from ragsieve.tools.access.principals import PUBLIC, principals
@@ -27,34 +29,29 @@ class Explanation:
         return f"{who} may read {self.source}: its access list is [{listed}] (from {self.origin}), granted to {via}"
 
 
-def index_sources(root: str | Path) -> list[str]:
-    """The document sources of an index's live generation (local or Milvus)."""
-    from ragsieve.tools.index.local.index import HybridIndex
-    from ragsieve.tools.index.open import open_index
+class Listed(Protocol):
+    """What explaining reads from an index (any backend, `ragsieve.tools.index.backend.IndexBackend`)."""
 
-    index = open_index(root)
-    try:
-        if isinstance(index, HybridIndex):
-            return sorted({s for _, s, _ in index.store.row_metadata()})
-        from ragsieve.tools.index.milvus.index import MilvusIndex
-
-        if isinstance(index, MilvusIndex):
-            return index.sources()
-        raise TypeError(f"unknown index backend {type(index).__name__}")
-    finally:
-        index.close()
+    @property
+    def root(self) -> Path: ...
+    def sources(self) -> list[str]: ...
 
 
-def explain(root: str | Path, caller: list[str] | str, document: str) -> Explanation:
+def index_sources(index: Listed) -> list[str]:
+    """The document sources of an index's live generation (the backend lists them)."""
+    return sorted(index.sources())
+
+
+def explain(index: Listed, caller: list[str] | str, document: str) -> Explanation:
     """Whether `caller` (principals) may read `document` (a source as cited, or a file id of the documents
     API: the document whose source starts with `<id>/`); UsageError when the index has no such document."""
     held = principals(caller)
-    sources = index_sources(root)
+    sources = index_sources(index)
     found = document if document in sources else next((s for s in sources if s.startswith(document.rstrip("/") + "/")),
                                                        None)
     if found is None:
-        raise UsageError(f"no document {document!r} in the index {root}")
-    decision = load(root).decide(found)
+        raise UsageError(f"no document {document!r} in the index {index.root}")
+    decision = load(index.root).decide(found)
     allowed = PUBLIC in decision.readers or bool(set(decision.readers) & set(held))
     return Explanation(found, held, decision.readers, decision.origin, allowed)
 

@@ -3,7 +3,7 @@
 `IndexBackend` names the whole surface the retriever, the steps, calibration
 and evaluation use; `HybridIndex` (SQLite + bm25s + FAISS in one process,
 `ragsieve.tools.index.local`) is the `local` backend, `MilvusIndex`
-(`ragsieve.tools.index.milvus.index`) the distributed one; `ragsieve.tools.index.open`
+(`ragsieve.tools.index.milvus.index`) the distributed one; `ragsieve.tools.index.engines.open`
 opens either. This module is the contract only: it imports no engine. Rows are
 integers 0..N-1 in both: a document's chunks occupy consecutive rows.
 """
@@ -19,9 +19,9 @@ from ragsieve.tools.modes import Backend
 from ragsieve.tools.types import Chunk
 
 if TYPE_CHECKING:  # named in signatures only: the contract stays free of the query room's imports
-    from ragsieve.tools.index.admitted import Admitted
-    from ragsieve.tools.index.query.symbols import SymbolTable
-    from ragsieve.tools.index.query.where import Where
+    from ragsieve.tools.index.search.admitted import Admitted
+    from ragsieve.tools.index.search.symbols import SymbolTable
+    from ragsieve.tools.index.search.where import Where
 
 
 class ChunkSource(Protocol):
@@ -73,6 +73,7 @@ class IndexBackend(Protocol):
     `vectors` (indexable by a row or a list of rows; None only in a test double without vectors: the steps
     then score the hits they have), `sparse_rows` (COS-Mix S), `embed_query` / `embed` (the index's own
     embedding model), `manifest` and `root` (the index folder), `filter_rows` (a metadata filter's rows),
+    `sources` (every document source of the live generation, sorted),
     and `symbols` (the code symbol table; None where the backend keeps none). Capabilities only some
     backends have are the runtime-checkable protocols `ServerFusion`, `RoundTrips`, `AdmittedSearch`,
     `CorpusScores` (of `bm25`) and `RowLookup` (of `store`)."""
@@ -101,6 +102,7 @@ class IndexBackend(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
     def embed(self, texts: list[str]) -> np.ndarray: ...
     def filter_rows(self, where: Where) -> list[int]: ...
+    def sources(self) -> list[str]: ...
     @property
     def symbols(self) -> SymbolTable | None: ...
     def embedding_placement(self) -> str: ...

@@ -7,8 +7,8 @@ from fastapi import Request
 
 from ragsieve.service.auth.identity import IdentityRefused, looks_like_jwt, resolve
 from ragsieve.service.auth.keys import ALL, WRITE, allows
-from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.query.where import Where
+from ragsieve.service.common.errors import ApiError
+from ragsieve.tools.index.search.where import Where
 
 
 @dataclass

@@ -22,11 +22,11 @@ from starlette.background import BackgroundTask
 from ragsieve.agent.answer.conversation import message_text
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
-from ragsieve.service import shutdown
 from ragsieve.service.chat.frontend_tasks import TaskRequest, reply_text
-from ragsieve.service.errors import ApiError
-from ragsieve.service.jobs import as_api_error
-from ragsieve.service.requests import check_text
+from ragsieve.service.common import shutdown
+from ragsieve.service.common.errors import ApiError
+from ragsieve.service.common.jobs import as_api_error
+from ragsieve.service.common.requests import check_text
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None, **more) -> str:

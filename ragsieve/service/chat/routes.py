@@ -11,15 +11,15 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.answer.conversation import from_messages
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plans import get_plan
+from ragsieve.agent.plan.plans import get_plan
 from ragsieve.insights.record import Surface
 from ragsieve.service.auth.keys import ALL
 from ragsieve.service.auth.scope import Caller, caller
 from ragsieve.service.chat import direct, frontend_tasks
 from ragsieve.service.chat.render import extension, finish_reason, references, url_annotations, usage
-from ragsieve.service.errors import ApiError
-from ragsieve.service.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
-from ragsieve.service.requests import ChatRequest, check_text, question_overrides
+from ragsieve.service.common.errors import ApiError
+from ragsieve.service.common.jobs import QuestionJob, QuestionRequest, as_api_error, question_budget
+from ragsieve.service.common.requests import ChatRequest, check_text, question_overrides
 
 router = APIRouter()
 
@@ -149,7 +149,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
 
 
-FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plans.py)
+FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)
 
 
 def validates_answers(orch, plan: str | None) -> bool:

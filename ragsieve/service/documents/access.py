@@ -7,8 +7,8 @@ from fastapi import Request
 
 from ragsieve.service.auth.keys import ALL, allows, may_write
 from ragsieve.service.auth.scope import Caller
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents.ingest import QueueFull
-from ragsieve.service.errors import ApiError
 
 
 def docs_of(request: Request):

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents import views
 from ragsieve.service.documents.access import finished, submit
 from ragsieve.service.documents.ingest import QueueFull
 from ragsieve.service.documents.readable import record_access
-from ragsieve.service.errors import ApiError
 
 AUTO = {"type": "auto"}
 

@@ -18,13 +18,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.scope import Caller, caller
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents import views
 from ragsieve.service.documents.access import docs_of, readable_store, writable, writable_store
 from ragsieve.service.documents.attach import attach, check_chunking, check_room
 from ragsieve.service.documents.filters import check_attributes
 from ragsieve.service.documents.readable import entry_readable, visible_file
 from ragsieve.service.documents.search_routes import WORKER_HEADER
-from ragsieve.service.errors import ApiError
 
 router = APIRouter()
 MAX_BATCH = 500  # OpenAI's limit of file ids in one batch

@@ -16,13 +16,13 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.scope import Caller, caller
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents import indexed, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable_store
 from ragsieve.service.documents.catalog import write_json
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import MAX_ATTRIBUTES, check_attributes
 from ragsieve.service.documents.readable import entry_readable, file_readable, record_access, visible_entry
-from ragsieve.service.errors import ApiError
 
 router = APIRouter()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 
 MAX_DAYS = 365
 TOUCH_EVERY_S = 60.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 
 MAX_DEPTH = 5
 MAX_ATTRIBUTES = 16  # OpenAI's limits: 16 keys, keys up to 64 characters, string values up to 512

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ragsieve.service.auth.keys import allows
 from ragsieve.service.auth.scope import Caller
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 from ragsieve.tools.access.labels import load, set_attribute
 from ragsieve.tools.access.principals import may_read, principals
 from ragsieve.tools.errors import UsageError

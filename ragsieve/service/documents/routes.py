@@ -20,13 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.keys import ALL, allows
 from ragsieve.service.auth.scope import Caller, caller
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents import batch_routes, edit_routes, indexed, search_routes, views
 from ragsieve.service.documents.access import any_write, docs_of, readable_store, writable, writable_store
 from ragsieve.service.documents.attach import attach, check_chunking, detach
 from ragsieve.service.documents.expiry import check_expires_after
 from ragsieve.service.documents.filters import check_attributes
 from ragsieve.service.documents.readable import entry_readable, file_readable, readable_for, visible_entry, visible_file
-from ragsieve.service.errors import ApiError
 
 router = APIRouter()
 router.include_router(search_routes.router)  # search, crawl and job routes

@@ -12,13 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsieve.service.auth.keys import allows
 from ragsieve.service.auth.scope import Caller, caller
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents import views
 from ragsieve.service.documents.access import docs_of, readable_store, submit, writable
 from ragsieve.service.documents.filters import matches
 from ragsieve.service.documents.ingest import job_view
 from ragsieve.service.documents.job_store import KEEP_JOBS
-from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 router = APIRouter()
 WORKER_HEADER = "x-ragsieve-worker"  # the process that answered (`serve --workers N`): job state is the same in all

@@ -13,7 +13,7 @@ from ragsieve.service.documents.filters import equal_all
 from ragsieve.service.documents.ingest import Ingestor
 from ragsieve.service.documents.job_store import JobStore
 from ragsieve.service.documents.views import last_error
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 log = logging.getLogger(__name__)
 SYNC_S = 1.0  # how often stores created or deleted by another worker process are looked for

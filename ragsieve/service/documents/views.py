@@ -5,10 +5,10 @@ import secrets
 import time
 from collections.abc import Callable
 
-from ragsieve.agent.answer.locations import deepest_location
+from ragsieve.agent.core.locations import deepest_location
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.documents.expiry import expires_at
 from ragsieve.service.documents.indexed import indexed_id
-from ragsieve.service.errors import ApiError
 
 UNSUPPORTED = ("unsupported file type", "unsupported")
 FILE_STATUSES = ("in_progress", "completed", "failed", "cancelled")  # a vector store file's

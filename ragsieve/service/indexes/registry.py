@@ -11,13 +11,13 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.errors import IndexMissingError, UsageError
 from ragsieve.agent.llm.bounded import BoundedChat
 from ragsieve.agent.llm.client import LLM
-from ragsieve.agent.plans import usable_plans
+from ragsieve.agent.plan.plans import usable_plans
 from ragsieve.service.indexes.live import LiveOrchestrator, Watcher
 
 if TYPE_CHECKING:
     from ragsieve.insights.record import Surface
-    from ragsieve.service.insights_hook import InsightsHook
-    from ragsieve.service.jobs import Logged
+    from ragsieve.service.common.insights_hook import InsightsHook
+    from ragsieve.service.common.jobs import Logged
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class IndexRegistry:
         self._watcher: Watcher | None = None
         self.warming = False  # `warm_indexes` runs at start-up: /readyz waits for it (else every index is ready)
         self.warmed: set[str] = set()
-        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.insights_hook`), when on
+        self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.common.insights_hook`), when on
         self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
             folder, config, llm_factory=self.shared_llm, embedder=embedder))
         try:
@@ -151,7 +151,7 @@ class IndexRegistry:
 
     def logged(self, name: str, surface: Surface) -> Logged | None:
         """Where a question to index `name` is logged (`jobs.Logged`), or None when insights are off for it."""
-        from ragsieve.service.jobs import Logged
+        from ragsieve.service.common.jobs import Logged
 
         hook = self.insights
         return Logged(hook, name, surface) if hook is not None and hook.logs(name) else None

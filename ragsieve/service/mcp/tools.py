@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 
-from ragsieve.agent.answer.locations import deepest_location, label, snippet
+from ragsieve.agent.core.locations import deepest_location, label, snippet
 from ragsieve.service.auth.keys import allows
+from ragsieve.service.indexes.contract import Registry
 from ragsieve.service.indexes.live import LiveOrchestrator
 from ragsieve.tools.index.backend import ChunkSource, IndexBackend, RowLookup
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 
 MAX_READ_CHUNKS = 12  # chunks one `read` returns (a long citation span, plus neighbours)
 _LINES = re.compile(r"^(?P<source>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -22,7 +23,7 @@ class ToolFault(Exception):
     """A tool call that cannot be served as asked; the message tells the agent what to do instead."""
 
 
-def pick_index(registry, scope: set[str], index: str | None) -> tuple[str, LiveOrchestrator]:
+def pick_index(registry: Registry, scope: set[str], index: str | None) -> tuple[str, LiveOrchestrator]:
     """The index to use: the only served index when none is named (vector stores made over HTTP do not count),
     else the index or vector store of that id, or the vector store of that name."""
     allowed = sorted(n for n in registry.orchestrators if allows(scope, n))
@@ -53,7 +54,7 @@ def hit_record(hit) -> dict:
             "source": hit.chunk.source, "location": chunk_location(hit.chunk), "snippet": snippet(hit.chunk.text)}
 
 
-def search(registry, scope, query: str, index: str | None, top_k: int, where: Where | None,
+def search(registry: Registry, scope, query: str, index: str | None, top_k: int, where: Where | None,
            ranking: str | None = None) -> dict:
     if not query.strip():
         raise ToolFault("the query is empty: send the words or question to search for")
@@ -136,7 +137,7 @@ def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
     return picked
 
 
-def read(registry, scope, ref: str, index: str | None, neighbours: int,
+def read(registry: Registry, scope, ref: str, index: str | None, neighbours: int,
          readers: tuple[str, ...] | None = None) -> dict:
     if not ref.strip():
         raise ToolFault("send a citation label (`path:10-20 (Symbol)`, `URL#anchor`) or a chunk id (`doc#3`)")
@@ -161,7 +162,7 @@ def read(registry, scope, ref: str, index: str | None, neighbours: int,
                         "text": _numbered(c)} for r, c in zip(wanted, chunks)]}
 
 
-def indexes(registry, scope, include_stores: bool = False, readers: tuple[str, ...] | None = None) -> dict:
+def indexes(registry: Registry, scope, include_stores: bool = False, readers: tuple[str, ...] | None = None) -> dict:
     out = []
     for name in sorted(n for n in registry.orchestrators if allows(scope, n)):
         store = name not in registry.served

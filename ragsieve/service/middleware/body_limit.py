@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ragsieve.service.errors import error_body
+from ragsieve.service.common.errors import error_body
 
 
 class BodyLimit:

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.middleware.metrics import ServiceMetrics
 
 

@@ -23,8 +23,8 @@ from ragsieve.service.auth.identity import USER_TOKEN, IdentityRefused
 from ragsieve.service.auth.keys import allows
 from ragsieve.service.auth.scope import caller, peer
 from ragsieve.service.auth.widget_keys import WidgetKey, normal_origin
-from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.query.where import Where
+from ragsieve.service.common.errors import ApiError
+from ragsieve.tools.index.search.where import Where
 
 API_PREFIX = "/ui/api/"
 WIDGET_KEY_PREFIX = "pk-"  # widget keys are published keys, named so (keys-file examples, docs/access.md)

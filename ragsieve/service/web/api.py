@@ -14,10 +14,10 @@ from starlette.background import BackgroundTask
 
 from ragsieve.agent.answer.conversation import from_messages
 from ragsieve.agent.errors import UsageError
-from ragsieve.service.errors import ApiError
-from ragsieve.service.insights_hook import surface_of_page
-from ragsieve.service.jobs import QuestionJob, QuestionRequest, question_budget
-from ragsieve.service.requests import check_text, question_overrides
+from ragsieve.service.common.errors import ApiError
+from ragsieve.service.common.insights_hook import surface_of_page
+from ragsieve.service.common.jobs import QuestionJob, QuestionRequest, question_budget
+from ragsieve.service.common.requests import check_text, question_overrides
 from ragsieve.service.web.access import UiCaller, ui_caller
 from ragsieve.service.web.links import public_citations
 

@@ -29,7 +29,7 @@ from ragsieve.insights.record import QuestionRecord
 from ragsieve.insights.report import Report, parse_since, to_csv
 from ragsieve.service.auth.keys import may_administer
 from ragsieve.service.auth.scope import Caller, caller
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.web import assets
 from ragsieve.service.web.pages import PAGE_CSP, SAFE
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from ragsieve.agent.answer.locations import page_of
+from ragsieve.agent.core.locations import page_of
 
 SECRET_FILE = "ui-secret"
 LINK_TTL_S = 24 * 3600  # how long a source-view link opens after the answer that made it

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from ragsieve.service.auth.scope import caller
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 from ragsieve.service.web import assets, source_view
 from ragsieve.service.web.links import signed_part, verify
 

@@ -30,14 +30,15 @@ from ragsieve.tools import tracing
 from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.change_plan import ids_to_remove, listed_change, plan_change
-from ragsieve.tools.index.building.embed_cache import EmbeddingCache, cache_model  # keyed by encoder (issue 28)
+from ragsieve.tools.index.building.context import BuildContext, checkpoint_model
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache  # keyed by encoder (issue 28)
 from ragsieve.tools.index.building.encoder_choice import choose_encoder
 from ragsieve.tools.index.building.generation_writer import incremental_applies, write_generation
 from ragsieve.tools.index.building.incremental import collect_stores
-from ragsieve.tools.index.building.report import BuildReport, embed_figures, embed_step, excluded_counts
+from ragsieve.tools.index.building.report import BuildReport, embed_figures, excluded_counts
 from ragsieve.tools.index.building.sources import gather
-from ragsieve.tools.index.building.windows import LongCode, embed_windowed, tokenizer_of, window_texts
-from ragsieve.tools.index.embedders import embedding_record, known_dimension, mismatch, provider_of
+from ragsieve.tools.index.building.windows import LongCode
+from ragsieve.tools.index.embedders import known_dimension, mismatch, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL, canonical_model_name
 from ragsieve.tools.index.local.generations import (
@@ -50,8 +51,8 @@ from ragsieve.tools.index.local.generations import (
 )
 from ragsieve.tools.index.local.lock import IndexLock
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex
+from ragsieve.tools.index.search.bm25 import BM25Index
+from ragsieve.tools.index.search.dense import DenseIndex
 from ragsieve.tools.ingest.chunking import Chunker
 from ragsieve.tools.ingest.loaders import LoadResult, load_documents
 from ragsieve.tools.ingest.walk import LoadStats, source_root
@@ -144,27 +145,30 @@ class IndexBuilder:
         elif self.long_code is None:
             self.long_code = LongCode.WINDOWS
 
-    def _document_embed(self, texts: list[str], headers: list[int | None]):
-        """(embed function for a batch of `texts`, the rows of `texts` that must not go to Ray as they are):
-        with `long_code` `windows`, a code chunk (header length given) longer than the local encoder's window
-        is embedded as the mean of its windows (`windows.py`). An embedder with no known window (a
-        provider reading whole texts) has nothing to cut."""
-        embedder = self._embedder_for()
-        tok = tokenizer_of(embedder) if self.long_code is LongCode.WINDOWS else None
-        if tok is None or all(h is None for h in headers):
-            return embedder.embed, set()
-        by_text = dict(zip(texts, headers))
-        local = {i for i, (t, h) in enumerate(zip(texts, headers)) if h is not None and len(window_texts(
-            tok[0], t, h, tok[1])) > 1} if self.ray is not None else set()
-        tokenizer, window = tok
-        return (lambda batch: embed_windowed(embedder.embed, tokenizer, window, batch,
-                                             [by_text.get(t) for t in batch])), local
-
     def _embedder_for(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder(self.model, batch_size=self.batch_size, encoder=self.encoder,
-                                      device=str(self.device or "cpu"))
+        """The embedder, loaded now (a benchmark loads it before it times a build)."""
+        ctx = self.context()
+        self._embedder = ctx.embedder_for()
         return self._embedder
+
+    def context(self) -> BuildContext:
+        """What the build's helpers read: these settings as they are now, the embedder, the figures so far."""
+        return BuildContext(root=self.root, chunker=self.chunker, model=self.model, provider=self.provider,
+                            encoder=self.encoder, device=self.device, batch_size=self.batch_size, progress=self.progress,
+                            bm25_proto=self.bm25_proto, dense_proto=self.dense_proto,
+                            sparse_percentile=self.sparse_percentile, index_titles=self.index_titles,
+                            symbol_headers=self.symbol_headers, header_words=self.header_words,
+                            long_code=self.long_code, ray=self.ray, overlap=self.overlap, stream=self.stream,
+                            stream_min_docs=self.stream_min_docs, segments=self.segments, embedder=self._embedder,
+                            new_root=getattr(self, "_new_root", None), streamed=self._streamed,
+                            stream_seconds=self._stream_seconds, bm25_tokens=self._bm25_tokens)
+
+    def _absorb(self, ctx: BuildContext) -> None:
+        """Keep what a build's helpers loaded and counted (the embedder serves the next build too)."""
+        self._embedder, self._streamed, self._stream_seconds = ctx.embedder, ctx.streamed, ctx.stream_seconds
+        self._bm25_tokens = ctx.bm25_tokens
+        if ctx.resumed_embeddings is not None:
+            self.resumed_embeddings = ctx.resumed_embeddings
 
     @tracing.traced("ragsieve.build", after=build_after)  # the build's span, its phases below (docs/tracing.md)
     def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
@@ -224,6 +228,7 @@ class IndexBuilder:
         self.header_words = self.symbol_headers and (recorded is None or bool(recorded.get("header_words")))
         self._record_header_words = recorded is None or "header_words" in recorded  # the same settings dict
         settings = self._settings()
+        ctx = self.context()
         why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model,
                                                  known_dimension(self._embedder))
         if why:
@@ -233,7 +238,7 @@ class IndexBuilder:
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse and prev_gen else None
         try:
             plan = plan_change(prev_store, prev, docs, scopes, remove) \
-                if reuse and prev is not None and not sync and incremental_applies(self, prev, settings) else None
+                if reuse and prev is not None and not sync and incremental_applies(ctx, prev, settings) else None
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
@@ -251,23 +256,24 @@ class IndexBuilder:
             try:
                 hashes = {} if prev_docs is None else \
                     {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
-                manifest = write_generation(self, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
+                manifest = write_generation(ctx, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
                                             prev_docs=prev_docs, plan=plan)
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise
         finally:
+            self._absorb(ctx)
             if prev_store is not None:
                 prev_store.close()
         switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
         collect_stores(self.root)  # records and stores of the incremental layout no generation sees any more
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
-            cache = EmbeddingCache(self.root / "embeddings.sqlite", self._cache_model())
+            cache = EmbeddingCache(self.root / "embeddings.sqlite", ctx.cache_model())
             try:
-                if getattr(self, "_last_keys", set()) is None:  # incremental: the texts this build removed
-                    cache.forget(getattr(self, "_gone_keys", set()))
+                if ctx.last_keys is None:  # incremental: the texts this build removed
+                    cache.forget(ctx.gone_keys)
                 else:
-                    cache.prune(getattr(self, "_last_keys", set()))
+                    cache.prune(ctx.last_keys)
             finally:
                 cache.close()
         return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
@@ -276,30 +282,10 @@ class IndexBuilder:
                            embed_inputs_cut=manifest["counts"]["inputs_cut"],
                            sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
                            upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
-                           **embed_figures(self, manifest["counts"], busy_before), **common)
-
-    def _step(self) -> int:
-        return embed_step(self)
+                           **embed_figures(ctx, manifest["counts"], busy_before), **common)
 
     def _busy_s(self) -> float:
         return self._embedder.busy_s if isinstance(self._embedder, Embedder) else 0.0
 
-    def _embedding_section(self, dimension: int, prev_gen: Path | None) -> dict:
-        """The manifest's record of the provider (carried over from the previous generation when nothing was
-        embedded this time)."""
-        if self._embedder is not None:
-            return embedding_record(self._embedder, dimension)
-        prev = read_manifest(prev_gen)["embedding"] if prev_gen is not None and (prev_gen / MANIFEST).is_file() else {}
-        return prev | {"provider": prev.get("provider", self.provider), "model": self.model, "dimension": dimension,
-                       "encoder": self.encoder}
-
     def _cache_model(self) -> str:
-        windows = "+windows" if self.long_code is LongCode.WINDOWS else ""  # long code chunks' vectors differ
-        return cache_model(self.model, self.encoder) + windows if self.provider == "sentence-transformers" \
-            else f"{self.provider}:{self.model}"
-
-    def _recorded_root(self, prev_gen: Path | None) -> Path | None:
-        if prev_gen is not None and (prev_gen / MANIFEST).is_file():
-            recorded = read_manifest(prev_gen).get("source_root")
-            return Path(recorded) if recorded else None
-        return getattr(self, "_new_root", None)
+        return checkpoint_model(self.model, self.encoder, self.provider, self.long_code)

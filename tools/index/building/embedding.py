@@ -6,67 +6,68 @@ import numpy as np
 
 from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
+from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
 from ragsieve.tools.index.building.embed_stream import ChunkEmbedStream
 from ragsieve.tools.index.building.layout import Layout
 from ragsieve.tools.index.building.progress import progress_reporter, stream_reporter
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.embedders.local_embedder import Embedder
-from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.search.bm25 import tokenize
 from ragsieve.tools.types import Document
 
 
-def streams(builder) -> bool:
-    """Whether documents are chunked while the encoder embeds (`builder.stream`; None: unless a local model runs
+def streams(ctx: BuildContext) -> bool:
+    """Whether documents are chunked while the encoder embeds (`ctx.stream`; None: unless a local model runs
     on the CPU, where the encoder already keeps every core busy and the chunking thread only competes with it:
     1200 SciFact abstracts on 2 shared cores took 70.6 s serial and 76.1 s streamed, the same CPU time)."""
-    if builder.stream is not None:
-        return bool(builder.stream)
-    if builder._embedder is not None:
-        return not (isinstance(builder._embedder, Embedder) and not builder._embedder.placed.gpu)
-    return builder.device is None or builder.device.gpu
+    if ctx.stream is not None:
+        return bool(ctx.stream)
+    if ctx.embedder is not None:
+        return not (isinstance(ctx.embedder, Embedder) and not ctx.embedder.placed.gpu)
+    return ctx.device is None or ctx.device.gpu
 
 
-def chunk_while_embedding(builder, fresh: list[Document], analyse_tokens: bool) -> list:
+def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_tokens: bool) -> list:
     """The chunks of `fresh`, cut in a thread while the encoder embeds their texts into the checkpoint
-    (`ragsieve.tools.index.building.embed_stream`); `builder._streamed` counts the texts embedded meanwhile.
+    (`ragsieve.tools.index.building.embed_stream`); `ctx.streamed` counts the texts embedded meanwhile.
     With `analyse_tokens` (the incremental layout), BM25's tokens are made in that thread too."""
     def text(chunk) -> str:
-        return indexed_text(chunk, builder.symbol_headers, builder.header_words) if builder.index_titles \
+        return indexed_text(chunk, ctx.symbol_headers, ctx.header_words) if ctx.index_titles \
             else chunk.text
 
-    proto, memo = builder.bm25_proto, builder._bm25_tokens
+    proto, memo = ctx.bm25_proto, ctx.bm25_tokens
 
     def analyse(chunk, text: str) -> None:  # BM25's tokens, ready before the encoder is done
         code = chunk.kind == "code"
         memo[(text, code)] = tokenize(text, proto.stem, proto.identifiers, proto.compounds and code)
 
-    cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model())
-    report = stream_reporter(builder.progress)
+    cache = EmbeddingCache(ctx.root / "embeddings.sqlite", ctx.cache_model())
+    report = stream_reporter(ctx.progress)
     try:
-        stream = ChunkEmbedStream(builder.chunker.run, text, lambda batch: builder._embedder_for().embed(batch),
-                                  cache, builder._step(), report, analyse if analyse_tokens else None)
+        stream = ChunkEmbedStream(ctx.chunker.run, text, lambda batch: ctx.embedder_for().embed(batch),
+                                  cache, ctx.step(), report, analyse if analyse_tokens else None)
         chunked = stream.run(fresh)
     finally:
         cache.close()
         report(None, None)
-    builder._streamed = stream.stats.embedded
+    ctx.streamed = stream.stats.embedded
     return chunked
 
 
 @tracing.traced("ragsieve.build.embed")  # a build phase's span (docs/tracing.md)
-def embed_vectors(builder, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
+def embed_vectors(ctx: BuildContext, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
                   headers: list[int | None]) -> np.ndarray:
     """The generation's vectors in row order: kept rows copied from `prev_vectors`, the rest embedded
     (on Ray first where the build has a cluster) into the checkpoint and read back from it."""
     dim = prev_vectors.shape[1] if prev_vectors is not None else None
     if to_embed:
-        dim = builder._embedder_for().dimension
+        dim = ctx.embedder_for().dimension
         if prev_vectors is not None and layout.n_base and prev_vectors.shape[1] != dim:
-            raise UsageError(f"index {builder.root} holds {prev_vectors.shape[1]}-d vectors; {builder.model!r} gives "
+            raise UsageError(f"index {ctx.root} holds {prev_vectors.shape[1]}-d vectors; {ctx.model!r} gives "
                              f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
     if dim is None:
-        raise UsageError(f"index {builder.root}: nothing to embed and no previous vectors")
+        raise UsageError(f"index {ctx.root}: nothing to embed and no previous vectors")
     n = layout.n
     vectors = np.zeros((n, dim), dtype=np.float32)
     if prev_vectors is not None:
@@ -76,19 +77,19 @@ def embed_vectors(builder, layout: Layout, texts: list[str], to_embed: list[int]
             old, new = zip(*sorted(layout.moved.items()))
             vectors[list(new)] = prev_vectors[list(old)]
     if to_embed:
-        cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
+        cache = EmbeddingCache(ctx.root / "embeddings.sqlite", ctx.cache_model(), dim)
         try:
-            embed, local = builder._document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
-            if getattr(builder, "ray", None) is not None and builder.provider != "sentence-transformers":
-                raise UsageError(f"--ray runs the local encoder on the cluster; the {builder.provider!r} embedding "
+            embed, local = ctx.document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
+            if ctx.ray is not None and ctx.provider != "sentence-transformers":
+                raise UsageError(f"--ray runs the local encoder on the cluster; the {ctx.provider!r} embedding "
                                  "provider is an endpoint already: index without --ray")
-            if getattr(builder, "ray", None) is not None:  # embedded on a Ray cluster into the checkpoint first
-                builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
+            if ctx.ray is not None:  # embedded on a Ray cluster into the checkpoint first
+                ctx.ray.for_model(ctx.model, ctx.encoder, ctx.batch_size).fill(
                     cache, texts, [r for i, r in enumerate(to_embed) if i not in local])  # windowed ones: here
-            builder.resumed_embeddings = embed_resumable(
+            ctx.resumed_embeddings = embed_resumable(
                 cache, texts, to_embed, vectors, embed,
-                builder._step(),
-                lambda total: progress_reporter(builder.progress, total)) - builder._streamed
+                ctx.step(),
+                lambda total: progress_reporter(ctx.progress, total)) - ctx.streamed
         finally:
             cache.close()
     return vectors

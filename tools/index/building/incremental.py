@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index import npy
+from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
 from ragsieve.tools.index.building.layout import plan_rows
 from ragsieve.tools.index.building.progress import progress_reporter
@@ -38,7 +38,8 @@ from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.building.windows import code_headers
 from ragsieve.tools.index.local.segments import SEGMENTS, SegmentView, link_segments, postings_of, write_segment
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.search import npy
+from ragsieve.tools.index.search.bm25 import tokenize
 from ragsieve.tools.index.sparse import subset as sparse_filter
 from ragsieve.tools.index.sparse.ann import ivf_partition
 from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells
@@ -59,7 +60,7 @@ def capacity(n: int) -> int:
     return n + max(1024, n // 8)
 
 
-def store_generation(builder, gen: Path, temp_store: Path) -> dict:
+def store_generation(ctx: BuildContext, gen: Path, temp_store: Path) -> dict:
     """Move a freshly written per-generation chunk store into a new shared store `store-<G>.sqlite`."""
     g = generation_number(gen)
     name = f"store-{g}.sqlite"
@@ -82,7 +83,7 @@ def store_generation(builder, gen: Path, temp_store: Path) -> dict:
     return {"file": name, "generation": g}
 
 
-def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray, nn=None) -> dict:
+def write_base(ctx: BuildContext, gen: Path, tokens: list[list[str]], vectors: np.ndarray, nn=None) -> dict:
     """The single base segment of a full generation (first build, --rebuild, migration), from every row's
     BM25 tokens and vector."""
     n = len(vectors)
@@ -101,7 +102,7 @@ def write_base(builder, gen: Path, tokens: list[list[str]], vectors: np.ndarray,
     return {"segments": [name], "total_len": int(dl.sum()), "bytes_written": written}
 
 
-def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store: ChunkStore, chunked,
+def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, prev_store: ChunkStore, chunked,
                       keep: set[str], prev_docs: dict[str, str] | None = None,
                       dropped: list[str] | None = None) -> dict:
     """A generation that appends one delta segment to `prev_gen`'s (or compacts). Returns its parts:
@@ -130,13 +131,13 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
         rows_written += len(freed) + 2 * len(layout.moved) + len(changed)
     finally:
         store.close()
-    texts = {r: (indexed_text(c, builder.symbol_headers, builder.header_words) if builder.index_titles else c.text)
+    texts = {r: (indexed_text(c, ctx.symbol_headers, ctx.header_words) if ctx.index_titles else c.text)
              for r, c in zip(changed, chunks_changed)}
     new_rows = sorted(r for rows in layout.new_rows.values() for r in rows)
     view = SegmentView(prev_gen, prev["segments"], n_base)
     dim = view.vectors.shape[1]
     headers = dict(zip(changed, code_headers(chunks_changed, [texts[r] for r in changed])))
-    fresh, cached = _embed(builder, [texts[r] for r in new_rows], dim, [headers[r] for r in new_rows])
+    fresh, cached = _embed(ctx, [texts[r] for r in new_rows], dim, [headers[r] for r in new_rows])
     base_vectors = npy.load(prev_gen / SEGMENTS / prev["segments"][0] / "vectors.npy", mmap_mode="c")
     n = layout.n
     if n <= len(base_vectors):
@@ -164,8 +165,8 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     else:  # exact against all rows
         sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
     kinds = {r: c.kind for r, c in zip(changed, chunks_changed)}  # compound words: code chunks only
-    tokens = [tokenize(texts[r], builder.bm25_proto.stem, builder.bm25_proto.identifiers,
-                       builder.bm25_proto.compounds and kinds[r] == "code") for r in changed]
+    tokens = [tokenize(texts[r], ctx.bm25_proto.stem, ctx.bm25_proto.identifiers,
+                       ctx.bm25_proto.compounds and kinds[r] == "code") for r in changed]
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     name = f"seg-{g}"
     link_segments(prev_gen, gen, prev["segments"])
@@ -189,30 +190,30 @@ def write_incremental(builder, gen: Path, prev_gen: Path, prev: dict, prev_store
     return {"layout": layout, "vectors": vectors, "segments": segments, "total_len": total_len,
             "store": prev["store"], "bytes_written": written, "store_rows_written": rows_written,
             "compacted": compacted, "cells_added": upgraded, "embedded": len(new_rows), "from_cache": cached,
-            "sparse": sparse_subset(sim, builder.sparse_percentile), "keys_gone": old_texts,
+            "sparse": sparse_subset(sim, ctx.sparse_percentile), "keys_gone": old_texts,
             "keys_new": [texts[r] for r in new_rows]}
 
 
-def _embed(builder, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
+def _embed(ctx: BuildContext, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
     """Vectors of `texts` (the added chunks only), resumable through the index's embedding checkpoint."""
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if not texts:
         return out, 0
-    if builder._embedder_for().dimension != dim:
-        raise UsageError(f"index {builder.root} holds {dim}-d vectors; {builder.model!r} gives "
-                         f"{builder._embedder_for().dimension}-d vectors (re-embed everything with --rebuild)")
-    cache = EmbeddingCache(builder.root / "embeddings.sqlite", builder._cache_model(), dim)
+    if ctx.embedder_for().dimension != dim:
+        raise UsageError(f"index {ctx.root} holds {dim}-d vectors; {ctx.model!r} gives "
+                         f"{ctx.embedder_for().dimension}-d vectors (re-embed everything with --rebuild)")
+    cache = EmbeddingCache(ctx.root / "embeddings.sqlite", ctx.cache_model(), dim)
     try:
         rows = list(range(len(texts)))
-        embed, local = builder._document_embed(texts, headers)  # long code chunks: mean of windows (windows.py)
-        if getattr(builder, "ray", None) is not None:
-            builder.ray.for_model(builder.model, builder.encoder, builder.batch_size).fill(
+        embed, local = ctx.document_embed(texts, headers)  # long code chunks: mean of windows (windows.py)
+        if ctx.ray is not None:
+            ctx.ray.for_model(ctx.model, ctx.encoder, ctx.batch_size).fill(
                 cache, texts, [r for r in rows if r not in local])
-        cached = embed_resumable(cache, texts, rows, out, embed, builder._step(),
-                                 lambda total: progress_reporter(builder.progress, total))
+        cached = embed_resumable(cache, texts, rows, out, embed, ctx.step(),
+                                 lambda total: progress_reporter(ctx.progress, total))
     finally:
         cache.close()
-    builder.resumed_embeddings = cached - builder._streamed  # embedded while chunking: not resumed
+    ctx.resumed_embeddings = cached - ctx.streamed  # embedded while chunking: not resumed
     return out, cached
 
 

@@ -1,24 +1,20 @@
-"""What a build reports, what text it indexes, and which ids a build covers (pure helpers of the builder)."""
+"""What a build reports, what text it indexes, and which ids a build covers (pure helpers over a `BuildContext`)."""
 from __future__ import annotations
 
 import functools
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ragsieve.tools.index.building import change_plan
-from ragsieve.tools.index.building.embed_cache import step_factor
+from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.providers import placement_of
-from ragsieve.tools.index.query.compounds import split_compound
-from ragsieve.tools.index.query.identifiers import split_identifier
+from ragsieve.tools.index.search.compounds import split_compound
+from ragsieve.tools.index.search.identifiers import split_identifier
 from ragsieve.tools.ingest.walk import doc_id_for
 from ragsieve.tools.types import Chunk
-
-if TYPE_CHECKING:
-    from ragsieve.tools.index.building.builder import IndexBuilder
 
 
 class BuildReport(BaseModel):
@@ -121,26 +117,18 @@ def package_version(dist: str) -> str | None:
         return None
 
 
-def embed_step(builder: "IndexBuilder") -> int:
-    """Texts per checkpointed embedding step: four batches, times `embed_cache.step_factor` (before the model
-    is loaded, a GPU device says it)."""
-    if builder._embedder is None:
-        return builder.batch_size * 4 * (4 if builder.device is not None and builder.device.gpu else 1)
-    return builder.batch_size * 4 * step_factor(builder._embedder)
-
-
-def embed_figures(builder: "IndexBuilder", counts: dict, busy_before: float) -> dict:
+def embed_figures(ctx: BuildContext, counts: dict, busy_before: float) -> dict:
     """What embedded where, at what rate, and the encoder's busy share (a local model's), for the report."""
     embedded, seconds = int(counts["embedded_this_run"]), float(counts["embed_seconds"])
-    ray_stats = builder.ray.stats if builder.ray is not None else {}
+    ray_stats = ctx.ray.stats if ctx.ray is not None else {}
     if ray_stats.get("device"):
-        device = f"{ray_stats['actors']} Ray actors ({builder.encoder}) on {ray_stats['device']}"
-    elif builder._embedder is not None:
-        device = placement_of(builder._embedder)
+        device = f"{ray_stats['actors']} Ray actors ({ctx.encoder}) on {ray_stats['device']}"
+    elif ctx.embedder is not None:
+        device = placement_of(ctx.embedder)
     else:
         device = ""
     rate = embedded / seconds if embedded and seconds > 0 else 0.0
     busy = None
-    if isinstance(builder._embedder, Embedder) and embedded and seconds > 0 and not ray_stats.get("device"):
-        busy = round(min(1.0, (builder._embedder.busy_s - busy_before) / seconds), 3)
+    if isinstance(ctx.embedder, Embedder) and embedded and seconds > 0 and not ray_stats.get("device"):
+        busy = round(min(1.0, (ctx.embedder.busy_s - busy_before) / seconds), 3)
     return {"device": device, "embed_rate": round(rate, 2), "encoder_busy": busy}

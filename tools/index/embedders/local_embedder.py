@@ -19,7 +19,7 @@ from ragsieve.tools.index.embedders.device import place_encoder, placement_note,
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL
 from ragsieve.tools.index.embedders.onnx_encoder import OnnxEncoder
 from ragsieve.tools.index.embedders.torch_encoder import TorchEncoder
-from ragsieve.tools.index.query.dense import l2_normalise
+from ragsieve.tools.index.search.dense import l2_normalise
 from ragsieve.tools.tracing.conventions import embedding_after, embedding_before
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,7 @@ import numpy as np
 from ragsieve.tools import tracing
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 from ragsieve.tools.http_json import EndpointRejected, JsonEndpoint
-from ragsieve.tools.index.query.dense import l2_normalise
+from ragsieve.tools.index.search.dense import l2_normalise
 from ragsieve.tools.tracing.conventions import embedding_after, embedding_before
 
 log = logging.getLogger(__name__)

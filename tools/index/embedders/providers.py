@@ -1,7 +1,7 @@
 """The embedding-provider protocol, the manifest record of a provider, and opening one from that record.
 
 Two providers share the protocol: `sentence-transformers`
-(`ragsieve.tools.index.query.dense.Embedder`: any model name or local folder, the
+(`ragsieve.tools.index.search.dense.Embedder`: any model name or local folder, the
 packaged MiniLM offline by default; its `encoder` — torch, onnx, onnx-int8 —
 is one setting of the provider) and `openai` (`OpenAIEmbedder`: any
 OpenAI-compatible `/v1/embeddings`). An index records which one built it

@@ -23,7 +23,6 @@ import numpy as np
 
 from ragsieve.tools.access.labels import load
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.admitted import Admitted, AdmittedCache
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import known_dimension, mismatch, open_embedder, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
@@ -33,11 +32,12 @@ from ragsieve.tools.index.local.readers import ReaderLease
 from ragsieve.tools.index.local.segment_bm25 import SegmentBM25
 from ragsieve.tools.index.local.segments import NumpyFlat, SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
-from ragsieve.tools.index.query.bm25 import BM25Index
-from ragsieve.tools.index.query.dense import DenseIndex
-from ragsieve.tools.index.query.symbols import SymbolTable
-from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.index.row_meta import RowMetadata
+from ragsieve.tools.index.search.admitted import Admitted, AdmittedCache
+from ragsieve.tools.index.search.bm25 import BM25Index
+from ragsieve.tools.index.search.dense import DenseIndex
+from ragsieve.tools.index.search.symbols import SymbolTable
+from ragsieve.tools.index.search.where import Where
 
 REQUIRED = (MANIFEST, "chunks.sqlite", "bm25", "dense.faiss", "vectors.npy", "sparse.json")
 SEGMENTED_REQUIRED = (MANIFEST, "segments", "sparse.json")  # the incremental layout: chunks in a shared store
@@ -215,7 +215,7 @@ class HybridIndex:
 
     @property
     def symbols(self) -> SymbolTable:
-        """The index's symbol table (`ragsieve.tools.index.query.symbols`), read from the chunk store on first use."""
+        """The index's symbol table (`ragsieve.tools.index.search.symbols`), read from the chunk store on first use."""
         if self._symbols is None:
             table = SymbolTable.from_chunks(self.store.symbol_chunks())  # code and #anchor chunks only
             with self._query_lock:
@@ -223,7 +223,7 @@ class HybridIndex:
         return self._symbols
 
     def filter_rows(self, where: Where) -> list[int]:
-        """The rows a metadata filter (`ragsieve.tools.index.query.where.Where`) admits; a local index is tenant
+        """The rows a metadata filter (`ragsieve.tools.index.search.where.Where`) admits; a local index is tenant
         `default`. Cached per filter: the chunk store of a generation never changes."""
         return self.admitted(where).tolist()
 
@@ -253,6 +253,10 @@ class HybridIndex:
             with self._query_lock:
                 self._row_meta = meta
         return self._row_meta
+
+    def sources(self) -> list[str]:
+        """Every document source of the live generation, sorted (from `row_metadata`)."""
+        return [str(s) for s in self.row_metadata().sources]
 
     def lexical_within(self, query: str, admitted: Admitted, k: int) -> list[tuple[int, float]]:
         """BM25 top `k` among the admitted rows (`BM25Index.search_admitted`)."""

@@ -3,7 +3,7 @@
 A precomputed-score index (bm25s) bakes the corpus statistics (N, avgdl, df) into every stored score, so one
 changed document would change them all. Here the segments store raw term frequencies and document lengths,
 and a query computes Lucene's BM25 (Robertson & Zaragoza 2009; Lucene variant, Kamphuis et al. ECIR 2020;
-`ragsieve.tools.index.query.bm25.lucene_bm25_scores` is the brute-force reference):
+`ragsieve.tools.index.search.bm25.lucene_bm25_scores` is the brute-force reference):
 
     score(d, q) = sum over query tokens t (repeats count again) of idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
     idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))
@@ -18,7 +18,7 @@ from collections import Counter
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.query.bm25 import BM25Index, tokenize
+from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
 from ragsieve.tools.modes import BM25Engine
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ragsieve.tools.index import npy
+from ragsieve.tools.index.search import npy
 
 SEGMENTS = "segments"
 _ARRAYS = ("rows", "vectors", "dl", "indptr", "docs", "tf", "nn_rows", "nn_sim", "nn_row")

@@ -256,7 +256,7 @@ class ChunkStore:
         return [(int(r), s, k) for r, s, k in self._db.execute(f"SELECT row, source, kind FROM chunks WHERE 1{self._vis} ORDER BY row")]
 
     def symbol_chunks(self) -> list[tuple[int, Chunk]]:
-        """(row, chunk) of the chunks that can define a symbol (`ragsieve.tools.index.query.symbols.definitions_in`:
+        """(row, chunk) of the chunks that can define a symbol (`ragsieve.tools.index.search.symbols.definitions_in`:
         code, or a page section labelled `#anchor`), in row order; a prose corpus reads none."""
         which = "(kind = 'code' OR symbol LIKE '#%')" if self._cols == COLS else "kind = 'code'"
         return [(r[0], _to_chunk(r[1:])) for r in self._db.execute(

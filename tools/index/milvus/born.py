@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ragsieve.tools.index import npy
 from ragsieve.tools.index.milvus.delta import query_pages
 from ragsieve.tools.index.milvus.local import LocalView, readable
 from ragsieve.tools.index.milvus.pointer import SPARSE_DIR
 from ragsieve.tools.index.milvus.rows import entities, visible_at
+from ragsieve.tools.index.search import npy
 
 
 def read_born(root: Path, pointer: dict) -> dict[int, int] | None:

@@ -18,8 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index import npy
-from ragsieve.tools.index.admitted import Admitted, AdmittedCache
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import open_embedder
 from ragsieve.tools.index.embedders.providers import placement_of
@@ -31,8 +29,10 @@ from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus.rows import pointer_filter
 from ragsieve.tools.index.milvus.search import MilvusBM25, MilvusDense
 from ragsieve.tools.index.milvus.store import FIELDS, PAGE, MilvusStore, MilvusVectors, and_visible
-from ragsieve.tools.index.query.where import Where
 from ragsieve.tools.index.row_meta import RowMetadata
+from ragsieve.tools.index.search import npy
+from ragsieve.tools.index.search.admitted import Admitted, AdmittedCache
+from ragsieve.tools.index.search.where import Where
 
 FILTER_CACHE_SIZE = 64
 log = logging.getLogger(__name__)

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError
-from ragsieve.tools.index import npy
 from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.generations import layout_of as _layout
 from ragsieve.tools.index.local.index import HybridIndex
 from ragsieve.tools.index.local.segments import SegmentView
 from ragsieve.tools.index.local.store import ChunkStore
+from ragsieve.tools.index.search import npy
 
 REQUIRED = ("manifest.json", "vectors.npy", "sparse.json", "chunks.sqlite")  # a whole-generation layout
 SEGMENTED = ("manifest.json", "segments", "sparse.json")  # the incremental layout (chunks in a shared store)

@@ -11,13 +11,13 @@ already analysed by the local BM25 tokenizer (lowercase `\\w+`, bm25s English
 stopwords removed, Snowball stems), one token per word; the analyzer is Milvus'
 `standard` tokenizer, which keeps each such token whole. Queries are analysed
 the same way before they are sent. An index built with identifier terms (`bm25.identifiers` in its
-manifest, `ragsieve.tools.index.query.identifiers`) publishes them too, a dotted one spelled with `DOT` for its
+manifest, `ragsieve.tools.index.search.identifiers`) publishes them too, a dotted one spelled with `DOT` for its
 dots (the `standard` tokenizer splits at "."); a pointer records the flag, and changing it is a full copy. Both backends therefore score the same
 tokens with Lucene BM25 and k1, b from the index manifest. milvus-lite ignores
 k1 and b and uses 1.5 / 0.75 (`bm25_params_applied`), so on it the BM25 rankings
 still differ slightly unless the local index is built with those values. A
 client querying the collection directly must analyse its query the same way
-(`ragsieve.tools.index.query.bm25.tokenize`) and filter `born <= G and died > G`.
+(`ragsieve.tools.index.search.bm25.tokenize`) and filter `born <= G and died > G`.
 
 Two ways to publish, both switched by rewriting `<index>/milvus.json` atomically:
 - incremental (the usual case): the rows the local change lists name are
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index import npy
 from ragsieve.tools.index.local.lock import IndexLock
 from ragsieve.tools.index.milvus import born as milvus_born
 from ragsieve.tools.index.milvus import leases
@@ -63,6 +62,7 @@ from ragsieve.tools.index.milvus.pointer import (
 from ragsieve.tools.index.milvus.row_meta import write_row_metadata
 from ragsieve.tools.index.milvus.rows import LAYOUT, entities, generation_number
 from ragsieve.tools.index.milvus.schema import BM25_INPUT, bm25_params_applied, bm25_settings, create_collection
+from ragsieve.tools.index.search import npy
 
 log = logging.getLogger(__name__)
 

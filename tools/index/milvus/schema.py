@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from ragsieve.tools.index.query.bm25 import tokenize
+from ragsieve.tools.index.search.bm25 import tokenize
 
 log = logging.getLogger(__name__)
 

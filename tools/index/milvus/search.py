@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.milvus.schema import analysed
 from ragsieve.tools.index.milvus.store import and_visible, rows_in
+from ragsieve.tools.index.search.admitted import Admitted
 
 
 class MilvusBM25:

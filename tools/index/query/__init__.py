@@ -1,1 +1,1 @@
-"""Searching an index: BM25 and FAISS, fusion, the hybrid retriever, metadata filters, symbols."""
+"""Searching an index: fusion, the hybrid retriever, definitions first, one passage per source."""

@@ -1,7 +1,7 @@
 """Definitions first: the rows defining a symbol the query names lead the fused list (pure functions).
 
 When a short query names a function, class or API entry the index's symbol table knows
-(`ragsieve.tools.index.query.symbols`: `token_urlsafe`, `re.search`, `HTTPResponse._read_chunked`), the
+(`ragsieve.tools.index.search.symbols`: `token_urlsafe`, `re.search`, `HTTPResponse._read_chunked`), the
 chunks defining it lead the fused list (marked `extra["symbol"]`), as a code search engine's "go to
 definition" would; the rest keeps its fused order. A definition the query spells out in words is raised,
 not moved (`definitions_first`).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragsieve.tools.index.admitted import Admitted
-from ragsieve.tools.index.query.symbols import SymbolTable, is_lookup
+from ragsieve.tools.index.search.admitted import Admitted
+from ragsieve.tools.index.search.symbols import SymbolTable, is_lookup
 
 SPELLED_BOOST = 0.3  # a definition spelled out in the query's words gains this share of the top fused score
 

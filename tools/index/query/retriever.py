@@ -8,7 +8,7 @@ Query expansion (`extra_texts`, e.g. chunks an LLM judged relevant):
   1971, with alpha = beta). An extra text that is a stored chunk text reuses
   that chunk's stored vector; other texts are embedded.
 
-Metadata filters (`where`, `ragsieve.tools.index.query.where.Where`) restrict every search to the rows the
+Metadata filters (`where`, `ragsieve.tools.index.search.where.Where`) restrict every search to the rows the
 backend says the filter admits (intersected with `rows`). `fusion_site` (`ragsieve.tools.modes.FusionSite`)
 chooses who fuses: `client` (the functions of `fusion.py`), `server` (the backend's `hybrid_search`: one
 round trip to Milvus; unrestricted searches only, a row-restricted search is fused here), `auto` (server
@@ -34,12 +34,12 @@ from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.filters.sections import TOC_KIND, one_per_section
 from ragsieve.tools.filters.stitch import ParsedFiles, one_per_definition
-from ragsieve.tools.index.admitted import Admitted
 from ragsieve.tools.index.backend import AdmittedSearch, IndexBackend, ServerFusion, vectors_of
 from ragsieve.tools.index.query.definitions import definitions_first, named_rows
-from ragsieve.tools.index.query.dense import l2_normalise
 from ragsieve.tools.index.query.fusion import Ranked, check_weights, fuse
 from ragsieve.tools.index.query.source_first import DEPTH, MIN_DEPTH, source_first
+from ragsieve.tools.index.search.admitted import Admitted
+from ragsieve.tools.index.search.dense import l2_normalise
 from ragsieve.tools.modes import FusionMode, FusionSite, RankingMode, parse_enum
 from ragsieve.tools.tracing.conventions import retrieval_after, retrieval_before
 from ragsieve.tools.types import Hit

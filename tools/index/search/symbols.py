@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ragsieve.tools.index.query.bm25 import tokenize
-from ragsieve.tools.index.query.identifiers import identifier_terms, is_compound, split_identifier
+from ragsieve.tools.index.search.bm25 import tokenize
+from ragsieve.tools.index.search.identifiers import identifier_terms, is_compound, split_identifier
 
 KINDS = ("function", "method", "class", "attribute")
 _CODE_DEF = re.compile(

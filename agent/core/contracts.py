@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ragsieve.agent.llm.budget import QuestionBudget
 from ragsieve.agent.llm.chat import ChatModel, ChatReply, UsageMeter
-from ragsieve.tools.index.query.where import Where
+from ragsieve.tools.index.search.where import Where
 from ragsieve.tools.rerankers.base import RerankResult
 from ragsieve.tools.types import Hit
 

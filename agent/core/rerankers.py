@@ -4,9 +4,9 @@ for the fallback, else the lenient FlashRank default."""
 from __future__ import annotations
 
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.caches import StepCaches
+from ragsieve.agent.core.contracts import Reranker as RerankerLike
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.caches import StepCaches
-from ragsieve.agent.plan.contracts import Reranker as RerankerLike
 from ragsieve.tools.errors import ModelUnavailableError
 
 

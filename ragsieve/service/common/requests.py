@@ -5,8 +5,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragsieve.service.errors import ApiError
-from ragsieve.tools.index.query.where import Where
+from ragsieve.service.common.errors import ApiError
+from ragsieve.tools.index.search.where import Where
 
 # OpenAI fields a chat client may send (audited per client in docs/frontends.md): applied (temperature,
 # max_tokens, stream ...), accepted when their value changes nothing (top_p 1, penalties 0, n 1 ...), refused

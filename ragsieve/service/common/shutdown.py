@@ -18,7 +18,7 @@ import logging
 import weakref
 from typing import Callable
 
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common.errors import ApiError
 
 log = logging.getLogger(__name__)
 CUT_MARGIN_S = 1.0  # before uvicorn's own deadline: time for the streams to send their last event

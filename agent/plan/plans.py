@@ -1,10 +1,14 @@
-"""Shipped plans: each lists the step classes it runs and its transitions (pydantic-graph style). A config may
+"""Shipped plans: each lists its steps' transitions, keyed by each step's outcome type (pydantic-graph style:
+`Expand.on({"grew": Judge, ...})`, checked by mypy); a plan runs the steps it names. A config may
 add or override plans by name (`[plans.NAME]`, a `PlanSpec`): those run steps of `STEPS`, every step there is."""
 from __future__ import annotations
 
-from ragsieve.agent.config import Config, PlanSpec
+from typing import Any
+
+from ragsieve.agent.config import Config
+from ragsieve.agent.core.step import END, Step
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.plan.runner import END, Plan, Step, validate_plan
+from ragsieve.agent.plan.runner import Plan, validate_plan
 from ragsieve.agent.steps.answer import Answer
 from ragsieve.agent.steps.conformal import Conformal
 from ragsieve.agent.steps.draft import Draft
@@ -18,47 +22,39 @@ from ragsieve.agent.steps.segments import Segments
 from ragsieve.agent.steps.validate import Validate
 
 # every step a plan may name, by name: an explicit list, not a registry filled on import
-STEPS: dict[str, type[Step]] = {step.name: step for step in (
+STEPS: dict[str, type[Step[Any]]] = {step.name: step for step in (
     Retrieve, Rerank, Judge, Expand, Conformal, Outliers, Segments, Draft, Answer, Validate, Fallback)}
 
-FULL = {  # the card's pipeline: every stage
-    "retrieve": {"next": "judge"},
-    "judge": {"next": "expand"},
-    "expand": {"grew": "judge", "converged": "conformal"},
-    "conformal": {"next": "outliers"},
-    "outliers": {"next": "segments"},
-    "segments": {"next": "answer"},
-    "answer": {"next": "validate"},
-    "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-    "fallback": {"next": "conformal", "unchanged": END},  # unchanged: nothing added, the answer stands
-}
-
-FULL_STEPS = (Retrieve, Judge, Expand, Conformal, Outliers, Segments, Answer, Validate, Fallback)
+FULL = (  # the card's pipeline: every stage
+    Retrieve.on({"next": Judge}),
+    Judge.on({"next": Expand}),
+    Expand.on({"grew": Judge, "converged": Conformal}),
+    Conformal.on({"next": Outliers}),
+    Outliers.on({"next": Segments}),
+    Segments.on({"next": Answer}),
+    Answer.on({"next": Validate}),
+    Validate.on({"resolved": END, "unresolved": Fallback, "exhausted": END}),
+    Fallback.on({"next": Conformal, "unchanged": END}),  # unchanged: nothing added, the answer stands
+)
 
 BUILTIN_PLANS: dict[str, Plan] = {
-    "fast": Plan((Retrieve, Answer), PlanSpec(start="retrieve", transitions={
-        "retrieve": {"next": "answer"},
-        "answer": {"next": END},
-    })),
+    "fast": Plan.of(Retrieve, Retrieve.on({"next": Answer}), Answer.on({"next": END})),
     # every answer is written from the (filtered) context and the last answer is validated
-    "agentic": Plan((Retrieve, Judge, Expand, Answer, Validate, Fallback), PlanSpec(start="retrieve", transitions={
-        "retrieve": {"next": "judge"},
-        "judge": {"next": "expand"},
-        "expand": {"grew": "judge", "converged": "answer"},
-        "answer": {"next": "validate"},
-        "validate": {"resolved": END, "unresolved": "fallback", "exhausted": END},
-        "fallback": {"next": "answer", "unchanged": END},
-    })),
-    "full": Plan(FULL_STEPS, PlanSpec(start="retrieve", transitions=FULL)),
+    "agentic": Plan.of(Retrieve,
+                       Retrieve.on({"next": Judge}),
+                       Judge.on({"next": Expand}),
+                       Expand.on({"grew": Judge, "converged": Answer}),
+                       Answer.on({"next": Validate}),
+                       Validate.on({"resolved": END, "unresolved": Fallback, "exhausted": END}),
+                       Fallback.on({"next": Answer, "unchanged": END})),
+    "full": Plan.of(Retrieve, *FULL),
     # retrieve, then a cross-encoder (or /rerank endpoint) re-scores the pool: needs [rerank] provider
-    "fast+rerank": Plan((Retrieve, Rerank, Answer), PlanSpec(start="retrieve", transitions={
-        "retrieve": {"next": "rerank"},
-        "rerank": {"next": "answer"},
-        "answer": {"next": END},
-    })),
-    "full+rerank": Plan((Rerank, *FULL_STEPS), PlanSpec(start="retrieve", transitions={
-        **FULL, "retrieve": {"next": "rerank"}, "rerank": {"next": "judge"}})),
+    "fast+rerank": Plan.of(Retrieve, Retrieve.on({"next": Rerank}), Rerank.on({"next": Answer}),
+                           Answer.on({"next": END})),
+    "full+rerank": Plan.of(Retrieve, Retrieve.on({"next": Rerank}), *FULL[1:], Rerank.on({"next": Judge})),
 }
+for _name, _plan in BUILTIN_PLANS.items():  # an outcome a shipped plan leaves unmapped fails on import
+    validate_plan(_name, _plan)
 
 
 def get_plan(name: str, config: Config) -> Plan:

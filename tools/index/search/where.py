@@ -9,7 +9,7 @@ to the index's source root, or a URL); `path_prefix` a prefix of it (`docs/api/`
 index's tenant (`default` for a local index; a Milvus partition key value);
 `symbol_kind` (`function`, `method`, `class`, `attribute`) admits only the chunks
 that define a symbol of that kind (the index's symbol table,
-`ragsieve.tools.index.query.symbols`; local indexes only: Milvus refuses it).
+`ragsieve.tools.index.search.symbols`; local indexes only: Milvus refuses it).
 `readers` (the caller's principals, `ragsieve.tools.access`) admits only the chunks of documents the caller
 may read by the index's access labels (`<index>/access.json`); the server sets it from the caller's
 identity, replacing whatever a request sent. None: no access check (a local, unrestricted caller).
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ragsieve.tools.access.principals import principals
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.index.query.symbols import KINDS
+from ragsieve.tools.index.search.symbols import KINDS
 from ragsieve.tools.ingest.syntax import LANGUAGES, language_of
 
 FIELDS = ("source", "path_prefix", "language", "kind", "tenant", "symbol_kind")

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index import npy
-from ragsieve.tools.index.admitted import Admitted
+from ragsieve.tools.index.search import npy
+from ragsieve.tools.index.search.admitted import Admitted
 from ragsieve.tools.modes import FaissKind, parse_enum
 
 FAISS_FILE = "dense.faiss"

@@ -18,12 +18,12 @@ import anyio
 
 from ragsieve.agent.errors import BudgetExceeded, LLMError, ModelUnavailableError, RagsieveError, UsageError
 from ragsieve.agent.llm.budget import QuestionBudget
-from ragsieve.service import shutdown
-from ragsieve.service.errors import ApiError
+from ragsieve.service.common import shutdown
+from ragsieve.service.common.errors import ApiError
 
 if TYPE_CHECKING:
     from ragsieve.insights.record import Surface
-    from ragsieve.service.insights_hook import InsightsHook
+    from ragsieve.service.common.insights_hook import InsightsHook
 
 DISCONNECT_POLL_S = 0.25
 
@@ -74,7 +74,7 @@ def check_answered(answer):
 
 @dataclass
 class Logged:
-    """Where a question goes in the question log (`ragsieve.service.insights_hook`)."""
+    """Where a question goes in the question log (`ragsieve.service.common.insights_hook`)."""
 
     hook: InsightsHook
     index: str

@@ -2,6 +2,8 @@
 else `local`. The one place that knows both engines; the contract is `ragsieve.tools.index.backend`."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,3 +20,13 @@ def open_index(index_dir: str | Path, embedder: Any = None, device: str = "auto"
         index.device = device
         return index
     return HybridIndex.open(index_dir, embedder=embedder, device=device)
+
+
+@contextmanager
+def opened(index_dir: str | Path, embedder: Any = None) -> Iterator[IndexBackend]:
+    """`open_index(index_dir)` for one `with` block, closed after it."""
+    index = open_index(index_dir, embedder=embedder)
+    try:
+        yield index
+    finally:
+        index.close()

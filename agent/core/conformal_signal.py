@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plan.state import RunState
+from ragsieve.agent.core.state import RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.tools.filters.conformal import HYBRID_RRF_K, ScoreKind, hybrid_signal, ranks_of
 from ragsieve.tools.index.backend import CorpusScores, vectors_of
-from ragsieve.tools.index.query.dense import corpus_similarities
+from ragsieve.tools.index.search.dense import corpus_similarities
 from ragsieve.tools.types import Hit
 
 

@@ -11,7 +11,7 @@ tokenizer, so they return the same scores:
 
 Tokenizer: lower-cased `\\w+` tokens, English stopwords (bm25s' list)
 removed, then English Snowball stemming (PyStemmer) unless `stem=False`.
-With `identifiers=True` (new indexes; `ragsieve.tools.index.query.identifiers`) code
+With `identifiers=True` (new indexes; `ragsieve.tools.index.search.identifiers`) code
 identifiers are also kept whole, unstemmed (`token_urlsafe`, `re.search`,
 `httpresponse`) beside their stemmed words; an index built before records no
 `identifiers` and keeps the plain tokenizer.
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
-from ragsieve.tools.index.admitted import Admitted
-from ragsieve.tools.index.query.compounds import compound_words
-from ragsieve.tools.index.query.identifiers import identifier_terms, is_compound
+from ragsieve.tools.index.search.admitted import Admitted
+from ragsieve.tools.index.search.compounds import compound_words
+from ragsieve.tools.index.search.identifiers import identifier_terms, is_compound
 from ragsieve.tools.modes import BM25Engine, parse_enum
 
 _WORD = re.compile(r"\w+")
@@ -64,7 +64,7 @@ def _stemmer(language: str):
 def tokenize(text: str, stem: bool = True, identifiers: bool = False, compounds: bool = False) -> list[str]:
     """The one tokenizer of both engines: lowercase `\\w+`, no English stopwords, Snowball stems;
     with `identifiers`, compound and dotted identifiers are kept whole (unstemmed) as well; with
-    `compounds` (documents only, never queries: `ragsieve.tools.index.query.compounds`), the words of lower-case
+    `compounds` (documents only, never queries: `ragsieve.tools.index.search.compounds`), the words of lower-case
     compounds (`getheader` -> `get`, `header`) are added, stemmed."""
     tokens = _tokenize(text, stem, identifiers)
     if compounds:

@@ -1,6 +1,6 @@
 """The rows a filter admits, resolved once and kept in the forms the local searches read.
 
-A metadata or access filter (`ragsieve.tools.index.query.where.Where`) admits a set of rows of an index. Resolving it
+A metadata or access filter (`ragsieve.tools.index.search.where.Where`) admits a set of rows of an index. Resolving it
 (labels checked source by source) is the slow part; the local backend does it once per filter and labels version
 (`HybridIndex.admitted`) and keeps the result here, so that a query never checks a label nor converts a list:
 

@@ -15,7 +15,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # the steps import this module; the calibration store imports the judging package
     from ragsieve.agent.calibration.store import Calibration
-    from ragsieve.agent.plan.contracts import Reranker
+    from ragsieve.agent.core.contracts import Reranker
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

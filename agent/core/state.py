@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny
 
-from ragsieve.agent.answer.locations import deepest_location
+from ragsieve.agent.core.locations import deepest_location
 from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.modes import ContextRule
@@ -46,11 +46,18 @@ class Abstention(TextMode):
 
 
 class TraceEvent(BaseModel):
+    """One step as it ran. `summary` is the step's model where it builds one (the judge's `JudgeRoundReport`),
+    else a dict; its JSON is the same either way (a model dumps its own fields)."""
+
     step: str
     outcome: str
-    summary: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] | SerializeAsAny[BaseModel] = Field(default_factory=dict)
     duration_s: float = 0.0
     usage: Usage = Field(default_factory=Usage)
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The summary as the trace's JSON holds it (a model's fields in their order)."""
+        return self.summary.model_dump() if isinstance(self.summary, BaseModel) else self.summary
 
 
 class Citation(BaseModel):

@@ -1,0 +1,1 @@
+"""What every route shares: error responses, request parsing, background jobs and the question log's hook."""

@@ -1,0 +1,102 @@
+"""Steps' outcomes are types mypy checks, END is its own value, and typed summaries leave the trace's JSON as it was."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import JudgeRoundReport, TraceEvent
+from ragsieve.agent.core.step import END, End
+from ragsieve.agent.orchestrator import Orchestrator
+from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
+from ragsieve.testing import FakeChat
+from tests.core.test_full_plan import QUESTION, calibrated_index, fake_model  # noqa: F401  (calibrated_index: a fixture)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_outcomes_are_read_from_each_steps_type():
+    assert STEPS["expand"].outcomes == ("grew", "converged")
+    assert STEPS["validate"].outcomes == ("resolved", "unresolved", "exhausted")
+    assert {STEPS[n].outcomes for n in ("retrieve", "judge", "answer", "fallback")} == {("next",)}
+
+
+def test_end_is_a_value_of_its_own():
+    assert isinstance(END, End) and END != "end" and "end" not in STEPS
+    full = BUILTIN_PLANS["full"]
+    assert full.transitions["validate"] == {"resolved": END, "unresolved": "fallback", "exhausted": END}
+    assert full.spec.transitions["validate"]["resolved"] == "end"  # the plan as data spells it "end"
+
+
+def test_typed_summaries_leave_the_trace_json_unchanged(calibrated_index):  # noqa: F811
+    """In memory the judge's summary is its `JudgeRoundReport`; the `--json` shape is byte for byte what the
+    same trace with dict summaries (the old in-memory form) gives."""
+    with Orchestrator.open(calibrated_index, Config(), chat=FakeChat(default=fake_model)) as orch:
+        answer = orch.ask(QUESTION, plan="full")
+    judged = [e for e in answer.trace if e.step == "judge"]
+    assert judged and all(isinstance(e.summary, JudgeRoundReport) for e in judged)
+    as_dicts = answer.model_copy(update={"trace": [
+        TraceEvent(**{**dict(e), "summary": e.summary.model_dump() if isinstance(e.summary, JudgeRoundReport)
+                      else e.summary}) for e in answer.trace]})
+    assert not any(isinstance(e.summary, JudgeRoundReport) for e in as_dicts.trace)
+    typed, plain = json.dumps(answer.public(), default=str), json.dumps(as_dicts.public(), default=str)
+    assert typed == plain
+    assert json.loads(typed)["trace"][1]["summary"]["mode"] == judged[0].summary.mode.value
+
+
+BAD = '''
+from typing import Literal
+
+from ragsieve.agent.core.step import END, Next, Step, StepResult
+from ragsieve.agent.steps.expand import Expand
+
+Grown = Literal["grew", "converged"]
+
+
+class Grow(Step[Grown]):
+    name = "grow"
+
+    def run(self, state, deps) -> StepResult[Grown]:
+        return StepResult("stalled")  # BAD-RETURN
+
+
+class Finish(Step[Next]):
+    name = "finish"
+
+
+GOOD = (Grow.on({"grew": Grow, "converged": Finish}), Finish.on({"next": END}), Expand.on({"grew": Grow, "converged": END}))
+WRONG = Grow.on({"grew": Grow, "stalled": Finish})  # BAD-EDGE
+SHIPPED = Expand.on({"grew": Grow, "stopped": END})  # BAD-SHIPPED
+'''
+
+
+def _tree(tmp: Path) -> Path:
+    """The installed layout as links (the Makefile's `typecheck-tree`), so mypy finds `ragsieve.agent`."""
+    pkg = tmp / "tree" / "ragsieve"
+    pkg.mkdir(parents=True)
+    for folder in ("agent", "tools", "prompts"):
+        (pkg / folder).symlink_to(REPO / folder)
+    for entry in (REPO / "ragsieve").iterdir():
+        if entry.name != "__pycache__":
+            (pkg / entry.name).symlink_to(entry)
+    return pkg.parent
+
+
+def test_mypy_refuses_an_outcome_the_step_does_not_declare(tmp_path):
+    """A step returning, or a plan mapping, an outcome outside the step's outcome type fails mypy."""
+    pytest.importorskip("mypy")
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(textwrap.dedent(BAD), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--follow-imports=silent",
+                           "--ignore-missing-imports", "--cache-dir", str(tmp_path / "cache"), "--config-file", "",
+                           snippet.name], capture_output=True, text=True, cwd=tmp_path,
+                          env={"MYPYPATH": str(_tree(tmp_path)), "PATH": "/usr/bin:/bin"}, timeout=900)
+    lines = BAD.splitlines()
+    flagged = {lines[int(line.split(":")[1]) - 1].split("# ")[-1] for line in done.stdout.splitlines()
+               if line.startswith(f"{snippet.name}:") and ": error:" in line}
+    assert flagged == {"BAD-RETURN", "BAD-EDGE", "BAD-SHIPPED"}, done.stdout + done.stderr
