@@ -14,7 +14,6 @@ from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.tools.index.sparse.subset import cosmix_scores
 from ragsieve.tools.types import Hit
 
-
 # `unchanged`: nothing was added, so the context, and at temperature 0 the answer and its validation, would be
 # the same again: the plans end there with the answer they have (issue 56) instead of re-running the filters
 Added = Literal["next", "unchanged"]
