@@ -4,6 +4,7 @@
 `agent/`, `ragsieve.tools` is `tools/`, `ragsieve.prompts` is `prompts/` (package-dir in pyproject.toml); every
 package below them is found here, so a new sub-package cannot be left out of the wheel.
 """
+
 from setuptools import find_packages, setup
 
 ROOTS = {"ragsieve": "ragsieve", "agent": "ragsieve.agent", "tools": "ragsieve.tools", "prompts": "ragsieve.prompts"}

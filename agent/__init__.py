@@ -1,4 +1,5 @@
 """The orchestrator: configuration, the plan state machine and its steps, judging, LLM access, calibration, answers."""
+
 from ragsieve.agent.config import Config
 from ragsieve.agent.orchestrator import Answer, Orchestrator
 

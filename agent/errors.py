@@ -1,4 +1,5 @@
 """Errors of the agent layer; the base and input errors live in `ragsieve.tools.errors`."""
+
 from ragsieve.tools.errors import IndexMissingError, MissingExtraError, ModelUnavailableError, RagsieveError, UsageError
 
 
@@ -47,6 +48,15 @@ class TemplateError(RagsieveError):
 
 
 __all__ = [
-    "RagsieveError", "UsageError", "IndexMissingError", "ModelUnavailableError", "MissingExtraError",
-    "LLMError", "EndpointError", "ContextOverflow", "BudgetExceeded", "StructuredOutputError", "TemplateError",
+    "RagsieveError",
+    "UsageError",
+    "IndexMissingError",
+    "ModelUnavailableError",
+    "MissingExtraError",
+    "LLMError",
+    "EndpointError",
+    "ContextOverflow",
+    "BudgetExceeded",
+    "StructuredOutputError",
+    "TemplateError",
 ]

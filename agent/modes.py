@@ -1,5 +1,6 @@
 """Mode Enums of the agent's settings (`ragsieve.agent.config`), in the foundation with the tools' own
 (`ragsieve.tools.modes`): the config validates them without importing the pipeline that applies them."""
+
 from __future__ import annotations
 
 from enum import Enum

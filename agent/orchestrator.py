@@ -1,4 +1,5 @@
 """The public entry point: open an index, ask questions, get typed answers."""
+
 from __future__ import annotations
 
 import logging
@@ -105,15 +106,18 @@ class Answer(BaseModel):
             "conformal": self.conformal.model_dump() if self.conformal else None,
             "segments": [s.model_dump() for s in self.segments],
             "citations_inferred": self.citations_inferred,
-            "evidence": self.evidence, "abstention": self.abstention,
-            "stopped": self.stopped, "asked": self.asked, "truncated": self.truncated,
+            "evidence": self.evidence,
+            "abstention": self.abstention,
+            "stopped": self.stopped,
+            "asked": self.asked,
+            "truncated": self.truncated,
             "notes": self.notes,
         } | ({"trace_id": self.trace_id} if self.trace_id else {})
 
 
 def check_question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
-        raise UsageError("the question is empty: ask something, e.g. ragsieve ask \"How do I ...?\" --index DIR")
+        raise UsageError('the question is empty: ask something, e.g. ragsieve ask "How do I ...?" --index DIR')
     if len(question) > MAX_QUESTION_CHARS:
         raise UsageError(f"the question is {len(question)} characters long; the limit is {MAX_QUESTION_CHARS}")
     return question.strip()
@@ -126,9 +130,17 @@ class Orchestrator:
     that needs it), so retrieval-only use never starts a model.
     """
 
-    def __init__(self, index: IndexBackend, retriever: HybridRetriever, config: Config, *, llm: LLM | None = None,
-                 prompts: PromptRenderer | None = None, caches: StepCaches | None = None,
-                 llm_factory: Callable[[], LLM] | None = None) -> None:
+    def __init__(
+        self,
+        index: IndexBackend,
+        retriever: HybridRetriever,
+        config: Config,
+        *,
+        llm: LLM | None = None,
+        prompts: PromptRenderer | None = None,
+        caches: StepCaches | None = None,
+        llm_factory: Callable[[], LLM] | None = None,
+    ) -> None:
         self.index = index
         self.retriever = retriever
         self.config = config
@@ -140,9 +152,17 @@ class Orchestrator:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, index_dir: str | Path, config: Config | None = None, *, chat: ChatModel | None = None,
-             llm: LLM | None = None, prompts: PromptRenderer | None = None,
-             llm_factory: Callable[[], LLM] | None = None, embedder: Any = None) -> "Orchestrator":
+    def open(
+        cls,
+        index_dir: str | Path,
+        config: Config | None = None,
+        *,
+        chat: ChatModel | None = None,
+        llm: LLM | None = None,
+        prompts: PromptRenderer | None = None,
+        llm_factory: Callable[[], LLM] | None = None,
+        embedder: Any = None,
+    ) -> "Orchestrator":
         from ragsieve.tools.index.engines.open import open_index
 
         config = config or Config()
@@ -150,8 +170,12 @@ class Orchestrator:
         index = open_index(index_dir, embedder, device=config.index.device)
         retriever = _retriever(index, config)
         if chat is not None and llm is None:
-            llm = LLM(chat, max_tokens=config.llm.max_tokens, temperature=config.llm.temperature,
-                      max_prompt_tokens=config.llm.max_prompt_tokens)
+            llm = LLM(
+                chat,
+                max_tokens=config.llm.max_tokens,
+                temperature=config.llm.temperature,
+                max_prompt_tokens=config.llm.max_prompt_tokens,
+            )
         return cls(index, retriever, config, llm=llm, prompts=prompts, llm_factory=llm_factory)
 
     @property
@@ -165,8 +189,9 @@ class Orchestrator:
                 self._llm, self._close_llm = open_llm(self.config.llm)
             return self._llm
 
-    def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None,
-                 ranking: str | None = None) -> list[Hit]:
+    def retrieve(
+        self, question: str, top_k: int | None = None, *, where: Where | None = None, ranking: str | None = None
+    ) -> list[Hit]:
         """The fused first-stage hits; `where` restricts them by metadata (source, path prefix, language...);
         `ranking` (`hybrid`, `source-first`) overrides `retrieval.ranking` for this search."""
         question = check_question(question)
@@ -174,12 +199,21 @@ class Orchestrator:
         return self._retriever_for(config).with_filter(where).run(question, top_k=top_k or config.retrieval.top_k)
 
     @question_span  # one span per question, the trace of its steps (docs/tracing.md)
-    def ask(self, question: str, *, plan: str | None = None, deadline_s: float | None = None,
-            history: list[Turn] | None = None, instructions: str | None = None,
-            overrides: dict[str, dict[str, Any]] | None = None, budget: QuestionBudget | None = None,
-            on_event: Callable[[str, dict[str, Any]], None] | None = None,
-            on_token: Callable[[str], None] | None = None,
-            answer_options: dict[str, Any] | None = None, where: Where | None = None) -> Answer:
+    def ask(
+        self,
+        question: str,
+        *,
+        plan: str | None = None,
+        deadline_s: float | None = None,
+        history: list[Turn] | None = None,
+        instructions: str | None = None,
+        overrides: dict[str, dict[str, Any]] | None = None,
+        budget: QuestionBudget | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        on_token: Callable[[str], None] | None = None,
+        answer_options: dict[str, Any] | None = None,
+        where: Where | None = None,
+    ) -> Answer:
         """Run a plan; `deadline_s` overrides `budget.deadline_s` for this question.
 
         `history` (earlier turns) makes the question a follow-up: it is rewritten into a stand-alone
@@ -197,9 +231,17 @@ class Orchestrator:
             b = config.budget
             budget = QuestionBudget(deadline_s if deadline_s is not None else b.deadline_s, b.llm_calls, b.tokens)
         llm = base.fork(budget=budget, templates=self.prompts.fingerprint())
-        deps = Deps(config=config, retriever=self._retriever_for(config).with_filter(where), index=self.index,
-                    llm=llm, prompts=self.prompts, caches=self.caches, on_event=on_event, on_token=on_token,
-                    answer_options=dict(answer_options or {}))
+        deps = Deps(
+            config=config,
+            retriever=self._retriever_for(config).with_filter(where),
+            index=self.index,
+            llm=llm,
+            prompts=self.prompts,
+            caches=self.caches,
+            on_event=on_event,
+            on_token=on_token,
+            answer_options=dict(answer_options or {}),
+        )
         state = RunState(question=question, plan=plan_name, instructions=instructions)
         narrowed = {} if where is None else where.model_dump(exclude_none=True, exclude={"readers"})
         if narrowed:  # the caller's access (`readers`) is not a note: it narrows silently, as a missing file would
@@ -210,15 +252,32 @@ class Orchestrator:
         run_plan(spec, state, deps, config.max_steps)
         text = state.answer or ""
         abstained = state.abstention in ABSTENTIONS or (state.stopped is not None and text.startswith(STOPPED))
-        grounding = grounding_of(text, state.citations, abstained=abstained or not text.strip(),
-                                 inferred=state.citations_inferred)
-        return Answer(grounding=grounding, question=state.question, answer=state.answer or "", citations=state.citations, plan=plan_name,
-                      resolved=state.resolved, context=state.context, first_stage=state.first_stage,
-                      trace=state.trace, usage=llm.meter.snapshot(), loop=state.loop,
-                      fallback=state.fallback, conformal=state.conformal, segments=state.segments,
-                      citations_inferred=state.citations_inferred, evidence=state.evidence,
-                      abstention=state.abstention, stopped=state.stopped, notes=state.notes, asked=state.asked,
-                      truncated=state.truncated)
+        grounding = grounding_of(
+            text, state.citations, abstained=abstained or not text.strip(), inferred=state.citations_inferred
+        )
+        return Answer(
+            grounding=grounding,
+            question=state.question,
+            answer=state.answer or "",
+            citations=state.citations,
+            plan=plan_name,
+            resolved=state.resolved,
+            context=state.context,
+            first_stage=state.first_stage,
+            trace=state.trace,
+            usage=llm.meter.snapshot(),
+            loop=state.loop,
+            fallback=state.fallback,
+            conformal=state.conformal,
+            segments=state.segments,
+            citations_inferred=state.citations_inferred,
+            evidence=state.evidence,
+            abstention=state.abstention,
+            stopped=state.stopped,
+            notes=state.notes,
+            asked=state.asked,
+            truncated=state.truncated,
+        )
 
     def _config_for(self, overrides: dict[str, dict[str, Any]] | None) -> Config:
         if not overrides:
@@ -251,9 +310,15 @@ class Orchestrator:
         summary = {"asked": state.question, "question": rewritten, "turns": len(history)}
         if note:
             summary["note"] = note
-        state.trace.append(TraceEvent(step="rewrite", outcome="rewritten" if rewritten != state.question else "kept",
-                                      summary=summary, duration_s=round(time.perf_counter() - started, 4),
-                                      usage=llm.meter.snapshot().minus(before)))
+        state.trace.append(
+            TraceEvent(
+                step="rewrite",
+                outcome="rewritten" if rewritten != state.question else "kept",
+                summary=summary,
+                duration_s=round(time.perf_counter() - started, 4),
+                usage=llm.meter.snapshot().minus(before),
+            )
+        )
         deps.emit("step", {"step": "rewrite", "outcome": state.trace[-1].outcome, "summary": summary})
         state.asked, state.question = state.question, rewritten
 
@@ -274,6 +339,16 @@ def _retriever(index: IndexBackend, config: Config) -> Any:
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval
-    return HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                           dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                           symbols=r.symbols, collapse=r.collapse, sections=r.sections, ranking=r.ranking)
+    return HybridRetriever(
+        index,
+        fusion=r.fusion,
+        rrf_k=r.rrf_k,
+        bm25_weight=r.bm25_weight,
+        dense_weight=r.dense_weight,
+        candidate_k=r.candidate_k,
+        fusion_site=r.fusion_site,
+        symbols=r.symbols,
+        collapse=r.collapse,
+        sections=r.sections,
+        ranking=r.ranking,
+    )

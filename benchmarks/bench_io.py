@@ -1,4 +1,5 @@
 """What every benchmark records: the command, the machine, the load average, and the JSON it writes."""
+
 from __future__ import annotations
 
 import gzip
@@ -43,11 +44,23 @@ def commit() -> str:
     another run's result is not yet committed still ran the committed code."""
     root = REPO
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)benchmarks/results", ":(exclude)benchmarks/REPORT.md"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)benchmarks/results",
+                ":(exclude)benchmarks/REPORT.md",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
@@ -64,9 +77,13 @@ def invocation() -> str:
 def header(measures: list[str] | None = None, device: str = "cpu") -> dict:
     """The result's header. `measures`: the repository paths (files or folders, relative to the root) whose code the
     result measures, defaults included; the report calls the result stale once any of them changed after `commit`."""
-    head = {"command": invocation(), "commit": commit(),
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-            "device": device, "load_average_at_start": os.getloadavg()}
+    head = {
+        "command": invocation(),
+        "commit": commit(),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "device": device,
+        "load_average_at_start": os.getloadavg(),
+    }
     if measures is not None:
         head["measures"] = sorted(set(measures))
     return head

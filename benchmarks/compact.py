@@ -9,6 +9,7 @@
   keeps what it shows: text, citation chips, colours).
 The summary JSON files are left as they are: the report reads them, and their commands reproduce the detail.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if saved:
             print(f"{path.name}: palette ({saved:,} bytes saved)")
-    print(f"{args.results}: {before:,} -> {tracked_bytes(args.results):,} bytes"
-          + (f"; {failed} file(s) skipped" if failed else ""))
+    print(
+        f"{args.results}: {before:,} -> {tracked_bytes(args.results):,} bytes" + (f"; {failed} file(s) skipped" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -3,6 +3,7 @@ measured, ragsieve's figure, what it stands beside, the files), in the table's o
 measured on a sample, or with a stand-in for a real model, says so in its row. `benchmarks/report.py` puts the
 rows in README.md and REPORT.md; a reader that cannot read its file gives a row saying so, never a number.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,20 +36,28 @@ def _pct(value: float) -> str:
 def _retrieval(d: Data) -> list[Figure]:
     m = d["methods"]
     published = ", ".join(f"{score} ({where})" for where, score in PUBLISHED_BM25)
-    return [Figure(f"Retrieval, SciFact (BEIR test, {d['queries']} queries), nDCG@10",
-                   f"**{m['hybrid_weighted']['ndcg@10']:.3f}** hybrid (default); BM25 alone "
-                   f"{m['bm25s']['ndcg@10']:.3f}, dense alone {m['dense']['ndcg@10']:.3f}",
-                   f"BM25 published: {published}; rank-bm25 on the same chunks {m['rank_bm25']['ndcg@10']:.3f}",
-                   ("retrieval_scifact.json",))]
+    return [
+        Figure(
+            f"Retrieval, SciFact (BEIR test, {d['queries']} queries), nDCG@10",
+            f"**{m['hybrid_weighted']['ndcg@10']:.3f}** hybrid (default); BM25 alone "
+            f"{m['bm25s']['ndcg@10']:.3f}, dense alone {m['dense']['ndcg@10']:.3f}",
+            f"BM25 published: {published}; rank-bm25 on the same chunks {m['rank_bm25']['ndcg@10']:.3f}",
+            ("retrieval_scifact.json",),
+        )
+    ]
 
 
 def _retrieval_speed(d: Data) -> list[Figure]:
     m = d["methods"]
-    return [Figure("Hybrid search in process, SciFact, p50",
-                   f"{m['hybrid_weighted']['latency_ms_p50']:.1f} ms + {d['query_embedding_ms']['p50']:.1f} ms "
-                   "query embedding",
-                   f"peers on the same chunks: bm25s {m['bm25s']['latency_ms_p50']:.1f} ms, rank-bm25 "
-                   f"{m['rank_bm25']['latency_ms_p50']:.1f} ms (BM25 only)", ("retrieval_scifact.json",))]
+    return [
+        Figure(
+            "Hybrid search in process, SciFact, p50",
+            f"{m['hybrid_weighted']['latency_ms_p50']:.1f} ms + {d['query_embedding_ms']['p50']:.1f} ms query embedding",
+            f"peers on the same chunks: bm25s {m['bm25s']['latency_ms_p50']:.1f} ms, rank-bm25 "
+            f"{m['rank_bm25']['latency_ms_p50']:.1f} ms (BM25 only)",
+            ("retrieval_scifact.json",),
+        )
+    ]
 
 
 def _row(rows: list[Data], judge: str, plan: str) -> Data:
@@ -57,22 +66,34 @@ def _row(rows: list[Data], judge: str, plan: str) -> Data:
 
 def _hotpot_oracle(d: Data) -> list[Figure]:
     fast, full = _row(d["rows"], "oracle", "fast"), _row(d["rows"], "oracle", "full")
-    return [Figure(f"HotpotQA ({full['n']} questions), both gold paragraphs in the context, `full` plan; "
-                   "oracle judge (a proxy)",
-                   f"**{full['both_gold_recall']:.3f}** at {full['context_tokens'] / fast['context_tokens']:.2f}× "
-                   "`fast`'s context tokens",
-                   f"`fast` (hybrid top 5): {fast['both_gold_recall']:.3f}", ("pipeline-ablation-hotpotqa-oracle.json",))]
+    return [
+        Figure(
+            f"HotpotQA ({full['n']} questions), both gold paragraphs in the context, `full` plan; oracle judge (a proxy)",
+            f"**{full['both_gold_recall']:.3f}** at {full['context_tokens'] / fast['context_tokens']:.2f}× "
+            "`fast`'s context tokens",
+            f"`fast` (hybrid top 5): {fast['both_gold_recall']:.3f}",
+            ("pipeline-ablation-hotpotqa-oracle.json",),
+        )
+    ]
 
 
 def _hotpot_embedded(d: Data) -> list[Figure]:
     fast, full = _row(d["rows"], "embedded-0.5b", "fast"), _row(d["rows"], "embedded-0.5b", "full")
-    return [Figure(f"The same, embedded Qwen 0.5B as judge and reader (a sample, {full['n']} questions)",
-                   f"{full['both_gold_recall']:.2f}, {full['seconds']:.0f} s a question",
-                   f"`fast`: {fast['both_gold_recall']:.2f}, {fast['seconds']:.0f} s", ("pipeline-embedded-hotpotqa.json",))]
+    return [
+        Figure(
+            f"The same, embedded Qwen 0.5B as judge and reader (a sample, {full['n']} questions)",
+            f"{full['both_gold_recall']:.2f}, {full['seconds']:.0f} s a question",
+            f"`fast`: {fast['both_gold_recall']:.2f}, {fast['seconds']:.0f} s",
+            ("pipeline-embedded-hotpotqa.json",),
+        )
+    ]
 
 
-COVERAGE_FILES = {"squad2": "pipeline-coverage-default-squad2.json", "hotpotqa": "pipeline-coverage-default.json",
-                  "scifact": "pipeline-coverage-default-scifact.json"}
+COVERAGE_FILES = {
+    "squad2": "pipeline-coverage-default-squad2.json",
+    "hotpotqa": "pipeline-coverage-default.json",
+    "scifact": "pipeline-coverage-default-scifact.json",
+}
 COVERAGE_EVENT = {"hotpotqa": "per_gold"}  # each gold paragraph; any gold for the others
 COVERAGE_ALPHA = 0.1
 
@@ -91,8 +112,14 @@ def coverage_figures(read: Callable[[str], Data | None]) -> list[Figure]:
         files.append(file)
     if not files:
         return [Figure("Conformal coverage (CONFLARE)", "not run", "", tuple(COVERAGE_FILES.values()))]
-    return [Figure(f"Gold passage kept by the calibrated context, α = {COVERAGE_ALPHA}, no judge",
-                   ", ".join(shown), f"guarantee 1 − α − 2 s.e.: {' / '.join(bounds)} (CONFLARE)", tuple(files))]
+    return [
+        Figure(
+            f"Gold passage kept by the calibrated context, α = {COVERAGE_ALPHA}, no judge",
+            ", ".join(shown),
+            f"guarantee 1 − α − 2 s.e.: {' / '.join(bounds)} (CONFLARE)",
+            tuple(files),
+        )
+    ]
 
 
 def _unanswerable(d: Data, n: int, answerable: int | None) -> str:
@@ -111,31 +138,47 @@ def _abstention(d: Data) -> list[Figure]:
     judges = [k.split("|")[0] for k in rows if k.endswith("|full") and f"{k.split('|')[0]}|fast" in rows]
     n = rows[f"{judges[0]}|full"]["n"]
     unanswerable = _unanswerable(d, n, rows[f"{judges[0]}|full"].get("stage_n"))
-    full = "; ".join(f"{j} {_pct(rows[f'{j}|full']['abstain_unanswerable'])} / "
-                     f"{_pct(rows[f'{j}|full']['abstain_answerable'])}" for j in judges)
-    fast = "; ".join(f"{j} {_pct(rows[f'{j}|fast']['abstain_unanswerable'])} / "
-                     f"{_pct(rows[f'{j}|fast']['abstain_answerable'])}" for j in judges)
-    return [Figure(f"Abstention, SQuAD 2.0 ({n} questions, {unanswerable} unanswerable), unanswerable / answerable abstained; "
-                   f"scripted judges, a {d.get('reader', 'oracle')} reader (a proxy)",
-                   f"`full`: {full}", f"`fast`: {fast}; target: `full` ≥ `fast` on unanswerable",
-                   ("pipeline-abstention.json",))]
+    full = "; ".join(
+        f"{j} {_pct(rows[f'{j}|full']['abstain_unanswerable'])} / {_pct(rows[f'{j}|full']['abstain_answerable'])}" for j in judges
+    )
+    fast = "; ".join(
+        f"{j} {_pct(rows[f'{j}|fast']['abstain_unanswerable'])} / {_pct(rows[f'{j}|fast']['abstain_answerable'])}" for j in judges
+    )
+    return [
+        Figure(
+            f"Abstention, SQuAD 2.0 ({n} questions, {unanswerable} unanswerable), unanswerable / answerable abstained; "
+            f"scripted judges, a {d.get('reader', 'oracle')} reader (a proxy)",
+            f"`full`: {full}",
+            f"`fast`: {fast}; target: `full` ≥ `fast` on unanswerable",
+            ("pipeline-abstention.json",),
+        )
+    ]
 
 
 def _code(d: Data) -> list[Figure]:
     code = d["code"]
     on = code["symbols_on"]
-    return [Figure(f"Code search, {on['n']} docstring queries over 20 stdlib modules",
-                   f"R@5 **{on['recall@5']:.3f}**; the quick start's question at rank "
-                   f"{code['readme_question']['rank']}",
-                   "target R@5 ≥ 0.70", ("sources.json",))]
+    return [
+        Figure(
+            f"Code search, {on['n']} docstring queries over 20 stdlib modules",
+            f"R@5 **{on['recall@5']:.3f}**; the quick start's question at rank {code['readme_question']['rank']}",
+            "target R@5 ≥ 0.70",
+            ("sources.json",),
+        )
+    ]
 
 
 def _web(d: Data) -> list[Figure]:
     web = d["web"]
     api = web["api_questions"]
-    return [Figure(f"Website docs ({web['pages_crawled']} crawled pages), {api['n']} API questions",
-                   f"definition at rank 1: {api['recall@1']:.3f}; cited anchor right: {api['anchor_precision_all']:.3f}",
-                   "target ≥ 0.90", ("sources-web.json",))]
+    return [
+        Figure(
+            f"Website docs ({web['pages_crawled']} crawled pages), {api['n']} API questions",
+            f"definition at rank 1: {api['recall@1']:.3f}; cited anchor right: {api['anchor_precision_all']:.3f}",
+            "target ≥ 0.90",
+            ("sources-web.json",),
+        )
+    ]
 
 
 def _gmm(d: Data) -> list[Figure]:
@@ -143,27 +186,44 @@ def _gmm(d: Data) -> list[Figure]:
     paper = d["gmm"]["paper"]["best_row"]
     ours = []
     for kind in ("simple", "broader", "double"):
-        row = next(r for r in types[kind]["extractive"]["rows"]
-                   if r["alpha"] == 0.5 and r["method"] == "interaction" and r["min_outlier_freq"] == 4)
+        row = next(
+            r
+            for r in types[kind]["extractive"]["rows"]
+            if r["alpha"] == 0.5 and r["method"] == "interaction" and r["min_outlier_freq"] == 4
+        )
         ours.append(f"{kind} {row['Emb%']:+.2f}")
-    return [Figure("GMM outliers (off by default), SQuAD 2.0 answer gain Emb% over top-k; "
-                   "a stand-in extractive reader, 60 questions a type",
-                   ", ".join(ours), f"Bulgakov 2024 Table 1 best row: {paper['Emb%']:+.1f} (TinyLlama reader)",
-                   ("filters-gmm-std.json",))]
+    return [
+        Figure(
+            "GMM outliers (off by default), SQuAD 2.0 answer gain Emb% over top-k; "
+            "a stand-in extractive reader, 60 questions a type",
+            ", ".join(ours),
+            f"Bulgakov 2024 Table 1 best row: {paper['Emb%']:+.1f} (TinyLlama reader)",
+            ("filters-gmm-std.json",),
+        )
+    ]
 
 
 def _cli(d: Data) -> list[Figure]:
-    return [Figure(f"`ragsieve search` as a fresh process, {d['chunks']:,}-chunk index, {d['cpus']} busy cores",
-                   f"median {d['median_s']:.2f} s wall, {d['median_cpu_s']:.2f} s CPU", f"target < {d['target_s']:.0f} s",
-                   ("cli-search.json",))]
+    return [
+        Figure(
+            f"`ragsieve search` as a fresh process, {d['chunks']:,}-chunk index, {d['cpus']} busy cores",
+            f"median {d['median_s']:.2f} s wall, {d['median_cpu_s']:.2f} s CPU",
+            f"target < {d['target_s']:.0f} s",
+            ("cli-search.json",),
+        )
+    ]
 
 
 def _indexing(d: Data) -> list[Figure]:
     row = next(r for r in d["rows"] if r.get("path") == "ragsieve")
-    return [Figure(f"`ragsieve index` end to end, {row['chunks']:,} SciFact chunks, CPU",
-                   f"{row['chunks_per_s']:.1f} chunks/s ({row['chunks_per_cpu_s']:.1f} per CPU-second)",
-                   f"target ≥ {d['targets']['cpu_2_idle_cores_chunks_per_s']} chunks/s on 2 idle cores",
-                   ("indexing-cpu.json",))]
+    return [
+        Figure(
+            f"`ragsieve index` end to end, {row['chunks']:,} SciFact chunks, CPU",
+            f"{row['chunks_per_s']:.1f} chunks/s ({row['chunks_per_cpu_s']:.1f} per CPU-second)",
+            f"target ≥ {d['targets']['cpu_2_idle_cores_chunks_per_s']} chunks/s on 2 idle cores",
+            ("indexing-cpu.json",),
+        )
+    ]
 
 
 def _encoder(d: Data) -> list[Figure]:
@@ -172,16 +232,27 @@ def _encoder(d: Data) -> list[Figure]:
     sets = d["sets"]
     ratios = ", ".join(f"{name} {s['onnx-int8']['index_cpu_ratio_vs_torch']:.1f}×" for name, s in sets.items())
     deltas = ", ".join(f"{name} {s['onnx-int8']['hybrid_ndcg_difference']:+.4f}" for name, s in sets.items())
-    return [Figure("Default encoder (`onnx-int8` MiniLM, each text alone) vs `torch` fp32, chunks per CPU-second",
-                   ratios, f"hybrid nDCG@10 change: {deltas}", ("scale_encoder_sets.json",))]
+    return [
+        Figure(
+            "Default encoder (`onnx-int8` MiniLM, each text alone) vs `torch` fp32, chunks per CPU-second",
+            ratios,
+            f"hybrid nDCG@10 change: {deltas}",
+            ("scale_encoder_sets.json",),
+        )
+    ]
 
 
 def _publish(d: Data) -> list[Figure]:
     largest = max(d["sizes"], key=lambda s: s["chunks"])
     times = sorted(r["publish_s"] for r in largest["runs"] if r.get("given") == "one file")
-    return [Figure(f"One-document update of a {largest['chunks']:,}-chunk local index (hash vectors)",
-                   f"median {times[len(times) // 2]:.2f} s", "target ≤ 2 s plus the document's embedding",
-                   ("scale-local-publish.json",))]
+    return [
+        Figure(
+            f"One-document update of a {largest['chunks']:,}-chunk local index (hash vectors)",
+            f"median {times[len(times) // 2]:.2f} s",
+            "target ≤ 2 s plus the document's embedding",
+            ("scale-local-publish.json",),
+        )
+    ]
 
 
 def _service(d: Data) -> list[Figure]:
@@ -189,18 +260,27 @@ def _service(d: Data) -> list[Figure]:
     model = next(b for b in d["backends"] if not b["backend"].startswith("fake"))
     one = next(level for level in fake["levels"] if level["clients"] == 1 and not level["stream"])
     real = next(level for level in model["levels"] if level["clients"] == 1 and not level["stream"])
-    return [Figure("`ragsieve serve`, one client, `fast` plan: the service's own cost (an instant fake LLM)",
-                   f"p50 {one['p50_s'] * 1000:.0f} ms, {one['throughput_rps']:.0f} questions/s",
-                   f"with the embedded 0.5B model: p50 {real['p50_s']:.2f} s", ("service.json",))]
+    return [
+        Figure(
+            "`ragsieve serve`, one client, `fast` plan: the service's own cost (an instant fake LLM)",
+            f"p50 {one['p50_s'] * 1000:.0f} ms, {one['throughput_rps']:.0f} questions/s",
+            f"with the embedded 0.5B model: p50 {real['p50_s']:.2f} s",
+            ("service.json",),
+        )
+    ]
 
 
 def _install(d: Data) -> list[Figure]:
     core, before = d["variants"]["core"], d["core_vs_before"]
-    return [Figure("Install size, `pip install ragsieve` (CPU torch first)",
-                   f"{core['site_packages_mb']:.0f} MB ({core['site_packages_without_torch_mb']:.0f} MB besides "
-                   f"torch), {core['packages']} packages",
-                   f"before the extras split: {before['site_packages_mb'][1]:.0f} MB, {before['packages'][1]} packages",
-                   ("install-size.json",))]
+    return [
+        Figure(
+            "Install size, `pip install ragsieve` (CPU torch first)",
+            f"{core['site_packages_mb']:.0f} MB ({core['site_packages_without_torch_mb']:.0f} MB besides "
+            f"torch), {core['packages']} packages",
+            f"before the extras split: {before['site_packages_mb'][1]:.0f} MB, {before['packages'][1]} packages",
+            ("install-size.json",),
+        )
+    ]
 
 
 # (area, id, file, reader), in the table's order; the id is REPORT.md's anchor (`#fig-<id>`). The coverage row
@@ -220,4 +300,5 @@ READERS: list[tuple[str, str, str, Callable[[Data], list[Figure]]]] = [
     ("speed", "default-encoder", "scale_encoder_sets.json", _encoder),
     ("speed", "local-publish-1m", "scale-local-publish.json", _publish),
     ("speed", "serve-fast", "service.json", _service),
-    ("size", "install-size", "install-size.json", _install)]
+    ("size", "install-size", "install-size.json", _install),
+]

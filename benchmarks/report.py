@@ -11,6 +11,7 @@ it measures changed since the commit it ran at (`Git.changed`). Its header names
 A stale row is shown as stale and fails nothing; only README's table disagreeing with its files fails
 (`--check`, run by tests/benchmarks/test_report.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,9 +63,12 @@ MEASURES: list[tuple[str, str, list[str]]] = [
 # Results whose benchmark left the tree (issue 59: one-off studies whose question is answered). Their files stay,
 # with the command and commit that reproduce them (`git checkout <commit>`); the report calls them retired.
 RETIRED: dict[str, str] = {
-    "scale_publish_milvus.json": "benchmarks/scale_publish_milvus.py", "sparse-ann.json": "benchmarks/sparse_ann.py",
-    "filters-gmm-planted.json": "benchmarks/gmm_planted.py", "rse-long*.json": "benchmarks/rse_long.py",
-    "followups*.json": "benchmarks/followups.py", "access-openwebui.json": "benchmarks/access_openwebui.py",
+    "scale_publish_milvus.json": "benchmarks/scale_publish_milvus.py",
+    "sparse-ann.json": "benchmarks/sparse_ann.py",
+    "filters-gmm-planted.json": "benchmarks/gmm_planted.py",
+    "rse-long*.json": "benchmarks/rse_long.py",
+    "followups*.json": "benchmarks/followups.py",
+    "access-openwebui.json": "benchmarks/access_openwebui.py",
 }
 # A change to a benchmark file that only touches these lines (imports, paths from the module's own location, a
 # path naming a benchmark module) does not change what it measures: the package moves of issue 59 leave results current.
@@ -112,8 +116,11 @@ def load(folder: Path) -> list[Result]:
         except (OSError, ValueError) as exc:
             out.append(Result(path.name, None, f"unreadable ({type(exc).__name__})", detail))
             continue
-        out.append(Result(path.name, data, "", detail) if isinstance(data, dict)
-                   else Result(path.name, None, "unreadable (not a JSON object)", detail))
+        out.append(
+            Result(path.name, data, "", detail)
+            if isinstance(data, dict)
+            else Result(path.name, None, "unreadable (not a JSON object)", detail)
+        )
     return out
 
 
@@ -138,8 +145,10 @@ class Git:
     def _mechanical(self, sha: str, paths: tuple[str, ...]) -> bool:
         """True when the benchmark file's change since `sha` only touches `MECHANICAL` lines."""
         diff = self._git("diff", "-M", "--unified=0", sha, "HEAD", "--", *paths).stdout
-        return not any(line[:1] in "+-" and not line.startswith(("+++ ", "--- ")) and not MECHANICAL.search(line[1:])
-                       for line in diff.splitlines())
+        return not any(
+            line[:1] in "+-" and not line.startswith(("+++ ", "--- ")) and not MECHANICAL.search(line[1:])
+            for line in diff.splitlines()
+        )
 
     def changed(self, commit: str, measures: list[str]) -> list[str] | None:
         """The measured files changed since `commit` ("+dirty" ignored), renames without edits excepted; None when
@@ -152,8 +161,9 @@ class Git:
         for status, *paths in entries:
             if status == "R100" or not any(_under(p, m) for p in paths for m in measures):
                 continue
-            if paths[-1].startswith("benchmarks/") and (paths[-1].endswith("/__init__.py") and status == "A" or
-                                                        status[0] in "MR" and self._mechanical(sha, tuple(paths))):
+            if paths[-1].startswith("benchmarks/") and (
+                paths[-1].endswith("/__init__.py") and status == "A" or status[0] in "MR" and self._mechanical(sha, tuple(paths))
+            ):
                 continue  # a package marker, or imports and paths only
             hits.append(paths[-1])
         return hits
@@ -187,6 +197,7 @@ def short(commit: str) -> str:
 def figures(results: dict[str, Result]) -> list[tuple[str, str, Figure]]:
     """(area, id, figure) of README's table; a file that is missing or does not hold what its reader expects
     gives a row saying so instead of a figure."""
+
     def read(name: str) -> Data | None:
         found = results.get(name)
         return found.data if found else None
@@ -208,8 +219,9 @@ def figures(results: dict[str, Result]) -> list[tuple[str, str, Figure]]:
 
 
 def _sources(fig: Figure, results: dict[str, Result], link: str) -> str:
-    return "; ".join(f"[`{f}`]({link}#{anchor(f)}) at {short(results[f].commit)}" if f in results
-                     else f"`{f}` (missing)" for f in fig.files)
+    return "; ".join(
+        f"[`{f}`]({link}#{anchor(f)}) at {short(results[f].commit)}" if f in results else f"`{f}` (missing)" for f in fig.files
+    )
 
 
 def readme_block(results: dict[str, Result]) -> list[str]:
@@ -217,17 +229,27 @@ def readme_block(results: dict[str, Result]) -> list[str]:
     lines = ["| | figure | ragsieve | beside it | source (benchmarks/results/) |", "|---|---|---|---|---|"]
     shown, cores = "", set()
     for area, _fid, fig in figures(results):
-        lines.append(f"| {f'**{area}**' if area != shown else ''} | {fig.measure} | {fig.ours} | {fig.beside} | "
-                     f"{_sources(fig, results, 'benchmarks/REPORT.md')} |")
+        lines.append(
+            f"| {f'**{area}**' if area != shown else ''} | {fig.measure} | {fig.ours} | {fig.beside} | "
+            f"{_sources(fig, results, 'benchmarks/REPORT.md')} |"
+        )
         shown = area
         for f in fig.files:
             machine = ((results[f].data or {}).get("machine") or {}) if f in results else {}
             if isinstance(machine, dict) and isinstance(machine.get("cpus") or machine.get("nproc"), int):
                 cores.add(machine.get("cpus") or machine.get("nproc"))
-    ran = (f"on {min(cores)}-core CPU machines (no GPU)" if len(cores) == 1
-           else f"on machines of {', '.join(map(str, sorted(cores)))} cores" if cores else "on unrecorded machines")
-    return lines + ["", f"All rows ran {ran}. Each file records its command, commit, load average and machine; "
-                    "[benchmarks/REPORT.md](benchmarks/REPORT.md) says which are current."]
+    ran = (
+        f"on {min(cores)}-core CPU machines (no GPU)"
+        if len(cores) == 1
+        else f"on machines of {', '.join(map(str, sorted(cores)))} cores"
+        if cores
+        else "on unrecorded machines"
+    )
+    return lines + [
+        "",
+        f"All rows ran {ran}. Each file records its command, commit, load average and machine; "
+        "[benchmarks/REPORT.md](benchmarks/REPORT.md) says which are current.",
+    ]
 
 
 def replace_block(text: str, block: list[str]) -> str:
@@ -244,31 +266,47 @@ def _cell(value: object) -> str:
 
 def render(results: dict[str, Result], git: Git, shown_folder: str = "benchmarks/results") -> str:
     states = {name: status(r, git) for name, r in results.items()}
-    lines = ["# ragsieve benchmark report", "",
-             f"Generated by `python -m benchmarks.report` from `{shown_folder}/*.json`; do not edit by hand. A result "
-             "is **current** while none of the files it measures (its header's `measures`, else its family's "
-             "paths in `benchmarks/report.py`'s `MEASURES`) changed since the commit it ran at; a stale one names "
-             "the first files that changed. Re-run a stale result with its command.", "",
-             "## Published figures", "", "README.md's headline table, row by row.", "",
-             "| figure | ragsieve | beside it | result file | status |", "|---|---|---|---|---|"]
+    lines = [
+        "# ragsieve benchmark report",
+        "",
+        f"Generated by `python -m benchmarks.report` from `{shown_folder}/*.json`; do not edit by hand. A result "
+        "is **current** while none of the files it measures (its header's `measures`, else its family's "
+        "paths in `benchmarks/report.py`'s `MEASURES`) changed since the commit it ran at; a stale one names "
+        "the first files that changed. Re-run a stale result with its command.",
+        "",
+        "## Published figures",
+        "",
+        "README.md's headline table, row by row.",
+        "",
+        "| figure | ragsieve | beside it | result file | status |",
+        "|---|---|---|---|---|",
+    ]
     for _area, fid, fig in figures(results):
         state = "; ".join(states.get(f, "not run") for f in fig.files)
-        lines.append(f"| <a id=\"fig-{fid}\"></a>{fig.measure} | {fig.ours} | {fig.beside} | "
-                     f"{_sources(fig, results, '')} | {state} |")
-    promised = [(r, p) for r in results.values() for p in ((r.data or {}).get("promises") or [])
-                if isinstance(p, dict)]
+        lines.append(
+            f'| <a id="fig-{fid}"></a>{fig.measure} | {fig.ours} | {fig.beside} | {_sources(fig, results, "")} | {state} |'
+        )
+    promised = [(r, p) for r in results.values() for p in ((r.data or {}).get("promises") or []) if isinstance(p, dict)]
     lines += ["", "## Promises", "", "What result files say of their own promises (their `promises` lists).", ""]
     if promised:
-        lines += ["| promise | judge | holds | statistic | n | why | result file | status |",
-                  "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {_cell(p.get('promise', ''))} | {_cell(p.get('judge', ''))} | "
-                  f"{'yes' if p.get('holds') else '**no**'} | {_cell(p.get('statistic', ''))} | {_cell(p.get('n', ''))} | "
-                  f"{_cell(p.get('why', ''))} | [`{r.name}`](#{anchor(r.name)}) | {states[r.name]} |" for r, p in promised]
+        lines += ["| promise | judge | holds | statistic | n | why | result file | status |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"| {_cell(p.get('promise', ''))} | {_cell(p.get('judge', ''))} | "
+            f"{'yes' if p.get('holds') else '**no**'} | {_cell(p.get('statistic', ''))} | {_cell(p.get('n', ''))} | "
+            f"{_cell(p.get('why', ''))} | [`{r.name}`](#{anchor(r.name)}) | {states[r.name]} |"
+            for r, p in promised
+        ]
     else:
         lines.append("No result file carries a `promises` list yet.")
-    lines += ["", "## Result files", "",
-              "One row per summary JSON; per-question detail, where kept, is the `.jsonl.gz` named beside it.", "",
-              "| result file | family | commit | status | README figures | command |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Result files",
+        "",
+        "One row per summary JSON; per-question detail, where kept, is the `.jsonl.gz` named beside it.",
+        "",
+        "| result file | family | commit | status | README figures | command |",
+        "|---|---|---|---|---|---|",
+    ]
     shown: dict[str, list[str]] = {}
     for _area, fid, fig in figures(results):
         for f in fig.files:
@@ -277,8 +315,10 @@ def render(results: dict[str, Result], git: Git, shown_folder: str = "benchmarks
         fam = family(name)[0]
         detail = "".join(f"<br>+ `{d}`" for d in r.detail)
         command = (r.data or {}).get("command") or (r.data or {}).get("run", {}).get("command") or "(not recorded)"
-        lines.append(f"| <a id=\"{anchor(name)}\"></a>`{name}`{detail} | {fam} | {short(r.commit)} | {states[name]} | "
-                     f"{', '.join(shown.get(name, [])) or '–'} | `{_cell(command)}` |")
+        lines.append(
+            f'| <a id="{anchor(name)}"></a>`{name}`{detail} | {fam} | {short(r.commit)} | {states[name]} | '
+            f"{', '.join(shown.get(name, [])) or '–'} | `{_cell(command)}` |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -299,8 +339,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         if text != wanted:
-            print(f"{args.readme}: the headline table disagrees with {args.results}: run `python -m benchmarks.report`",
-                  file=sys.stderr)
+            print(
+                f"{args.readme}: the headline table disagrees with {args.results}: run `python -m benchmarks.report`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     args.report.write_text(render(results, Git(args.repo)), encoding="utf-8")

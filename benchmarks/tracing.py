@@ -16,6 +16,7 @@ Phoenix (opt-in: Phoenix is a receiver, installed in its own venv, never our dep
 `/redirects/traces/<trace id>` and saves docs/tracing-phoenix.png; benchmarks/results/tracing-phoenix.json says
 what Phoenix received (its REST API's span count for the trace).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,23 @@ from bench_io import header, write  # noqa: E402
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
-MEASURES = ["tools/tracing", "agent/plan/traced.py", "agent/llm/traced.py", "ragsieve/service/middleware/tracing.py",
-            "agent/plan/runner.py", "agent/llm/client.py", "benchmarks/tracing.py"]
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+MEASURES = [
+    "tools/tracing",
+    "agent/plan/traced.py",
+    "agent/llm/traced.py",
+    "ragsieve/service/middleware/tracing.py",
+    "agent/plan/runner.py",
+    "agent/llm/client.py",
+    "benchmarks/tracing.py",
+]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def scripted(messages):
@@ -146,6 +160,7 @@ def overhead(index: Path, questions: int, block: int) -> dict:
             def counting(spans):
                 exporter_spans.extend(spans)
                 return original(spans)
+
             tracer.exporter.inner.export = counting
             ask()
             tracing.flush(10.0)
@@ -154,16 +169,25 @@ def overhead(index: Path, questions: int, block: int) -> dict:
     finally:
         svc.stop()
         tracing.configure(off)
-    arms = {arm: {"n": len(v), "p50_ms": round(1000 * percentile(v, 50), 3), "p95_ms": round(1000 * percentile(v, 95), 3)}
-            for arm, v in times.items()}
+    arms = {
+        arm: {"n": len(v), "p50_ms": round(1000 * percentile(v, 50), 3), "p95_ms": round(1000 * percentile(v, 95), 3)}
+        for arm, v in times.items()
+    }
     cost = span_cost(sink.endpoint)
     per_span = cost["cpu_us_per_span"]["spans_otlp_batched"] - cost["cpu_us_per_span"]["off"]
-    return {"arms": arms, **cost, "cpu_ms_per_question": round(per_span * spans_per_question / 1000, 3),
-            "p50_overhead_ms": round(arms["traced"]["p50_ms"] - arms["untraced"]["p50_ms"], 3),
-            "p95_overhead_ms": round(arms["traced"]["p95_ms"] - arms["untraced"]["p95_ms"], 3),
-            "p50_ratio": round(arms["traced"]["p50_ms"] / arms["untraced"]["p50_ms"], 4),
-            "spans_per_question": spans_per_question, "block": block, "batches_received": sink.batches,
-            "plan": "full", "model": "scripted (no model time)"}
+    return {
+        "arms": arms,
+        **cost,
+        "cpu_ms_per_question": round(per_span * spans_per_question / 1000, 3),
+        "p50_overhead_ms": round(arms["traced"]["p50_ms"] - arms["untraced"]["p50_ms"], 3),
+        "p95_overhead_ms": round(arms["traced"]["p95_ms"] - arms["untraced"]["p95_ms"], 3),
+        "p50_ratio": round(arms["traced"]["p50_ms"] / arms["untraced"]["p50_ms"], 4),
+        "spans_per_question": spans_per_question,
+        "block": block,
+        "batches_received": sink.batches,
+        "plan": "full",
+        "model": "scripted (no model time)",
+    }
 
 
 def span_cost(endpoint: str, n: int = 3000) -> dict:
@@ -183,9 +207,11 @@ def span_cost(endpoint: str, n: int = 3000) -> dict:
         return round((time.process_time() - started) / n * 1e6, 2)
 
     out = {}
-    for arm, settings, provider in (("off", TracingConfig(enabled=False), None),
-                                    ("spans_no_export", TracingConfig(enabled=True), TracerProvider()),
-                                    ("spans_otlp_batched", TracingConfig(endpoint=endpoint), None)):
+    for arm, settings, provider in (
+        ("off", TracingConfig(enabled=False), None),
+        ("spans_no_export", TracingConfig(enabled=True), TracerProvider()),
+        ("spans_otlp_batched", TracingConfig(endpoint=endpoint), None),
+    ):
         tracing.configure(settings, tracer_provider=provider)
         run()  # warm
         out[arm] = run()
@@ -208,8 +234,14 @@ def phoenix(index: Path, phoenix_bin: str, shot: Path, chromium: str) -> dict:
 
     work = Path(tempfile.mkdtemp(prefix="ragsieve-phoenix-"))
     port, grpc = free_port(), free_port()
-    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc),
-           "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc),
+        "PHOENIX_WORKING_DIR": str(work),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
     for name in list(env):
         if name.startswith("OTEL_"):
             env.pop(name)
@@ -227,12 +259,17 @@ def phoenix(index: Path, phoenix_bin: str, shot: Path, chromium: str) -> dict:
             if time.monotonic() > ends or proc.poll() is not None:
                 raise RuntimeError(f"Phoenix did not start; see {work / 'phoenix.log'}")
             time.sleep(1)
-        tracing.configure(TracingConfig(endpoint=base + "/v1/traces", capture_content=True, service_name="ragsieve"),
-                          redact=redact)
+        tracing.configure(
+            TracingConfig(endpoint=base + "/v1/traces", capture_content=True, service_name="ragsieve"), redact=redact
+        )
         svc = serve(index)
         try:
-            reply = httpx.post(f"{svc.base_url}/v1/ask", json={"question": QUESTION, "plan": "full"},
-                               headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}, timeout=120)
+            reply = httpx.post(
+                f"{svc.base_url}/v1/ask",
+                json={"question": QUESTION, "plan": "full"},
+                headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+                timeout=120,
+            )
             reply.raise_for_status()
             body = reply.json()
         finally:
@@ -249,19 +286,40 @@ def phoenix(index: Path, phoenix_bin: str, shot: Path, chromium: str) -> dict:
             time.sleep(1)
         profile = work / "chromium"
         shot.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--hide-scrollbars",
-                        "--window-size=1600,1000", "--virtual-time-budget=20000", f"--screenshot={shot}",
-                        f"{base}/redirects/traces/{trace_id}"], check=True, timeout=120,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                "--hide-scrollbars",
+                "--window-size=1600,1000",
+                "--virtual-time-budget=20000",
+                f"--screenshot={shot}",
+                f"{base}/redirects/traces/{trace_id}",
+            ],
+            check=True,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         kinds: dict[str, int] = {}
         for s in spans:
             kind = s.get("span_kind") or (s.get("attributes") or {}).get("openinference.span.kind") or "?"
             kinds[kind] = kinds.get(kind, 0) + 1
-        version = subprocess.run([str(Path(phoenix_bin).with_name("python")), "-c",
-                                  "import phoenix; print(phoenix.__version__)"], capture_output=True, text=True).stdout
-        return {"trace_id": trace_id, "caller_trace": CALLER_TRACE, "steps": [e["step"] for e in body["trace"]],
-                "phoenix_spans_for_trace": len(spans), "phoenix_span_kinds": kinds,
-                "phoenix_version": version.strip(), "screenshot": str(shot.relative_to(ROOT))}
+        version = subprocess.run(
+            [str(Path(phoenix_bin).with_name("python")), "-c", "import phoenix; print(phoenix.__version__)"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        return {
+            "trace_id": trace_id,
+            "caller_trace": CALLER_TRACE,
+            "steps": [e["step"] for e in body["trace"]],
+            "phoenix_spans_for_trace": len(spans),
+            "phoenix_span_kinds": kinds,
+            "phoenix_version": version.strip(),
+            "screenshot": str(shot.relative_to(ROOT)),
+        }
     finally:
         tracing.configure(TracingConfig(enabled=False))
         proc.terminate()
@@ -288,8 +346,21 @@ def main() -> int:
     if args.questions > 0:
         result = header(MEASURES) | overhead(index, args.questions, args.block)
         write(result, args.out / "tracing-overhead.json")
-        print(json.dumps({k: result[k] for k in ("arms", "p50_overhead_ms", "p95_overhead_ms", "spans_per_question",
-                                                 "cpu_us_per_span", "cpu_ms_per_question")}))
+        print(
+            json.dumps(
+                {
+                    k: result[k]
+                    for k in (
+                        "arms",
+                        "p50_overhead_ms",
+                        "p95_overhead_ms",
+                        "spans_per_question",
+                        "cpu_us_per_span",
+                        "cpu_ms_per_question",
+                    )
+                }
+            )
+        )
     if args.phoenix:
         if not Path(args.chromium).exists():
             print(f"no chromium at {args.chromium}: apt-get install chromium", file=sys.stderr)

@@ -4,6 +4,7 @@ Run from the repository root after `make demo` (which builds the .ragsieve-demo 
 
     .venv/bin/python examples/quickstart.py
 """
+
 from ragsieve import Config, Orchestrator
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"

@@ -7,6 +7,7 @@ MCP and web page, `eval`, `insights`); `python -m ragsieve` is the `ragsieve` co
 `ragsieve.tools` is `tools/` (ingestion, the index, statistical filters, datasets) and
 `ragsieve.prompts` is `prompts/` (the Jinja templates).
 """
+
 from ragsieve.agent import Answer, Config, Orchestrator
 
 __all__ = ["Answer", "Config", "Orchestrator"]

@@ -1,4 +1,5 @@
 """Shared fixtures: a real index of examples/, the embedded LLM, offline model loading."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@
 ImportError into a `MissingExtraError` naming the command that installs it: the CLI prints that one line,
 never a traceback. The lowest layer: tools, agent and the front ends may all use it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,8 +43,11 @@ def missing(extra: Extra, what: str, module: str, hint: str = "") -> MissingExtr
     """The error for `what` (e.g. "ragsieve serve") lacking `module`, naming the install command; `hint`: an
     alternative that needs no install, appended in parentheses."""
     tail = f" ({hint})" if hint else ""
-    return MissingExtraError(f"{what} needs the {extra.value} extra ({module} is not installed): "
-                             f"{install_command(extra)}{tail}", extra=extra.value, module=module)
+    return MissingExtraError(
+        f"{what} needs the {extra.value} extra ({module} is not installed): {install_command(extra)}{tail}",
+        extra=extra.value,
+        module=module,
+    )
 
 
 def require(extra: Extra, module: str, what: str, hint: str = "") -> ModuleType:

@@ -11,6 +11,7 @@ all (a body trickling in byte by byte included) and a body over
 can react (split a batch that was too large, cut inputs that were too long).
 An API key is sent as a bearer token and never appears in a message.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -90,9 +91,18 @@ class EndpointRejected(ModelEndpointError):
 class JsonEndpoint:
     """POSTs JSON to one URL with bounded retries; `sleep` replaces `time.sleep` (tests record waits)."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0, max_attempts: int = 5,
-                 max_retry_s: float = 300.0, max_reply_bytes: int = 64_000_000, what: str = "model endpoint",
-                 sleep: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_attempts: int = 5,
+        max_retry_s: float = 300.0,
+        max_reply_bytes: int = 64_000_000,
+        what: str = "model endpoint",
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
         if not url or not str(url).startswith(("http://", "https://")):
             raise UsageError(f"invalid {what} URL {str(url)!r}: expected an http:// or https:// URL")
         for name, value, low in (("timeout_s", timeout_s, 0), ("max_retry_s", max_retry_s, 0)):
@@ -113,10 +123,18 @@ class JsonEndpoint:
         """The parsed JSON reply; raises ModelEndpointError after the retries, EndpointRejected on a 4xx."""
         retrying = Retrying(
             stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s),
-            wait=self._wait, retry=retry_if_exception(lambda e: isinstance(e, TransientFault)),
-            sleep=self._sleep, reraise=False,
-            before_sleep=lambda s: log.warning("%s %s attempt %d failed (%s); retrying", self.what, self.shown,
-                                               s.attempt_number, s.outcome.exception() if s.outcome else None))
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, TransientFault)),
+            sleep=self._sleep,
+            reraise=False,
+            before_sleep=lambda s: log.warning(
+                "%s %s attempt %d failed (%s); retrying",
+                self.what,
+                self.shown,
+                s.attempt_number,
+                s.outcome.exception() if s.outcome else None,
+            ),
+        )
         started = time.monotonic()
         try:
             return retrying(lambda: self._once(payload))
@@ -125,7 +143,8 @@ class JsonEndpoint:
             raise ModelEndpointError(
                 f"{self.what} {self.shown} failed after {attempt.attempt_number} attempt(s) in "
                 f"{time.monotonic() - started:.1f}s (limits: {self.max_attempts} attempts, {self.max_retry_s:g}s); "
-                f"last error: {attempt.exception()}") from None
+                f"last error: {attempt.exception()}"
+            ) from None
 
     def _once(self, payload: dict[str, Any]) -> Any:
         headers = {"content-type": "application/json"}
@@ -138,8 +157,9 @@ class JsonEndpoint:
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > self.max_reply_bytes:
-                        raise ModelEndpointError(f"{self.what} {self.shown} sent a reply over {self.max_reply_bytes} "
-                                                 f"bytes; stopped reading")
+                        raise ModelEndpointError(
+                            f"{self.what} {self.shown} sent a reply over {self.max_reply_bytes} bytes; stopped reading"
+                        )
                     if time.monotonic() >= ends:
                         raise TransientFault(f"reply not complete after timeout_s={self.timeout_s:g}s ({size} bytes in)")
                     chunks.append(chunk)
@@ -150,12 +170,14 @@ class JsonEndpoint:
             raise TransientFault(f"{type(exc).__name__}: {self._clean(str(exc))[:300]}") from None
         raw = b"".join(chunks)
         if status == 429 or status >= 500:
-            raise TransientFault(f"HTTP {status}: {self._clean(raw[:300].decode('utf-8', 'replace'))}",
-                                 retry_after_s(reply_headers))
+            raise TransientFault(
+                f"HTTP {status}: {self._clean(raw[:300].decode('utf-8', 'replace'))}", retry_after_s(reply_headers)
+            )
         if status >= 400:
             detail = self._clean(raw[:2000].decode("utf-8", "replace"))
-            raise EndpointRejected(f"{self.what} {self.shown} rejected the request: HTTP {status}: {detail[:500]}",
-                                   status, detail)
+            raise EndpointRejected(
+                f"{self.what} {self.shown} rejected the request: HTTP {status}: {detail[:500]}", status, detail
+            )
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

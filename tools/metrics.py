@@ -11,6 +11,7 @@ Conventions shared by the ranking metrics:
   (the order trec_eval, and so pytrec_eval/BEIR, uses), so results never
   depend on dict or heap order.
 """
+
 from __future__ import annotations
 
 import math
@@ -167,18 +168,21 @@ def token_f1(prediction: str, gold_answers: Sequence[str]) -> float:
     return max(_f1(prediction, g) for g in golds)
 
 
-_ABSTAIN_PATTERNS = [re.compile(p) for p in (
-    r"\b(context|passages?|sources?|documents?|provided text|text)\b[^.]{0,40}\b(does|do|did) ?n[o']t\b[^.]{0,30}\b(contain|include|mention|provide|say|state|answer|specify|give|have)",
-    r"\b(not|no)\b[^.]{0,20}\b(contained|mentioned|provided|stated|found|specified|given|included|available)\b[^.]{0,20}\b(in|by|from)\b[^.]{0,25}\b(context|passages?|sources?|documents?|text)",
-    r"\b(context|passages?|sources?|documents?)\b[^.]{0,40}\b(contains?|has|have|provides?|gives?) no\b",
-    r"\bno (information|mention|answer|relevant information)\b[^.]{0,40}\b(in|from) (the )?(context|passages?|sources?|documents?|text)",
-    r"\b(cannot|can ?n[o']t|unable to) (be )?(answer|determine|find|tell)\w*\b[^.]{0,60}\b(context|passages?|sources?|documents?|information (given|provided))",
-    r"^(i )?(do ?n[o']t|does ?n[o']t) know\b",
-    r"^(unanswerable|not answerable|no answer)\b",
-    r"^(there is )?(not enough|insufficient) information\b",
-    r"\b(the )?answer (is|was) not (provided|given|stated|available|mentioned|included|found)\b",
-    r"\bno (passages?|documents?|sources?)\b[^.]{0,60}\b(passed|matched|found|relevant)\b[^.]{0,60}\bno answer\b",
-)]
+_ABSTAIN_PATTERNS = [
+    re.compile(p)
+    for p in (
+        r"\b(context|passages?|sources?|documents?|provided text|text)\b[^.]{0,40}\b(does|do|did) ?n[o']t\b[^.]{0,30}\b(contain|include|mention|provide|say|state|answer|specify|give|have)",
+        r"\b(not|no)\b[^.]{0,20}\b(contained|mentioned|provided|stated|found|specified|given|included|available)\b[^.]{0,20}\b(in|by|from)\b[^.]{0,25}\b(context|passages?|sources?|documents?|text)",
+        r"\b(context|passages?|sources?|documents?)\b[^.]{0,40}\b(contains?|has|have|provides?|gives?) no\b",
+        r"\bno (information|mention|answer|relevant information)\b[^.]{0,40}\b(in|from) (the )?(context|passages?|sources?|documents?|text)",
+        r"\b(cannot|can ?n[o']t|unable to) (be )?(answer|determine|find|tell)\w*\b[^.]{0,60}\b(context|passages?|sources?|documents?|information (given|provided))",
+        r"^(i )?(do ?n[o']t|does ?n[o']t) know\b",
+        r"^(unanswerable|not answerable|no answer)\b",
+        r"^(there is )?(not enough|insufficient) information\b",
+        r"\b(the )?answer (is|was) not (provided|given|stated|available|mentioned|included|found)\b",
+        r"\bno (passages?|documents?|sources?)\b[^.]{0,60}\b(passed|matched|found|relevant)\b[^.]{0,60}\bno answer\b",
+    )
+]
 
 
 def is_abstention(text: str) -> bool:
@@ -198,6 +202,7 @@ def is_abstention(text: str) -> bool:
 
 
 # --- summaries ---
+
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """q-th percentile (0..100) with linear interpolation between order statistics
@@ -225,21 +230,33 @@ def mean(values: Iterable[float | None]) -> float | None:
 
 # --- per-question bundles used by the evaluation harness ---
 
-def retrieval_scores(first_stage_docs: Sequence[str], context_docs: Sequence[str] | None,
-                     qrels: Mapping[str, float]) -> dict[str, float]:
+
+def retrieval_scores(
+    first_stage_docs: Sequence[str], context_docs: Sequence[str] | None, qrels: Mapping[str, float]
+) -> dict[str, float]:
     """First-stage nDCG@10, Recall@10/@100 and RR over the document ranking; with a final
     context also its nDCG@10, recall, RR and gold-passage recall. Empty without qrels."""
     if not relevant_set(qrels):
         return {}
     fs = list(first_stage_docs)
-    row = {"fs_ndcg@10": ndcg_at_k(fs, qrels, 10), "fs_recall@10": recall_at_k(fs, qrels, 10),
-           "fs_recall@100": recall_at_k(fs, qrels, 100), "fs_mrr": reciprocal_rank(fs, qrels)}
+    row = {
+        "fs_ndcg@10": ndcg_at_k(fs, qrels, 10),
+        "fs_recall@10": recall_at_k(fs, qrels, 10),
+        "fs_recall@100": recall_at_k(fs, qrels, 100),
+        "fs_mrr": reciprocal_rank(fs, qrels),
+    }
     if context_docs is not None:
         ctx = list(context_docs)
         gold = gold_passage_recall(ctx, relevant_set(qrels))
-        row.update({"ctx_ndcg@10": ndcg_at_k(ctx, qrels, 10), "ctx_recall": recall_at_k(ctx, qrels),
-                    "ctx_mrr": reciprocal_rank(ctx, qrels), "gold_all": float(gold.all_found),
-                    "gold_fraction": gold.fraction})
+        row.update(
+            {
+                "ctx_ndcg@10": ndcg_at_k(ctx, qrels, 10),
+                "ctx_recall": recall_at_k(ctx, qrels),
+                "ctx_mrr": reciprocal_rank(ctx, qrels),
+                "gold_all": float(gold.all_found),
+                "gold_fraction": gold.fraction,
+            }
+        )
     return row
 
 
@@ -254,8 +271,11 @@ def answer_scores(answer: str, gold_answers: Sequence[str], impossible: bool) ->
     text = strip_citations(answer)
     golds = [] if impossible else list(gold_answers)
     as_squad2 = "" if abstained else text
-    row: dict[str, float | bool] = {"abstained": abstained, "squad2_em": exact_match(as_squad2, golds),
-                                    "squad2_f1": token_f1(as_squad2, golds)}
+    row: dict[str, float | bool] = {
+        "abstained": abstained,
+        "squad2_em": exact_match(as_squad2, golds),
+        "squad2_f1": token_f1(as_squad2, golds),
+    }
     if impossible:
         row["abstain_correct"] = float(abstained)
     else:

@@ -1,5 +1,6 @@
 """Mode Enums and value lists shared by the tools, and named by settings (`ragsieve.agent.config`), which
 depend on nothing but this foundation; parse errors list the valid values."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Typed records shared by every tool: documents, chunks and scored hits."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, Field

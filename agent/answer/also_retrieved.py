@@ -8,6 +8,7 @@ reply shows (renderers mark them "retrieved, not cited"), never claims the answe
 is left as the model wrote it (answer metrics and streamed text are unchanged). A passage with the label
 of a listed citation is not listed twice.
 """
+
 from __future__ import annotations
 
 from ragsieve.agent.answer.answering import citation_of
@@ -18,8 +19,7 @@ UNCITED = "retrieved, not cited by the answer"  # how renderers mark a `cited = 
 STOPPED = "The question's budget ran out before an answer was written."  # then the closest passages follow
 
 
-def with_also_retrieved(text: str, citations: list[Citation], hits_best_first: list[Hit],
-                        n: int) -> tuple[str, list[Citation]]:
+def with_also_retrieved(text: str, citations: list[Citation], hits_best_first: list[Hit], n: int) -> tuple[str, list[Citation]]:
     """(text, citations) with the top `n` hits not already among the citations appended as further
     sources (`cited = False`), numbered after them; the text is unchanged (n <= 0: both as given)."""
     if n <= 0 or not hits_best_first:

@@ -1,4 +1,5 @@
 """Answering from a context: number the passages, ask, parse the `[n]` citations."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,10 @@ from ragsieve.tools.types import Chunk, Hit
 
 ABSTAIN = "The context does not contain the answer."
 NO_EVIDENCE = "No passage in the index passed the relevance evidence for this question, so there is no answer to give."
-PASSAGES_INTRO = ("The model did not answer, but the calibrated evidence says the question is answerable from "
-                  "the index; these are the most relevant passages found (quoted, not a generated answer):")
+PASSAGES_INTRO = (
+    "The model did not answer, but the calibrated evidence says the question is answerable from "
+    "the index; these are the most relevant passages found (quoted, not a generated answer):"
+)
 CLOSEST_INTRO = "Closest passages found (not an answer to the question):"
 _ABSTAIN_RE = re.compile(r"(the )?context does not contain (the|an|this|that) answer\.?", re.IGNORECASE)
 MIXED_MIN_WORDS = 3
@@ -43,20 +46,21 @@ def answers_and_abstains(text: str) -> bool:
     return len(_WORD.findall(rest)) >= MIXED_MIN_WORDS
 
 
-def abstention_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
-                      head: str = ABSTAIN) -> tuple[str, list[Citation]]:
+def abstention_answer(
+    hits_best_first: list[Hit], n: int = 3, chars: int = 300, head: str = ABSTAIN
+) -> tuple[str, list[Citation]]:
     """An abstention that still shows the `n` closest passages, marked as not an answer: the
     abstention sentence first (so every reader counts it as an abstention), then the list. The listed
     passages are sources the answer does not cite (`cited` False): no surface shows them as citations."""
     if n <= 0 or not hits_best_first:
         return head, []
     listed, citations = passages_answer(hits_best_first, n, chars, intro=CLOSEST_INTRO)
-    return f"{head}\n\n{listed}", [c.model_copy(update={"cited": False, "origin": "retrieved"})
-                                  for c in citations]
+    return f"{head}\n\n{listed}", [c.model_copy(update={"cited": False, "origin": "retrieved"}) for c in citations]
 
 
-def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
-                    intro: str = PASSAGES_INTRO) -> tuple[str, list[Citation]]:
+def passages_answer(
+    hits_best_first: list[Hit], n: int = 3, chars: int = 300, intro: str = PASSAGES_INTRO
+) -> tuple[str, list[Citation]]:
     """A search-page answer: the `n` most relevant passages, each cited, with a snippet; one paragraph each
     (a blank line between), so markdown renderers (the chat page, the widget, Open WebUI) show separate items."""
     lines, citations = [intro], []
@@ -71,9 +75,16 @@ def passages_answer(hits_best_first: list[Hit], n: int = 3, chars: int = 300,
 
 def citation_of(number: int, chunk: Chunk) -> Citation:
     """Citation `number` of a chunk (its label is `Citation.label()`)."""
-    return Citation(number=number, chunk_id=chunk.chunk_id, source=chunk.source, title=chunk.title,
-                    line_start=chunk.line_start, line_end=chunk.line_end, symbol=chunk.symbol,
-                    heading=section_heading(chunk))
+    return Citation(
+        number=number,
+        chunk_id=chunk.chunk_id,
+        source=chunk.source,
+        title=chunk.title,
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        symbol=chunk.symbol,
+        heading=section_heading(chunk),
+    )
 
 
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
@@ -102,12 +113,14 @@ def number_passages(hits_best_first: list[Hit], order: str = "edges") -> list[Hi
     return order_for_context(hits_best_first, order)
 
 
-_REFUSAL = re.compile(r"\b(?:(?:does|do|did) ?n[o']t (?:contain|mention|say|include|provide|specify|state|cover|"
-                      r"describe|explain|answer)|(?:cannot|can't|can ?not|unable to) (?:answer|find|determine|tell)|"
-                      r"no (?:information|mention|details?|data) (?:about|on|regarding|in)|"
-                      r"not (?:mentioned|provided|stated|specified|included|covered|described)|not enough information|"
-                      r"insufficient information|i (?:do not|don't) know|no answer (?:is|can be) (?:given|found))\b",
-                      re.I)
+_REFUSAL = re.compile(
+    r"\b(?:(?:does|do|did) ?n[o']t (?:contain|mention|say|include|provide|specify|state|cover|"
+    r"describe|explain|answer)|(?:cannot|can't|can ?not|unable to) (?:answer|find|determine|tell)|"
+    r"no (?:information|mention|details?|data) (?:about|on|regarding|in)|"
+    r"not (?:mentioned|provided|stated|specified|included|covered|described)|not enough information|"
+    r"insufficient information|i (?:do not|don't) know|no answer (?:is|can be) (?:given|found))\b",
+    re.I,
+)
 
 
 def is_refusal(text: str) -> bool:
@@ -164,11 +177,21 @@ def fit_window(hits: list[Hit], exc: ContextOverflow) -> list[Hit]:
     return kept
 
 
-def answer_from_context(question: str, hits: list[Hit], deps: Any, *, order: str = "edges",
-                        max_tokens: int | None = None, report: dict | None = None,
-                        instructions: str | None = None, on_token: Callable[[str], None] | None = None,
-                        temperature: float | None = None, asked: str | None = None,
-                        history: list | None = None, hold_uncited: bool = False) -> tuple[str, list[Citation]]:
+def answer_from_context(
+    question: str,
+    hits: list[Hit],
+    deps: Any,
+    *,
+    order: str = "edges",
+    max_tokens: int | None = None,
+    report: dict | None = None,
+    instructions: str | None = None,
+    on_token: Callable[[str], None] | None = None,
+    temperature: float | None = None,
+    asked: str | None = None,
+    history: list | None = None,
+    hold_uncited: bool = False,
+) -> tuple[str, list[Citation]]:
     """Render `answer.j2` over `hits` (best first), ask the LLM, return text and citations.
 
     Citations list the passages the answer cites, renumbered 1..n in citation
@@ -182,8 +205,10 @@ def answer_from_context(question: str, hits: list[Hit], deps: Any, *, order: str
     shown = question if not asked or asked.strip() == question.strip() else f"{asked.strip()}\n(In context: {question})"
     for attempt in range(WINDOW_RETRIES + 1):
         ordered = number_passages(hits, order)
-        passages = [{"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
-                    for i, h in enumerate(ordered, start=1)]
+        passages = [
+            {"number": i, "source": h.chunk.source, "title": h.chunk.title, "text": h.chunk.text}
+            for i, h in enumerate(ordered, start=1)
+        ]
         prompt = deps.prompts.render("answer", question=shown, passages=passages, abstain=ABSTAIN)
         messages = conversation_messages(history) + [{"role": "user", "content": prompt}]
         if instructions:  # the client application's system messages (style, language): the answer call only
@@ -191,8 +216,9 @@ def answer_from_context(question: str, hits: list[Hit], deps: Any, *, order: str
         labels = [citation_of(i, h.chunk).label() for i, h in enumerate(ordered, start=1)]
         stream = CitationStream(len(ordered), on_token, labels, hold_uncited=hold_uncited)
         try:
-            reply = deps.need_llm().reply(messages, max_tokens=max_tokens, temperature=temperature,
-                                          on_token=stream.feed if on_token is not None else None)
+            reply = deps.need_llm().reply(
+                messages, max_tokens=max_tokens, temperature=temperature, on_token=stream.feed if on_token is not None else None
+            )
             break
         except ContextOverflow as exc:  # refused before any token: retried with the best passages that fit
             fewer = fit_window(hits, exc)

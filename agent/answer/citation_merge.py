@@ -1,5 +1,6 @@
 """One citation per source label: passages from the same place (`functools.html#functools.lru_cache` three
 times, or one code span twice) are cited once, their markers rewritten to that citation's number."""
+
 from __future__ import annotations
 
 import re

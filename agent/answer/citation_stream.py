@@ -14,6 +14,7 @@ sent (`[1][1]` after a merge). It holds back only what can still change:
   replaced by the abstention, so none of it is sent).
 What was held at the end is not sent: the answer step sends the final text's unsent tail (`released`).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,9 @@ from typing import Callable, Sequence
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _PARTIAL = re.compile(r"\[\d{0,3}$")
 _AFTER_MARKER = re.compile(r"\]\s+$")  # whitespace after a marker waits: a repeat may follow
-_ABSTAIN_FORMS = tuple(f"{lead}context does not contain {art} answer."
-                       for lead in ("the ", "") for art in ("the", "an", "this", "that"))
+_ABSTAIN_FORMS = tuple(
+    f"{lead}context does not contain {art} answer." for lead in ("the ", "") for art in ("the", "an", "this", "that")
+)
 
 
 def may_be_abstention(text: str) -> bool:
@@ -33,8 +35,14 @@ def may_be_abstention(text: str) -> bool:
 
 
 class CitationStream:
-    def __init__(self, n_passages: int, emit: Callable[[str], None] | None, labels: Sequence[str] | None = None,
-                 *, hold_uncited: bool = False) -> None:
+    def __init__(
+        self,
+        n_passages: int,
+        emit: Callable[[str], None] | None,
+        labels: Sequence[str] | None = None,
+        *,
+        hold_uncited: bool = False,
+    ) -> None:
         if labels is not None and len(labels) != n_passages:
             raise ValueError(f"{len(labels)} labels for {n_passages} passages")
         self.n_passages = n_passages
@@ -88,7 +96,7 @@ class CitationStream:
         out = self._pending if final else self._pending.rstrip()
         if not self.released:
             out = out.lstrip()
-        self._pending = self._pending[len(self._pending.rstrip()):] if not final else ""
+        self._pending = self._pending[len(self._pending.rstrip()) :] if not final else ""
         if out:
             self.released += out
             if self.emit is not None:
@@ -97,7 +105,7 @@ class CitationStream:
     def _process(self, text: str) -> str:
         out, at = [], 0
         for match in _MARKER.finditer(text):
-            before = text[at:match.start()]
+            before = text[at : match.start()]
             out.append(before)
             at = match.end()
             if before.strip():

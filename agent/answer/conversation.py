@@ -8,6 +8,7 @@ rotated?"), as conversational query reformulation does (Yu et al. 2020,
 "Few-Shot Generative Conversational Query Rewriting", SIGIR). The client's
 system messages are kept apart as instructions for the answer step only.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,10 +23,12 @@ MAX_TURN_CHARS = 2000  # each turn is cut to this in the rewrite prompt
 MAX_REWRITE_CHARS = 1000  # a longer rewrite is not a question: the user's words are kept
 KEEP_MIN = 0.5  # a rewrite must keep at least this share of the latest message's content words
 _WORD = re.compile(r"[^\W_][\w'-]*")
-_FILLER = set("""a an the of to in on for and or but with by from at as is are was were be been do does did how what which
+_FILLER = set(
+    """a an the of to in on for and or but with by from at as is are was were be been do does did how what which
 who whom whose when where why can could should would will may might must i me my we our you your it its this that these
 those they them their there here about into than then so if not no yes please tell explain show give one ones same
-other another more also just again too what's it's that's""".split())
+other another more also just again too what's it's that's""".split()
+)
 
 
 class Turn(BaseModel):
@@ -111,14 +114,18 @@ def unrewritten(question: str, history: list[Turn], why: str) -> tuple[str, str]
     """What is searched when the rewrite is unusable: the user's words, with the previous question beside them
     only when they depend on it."""
     if depends_on_history(question):
-        return anchored(question, history), (f"{why}; the follow-up refers to the conversation: the user's words "
-                                             "are searched with the previous question beside them")
+        return anchored(question, history), (
+            f"{why}; the follow-up refers to the conversation: the user's words "
+            "are searched with the previous question beside them"
+        )
     return question, f"{why}; the follow-up stands alone: the user's words are the question"
 
 
 # words that point back into the conversation ("does it", "those", "the same"), and openings that continue it
-_REFERRING = frozenset("""it its itself they them their theirs this these those he she him her his one ones
-same former latter above previous earlier""".split())
+_REFERRING = frozenset(
+    """it its itself they them their theirs this these those he she him her his one ones
+same former latter above previous earlier""".split()
+)
 _CONTINUING = ("and ", "or ", "but ", "also ", "so ", "then ", "what about", "how about", "what if", "same ")
 MIN_OWN_WORDS = 3  # fewer content words than this is an ellipsis ("and for Windows?", "why?")
 
@@ -130,8 +137,7 @@ def depends_on_history(question: str) -> bool:
     after a question about JSON does not."""
     words = [w.lower() for w in _WORD.findall(question)]
     lowered = " ".join(words) + " "
-    return (any(w in _REFERRING for w in words) or lowered.startswith(_CONTINUING)
-            or len(content_words(question)) < MIN_OWN_WORDS)
+    return any(w in _REFERRING for w in words) or lowered.startswith(_CONTINUING) or len(content_words(question)) < MIN_OWN_WORDS
 
 
 def content_words(text: str) -> list[str]:
@@ -152,5 +158,5 @@ def anchored(question: str, history: list[Turn]) -> str:
     """The user's words, then the previous user question as context: a search query that keeps the new
     intent and still carries what its references point to."""
     previous = next((t.text for t in reversed(history) if t.role == "user" and t.text.strip()), "")
-    previous = " ".join(previous.split())[:MAX_TURN_CHARS // 4]
+    previous = " ".join(previous.split())[: MAX_TURN_CHARS // 4]
     return f"{question.strip()} (context: {previous})" if previous else question

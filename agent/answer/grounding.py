@@ -6,6 +6,7 @@ carries `grounding` (and `grounded`), so a page can say so plainly, and under
 `abstention.strict` such an answer is replaced by the abstention with the
 closest passages (`steps/answer.py`).
 """
+
 from __future__ import annotations
 
 import re

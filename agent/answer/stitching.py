@@ -1,5 +1,6 @@
 """The answer reads whole definitions: every plan's context passes through `whole_definitions` before the
 answer prompt (`ragsieve.tools.filters.stitch`), within the context's token budget."""
+
 from __future__ import annotations
 
 from ragsieve.agent.config import Config

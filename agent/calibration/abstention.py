@@ -9,6 +9,7 @@ also answers still counts as unanswerable, which raises the cutoff: fewer absten
 overruled (the safe side). The proxy does not model adversarial unanswerable questions
 written against a passage that *is* in the index (SQuAD 2.0's): use labelled ones for those.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,18 +35,30 @@ class AbstentionCalibration(BaseModel):
 
     def report(self, max_false_answer: float) -> dict:
         t = self.threshold(max_false_answer)
-        return {"signal": self.signal, "origin": self.origin, "max_false_answer": max_false_answer,
-                "threshold": None if math.isinf(t) else round(t, 6), "n_calibration_unanswerable": len(self.unanswerable),
-                **abstention_rates(self.heldout_answerable, self.heldout_unanswerable, t)}
+        return {
+            "signal": self.signal,
+            "origin": self.origin,
+            "max_false_answer": max_false_answer,
+            "threshold": None if math.isinf(t) else round(t, 6),
+            "n_calibration_unanswerable": len(self.unanswerable),
+            **abstention_rates(self.heldout_answerable, self.heldout_unanswerable, t),
+        }
 
 
-def build_abstention(answerable: list[tuple[float, bool]], unanswerable: list[tuple[float, bool]],
-                     origin: str) -> AbstentionCalibration | None:
+def build_abstention(
+    answerable: list[tuple[float, bool]], unanswerable: list[tuple[float, bool]], origin: str
+) -> AbstentionCalibration | None:
     """From (score, is_heldout) pairs; None when there is no unanswerable score at all."""
     if not unanswerable:
         return None
 
     def half(items: Iterable[tuple[float | None, bool]], held: bool) -> list[float]:
         return [round(float(s), 6) for s, h in items if h == held and s is not None]
-    return AbstentionCalibration(origin=origin, answerable=half(answerable, False), unanswerable=half(unanswerable, False),
-                                 heldout_answerable=half(answerable, True), heldout_unanswerable=half(unanswerable, True))
+
+    return AbstentionCalibration(
+        origin=origin,
+        answerable=half(answerable, False),
+        unanswerable=half(unanswerable, False),
+        heldout_answerable=half(answerable, True),
+        heldout_unanswerable=half(unanswerable, True),
+    )

@@ -21,6 +21,7 @@ threshold of each score kind comes from the calibration half, its coverage and m
 size from the held-out half (`ragsieve.tools.filters.conformal`). The result is `calibration.json` in the
 index root folder, with the corpus fingerprint to detect a changed corpus later.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,12 +58,25 @@ from ragsieve.tools.modes import parse_enum
 
 log = logging.getLogger(__name__)
 
+
 class Calibrator:
     """Builds a `Calibration` for one index; `run()` does the work, the caller saves it."""
 
-    def __init__(self, index: IndexBackend, *, llm: Any = None, prompts: Any = None, alpha: float = 0.1, depth: int = 20, seed: int = 0,
-                 heldout_fraction: float = 0.5, passage_chars: int = 1500, min_chunk_chars: int = 80,
-                 score_kind: str = "auto", llm_name: str = "") -> None:
+    def __init__(
+        self,
+        index: IndexBackend,
+        *,
+        llm: Any = None,
+        prompts: Any = None,
+        alpha: float = 0.1,
+        depth: int = 20,
+        seed: int = 0,
+        heldout_fraction: float = 0.5,
+        passage_chars: int = 1500,
+        min_chunk_chars: int = 80,
+        score_kind: str = "auto",
+        llm_name: str = "",
+    ) -> None:
         self.alpha = check_alpha(alpha)
         if depth < 1:
             raise UsageError(f"search depth must be >= 1, got {depth}")
@@ -75,8 +89,14 @@ class Calibrator:
         self.counters = {"generation_failed": 0, "judge_errors": 0}
         self.unanswerable: list[str] = []
 
-    def run(self, *, questions: int | None = None, queries_path: str | Path | None = None, qrels_path: str | Path | None = None,
-            unanswerable: list[str] | None = None) -> Calibration:
+    def run(
+        self,
+        *,
+        questions: int | None = None,
+        queries_path: str | Path | None = None,
+        qrels_path: str | Path | None = None,
+        unanswerable: list[str] | None = None,
+    ) -> Calibration:
         """`unanswerable`: questions known to have no answer in the corpus (labelled abstention
         calibration); without them, each question asked with its own document held out is the proxy."""
         self.unanswerable = [u for u in (unanswerable or []) if u and u.strip()]
@@ -122,8 +142,11 @@ class Calibrator:
             rows = {r for d in docs for r in self.index.store.doc_rows(d)}
             sims = self._similarities(qvec)
             hybrid = self._hybrid(text, sims)
-            records.append(walk_record(qid, text, "", "qrels", sims, rows, depth=self.depth, hybrid=hybrid)
-                           .model_copy(update={"heldout_top1": top1_excluding(sims, sorted(rows))}))
+            records.append(
+                walk_record(qid, text, "", "qrels", sims, rows, depth=self.depth, hybrid=hybrid).model_copy(
+                    update={"heldout_top1": top1_excluding(sims, sorted(rows))}
+                )
+            )
             sims_list.append(self._view(sims, hybrid))
         return records, sims_list
 
@@ -138,8 +161,7 @@ class Calibrator:
             chunk = store.get(row)
             if len(chunk.text.strip()) < self.min_chunk_chars:
                 continue
-            prompt = self.prompts.render("calibrate_question", passage=chunk.text[: self.passage_chars],
-                                         source=chunk.source)
+            prompt = self.prompts.render("calibrate_question", passage=chunk.text[: self.passage_chars], source=chunk.source)
             try:
                 qas.append((row, self.llm.structured([{"role": "user", "content": prompt}], GeneratedQA)))
             except StructuredOutputError as exc:
@@ -157,8 +179,18 @@ class Calibrator:
         for (row, qa), qvec in zip(qas, vecs):
             sims = self._similarities(qvec)
             hybrid = self._hybrid(qa.question, sims)
-            record = walk_record(f"gen-{row}", qa.question, qa.answer, "generated", sims, {row}, depth=self.depth,
-                                  source_row=row, judge=partial(self._contains, qa), hybrid=hybrid)
+            record = walk_record(
+                f"gen-{row}",
+                qa.question,
+                qa.answer,
+                "generated",
+                sims,
+                {row},
+                depth=self.depth,
+                source_row=row,
+                judge=partial(self._contains, qa),
+                hybrid=hybrid,
+            )
             own = sorted(self.index.store.doc_rows(store.get(row).doc_id)) or [row]
             records.append(record.model_copy(update={"heldout_top1": top1_excluding(sims, own)}))
             sims_list.append(self._view(sims, hybrid))
@@ -206,32 +238,57 @@ class Calibrator:
         held_sims = [s for _, s in held]
         kinds = evaluate_kinds(record_arrays(cal_rows), record_arrays(held_rows), held_sims, self.alpha)
         if self.forced and self.forced not in {k.kind for k in kinds}:
-            raise UsageError(f"score kind {self.forced.value!r} needs whole-corpus BM25 scores, which this index "
-                             f"does not provide; choose one of {[k.kind.value for k in kinds]}")
-        chosen, notes = (self.forced, ["score kind forced by the caller"]) if self.forced else \
-            choose_kind(kinds, self.alpha, len(held_rows))
+            raise UsageError(
+                f"score kind {self.forced.value!r} needs whole-corpus BM25 scores, which this index "
+                f"does not provide; choose one of {[k.kind.value for k in kinds]}"
+            )
+        chosen, notes = (
+            (self.forced, ["score kind forced by the caller"]) if self.forced else choose_kind(kinds, self.alpha, len(held_rows))
+        )
         chosen_cov = next(k.coverage for k in kinds if k.kind is chosen)
         fixed_k = smallest_k_for_coverage(record_arrays(held_rows)["rank"], chosen_cov)
         n_not_found = sum(1 for r in records if not r.found)
         if n_not_found:
-            notes.append(f"{n_not_found} of {len(records)} questions had no chunk containing the answer within "
-                         f"depth {self.depth}: kept with an infinite score (counted as not covered)")
-        notes.extend(calibration_warnings(len(cal_rows), self.alpha,
-                                          next(k.qhat for k in kinds if k.kind is chosen)))
+            notes.append(
+                f"{n_not_found} of {len(records)} questions had no chunk containing the answer within "
+                f"depth {self.depth}: kept with an infinite score (counted as not covered)"
+            )
+        notes.extend(calibration_warnings(len(cal_rows), self.alpha, next(k.qhat for k in kinds if k.kind is chosen)))
         if len(vectors_of(self.index)) > SIZE_DEPTH:
             notes.append(f"set sizes are counted within the top {SIZE_DEPTH} chunks of each query")
-        report = CalibrationReport(self.alpha, len(cal_rows), len(held_rows),
-                                   binomial_tolerance(1 - self.alpha, len(held_rows)), kinds, chosen, fixed_k, notes)
+        report = CalibrationReport(
+            self.alpha,
+            len(cal_rows),
+            len(held_rows),
+            binomial_tolerance(1 - self.alpha, len(held_rows)),
+            kinds,
+            chosen,
+            fixed_k,
+            notes,
+        )
         manifest = self.index.manifest or {}
         abstention = self._abstention(records, rng)
-        return Calibration(abstention=abstention,
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"), alpha=self.alpha,
-            score_kind=chosen.value, qhat={k.kind.value: None if math.isinf(k.qhat) else k.qhat for k in kinds},
-            n_calibration=len(cal_rows), n_heldout=len(held_rows), n_not_found=n_not_found,
-            n_generation_failed=self.counters["generation_failed"], judge_errors=self.counters["judge_errors"],
-            depth=self.depth, seed=self.seed, origin=origin,
-            models={"embedding": str(self.index.model_name),
-                    "embedding_identity": embedding_identity(manifest.get("embedding") or {}),
-                    "llm": self.llm_name if origin == "generated" else ""},
-            corpus_fingerprint=manifest.get("corpus_fingerprint"), report=report.as_dict(), records=records,
-            hybrid_k=HYBRID_RRF_K if all(r.hybrid_top1 is not None for r in records) else None)
+        return Calibration(
+            abstention=abstention,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            alpha=self.alpha,
+            score_kind=chosen.value,
+            qhat={k.kind.value: None if math.isinf(k.qhat) else k.qhat for k in kinds},
+            n_calibration=len(cal_rows),
+            n_heldout=len(held_rows),
+            n_not_found=n_not_found,
+            n_generation_failed=self.counters["generation_failed"],
+            judge_errors=self.counters["judge_errors"],
+            depth=self.depth,
+            seed=self.seed,
+            origin=origin,
+            models={
+                "embedding": str(self.index.model_name),
+                "embedding_identity": embedding_identity(manifest.get("embedding") or {}),
+                "llm": self.llm_name if origin == "generated" else "",
+            },
+            corpus_fingerprint=manifest.get("corpus_fingerprint"),
+            report=report.as_dict(),
+            records=records,
+            hybrid_k=HYBRID_RRF_K if all(r.hybrid_top1 is not None for r in records) else None,
+        )

@@ -1,4 +1,5 @@
 """Calibration questions: what the LLM writes and judges, qrels read from BEIR files, and how many are enough."""
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,14 @@ def calibration_warnings(n_calibration: int, alpha: float, chosen_qhat: float) -
     warnings = []
     need = needed_calibration_questions(alpha)
     if n_calibration < need:
-        warnings.append(f"WARNING: {n_calibration} calibration questions are too few for alpha={alpha}: at least "
-                        f"{need} are needed (ceil(1/alpha) - 1), and about twice that with the held-out half; "
-                        f"the threshold keeps every chunk")
+        warnings.append(
+            f"WARNING: {n_calibration} calibration questions are too few for alpha={alpha}: at least "
+            f"{need} are needed (ceil(1/alpha) - 1), and about twice that with the held-out half; "
+            f"the threshold keeps every chunk"
+        )
     if math.isinf(chosen_qhat):
-        warnings.append("WARNING: the calibrated threshold is +inf (keep every chunk): the conformal step will not "
-                        "narrow the context; calibrate with more questions or a larger alpha")
+        warnings.append(
+            "WARNING: the calibrated threshold is +inf (keep every chunk): the conformal step will not "
+            "narrow the context; calibrate with more questions or a larger alpha"
+        )
     return warnings

@@ -1,4 +1,5 @@
 """The saved calibration: `calibration.json` in the index folder (records, thresholds, report)."""
+
 from __future__ import annotations
 
 import logging
@@ -87,14 +88,16 @@ class Calibration(BaseModel):
 
 
 def record_arrays(rows: list[CalibrationRecord]) -> dict[str, np.ndarray]:
-    return {"similarity": np.array([r.similarity if r.found else 0.0 for r in rows], dtype=float),
-            "top1": np.array([r.top1 for r in rows], dtype=float),
-            "rank": np.array([r.rank if r.found else math.inf for r in rows], dtype=float),
-            "found": np.array([r.found for r in rows], dtype=bool),
-            "hybrid": np.array([math.nan if r.hybrid is None else r.hybrid for r in rows], dtype=float),
-            "hybrid_top1": np.array([math.nan if r.hybrid_top1 is None else r.hybrid_top1 for r in rows], dtype=float),
-            "hybrid_rank": np.array([math.inf if r.hybrid_rank is None else r.hybrid_rank for r in rows], dtype=float),
-            "hybrid_found": np.array([r.hybrid is not None for r in rows], dtype=bool)}
+    return {
+        "similarity": np.array([r.similarity if r.found else 0.0 for r in rows], dtype=float),
+        "top1": np.array([r.top1 for r in rows], dtype=float),
+        "rank": np.array([r.rank if r.found else math.inf for r in rows], dtype=float),
+        "found": np.array([r.found for r in rows], dtype=bool),
+        "hybrid": np.array([math.nan if r.hybrid is None else r.hybrid for r in rows], dtype=float),
+        "hybrid_top1": np.array([math.nan if r.hybrid_top1 is None else r.hybrid_top1 for r in rows], dtype=float),
+        "hybrid_rank": np.array([math.inf if r.hybrid_rank is None else r.hybrid_rank for r in rows], dtype=float),
+        "hybrid_found": np.array([r.hybrid is not None for r in rows], dtype=bool),
+    }
 
 
 def calibration_path(root: str | Path) -> Path:
@@ -109,8 +112,9 @@ def save_calibration(calibration: Calibration, root: str | Path) -> Path:
     return path
 
 
-def load_calibration(root: str | Path, fingerprint: str | None = None,
-                     embedding: dict | None = None) -> tuple[Calibration | None, list[str]]:
+def load_calibration(
+    root: str | Path, fingerprint: str | None = None, embedding: dict | None = None
+) -> tuple[Calibration | None, list[str]]:
     """The saved calibration (or None) and warnings, e.g. a corpus changed since calibrating. `embedding` (the
     index manifest's record of its embedding provider): a calibration made in another embedding space (another
     provider, model, dimension or precision) holds nothing about this one, so it is not returned."""
@@ -128,8 +132,10 @@ def load_calibration(root: str | Path, fingerprint: str | None = None,
         log.warning("%s: %s", path, stale)
         return None, warnings
     if fingerprint and cal.corpus_fingerprint and fingerprint != cal.corpus_fingerprint:
-        warnings.append(f"the corpus changed since calibration ({cal.corpus_fingerprint[:12]} -> {fingerprint[:12]}): "
-                        f"the threshold may no longer hold; run `ragsieve calibrate` again")
+        warnings.append(
+            f"the corpus changed since calibration ({cal.corpus_fingerprint[:12]} -> {fingerprint[:12]}): "
+            f"the threshold may no longer hold; run `ragsieve calibrate` again"
+        )
         log.warning("%s: %s", path, warnings[-1])
     return cal, warnings
 
@@ -149,18 +155,22 @@ def embedding_changed(cal: Calibration, embedding: dict | None) -> str | None:
         then = then_model
     if then == now:
         return None
-    return (f"the calibration was made with embeddings {then}; the index now embeds with {now}: its thresholds do "
-            f"not hold in another embedding space, so it is not used; run `ragsieve calibrate` again")
+    return (
+        f"the calibration was made with embeddings {then}; the index now embeds with {now}: its thresholds do "
+        f"not hold in another embedding space, so it is not used; run `ragsieve calibrate` again"
+    )
 
 
 def format_report(cal: Calibration) -> str:
     """Human-readable summary printed by `ragsieve calibrate`."""
     r = cal.report
-    lines = [f"calibration: {cal.origin} questions, n={cal.n_calibration} calibration / {cal.n_heldout} held-out, "
-             f"alpha={cal.alpha} (target coverage {1 - cal.alpha:.2f}, tolerance ±{r['tolerance']:.3f})",
-             f"not found within depth {cal.depth}: {cal.n_not_found}; generation failures: {cal.n_generation_failed}; "
-             f"judge errors: {cal.judge_errors}",
-             f"{'score':<13}{'q':>10}{'coverage':>10}{'mean kept':>11}{'median':>8}"]
+    lines = [
+        f"calibration: {cal.origin} questions, n={cal.n_calibration} calibration / {cal.n_heldout} held-out, "
+        f"alpha={cal.alpha} (target coverage {1 - cal.alpha:.2f}, tolerance ±{r['tolerance']:.3f})",
+        f"not found within depth {cal.depth}: {cal.n_not_found}; generation failures: {cal.n_generation_failed}; "
+        f"judge errors: {cal.judge_errors}",
+        f"{'score':<13}{'q':>10}{'coverage':>10}{'mean kept':>11}{'median':>8}",
+    ]
     for k in r["kinds"]:
         q = "inf" if k["qhat"] is None else f"{k['qhat']:.4f}"
         mark = "  <- chosen" if k["kind"] == cal.score_kind else ""

@@ -1,5 +1,6 @@
 """One calibration question's record: the walk down the similarity ranking to its first answer-bearing chunk,
 and the hybrid signal of its best-known positive."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -27,18 +28,33 @@ def add_hybrid(record: CalibrationRecord, hybrid: np.ndarray | None, known: set[
     if not rows:  # no positive in the index: not found (+inf), as for the dense kinds
         return record.model_copy(update={"hybrid_top1": float(hybrid.max())})
     best = max(rows, key=lambda r: (hybrid[r], -r))
-    return record.model_copy(update={"hybrid_row": best, "hybrid": float(hybrid[best]),
-                                     "hybrid_top1": float(hybrid.max()),
-                                     "hybrid_rank": int(ranks_of(hybrid)[best])})
+    return record.model_copy(
+        update={
+            "hybrid_row": best,
+            "hybrid": float(hybrid[best]),
+            "hybrid_top1": float(hybrid.max()),
+            "hybrid_rank": int(ranks_of(hybrid)[best]),
+        }
+    )
 
 
-def walk_record(qid: str, question: str, answer: str, origin: str, sims: np.ndarray, positive_rows: set[int], *,
-                depth: int, source_row: int | None = None, judge: Callable[[int], bool] | None = None,
-                hybrid: np.ndarray | None = None) -> CalibrationRecord:
+def walk_record(
+    qid: str,
+    question: str,
+    answer: str,
+    origin: str,
+    sims: np.ndarray,
+    positive_rows: set[int],
+    *,
+    depth: int,
+    source_row: int | None = None,
+    judge: Callable[[int], bool] | None = None,
+    hybrid: np.ndarray | None = None,
+) -> CalibrationRecord:
     """Walk the chunks by similarity (at most `depth`) to the first known positive or the first `judge` accepts."""
     order = np.argsort(-sims, kind="stable")
     found_row, calls = None, 0
-    for _position, row in enumerate(order[: depth]):
+    for _position, row in enumerate(order[:depth]):
         row = int(row)
         if row in positive_rows:
             found_row = row
@@ -49,9 +65,18 @@ def walk_record(qid: str, question: str, answer: str, origin: str, sims: np.ndar
                 found_row = row
                 break
     rank = None if found_row is None else int(np.flatnonzero(order == found_row)[0]) + 1
-    record = CalibrationRecord(qid=qid, question=question, answer=answer, origin=origin, source_row=source_row,
-                               found=found_row is not None, positive_row=found_row,
-                               similarity=None if found_row is None else float(sims[found_row]),
-                               top1=float(sims[order[0]]), rank=rank, judge_calls=calls)
+    record = CalibrationRecord(
+        qid=qid,
+        question=question,
+        answer=answer,
+        origin=origin,
+        source_row=source_row,
+        found=found_row is not None,
+        positive_row=found_row,
+        similarity=None if found_row is None else float(sims[found_row]),
+        top1=float(sims[order[0]]),
+        rank=rank,
+        judge_calls=calls,
+    )
     known: set[int | None] = {*positive_rows, found_row}
     return add_hybrid(record, hybrid, known)

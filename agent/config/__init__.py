@@ -9,6 +9,7 @@ rerank), `filters` (conformal, abstention, outliers, segments), `tracing`, `sett
 The config is the foundation's top: it imports only errors and the mode Enums (`ragsieve.agent.modes`,
 `ragsieve.tools.modes`), never the tools or steps it configures.
 """
+
 from ragsieve.agent.config.filters import AbstentionConfig, ConformalConfig, OutlierConfig, SegmentConfig
 from ragsieve.agent.config.index import IndexConfig, RetrievalConfig
 from ragsieve.agent.config.llm import BudgetConfig, LLMConfig
@@ -16,6 +17,21 @@ from ragsieve.agent.config.loop import FallbackConfig, LoopConfig, RerankConfig
 from ragsieve.agent.config.settings import PROMPT_RESERVE, Config, InsightsConfig, PlanSpec
 from ragsieve.agent.config.tracing import TracingConfig
 
-__all__ = ["PROMPT_RESERVE", "AbstentionConfig", "BudgetConfig", "Config", "ConformalConfig", "FallbackConfig",
-           "IndexConfig", "InsightsConfig", "LLMConfig", "LoopConfig", "OutlierConfig", "PlanSpec", "RerankConfig",
-           "RetrievalConfig", "SegmentConfig", "TracingConfig"]
+__all__ = [
+    "PROMPT_RESERVE",
+    "AbstentionConfig",
+    "BudgetConfig",
+    "Config",
+    "ConformalConfig",
+    "FallbackConfig",
+    "IndexConfig",
+    "InsightsConfig",
+    "LLMConfig",
+    "LoopConfig",
+    "OutlierConfig",
+    "PlanSpec",
+    "RerankConfig",
+    "RetrievalConfig",
+    "SegmentConfig",
+    "TracingConfig",
+]

@@ -1,4 +1,5 @@
 """What every settings section shares: unknown keys refused, modes checked against their Enum."""
+
 from __future__ import annotations
 
 from enum import Enum

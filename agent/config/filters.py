@@ -1,4 +1,5 @@
 """The filter sections: `[conformal]`, `[abstention]`, `[outliers]` (GMM) and `[segments]` (RSE)."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -14,7 +15,9 @@ class ConformalConfig(_Section):
     enabled: bool = True
     min_keep: int = Field(0, ge=0)  # when nothing passes, keep this many best chunks (0: say there is no evidence)
     alpha: float | None = Field(None, gt=0.0, lt=1.0)  # None: the calibrated alpha; else q is recomputed
-    score_kind: Literal["raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"] | None = None  # None: the kind chosen by calibrate
+    score_kind: Literal["raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"] | None = (
+        None  # None: the kind chosen by calibrate
+    )
     # pool: keep every passing pool chunk; corpus: also passing chunks beyond the pool (CONFLARE's threshold
     # retrieval over the index, the best `corpus_max` by similarity); context: narrow the context only
     candidates: Literal["context", "pool", "corpus"] = "corpus"

@@ -1,4 +1,5 @@
 """The `[index]` and `[retrieval]` sections: how an index is built and served, and how it is searched."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -27,7 +28,9 @@ class IndexConfig(_Section):
     # where the index is served from (ragsieve.tools.index.backend): local | milvus; for milvus, `uri` is a
     # milvus-lite file (default <index>/milvus.db), http://host:19530 or a Zilliz URI, the token from the
     # environment variable RAGSIEVE_MILVUS_TOKEN
-    encoder: Literal["torch", "torch-fp16", "onnx", "onnx-int8"] | None = None  # None: the index's recorded one, else torch-fp16 on a GPU, onnx-int8 on the CPU (torch without onnx) | torch | torch-fp16 (half precision on a GPU) | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    encoder: Literal["torch", "torch-fp16", "onnx", "onnx-int8"] | None = (
+        None  # None: the index's recorded one, else torch-fp16 on a GPU, onnx-int8 on the CPU (torch without onnx) | torch | torch-fp16 (half precision on a GPU) | onnx (same vectors, ONNX Runtime) | onnx-int8 (int8 weights; re-embeds)
+    )
     backend: str = "local"
     _backend = _mode(Backend, "backend")
     uri: str | None = None

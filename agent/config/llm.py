@@ -1,4 +1,5 @@
 """The `[llm]` and `[budget]` sections: the model endpoint (or the embedded model) and what a question may spend."""
+
 from __future__ import annotations
 
 import os
@@ -34,11 +35,13 @@ class LLMConfig(_Section):
 
     def resolved(self) -> "LLMConfig":
         env = os.environ
-        return self.model_copy(update={
-            "base_url": self.base_url or env.get("RAGSIEVE_BASE_URL") or env.get("OPENAI_BASE_URL"),
-            "api_key": self.api_key or env.get("RAGSIEVE_API_KEY") or env.get("OPENAI_API_KEY"),
-            "model": self.model or env.get("RAGSIEVE_MODEL") or env.get("OPENAI_MODEL"),
-        })
+        return self.model_copy(
+            update={
+                "base_url": self.base_url or env.get("RAGSIEVE_BASE_URL") or env.get("OPENAI_BASE_URL"),
+                "api_key": self.api_key or env.get("RAGSIEVE_API_KEY") or env.get("OPENAI_API_KEY"),
+                "model": self.model or env.get("RAGSIEVE_MODEL") or env.get("OPENAI_MODEL"),
+            }
+        )
 
 
 class BudgetConfig(_Section):

@@ -1,4 +1,5 @@
 """The `[loop]`, `[fallback]` and `[rerank]` sections: the judge/expand loop, the sparse fallback, the reranker."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -79,6 +80,7 @@ class FallbackConfig(_Section):
         if value not in FLASHRANK_MODELS:
             raise UsageError(f"invalid rerank_model {value!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         return value
+
     rerank_cache_dir: str | None = None
     rerank_download: bool = False  # fetch an uncached FlashRank model from its hub (the only network use)
     sparse_candidates: int = Field(10, ge=1)
@@ -115,17 +117,29 @@ class RerankConfig(_Section):
         """The provider's options (`ragsieve.tools.rerankers.open_reranker`), only those it takes; a local
         cross-encoder runs on `device`, else on `index_device` (the one query embedding uses)."""
         if self.device is not None and self.provider != "cross-encoder":
-            raise UsageError(f"[rerank] device applies to provider \"cross-encoder\", not {self.provider!r} "
-                             "(flashrank runs on the CPU; an http reranker runs where its server does)")
+            raise UsageError(
+                f'[rerank] device applies to provider "cross-encoder", not {self.provider!r} '
+                "(flashrank runs on the CPU; an http reranker runs where its server does)"
+            )
         if self.provider == "http":
             if not self.base_url:
-                raise UsageError("[rerank] provider = \"http\" needs base_url (the /rerank endpoint)")
-            return {"base_url": self.base_url, "style": self.style, "api_key_env": self.api_key_env,
-                    "batch_size": self.batch_size, "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
-                    "max_retry_s": self.max_retry_s}
+                raise UsageError('[rerank] provider = "http" needs base_url (the /rerank endpoint)')
+            return {
+                "base_url": self.base_url,
+                "style": self.style,
+                "api_key_env": self.api_key_env,
+                "batch_size": self.batch_size,
+                "timeout_s": self.timeout_s,
+                "max_attempts": self.max_attempts,
+                "max_retry_s": self.max_retry_s,
+            }
         if self.base_url:
-            raise UsageError(f"[rerank] base_url applies to provider \"http\", not {self.provider!r}")
+            raise UsageError(f'[rerank] base_url applies to provider "http", not {self.provider!r}')
         if self.provider == "flashrank":
             return {"cache_dir": self.cache_dir, "max_length": self.max_length, "allow_download": self.allow_download}
-        return {"max_length": self.max_length, "batch_size": self.batch_size, "allow_download": self.allow_download,
-                "device": self.device or index_device}
+        return {
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "allow_download": self.allow_download,
+            "device": self.device or index_device,
+        }

@@ -1,4 +1,5 @@
 """`Config`, the whole configuration: every section, the plan, and `Config.load` from a TOML file."""
+
 from __future__ import annotations
 
 import sys
@@ -87,8 +88,10 @@ class Config(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:  # one line: `llm.n_threads: Input should be ... (got 0)`
-            problems = "; ".join(f"{'.'.join(str(part) for part in err['loc']) or 'config'}: {err['msg']}"
-                                 f" (got {err.get('input')!r:.60})" for err in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in err['loc']) or 'config'}: {err['msg']} (got {err.get('input')!r:.60})"
+                for err in exc.errors()
+            )
             raise UsageError(f"config file {p}: {problems}") from None
         except UsageError as exc:
             raise UsageError(f"config file {p}: {exc}") from exc

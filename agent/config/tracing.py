@@ -1,6 +1,7 @@
 """The `[tracing]` section: OpenTelemetry spans exported over OTLP/HTTP (docs/tracing.md). Its fields and
 defaults are those of `ragsieve.tools.tracing.settings.Defaults` (tests/core/test_tracing.py holds them equal);
 resolution against the OTel environment variables: `ragsieve.tools.tracing.settings.resolve`."""
+
 from __future__ import annotations
 
 from pydantic import Field

@@ -5,6 +5,7 @@ questions on several threads at once: each slot holds one (key, value) pair, rea
 under its lock. A value is computed outside the lock (two threads may both compute it; the last
 write stays), so a slow computation never blocks the other questions.
 """
+
 from __future__ import annotations
 
 import threading

@@ -7,6 +7,7 @@ with its top-1 and rank. Inference must score candidates the same way, so these 
 compute the same quantities for the step's candidates. Without index vectors (a test double)
 they fall back to the candidates alone, from the hits' own scores.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,9 @@ def hits_signal(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind, h
     return hybrid_signal(np.nan_to_num(dense, nan=-1.0), bm25, hybrid_k or HYBRID_RRF_K)
 
 
-def corpus_view(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind = ScoreKind.RAW,
-                hybrid_k: int | None = None) -> tuple[np.ndarray, float, np.ndarray]:
+def corpus_view(
+    state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind = ScoreKind.RAW, hybrid_k: int | None = None
+) -> tuple[np.ndarray, float, np.ndarray]:
     """(signal values, top-1 value, 1-based ranks) of the hits against the whole index, as the
     calibration measured them; over the hits alone when the index cannot score every row."""
     everything = corpus_signal(state, deps, kind, hybrid_k)
@@ -99,8 +101,9 @@ def corpus_view(state: RunState, deps: Deps, hits: list[Hit], kind: ScoreKind = 
     return values, float(ordered[-1]), ranks
 
 
-def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], kind: ScoreKind = ScoreKind.RAW,
-                      hybrid_k: int | None = None) -> CorpusCandidates:
+def corpus_candidates(
+    state: RunState, deps: Deps, limit: int, have: set[str], kind: ScoreKind = ScoreKind.RAW, hybrid_k: int | None = None
+) -> CorpusCandidates:
     """The `limit` chunks of the whole index best by the kind's signal (the metadata filter applies),
     those not among `have`; the cutoff then decides which pass. `beyond` is the best admitted chunk past
     the limit (not among `have`): when it passes the cutoff too, the cap bound. Empty without a
@@ -119,14 +122,16 @@ def corpus_candidates(state: RunState, deps: Deps, limit: int, have: set[str], k
     for row, cosine in zip(rows, row_similarities(state, deps, rows)):
         chunk = store.get(row)
         if chunk.chunk_id not in have:
-            out.append(Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=float(cosine),
-                           extra={"conformal_corpus": 1.0}))
+            out.append(
+                Hit(
+                    chunk=chunk, row=row, score=float(everything[row]), dense_score=float(cosine), extra={"conformal_corpus": 1.0}
+                )
+            )
     beyond = None
     for row in admitted[limit:]:  # bounded by `top`: the first chunk past the cap that the pool does not hold
         chunk = store.get(row)
         if chunk.chunk_id not in have:
             cosine = float(row_similarities(state, deps, [row])[0])
-            beyond = Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=cosine,
-                         extra={"conformal_corpus": 1.0})
+            beyond = Hit(chunk=chunk, row=row, score=float(everything[row]), dense_score=cosine, extra={"conformal_corpus": 1.0})
             break
     return CorpusCandidates(out, beyond)

@@ -5,6 +5,7 @@
 prompt templates only through the members named here, so a new backend, a test double or an
 application's own retriever is checked against the same surface.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -31,9 +32,16 @@ class Retriever(Protocol):
 
     def admit(self, rows: Sequence[int]) -> list[int]: ...
 
-    def run(self, query: str, top_k: int = 10, *, rows: list[int] | None = None,
-            extra_texts: list[str] | None = None, weights: tuple[float, float] | None = None,
-            query_vector: np.ndarray | None = None) -> list[Hit]: ...
+    def run(
+        self,
+        query: str,
+        top_k: int = 10,
+        *,
+        rows: list[int] | None = None,
+        extra_texts: list[str] | None = None,
+        weights: tuple[float, float] | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> list[Hit]: ...
 
 
 class MeteredLLM(Protocol):
@@ -49,14 +57,25 @@ class MeteredLLM(Protocol):
     @property
     def chat(self) -> ChatModel: ...
 
-    def text(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-             temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> str: ...
+    def text(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> str: ...
 
-    def reply(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-              temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> ChatReply: ...
+    def reply(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> ChatReply: ...
 
-    def structured(self, messages: list[dict[str, str]], schema: type[T], *,
-                   max_tokens: int | None = None) -> T: ...
+    def structured(self, messages: list[dict[str, str]], schema: type[T], *, max_tokens: int | None = None) -> T: ...
 
 
 class Prompts(Protocol):

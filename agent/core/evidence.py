@@ -4,6 +4,7 @@ The candidates a filter looks at (`candidate_hits`), the index's calibration, re
 (`cached_calibration`), the context rule of `loop.combine` with `auto` resolved once per question
 (`applied_rule`), and the chunks whose evidence is not similarity (`judged_evidence`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,8 +36,13 @@ def cached_calibration(deps: Deps) -> tuple[Calibration | None, list[str], Path 
     stamp = path.stat().st_mtime_ns if path.is_file() else None
     manifest = index.manifest or {}
     cal, warnings = deps.caches.calibration.get(
-        (str(path), stamp), lambda: load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding"))
-        if stamp is not None else (None, []))
+        (str(path), stamp),
+        lambda: (
+            load_calibration(root, manifest.get("corpus_fingerprint"), manifest.get("embedding"))
+            if stamp is not None
+            else (None, [])
+        ),
+    )
     return cal, warnings, path
 
 
@@ -47,15 +53,22 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
         loop, retrieval = deps.config.loop, deps.config.retrieval
         cal = cached_calibration(deps)[0] if ContextRule(loop.combine) is ContextRule.AUTO else None
         model = str(deps.llm.chat.model_name or "") if deps.llm is not None else ""
-        alpha = deps.config.conformal.alpha if deps.config.conformal.alpha is not None else \
-            (cal.alpha if cal is not None else None)
+        alpha = (
+            deps.config.conformal.alpha if deps.config.conformal.alpha is not None else (cal.alpha if cal is not None else None)
+        )
         reliability = cal.judges.get(model) if cal is not None else None
         coverage = None if alpha is None else 1 - alpha
         rule, with_fast, why = decide_rule(
-            loop.combine, reliability, cal.ranks() if cal is not None else None, top_k=retrieval.top_k,
-            pool=retrieval.pool, margin=loop.trust_margin, min_n=loop.trust_min_n, coverage=coverage)
-        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence,
-                                       loop.trust_near_miss_rate)
+            loop.combine,
+            reliability,
+            cal.ranks() if cal is not None else None,
+            top_k=retrieval.top_k,
+            pool=retrieval.pool,
+            margin=loop.trust_margin,
+            min_n=loop.trust_min_n,
+            coverage=coverage,
+        )
+        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence, loop.trust_near_miss_rate)
         if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
             state.loop.barred = bar_why
             rule, why = ContextRule.UNION, f"auto: judge barred (it decides nothing: {bar_why}); without the bar: {why}"
@@ -63,14 +76,16 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
             alone, bound = relevant_alone(reliability, coverage, loop.trust_confidence)
             state.loop.rule_alone = alone and loop.relevant_alone
             if bound:
-                why += (f"; relevant set alone: {bound}" if state.loop.rule_alone else
-                        f"; conformal set kept: {bound}" + ("" if loop.relevant_alone else
-                                                            " (loop.relevant_alone = false)"))
+                why += (
+                    f"; relevant set alone: {bound}"
+                    if state.loop.rule_alone
+                    else f"; conformal set kept: {bound}" + ("" if loop.relevant_alone else " (loop.relevant_alone = false)")
+                )
         if not barred and cal is not None:  # issue 56: "nothing relevant" abstains only as far as recall supports it
             supported, recall_why = abstention_supported(reliability, coverage, loop.trust_confidence)
             if not supported:
                 state.loop.abstain_blocked = recall_why
-                why += f"; a \"nothing relevant\" does not abstain by itself: {recall_why}"
+                why += f'; a "nothing relevant" does not abstain by itself: {recall_why}'
         state.loop.rule, state.loop.rule_reason, state.loop.rule_adds_fast = rule, why, with_fast
     return state.loop.rule
 

@@ -8,6 +8,7 @@ so two passages of one page's different sections are two sources, never one page
 A list of hits (`ragsieve search`, MCP `search`) names each passage by its `label` (source, lines, symbol)
 and shows a one-line `snippet` of its text.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,7 @@ def page_of(symbol: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def deepest_location(source: str, symbol: str = "", line_start: int | None = None,
-                     line_end: int | None = None) -> str:
+def deepest_location(source: str, symbol: str = "", line_start: int | None = None, line_end: int | None = None) -> str:
     """`source` with the most precise fragment known: `#anchor`, `#page=N` or `#L<start>-L<end>`."""
     base = source.split("#", 1)[0] if symbol.startswith("#") else source
     if symbol.startswith("#"):
@@ -43,8 +43,7 @@ def label(chunk: Chunk) -> str:
     """`source:10-24 (symbol)`, or `url#anchor` for a page section: how a hit is named in a list."""
     where = chunk.source
     if chunk.line_start is not None:
-        where += f":{chunk.line_start}" + (f"-{chunk.line_end}" if chunk.line_end and chunk.line_end != chunk.line_start
-                                           else "")
+        where += f":{chunk.line_start}" + (f"-{chunk.line_end}" if chunk.line_end and chunk.line_end != chunk.line_start else "")
     if chunk.symbol.startswith("#"):
         return f"{chunk.source}{chunk.symbol}"
     return f"{where} ({chunk.symbol})" if chunk.symbol else where

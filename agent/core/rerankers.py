@@ -1,6 +1,7 @@
 """The reranker a plan uses, shared by the `rerank` step and the sparse fallback (`ragsieve.tools.rerankers`):
 the configured one, loaded once per process and settings and refused before any call when it cannot load;
 for the fallback, else the lenient FlashRank default."""
+
 from __future__ import annotations
 
 from ragsieve.agent.config import Config
@@ -16,8 +17,10 @@ def reranker_for(config: Config) -> RerankerLike:
 
     cfg = config.rerank
     if cfg.provider is None:
-        raise UsageError("no reranker is configured: set [rerank] provider = \"cross-encoder\" (model = a local "
-                         "folder or a hub name), \"flashrank\" or \"http\" (base_url = a /rerank endpoint)")
+        raise UsageError(
+            'no reranker is configured: set [rerank] provider = "cross-encoder" (model = a local '
+            'folder or a hub name), "flashrank" or "http" (base_url = a /rerank endpoint)'
+        )
     try:
         return open_reranker(cfg.provider, cfg.model, **cfg.options(config.index.device))
     except ModelUnavailableError as exc:
@@ -36,5 +39,6 @@ def fallback_reranker(config: Config, caches: StepCaches) -> RerankerLike:
 
     fb = config.fallback
     key = (fb.rerank_model, fb.rerank_cache_dir, fb.rerank_download)
-    return caches.lenient_reranker.get(key, lambda: Reranker(fb.rerank_model, fb.rerank_cache_dir,
-                                                             allow_download=fb.rerank_download))
+    return caches.lenient_reranker.get(
+        key, lambda: Reranker(fb.rerank_model, fb.rerank_cache_dir, allow_download=fb.rerank_download)
+    )

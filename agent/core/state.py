@@ -1,4 +1,5 @@
 """The run's changing data, in one serialisable object (clients live in `Deps`)."""
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -225,8 +226,12 @@ class RunState(BaseModel):
         """A judge trusted for this question judged chunks and called none relevant, and no chunk counts as
         relevant otherwise (decided by score for a failed batch, added by the fallback): the signal the answer
         step turns into a calibrated abstention (`ragsieve.agent.steps.answer`)."""
-        return self.loop.judge_trusted and not self.relevant and not any(self.loop.trusted.values()) \
+        return (
+            self.loop.judge_trusted
+            and not self.relevant
+            and not any(self.loop.trusted.values())
             and self.loop.abstain_blocked is None
+        )
 
     def remember(self, hits: list[Hit]) -> None:
         for hit in hits:

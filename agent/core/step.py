@@ -8,6 +8,7 @@ refuses an outcome the step does not declare, returned or mapped. `END` (its own
 the run; a plan written as data (`PlanSpec`, a config's `[plans.NAME]`) spells it "end". Clients, indexes and
 templates are dependencies (`Deps`), never part of the state.
 """
+
 from __future__ import annotations
 
 import enum

@@ -9,6 +9,7 @@ verdicts; listwise LLM judgments that change with the order are position bias,
 not relevance (Zheng et al. 2023, "Judging LLM-as-a-Judge", the swap test;
 Tang et al. 2023, "Found in the Middle: Permutation Self-Consistency").
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,14 @@ from ragsieve.tools.index.backend import IndexBackend
 from ragsieve.tools.types import Hit
 
 
-def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n: int, skip: int = 0,
-                admit: Callable[[list[int]], list[int]] | None = None) -> list[Hit]:
+def pick_decoys(
+    index: IndexBackend | None,
+    question: str,
+    exclude: set[str],
+    n: int,
+    skip: int = 0,
+    admit: Callable[[list[int]], list[int]] | None = None,
+) -> list[Hit]:
     """The chunks least similar to the question (cosine of the normalised embeddings), after `skip`;
     with `admit` (the retriever's filter: metadata, the caller's access) only rows it admits.
 
@@ -35,14 +42,17 @@ def pick_decoys(index: IndexBackend | None, question: str, exclude: set[str], n:
     sims = np.asarray(vectors, dtype=np.float32) @ query
     rows: list[int] = []
     order = np.argsort(sims, kind="stable").tolist()
-    for row in (admit(order) if admit is not None else order):
+    for row in admit(order) if admit is not None else order:
         if len(rows) == n + skip:
             break
         rows.append(row)
     rows = rows[skip:]
     chunks = index.store.get_many(rows)
-    return [Hit(chunk=c, row=r, score=0.0, dense_score=float(sims[r]), extra={"decoy": 1.0})
-            for c, r in zip(chunks, rows) if c.chunk_id not in exclude]
+    return [
+        Hit(chunk=c, row=r, score=0.0, dense_score=float(sims[r]), extra={"decoy": 1.0})
+        for c, r in zip(chunks, rows)
+        if c.chunk_id not in exclude
+    ]
 
 
 def interleave(hits: list[Hit], decoys: list[Hit], seed: str) -> list[Hit]:
@@ -85,8 +95,9 @@ def rank_sum_pvalue(positive_ranks: list[int], n: int) -> float:
     return sum(counts[k][w:]) / total
 
 
-def assess_verdicts(verdicts: dict[str, bool], ranked_ids: list[str], *, first_round: bool,
-                    min_n: int, alpha: float, decoys_shown: int = 0) -> tuple[bool, str]:
+def assess_verdicts(
+    verdicts: dict[str, bool], ranked_ids: list[str], *, first_round: bool, min_n: int, alpha: float, decoys_shown: int = 0
+) -> tuple[bool, str]:
     """(informative?, reason) for one round's verdicts (rules (a) and (b) of `ragsieve.agent.judging.rounds`).
 
     "Nothing is relevant" in the first round is believed only from a judge that was shown decoys
@@ -105,8 +116,10 @@ def assess_verdicts(verdicts: dict[str, bool], ranked_ids: list[str], *, first_r
     if 0 < len(positives) < len(ranked):
         p = rank_sum_pvalue(positives, len(ranked))
         if p <= alpha:
-            return False, (f"judge disagrees with retrieval beyond chance: relevant ranks {positives} "
-                           f"of {len(ranked)}, rank-sum p={p:.3f} <= {alpha}")
+            return False, (
+                f"judge disagrees with retrieval beyond chance: relevant ranks {positives} "
+                f"of {len(ranked)}, rank-sum p={p:.3f} <= {alpha}"
+            )
     return True, ""
 
 

@@ -47,6 +47,7 @@ Combination rule (final context of `final_k` chunks), "anchored"
     first release (measured worse than `fast` with the embedded 1.5B model;
     `benchmarks/combine_replay.py` compares the rules on recorded verdicts).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -60,8 +61,7 @@ def score_based_relevant(ids: list[str], first_stage: list[str], final_k: int) -
     return [cid for cid in ids if cid in top]
 
 
-def evidence_keys(first_stage: list[str], discovered: list[str],
-                  neighbour_of: dict[str, str]) -> dict[str, float]:
+def evidence_keys(first_stage: list[str], discovered: list[str], neighbour_of: dict[str, str]) -> dict[str, float]:
     """Retrieval-evidence position of every known chunk (0-based; smaller is better)."""
     keys: dict[str, float] = {}
     for i, cid in enumerate(first_stage):
@@ -76,17 +76,28 @@ def evidence_keys(first_stage: list[str], discovered: list[str],
     return keys
 
 
-def select_context(first_stage: list[str], keys: dict[str, float], trusted: dict[str, bool], final_k: int,
-                   *, anchor_k: int = 0, admit_depth: int = 0) -> tuple[list[str], dict[str, Any]]:
+def select_context(
+    first_stage: list[str],
+    keys: dict[str, float],
+    trusted: dict[str, bool],
+    final_k: int,
+    *,
+    anchor_k: int = 0,
+    admit_depth: int = 0,
+) -> tuple[list[str], dict[str, Any]]:
     """The combination rule of the module docstring; returns chunk ids and a trace summary."""
     fast = first_stage[:final_k]
     anchor = fast[: max(0, min(anchor_k, final_k - 1))]
     positives = sorted((c for c, v in trusted.items() if v), key=lambda c: keys.get(c, float("inf")))
     refused = [c for c in positives if admit_depth > 0 and keys.get(c, float("inf")) >= admit_depth]
     admitted = [c for c in positives if c not in refused]
-    ordered = anchor + admitted + [c for c in fast if trusted.get(c) is not False] + \
-        [c for c in fast if trusted.get(c) is False] + \
-        [c for c in first_stage[final_k:] if trusted.get(c) is not False]
+    ordered = (
+        anchor
+        + admitted
+        + [c for c in fast if trusted.get(c) is not False]
+        + [c for c in fast if trusted.get(c) is False]
+        + [c for c in first_stage[final_k:] if trusted.get(c) is not False]
+    )
     chosen: list[str] = []
     for cid in ordered:
         if cid not in chosen:

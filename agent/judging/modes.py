@@ -1,4 +1,5 @@
 """How a judge round decided (`ragsieve.agent.judging.rounds`), recorded in the run state and its trace."""
+
 from __future__ import annotations
 
 from ragsieve.tools.modes import TextMode

@@ -34,6 +34,7 @@ the judge calls relevant. A judge whose rate of accepting them is, bounded below
 above `loop.trust_decoy_rate` decides nothing for any question: the per-question checks would catch it on
 most questions and trust it on the rest, where its false picks join the context.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -73,9 +74,15 @@ class JudgeReliability(BaseModel):
     answer_called: int = Field(0, ge=0)
 
 
-def measure_judge(items: Iterable[tuple], judge: Callable[[str, list[Any]], dict[str, bool]],
-                  *, model: str, pool: int, top_k: int,
-                  decoys: Callable[[str, set[str]], list[Any]] | None = None) -> JudgeReliability:
+def measure_judge(
+    items: Iterable[tuple],
+    judge: Callable[[str, list[Any]], dict[str, bool]],
+    *,
+    model: str,
+    pool: int,
+    top_k: int,
+    decoys: Callable[[str, set[str]], list[Any]] | None = None,
+) -> JudgeReliability:
     """`items`: (question, ids of the answer-bearing chunks, pool hits in retrieval order[, ids of other chunks
     that bear the question's answer]). `judge(question, hits)` returns chunk id -> verdict (ids missing from it
     failed). Also measured: how often the answer's chunk is in the retriever's first `top_k` hits (the fast
@@ -113,13 +120,23 @@ def measure_judge(items: Iterable[tuple], judge: Callable[[str, list[Any]], dict
         called_neg += sum(1 for c in negatives if verdicts[c])
         answer_called += sum(1 for c, v in verdicts.items() if v and (c in positives or c in others))
     return JudgeReliability(
-        model=model, n=shown_pos, questions=questions, failed=failed,
+        model=model,
+        n=shown_pos,
+        questions=questions,
+        failed=failed,
         judge_recall=round(hits_pos / shown_pos, 4) if shown_pos else None,
-        false_positive_rate=round(called_neg / shown_neg, 4) if shown_neg else None, pool=pool, top_k=top_k,
+        false_positive_rate=round(called_neg / shown_neg, 4) if shown_neg else None,
+        pool=pool,
+        top_k=top_k,
         fast_recall=round(in_fast / questions, 4) if questions else None,
         pool_recall=round(in_pool_n / questions, 4) if questions else None,
-        decoys=decoys_shown, decoys_relevant=decoys_called, near_misses=shown_neg, near_misses_relevant=called_neg,
-        answer_called=answer_called, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        decoys=decoys_shown,
+        decoys_relevant=decoys_called,
+        near_misses=shown_neg,
+        near_misses_relevant=called_neg,
+        answer_called=answer_called,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], dict[str, bool]]:
@@ -129,6 +146,7 @@ def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], d
     def judge(question: str, hits: list[Any]) -> dict[str, bool]:
         verdicts, _, _, _ = split_verdicts(run_pass(question, hits, llm=llm, prompts=prompts, loop=loop), set())
         return verdicts
+
     return judge
 
 
@@ -141,8 +159,9 @@ def recall_lower_bound(k: int, n: int, confidence: float) -> float:
     return float(beta.ppf(1.0 - confidence, k, n - k + 1))
 
 
-def judge_barred(reliability: JudgeReliability | None, max_rate: float, confidence: float,
-                 max_near_miss: float = 1.0) -> tuple[bool, str]:
+def judge_barred(
+    reliability: JudgeReliability | None, max_rate: float, confidence: float, max_near_miss: float = 1.0
+) -> tuple[bool, str]:
     """Whether a measured judge decides nothing under `auto`, and why.
 
     The loop's decoy check catches a judge on one question with probability 1 - (1 - p)^d (d decoys, p its
@@ -165,16 +184,24 @@ def judge_barred(reliability: JudgeReliability | None, max_rate: float, confiden
     reasons: list[str] = []
     barred = False
     for kind, shown, called, line, setting in (
-            ("calibration decoys", reliability.decoys, reliability.decoys_relevant, max_rate, "loop.trust_decoy_rate"),
-            ("near misses (pool chunks without the answer)", reliability.near_misses,
-             reliability.near_misses_relevant, max_near_miss, "loop.trust_near_miss_rate")):
+        ("calibration decoys", reliability.decoys, reliability.decoys_relevant, max_rate, "loop.trust_decoy_rate"),
+        (
+            "near misses (pool chunks without the answer)",
+            reliability.near_misses,
+            reliability.near_misses_relevant,
+            max_near_miss,
+            "loop.trust_near_miss_rate",
+        ),
+    ):
         if shown <= 0:
             continue
         bound = recall_lower_bound(called, shown, confidence)
         over = bound > line
         barred = barred or over
-        reasons.append(f"judge called {called} of {shown} {kind} relevant: lower bound {bound:.3f} at "
-                       f"{confidence:.0%} confidence {'>' if over else '<='} {setting} {line}")
+        reasons.append(
+            f"judge called {called} of {shown} {kind} relevant: lower bound {bound:.3f} at "
+            f"{confidence:.0%} confidence {'>' if over else '<='} {setting} {line}"
+        )
     if not reasons:
         return False, ""
     if barred:  # name only the measurement(s) that bar it
@@ -200,8 +227,7 @@ def precision_evidence(reliability: JudgeReliability | None, confidence: float) 
     return reliability.answer_called, called, recall_lower_bound(reliability.answer_called, called, confidence)
 
 
-def relevant_alone(reliability: JudgeReliability | None, coverage: float | None, confidence: float
-                   ) -> tuple[bool, str]:
+def relevant_alone(reliability: JudgeReliability | None, coverage: float | None, confidence: float) -> tuple[bool, str]:
     """Whether the trusted relevant set may stand alone, without the conformal set, and why.
 
     Recall: the relevant set alone keeps the answer's chunk when the pool holds it and the judge calls it relevant;
@@ -218,19 +244,22 @@ def relevant_alone(reliability: JudgeReliability | None, coverage: float | None,
     if recall is None or coverage is None:
         return False, ""
     k, questions, bound = recall
-    why = (f"answer's chunk in the pool and judged relevant on {k} of {questions} calibration questions: lower "
-           f"bound {bound:.3f} at {confidence:.0%} confidence {'>=' if bound >= coverage else '<'} coverage {coverage:.2f}")
+    why = (
+        f"answer's chunk in the pool and judged relevant on {k} of {questions} calibration questions: lower "
+        f"bound {bound:.3f} at {confidence:.0%} confidence {'>=' if bound >= coverage else '<'} coverage {coverage:.2f}"
+    )
     precision = precision_evidence(reliability, confidence)
     if precision is None:
         return False, why + "; precision not measured (`ragsieve calibrate --judge N` measures it)"
     right, called, p_bound = precision
-    why += (f"; {right} of its {called} calibration picks bear the answer: precision lower bound {p_bound:.3f} "
-            f"{'>=' if p_bound >= coverage else '<'} coverage {coverage:.2f}")
+    why += (
+        f"; {right} of its {called} calibration picks bear the answer: precision lower bound {p_bound:.3f} "
+        f"{'>=' if p_bound >= coverage else '<'} coverage {coverage:.2f}"
+    )
     return bound >= coverage and p_bound >= coverage, why
 
 
-def abstention_supported(reliability: JudgeReliability | None, coverage: float | None, confidence: float
-                         ) -> tuple[bool, str]:
+def abstention_supported(reliability: JudgeReliability | None, coverage: float | None, confidence: float) -> tuple[bool, str]:
     """Whether a trusted judge's "nothing relevant" may make the answer abstain by itself, and why (issue 56).
 
     Such an abstention is wrong on an answerable question exactly when the judge misses the answer's chunk (or
@@ -245,8 +274,10 @@ def abstention_supported(reliability: JudgeReliability | None, coverage: float |
         return True, ""
     k, questions, bound = recall
     supported = bound >= coverage
-    return supported, (f"judge recall {k} of {questions} calibration questions: lower bound {bound:.3f} at "
-                       f"{confidence:.0%} confidence {'>=' if supported else '<'} coverage {coverage:.2f}")
+    return supported, (
+        f"judge recall {k} of {questions} calibration questions: lower bound {bound:.3f} at "
+        f"{confidence:.0%} confidence {'>=' if supported else '<'} coverage {coverage:.2f}"
+    )
 
 
 def rank_recall(ranks: np.ndarray, k: int) -> float | None:
@@ -255,9 +286,17 @@ def rank_recall(ranks: np.ndarray, k: int) -> float | None:
     return None if ranks.size == 0 else float(np.mean(ranks <= k))
 
 
-def decide_rule(configured: str, reliability: JudgeReliability | None, ranks: np.ndarray | None, *,
-                top_k: int, pool: int, margin: float, min_n: int, coverage: float | None = None
-                ) -> tuple[ContextRule, bool, str]:
+def decide_rule(
+    configured: str,
+    reliability: JudgeReliability | None,
+    ranks: np.ndarray | None,
+    *,
+    top_k: int,
+    pool: int,
+    margin: float,
+    min_n: int,
+    coverage: float | None = None,
+) -> tuple[ContextRule, bool, str]:
     """(rule to apply, whether the statistical evidence includes the fast context, why).
 
     Explicit rules are returned as they are (without the fast context). `auto`: see the module note;
@@ -275,22 +314,39 @@ def decide_rule(configured: str, reliability: JudgeReliability | None, ranks: np
         fast = rank_recall(ranks, top_k) if ranks is not None else None
         pooled = rank_recall(ranks, pool) if ranks is not None else None
     with_fast = fast is not None and coverage is not None and fast > coverage
-    stat = (f"; fast recall {fast:.3f} > conformal coverage {coverage:.2f}: statistics = conformal set + fast context"
-            if with_fast else "")
+    stat = (
+        f"; fast recall {fast:.3f} > conformal coverage {coverage:.2f}: statistics = conformal set + fast context"
+        if with_fast
+        else ""
+    )
     if reliability is None or reliability.judge_recall is None:
-        return ContextRule.UNION, with_fast, ("auto: union (this judge was not measured on this index; "
-                                              f"`ragsieve calibrate --judge 60` measures it{stat})")
+        return (
+            ContextRule.UNION,
+            with_fast,
+            (f"auto: union (this judge was not measured on this index; `ragsieve calibrate --judge 60` measures it{stat})"),
+        )
     if reliability.n < min_n:
-        return ContextRule.UNION, with_fast, (f"auto: union (judge measured on {reliability.n} questions, "
-                                              f"fewer than loop.trust_min_n = {min_n}{stat})")
+        return (
+            ContextRule.UNION,
+            with_fast,
+            (f"auto: union (judge measured on {reliability.n} questions, fewer than loop.trust_min_n = {min_n}{stat})"),
+        )
     if fast is None or pooled is None:
         return ContextRule.UNION, with_fast, "auto: union (no measured recall to compare the judge with the fast context)"
     expected = reliability.judge_recall * pooled
-    facts = (f"judge recall {reliability.judge_recall:.3f} (n={reliability.n}) x pool recall {pooled:.3f} = "
-             f"{expected:.3f} vs fast recall {fast:.3f} - margin {margin}")
+    facts = (
+        f"judge recall {reliability.judge_recall:.3f} (n={reliability.n}) x pool recall {pooled:.3f} = "
+        f"{expected:.3f} vs fast recall {fast:.3f} - margin {margin}"
+    )
     if coverage is not None and expected < coverage:  # narrowing must keep the conformal guarantee
-        return ContextRule.UNION, with_fast, (f"auto: union ({facts}; {expected:.3f} < conformal coverage "
-                                              f"{coverage:.2f}: the relevant set alone would not keep 1 - alpha{stat})")
+        return (
+            ContextRule.UNION,
+            with_fast,
+            (
+                f"auto: union ({facts}; {expected:.3f} < conformal coverage "
+                f"{coverage:.2f}: the relevant set alone would not keep 1 - alpha{stat})"
+            ),
+        )
     if expected >= fast - margin:
         return ContextRule.RELEVANT, with_fast, f"auto: relevant ({facts}{stat})"
     return ContextRule.UNION, with_fast, f"auto: union ({facts}{stat})"

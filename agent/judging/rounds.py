@@ -62,6 +62,7 @@ Combination with retrieval
     `ragsieve.agent.judging.combine` turns trusted verdicts and the first-stage ranking into
     the final context (the rule, and why the judge alone never decides).
 """
+
 from __future__ import annotations
 
 import logging
@@ -166,8 +167,12 @@ def run_pass(question: str, items: list[Hit], *, llm: Any, prompts: Any, loop: L
     workers = min(loop.judge_concurrency, len(batches))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
         # each batch in a copy of the step's context: its model call's span is a child of the step's span
-        futures = [pool.submit(copy_context().run, judge_batch, question, b, llm=llm, prompts=prompts,
-                               chunk_chars=loop.judge_chunk_chars) for b in batches]
+        futures = [
+            pool.submit(
+                copy_context().run, judge_batch, question, b, llm=llm, prompts=prompts, chunk_chars=loop.judge_chunk_chars
+            )
+            for b in batches
+        ]
         return [f.result() for f in futures]
 
 
@@ -188,9 +193,19 @@ def split_verdicts(reports: list[BatchReport], decoy_ids: set[str]) -> tuple[dic
     return verdicts, failed, shown, called
 
 
-def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig,
-                     ranked_ids: list[str], first_round: bool, decoys: list[Hit] | None = None,
-                     seed: str = "", order_check: bool = False) -> JudgeRound:
+def judge_candidates(
+    question: str,
+    hits: list[Hit],
+    *,
+    llm: Any,
+    prompts: Any,
+    loop: LoopConfig,
+    ranked_ids: list[str],
+    first_round: bool,
+    decoys: list[Hit] | None = None,
+    seed: str = "",
+    order_check: bool = False,
+) -> JudgeRound:
     """Judge `hits` (with `decoys` hidden among them) in concurrent batches; assess the verdicts.
 
     `ranked_ids` are the hits that have a retrieval rank, best first (the
@@ -210,12 +225,18 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
         return result
     if result.decoys_relevant:
         result.mode = JudgeMode.SCORE
-        result.reason = (f"judge called {result.decoys_relevant} of {result.decoys} decoys "
-                         "(chunks least similar to the question) relevant")
+        result.reason = (
+            f"judge called {result.decoys_relevant} of {result.decoys} decoys (chunks least similar to the question) relevant"
+        )
         return result
-    informative, reason = assess_verdicts(result.verdicts, ranked_ids, first_round=first_round,
-                                          min_n=loop.uninformative_min_n, alpha=loop.disagreement_alpha,
-                                          decoys_shown=result.decoys)
+    informative, reason = assess_verdicts(
+        result.verdicts,
+        ranked_ids,
+        first_round=first_round,
+        min_n=loop.uninformative_min_n,
+        alpha=loop.disagreement_alpha,
+        decoys_shown=result.decoys,
+    )
     if not informative:
         result.mode, result.reason = JudgeMode.SCORE, reason
         return result
@@ -228,23 +249,30 @@ def judge_candidates(question: str, hits: list[Hit], *, llm: Any, prompts: Any, 
     return result
 
 
-def check_order(question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *,
-                llm: Any, prompts: Any, loop: LoopConfig) -> None:
+def check_order(
+    question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *, llm: Any, prompts: Any, loop: LoopConfig
+) -> None:
     """Check (c): judge `items` again in reversed order; update `result` in place."""
     reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
     second, _failed, shown, called = split_verdicts(reports, decoy_ids)
     agreed, flipped = order_agreement(result.verdicts, second)
     compared = len(agreed) + len(flipped)
-    result.order_check = {"compared": compared, "flipped": flipped, "decoys_relevant": called,
-                          "batches": [b.public() for b in reports]}
+    result.order_check = {
+        "compared": compared,
+        "flipped": flipped,
+        "decoys_relevant": called,
+        "batches": [b.public() for b in reports],
+    }
     result.decoys, result.decoys_relevant = result.decoys + shown, result.decoys_relevant + called
     if called:
         result.mode = JudgeMode.SCORE
         result.reason = f"in reversed order the judge called {called} of {shown} decoys relevant"
     elif compared and len(flipped) > loop.order_max_flips * compared:
         result.mode = JudgeMode.SCORE
-        result.reason = (f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
-                         f"(> {loop.order_max_flips:.0%}: position bias, not relevance)")
+        result.reason = (
+            f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
+            f"(> {loop.order_max_flips:.0%}: position bias, not relevance)"
+        )
     else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict
         for cid in flipped:
             result.verdicts.pop(cid, None)

@@ -1,4 +1,5 @@
 """A `ChatModel` wrapper allowing at most `limit` calls at once (the embedded server's parallel slots)."""
+
 from __future__ import annotations
 
 import threading
@@ -44,4 +45,5 @@ class BoundedChat:
                 return inner(messages, **kwargs)
             finally:
                 self._slots.release()
+
         return call

@@ -5,6 +5,7 @@ thread); `LLM` checks it before each uncached call and charges each reply.
 Once spent it stays spent, with the reason, so the runner can end the plan
 even when a step caught the error and carried on.
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,8 +18,14 @@ from ragsieve.agent.errors import BudgetExceeded, UsageError
 class QuestionBudget:
     """`deadline_s` seconds from creation, `max_calls` LLM calls, `max_tokens` prompt+completion tokens."""
 
-    def __init__(self, deadline_s: float | None = None, max_calls: int | None = None,
-                 max_tokens: int | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        deadline_s: float | None = None,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         for name, value in (("deadline_s", deadline_s), ("max_calls", max_calls), ("max_tokens", max_tokens)):
             if value is not None and (isinstance(value, bool) or value <= 0):
                 raise UsageError(f"question budget {name} must be > 0 (or None for no limit), got {value!r}")

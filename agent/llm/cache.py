@@ -4,6 +4,7 @@ Layout: `<folder>/<key[0:2]>/<key[2:4]>/<key>.json`. Writes go to a temp file
 in the same folder then `os.replace`, so readers never see half a file; a
 file that does not parse or validate is a miss (logged at warning).
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The chat-model seam: what every LLM backend (OpenAI client, fake) implements."""
+
 from __future__ import annotations
 
 import threading

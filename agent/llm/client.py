@@ -11,6 +11,7 @@ Every uncached call is checked against the question's `QuestionBudget`
 cache key covers the endpoint, the model, every sampling setting, the output
 mode and the templates' fingerprint, so no setting can return another's reply.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -90,9 +91,17 @@ def _matching(text: str, start: int, opener: str, closer: str) -> int:
 class LLM:
     """Wraps a `ChatModel` with usage metering, an optional reply cache, budgets and structured parsing."""
 
-    def __init__(self, chat: ChatModel, *, cache: ReplyCache | None = None,
-                 max_tokens: int = 512, temperature: float = 0.0, max_prompt_tokens: int | None = None,
-                 budget: QuestionBudget | None = None, templates: str = "") -> None:
+    def __init__(
+        self,
+        chat: ChatModel,
+        *,
+        cache: ReplyCache | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        max_prompt_tokens: int | None = None,
+        budget: QuestionBudget | None = None,
+        templates: str = "",
+    ) -> None:
         self.chat = chat
         self.cache = cache
         self.max_tokens = max_tokens
@@ -104,23 +113,40 @@ class LLM:
 
     def fork(self, budget: QuestionBudget | None = None, templates: str | None = None) -> "LLM":
         """Same model and cache, fresh usage meter and budget (one per question)."""
-        return LLM(self.chat, cache=self.cache, max_tokens=self.max_tokens, temperature=self.temperature,
-                   max_prompt_tokens=self.max_prompt_tokens, budget=budget,
-                   templates=self.templates if templates is None else templates)
+        return LLM(
+            self.chat,
+            cache=self.cache,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_prompt_tokens=self.max_prompt_tokens,
+            budget=budget,
+            templates=self.templates if templates is None else templates,
+        )
 
-    def text(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-             temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> str:
+    def text(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> str:
         """A plain-text reply; with `on_token`, streamed token by token as the model writes it (a model
         without `stream` hands its whole reply at once). A budget spent or cancelled mid-stream stops it."""
         return self._complete(messages, None, "reply", max_tokens, temperature, on_token).text
 
-    def reply(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-              temperature: float | None = None, on_token: Callable[[str], None] | None = None) -> ChatReply:
+    def reply(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> ChatReply:
         """Like `text`, returning the whole `ChatReply` (its `finish_reason` says whether max_tokens cut it)."""
         return self._complete(messages, None, "reply", max_tokens, temperature, on_token)
 
-    def structured(self, messages: list[dict[str, str]], schema: type[T], *,
-                   max_tokens: int | None = None) -> T:
+    def structured(self, messages: list[dict[str, str]], schema: type[T], *, max_tokens: int | None = None) -> T:
         json_schema = schema.model_json_schema()
         name = schema.__name__
         reply = self._complete(messages, json_schema, name, max_tokens, None)
@@ -145,16 +171,24 @@ class LLM:
 
     def _guarded(self, on_token: Callable[[str], None]) -> Callable[[str], None]:
         """`on_token` that first stops the stream when the question's budget is spent or cancelled."""
+
         def emit(token: str) -> None:
             if self.budget.spent():
                 raise BudgetExceeded(self.budget.exhausted or "budget spent")
             on_token(token)
+
         return emit
 
     @llm_span  # the call's span (docs/tracing.md)
-    def _complete(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None, name: str,
-                  max_tokens: int | None, temperature: float | None,
-                  on_token: Callable[[str], None] | None = None) -> ChatReply:
+    def _complete(
+        self,
+        messages: list[dict[str, str]],
+        json_schema: dict[str, Any] | None,
+        name: str,
+        max_tokens: int | None,
+        temperature: float | None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> ChatReply:
         params: dict[str, Any] = {
             "json_schema": json_schema,
             "schema_name": name,
@@ -164,12 +198,17 @@ class LLM:
         if self.max_prompt_tokens is not None:
             size = sum(count_tokens(str(m.get("content", ""))) for m in messages)
             if size > self.max_prompt_tokens:
-                raise PromptTooLarge(f"prompt of ~{size} tokens is over max_prompt_tokens={self.max_prompt_tokens} "
-                                     f"(lower retrieval.top_k or loop.final_k, or raise llm.max_prompt_tokens)")
+                raise PromptTooLarge(
+                    f"prompt of ~{size} tokens is over max_prompt_tokens={self.max_prompt_tokens} "
+                    f"(lower retrieval.top_k or loop.final_k, or raise llm.max_prompt_tokens)"
+                )
         key = None
         if self.cache is not None:
-            identity = {"model": self.chat.model_name,
-                        **(getattr(self.chat, "cache_identity", None) or {}), "templates": self.templates}
+            identity = {
+                "model": self.chat.model_name,
+                **(getattr(self.chat, "cache_identity", None) or {}),
+                "templates": self.templates,
+            }
             key = cache_key(identity, messages, params)
             hit = self.cache.get(key)
             if hit is not None:
@@ -212,8 +251,9 @@ def cache_key(identity: str | dict[str, Any], messages: list[dict[str, str]], pa
     every sampling setting; a bare model name is accepted for older callers."""
     if isinstance(identity, str):
         identity = {"model": identity}
-    blob = json.dumps({"identity": identity, "messages": messages, "params": params}, sort_keys=True,
-                      ensure_ascii=False, default=str)
+    blob = json.dumps(
+        {"identity": identity, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False, default=str
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

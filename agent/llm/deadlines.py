@@ -18,6 +18,7 @@ take minutes for a long judge prompt. Two rules replace it:
   reply size (never less than the configured floor); the question's deadline
   bounds both.
 """
+
 from __future__ import annotations
 
 import threading
@@ -37,8 +38,7 @@ class RateMeter:
     Fed with llama.cpp's `timings` (prompt_n, prompt_ms, predicted_n, predicted_ms) when the server
     sends them, otherwise with usage counts over the call's latency (a lower bound on both rates)."""
 
-    def __init__(self, prompt_tps: float = PRIOR_PROMPT_TPS, gen_tps: float = PRIOR_GEN_TPS, *,
-                 margin: float = MARGIN) -> None:
+    def __init__(self, prompt_tps: float = PRIOR_PROMPT_TPS, gen_tps: float = PRIOR_GEN_TPS, *, margin: float = MARGIN) -> None:
         self.prompt_tps, self.gen_tps, self.margin = float(prompt_tps), float(gen_tps), float(margin)
         self.samples = 0
         self._lock = threading.Lock()
@@ -56,10 +56,12 @@ class RateMeter:
         timings = body.get("timings") if isinstance(body.get("timings"), dict) else None
         if timings:
             try:
-                self.observe(prompt_n=int(timings.get("prompt_n") or 0),
-                             prompt_s=float(timings.get("prompt_ms") or 0) / 1000.0,
-                             gen_n=int(timings.get("predicted_n") or 0),
-                             gen_s=float(timings.get("predicted_ms") or 0) / 1000.0)
+                self.observe(
+                    prompt_n=int(timings.get("prompt_n") or 0),
+                    prompt_s=float(timings.get("prompt_ms") or 0) / 1000.0,
+                    gen_n=int(timings.get("predicted_n") or 0),
+                    gen_s=float(timings.get("predicted_ms") or 0) / 1000.0,
+                )
                 return
             except (TypeError, ValueError):
                 pass
@@ -96,9 +98,17 @@ class Watchdog:
     stream ends, `reason` says why the watchdog closed it (None when it did not) and `kind` what kind of
     reason it was ("first_token" when no content token came). Checks run every `tick_s` in a daemon thread."""
 
-    def __init__(self, close: Callable[[], None], *, inactivity_s: float, first_event_s: float | None = None,
-                 deadline: float | None = None, should_stop: Callable[[], bool] | None = None,
-                 tick_s: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        close: Callable[[], None],
+        *,
+        inactivity_s: float,
+        first_event_s: float | None = None,
+        deadline: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        tick_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._close, self._clock = close, clock
         self.inactivity_s = float(inactivity_s)
         self.first_event_s = float(first_event_s if first_event_s is not None else inactivity_s)
@@ -136,8 +146,10 @@ class Watchdog:
         allowed = self.first_event_s if first else self.inactivity_s
         if now - self._last >= allowed:
             what = "no first token" if first else "no new token"
-            return ("first_token" if first else "inactivity",
-                    f"{what} for {allowed:g}s (inactivity timeout); the endpoint stalled")
+            return (
+                "first_token" if first else "inactivity",
+                f"{what} for {allowed:g}s (inactivity timeout); the endpoint stalled",
+            )
         return None
 
     def _run(self) -> None:

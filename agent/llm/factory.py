@@ -3,6 +3,7 @@
 Both ways go through the same `OpenAIChat` client; the embedded way first
 assembles the packaged GGUF and starts `LocalLLMServer` on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,16 +41,24 @@ def open_llm(config: LLMConfig) -> tuple[LLM, Callable[[], None]]:
     else:
         gguf = resolve_local_model(cfg.local_model)
         # llama.cpp divides its context among the slots: each slot gets n_ctx
-        server = LocalLLMServer(gguf, n_ctx=cfg.n_ctx * cfg.parallel, n_threads=cfg.n_threads,
-                                n_parallel=cfg.parallel)
+        server = LocalLLMServer(gguf, n_ctx=cfg.n_ctx * cfg.parallel, n_threads=cfg.n_threads, n_parallel=cfg.parallel)
         base_url, api_key = server.base_url, "not-needed"
     try:
-        chat = OpenAIChat(base_url, api_key, cfg.model, timeout_s=cfg.timeout_s, max_attempts=cfg.max_attempts,
-                          max_retry_s=cfg.max_retry_s, output_mode=mode, max_reply_bytes=cfg.max_reply_bytes,
-                          adaptive_timeouts=server is not None)  # the embedded model: limits from its measured speed
+        chat = OpenAIChat(
+            base_url,
+            api_key,
+            cfg.model,
+            timeout_s=cfg.timeout_s,
+            max_attempts=cfg.max_attempts,
+            max_retry_s=cfg.max_retry_s,
+            output_mode=mode,
+            max_reply_bytes=cfg.max_reply_bytes,
+            adaptive_timeouts=server is not None,
+        )  # the embedded model: limits from its measured speed
         cache = DiskCache(cfg.cache_dir) if cfg.cache_dir else None
-        llm = LLM(chat, cache=cache, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                  max_prompt_tokens=cfg.max_prompt_tokens)
+        llm = LLM(
+            chat, cache=cache, max_tokens=cfg.max_tokens, temperature=cfg.temperature, max_prompt_tokens=cfg.max_prompt_tokens
+        )
     except BaseException:
         if server is not None:
             server.close()

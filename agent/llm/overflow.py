@@ -12,6 +12,7 @@ and say so in words:
 
 `context_overflow` returns the `ContextOverflow` to raise (with the counts when the message gives them) or None.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,7 @@ from ragsieve.agent.errors import ContextOverflow
 
 _LLAMA = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)", re.I)
 _OPENAI = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", re.I | re.S)
-_GENERIC = re.compile(r"context_length_exceeded|context (?:length|window|size)|too many tokens|prompt is too long",
-                      re.I)
+_GENERIC = re.compile(r"context_length_exceeded|context (?:length|window|size)|too many tokens|prompt is too long", re.I)
 
 
 def context_overflow(status: int | None, text: str, message: str) -> ContextOverflow | None:

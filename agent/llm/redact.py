@@ -1,4 +1,5 @@
 """Secrets never reach a log line or an error message: URL passwords and API keys are masked."""
+
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,6 @@
 """What a chat endpoint's reply can be refused for, shared by the plain call (`openai_chat`) and the stream
 (`streaming`): the output modes, the reply errors, and the one-line error for a rejected request."""
+
 from __future__ import annotations
 
 from enum import Enum

@@ -6,6 +6,7 @@ tenacity with exponential backoff and full jitter (AWS Architecture Blog, "Expon
 are both bounded, and so is the question's `deadline`. A call cut by a time limit (`SlowReply`) or whose server
 accepted it and then stayed silent past the read timeout is not sent again: the server was working on it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,16 +59,29 @@ def backoff_wait(state: RetryCallState, max_retry_s: float, deadline: float | No
 def _retrying(shown_url: str, state: RetryCallState) -> None:
     """The warning line of a failed attempt, and the retry counted on the call's span."""
     fault = state.outcome.exception() if state.outcome else None
-    log.warning("LLM endpoint %s attempt %d failed (%s); retrying", shown_url, state.attempt_number,
-                _describe(fault) if fault is not None else "?")
+    log.warning(
+        "LLM endpoint %s attempt %d failed (%s); retrying",
+        shown_url,
+        state.attempt_number,
+        _describe(fault) if fault is not None else "?",
+    )
     tracing.count("ragsieve.llm.retries")
     tracing.event("ragsieve.llm.retry", {"attempt": state.attempt_number, "error": type(fault).__name__})
 
 
-def call_with_retries(fn: Callable[[], Any], *, shown_url: str, model: str, deadline: float | None,
-                      max_attempts: int, max_retry_s: float, sleep: Callable[[float], None]) -> Any:
+def call_with_retries(
+    fn: Callable[[], Any],
+    *,
+    shown_url: str,
+    model: str,
+    deadline: float | None,
+    max_attempts: int,
+    max_retry_s: float,
+    sleep: Callable[[float], None],
+) -> Any:
     """`fn()`, retried on transport faults within the bounds; a fault that is not retried, or the last one,
     becomes `EndpointError` (or `BudgetExceeded` at the deadline) in one line naming the endpoint."""
+
     def past_deadline(state: RetryCallState) -> bool:
         return deadline is not None and time.monotonic() >= deadline
 
@@ -78,8 +92,10 @@ def call_with_retries(fn: Callable[[], Any], *, shown_url: str, model: str, dead
 
     retrying = Retrying(
         stop=stop,
-        wait=lambda state: backoff_wait(state, max_retry_s, deadline), retry=retry_if_exception(retryable),
-        sleep=sleep, reraise=False,
+        wait=lambda state: backoff_wait(state, max_retry_s, deadline),
+        retry=retry_if_exception(retryable),
+        sleep=sleep,
+        reraise=False,
         before_sleep=lambda s: _retrying(shown_url, s),
     )
     started = time.monotonic()
@@ -87,22 +103,26 @@ def call_with_retries(fn: Callable[[], Any], *, shown_url: str, model: str, dead
         return retrying(fn)
     except (SlowReply, openai.APITimeoutError) as exc:  # not retried (`retryable`): the server was working
         if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
-            raise BudgetExceeded(f"deadline per question reached while waiting for {shown_url}: "
-                                 f"{_describe(exc)}") from None
+            raise BudgetExceeded(f"deadline per question reached while waiting for {shown_url}: {_describe(exc)}") from None
         raise EndpointError(
             f"LLM endpoint {shown_url} (model {model}) did not answer in time after 1 attempt(s) in "
             f"{time.monotonic() - started:.1f}s; not sent again (the server may still be working on it): "
             f"raise llm.timeout_s (--request-timeout) for a slow model; last error: {_describe(exc)}",
-            base_url=shown_url, attempts=1) from exc
+            base_url=shown_url,
+            attempts=1,
+        ) from exc
     except RetryError as exc:
         attempt = exc.last_attempt
         last = attempt.exception() or RuntimeError("no exception recorded")
         if deadline is not None and time.monotonic() >= deadline:
-            raise BudgetExceeded(f"deadline per question reached after {attempt.attempt_number} attempt(s) "
-                                 f"at {shown_url}; last error: {_describe(last)}") from None
+            raise BudgetExceeded(
+                f"deadline per question reached after {attempt.attempt_number} attempt(s) "
+                f"at {shown_url}; last error: {_describe(last)}"
+            ) from None
         raise EndpointError(
             f"LLM endpoint {shown_url} (model {model}) failed after {attempt.attempt_number} "
             f"attempt(s) in {time.monotonic() - started:.1f}s (limits: {max_attempts} attempts, "
             f"{max_retry_s:g}s); last error: {_describe(last)}",
-            base_url=shown_url, attempts=attempt.attempt_number,
+            base_url=shown_url,
+            attempts=attempt.attempt_number,
         ) from last

@@ -20,6 +20,7 @@ cannot be taken back, so a later fault raises `StreamBroken`. A server that
 answers a streaming request with a plain JSON body (no events) is asked again
 without streaming.
 """
+
 from __future__ import annotations
 
 import time
@@ -46,9 +47,16 @@ class _NoEvents(Exception):
     """The endpoint sent no stream events (it ignored `stream: true`)."""
 
 
-def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Callable[[str], None],
-                      max_tokens: int | None = None, temperature: float | None = None,
-                      deadline: float | None = None, should_stop: Callable[[], bool] | None = None) -> ChatReply:
+def stream_completion(
+    chat: Any,
+    messages: list[dict[str, str]],
+    *,
+    on_token: Callable[[str], None],
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    deadline: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> ChatReply:
     """Stream one plain-text completion from `chat` (an `OpenAIChat`), calling `on_token` per delta."""
     model = chat.model_name if deadline is None else chat.ensure_model(deadline)
     kwargs = chat._request(model, messages, None, "reply", OutputMode.TEXT, max_tokens, temperature)
@@ -78,8 +86,13 @@ def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Ca
         except Exception:
             stream.close()
             raise
-        dog = Watchdog(lambda: _abort(stream), inactivity_s=chat.timeout_s, first_event_s=first_event_s, deadline=deadline,
-                       should_stop=should_stop)
+        dog = Watchdog(
+            lambda: _abort(stream),
+            inactivity_s=chat.timeout_s,
+            first_event_s=first_event_s,
+            deadline=deadline,
+            should_stop=should_stop,
+        )
         try:
             with dog:
                 for event in stream:
@@ -88,8 +101,10 @@ def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Ca
                     if deadline is not None and time.monotonic() >= deadline:
                         raise BudgetExceeded(f"deadline per question reached while streaming ({size} bytes in)")
                     if getattr(event, "usage", None) is not None:
-                        usage = {"prompt_tokens": getattr(event.usage, "prompt_tokens", 0) or 0,
-                                 "completion_tokens": getattr(event.usage, "completion_tokens", 0) or 0}
+                        usage = {
+                            "prompt_tokens": getattr(event.usage, "prompt_tokens", 0) or 0,
+                            "completion_tokens": getattr(event.usage, "completion_tokens", 0) or 0,
+                        }
                     for choice in getattr(event, "choices", None) or []:
                         if getattr(choice, "finish_reason", None):
                             timing["finish_reason"] = choice.finish_reason
@@ -98,8 +113,10 @@ def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Ca
                             continue
                         size += len(delta.encode("utf-8", "surrogatepass"))
                         if size > chat.max_reply_bytes:
-                            raise ReplyTooLarge(f"LLM endpoint {chat.shown_url} streamed over max_reply_bytes="
-                                                f"{chat.max_reply_bytes}; stopped reading")
+                            raise ReplyTooLarge(
+                                f"LLM endpoint {chat.shown_url} streamed over max_reply_bytes="
+                                f"{chat.max_reply_bytes}; stopped reading"
+                            )
                         parts.append(delta)
                         if not emitted["any"]:
                             timing["first"] = time.monotonic() - begun
@@ -150,10 +167,19 @@ def stream_completion(chat: Any, messages: list[dict[str, str]], *, on_token: Ca
     prompt_tokens = usage.get("prompt_tokens") or prompt_tokens_est
     completion_tokens = usage.get("completion_tokens") or count_tokens(text)
     if "first" in timing:
-        chat.rates.observe(prompt_n=int(prompt_tokens), prompt_s=timing["first"], gen_n=int(completion_tokens),
-                           gen_s=max(1e-3, timing["total"] - timing["first"]))
-    return ChatReply(text=text, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
-                     latency_s=time.monotonic() - started, finish_reason=timing.get("finish_reason"))
+        chat.rates.observe(
+            prompt_n=int(prompt_tokens),
+            prompt_s=timing["first"],
+            gen_n=int(completion_tokens),
+            gen_s=max(1e-3, timing["total"] - timing["first"]),
+        )
+    return ChatReply(
+        text=text,
+        prompt_tokens=int(prompt_tokens),
+        completion_tokens=int(completion_tokens),
+        latency_s=time.monotonic() - started,
+        finish_reason=timing.get("finish_reason"),
+    )
 
 
 def _abort(stream: Any) -> None:
@@ -178,6 +204,8 @@ def _watchdog_error(dog: Watchdog, chat: Any, size: int, emitted: bool) -> LLMEr
     if dog.kind in ("deadline", "cancelled"):
         return BudgetExceeded(message)
     if dog.kind == "first_token":
-        return NoFirstToken(f"{message}; not sent again (the endpoint may still be reading the prompt): raise "
-                            f"llm.timeout_s (--request-timeout) for long prompts on a slow machine")
+        return NoFirstToken(
+            f"{message}; not sent again (the endpoint may still be reading the prompt): raise "
+            f"llm.timeout_s (--request-timeout) for long prompts on a slow machine"
+        )
     return StreamBroken(message) if emitted else SlowReply(message)

@@ -7,6 +7,7 @@ Every template declares what it needs; rendering fails loudly on a missing
 variable (StrictUndefined) and on an unexpected one (checked against the
 template's own undeclared-variable set), as haystack's PromptBuilder does.
 """
+
 from __future__ import annotations
 
 import functools
@@ -77,9 +78,7 @@ class PromptRenderer:
         unexpected = set(variables) - expected
         missing = expected - set(variables)
         if unexpected or missing:
-            raise TemplateError(
-                f"template {name!r}: missing variables {sorted(missing)}, unexpected {sorted(unexpected)}"
-            )
+            raise TemplateError(f"template {name!r}: missing variables {sorted(missing)}, unexpected {sorted(unexpected)}")
         try:
             return self._env.get_template(f"{name}.j2").render(**variables).strip()
         except jinja2.TemplateError as exc:

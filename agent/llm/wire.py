@@ -1,5 +1,6 @@
 """The request and reply shapes of the OpenAI chat API: strict schemas, Retry-After, the schema note, the
 request for an output mode and the `ChatReply` read from a reply body."""
+
 from __future__ import annotations
 
 import copy
@@ -18,6 +19,7 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Copy of `schema` made OpenAI-strict-compatible: every object with `properties`
     closed (additionalProperties false) with all of them required; `default` dropped.
     Maps (`additionalProperties` given as a schema) are left as they are."""
+
     def fix(node: Any) -> Any:
         if isinstance(node, list):
             return [fix(v) for v in node]
@@ -36,6 +38,7 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
             out["additionalProperties"] = False
             out["required"] = list(out.get("properties", {}))
         return out
+
     return fix(copy.deepcopy(schema))
 
 
@@ -62,8 +65,15 @@ def _with_schema_instruction(messages: list[dict[str, str]], json_schema: dict[s
     return [{"role": "system", "content": note}] + list(messages)
 
 
-def chat_request(model: str, messages: list[dict[str, str]], json_schema: dict[str, Any] | None, schema_name: str,
-                 mode: OutputMode, max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+def chat_request(
+    model: str,
+    messages: list[dict[str, str]],
+    json_schema: dict[str, Any] | None,
+    schema_name: str,
+    mode: OutputMode,
+    max_tokens: int | None,
+    temperature: float | None,
+) -> dict[str, Any]:
     """The keyword arguments of one chat completion; a schema asked for as `mode` says."""
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages)}
     if max_tokens is not None:
@@ -73,8 +83,10 @@ def chat_request(model: str, messages: list[dict[str, str]], json_schema: dict[s
     if json_schema is None:
         return kwargs
     if mode is OutputMode.JSON_SCHEMA:
-        kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": _safe_name(schema_name), "strict": True, "schema": strict_schema(json_schema)}}
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": _safe_name(schema_name), "strict": True, "schema": strict_schema(json_schema)},
+        }
         return kwargs
     if mode is OutputMode.JSON_OBJECT:
         kwargs["response_format"] = {"type": "json_object"}
@@ -95,11 +107,16 @@ def chat_reply(body: dict[str, Any], shown_url: str, model: str, latency_s: floa
         raise LLMError(f"model {model} refused: {str(refusal)[:500]}")
     content = message.get("content")
     if not isinstance(content, str):
-        raise LLMError(f"LLM endpoint {shown_url} (model {model}) returned no message content "
-                       f"(finish_reason={first.get('finish_reason')})")
+        raise LLMError(
+            f"LLM endpoint {shown_url} (model {model}) returned no message content (finish_reason={first.get('finish_reason')})"
+        )
     raw_usage = body.get("usage")
     usage = raw_usage if isinstance(raw_usage, dict) else {}
     finish = first.get("finish_reason")
-    return ChatReply(text=content, prompt_tokens=_int(usage.get("prompt_tokens")),
-                     completion_tokens=_int(usage.get("completion_tokens")), latency_s=latency_s,
-                     finish_reason=finish if isinstance(finish, str) else None)
+    return ChatReply(
+        text=content,
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+        latency_s=latency_s,
+        finish_reason=finish if isinstance(finish, str) else None,
+    )

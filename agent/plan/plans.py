@@ -1,6 +1,7 @@
 """Shipped plans: each lists its steps' transitions, keyed by each step's outcome type (pydantic-graph style:
 `Expand.on({"grew": Judge, ...})`, checked by mypy); a plan runs the steps it names. A config may
 add or override plans by name (`[plans.NAME]`, a `PlanSpec`): those run steps of `STEPS`, every step there is."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,10 @@ from ragsieve.agent.steps.segments import Segments
 from ragsieve.agent.steps.validate import Validate
 
 # every step a plan may name, by name: an explicit list, not a registry filled on import
-STEPS: dict[str, type[Step[Any]]] = {step.name: step for step in (
-    Retrieve, Rerank, Judge, Expand, Conformal, Outliers, Segments, Draft, Answer, Validate, Fallback)}
+STEPS: dict[str, type[Step[Any]]] = {
+    step.name: step
+    for step in (Retrieve, Rerank, Judge, Expand, Conformal, Outliers, Segments, Draft, Answer, Validate, Fallback)
+}
 
 FULL = (  # the card's pipeline: every stage
     Retrieve.on({"next": Judge}),
@@ -40,17 +43,18 @@ FULL = (  # the card's pipeline: every stage
 BUILTIN_PLANS: dict[str, Plan] = {
     "fast": Plan.of(Retrieve, Retrieve.on({"next": Answer}), Answer.on({"next": END})),
     # every answer is written from the (filtered) context and the last answer is validated
-    "agentic": Plan.of(Retrieve,
-                       Retrieve.on({"next": Judge}),
-                       Judge.on({"next": Expand}),
-                       Expand.on({"grew": Judge, "converged": Answer}),
-                       Answer.on({"next": Validate}),
-                       Validate.on({"resolved": END, "unresolved": Fallback, "exhausted": END}),
-                       Fallback.on({"next": Answer, "unchanged": END})),
+    "agentic": Plan.of(
+        Retrieve,
+        Retrieve.on({"next": Judge}),
+        Judge.on({"next": Expand}),
+        Expand.on({"grew": Judge, "converged": Answer}),
+        Answer.on({"next": Validate}),
+        Validate.on({"resolved": END, "unresolved": Fallback, "exhausted": END}),
+        Fallback.on({"next": Answer, "unchanged": END}),
+    ),
     "full": Plan.of(Retrieve, *FULL),
     # retrieve, then a cross-encoder (or /rerank endpoint) re-scores the pool: needs [rerank] provider
-    "fast+rerank": Plan.of(Retrieve, Retrieve.on({"next": Rerank}), Rerank.on({"next": Answer}),
-                           Answer.on({"next": END})),
+    "fast+rerank": Plan.of(Retrieve, Retrieve.on({"next": Rerank}), Rerank.on({"next": Answer}), Answer.on({"next": END})),
     "full+rerank": Plan.of(Retrieve, Retrieve.on({"next": Rerank}), *FULL[1:], Rerank.on({"next": Judge})),
 }
 for _name, _plan in BUILTIN_PLANS.items():  # an outcome a shipped plan leaves unmapped fails on import

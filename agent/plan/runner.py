@@ -15,6 +15,7 @@ refuse (each step's `check_config`). When the question's LLM budget
 answer so far (the answer, else the last draft), marked in `state.stopped`
 and in a `stopped` trace event.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,9 +49,13 @@ class Plan:
     @classmethod
     def of(cls, start: type[Step[Any]], *edges: Edges) -> Plan:
         """A plan from typed edges (`Step.on`): it runs the steps that have edges, from `start`."""
-        return cls(tuple(e.step for e in edges), PlanSpec(start=start.name, transitions={
-            e.step.name: {o: END.value if t is END else t.name for o, t in e.targets.items()}
-            for e in edges}))
+        return cls(
+            tuple(e.step for e in edges),
+            PlanSpec(
+                start=start.name,
+                transitions={e.step.name: {o: END.value if t is END else t.name for o, t in e.targets.items()} for e in edges},
+            ),
+        )
 
     @property
     def start(self) -> str:
@@ -59,8 +64,9 @@ class Plan:
     @property
     def transitions(self) -> dict[str, dict[str, str | End]]:
         """Per step name, where each outcome leads: a step name, or `END`."""
-        return {step: {o: END if t == END.value else t for o, t in edges.items()}
-                for step, edges in self.spec.transitions.items()}
+        return {
+            step: {o: END if t == END.value else t for o, t in edges.items()} for step, edges in self.spec.transitions.items()
+        }
 
     @property
     def by_name(self) -> dict[str, type[Step[Any]]]:
@@ -85,8 +91,10 @@ def validate_plan(name: str, plan: Plan, config: Config | None = None) -> None:
     for step in sorted(reachable):
         missing = [o for o in known[step].outcomes if o not in plan.transitions.get(step, {})]
         if missing:
-            raise UsageError(f"plan {name!r}: step {step!r} has no transition for outcome(s) {missing}: "
-                             f"the run would stop there after paying for it")
+            raise UsageError(
+                f"plan {name!r}: step {step!r} has no transition for outcome(s) {missing}: "
+                f"the run would stop there after paying for it"
+            )
     unreachable = sorted(set(plan.transitions) - reachable)
     if unreachable:
         raise UsageError(f"plan {name!r}: step(s) {unreachable} cannot be reached from start {plan.start!r}")
@@ -168,7 +176,8 @@ def _stop_on_budget(at: str, state: RunState, deps: Deps) -> None:
         hits = state.context or sorted(state.pool.values(), key=lambda h: -(h.score or 0.0))
         listed = deps.config.abstention.passages
         state.answer, state.citations = with_also_retrieved(
-            *abstention_answer(hits, max(1, listed), head=STOPPED), hits, deps.config.abstention.also_retrieved)
+            *abstention_answer(hits, max(1, listed), head=STOPPED), hits, deps.config.abstention.also_retrieved
+        )
         best = "closest passages"
     else:
         best = "answer" if state.answer is not None else "none"
@@ -186,14 +195,16 @@ def _run_one(plan: Plan, name: str, state: RunState, deps: Deps) -> StepResult[A
     result = step.run(state, deps)
     duration = time.perf_counter() - started
     usage = deps.llm.meter.snapshot().minus(before) if deps.llm is not None and before is not None else None
-    summary = result.summary if counter is None or trips_before is None else {
-        **result.summary_dict(), "index_round_trips": counter.round_trips() - trips_before}
+    summary = (
+        result.summary
+        if counter is None or trips_before is None
+        else {**result.summary_dict(), "index_round_trips": counter.round_trips() - trips_before}
+    )
     event = TraceEvent(step=name, outcome=result.outcome, summary=summary, duration_s=round(duration, 4))
     if usage is not None:
         event.usage = usage
     state.trace.append(event)
     state.steps_taken += 1
-    deps.emit("step", {"step": name, "outcome": result.outcome, "duration_s": event.duration_s,
-                       "summary": result.summary_dict()})
+    deps.emit("step", {"step": name, "outcome": result.outcome, "duration_s": event.duration_s, "summary": result.summary_dict()})
     log.debug("step %s -> %s in %.3fs", name, result.outcome, duration)
     return result

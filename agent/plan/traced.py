@@ -7,6 +7,7 @@ validate, fallback), whose attributes are read from the `TraceEvent` the step ju
 question, the answer, a step's summary) goes in only through `Span.text`: dropped unless the operator turned
 `[tracing] capture_content` on, redacted otherwise. While tracing is off both wrappers call through at once.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,9 +21,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _usage(prefix: str, usage: Any) -> dict[str, Any]:
-    return {f"{prefix}.calls": usage.calls, f"{prefix}.cached_calls": usage.cached_calls,
-            f"{prefix}.prompt_tokens": usage.prompt_tokens, f"{prefix}.completion_tokens": usage.completion_tokens,
-            f"{prefix}.latency_s": round(usage.latency_s, 4)}
+    return {
+        f"{prefix}.calls": usage.calls,
+        f"{prefix}.cached_calls": usage.cached_calls,
+        f"{prefix}.prompt_tokens": usage.prompt_tokens,
+        f"{prefix}.completion_tokens": usage.completion_tokens,
+        f"{prefix}.latency_s": round(usage.latency_s, 4),
+    }
 
 
 def _numbers(prefix: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -38,6 +43,7 @@ def _numbers(prefix: str, summary: dict[str, Any]) -> dict[str, Any]:
 
 def step_span(fn: F) -> F:
     """`_run_one(plan, name, state, deps)` inside the span `ragsieve.step.<name>`."""
+
     @functools.wraps(fn)
     def run_one(plan: Any, name: str, state: Any, deps: Any) -> Any:
         if not tracing.enabled():
@@ -48,39 +54,58 @@ def step_span(fn: F) -> F:
             result = fn(plan, name, state, deps)
             if len(state.trace) > events:  # the event this step appended: the span says what it says
                 event = state.trace[-1]
-                span.update({"ragsieve.step.outcome": event.outcome, "ragsieve.step.duration_s": event.duration_s,
-                             **_usage("ragsieve.step.llm", event.usage), **_numbers("ragsieve.step", event.summary_dict())})
+                span.update(
+                    {
+                        "ragsieve.step.outcome": event.outcome,
+                        "ragsieve.step.duration_s": event.duration_s,
+                        **_usage("ragsieve.step.llm", event.usage),
+                        **_numbers("ragsieve.step", event.summary_dict()),
+                    }
+                )
                 span.text("ragsieve.step.summary", json.dumps(event.summary_dict(), default=str, ensure_ascii=False))
             return result
+
     return run_one  # type: ignore[return-value]
 
 
 def question_span(fn: F) -> F:
     """`Orchestrator.ask(question, ...)` inside the span `ragsieve.question`; the `Answer` gets the trace id."""
+
     @functools.wraps(fn)
     def ask(self: Any, question: str, **kwargs: Any) -> Any:
         if not tracing.enabled():
             return fn(self, question, **kwargs)
         plan = kwargs.get("plan") or self.config.plan
         root = getattr(self.index, "root", None)
-        attributes = {"ragsieve.plan": plan, "ragsieve.index": str(root) if root is not None else None,
-                      "ragsieve.question.chars": len(question), "ragsieve.follow_up": bool(kwargs.get("history"))}
+        attributes = {
+            "ragsieve.plan": plan,
+            "ragsieve.index": str(root) if root is not None else None,
+            "ragsieve.question.chars": len(question),
+            "ragsieve.follow_up": bool(kwargs.get("history")),
+        }
         with tracing.span("ragsieve.question", tracing.Kind.CHAIN, attributes) as span:
             span.text(INPUT_VALUE, question)
             answer = fn(self, question, **kwargs)
             span.text(OUTPUT_VALUE, answer.answer)
             stopped = answer.stopped
-            span.update({"ragsieve.grounding": answer.grounding.value, "ragsieve.resolved": answer.resolved,
-                         "ragsieve.abstention": getattr(answer.abstention, "value", answer.abstention),
-                         "ragsieve.stopped": bool(stopped), "ragsieve.steps": [e.step for e in answer.trace],
-                         "ragsieve.context.ids": [h.chunk_id for h in answer.context],
-                         "ragsieve.citations": [c.chunk_id for c in answer.citations],
-                         **_usage("ragsieve.llm", answer.usage),
-                         "llm.token_count.prompt": answer.usage.prompt_tokens,
-                         "llm.token_count.completion": answer.usage.completion_tokens,
-                         "llm.token_count.total": answer.usage.prompt_tokens + answer.usage.completion_tokens})
+            span.update(
+                {
+                    "ragsieve.grounding": answer.grounding.value,
+                    "ragsieve.resolved": answer.resolved,
+                    "ragsieve.abstention": getattr(answer.abstention, "value", answer.abstention),
+                    "ragsieve.stopped": bool(stopped),
+                    "ragsieve.steps": [e.step for e in answer.trace],
+                    "ragsieve.context.ids": [h.chunk_id for h in answer.context],
+                    "ragsieve.citations": [c.chunk_id for c in answer.citations],
+                    **_usage("ragsieve.llm", answer.usage),
+                    "llm.token_count.prompt": answer.usage.prompt_tokens,
+                    "llm.token_count.completion": answer.usage.completion_tokens,
+                    "llm.token_count.total": answer.usage.prompt_tokens + answer.usage.completion_tokens,
+                }
+            )
             if stopped:
                 span.event("ragsieve.stopped", {"reason": stopped})
             answer.trace_id = tracing.trace_id()
             return answer
+
     return ask  # type: ignore[return-value]

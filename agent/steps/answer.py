@@ -1,4 +1,5 @@
 """Answer from the current context (the plan's last word), deciding abstention with calibrated evidence."""
+
 from __future__ import annotations
 
 import logging
@@ -45,15 +46,24 @@ def answerability(state: RunState, deps: Deps) -> dict:
     if where is not None:
         sims = sims[np.asarray(index.filter_rows(where), dtype=np.int64)]
     if not sims.size:
-        return {"answerable": False, "score": None, "max_false_answer": eps,
-                "why": "the metadata filter admits no passage: the model's abstention stands"}
+        return {
+            "answerable": False,
+            "score": None,
+            "max_false_answer": eps,
+            "why": "the metadata filter admits no passage: the model's abstention stands",
+        }
     score = float(np.max(sims))
     threshold = cal.abstention.threshold(eps)
     verdict = says_answerable(score, threshold)
-    return {"answerable": verdict, "score": round(score, 6), "max_false_answer": eps,
-            "threshold": None if math.isinf(threshold) else round(threshold, 6), "origin": cal.abstention.origin,
-            "why": f"top-1 cosine {score:.4f} {'>' if verdict else '<='} cutoff "
-                   f"{'inf' if math.isinf(threshold) else f'{threshold:.4f}'} (false-answer rate <= {eps})"}
+    return {
+        "answerable": verdict,
+        "score": round(score, 6),
+        "max_false_answer": eps,
+        "threshold": None if math.isinf(threshold) else round(threshold, 6),
+        "origin": cal.abstention.origin,
+        "why": f"top-1 cosine {score:.4f} {'>' if verdict else '<='} cutoff "
+        f"{'inf' if math.isinf(threshold) else f'{threshold:.4f}'} (false-answer rate <= {eps})",
+    }
 
 
 def closest(state: RunState) -> list:
@@ -67,7 +77,7 @@ def send_rest(text: str, streamed: str, on_token: Callable[[str], None]) -> None
     if not text.startswith(streamed):  # a bug: logged, and nothing is sent twice
         logger.warning("the answer no longer begins with the %d characters already streamed", len(streamed))
     elif len(text) > len(streamed):
-        on_token(text[len(streamed):])
+        on_token(text[len(streamed) :])
 
 
 class Answer(Step[Next]):
@@ -103,8 +113,10 @@ class Answer(Step[Next]):
         state.abstention = None
         if not state.context:
             state.answer, state.citations = with_also_retrieved(
-                *abstention_answer(closest(state), listed, head=NO_EVIDENCE), closest(state),
-                deps.config.abstention.also_retrieved if listed else 0)
+                *abstention_answer(closest(state), listed, head=NO_EVIDENCE),
+                closest(state),
+                deps.config.abstention.also_retrieved if listed else 0,
+            )
             state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
             return StepResult("next", {"context": [], "abstention": "no_evidence", "llm": False})
         report: dict = {"context": context_ids, "order": deps.config.loop.context_order}
@@ -113,17 +125,27 @@ class Answer(Step[Next]):
             report["answerability"] = decision
             if decision["answerable"] is False:
                 state.answer, state.citations = with_also_retrieved(
-                    *abstention_answer(state.context, listed, head=NO_EVIDENCE), state.context,
-                    deps.config.abstention.also_retrieved if listed else 0)
+                    *abstention_answer(state.context, listed, head=NO_EVIDENCE),
+                    state.context,
+                    deps.config.abstention.also_retrieved if listed else 0,
+                )
                 state.abstention, state.citations_inferred = Abstention.NO_EVIDENCE, False
-                report.update({"abstention": "no_evidence", "llm": False, "nothing_relevant": (
-                    "a judge trusted for this question called none of the judged chunks relevant and the calibrated "
-                    "answerability score does not say answerable: abstained without asking the model")})
+                report.update(
+                    {
+                        "abstention": "no_evidence",
+                        "llm": False,
+                        "nothing_relevant": (
+                            "a judge trusted for this question called none of the judged chunks relevant and the calibrated "
+                            "answerability score does not say answerable: abstained without asking the model"
+                        ),
+                    }
+                )
                 return StepResult("next", report)
-            report["nothing_relevant"] = (
-                "a judge trusted for this question called none of the judged chunks relevant, but "
-                + ("the calibrated answerability score says answerable: the model reads the context"
-                   if decision["answerable"] else "there is no calibrated answerability verdict: the model decides"))
+            report["nothing_relevant"] = "a judge trusted for this question called none of the judged chunks relevant, but " + (
+                "the calibrated answerability score says answerable: the model reads the context"
+                if decision["answerable"]
+                else "there is no calibrated answerability verdict: the model decides"
+            )
         streamed = ""  # the part of the answer already sent to `deps.on_token`
         if state.draft is not None and state.draft_context == context_ids:
             text, citations = state.draft, [c.model_copy() for c in state.draft_citations]
@@ -133,21 +155,30 @@ class Answer(Step[Next]):
             deps.emit("answer", {"attempt": attempt, "context": context_ids})
             options = deps.answer_options
             asked: dict = {}
-            text, citations = answer_from_context(state.question, state.context, deps,
-                                                  order=deps.config.loop.context_order, report=asked,
-                                                  instructions=state.instructions, on_token=deps.on_token,
-                                                  max_tokens=options.get("max_tokens"),
-                                                  temperature=options.get("temperature"),
-                                                  asked=state.asked, history=state.history,
-                                                  hold_uncited=deps.config.abstention.strict)
+            text, citations = answer_from_context(
+                state.question,
+                state.context,
+                deps,
+                order=deps.config.loop.context_order,
+                report=asked,
+                instructions=state.instructions,
+                on_token=deps.on_token,
+                max_tokens=options.get("max_tokens"),
+                temperature=options.get("temperature"),
+                asked=state.asked,
+                history=state.history,
+                hold_uncited=deps.config.abstention.strict,
+            )
             state.citations_inferred = bool(asked.get("citations_inferred"))
             streamed = asked.get("streamed", "")
             state.truncated = asked.get("finish_reason") == "length"
             if asked.get("window_cut"):  # the endpoint refused the whole context: say what the answer read
                 cut = report["window_cut"] = asked["window_cut"]
-                note = (f"the model's context window ({cut.get('window_tokens') or 'its size not given'} tokens) "
-                        f"refused the whole context: the answer read the best {cut['sent']} of {cut['passages']} "
-                        "passages, so the context's coverage is not guaranteed for this answer")
+                note = (
+                    f"the model's context window ({cut.get('window_tokens') or 'its size not given'} tokens) "
+                    f"refused the whole context: the answer read the best {cut['sent']} of {cut['passages']} "
+                    "passages, so the context's coverage is not guaranteed for this answer"
+                )
                 if note not in state.notes:
                     state.notes.append(note)
         if is_abstention(text):
@@ -175,6 +206,7 @@ class Answer(Step[Next]):
         cited = [] if state.abstention in ABSTENTIONS else cited_in_text(text, citations)  # listed passages: not cited
         if state.citations_inferred:  # no marker in the text: the inferred ones (`origin` "inferred")
             cited = [c for c in citations if c.cited and c.origin == "inferred"]
-        report.update({"cited": [c.chunk_id for c in cited], "abstention": state.abstention,
-                       "citations_inferred": state.citations_inferred})
+        report.update(
+            {"cited": [c.chunk_id for c in cited], "abstention": state.abstention, "citations_inferred": state.citations_inferred}
+        )
         return StepResult("next", report)

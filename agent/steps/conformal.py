@@ -17,6 +17,7 @@ asking the model (`min_keep` > 0 keeps the best chunks instead).
 Without a calibration file the context passes through and a note says the index is
 uncalibrated (shown by `ragsieve ask`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,12 +55,15 @@ class Conformal(Step[Next]):
             return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
         cal, warnings, path = cached_calibration(deps)
         if cal is None:
-            note = (f"uncalibrated index: the conformal threshold was not applied (no {path}); "
-                    f"run `ragsieve calibrate --index DIR` to keep every chunk passing a calibrated cutoff")
+            note = (
+                f"uncalibrated index: the conformal threshold was not applied (no {path}); "
+                f"run `ragsieve calibrate --index DIR` to keep every chunk passing a calibrated cutoff"
+            )
             if note not in state.notes:
                 state.notes.append(note)
-            return StepResult("next", {"status": "uncalibrated", "kept": before, "removed": [], "note": note,
-                                       "warnings": warnings})
+            return StepResult(
+                "next", {"status": "uncalibrated", "kept": before, "removed": [], "note": note, "warnings": warnings}
+            )
         kind = ScoreKind(cfg.score_kind) if cfg.score_kind else cal.kind
         alpha = cfg.alpha if cfg.alpha is not None else cal.alpha
         qhat = cal.threshold(kind, cfg.alpha)
@@ -80,11 +84,17 @@ class Conformal(Step[Next]):
         by_id = {h.chunk_id: (float(s), float(c)) for h, s, c in zip(hits, sims, scores)}
         source = state.context if cfg.candidates == "context" else sorted(hits, key=lambda h: -by_id[h.chunk_id][0])
         passing = [h for h in source if by_id[h.chunk_id][1] <= qhat]
-        summary: dict = {"status": "applied", "kind": kind.value, "alpha": alpha, "coverage": round(1 - alpha, 4),
-                         "qhat": None if math.isinf(qhat) else round(qhat, 6),
-                         "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
-                         "candidates": cfg.candidates, "passing": [h.chunk_id for h in passing],
-                         "best": _best(scores)}  # the lowest nonconformity score: it passes when <= qhat
+        summary: dict = {
+            "status": "applied",
+            "kind": kind.value,
+            "alpha": alpha,
+            "coverage": round(1 - alpha, 4),
+            "qhat": None if math.isinf(qhat) else round(qhat, 6),
+            "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
+            "candidates": cfg.candidates,
+            "passing": [h.chunk_id for h in passing],
+            "best": _best(scores),
+        }  # the lowest nonconformity score: it passes when <= qhat
         combined = combine_with_judge(state, deps, passing)
         kept, promised = combined.kept, combined.promised
         summary["combined_with"] = combined.how
@@ -93,9 +103,11 @@ class Conformal(Step[Next]):
         # set stands alone, when the coverage rests on the judge's recall bound, not on the set)
         if cap_bound and not combined.alone:
             reduced.append(CoverageLoss.CORPUS_CAP)
-            note = (f"more chunks passed the conformal cutoff than conformal.corpus_max = {cfg.corpus_max} admits: "
-                    f"the conformal set was truncated, so coverage {1 - alpha:.2f} is not guaranteed for this "
-                    f"answer; raise conformal.corpus_max or alpha")
+            note = (
+                f"more chunks passed the conformal cutoff than conformal.corpus_max = {cfg.corpus_max} admits: "
+                f"the conformal set was truncated, so coverage {1 - alpha:.2f} is not guaranteed for this "
+                f"answer; raise conformal.corpus_max or alpha"
+            )
             summary["corpus_cap"] = {"limit": cfg.corpus_max, "bound": True, "note": note}
             if note not in state.notes:
                 state.notes.append(note)
@@ -110,9 +122,11 @@ class Conformal(Step[Next]):
         cut = [h.chunk_id for h in dropped if h.chunk_id in passing_ids]
         if cut:  # the guarantee is about the whole passing set: say when the budget cut into it
             reduced.append(CoverageLoss.BUDGET)
-            note = (f"the conformal set ({len(passing)} chunks) exceeded loop.context_tokens = "
-                    f"{deps.config.context_budget()}: {len(cut)} passing chunks were left out, so coverage "
-                    f"{1 - alpha:.2f} is not guaranteed for this answer; raise the budget or alpha")
+            note = (
+                f"the conformal set ({len(passing)} chunks) exceeded loop.context_tokens = "
+                f"{deps.config.context_budget()}: {len(cut)} passing chunks were left out, so coverage "
+                f"{1 - alpha:.2f} is not guaranteed for this answer; raise the budget or alpha"
+            )
             summary["budget_note"] = note
             if note not in state.notes:
                 state.notes.append(note)
@@ -122,13 +136,23 @@ class Conformal(Step[Next]):
         if warnings:
             summary["warnings"] = warnings
         state.context = kept
-        state.evidence = Evidence.NONE if not kept else (Evidence.STRONG if passing else
-                                                         (Evidence.JUDGED if state.loop.judge_trusted else Evidence.FAST))
-        state.conformal = ConformalRecord(kind=kind.value, alpha=alpha, qhat=summary["qhat"],
-                                          calibration_n=cal.n_calibration, coverage=round(1 - alpha, 4),
-                                          passing=[h.chunk_id for h in passing], promised=promised,
-                                          reduced=reduced, corpus_cap=cfg.corpus_max if cap_bound and not combined.alone
-                                          else None, basis="judge recall bound" if combined.alone else "conformal set")
+        state.evidence = (
+            Evidence.NONE
+            if not kept
+            else (Evidence.STRONG if passing else (Evidence.JUDGED if state.loop.judge_trusted else Evidence.FAST))
+        )
+        state.conformal = ConformalRecord(
+            kind=kind.value,
+            alpha=alpha,
+            qhat=summary["qhat"],
+            calibration_n=cal.n_calibration,
+            coverage=round(1 - alpha, 4),
+            passing=[h.chunk_id for h in passing],
+            promised=promised,
+            reduced=reduced,
+            corpus_cap=cfg.corpus_max if cap_bound and not combined.alone else None,
+            basis="judge recall bound" if combined.alone else "conformal set",
+        )
         summary["coverage_guaranteed"] = not reduced
         summary["coverage_basis"] = state.conformal.basis
         return StepResult("next", summary)
@@ -163,8 +187,11 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> Combi
         # the context before this step is the fast context (no trusted verdict narrowed it): the conformal
         # set joins it, never replaces it, so the step cannot lose what the stage before it held (measured:
         # the conformal set alone, a median of 2 chunks on SQuAD at alpha 0.1, lost gold the fast context held, issue 23)
-        return Combined(_unique(fast_context + passing + added), "conformal set + fast context (no trusted judge)",
-                        [h.chunk_id for h in fast_context])
+        return Combined(
+            _unique(fast_context + passing + added),
+            "conformal set + fast context (no trusted judge)",
+            [h.chunk_id for h in fast_context],
+        )
     fast = fast_context if state.loop.rule_adds_fast else []
     plus = " + fast context" if fast else ""
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
@@ -176,8 +203,7 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> Combi
         # the relevant set replaces the fast context, never the conformal set: the rule is chosen from judge
         # recall measured on 30-60 questions, a point estimate (HotpotQA, flip10: 0.846 on a fold at alpha 0.1)
         return Combined(_unique(judged + passing + added), "relevant set + conformal set", [])
-    return Combined(_unique(judged + fast + passing + added), f"relevant set + conformal set{plus}",
-                    [h.chunk_id for h in fast])
+    return Combined(_unique(judged + fast + passing + added), f"relevant set + conformal set{plus}", [h.chunk_id for h in fast])
 
 
 def _unique(hits: list[Hit]) -> list[Hit]:

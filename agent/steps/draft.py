@@ -1,4 +1,5 @@
 """Draft an answer from the selected context (validated next)."""
+
 from __future__ import annotations
 
 import logging
@@ -23,14 +24,27 @@ class Draft(Step[Next]):
     def run(self, state: RunState, deps: Deps) -> StepResult[Next]:
         ids = [h.chunk_id for h in state.context]
         try:
-            text, citations = answer_from_context(state.question, state.context, deps,
-                                                  order=deps.config.loop.context_order, report={},
-                                                  asked=state.asked, history=state.history)
+            text, citations = answer_from_context(
+                state.question,
+                state.context,
+                deps,
+                order=deps.config.loop.context_order,
+                report={},
+                asked=state.asked,
+                history=state.history,
+            )
         except LLMError as exc:
             log.warning("draft failed (%s): %s", type(exc).__name__, exc)
             state.draft, state.draft_citations, state.draft_context = None, [], ids
             return StepResult("next", {"context": ids, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
         state.draft, state.draft_citations, state.draft_context = text, citations, ids
         state.resolved = None
-        return StepResult("next", {"context": ids, "chars": len(text), "cited": [c.chunk_id for c in citations],
-                                   "fallback_context": state.fallback_used})
+        return StepResult(
+            "next",
+            {
+                "context": ids,
+                "chars": len(text),
+                "cited": [c.chunk_id for c in citations],
+                "fallback_context": state.fallback_used,
+            },
+        )

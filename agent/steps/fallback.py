@@ -1,4 +1,5 @@
 """The sparse-chunk fallback (COS-Mix, arXiv 2406.00638) after an unresolved draft."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -65,8 +66,13 @@ class Fallback(Step[Added]):
         reranked = reranker.run(state.question, hits)
         ordered = reranked.hits
         state.remember(ordered)
-        summary = {"sparse_rows": len(rows), "scoring": scoring, "candidates": [h.chunk_id for h in ordered],
-                   "rerank": reranked.method.value, "rerank_note": reranked.note}
+        summary = {
+            "sparse_rows": len(rows),
+            "scoring": scoring,
+            "candidates": [h.chunk_id for h in ordered],
+            "rerank": reranked.method.value,
+            "rerank_note": reranked.note,
+        }
 
         known = {h.chunk_id: state.judged[h.chunk_id] for h in ordered if h.chunk_id in state.judged}
         todo = [h for h in ordered if h.chunk_id not in known]
@@ -79,11 +85,20 @@ class Fallback(Step[Added]):
         elif todo and spent:
             mode, reason = JudgeMode.SKIPPED, f"not judged: {spent}"
         elif todo:
-            decoys = pick_decoys(deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys,
-                                 admit=deps.admitted)
-            result = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=cfg.loop,
-                                      ranked_ids=[h.chunk_id for h in todo], first_round=False, decoys=decoys,
-                                      seed="fallback")
+            decoys = pick_decoys(
+                deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys, admit=deps.admitted
+            )
+            result = judge_candidates(
+                state.question,
+                todo,
+                llm=deps.llm,
+                prompts=deps.prompts,
+                loop=cfg.loop,
+                ranked_ids=[h.chunk_id for h in todo],
+                first_round=False,
+                decoys=decoys,
+                seed="fallback",
+            )
             mode, reason = result.mode, result.reason
             summary["batches"] = [b.public() for b in result.batches]
             verdicts.update(result.trusted)
@@ -110,8 +125,9 @@ class Fallback(Step[Added]):
         for hit in added:
             if hit.chunk_id not in state.relevant:
                 state.relevant.append(hit.chunk_id)
-        summary.update({"judge_mode": mode, "judge_reason": reason, "added": [h.chunk_id for h in added],
-                        "context_size": len(state.context)})
+        summary.update(
+            {"judge_mode": mode, "judge_reason": reason, "added": [h.chunk_id for h in added], "context_size": len(state.context)}
+        )
         state.fallback = FallbackRecord.model_validate(summary, strict=False)
         return StepResult("next" if added else "unchanged", summary)
 
@@ -140,8 +156,15 @@ def sparse_candidates(state: RunState, deps: Deps, rows: list[int], exclude: set
         chunk = index.store.get_many([row])[0]
         if chunk.chunk_id in exclude:
             continue
-        picked.append(Hit(chunk=chunk, row=row, score=float(scores[i]), dense_score=float(sims[i]),
-                          extra={"neighbour_similarity": float(nn[i])}))
+        picked.append(
+            Hit(
+                chunk=chunk,
+                row=row,
+                score=float(scores[i]),
+                dense_score=float(sims[i]),
+                extra={"neighbour_similarity": float(nn[i])},
+            )
+        )
         if len(picked) >= cfg.sparse_candidates:
             break
     return picked, f"cos(q,c) + {cfg.distance_weight} * (1 - nearest-neighbour cos)"
@@ -153,8 +176,8 @@ def _nn_of_rows(vectors: np.ndarray, rows: list[int]) -> np.ndarray:
     if len(vectors) < 2:
         return out
     for start in range(0, len(rows), 512):
-        block = rows[start: start + 512]
+        block = rows[start : start + 512]
         sims = vectors[block] @ vectors.T
         sims[np.arange(len(block)), block] = -np.inf
-        out[start: start + len(block)] = sims.max(axis=1)
+        out[start : start + len(block)] = sims.max(axis=1)
     return out

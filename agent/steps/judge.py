@@ -1,4 +1,5 @@
 """Judge the unjudged candidates (see `ragsieve.agent.judging.rounds` for batching, fallbacks and trust)."""
+
 from __future__ import annotations
 
 from ragsieve.agent.core.evidence import applied_rule
@@ -49,11 +50,26 @@ class Judge(Step[Next]):
         else:
             neighbours = state.loop.neighbour_of
             ranked = [cid for cid in ids if cid not in neighbours]
-            decoys = pick_decoys(deps.index, state.question, set(ids), loop.judge_decoys,
-                                 skip=(number - 1) * loop.judge_decoys, admit=deps.admitted)
-            outcome = judge_candidates(state.question, todo, llm=deps.llm, prompts=deps.prompts, loop=loop,
-                                       ranked_ids=ranked, first_round=number == 1, decoys=decoys,
-                                       seed=str(number), order_check=number == 1 and loop.judge_order_check)
+            decoys = pick_decoys(
+                deps.index,
+                state.question,
+                set(ids),
+                loop.judge_decoys,
+                skip=(number - 1) * loop.judge_decoys,
+                admit=deps.admitted,
+            )
+            outcome = judge_candidates(
+                state.question,
+                todo,
+                llm=deps.llm,
+                prompts=deps.prompts,
+                loop=loop,
+                ranked_ids=ranked,
+                first_round=number == 1,
+                decoys=decoys,
+                seed=str(number),
+                order_check=number == 1 and loop.judge_order_check,
+            )
         if outcome.mode is JudgeMode.SCORE:
             state.loop.distrusted = f"round {number}: {outcome.reason}"
         decided = dict(outcome.trusted)
@@ -66,10 +82,18 @@ class Judge(Step[Next]):
         trusted.update(outcome.trusted)
         state.relevant.extend(new_relevant)
         report = JudgeRoundReport(
-            round=number, judged=len(ids), mode=outcome.mode, reason=outcome.reason,
-            batches=[b.public() for b in outcome.batches], decoys=outcome.decoys,
-            decoys_relevant=outcome.decoys_relevant, order_check=outcome.order_check,
-            raw_true=sorted(c for c, v in outcome.verdicts.items() if v), decided_by_score=list(undecided),
-            new_relevant=new_relevant, relevant_total=len(state.relevant))
+            round=number,
+            judged=len(ids),
+            mode=outcome.mode,
+            reason=outcome.reason,
+            batches=[b.public() for b in outcome.batches],
+            decoys=outcome.decoys,
+            decoys_relevant=outcome.decoys_relevant,
+            order_check=outcome.order_check,
+            raw_true=sorted(c for c, v in outcome.verdicts.items() if v),
+            decided_by_score=list(undecided),
+            new_relevant=new_relevant,
+            relevant_total=len(state.relevant),
+        )
         rounds.append(report)
         return StepResult("next", report)

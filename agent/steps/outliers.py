@@ -12,6 +12,7 @@ coverage 1 - alpha the conformal step states). What the filter may remove is the
 context's chunks outside the conformal set (the paper's setting: top-k retrieval). If every context
 chunk is flagged, the context is left unchanged and the trace says so.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,9 +27,18 @@ from ragsieve.tools.index.backend import vectors_of
 
 
 def build_filter(cfg: OutlierConfig) -> GMMOutlierFilter:
-    return GMMOutlierFilter(method=cfg.method, alpha=cfg.alpha, pca_dims=cfg.pca_dims, n_components=cfg.n_components,
-                            percentile=cfg.percentile, min_outlier_freq=cfg.min_outlier_freq, degree=cfg.degree,
-                            seed=cfg.seed, protect_top=cfg.protect_top, standardize=cfg.standardize)
+    return GMMOutlierFilter(
+        method=cfg.method,
+        alpha=cfg.alpha,
+        pca_dims=cfg.pca_dims,
+        n_components=cfg.n_components,
+        percentile=cfg.percentile,
+        min_outlier_freq=cfg.min_outlier_freq,
+        degree=cfg.degree,
+        seed=cfg.seed,
+        protect_top=cfg.protect_top,
+        standardize=cfg.standardize,
+    )
 
 
 class Outliers(Step[Next]):
@@ -66,12 +76,19 @@ class Outliers(Step[Next]):
         kept_by_judge = judged_evidence(state)
         members = set(state.conformal.passing) if state.conformal is not None else set()
         removed = [i for i in before if i in flagged and i not in kept_by_judge | members]
-        summary = {"status": "applied", "method": flt.method.value, "fit_size": len(chosen),
-                   "runs_completed": result.completed_runs, "runs": [r.as_dict() for r in result.runs],
-                   "min_outlier_freq": flt.min_outlier_freq, "percentile": flt.percentile,
-                   "flag_counts": {i: counts[i] for i in before}, "pool_outliers": sorted(flagged - context_ids),
-                   "kept_by_judge": sorted(flagged & context_ids & kept_by_judge),
-                   "kept_by_conformal": sorted((flagged & context_ids & members) - kept_by_judge)}
+        summary = {
+            "status": "applied",
+            "method": flt.method.value,
+            "fit_size": len(chosen),
+            "runs_completed": result.completed_runs,
+            "runs": [r.as_dict() for r in result.runs],
+            "min_outlier_freq": flt.min_outlier_freq,
+            "percentile": flt.percentile,
+            "flag_counts": {i: counts[i] for i in before},
+            "pool_outliers": sorted(flagged - context_ids),
+            "kept_by_judge": sorted(flagged & context_ids & kept_by_judge),
+            "kept_by_conformal": sorted((flagged & context_ids & members) - kept_by_judge),
+        }
         if result.notes:
             summary["notes"] = result.notes
         if removed and len(removed) == len(before):
@@ -81,10 +98,11 @@ class Outliers(Step[Next]):
         summary["kept"] = [h.chunk_id for h in state.context]
         summary["removed"] = removed
         if cfg.plot:
-            path = plot_outliers(vectors, qvec, result.outliers, cfg.plot, flt=flt,
-                                 labels=[h.chunk_id for h in chosen], title=state.question[:80])
+            path = plot_outliers(
+                vectors, qvec, result.outliers, cfg.plot, flt=flt, labels=[h.chunk_id for h in chosen], title=state.question[:80]
+            )
             summary["plot"] = str(path)
         return StepResult("next", summary)
 
 
-#END
+# END

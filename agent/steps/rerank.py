@@ -11,6 +11,7 @@ ran and each hit's rank before and after. A plan holding this step (or the
 fallback, with a reranker configured) is refused before any call when the
 reranker cannot load: never a silent fallback to another order.
 """
+
 from __future__ import annotations
 
 from ragsieve.agent.config import Config
@@ -40,9 +41,22 @@ class Rerank(Step[Next]):
         moved = [h.chunk_id for h in ranked]
         state.first_stage = moved + [c for c in state.first_stage if c not in set(moved)]
         state.context = ranked[:keep]
-        return StepResult("next", {
-            "reranker": result.note, "provider": result.method.value, "scored": len(ranked), "kept": keep,
-            "not_scored": len(rest),
-            "ranks": [{"id": h.chunk_id, "before": int(h.extra.get("rank_before", 0)) or None, "after": h.rank,
-                       "score": round(h.extra.get("rerank_score", 0.0), 5)} for h in ranked],
-        })
+        return StepResult(
+            "next",
+            {
+                "reranker": result.note,
+                "provider": result.method.value,
+                "scored": len(ranked),
+                "kept": keep,
+                "not_scored": len(rest),
+                "ranks": [
+                    {
+                        "id": h.chunk_id,
+                        "before": int(h.extra.get("rank_before", 0)) or None,
+                        "after": h.rank,
+                        "score": round(h.extra.get("rerank_score", 0.0), 5),
+                    }
+                    for h in ranked
+                ],
+            },
+        )

@@ -1,4 +1,5 @@
 """First-stage hybrid retrieval (BM25 + dense, fused) and the question's candidate pool."""
+
 from __future__ import annotations
 
 from ragsieve.agent.core.state import RunState
@@ -27,16 +28,26 @@ class Retrieve(Step[Next]):
         cfg = deps.config.retrieval
         depth = max(cfg.candidate_k, cfg.top_k, cfg.pool)
         rows = rest_rows(deps) if cfg.exclude_sparse else None
-        hits = deps.need_retriever().run(state.question, top_k=depth, rows=rows) if rows is not None else \
-            deps.need_retriever().run(state.question, top_k=depth)
+        hits = (
+            deps.need_retriever().run(state.question, top_k=depth, rows=rows)
+            if rows is not None
+            else deps.need_retriever().run(state.question, top_k=depth)
+        )
         pool = hits[: cfg.pool]
         state.remember(pool)
         state.first_stage = [h.chunk_id for h in hits]
         state.candidates = list(pool)
         state.context = hits[: cfg.top_k]
-        return StepResult("next", {
-            **({"embedded": deps.index.embedding_placement()} if deps.index is not None else {}),
-            "retrieved": len(hits), "pool": len(pool), "searched": "R (non-sparse)" if rows is not None else "all",
-            "top": [{"id": h.chunk_id, "score": round(h.score, 5), "bm25_rank": h.bm25_rank,
-                     "dense_rank": h.dense_rank} for h in hits[: cfg.top_k]],
-        })
+        return StepResult(
+            "next",
+            {
+                **({"embedded": deps.index.embedding_placement()} if deps.index is not None else {}),
+                "retrieved": len(hits),
+                "pool": len(pool),
+                "searched": "R (non-sparse)" if rows is not None else "all",
+                "top": [
+                    {"id": h.chunk_id, "score": round(h.score, 5), "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank}
+                    for h in hits[: cfg.top_k]
+                ],
+            },
+        )

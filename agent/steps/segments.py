@@ -20,6 +20,7 @@ holding less than the stage before. With `keep_evidence = false` RSE may drop co
 the conformal record then says coverage is reduced (`CoverageLoss.SEGMENTS`). With no segment worth
 `minimum_value`, the context is left unchanged and the trace says so.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -46,9 +47,14 @@ from ragsieve.tools.types import Chunk, Hit
 
 
 def params_of(cfg: SegmentConfig) -> RSEParams:
-    return preset_params(cfg.preset, max_length=cfg.max_length, overall_max_length=cfg.overall_max_length,
-                         minimum_value=cfg.minimum_value, irrelevant_chunk_penalty=cfg.irrelevant_chunk_penalty,
-                         decay_rate=cfg.decay_rate)
+    return preset_params(
+        cfg.preset,
+        max_length=cfg.max_length,
+        overall_max_length=cfg.overall_max_length,
+        minimum_value=cfg.minimum_value,
+        irrelevant_chunk_penalty=cfg.irrelevant_chunk_penalty,
+        decay_rate=cfg.decay_rate,
+    )
 
 
 class Segments(Step[Next]):
@@ -99,20 +105,30 @@ class Segments(Step[Next]):
                 rows_at.append(r)
                 array.append(value_of.get(r, -params.irrelevant_chunk_penalty))
         segments = best_segments(array, params.max_length, params.overall_max_length, params.minimum_value, splits)
-        summary: dict[str, Any] = {"status": "applied", "preset": cfg.preset, "params": params.__dict__, "relevance": mode,
-                   "values": {h.chunk_id: round(value_of[h.row], 4) for h in valued}}
+        summary: dict[str, Any] = {
+            "status": "applied",
+            "preset": cfg.preset,
+            "params": params.__dict__,
+            "relevance": mode,
+            "values": {h.chunk_id: round(value_of[h.row], 4) for h in valued},
+        }
         if not segments:
-            summary.update(status="no_segment", kept=before, removed=[],
-                           note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged")
+            summary.update(
+                status="no_segment",
+                kept=before,
+                removed=[],
+                note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged",
+            )
             return StepResult("next", summary)
 
         built = []
         described: list[dict[str, Any]] = []
         for seg in segments:
-            seg_rows = rows_at[seg.start: seg.end]
+            seg_rows = rows_at[seg.start : seg.end]
             chunks = store.get_many(seg_rows)
-            described.append({"doc_id": chunks[0].doc_id, "chunk_ids": [c.chunk_id for c in chunks],
-                              "value": round(seg.value, 4)})
+            described.append(
+                {"doc_id": chunks[0].doc_id, "chunk_ids": [c.chunk_id for c in chunks], "value": round(seg.value, 4)}
+            )
             built.append((seg, seg_rows, chunks))
         best_of_doc: dict[str, float] = {}
         for seg, _, chunks in built:
@@ -123,8 +139,9 @@ class Segments(Step[Next]):
             if cfg.merge:
                 context.append(_merged(seg_rows, chunks, seg.value, [sim_of.get(c.chunk_id) for c in chunks]))
             else:
-                context.extend(by_row.get(r) or Hit(chunk=c, row=r, score=0.0, extra={"sandwiched": 1.0})
-                               for r, c in zip(seg_rows, chunks))
+                context.extend(
+                    by_row.get(r) or Hit(chunk=c, row=r, score=0.0, extra={"sandwiched": 1.0}) for r, c in zip(seg_rows, chunks)
+                )
         members = [cid for d in described for cid in d["chunk_ids"]]
         protected = _protected(state, set(members), cfg.keep_evidence)
         context.extend(protected)
@@ -133,16 +150,23 @@ class Segments(Step[Next]):
         if lost and state.conformal is not None:  # keep_evidence = false: RSE dropped conformal members
             if CoverageLoss.SEGMENTS not in state.conformal.reduced:
                 state.conformal.reduced.append(CoverageLoss.SEGMENTS)
-            note = (f"segments.keep_evidence = false: RSE left {len(lost)} chunks of the conformal set out, so "
-                    f"coverage {state.conformal.coverage:.2f} is not guaranteed for this answer")
+            note = (
+                f"segments.keep_evidence = false: RSE left {len(lost)} chunks of the conformal set out, so "
+                f"coverage {state.conformal.coverage:.2f} is not guaranteed for this answer"
+            )
             summary["coverage_note"] = note
             if note not in state.notes:
                 state.notes.append(note)
         state.context = context
         state.segments = [SegmentRecord(**d) for d in described]
-        summary.update(segments=sorted(described, key=lambda d: -d["value"]), kept=[i for i in before if i in members],
-                       removed=[i for i in before if i not in members], added=[i for i in members if i not in before],
-                       context=[h.chunk_id for h in context], protected=[h.chunk_id for h in protected])
+        summary.update(
+            segments=sorted(described, key=lambda d: -d["value"]),
+            kept=[i for i in before if i in members],
+            removed=[i for i in before if i not in members],
+            added=[i for i in members if i not in before],
+            context=[h.chunk_id for h in context],
+            protected=[h.chunk_id for h in protected],
+        )
         return StepResult("next", summary)
 
     @staticmethod
@@ -152,8 +176,10 @@ class Segments(Step[Next]):
         if mode in ("auto", "calibrated"):
             cal, _, path = cached_calibration(deps)
             if cal is None and mode == "calibrated":
-                raise UsageError(f"segments.relevance = 'calibrated' needs a calibration at {path}: "
-                                 f"run `ragsieve calibrate` or use relevance = 'cosine' / 'auto'")
+                raise UsageError(
+                    f"segments.relevance = 'calibrated' needs a calibration at {path}: "
+                    f"run `ragsieve calibrate` or use relevance = 'cosine' / 'auto'"
+                )
         if cal is not None and cal.positive_similarities():
             return "calibrated", relevance_from_calibration(sims, cal.positive_similarities())
         return "cosine", relevance_from_cosine(sims, cfg.cosine_low, cfg.cosine_high)
@@ -161,12 +187,24 @@ class Segments(Step[Next]):
 
 def _merged(rows: list[int], chunks: list[Chunk], value: float, sims: list[float | None]) -> Hit:
     first, last = chunks[0], chunks[-1]
-    chunk = Chunk(doc_id=first.doc_id, chunk_index=first.chunk_index, text="\n".join(c.text for c in chunks),
-                  source=first.source, title=first.title, kind=first.kind, line_start=first.line_start,
-                  line_end=last.line_end if last.line_end is not None else first.line_end)
+    chunk = Chunk(
+        doc_id=first.doc_id,
+        chunk_index=first.chunk_index,
+        text="\n".join(c.text for c in chunks),
+        source=first.source,
+        title=first.title,
+        kind=first.kind,
+        line_start=first.line_start,
+        line_end=last.line_end if last.line_end is not None else first.line_end,
+    )
     known = [s for s in sims if s is not None]
-    return Hit(chunk=chunk, row=rows[0], score=float(value), dense_score=max(known) if known else None,
-               extra={"segment_value": float(value), "segment_chunks": float(len(chunks))})
+    return Hit(
+        chunk=chunk,
+        row=rows[0],
+        score=float(value),
+        dense_score=max(known) if known else None,
+        extra={"segment_value": float(value), "segment_chunks": float(len(chunks))},
+    )
 
 
 def _protected(state: RunState, members: set[str], keep_evidence: bool) -> list[Hit]:

@@ -2,6 +2,7 @@
 
 `resolved` always describes the text the plan returns: in the shipped plans the
 answer step runs before validate, so the final answer is what is validated."""
+
 from __future__ import annotations
 
 import logging

@@ -2,6 +2,7 @@
 into documents of `CHUNKS_PER_DOC` chunks, a local index (chunk store, BM25, a FAISS kind; an HNSW graph read
 from or written to a cache) and a milvus-lite one.
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,6 +13,8 @@ import numpy as np
 from benchmarks.scale.main import synthetic
 
 CHUNKS_PER_DOC = 10
+
+
 def local_parts(n: int, texts, work: Path):
     """The chunk store (10 chunks a document) and BM25 index, shared by the FAISS kinds measured."""
     from ragsieve.tools.index.local.store import ChunkStore
@@ -23,16 +26,19 @@ def local_parts(n: int, texts, work: Path):
     store = ChunkStore(folder / "chunks.sqlite")
     for j in range(0, n, CHUNKS_PER_DOC):
         doc = f"docs/d{j // CHUNKS_PER_DOC}"
-        store.add_document(doc, doc, "", [Chunk(doc_id=doc, chunk_index=i - j, text=texts[i], source=doc)
-                                          for i in range(j, min(n, j + CHUNKS_PER_DOC))])
+        store.add_document(
+            doc,
+            doc,
+            "",
+            [Chunk(doc_id=doc, chunk_index=i - j, text=texts[i], source=doc) for i in range(j, min(n, j + CHUNKS_PER_DOC))],
+        )
         if j % 50_000 == 0:
             store.commit()
     store.commit()
     return folder, store, BM25Index().build(texts)
 
 
-def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_construction: int,
-                cache: Path | None = None):
+def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_construction: int, cache: Path | None = None):
     """A local index over the shared parts with a FAISS index of `kind` (HNSW built on both cores). With `cache`,
     an HNSW graph an earlier run built from the same seeded vectors is read from it (checked: same rows, same
     stored vectors), and one built here is written there: the build is the slow part (minutes at 100k)."""
@@ -47,8 +53,7 @@ def local_index(folder: Path, store, bm25, vectors, kind: str, hnsw_m: int, ef_c
     if saved is not None and saved.is_file():
         graph = faiss.read_index(str(saved))
         probe = [0, len(vectors) // 2, len(vectors) - 1]
-        if graph.ntotal == len(vectors) and np.array_equal(np.stack([graph.reconstruct(i) for i in probe]),
-                                                           vectors[probe]):
+        if graph.ntotal == len(vectors) and np.array_equal(np.stack([graph.reconstruct(i) for i in probe]), vectors[probe]):
             dense._set(graph, vectors)
             read = True
     if not read:
@@ -79,13 +84,32 @@ def milvus_index(n: int, vectors, texts, work: Path):
     client = MilvusClient(str(folder / "milvus.db"))
     create_collection(client, "synthetic", vectors.shape[1], "HNSW")
     for start in range(0, n, 5000):
-        client.insert("synthetic", [{"pk": i, "row": i, "born": 0, "died": 2 ** 62,
-                                     "doc_id": f"docs/d{i // CHUNKS_PER_DOC}", "chunk_index": i % CHUNKS_PER_DOC,
-                                     "text": texts[i], "search_text": analysed(texts[i], True),
-                                     "source": f"docs/d{i // CHUNKS_PER_DOC}", "title": "", "kind": "text",
-                                     "symbol": "", "line_start": -1, "line_end": -1, "text_hash": "", "doc_hash": "",
-                                     "tenant": "default", "dense": vectors[i].tolist()}
-                                    for i in range(start, min(n, start + 5000))])
+        client.insert(
+            "synthetic",
+            [
+                {
+                    "pk": i,
+                    "row": i,
+                    "born": 0,
+                    "died": 2**62,
+                    "doc_id": f"docs/d{i // CHUNKS_PER_DOC}",
+                    "chunk_index": i % CHUNKS_PER_DOC,
+                    "text": texts[i],
+                    "search_text": analysed(texts[i], True),
+                    "source": f"docs/d{i // CHUNKS_PER_DOC}",
+                    "title": "",
+                    "kind": "text",
+                    "symbol": "",
+                    "line_start": -1,
+                    "line_end": -1,
+                    "text_hash": "",
+                    "doc_hash": "",
+                    "tenant": "default",
+                    "dense": vectors[i].tolist(),
+                }
+                for i in range(start, min(n, start + 5000))
+            ],
+        )
     client.flush("synthetic")
     client.load_collection("synthetic")
 
@@ -99,8 +123,9 @@ def milvus_index(n: int, vectors, texts, work: Path):
             return n
 
     index = Synthetic()
-    meta_file = write_row_metadata(folder, "synthetic", ((i, f"docs/d{i // CHUNKS_PER_DOC}", "text")
-                                                         for i in range(n)))  # as a publish writes it
+    meta_file = write_row_metadata(
+        folder, "synthetic", ((i, f"docs/d{i // CHUNKS_PER_DOC}", "text") for i in range(n))
+    )  # as a publish writes it
     index.root, index.client, index.visible = folder, client, None
     index.pointer = {"collection": "synthetic", "rows": n, "meta_file": meta_file}
     index._sources, index._lock = None, threading.Lock()

@@ -19,6 +19,7 @@ default, and HNSW):
   ranking (what the ANN index loses by itself). On Milvus (milvus-lite) the BM25 side is Milvus' own (scored
   by the server) and the reference's dense side is exact: the figure measures the filtered ANN search.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,40 +50,50 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--milvus-queries", type=int, default=20, help="milvus-lite answers a query in ~0.2-2 s")
     ap.add_argument("--hnsw-sizes", default="100000", help="sizes at which the HNSW kind is measured")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the rows of the other backend from the result file, with their run's header")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the rows of the other backend from the result file, with their run's header"
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--hnsw-cache", type=Path, help="read/write the HNSW graphs built from the seeded vectors here")
-    ap.add_argument("--walk-width", type=float, help="measure a filtered HNSW walk of this many times the "
-                    "unfiltered budget per admitted row (the product's WALK_WIDTH otherwise)")
+    ap.add_argument(
+        "--walk-width",
+        type=float,
+        help="measure a filtered HNSW walk of this many times the "
+        "unfiltered budget per admitted row (the product's WALK_WIDTH otherwise)",
+    )
     args = ap.parse_args(argv)
     if args.walk_width is not None:  # a trade-off point, not the product's setting: recorded in each row
         from ragsieve.tools.index.search import dense
 
         dense.WALK_WIDTH = args.walk_width
-    per_size = (lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)})
+    per_size = lambda text: {int(k): int(v) for k, v in (p.split(":") for p in text.split(",") if p)}
     hnsw_m, ef_construction = per_size(args.hnsw_m), per_size(args.ef_construction)
     result = bench_io.header()
-    result.update({"device": "CPU only (no accelerator used)", "rows": [],
-                   "setup": f"synthetic 384-d vectors clustered around n/50 random centres and synthetic texts "
-                            f"(benchmarks/scale/main.py synthetic): a proxy, the cost measured is the filter's, not "
-                            f"the embedding's; {CHUNKS_PER_DOC} chunks per document, a fraction of documents "
-                            f"readable by the caller; hybrid RRF top-10, candidate_k 100; local: the filter "
-                            f"resolved once per labels version into an admitted-row set (sorted rows, mask, FAISS "
-                            f"bitmap), BM25 restricted by its mask; dense: flat exact (a FAISS scan skipping "
-                            f"rows outside the bitmap when >= 1/32 are admitted, else the admitted rows' vectors "
-                            f"ranked), HNSW by a cost model either a graph walk keeping only admitted rows "
-                            f"(IDSelectorBitmap, efSearch 2 x 128/fraction) when more than 2M x that efSearch rows "
-                            f"are admitted, or the same exact scan as flat (each row's `filtered_dense` says "
-                            f"which); HNSW built on 2 threads (M and efConstruction per row), queries on "
-                            f"1 thread (BLAS/OpenMP threads 1); HNSW only at --hnsw-sizes (building one over 1M "
-                            f"rows takes over an hour on this shared machine: 100k took 587 s); Milvus: "
-                            f"milvus-lite HNSW M=32, the filter resolved from the row file a publish writes "
-                            f"(milvus-sparse/meta-<gen>.npz) and cached, a broad filtered dense search "
-                            f"sent as its own expression (source in [...]) with ef max(1024, 512/fraction), a "
-                            f"narrow one (<= 2048 rows) ranked exactly from the rows' vectors",
-                   "load_note": "2 shared cores busy with other work: filtered and unfiltered queries interleaved, "
-                                "compare the ratios of one row, not absolute times"})
+    result.update(
+        {
+            "device": "CPU only (no accelerator used)",
+            "rows": [],
+            "setup": f"synthetic 384-d vectors clustered around n/50 random centres and synthetic texts "
+            f"(benchmarks/scale/main.py synthetic): a proxy, the cost measured is the filter's, not "
+            f"the embedding's; {CHUNKS_PER_DOC} chunks per document, a fraction of documents "
+            f"readable by the caller; hybrid RRF top-10, candidate_k 100; local: the filter "
+            f"resolved once per labels version into an admitted-row set (sorted rows, mask, FAISS "
+            f"bitmap), BM25 restricted by its mask; dense: flat exact (a FAISS scan skipping "
+            f"rows outside the bitmap when >= 1/32 are admitted, else the admitted rows' vectors "
+            f"ranked), HNSW by a cost model either a graph walk keeping only admitted rows "
+            f"(IDSelectorBitmap, efSearch 2 x 128/fraction) when more than 2M x that efSearch rows "
+            f"are admitted, or the same exact scan as flat (each row's `filtered_dense` says "
+            f"which); HNSW built on 2 threads (M and efConstruction per row), queries on "
+            f"1 thread (BLAS/OpenMP threads 1); HNSW only at --hnsw-sizes (building one over 1M "
+            f"rows takes over an hour on this shared machine: 100k took 587 s); Milvus: "
+            f"milvus-lite HNSW M=32, the filter resolved from the row file a publish writes "
+            f"(milvus-sparse/meta-<gen>.npz) and cached, a broad filtered dense search "
+            f"sent as its own expression (source in [...]) with ef max(1024, 512/fraction), a "
+            f"narrow one (<= 2048 rows) ranked exactly from the rows' vectors",
+            "load_note": "2 shared cores busy with other work: filtered and unfiltered queries interleaved, "
+            "compare the ratios of one row, not absolute times",
+        }
+    )
     rng = np.random.default_rng(7)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     milvus_sizes = [int(s) for s in args.milvus_sizes.split(",") if s]
@@ -93,14 +104,19 @@ def main(argv=None) -> int:
         measured = {"local"} if sizes else set()
         measured |= {"milvus"} if milvus_sizes else set()
         run = ("command", "commit", "load_average_at_start", "load_average_at_end")
-        result["rows"] = [{**{k: earlier.get(k) for k in run}, **r}  # a row's own run fields win
-                          for r in earlier.get("rows", []) if r["backend"] not in measured]
+        result["rows"] = [
+            {**{k: earlier.get(k) for k in run}, **r}  # a row's own run fields win
+            for r in earlier.get("rows", [])
+            if r["backend"] not in measured
+        ]
         for key, value in earlier.items():  # notes on earlier and superseded runs stay
             if key not in result and key not in ("earlier_part", "load_average_at_end"):
                 result[key] = value
-        result["parts"] = ("rows measured by this file's command (commit and load averages at the top), and "
-                           "rows of the other backend kept by --merge, each carrying the command, commit and "
-                           "load averages of the run that measured it")
+        result["parts"] = (
+            "rows measured by this file's command (commit and load averages at the top), and "
+            "rows of the other backend kept by --merge, each carrying the command, commit and "
+            "load averages of the run that measured it"
+        )
     for n in sorted(set(sizes) | set(milvus_sizes)):
         vectors, texts = clustered(n)
         picks = rng.choice(n, args.queries, replace=False)
@@ -120,8 +136,11 @@ def main(argv=None) -> int:
                     index, read_from = local_index(folder, store, bm25, vectors, kind, m, efc, args.hnsw_cache)
                     built = round(time.perf_counter() - started, 1)
                     print(f"local {n} {kind}: built in {built}s", flush=True)
-                    extra = {"faiss": kind, "faiss_build_s": built} if read_from is None else \
-                        {"faiss": kind, "faiss_graph_read_from": read_from}
+                    extra = (
+                        {"faiss": kind, "faiss_build_s": built}
+                        if read_from is None
+                        else {"faiss": kind, "faiss_graph_read_from": read_from}
+                    )
                     if kind == "hnsw":
                         from ragsieve.tools.index.search.dense import WALK_WIDTH
 

@@ -1,6 +1,7 @@
 """What the access benchmark measures per readable fraction (`benchmarks/access/main.py`): filtered against unfiltered
 hybrid top-10 latency, recall against an exact filtered ranking, and hits outside the readable rows.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,12 +27,19 @@ def label(folder: Path, n: int, fraction: float, seed: int = 1) -> int:
 
     def change(labels: AccessLabels) -> None:
         labels.front_matter = table
+
     update(folder, change)
     return int(readable.sum())
 
 
-def exact_filtered(index, rows: np.ndarray, query: str, sims_all: np.ndarray, candidate_k: int = 100,
-                   bm25_rows: list[tuple[int, float]] | None = None) -> list[int]:
+def exact_filtered(
+    index,
+    rows: np.ndarray,
+    query: str,
+    sims_all: np.ndarray,
+    candidate_k: int = 100,
+    bm25_rows: list[tuple[int, float]] | None = None,
+) -> list[int]:
     """The exact filtered hybrid top-10: BM25 and exact inner products of every admitted row (`sims_all`: the
     query's inner product with every row), each cut to candidate_k (ties to the lower row), fused by RRF."""
     from ragsieve.tools.index.query.fusion import rrf
@@ -53,7 +61,7 @@ def exact_sims(vectors: np.ndarray, qvecs, block: int = 131072) -> list[np.ndarr
     q = np.stack(qvecs).astype(np.float32)
     out = np.empty((len(q), len(vectors)), dtype=np.float32)
     for start in range(0, len(vectors), block):
-        out[:, start:start + block] = (np.asarray(vectors[start:start + block], dtype=np.float32) @ q.T).T
+        out[:, start : start + block] = (np.asarray(vectors[start : start + block], dtype=np.float32) @ q.T).T
     return list(out)
 
 
@@ -98,19 +106,30 @@ def run_fractions(index, n: int, folder: Path, queries, qvecs, sims, backend: st
                 want_u = exact_filtered(index, everything, q, sv)
                 recalls_u.append(len({h.row for h in plain_hits} & set(want_u)) / max(1, min(10, len(want_u))))
         admitted = set(rows.tolist())
-        leaked = sum(1 for q, qv in zip(queries[:5], qvecs[:5])
-                     for h in filtered.run(q, top_k=10, query_vector=qv) if h.row not in admitted)
-        row = {"backend": backend, **extra, "chunks": n, "readable_fraction": fraction,
-               "readable_documents": docs_readable, "readable_chunks": len(rows), "queries": len(queries),
-               "first_query_ms": round(first_ms, 1),
-               "unfiltered_p50_ms": round(1000 * pct(times_u, 0.5), 2),
-               "unfiltered_p95_ms": round(1000 * pct(times_u, 0.95), 2),
-               "filtered_p50_ms": round(1000 * pct(times_f, 0.5), 2),
-               "filtered_p95_ms": round(1000 * pct(times_f, 0.95), 2),
-               "p50_ratio": round(pct(times_f, 0.5) / pct(times_u, 0.5), 3),
-               "p95_ratio": round(pct(times_f, 0.95) / pct(times_u, 0.95), 3),
-               "recall@10_vs_exact_filtered": round(float(np.mean(recalls)), 4),
-               "hits_outside_the_readable_rows": leaked}
+        leaked = sum(
+            1
+            for q, qv in zip(queries[:5], qvecs[:5])
+            for h in filtered.run(q, top_k=10, query_vector=qv)
+            if h.row not in admitted
+        )
+        row = {
+            "backend": backend,
+            **extra,
+            "chunks": n,
+            "readable_fraction": fraction,
+            "readable_documents": docs_readable,
+            "readable_chunks": len(rows),
+            "queries": len(queries),
+            "first_query_ms": round(first_ms, 1),
+            "unfiltered_p50_ms": round(1000 * pct(times_u, 0.5), 2),
+            "unfiltered_p95_ms": round(1000 * pct(times_u, 0.95), 2),
+            "filtered_p50_ms": round(1000 * pct(times_f, 0.5), 2),
+            "filtered_p95_ms": round(1000 * pct(times_f, 0.95), 2),
+            "p50_ratio": round(pct(times_f, 0.5) / pct(times_u, 0.5), 3),
+            "p95_ratio": round(pct(times_f, 0.95) / pct(times_u, 0.95), 3),
+            "recall@10_vs_exact_filtered": round(float(np.mean(recalls)), 4),
+            "hits_outside_the_readable_rows": leaked,
+        }
         if recalls_u:
             row["unfiltered_recall@10_vs_exact"] = round(float(np.mean(recalls_u)), 4)
         if backend == "local" and extra.get("faiss") == "hnsw":

@@ -25,6 +25,7 @@ Targets (issue 47): GPU end to end >= 1.0x the bare encoder at its best batch
 size; 2 idle CPU cores >= 45 chunks/s end to end; 4 in flight >= 3x one. The
 machine may be shared: the load average is recorded at start and end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,25 +66,31 @@ def run_ragsieve(corpus: Path, index: Path, device: str, src: Path | None = None
         env["PYTHONPATH"] = str(pkg.parent)
     before = cpu_seconds(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env,
-                         cwd=index.parent)  # not a checkout: `ragsieve` is found through the path chosen above
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=3600, env=env, cwd=index.parent
+    )  # not a checkout: `ragsieve` is found through the path chosen above
     seconds = time.perf_counter() - t0
     cpu_s = cpu_seconds(resource.RUSAGE_CHILDREN) - before
     if out.returncode != 0:
         raise SystemExit(f"ragsieve index failed ({out.returncode}): {out.stderr[-2000:]}")
     # the build's summary line (other lines, such as the access labels' count, may follow it)
-    summary = next((line for line in reversed(out.stdout.strip().splitlines()) if re.search(r"\d+ chunks,", line)),
-                   None)
+    summary = next((line for line in reversed(out.stdout.strip().splitlines()) if re.search(r"\d+ chunks,", line)), None)
     if summary is None:
         raise SystemExit(f"no build summary in ragsieve index's output: {out.stdout[-2000:]}")
     chunks = int(re.search(r"(\d+) chunks,", summary).group(1))
     busy = re.search(r"encoder busy (\d+)%", summary)
-    return {"path": "ragsieve" if src is None else "ragsieve-baseline", "device": device, "chunks": chunks,
-            "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 2), "cpu_seconds": round(cpu_s, 1),
-            "chunks_per_cpu_s": round(chunks / cpu_s, 2) if cpu_s else None,
-            "encoder_busy": int(busy.group(1)) / 100 if busy else None, "summary": summary,
-            "command": " ".join(["ragsieve"] + cmd[4:])}
+    return {
+        "path": "ragsieve" if src is None else "ragsieve-baseline",
+        "device": device,
+        "chunks": chunks,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 2),
+        "cpu_seconds": round(cpu_s, 1),
+        "chunks_per_cpu_s": round(chunks / cpu_s, 2) if cpu_s else None,
+        "encoder_busy": int(busy.group(1)) / 100 if busy else None,
+        "summary": summary,
+        "command": " ".join(["ragsieve"] + cmd[4:]),
+    }
 
 
 def chunk_texts(index: Path) -> list[str]:
@@ -113,9 +120,17 @@ def run_bare(texts: list[str], device: str, batch_sizes: list[int]) -> list[dict
         t0 = time.perf_counter()
         model.encode(texts, batch_size=size, convert_to_numpy=True, normalize_embeddings=True)
         seconds = time.perf_counter() - t0
-        rows.append({"path": "bare", "device": device, "batch_size": size, "chunks": len(texts),
-                     "seconds": round(seconds, 2), "chunks_per_s": round(len(texts) / seconds, 2),
-                     "precision": "fp16" if device.startswith(("cuda", "mps")) else "fp32"})
+        rows.append(
+            {
+                "path": "bare",
+                "device": device,
+                "batch_size": size,
+                "chunks": len(texts),
+                "seconds": round(seconds, 2),
+                "chunks_per_s": round(len(texts) / seconds, 2),
+                "precision": "fp16" if device.startswith(("cuda", "mps")) else "fp32",
+            }
+        )
     return rows
 
 
@@ -143,8 +158,13 @@ class EmbeddingsServer:
                     else:
                         time.sleep(latency_s)
                         vectors = np.ones((len(texts), 8), dtype=np.float32)
-                    status, reply = 200, {"object": "list", "data": [
-                        {"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]}
+                    status, reply = (
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+                        },
+                    )
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -169,16 +189,26 @@ def run_endpoint(server: EmbeddingsServer, texts: list[str], batch_size: int, wh
 
     rows = []
     for in_flight in (1, 4):
-        client = OpenAIEmbedder(server.base_url, "minilm", batch_size=batch_size, concurrency=in_flight,
-                                max_input_tokens=None, api_key_env=None)
+        client = OpenAIEmbedder(
+            server.base_url, "minilm", batch_size=batch_size, concurrency=in_flight, max_input_tokens=None, api_key_env=None
+        )
         client.embed(texts[:batch_size])  # connection and first-request costs out of the timing
         t0 = time.perf_counter()
         client.embed(texts)
         seconds = time.perf_counter() - t0
         client.close()
-        rows.append({"path": "endpoint", "server": what, "in_flight": in_flight, "batch_size": batch_size,
-                     "chunks": len(texts), "seconds": round(seconds, 2), "chunks_per_s": round(len(texts) / seconds, 2),
-                     "peak_in_flight": client.stats.peak_in_flight})
+        rows.append(
+            {
+                "path": "endpoint",
+                "server": what,
+                "in_flight": in_flight,
+                "batch_size": batch_size,
+                "chunks": len(texts),
+                "seconds": round(seconds, 2),
+                "chunks_per_s": round(len(texts) / seconds, 2),
+                "peak_in_flight": client.stats.peak_in_flight,
+            }
+        )
     rows[1]["speedup_over_one"] = round(rows[1]["chunks_per_s"] / rows[0]["chunks_per_s"], 2)
     return rows
 
@@ -190,12 +220,20 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=None, help="first N documents (default: 1200 on CPU, all on a GPU)")
     ap.add_argument("--batch-sizes", default=None, help="bare encoder batch sizes (default 64 on CPU; 256,512,1024)")
     ap.add_argument("--endpoint-texts", type=int, default=None, help="texts per endpoint row (default 240 / 4000)")
-    ap.add_argument("--bare-chunks", type=int, default=None,
-                    help="the bare encoder's rate on the first N of the same chunks (default: all on a GPU, 400 on "
-                         "the CPU, where fp32 torch on every chunk would take most of the run)")
+    ap.add_argument(
+        "--bare-chunks",
+        type=int,
+        default=None,
+        help="the bare encoder's rate on the first N of the same chunks (default: all on a GPU, 400 on "
+        "the CPU, where fp32 torch on every chunk would take most of the run)",
+    )
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--baseline-src", type=Path, default=None,
-                    help="also run `ragsieve index` from this tree (an older commit's `git archive`) on the same slice")
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run `ragsieve index` from this tree (an older commit's `git archive`) on the same slice",
+    )
     ap.add_argument("--baseline-commit", default=None, help="the commit that tree is (recorded)")
     args = ap.parse_args()
     from ragsieve.tools.index.embedders.device import resolve_device
@@ -223,19 +261,20 @@ def main() -> int:
         minilm = EmbeddingsServer(model.embed)
         fixed = EmbeddingsServer(latency_s=0.05)
         try:
-            endpoint = run_endpoint(minilm, texts[:n], 64 if gpu else 8, f"MiniLM {model.placement}") + \
-                run_endpoint(fixed, texts[:n], 8, "fixed 50 ms per request, no model")
+            endpoint = run_endpoint(minilm, texts[:n], 64 if gpu else 8, f"MiniLM {model.placement}") + run_endpoint(
+                fixed, texts[:n], 8, "fixed 50 ms per request, no model"
+            )
         finally:
             minilm.close()
             fixed.close()
     result["rows"] = [ours, {**best, "best_of_batch_sizes": sizes}] + ([baseline] if baseline else [])
     result["bare_batches"] = bare
     result["endpoint"] = endpoint
-    result["ratios"] = {"ragsieve_over_bare": round(ours["chunks_per_s"] / best["chunks_per_s"], 3),
-                        "endpoint_4_over_1": {r["server"]: r["speedup_over_one"] for r in endpoint
-                                              if "speedup_over_one" in r}}
-    result["targets"] = {"gpu_end_to_end_over_bare": 1.0, "cpu_2_idle_cores_chunks_per_s": 45,
-                         "endpoint_4_over_1": 3.0}
+    result["ratios"] = {
+        "ragsieve_over_bare": round(ours["chunks_per_s"] / best["chunks_per_s"], 3),
+        "endpoint_4_over_1": {r["server"]: r["speedup_over_one"] for r in endpoint if "speedup_over_one" in r},
+    }
+    result["targets"] = {"gpu_end_to_end_over_bare": 1.0, "cpu_2_idle_cores_chunks_per_s": 45, "endpoint_4_over_1": 3.0}
     if not gpu:
         result["note"] = "no GPU on this machine: device cpu (the GPU rows come from a run on a GPU machine)"
     out = args.out or RESULTS / f"indexing-{device.kind.value}.json"

@@ -20,6 +20,7 @@
     over examples/ with the scripted model; and the paired p50 of
     `Orchestrator.ask` alone vs ask + log. Target: <= 2 ms p50.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,19 +35,58 @@ from benchmarks import bench_io  # noqa: E402
 from benchmarks.bench_io import REPO  # noqa: E402
 
 DAY = 86400.0
-TOPICS = ["refund", "invoice", "billing address", "credit card payment", "VAT receipt", "iPhone app", "Android app",
-          "single sign-on", "SAML login", "two-factor authentication", "data export to Excel", "GDPR deletion",
-          "team seats", "pricing plans", "free trial", "on-premise install", "Kubernetes helm chart", "Slack alerts",
-          "dark mode", "custom domains"]
-FORMS = ["How do I set up {t}?", "Is {t} supported?", "Where do I find {t} settings?", "Why does {t} fail for me?",
-         "Can I change {t} later?", "What does {t} cost?", "Who can manage {t}?", "How do I turn off {t}?",
-         "Does the API support {t}?", "Is there documentation about {t}?", "What are the limits of {t}?",
-         "How long does {t} take?", "Can I use {t} with the CLI?", "Is {t} available in Europe?",
-         "How do I test {t}?", "What changed in {t} recently?", "How do I report a problem with {t}?",
-         "Can admins restrict {t}?", "Is {t} included in my plan?", "Where are {t} logs?"]
-ANSWERED = ["How do I rotate an API key?", "How long does Lumen retry a failed webhook delivery?",
-            "What is the rate limit per workspace?", "How do I install the Lumen CLI?",
-            "How do I configure the default workspace?", "How are webhooks signed?"]
+TOPICS = [
+    "refund",
+    "invoice",
+    "billing address",
+    "credit card payment",
+    "VAT receipt",
+    "iPhone app",
+    "Android app",
+    "single sign-on",
+    "SAML login",
+    "two-factor authentication",
+    "data export to Excel",
+    "GDPR deletion",
+    "team seats",
+    "pricing plans",
+    "free trial",
+    "on-premise install",
+    "Kubernetes helm chart",
+    "Slack alerts",
+    "dark mode",
+    "custom domains",
+]
+FORMS = [
+    "How do I set up {t}?",
+    "Is {t} supported?",
+    "Where do I find {t} settings?",
+    "Why does {t} fail for me?",
+    "Can I change {t} later?",
+    "What does {t} cost?",
+    "Who can manage {t}?",
+    "How do I turn off {t}?",
+    "Does the API support {t}?",
+    "Is there documentation about {t}?",
+    "What are the limits of {t}?",
+    "How long does {t} take?",
+    "Can I use {t} with the CLI?",
+    "Is {t} available in Europe?",
+    "How do I test {t}?",
+    "What changed in {t} recently?",
+    "How do I report a problem with {t}?",
+    "Can admins restrict {t}?",
+    "Is {t} included in my plan?",
+    "Where are {t} logs?",
+]
+ANSWERED = [
+    "How do I rotate an API key?",
+    "How long does Lumen retry a failed webhook delivery?",
+    "What is the rate limit per workspace?",
+    "How do I install the Lumen CLI?",
+    "How do I configure the default workspace?",
+    "How are webhooks signed?",
+]
 
 
 def synthesise(log, embedder, documents: list[str], rows: int, until: float, seed: int = 0) -> dict:
@@ -57,7 +97,7 @@ def synthesise(log, embedder, documents: list[str], rows: int, until: float, see
     rng = np.random.default_rng(seed)
     bases = [f.format(t=t) for t in TOPICS for f in FORMS]
     base_vectors = embedder.embed(bases + ANSWERED)
-    open_vecs, answered_vecs = base_vectors[:len(bases)], base_vectors[len(bases):]
+    open_vecs, answered_vecs = base_vectors[: len(bases)], base_vectors[len(bases) :]
     surfaces = list(Surface)
     batch: list[QuestionRecord] = []
     for n in range(rows):
@@ -66,12 +106,21 @@ def synthesise(log, embedder, documents: list[str], rows: int, until: float, see
         base = (bases if unanswered else ANSWERED)[pick]
         vec = (open_vecs if unanswered else answered_vecs)[pick] + rng.normal(0, 0.013, base_vectors.shape[1])
         doc = documents[int(rng.integers(len(documents)))]
-        batch.append(QuestionRecord(
-            index="lumen", surface=surfaces[n % len(surfaces)], at=until - 30 * DAY + 30 * DAY * n / rows,
-            plan="fast", outcome=Outcome.ABSTAINED_MODEL if unanswered else Outcome.ANSWERED,
-            question=f"{base} ({n})", latency_s=0.5, citations=[{"chunk_id": f"{doc}#0", "source": doc, "cited": True}],
-            rating=-1 if rng.random() < 0.02 else None, low_confidence=bool(rng.random() < 0.05),
-            vector=(vec / np.linalg.norm(vec)).astype(np.float16).tobytes()))
+        batch.append(
+            QuestionRecord(
+                index="lumen",
+                surface=surfaces[n % len(surfaces)],
+                at=until - 30 * DAY + 30 * DAY * n / rows,
+                plan="fast",
+                outcome=Outcome.ABSTAINED_MODEL if unanswered else Outcome.ANSWERED,
+                question=f"{base} ({n})",
+                latency_s=0.5,
+                citations=[{"chunk_id": f"{doc}#0", "source": doc, "cited": True}],
+                rating=-1 if rng.random() < 0.02 else None,
+                low_confidence=bool(rng.random() < 0.05),
+                vector=(vec / np.linalg.norm(vec)).astype(np.float16).tobytes(),
+            )
+        )
         if len(batch) == 5000:
             log.write(batch)
             batch = []
@@ -98,16 +147,27 @@ def report_cost(index_dir: Path, rows: int, work: Path) -> dict:
         runs = []
         for _ in range(2):
             started = time.perf_counter()
-            report, records = insights_for(log, "lumen", orch, since=now - 30 * DAY - 1, until=now,
-                                           distance=config.insights.group_distance)
+            report, records = insights_for(
+                log, "lumen", orch, since=now - 30 * DAY - 1, until=now, distance=config.insights.group_distance
+            )
             runs.append(time.perf_counter() - started)
     unanswered = report.totals["abstained_model"]
-    return {**made, "synthesise_and_write_s": round(write_s, 2), "db_bytes": (work / "insights.sqlite3").stat().st_size,
-            "report_s": [round(r, 2) for r in runs], "report_s_first": round(runs[0], 2),
-            "questions_in_report": report.totals["questions"], "unanswered": unanswered,
-            "groups": len(report.groups), "largest_groups": [(g.label, g.count) for g in report.groups[:5]],
-            "clustered_distinct_max": MAX_CLUSTER, "flagged": len(report.flagged), "clustered": report.clustered,
-            "target_s": 30, "met": max(runs) < 30}
+    return {
+        **made,
+        "synthesise_and_write_s": round(write_s, 2),
+        "db_bytes": (work / "insights.sqlite3").stat().st_size,
+        "report_s": [round(r, 2) for r in runs],
+        "report_s_first": round(runs[0], 2),
+        "questions_in_report": report.totals["questions"],
+        "unanswered": unanswered,
+        "groups": len(report.groups),
+        "largest_groups": [(g.label, g.count) for g in report.groups[:5]],
+        "clustered_distinct_max": MAX_CLUSTER,
+        "flagged": len(report.flagged),
+        "clustered": report.clustered,
+        "target_s": 30,
+        "met": max(runs) < 30,
+    }
 
 
 def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
@@ -145,14 +205,21 @@ def logging_cost(index_dir: Path, asks: int, work: Path) -> dict:
         log.close()
     ms = lambda xs: round(statistics.median(xs) * 1000, 3)  # noqa: E731
     p95 = lambda xs: round(sorted(xs)[int(0.95 * (len(xs) - 1))] * 1000, 3)  # noqa: E731
-    return {"asks": asks, "logged": len(write_path), "written": written,
-            "write_path_ms_p50": ms(write_path), "write_path_ms_p95": p95(write_path),
-            "ask_ms_p50_without_log": ms(plain), "ask_ms_p50_with_log": ms(logged),
-            "paired_difference_ms_p50": round(ms(logged) - ms(plain), 3), "target_ms": 2.0,
-            "met": ms(write_path) <= 2.0,
-            "note": "each question asked twice in a row, once logged and once not (alternating which); half "
-                    "carry an e-mail address (redacted); the writer thread embeds and writes while the timed "
-                    "questions run, so its CPU use is inside the with-log figure"}
+    return {
+        "asks": asks,
+        "logged": len(write_path),
+        "written": written,
+        "write_path_ms_p50": ms(write_path),
+        "write_path_ms_p95": p95(write_path),
+        "ask_ms_p50_without_log": ms(plain),
+        "ask_ms_p50_with_log": ms(logged),
+        "paired_difference_ms_p50": round(ms(logged) - ms(plain), 3),
+        "target_ms": 2.0,
+        "met": ms(write_path) <= 2.0,
+        "note": "each question asked twice in a row, once logged and once not (alternating which); half "
+        "carry an e-mail address (redacted); the writer thread embeds and writes while the timed "
+        "questions run, so its CPU use is inside the with-log figure",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ragsieve-insights-bench-") as tmp:
         work = Path(tmp)
         index_dir = work / "index"
-        IndexBuilder(index_dir, embedder=Embedder("sentence-transformers/all-MiniLM-L6-v2"),
-                     progress=False).build([str(REPO / "examples")])
+        IndexBuilder(index_dir, embedder=Embedder("sentence-transformers/all-MiniLM-L6-v2"), progress=False).build(
+            [str(REPO / "examples")]
+        )
         result["logging"] = logging_cost(index_dir, args.asks, work)
         print("logging:", result["logging"], flush=True)
         result["report"] = report_cost(index_dir, args.rows, work)

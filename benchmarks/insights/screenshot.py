@@ -11,6 +11,7 @@ the corpus lacks) and a fake clock spreading them over 30 days; one answer gets 
 thumbs down. Debian's chromium (Playwright) then opens `/insights` and saves a
 full-page PNG.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ def main() -> int:
     out = REPO / "docs" / "insights.png"
     with tempfile.TemporaryDirectory(prefix="ragsieve-insights-shot-") as tmp:
         index = Path(tmp) / "index"
-        IndexBuilder(index, embedder=Embedder("sentence-transformers/all-MiniLM-L6-v2"),
-                     progress=False).build([str(REPO / "examples")])
+        IndexBuilder(index, embedder=Embedder("sentence-transformers/all-MiniLM-L6-v2"), progress=False).build(
+            [str(REPO / "examples")]
+        )
         start = time.time() - 30 * DAY
         clock = FakeClock(start)
         with insights_service({"docs": index}, Path(tmp) / "data", clock, lifetime_s=900) as svc:
@@ -45,14 +47,16 @@ def main() -> int:
             for n, (day, question) in enumerate(month_of_questions()):
                 clock.now = start + day * DAY + n * 600
                 if n % 3 == 0:
-                    r = httpx.post(f"{svc.base_url}/v1/chat/completions", timeout=60,
-                                   json={"model": "docs", "messages": [{"role": "user", "content": question}]})
+                    r = httpx.post(
+                        f"{svc.base_url}/v1/chat/completions",
+                        timeout=60,
+                        json={"model": "docs", "messages": [{"role": "user", "content": question}]},
+                    )
                     r.raise_for_status()
                 elif n % 3 == 1:
                     httpx.post(f"{svc.base_url}/v1/ask", json={"question": question}, timeout=60).raise_for_status()
                 else:
-                    with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": question},
-                                      timeout=60) as r:
+                    with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": question}, timeout=60) as r:
                         done = [d for e, d in sse_events(r) if e == "done"]
                     if done and done[0]["abstention"] is None:
                         page_ids.append(done[0]["answer_id"])

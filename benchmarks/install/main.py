@@ -12,6 +12,7 @@ Each records the pip time of torch and of the wheel, the venv's site-packages si
 the packages installed. Every package comes from local files (this machine's package mirror, in pip's config,
 recorded with pip's cache size): the times are of a warm, local install, not of downloads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,12 @@ def build_wheel(work: Path) -> Path:
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(path, src / name)
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "-o", str(work / "dist"), str(src)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "-o", str(work / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = (work / "dist").glob("ragsieve-*.whl")
     return wheel
 
@@ -55,8 +60,13 @@ def folder_bytes(path: Path) -> int:
 def pip_install(python: Path, *args: str) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     started = time.monotonic()
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
-                   check=True, capture_output=True, env=env, timeout=1800)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=1800,
+    )
     return round(time.monotonic() - started, 1)
 
 
@@ -66,21 +76,32 @@ def measure(work: Path, wheel: Path, name: str, extras: str) -> dict:
     venv.EnvBuilder(with_pip=True).create(target)
     python = target / "bin" / "python"
     venv_s = round(time.monotonic() - started, 1)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     empty = folder_bytes(site)
     torch_s = pip_install(python, TORCH)
     wheel_s = pip_install(python, f"{wheel}{extras}")
-    listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
-                            check=True)
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True)
     packages = sorted(p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout))
     size = folder_bytes(site) - empty
     torch_bytes = folder_bytes(site / "torch") if (site / "torch").is_dir() else 0
     shutil.rmtree(target)
-    return {"install": f"pip install {TORCH}; pip install ragsieve{extras}", "venv_s": venv_s, "torch_pip_s": torch_s,
-            "wheel_pip_s": wheel_s, "site_packages_mb": round(size / 1e6, 1),
-            "site_packages_without_torch_mb": round((size - torch_bytes) / 1e6, 1),
-            "packages": len(packages), "package_names": packages}
+    return {
+        "install": f"pip install {TORCH}; pip install ragsieve{extras}",
+        "venv_s": venv_s,
+        "torch_pip_s": torch_s,
+        "wheel_pip_s": wheel_s,
+        "site_packages_mb": round(size / 1e6, 1),
+        "site_packages_without_torch_mb": round((size - torch_bytes) / 1e6, 1),
+        "packages": len(packages),
+        "package_names": packages,
+    }
 
 
 def main() -> int:
@@ -92,10 +113,13 @@ def main() -> int:
     cache_mb = round(folder_bytes(Path(cache)) / 1e6, 1) if cache and Path(cache).is_dir() else 0.0
     sources = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
     result["pip_cache"] = {
-        "dir": cache, "mb_at_start": cache_mb, "pip_config": sources.strip().splitlines(),
+        "dir": cache,
+        "mb_at_start": cache_mb,
+        "pip_config": sources.strip().splitlines(),
         "note": "warm in effect: every package is read from local files (the machine's mirror: pip's find-links "
-                "folder and file:// indexes in pip_config), installed here before; pip's own cache holds only "
-                "what those do not (mb_at_start). The times are of local installs, no download"}
+        "folder and file:// indexes in pip_config), installed here before; pip's own cache holds only "
+        "what those do not (mb_at_start). The times are of local installs, no download",
+    }
     result["device"] = "CPU only (torch CPU wheel); no GPU"
     with tempfile.TemporaryDirectory(prefix="ragsieve-install-size-") as tmp:
         work = Path(tmp)
@@ -106,8 +130,7 @@ def main() -> int:
     core, before = result["variants"]["core"], result["variants"]["before"]
     result["core_vs_before"] = {
         "site_packages_mb": [core["site_packages_mb"], before["site_packages_mb"]],
-        "site_packages_without_torch_mb": [core["site_packages_without_torch_mb"],
-                                           before["site_packages_without_torch_mb"]],
+        "site_packages_without_torch_mb": [core["site_packages_without_torch_mb"], before["site_packages_without_torch_mb"]],
         "wheel_pip_s": [core["wheel_pip_s"], before["wheel_pip_s"]],
         "packages": [core["packages"], before["packages"]],
         "only_in_before": sorted(set(before["package_names"]) - set(core["package_names"])),

@@ -15,6 +15,7 @@ OPENAI_API_KEY / OPENAI_MODEL (or RAGSIEVE_*) select any OpenAI-compatible
 endpoint instead, unchanged. Indexes are built once into --index-root and
 reused. Writes one JSON file (default benchmarks/results/agentic[-LABEL].json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,17 @@ PLANS = ("fast", "agentic")
 
 def load_hotpotqa(folder: Path) -> list[dict]:
     rows = [json.loads(line) for line in open(folder / "qa.jsonl", encoding="utf-8")]
-    return [{"id": r["id"], "question": r["question"], "answers": r["answers"], "gold": r["gold_doc_ids"],
-             "impossible": False, "type": r.get("type", "")} for r in rows]
+    return [
+        {
+            "id": r["id"],
+            "question": r["question"],
+            "answers": r["answers"],
+            "gold": r["gold_doc_ids"],
+            "impossible": False,
+            "type": r.get("type", ""),
+        }
+        for r in rows
+    ]
 
 
 def load_squad2(folder: Path, sample: int, unanswerable: int, seed: int) -> list[dict]:
@@ -53,11 +63,18 @@ def load_squad2(folder: Path, sample: int, unanswerable: int, seed: int) -> list
     rng = random.Random(seed)
     answerable = [r for r in rows if not r["is_impossible"]]
     impossible = [r for r in rows if r["is_impossible"]]
-    picked = rng.sample(answerable, min(sample, len(answerable))) + \
-        rng.sample(impossible, min(unanswerable, len(impossible)))
-    return [{"id": r["id"], "question": r["question"], "answers": r["answers"],
-             "gold": [] if r["is_impossible"] else [r["gold_doc_id"]], "impossible": bool(r["is_impossible"]),
-             "type": "unanswerable" if r["is_impossible"] else "answerable"} for r in picked]
+    picked = rng.sample(answerable, min(sample, len(answerable))) + rng.sample(impossible, min(unanswerable, len(impossible)))
+    return [
+        {
+            "id": r["id"],
+            "question": r["question"],
+            "answers": r["answers"],
+            "gold": [] if r["is_impossible"] else [r["gold_doc_id"]],
+            "impossible": bool(r["is_impossible"]),
+            "type": "unanswerable" if r["is_impossible"] else "answerable",
+        }
+        for r in picked
+    ]
 
 
 def docs_of(chunk_ids) -> list[str]:
@@ -75,29 +92,44 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
     wall = time.perf_counter() - started
     ctx_docs = docs_of(h.chunk_id for h in result.context)
     top5_docs = docs_of(h.chunk_id for h in result.context[:5])
-    row = {"plan": plan, "wall_s": round(wall, 2), "calls": result.usage.calls,
-           "prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens,
-           "context": [h.chunk_id for h in result.context], "answer": result.answer,
-           "both_gold@5": both_gold(top5_docs, q["gold"]),
-           "gold_recall": gold_passage_recall(ctx_docs, q["gold"]).fraction if q["gold"] else None,
-           **answer_scores(result.answer, q["answers"], q["impossible"]),
-           "steps": [f"{e.step}:{e.outcome}" for e in result.trace]}
+    row = {
+        "plan": plan,
+        "wall_s": round(wall, 2),
+        "calls": result.usage.calls,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "context": [h.chunk_id for h in result.context],
+        "answer": result.answer,
+        "both_gold@5": both_gold(top5_docs, q["gold"]),
+        "gold_recall": gold_passage_recall(ctx_docs, q["gold"]).fraction if q["gold"] else None,
+        **answer_scores(result.answer, q["answers"], q["impossible"]),
+        "steps": [f"{e.step}:{e.outcome}" for e in result.trace],
+    }
     if plan == "agentic":
         loop = result.loop
-        row.update({"loop_stop": loop.stop_reason,
-                    "judge_modes": [r.mode for r in loop.rounds],
-                    "judge_reasons": [r.reason for r in loop.rounds],
-                    "order_check": [{"compared": r.order_check["compared"], "flipped": len(r.order_check["flipped"])}
-                                    for r in loop.rounds if r.order_check],
-                    "same_as_fast": loop.selection.get("same_as_fast"),
-                    "fallback": result.fallback.model_dump() if result.fallback else None,
-                    "resolved": result.resolved,
-                    # what the combination rule saw: lets benchmarks/pipeline/combine_replay.py score other rules
-                    # on the same verdicts (the loop's verdicts do not depend on the rule)
-                    "selection_inputs": {"first_stage": list(result.first_stage),
-                                         "trusted": {} if loop.distrusted else loop.trusted,
-                                         "discovered": loop.discovered,
-                                         "neighbour_of": loop.neighbour_of}})
+        row.update(
+            {
+                "loop_stop": loop.stop_reason,
+                "judge_modes": [r.mode for r in loop.rounds],
+                "judge_reasons": [r.reason for r in loop.rounds],
+                "order_check": [
+                    {"compared": r.order_check["compared"], "flipped": len(r.order_check["flipped"])}
+                    for r in loop.rounds
+                    if r.order_check
+                ],
+                "same_as_fast": loop.selection.get("same_as_fast"),
+                "fallback": result.fallback.model_dump() if result.fallback else None,
+                "resolved": result.resolved,
+                # what the combination rule saw: lets benchmarks/pipeline/combine_replay.py score other rules
+                # on the same verdicts (the loop's verdicts do not depend on the rule)
+                "selection_inputs": {
+                    "first_stage": list(result.first_stage),
+                    "trusted": {} if loop.distrusted else loop.trusted,
+                    "discovered": loop.discovered,
+                    "neighbour_of": loop.neighbour_of,
+                },
+            }
+        )
     first_docs = docs_of(result.first_stage)
     row["first_stage_both_gold@5"] = both_gold(first_docs[:5], q["gold"])
     row["first_stage_both_gold@10"] = both_gold(first_docs[:10], q["gold"])
@@ -114,7 +146,8 @@ def summarise(rows: list[dict]) -> dict:
         out[plan] = {
             "both_gold@5": mean(r["both_gold@5"] for r in mine),
             "gold_recall": mean(r["gold_recall"] for r in mine),
-            "em": mean(r.get("em") for r in mine), "f1": mean(r.get("f1") for r in mine),
+            "em": mean(r.get("em") for r in mine),
+            "f1": mean(r.get("f1") for r in mine),
             "abstain_correct": mean(r.get("abstain_correct") for r in mine),
             "calls_per_q": sum(r["calls"] for r in mine) / n,
             "tokens_per_q": sum(r["prompt_tokens"] + r["completion_tokens"] for r in mine) / n,
@@ -123,13 +156,20 @@ def summarise(rows: list[dict]) -> dict:
     fast = {r["qid"]: r for r in rows if r["plan"] == "fast"}
     agentic = [r for r in rows if r["plan"] == "agentic"]
     if fast and agentic:
-        worse = [r["qid"] for r in agentic if r["both_gold@5"] is not None and fast.get(r["qid"])
-                 and r["both_gold@5"] < fast[r["qid"]]["both_gold@5"]]
-        better = [r["qid"] for r in agentic if r["both_gold@5"] is not None and fast.get(r["qid"])
-                  and r["both_gold@5"] > fast[r["qid"]]["both_gold@5"]]
+        worse = [
+            r["qid"]
+            for r in agentic
+            if r["both_gold@5"] is not None and fast.get(r["qid"]) and r["both_gold@5"] < fast[r["qid"]]["both_gold@5"]
+        ]
+        better = [
+            r["qid"]
+            for r in agentic
+            if r["both_gold@5"] is not None and fast.get(r["qid"]) and r["both_gold@5"] > fast[r["qid"]]["both_gold@5"]
+        ]
         modes = [m for r in agentic for m in r["judge_modes"]]
         out["agentic_vs_fast"] = {
-            "questions_worse_both_gold@5": worse, "questions_better_both_gold@5": better,
+            "questions_worse_both_gold@5": worse,
+            "questions_better_both_gold@5": better,
             "selection_same_as_fast": sum(1 for r in agentic if r["same_as_fast"]),
             "judge_rounds_by_mode": {m: modes.count(m) for m in sorted(set(modes))},
             "fallback_taken": sum(1 for r in agentic if r["fallback"]),
@@ -186,11 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-bench-index"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--label", default="")
-    ap.add_argument("--timeout", type=float, default=600.0,
-                    help="LLM request timeout and retry budget in seconds (a loaded 2-core machine needs minutes)")
-    ap.add_argument("--oracle-judge", type=float, default=None, metavar="FLIP",
-                    help="no LLM: a scripted judge that knows the gold paragraphs, each verdict flipped with "
-                         "probability FLIP (measures the loop's retrieval, not answers)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="LLM request timeout and retry budget in seconds (a loaded 2-core machine needs minutes)",
+    )
+    ap.add_argument(
+        "--oracle-judge",
+        type=float,
+        default=None,
+        metavar="FLIP",
+        help="no LLM: a scripted judge that knows the gold paragraphs, each verdict flipped with "
+        "probability FLIP (measures the loop's retrieval, not answers)",
+    )
     args = ap.parse_args(argv)
     config = Config.load(args.config)
     config.llm = config.llm.model_copy(update={"timeout_s": args.timeout, "max_retry_s": args.timeout})
@@ -213,20 +262,30 @@ def main(argv: list[str] | None = None) -> int:
         from ragsieve.agent.llm.client import LLM
 
         llm, close = LLM(oracle), (lambda: None)
-    report: dict = {**header(), "llm": endpoint,
-                    "config": {"loop": config.loop.model_dump(), "fallback": config.fallback.model_dump(),
-                               "retrieval": config.retrieval.model_dump()}, "sets": {}}
+    report: dict = {
+        **header(),
+        "llm": endpoint,
+        "config": {
+            "loop": config.loop.model_dump(),
+            "fallback": config.fallback.model_dump(),
+            "retrieval": config.retrieval.model_dump(),
+        },
+        "sets": {},
+    }
     try:
         for name in sets:
             folder = DATA / name
-            questions = load_hotpotqa(folder) if name == "hotpotqa" else \
-                load_squad2(folder, args.squad_sample, args.squad_unanswerable, args.seed)
+            questions = (
+                load_hotpotqa(folder)
+                if name == "hotpotqa"
+                else load_squad2(folder, args.squad_sample, args.squad_unanswerable, args.seed)
+            )
             questions = questions[: args.limit] if args.limit else questions
             index_dir = Path(args.index_root) / name
             built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build(
-                [folder / "corpus.jsonl"])
-            print(f"{name}: {built.chunks_total} chunks, {built.sparse_rows} sparse; {len(questions)} questions",
-                  flush=True)
+                [folder / "corpus.jsonl"]
+            )
+            print(f"{name}: {built.chunks_total} chunks, {built.sparse_rows} sparse; {len(questions)} questions", flush=True)
             rows: list[dict] = []
             orch = Orchestrator.open(index_dir, config, llm=llm)
             if oracle is not None:
@@ -241,14 +300,19 @@ def main(argv: list[str] | None = None) -> int:
                         rows.append(row)
                         report["sets"][name] = {"partial": True, "summary": summarise(rows), "rows": rows}
                         out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-                        print(f"[{name} {i}/{len(questions)}] {plan:8s} both_gold@5={row['both_gold@5']} "
-                              f"f1={row.get('f1', row.get('abstain_correct'))} calls={row['calls']} "
-                              f"{row['wall_s']}s {row.get('loop_stop') or ''}", flush=True)
+                        print(
+                            f"[{name} {i}/{len(questions)}] {plan:8s} both_gold@5={row['both_gold@5']} "
+                            f"f1={row.get('f1', row.get('abstain_correct'))} calls={row['calls']} "
+                            f"{row['wall_s']}s {row.get('loop_stop') or ''}",
+                            flush=True,
+                        )
             finally:
                 orch.close()
-            report["sets"][name] = {"summary": summarise(rows), "index": {"chunks": built.chunks_total,
-                                                                          "sparse_rows": built.sparse_rows},
-                                    "rows": rows}
+            report["sets"][name] = {
+                "summary": summarise(rows),
+                "index": {"chunks": built.chunks_total, "sparse_rows": built.sparse_rows},
+                "rows": rows,
+            }
             print(json.dumps({name: report["sets"][name]["summary"]}, indent=1), flush=True)
     finally:
         close()

@@ -12,6 +12,7 @@ or better than `fast` (the first-stage top 5).
 
 Writes `benchmarks/results/combine-replay.json`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,14 @@ def load_gold(set_name: str) -> dict[str, list[str]]:
 def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
     usable = [r for r in rows if r["plan"] == "agentic" and r.get("selection_inputs") and gold.get(r["qid"])]
     rules: dict[str, dict] = {}
-    fast_hits = {r["qid"]: both_gold(docs_of(r["selection_inputs"]["first_stage"][:final_k]), gold[r["qid"]])
-                 for r in usable}
+    fast_hits = {r["qid"]: both_gold(docs_of(r["selection_inputs"]["first_stage"][:final_k]), gold[r["qid"]]) for r in usable}
     for anchor in ANCHORS:
         for depth in DEPTHS:
             worse, better, hits = [], [], 0
             for r in usable:
                 s = r["selection_inputs"]
                 keys = evidence_keys(s["first_stage"], s["discovered"], s["neighbour_of"])
-                chosen, _ = select_context(s["first_stage"], keys, s["trusted"], final_k,
-                                           anchor_k=anchor, admit_depth=depth)
+                chosen, _ = select_context(s["first_stage"], keys, s["trusted"], final_k, anchor_k=anchor, admit_depth=depth)
                 hit = both_gold(docs_of(chosen), gold[r["qid"]])
                 hits += hit
                 if hit < fast_hits[r["qid"]]:
@@ -61,8 +60,13 @@ def replay(rows: list[dict], gold: dict[str, list[str]], final_k: int) -> dict:
                 elif hit > fast_hits[r["qid"]]:
                     better.append(r["qid"])
             rules[f"anchor_k={anchor},admit_depth={depth}"] = {
-                "anchor_k": anchor, "admit_depth": depth, "both_gold@5": hits / len(usable) if usable else None,
-                "worse": len(worse), "better": len(better), "worse_qids": worse}
+                "anchor_k": anchor,
+                "admit_depth": depth,
+                "both_gold@5": hits / len(usable) if usable else None,
+                "worse": len(worse),
+                "better": len(better),
+                "worse_qids": worse,
+            }
     fast = sum(fast_hits.values()) / len(usable) if usable else None
     return {"questions": len(usable), "fast_both_gold@5": fast, "rules": rules}
 
@@ -82,12 +86,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{path} [{set_name}]: no rows with selection_inputs (rerun benchmarks/pipeline/agentic.py)")
                 continue
             report["files"][f"{Path(path).name}:{set_name}"] = {"llm": data.get("llm"), **result}
-            print(f"\n{Path(path).name} [{set_name}] {data.get('llm')}: {result['questions']} questions, "
-                  f"fast both-gold@5 {result['fast_both_gold@5']:.3f}")
+            print(
+                f"\n{Path(path).name} [{set_name}] {data.get('llm')}: {result['questions']} questions, "
+                f"fast both-gold@5 {result['fast_both_gold@5']:.3f}"
+            )
             print("  anchor_k  admit_depth  both-gold@5  worse  better")
             for rule in result["rules"].values():
-                print(f"  {rule['anchor_k']:8d}  {rule['admit_depth']:11d}  {rule['both_gold@5']:11.3f}  "
-                      f"{rule['worse']:5d}  {rule['better']:6d}")
+                print(
+                    f"  {rule['anchor_k']:8d}  {rule['admit_depth']:11d}  {rule['both_gold@5']:11.3f}  "
+                    f"{rule['worse']:5d}  {rule['better']:6d}"
+                )
     Path(args.out).write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

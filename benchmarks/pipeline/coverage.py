@@ -1,6 +1,7 @@
 """`benchmarks/pipeline/main.py --coverage`: held-out coverage of the conformal set on the final context, with no
 judge (CONFLARE's guarantee measured on the context the answer is written from - with no trusted judge the
 conformal set joins the fast context - and on the passing set alone, before the context budget cut it)."""
+
 from __future__ import annotations
 
 from benchmarks.pipeline.data import OracleChat
@@ -41,12 +42,17 @@ def coverage(questions, orchs, chunks: ChunkTexts, config_for, kinds) -> dict:
                 cut.append(float(bool(step.get("budget_note"))))
             # coverage: any gold document in the context (the event calibrated on SQuAD and SciFact);
             # per_gold: over (question, gold document) pairs (calibrated on HotpotQA: one record per hop)
-            out[f"alpha={alpha}|{kind or 'calibrated'}"] = {"n": len(covered), "coverage": mean(covered),
-                                                            "all_gold": mean(every), "per_gold": mean(paragraphs),
-                                                            "mean_context": mean(sizes), "target": 1 - alpha,
-                                                            "set_size": size_distribution(sizes),
-                                                            "passing_coverage": mean(passed),
-                                                            "passing_per_gold": mean(passed_paragraphs),
-                                                            "passing_size": size_distribution(passed_sizes),
-                                                            "budget_cut": mean(cut)}
+            out[f"alpha={alpha}|{kind or 'calibrated'}"] = {
+                "n": len(covered),
+                "coverage": mean(covered),
+                "all_gold": mean(every),
+                "per_gold": mean(paragraphs),
+                "mean_context": mean(sizes),
+                "target": 1 - alpha,
+                "set_size": size_distribution(sizes),
+                "passing_coverage": mean(passed),
+                "passing_per_gold": mean(passed_paragraphs),
+                "passing_size": size_distribution(passed_sizes),
+                "budget_cut": mean(cut),
+            }
     return out

@@ -8,6 +8,7 @@ Calibration never sees the questions it is evaluated on:
   calibrated on the other half, one calibration record per gold paragraph (both hops matter).
 - SQuAD 2.0: calibrated on answerable questions outside the evaluated sample.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,28 +42,50 @@ def _qrels(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def load_questions(name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int,
-                   scifact_calibration: str = "crossfit") -> list[dict]:
+def load_questions(
+    name: str, *, squad_answerable: int, squad_unanswerable: int, seed: int, scifact_calibration: str = "crossfit"
+) -> list[dict]:
     """Rows {id, question, answers, gold (doc ids), impossible, fold}; SQuAD 2.0 rows also carry `plausible`
     (an unanswerable question's `plausible_answers`: the wrong answers a careless reader would give)."""
     folder = DATA / name
     if name == "hotpotqa":
         rows = _jsonl(folder / "qa.jsonl")
-        return [{"id": r["id"], "question": r["question"], "answers": r["answers"], "gold": r["gold_doc_ids"],
-                 "impossible": False, "fold": i % 2} for i, r in enumerate(rows)]
+        return [
+            {
+                "id": r["id"],
+                "question": r["question"],
+                "answers": r["answers"],
+                "gold": r["gold_doc_ids"],
+                "impossible": False,
+                "fold": i % 2,
+            }
+            for i, r in enumerate(rows)
+        ]
     if name == "squad2":
         rows = _jsonl(folder / "qa.jsonl")
         rng = random.Random(seed)
-        picked = rng.sample([r for r in rows if not r["is_impossible"]], squad_answerable) + \
-            rng.sample([r for r in rows if r["is_impossible"]], squad_unanswerable)
-        return [{"id": r["id"], "question": r["question"], "answers": r["answers"],
-                 "gold": [] if r["is_impossible"] else [r["gold_doc_id"]], "impossible": bool(r["is_impossible"]),
-                 "plausible": list(r.get("plausible_answers") or []), "fold": 0} for r in picked]
+        picked = rng.sample([r for r in rows if not r["is_impossible"]], squad_answerable) + rng.sample(
+            [r for r in rows if r["is_impossible"]], squad_unanswerable
+        )
+        return [
+            {
+                "id": r["id"],
+                "question": r["question"],
+                "answers": r["answers"],
+                "gold": [] if r["is_impossible"] else [r["gold_doc_id"]],
+                "impossible": bool(r["is_impossible"]),
+                "plausible": list(r.get("plausible_answers") or []),
+                "fold": 0,
+            }
+            for r in picked
+        ]
     queries = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
     gold = _qrels(folder / "qrels" / "test.tsv")
     two = scifact_calibration == "crossfit"
-    return [{"id": qid, "question": queries[qid], "answers": [], "gold": docs, "impossible": False,
-             "fold": i % 2 if two else 0} for i, (qid, docs) in enumerate(q for q in gold.items() if q[0] in queries)]
+    return [
+        {"id": qid, "question": queries[qid], "answers": [], "gold": docs, "impossible": False, "fold": i % 2 if two else 0}
+        for i, (qid, docs) in enumerate(q for q in gold.items() if q[0] in queries)
+    ]
 
 
 def build_index(name: str, root: Path, embedder) -> Path:
@@ -73,8 +96,9 @@ def build_index(name: str, root: Path, embedder) -> Path:
     return folder
 
 
-def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: float,
-                      scifact_calibration: str = "crossfit") -> dict[int, Path]:
+def calibrated_copies(
+    name: str, index_dir: Path, questions: list[dict], alpha: float, scifact_calibration: str = "crossfit"
+) -> dict[int, Path]:
     """fold -> an index folder calibrated without that fold's questions (qrels calibration)."""
     folder = DATA / name
     out: dict[int, Path] = {}
@@ -92,8 +116,10 @@ def calibrated_copies(name: str, index_dir: Path, questions: list[dict], alpha: 
                 qrels_path, queries_path = _calibration_set(name, folder, evaluated, target, train)
                 with HybridIndex.open(target) as index:
                     cal = Calibrator(index, alpha=alpha, depth=200, seed=0).run(
-                        queries_path=queries_path, qrels_path=qrels_path,
-                        unanswerable=_unanswerable_outside(name, folder, evaluated))
+                        queries_path=queries_path,
+                        qrels_path=qrels_path,
+                        unanswerable=_unanswerable_outside(name, folder, evaluated),
+                    )
                 save_calibration(cal, target)
                 (target / "held-out.json").write_text(json.dumps(sorted(evaluated)), encoding="utf-8")
         out[fold] = target
@@ -172,8 +198,14 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
                 yield (r.question, {positive}, hits, others) if near_misses else (r.question, {positive}, hits)
 
         model = str(llm.chat.model_name or "unknown")
-        measured = measure_judge(items(), judge, model=model, pool=pool, top_k=orch.config.retrieval.top_k,
-                                 decoys=lambda q, ex: pick_decoys(orch.index, q, ex, loop.judge_decoys))  # noqa: B023
+        measured = measure_judge(
+            items(),
+            judge,
+            model=model,
+            pool=pool,
+            top_k=orch.config.retrieval.top_k,
+            decoys=lambda q, ex: pick_decoys(orch.index, q, ex, loop.judge_decoys),  # noqa: B023
+        )
         save_calibration(cal.model_copy(update={"judges": {**cal.judges, model: measured}}), path)
         out[str(fold)] = measured.model_dump()
     return out
@@ -190,8 +222,7 @@ def _question_golds(path: Path) -> dict[str, set[str]]:
     return out
 
 
-def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path,
-                     train: bool = False) -> tuple[Path, Path]:
+def _calibration_set(name: str, folder: Path, evaluated: set[str], target: Path, train: bool = False) -> tuple[Path, Path]:
     if train:
         return folder / "qrels" / "train.tsv", folder / "queries.jsonl"
     qrels_lines = ["query-id\tcorpus-id\tscore"]

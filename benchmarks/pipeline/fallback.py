@@ -17,6 +17,7 @@ chunk in S (SQuAD 2.0 sample, all 103 HotpotQA questions, the 300 SciFact test c
   recall@sparse_candidates, MRR.
 No LLM is involved. Writes benchmarks/results/fallback.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ def answer_in(texts: list[str], answers: list[str]) -> bool | None:
 
 def run_set(name: str, args, embedder) -> dict:
     cfg = Config().fallback
-    questions = [q for q in load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=0,
-                                           seed=args.seed) if q["gold"]]
+    questions = [
+        q for q in load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=0, seed=args.seed) if q["gold"]
+    ]
     index_dir = build_index(name, Path(args.index_root), embedder)
     with Orchestrator.open(index_dir, Config()) as orch:
         index = orch.index
@@ -79,8 +81,9 @@ def run_set(name: str, args, embedder) -> dict:
             have = {h.chunk_id for h in fast}
             # what the step does offline: the best `sparse_candidates` by our score outside the context, then
             # the reranker's embedding fallback orders them by cosine (FlashRank has no model here)
-            candidates = [int(i) for i in np.argsort(-ours, kind="stable")
-                          if index.store.get(int(rows[i])).chunk_id not in have][: cfg.sparse_candidates]
+            candidates = [int(i) for i in np.argsort(-ours, kind="stable") if index.store.get(int(rows[i])).chunk_id not in have][
+                : cfg.sparse_candidates
+            ]
             pipeline = sorted(candidates, key=lambda i: -cos[i])
             added = [index.store.get(int(rows[i])) for i in pipeline[: cfg.max_added]]
             step = np.full(rows.size, -np.inf)
@@ -88,26 +91,37 @@ def run_set(name: str, args, embedder) -> dict:
             before_docs = {chunk_doc_id(h.chunk_id) for h in fast}
             after_docs = before_docs | {c.doc_id for c in added}
             texts = [h.chunk.text for h in fast]
-            out_rows.append({
-                "qid": q["id"], "gold_in_fast": float(bool(before_docs & set(q["gold"]))),
-                "gold_with_fallback": float(bool(after_docs & set(q["gold"]))),
-                "answer_in_fast": answer_in(texts, q["answers"]),
-                "answer_with_fallback": answer_in(texts + [c.text for c in added], q["answers"]),
-                "context_tokens_added": sum(len(c.text.split()) for c in added),
-                **{f"rank_{k}": rank_of_gold(s, gold_mask) for k, s in (("ours", ours), ("cosine", cos), ("bm25", bm25))},
-                "rank_step": rank_of_gold(step, gold_mask) if gold_mask[pipeline].any() else 10 ** 9})
-    summary = {"questions": len(questions), "sparse_rows": int(rows.size), "sparse_gold_questions": len(out_rows),
-               "gold_recall_fast": mean(r["gold_in_fast"] for r in out_rows),
-               "gold_recall_with_fallback": mean(r["gold_with_fallback"] for r in out_rows),
-               "answer_fast": mean(None if r["answer_in_fast"] is None else float(r["answer_in_fast"]) for r in out_rows),
-               "answer_with_fallback": mean(None if r["answer_with_fallback"] is None else float(r["answer_with_fallback"])
-                                            for r in out_rows),
-               "words_added": mean(r["context_tokens_added"] for r in out_rows)}
+            out_rows.append(
+                {
+                    "qid": q["id"],
+                    "gold_in_fast": float(bool(before_docs & set(q["gold"]))),
+                    "gold_with_fallback": float(bool(after_docs & set(q["gold"]))),
+                    "answer_in_fast": answer_in(texts, q["answers"]),
+                    "answer_with_fallback": answer_in(texts + [c.text for c in added], q["answers"]),
+                    "context_tokens_added": sum(len(c.text.split()) for c in added),
+                    **{f"rank_{k}": rank_of_gold(s, gold_mask) for k, s in (("ours", ours), ("cosine", cos), ("bm25", bm25))},
+                    "rank_step": rank_of_gold(step, gold_mask) if gold_mask[pipeline].any() else 10**9,
+                }
+            )
+    summary = {
+        "questions": len(questions),
+        "sparse_rows": int(rows.size),
+        "sparse_gold_questions": len(out_rows),
+        "gold_recall_fast": mean(r["gold_in_fast"] for r in out_rows),
+        "gold_recall_with_fallback": mean(r["gold_with_fallback"] for r in out_rows),
+        "answer_fast": mean(None if r["answer_in_fast"] is None else float(r["answer_in_fast"]) for r in out_rows),
+        "answer_with_fallback": mean(
+            None if r["answer_with_fallback"] is None else float(r["answer_with_fallback"]) for r in out_rows
+        ),
+        "words_added": mean(r["context_tokens_added"] for r in out_rows),
+    }
     for k in ("ours", "cosine", "bm25", "step"):
         ranks = [r[f"rank_{k}"] for r in out_rows]
-        summary[k] = {f"recall@{cfg.max_added}": mean(float(x <= cfg.max_added) for x in ranks),
-                      f"recall@{cfg.sparse_candidates}": mean(float(x <= cfg.sparse_candidates) for x in ranks),
-                      "mrr": mean(1.0 / x for x in ranks)}
+        summary[k] = {
+            f"recall@{cfg.max_added}": mean(float(x <= cfg.max_added) for x in ranks),
+            f"recall@{cfg.sparse_candidates}": mean(float(x <= cfg.sparse_candidates) for x in ranks),
+            "mrr": mean(1.0 / x for x in ranks),
+        }
     print(name, json.dumps(summary), flush=True)
     return {"summary": summary, "rows": out_rows}
 
@@ -120,8 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-pipeline-index"))
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "fallback.json")
     args = ap.parse_args(argv)
-    result = {**header(), "commit": commit(), "settings": Config().fallback.model_dump(),
-              "reranker": "none ran: FlashRank has no model offline; its embedding fallback orders candidates by cosine", "sets": {}}
+    result = {
+        **header(),
+        "commit": commit(),
+        "settings": Config().fallback.model_dump(),
+        "reranker": "none ran: FlashRank has no model offline; its embedding fallback orders candidates by cosine",
+        "sets": {},
+    }
     embedder = Embedder("sentence-transformers/all-MiniLM-L6-v2", encoder=default_encoder())  # a new index: the shipped default
     started = time.time()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:

@@ -14,6 +14,7 @@ GMM: the paper's Table 1 (Bulgakov 2024) over alpha x method x min_outlier_freq,
 measures exactly (ratio of sums, eqs. 14-15), simple / broader / double questions and two
 readers; see benchmarks/pipeline/gmm_table.py for the definitions and how questions are written.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,7 +74,8 @@ def conformal_part(index, args) -> dict:
         runs = []
         for seed in range(args.seeds):
             cal = Calibrator(cached, alpha=alpha, depth=args.depth, seed=seed).run(
-                questions=args.questions, queries_path=DATA / "queries.jsonl", qrels_path=DATA / "qrels" / "test.tsv")
+                questions=args.questions, queries_path=DATA / "queries.jsonl", qrels_path=DATA / "qrels" / "test.tsv"
+            )
             runs.append(cal)
         m = runs[0].n_heldout
         tol = binomial_tolerance(1 - alpha, m)
@@ -82,19 +84,31 @@ def conformal_part(index, args) -> dict:
             name = k["kind"]
             per = [next(x for x in r.report["kinds"] if x["kind"] == name) for r in runs]
             covs = [p["coverage"] for p in per]
-            kinds[name] = {"coverage_mean": round(float(np.mean(covs)), 4), "coverage_per_seed": covs,
-                           "mean_kept": round(float(np.mean([p["mean_set_size"] for p in per])), 2),
-                           "mean_within_tolerance": abs(float(np.mean(covs)) - (1 - alpha)) <= tol,
-                           "seeds_within_tolerance": sum(abs(c - (1 - alpha)) <= tol for c in covs)}
+            kinds[name] = {
+                "coverage_mean": round(float(np.mean(covs)), 4),
+                "coverage_per_seed": covs,
+                "mean_kept": round(float(np.mean([p["mean_set_size"] for p in per])), 2),
+                "mean_within_tolerance": abs(float(np.mean(covs)) - (1 - alpha)) <= tol,
+                "seeds_within_tolerance": sum(abs(c - (1 - alpha)) <= tol for c in covs),
+            }
         best = min(kinds, key=lambda n: kinds[n]["mean_kept"])
         out["alphas"][str(alpha)] = {
-            "target": round(1 - alpha, 3), "n_calibration": runs[0].n_calibration, "n_heldout": m,
-            "tolerance": round(tol, 4), "not_found_mean": float(np.mean([r.n_not_found for r in runs])),
-            "chosen_per_seed": [r.score_kind for r in runs], "kinds": kinds,
+            "target": round(1 - alpha, 3),
+            "n_calibration": runs[0].n_calibration,
+            "n_heldout": m,
+            "tolerance": round(tol, 4),
+            "not_found_mean": float(np.mean([r.n_not_found for r in runs])),
+            "chosen_per_seed": [r.score_kind for r in runs],
+            "kinds": kinds,
             "fixed_top_k_at_equal_coverage": [r.report["fixed_top_k_at_equal_coverage"] for r in runs],
-            "smallest_kind": best, "smallest_vs_raw": round(kinds[best]["mean_kept"] / kinds["raw"]["mean_kept"], 3)}
-        print(f"alpha={alpha}: " + ", ".join(f"{n} cov {v['coverage_mean']:.3f} kept {v['mean_kept']:.1f}"
-                                             for n, v in kinds.items()), flush=True)
+            "smallest_kind": best,
+            "smallest_vs_raw": round(kinds[best]["mean_kept"] / kinds["raw"]["mean_kept"], 3),
+        }
+        print(
+            f"alpha={alpha}: "
+            + ", ".join(f"{n} cov {v['coverage_mean']:.3f} kept {v['mean_kept']:.1f}" for n, v in kinds.items()),
+            flush=True,
+        )
     return out
 
 
@@ -105,23 +119,40 @@ def gmm_part(index, args, config: Config, llm, prompts) -> dict:
     base = config.outliers.model_dump()
 
     def factory(alpha, method, freq):
-        return build_filter(config.outliers.model_copy(update={"alpha": alpha, "method": method,
-                                                               "min_outlier_freq": freq}))
+        return build_filter(config.outliers.model_copy(update={"alpha": alpha, "method": method, "min_outlier_freq": freq}))
 
     types = args.types.split(",")
     questions = {"simple": gmm_table.load_simple(DATA, args.limit, args.seed)} if "simple" in types else {}
     if {"broader", "double"} & set(types):
         model = config.llm.model or config.llm.local_model
-        generated = gmm_table.generate(DATA, args.limit, args.seed, llm, prompts, Path(args.questions_file), str(model),
-                                       progress=lambda m: print(m, flush=True))
+        generated = gmm_table.generate(
+            DATA,
+            args.limit,
+            args.seed,
+            llm,
+            prompts,
+            Path(args.questions_file),
+            str(model),
+            progress=lambda m: print(m, flush=True),
+        )
         questions.update({k: v for k, v in generated.items() if k in types})
-        generation = {"model": str(model), "windows": generated["windows"], "failed": generated["failed"],
-                      "prompt": "prompts/broader_question.j2",
-                      "double": "two of the broader questions from different articles joined by ' Also, ' "
-                                "(question i with one about n/2 positions on: each broader question is in two)"}
-    out: dict = {"nrd": args.nrd, "filter_defaults": base, "grid": "alpha x method x min_outlier_freq",
-                 "paper": gmm_table.PAPER, "questions_file": args.questions_file, "types": {},
-                 "question_counts": {k: len(v) for k, v in questions.items()}}
+        generation = {
+            "model": str(model),
+            "windows": generated["windows"],
+            "failed": generated["failed"],
+            "prompt": "prompts/broader_question.j2",
+            "double": "two of the broader questions from different articles joined by ' Also, ' "
+            "(question i with one about n/2 positions on: each broader question is in two)",
+        }
+    out: dict = {
+        "nrd": args.nrd,
+        "filter_defaults": base,
+        "grid": "alpha x method x min_outlier_freq",
+        "paper": gmm_table.PAPER,
+        "questions_file": args.questions_file,
+        "types": {},
+        "question_counts": {k: len(v) for k, v in questions.items()},
+    }
     if {"broader", "double"} & set(types):
         out["generation"] = generation
     index = CachedEmbeddings(index)  # answers and sentences recur across the grid's rows: embed each once
@@ -132,8 +163,11 @@ def gmm_part(index, args, config: Config, llm, prompts) -> dict:
             result = gmm_table.table(index, qs, factory, read, args.nrd, progress=lambda m: print(m, flush=True))
             out["types"].setdefault(kind, {})[reader_kind] = result
             best = result["best_by_emb"]
-            print(f"{kind}/{reader_kind}: best Emb% {best['Emb%']} TFIDF% {best['TFIDF%']} at alpha {best['alpha']} "
-                  f"{best['method']} freq {best['min_outlier_freq']} (n={best['n']})", flush=True)
+            print(
+                f"{kind}/{reader_kind}: best Emb% {best['Emb%']} TFIDF% {best['TFIDF%']} at alpha {best['alpha']} "
+                f"{best['method']} freq {best['min_outlier_freq']} (n={best['n']})",
+                flush=True,
+            )
         out.setdefault("reader_calls", {})[reader_kind] = read.calls
     return out
 
@@ -152,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=96, help="answer length cap (SQuAD answers are short)")
     ap.add_argument("--readers", default="extractive,llm", help="extractive (no LLM) and/or llm (the configured endpoint)")
     ap.add_argument("--llm-limit", type=int, default=0, help="llm reader: the first N questions per type (0: all)")
-    ap.add_argument("--questions-file", default=str(REPO / "benchmarks" / "results" / "gmm_questions.json"),
-                    help="cache of the LLM-written broader and double questions (rewritten when the model differs)")
+    ap.add_argument(
+        "--questions-file",
+        default=str(REPO / "benchmarks" / "results" / "gmm_questions.json"),
+        help="cache of the LLM-written broader and double questions (rewritten when the model differs)",
+    )
     ap.add_argument("--config", help="TOML config (index, llm and outliers sections are used)")
     ap.add_argument("--index-root", default=str(Path(tempfile.gettempdir()) / "ragsieve-bench-filters"))
     ap.add_argument("--out", default=None)
@@ -168,18 +205,28 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.pipeline import gmm_table
 
     writer = str(config.llm.model or config.llm.local_model)
-    to_write = bool(set(args.types.split(",")) - {"simple"}) and \
-        gmm_table.cached_questions(Path(args.questions_file), writer, args.seed) < args.limit
+    to_write = (
+        bool(set(args.types.split(",")) - {"simple"})
+        and gmm_table.cached_questions(Path(args.questions_file), writer, args.seed) < args.limit
+    )
     needs_llm = "llm" in args.readers.split(",") or to_write
     if args.standardize:
         config.outliers = config.outliers.model_copy(update={"standardize": True})
     started = time.time()
     index_dir = Path(args.index_root) / "squad2"
     built = IndexBuilder(index_dir, progress=False, chunk_tokens=config.index.chunk_tokens).build([DATA / "corpus.jsonl"])
-    report: dict = {"command": shlex.join([sys.executable, *sys.argv]), "commit": commit(), "load_average": os.getloadavg(),
-                    "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-                    "dataset": str(DATA), "index": {"chunks": built.chunks_total, "embedding": config.index.embedding_model,
-                              "encoder": recorded_encoder(index_dir)}}
+    report: dict = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "commit": commit(),
+        "load_average": os.getloadavg(),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "dataset": str(DATA),
+        "index": {
+            "chunks": built.chunks_total,
+            "embedding": config.index.embedding_model,
+            "encoder": recorded_encoder(index_dir),
+        },
+    }
     llm, close = None, (lambda: None)
     with HybridIndex.open(index_dir) as index:
         if "conformal" in parts:

@@ -25,6 +25,7 @@ Readers: `llm` (the configured endpoint; answer.j2, answers cut at `max_tokens` 
 `extractive` (no LLM: the two context sentences most similar to the question by MiniLM), a deterministic
 stand-in that shows what each filter leaves to read when no capable model is at hand.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,13 +36,24 @@ from pathlib import Path
 
 import numpy as np
 
-GRID = [(alpha, method, freq) for alpha in (0.0, 0.5, 1.0) for method in ("concatenate", "interaction", "polynomial")
-        for freq in (2, 4)]
+GRID = [
+    (alpha, method, freq)
+    for alpha in (0.0, 0.5, 1.0)
+    for method in ("concatenate", "interaction", "polynomial")
+    for freq in (2, 4)
+]
 # What we have of the paper's Table 1 offline: the best row as quoted by the issue (experiments 8-10 vary
 # alpha with the interaction method). The other rows could not be fetched here (no internet).
-PAPER = {"best_row": {"method": "interaction", "alpha": 1.0, "Emb%": 6.1, "TFIDF%": 6.5,
-                      "source": "Bulgakov 2024 Table 1 as quoted in issue 11; answers by TinyLlama-1.1B (GPT-4o "
-                                "wrote the questions and reference answers), SQuAD 2.0"}}
+PAPER = {
+    "best_row": {
+        "method": "interaction",
+        "alpha": 1.0,
+        "Emb%": 6.1,
+        "TFIDF%": 6.5,
+        "source": "Bulgakov 2024 Table 1 as quoted in issue 11; answers by TinyLlama-1.1B (GPT-4o "
+        "wrote the questions and reference answers), SQuAD 2.0",
+    }
+}
 BASELINE = "top-k of the same size as the filtered context (the paper's); *_vs_all: all NRD chunks"
 _SENT = re.compile(r"(?<=[.!?])\s+")
 
@@ -50,8 +62,16 @@ def load_simple(data: Path, limit: int, seed: int) -> list[dict]:
     rows = [json.loads(x) for x in (data / "qa.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     rows = [r for r in rows if not r["is_impossible"] and r["answers"]]
     random.Random(seed).shuffle(rows)
-    return [{"type": "simple", "question": r["question"], "truth": r["answers"][0], "golds": r["answers"],
-             "gold_doc": r["gold_doc_id"]} for r in rows[:limit]]
+    return [
+        {
+            "type": "simple",
+            "question": r["question"],
+            "truth": r["answers"][0],
+            "golds": r["answers"],
+            "gold_doc": r["gold_doc_id"],
+        }
+        for r in rows[:limit]
+    ]
 
 
 def cached_questions(cache: Path, model: str, seed: int) -> int:
@@ -62,8 +82,7 @@ def cached_questions(cache: Path, model: str, seed: int) -> int:
     return sum("question" in q for q in stored.get("windows", []))
 
 
-def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model: str,
-             progress=print) -> dict[str, list[dict]]:
+def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model: str, progress=print) -> dict[str, list[dict]]:
     """`broader` and `double` questions, written by `llm` and cached in `cache` (keyed by model and seed).
 
     Each 3-paragraph window's reply is saved as it comes (atomically, every 5 windows), so a stopped run
@@ -85,13 +104,15 @@ def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model
     for _ in range(3 * limit):
         title = rng.choice(titles)
         start = rng.randrange(max(1, len(by_title[title]) - 2))
-        picks.append((title, by_title[title][start:start + 3]))
+        picks.append((title, by_title[title][start : start + 3]))
 
     def save():
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"model": model, "seed": seed, "prompt": "prompts/broader_question.j2",
-                                   "windows": qas}, indent=1), encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"model": model, "seed": seed, "prompt": "prompts/broader_question.j2", "windows": qas}, indent=1),
+            encoding="utf-8",
+        )
         os.replace(tmp, cache)
 
     while sum("question" in q for q in qas) < limit and len(qas) < len(picks):
@@ -107,19 +128,29 @@ def generate(data: Path, limit: int, seed: int, llm, prompts, cache: Path, model
             progress(f"  questions: {len(qas)} windows, {sum('question' in q for q in qas)} parsed")
     save()
     good = [q for q in qas if "question" in q]
-    broader = [{"type": "broader", "question": q["question"], "truth": q["answer"], "golds": [q["answer"]],
-                "title": q["title"]} for q in good[:limit]]
+    broader = [
+        {"type": "broader", "question": q["question"], "truth": q["answer"], "golds": [q["answer"]], "title": q["title"]}
+        for q in good[:limit]
+    ]
     double: list[dict] = []
     n = len(broader)
     for i in range(n if n >= 2 else 0):
         a = broader[i]
-        b = next((broader[(i + n // 2 + t) % n] for t in range(n - 1)
-                  if broader[(i + n // 2 + t) % n]["title"] != a["title"]), None)
+        b = next(
+            (broader[(i + n // 2 + t) % n] for t in range(n - 1) if broader[(i + n // 2 + t) % n]["title"] != a["title"]), None
+        )
         if b is None or len(double) >= limit:
             break
         truth = f"{a['truth']} {b['truth']}"
-        double.append({"type": "double", "question": f"{a['question']} Also, {b['question']}", "truth": truth,
-                       "golds": [truth], "title": f"{a['title']} + {b['title']}"})
+        double.append(
+            {
+                "type": "double",
+                "question": f"{a['question']} Also, {b['question']}",
+                "truth": truth,
+                "golds": [truth],
+                "title": f"{a['title']} + {b['title']}",
+            }
+        )
     return {"broader": broader, "double": double, "windows": len(qas), "failed": len(qas) - len(good)}
 
 
@@ -152,10 +183,10 @@ class Readers:
     def _llm(self, question, chunks) -> str:
         from ragsieve.tools.metrics import strip_citations
 
-        passages = [{"number": i, "source": c.source, "title": c.title, "text": c.text}
-                    for i, c in enumerate(chunks, 1)]
-        prompt = self.prompts.render("answer", question=question, passages=passages,
-                                     abstain="The context does not contain the answer.")
+        passages = [{"number": i, "source": c.source, "title": c.title, "text": c.text} for i, c in enumerate(chunks, 1)]
+        prompt = self.prompts.render(
+            "answer", question=question, passages=passages, abstain="The context does not contain the answer."
+        )
         return strip_citations(self.llm.text([{"role": "user", "content": prompt}], max_tokens=self.max_tokens))
 
     def _extract(self, question, chunks) -> str:
@@ -176,8 +207,24 @@ def ratio_mean(ratios: list[float]) -> float | None:
 def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, progress=print) -> dict:
     """One row per grid entry: NRD, ANFD, AR, Emb%, TFIDF% (vs the same-size top-k, the paper's baseline; and
     `*_vs_all`, vs all NRD chunks)."""
-    sums = {g: {"left": 0.0, "emb_f": 0.0, "emb_u": 0.0, "emb_k": 0.0, "tf_f": 0.0, "tf_u": 0.0, "tf_k": 0.0,
-                "gold_f": 0, "gold_k": 0, "r_emb": [], "r_tf": [], "r_emb_k": [], "r_tf_k": []} for g in GRID}
+    sums = {
+        g: {
+            "left": 0.0,
+            "emb_f": 0.0,
+            "emb_u": 0.0,
+            "emb_k": 0.0,
+            "tf_f": 0.0,
+            "tf_u": 0.0,
+            "tf_k": 0.0,
+            "gold_f": 0,
+            "gold_k": 0,
+            "r_emb": [],
+            "r_tf": [],
+            "r_emb_k": [],
+            "r_tf_k": [],
+        }
+        for g in GRID
+    }
     vectors = np.asarray(index.vectors, dtype=float)
     for i, q in enumerate(questions):
         qvec = index.embed_query(q["question"])
@@ -196,40 +243,65 @@ def table(index, questions: list[dict], flt_factory, read: Readers, nrd: int, pr
             outliers = flt.decide(counts[g[:2]])
             kept = [r for r, o in zip(top, outliers) if not o]
             emb_f, tf_f = scores(read(q["question"], kept)) if kept else (0.0, 0.0)
-            emb_k, tf_k = scores(read(q["question"], top[:len(kept)])) if kept else (0.0, 0.0)
+            emb_k, tf_k = scores(read(q["question"], top[: len(kept)])) if kept else (0.0, 0.0)
             s = sums[g]
             s["left"] += len(kept)
-            for name, value in (("emb_f", emb_f), ("emb_u", emb_u), ("emb_k", emb_k), ("tf_f", tf_f),
-                                ("tf_u", tf_u), ("tf_k", tf_k)):
+            for name, value in (
+                ("emb_f", emb_f),
+                ("emb_u", emb_u),
+                ("emb_k", emb_k),
+                ("tf_f", tf_f),
+                ("tf_u", tf_u),
+                ("tf_k", tf_k),
+            ):
                 s[name] += value
-            for name, f, base in (("r_emb", emb_f, emb_u), ("r_tf", tf_f, tf_u), ("r_emb_k", emb_f, emb_k),
-                                  ("r_tf_k", tf_f, tf_k)):
+            for name, f, base in (
+                ("r_emb", emb_f, emb_u),
+                ("r_tf", tf_f, tf_u),
+                ("r_emb_k", emb_f, emb_k),
+                ("r_tf_k", tf_f, tf_k),
+            ):
                 if base > 0:  # eq. 15: per-question ratio
                     s[name].append((f - base) / base)
             if "gold_doc" in q:
                 docs = lambda rows: {c.doc_id for c in index.store.get_many(rows)}  # noqa: E731
                 s["gold_f"] += q["gold_doc"] in docs(kept)
-                s["gold_k"] += q["gold_doc"] in docs(top[:len(kept)])
+                s["gold_k"] += q["gold_doc"] in docs(top[: len(kept)])
         progress(f"[{q['type']} {i + 1}/{len(questions)}] reader calls so far {read.calls}")
     n = max(1, len(questions))
     pct = lambda f, base: round((f - base) / base * 100, 2) if base else None  # noqa: E731
     rows = []
     for (alpha, method, freq), s in sums.items():
-        row = {"alpha": alpha, "method": method, "min_outlier_freq": freq, "n": len(questions), "NRD": nrd,
-               "ANFD": round(s["left"] / n, 2), "AR": round(s["left"] / n / nrd, 3),
-               # the paper's measure: the filtered answer against the answer from the same number of top chunks
-               "Emb%": ratio_mean(s["r_emb_k"]), "TFIDF%": ratio_mean(s["r_tf_k"]), "n_ratio": len(s["r_emb_k"]),
-               "Emb%_sums": pct(s["emb_f"], s["emb_k"]), "TFIDF%_sums": pct(s["tf_f"], s["tf_k"]),
-               # against all NRD chunks (this benchmark's headline before issue 46; not the paper's baseline)
-               "Emb%_vs_all": ratio_mean(s["r_emb"]), "TFIDF%_vs_all": ratio_mean(s["r_tf"]),
-               "n_ratio_vs_all": len(s["r_emb"]), "Emb%_vs_all_sums": pct(s["emb_f"], s["emb_u"]),
-               "TFIDF%_vs_all_sums": pct(s["tf_f"], s["tf_u"])}
+        row = {
+            "alpha": alpha,
+            "method": method,
+            "min_outlier_freq": freq,
+            "n": len(questions),
+            "NRD": nrd,
+            "ANFD": round(s["left"] / n, 2),
+            "AR": round(s["left"] / n / nrd, 3),
+            # the paper's measure: the filtered answer against the answer from the same number of top chunks
+            "Emb%": ratio_mean(s["r_emb_k"]),
+            "TFIDF%": ratio_mean(s["r_tf_k"]),
+            "n_ratio": len(s["r_emb_k"]),
+            "Emb%_sums": pct(s["emb_f"], s["emb_k"]),
+            "TFIDF%_sums": pct(s["tf_f"], s["tf_k"]),
+            # against all NRD chunks (this benchmark's headline before issue 46; not the paper's baseline)
+            "Emb%_vs_all": ratio_mean(s["r_emb"]),
+            "TFIDF%_vs_all": ratio_mean(s["r_tf"]),
+            "n_ratio_vs_all": len(s["r_emb"]),
+            "Emb%_vs_all_sums": pct(s["emb_f"], s["emb_u"]),
+            "TFIDF%_vs_all_sums": pct(s["tf_f"], s["tf_u"]),
+        }
         if questions and "gold_doc" in questions[0]:
             row["gold_kept"] = round(s["gold_f"] / n, 3)
             row["gold_in_topk"] = round(s["gold_k"] / n, 3)
         rows.append(row)
-    return {"rows": rows, "baseline": BASELINE,
-            "best_by_emb": max(rows, key=lambda r: r["Emb%"] if r["Emb%"] is not None else -1e9)}
+    return {
+        "rows": rows,
+        "baseline": BASELINE,
+        "best_by_emb": max(rows, key=lambda r: r["Emb%"] if r["Emb%"] is not None else -1e9),
+    }
 
 
 def merge(parts: list[dict]) -> dict:

@@ -18,6 +18,7 @@ are the oracle's (`pipeline_data.OracleChat` / `GullibleChat`): the family varie
 and recall measure what the judge put in the context. `judges_run.py` runs the family against the current code and
 a baseline tree in one command and writes the paired promise tests into the result file.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,14 @@ PRIMACY_K = 2
 STRICT_MIN = 3
 WORD = re.compile(r"[a-z0-9]+")
 # a small English stopword list: the words a lexical judge would not count as shared content
-STOP = frozenset("""a about above after again against all also am an and any are as at be because been before being
+STOP = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further had has have having he
 her here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only or
 other our out over own same she should so some such than that the their them then there these they this those
 through to too under until up very was we were what when where which while who whom why will with would you your
-yours one two three first second many much name named""".split())
+yours one two three first second many much name named""".split()
+)
 
 
 def content_words(text: str) -> set[str]:
@@ -48,7 +51,7 @@ def question_of(prompt: str) -> str:
     """The question line of the rendered judge prompt (`Question: ...`)."""
     for line in prompt.splitlines():
         if line.startswith("Question: "):
-            return line[len("Question: "):]
+            return line[len("Question: ") :]
     return ""
 
 
@@ -109,8 +112,9 @@ def family_chat(name: str, chunks: ChunkTexts, reader: str = "oracle"):
 
             keys = list(((json_schema or {}).get("properties") or {}).keys())
             if not keys or "resolved" in keys:  # the reader and the validator are the oracle's
-                return super().complete(messages, json_schema=json_schema, schema_name=schema_name,
-                                        max_tokens=max_tokens, temperature=temperature)
+                return super().complete(
+                    messages, json_schema=json_schema, schema_name=schema_name, max_tokens=max_tokens, temperature=temperature
+                )
             prompt = "\n".join(m.get("content", "") for m in messages)
             text = json.dumps(judge_reply(name, prompt, keys))
             return ChatReply(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()))

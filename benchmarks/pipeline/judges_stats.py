@@ -10,6 +10,7 @@ the promise rows (`promises`: promise, set, judge, holds, statistic, n, why) the
 - Cost, against the baseline's `full` on the same questions: mean LLM calls <= half, prompt + completion tokens
   >= 30 % lower, and no loss of gold recall or abstention beyond one standard error of the paired difference.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,15 +49,24 @@ def summary_rows(rows: list[dict]) -> list[dict]:
     for (code, name, judge, plan), by_q in sorted(_group(rows).items()):
         rs = list(by_q.values())
         una, ans = [r for r in rs if r["impossible"]], [r for r in rs if not r["impossible"]]
-        out.append({"code": code, "dataset": name, "judge": judge, "plan": plan, "n": len(rs),
-                    "gold_recall": _mean([r["gold_recall"] for r in ans if r["gold_recall"] is not None]),
-                    "both_gold": _mean([r["both_gold"] for r in ans if r.get("both_gold") is not None]),
-                    "abstain_unanswerable": _mean([_abstained(r) for r in una]) if una else None,
-                    "abstain_answerable": _mean([_abstained(r) for r in ans]) if name == "squad2" else None,
-                    "llm_calls": _mean([r["llm_calls"] for r in rs]), "tokens": _mean([_tokens(r) for r in rs]),
-                    "seconds": _mean([r["seconds"] for r in rs]),
-                    "context_tokens": _mean([r["context_tokens"] for r in rs]),
-                    "rules": dict(sorted(_rule_counts(rs).items()))})
+        out.append(
+            {
+                "code": code,
+                "dataset": name,
+                "judge": judge,
+                "plan": plan,
+                "n": len(rs),
+                "gold_recall": _mean([r["gold_recall"] for r in ans if r["gold_recall"] is not None]),
+                "both_gold": _mean([r["both_gold"] for r in ans if r.get("both_gold") is not None]),
+                "abstain_unanswerable": _mean([_abstained(r) for r in una]) if una else None,
+                "abstain_answerable": _mean([_abstained(r) for r in ans]) if name == "squad2" else None,
+                "llm_calls": _mean([r["llm_calls"] for r in rs]),
+                "tokens": _mean([_tokens(r) for r in rs]),
+                "seconds": _mean([r["seconds"] for r in rs]),
+                "context_tokens": _mean([r["context_tokens"] for r in rs]),
+                "rules": dict(sorted(_rule_counts(rs).items())),
+            }
+        )
     return out
 
 
@@ -136,23 +146,43 @@ def _abstention(name: str, judge: str, pairs: list[tuple[dict, dict]]) -> list[d
     b = sum(1 for x, y in una if x.get("abstained") and not y.get("abstained"))
     c = sum(1 for x, y in una if y.get("abstained") and not x.get("abstained"))
     p = mcnemar_one_sided(b, c)
-    out.append({"promise": "full abstains on unanswerable questions at least as often as fast", "dataset": name,
-                "judge": judge, "holds": p >= 0.05, "statistic": {"test": "exact one-sided McNemar", "p": p,
-                                                                  "only_fast": b, "only_full": c},
-                "n": len(una), "why": f"only fast abstained on {b}, only full on {c}: p = {p:.4f}"
-                + (" < 0.05: full abstains less" if p < 0.05 else " >= 0.05: no paired evidence of fewer abstentions")})
+    out.append(
+        {
+            "promise": "full abstains on unanswerable questions at least as often as fast",
+            "dataset": name,
+            "judge": judge,
+            "holds": p >= 0.05,
+            "statistic": {"test": "exact one-sided McNemar", "p": p, "only_fast": b, "only_full": c},
+            "n": len(una),
+            "why": f"only fast abstained on {b}, only full on {c}: p = {p:.4f}"
+            + (" < 0.05: full abstains less" if p < 0.05 else " >= 0.05: no paired evidence of fewer abstentions"),
+        }
+    )
     n = len(ans)
     gain = sum(1 for x, y in ans if y.get("abstained") and not x.get("abstained"))
     loss = sum(1 for x, y in ans if x.get("abstained") and not y.get("abstained"))
     d = (gain - loss) / n if n else 0.0
     var = ((gain + loss) / n - d * d) / n if n else 0.0
     upper = d + Z95 * math.sqrt(max(var, 0.0))
-    out.append({"promise": f"full abstains on answerable questions at most {MARGIN:.0%} more than fast "
-                           "(non-inferiority)", "dataset": name, "judge": judge, "holds": n > 0 and upper < MARGIN,
-                "statistic": {"test": "paired difference, one-sided 95 % Wald upper bound", "diff": d, "upper": upper,
-                              "only_full": gain, "only_fast": loss, "margin": MARGIN},
-                "n": n, "why": f"only full abstained on {gain}, only fast on {loss}: difference {d:+.4f}, upper bound "
-                               f"{upper:.4f} {'<' if upper < MARGIN else '>='} margin {MARGIN}"})
+    out.append(
+        {
+            "promise": f"full abstains on answerable questions at most {MARGIN:.0%} more than fast (non-inferiority)",
+            "dataset": name,
+            "judge": judge,
+            "holds": n > 0 and upper < MARGIN,
+            "statistic": {
+                "test": "paired difference, one-sided 95 % Wald upper bound",
+                "diff": d,
+                "upper": upper,
+                "only_full": gain,
+                "only_fast": loss,
+                "margin": MARGIN,
+            },
+            "n": n,
+            "why": f"only full abstained on {gain}, only fast on {loss}: difference {d:+.4f}, upper bound "
+            f"{upper:.4f} {'<' if upper < MARGIN else '>='} margin {MARGIN}",
+        }
+    )
     return out
 
 
@@ -163,30 +193,51 @@ def _coverage(name: str, judge: str, full: list[dict]) -> dict:
     cov = _mean(per) or 0.0
     target = 1 - ALPHA - 2 * math.sqrt(ALPHA * (1 - ALPHA) / max(1, n))
     event = "per-gold" if name == "hotpotqa" else "any-gold"
-    return {"promise": f"full's context holds the answer's chunk >= 1 - alpha - 2 s.e. (alpha {ALPHA})",
-            "dataset": name, "judge": judge, "holds": cov >= target,
-            "statistic": {"coverage": cov, "target": target, "event": event}, "n": len(per),
-            "why": f"{event} coverage {cov:.3f} {'>=' if cov >= target else '<'} target {target:.3f}"}
+    return {
+        "promise": f"full's context holds the answer's chunk >= 1 - alpha - 2 s.e. (alpha {ALPHA})",
+        "dataset": name,
+        "judge": judge,
+        "holds": cov >= target,
+        "statistic": {"coverage": cov, "target": target, "event": event},
+        "n": len(per),
+        "why": f"{event} coverage {cov:.3f} {'>=' if cov >= target else '<'} target {target:.3f}",
+    }
 
 
 def _cost(c: dict) -> list[dict]:
     base = {"dataset": c["dataset"], "judge": c["judge"], "n": c["n"]}
     calls, tokens = c["llm_calls"], c["tokens"]
-    out = [base | {"promise": "full makes at most half of the baseline's LLM calls", "holds": (calls["ratio"] or 9) <= 0.5,
-                   "statistic": calls,
-                   "why": f"mean calls {calls['current']:.2f} vs {calls['baseline']:.2f} (ratio {calls['ratio'] or 0:.2f})"},
-           base | {"promise": "full spends at least 30 % fewer tokens than the baseline",
-                   "holds": (tokens["ratio"] or 9) <= 0.7, "statistic": tokens,
-                   "why": f"mean prompt + completion tokens {tokens['current']:.0f} vs {tokens['baseline']:.0f} "
-                          f"(ratio {tokens['ratio'] or 0:.2f})"}]
+    out = [
+        base
+        | {
+            "promise": "full makes at most half of the baseline's LLM calls",
+            "holds": (calls["ratio"] or 9) <= 0.5,
+            "statistic": calls,
+            "why": f"mean calls {calls['current']:.2f} vs {calls['baseline']:.2f} (ratio {calls['ratio'] or 0:.2f})",
+        },
+        base
+        | {
+            "promise": "full spends at least 30 % fewer tokens than the baseline",
+            "holds": (tokens["ratio"] or 9) <= 0.7,
+            "statistic": tokens,
+            "why": f"mean prompt + completion tokens {tokens['current']:.0f} vs {tokens['baseline']:.0f} "
+            f"(ratio {tokens['ratio'] or 0:.2f})",
+        },
+    ]
     losses = [("gold_recall", 1), ("abstain_unanswerable", 1), ("abstain_answerable", -1)]
     for key, sign in losses:
         d = c.get(key)
         if not d or not d["n"]:
             continue
         lost = sign * d["diff"] < -d["se"] - 1e-12
-        out.append(base | {"promise": f"full loses no {key.replace('_', ' ')} against the baseline beyond one s.e.",
-                           "holds": not lost, "statistic": d, "n": d["n"],
-                           "why": f"{key} {d['current']:.4f} vs {d['baseline']:.4f}: difference {d['diff']:+.4f}, "
-                                  f"s.e. {d['se']:.4f}"})
+        out.append(
+            base
+            | {
+                "promise": f"full loses no {key.replace('_', ' ')} against the baseline beyond one s.e.",
+                "holds": not lost,
+                "statistic": d,
+                "n": d["n"],
+                "why": f"{key} {d['current']:.4f} vs {d['baseline']:.4f}: difference {d['diff']:+.4f}, s.e. {d['se']:.4f}",
+            }
+        )
     return out

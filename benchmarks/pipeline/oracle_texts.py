@@ -8,6 +8,7 @@ shown text names every document with a chunk that starts with it, and the oracle
 them is gold. (A dict from a 200-character prefix to one document kept the last one, hp699, so the oracle called
 the gold paragraph irrelevant, in the calibration measurement and in the evaluated run; issue 46.)
 """
+
 from __future__ import annotations
 
 from typing import Iterable

@@ -4,6 +4,7 @@ Plans (cumulative): fast; +judge; +judge+fallback (the shipped `agentic` plan); 
 stage added after the judge, no validation); full; full-R (full, with `retrieval.exclude_sparse`). `OVERRIDES`
 (`--override`) apply to every plan; `COVERAGE_KINDS` are the score kinds whose final-context coverage is measured.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ PLANS: dict[str, PlanSpec | None] = {
 SHIPPED = {"fast": "fast", "+judge+fallback": "agentic", "full": "full", "full-R": "full"}
 OVERRIDES: list[str] = []  # --override SECTION.FIELD=JSON, applied to every plan
 COVERAGE_KINDS: list[str | None] = [None, "raw"]  # None: the calibrated kind; raw: CONFLARE's own score
-COVERAGE_PLAN = PlanSpec(start="retrieve", transitions={"retrieve": {"next": "conformal"},
-                                                       "conformal": {"next": "answer"}, "answer": {"next": END}})
+COVERAGE_PLAN = PlanSpec(
+    start="retrieve", transitions={"retrieve": {"next": "conformal"}, "conformal": {"next": "answer"}, "answer": {"next": END}}
+)
 
 
 def config_for(plan: str, alpha: float | None = None, kind: str | None = None, combine: str | None = None) -> Config:

@@ -16,6 +16,7 @@ Three parts, all on real files and real processes:
   together on one index; a trial fails if either exits non-zero or the index does not open.
 The embedder is shared by the in-process trials; corpora are two small files.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 from benchmarks import bench_io  # noqa: E402
 
-CASE_FILES = ["tests/core/test_walk_faults.py", "tests/core/test_index_concurrency.py", "tests/core/test_llm_faults.py",
-              "tests/core/test_cli_limits.py"]
+CASE_FILES = [
+    "tests/core/test_walk_faults.py",
+    "tests/core/test_index_concurrency.py",
+    "tests/core/test_llm_faults.py",
+    "tests/core/test_cli_limits.py",
+]
 
 
 def corpus(folder: Path, version: int) -> Path:
@@ -46,16 +51,29 @@ def corpus(folder: Path, version: int) -> Path:
 def run_cases(work: Path) -> dict:
     report = work / "cases.xml"
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    *CASE_FILES], cwd=REPO, capture_output=True, text=True, timeout=1800)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *CASE_FILES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     suite = ET.parse(report).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     tried = int(suite.get("tests", 0)) - int(suite.get("skipped", 0))
     failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-    names = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
-             if c.find("failure") is not None or c.find("error") is not None]
-    return {"files": CASE_FILES, "tried": tried, "passed": tried - failed, "failed": names,
-            "seconds": round(time.monotonic() - started, 1)}
+    names = [
+        f"{c.get('classname')}::{c.get('name')}"
+        for c in suite.iter("testcase")
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
+    return {
+        "files": CASE_FILES,
+        "tried": tried,
+        "passed": tried - failed,
+        "failed": names,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 class _NoLock:
@@ -103,7 +121,8 @@ def _inprocess(work: Path, builds: int, IndexBuilder, HybridIndex, Embedder) -> 
         for i in range(builds // 2):
             try:
                 IndexBuilder(root, embedder=embedder, progress=False, lock_wait_s=120).build(
-                    [corpus(work / f"c{offset}-{i}", offset * 1000 + i)], sync=True)  # the index = this corpus
+                    [corpus(work / f"c{offset}-{i}", offset * 1000 + i)], sync=True
+                )  # the index = this corpus
                 with lock:
                     counts["builds"] += 1
             except BaseException as exc:  # noqa: BLE001 - every failure is counted
@@ -130,10 +149,14 @@ def _inprocess(work: Path, builds: int, IndexBuilder, HybridIndex, Embedder) -> 
         t.join()
     done.set()
     read_thread.join()
-    return {"build_trials": counts["builds"] + sum(f.startswith("build") for f in failures),
-            "read_trials": counts["opens"] + sum(f.startswith("open") for f in failures),
-            "trials": counts["builds"] + counts["opens"] + len(failures), "failures": len(failures),
-            "failure_examples": failures[:5], "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "build_trials": counts["builds"] + sum(f.startswith("build") for f in failures),
+        "read_trials": counts["opens"] + sum(f.startswith("open") for f in failures),
+        "trials": counts["builds"] + counts["opens"] + len(failures),
+        "failures": len(failures),
+        "failure_examples": failures[:5],
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 _EMBEDDER = []
@@ -153,10 +176,25 @@ def run_cli(work: Path, pairs: int) -> dict:
     started = time.monotonic()
     for pair in range(pairs):
         root = work / f"cli-idx-{pair}"
-        procs = [subprocess.Popen([sys.executable, "-m", "ragsieve", "index",
-                                   str(corpus(work / f"cli-{pair}-{k}", k)), "--index", str(root), "--no-progress"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                 for k in range(2)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ragsieve",
+                    "index",
+                    str(corpus(work / f"cli-{pair}-{k}", k)),
+                    "--index",
+                    str(root),
+                    "--no-progress",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for k in range(2)
+        ]
         for proc in procs:
             out, err = proc.communicate(timeout=900)
             if proc.returncode != 0:
@@ -165,8 +203,13 @@ def run_cli(work: Path, pairs: int) -> dict:
             HybridIndex.open(root).close()
         except Exception as exc:  # noqa: BLE001
             failures.append(f"open after: {exc}")
-    return {"pairs": pairs, "trials": 2 * pairs, "failures": len(failures), "failure_examples": failures[:5],
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "pairs": pairs,
+        "trials": 2 * pairs,
+        "failures": len(failures),
+        "failure_examples": failures[:5],
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--builds", type=int, default=60)
     parser.add_argument("--cli-pairs", type=int, default=2)
     parser.add_argument("--skip-cases", action="store_true")
-    parser.add_argument("--control-builds", type=int, default=0,
-                        help="also run this many builds WITHOUT the lock (control: should show failures)")
+    parser.add_argument(
+        "--control-builds", type=int, default=0, help="also run this many builds WITHOUT the lock (control: should show failures)"
+    )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "reliability.json"))
     args = parser.parse_args(argv)
     run = bench_io.header()  # command, commit, machine and load average, before the work starts
@@ -189,15 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     trials = inproc["trials"] + cli["trials"]
     result = {
         **run,
-        "cases": cases, "concurrent_inprocess": inproc, "concurrent_cli": cli, "control_without_lock": control,
-        "concurrency_trials": trials, "concurrency_failures": inproc["failures"] + cli["failures"],
+        "cases": cases,
+        "concurrent_inprocess": inproc,
+        "concurrent_cli": cli,
+        "control_without_lock": control,
+        "concurrency_trials": trials,
+        "concurrency_failures": inproc["failures"] + cli["failures"],
         "target": "0 failures in >= 100 concurrent build/read trials",
         "load_average_at_end": os.getloadavg(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(json.dumps({k: result[k] for k in ("concurrency_trials", "concurrency_failures")}
-                     | {"cases": cases and {k: cases[k] for k in ("tried", "passed")}}))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("concurrency_trials", "concurrency_failures")}
+            | {"cases": cases and {k: cases[k] for k in ("tried", "passed")}}
+        )
+    )
     return 0
 
 

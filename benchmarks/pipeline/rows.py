@@ -2,6 +2,7 @@
 (question, plan) with gold recall, context size, answer scores and the context rule applied; the summary of a
 plan's rows (abstention as a detector of unanswerable questions included); the order and the resumption of
 an interleaved run."""
+
 from __future__ import annotations
 
 import json
@@ -16,15 +17,30 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
     ctx_docs = unique_in_order(chunk_doc_id(h.chunk_id) for h in answer.context)
     recall = gold_passage_recall(ctx_docs, q["gold"]) if q["gold"] else None
     scores = answer_scores(answer.answer, q["answers"], q["impossible"]) if dataset != "scifact" else {}
-    return {"dataset": dataset, "judge": judge, "plan": plan, "qid": q["id"], "impossible": q["impossible"],
-            "gold_recall": recall.fraction if recall else None,
-            "both_gold": float(recall.all_found) if recall and dataset == "hotpotqa" else None,
-            "context_chunks": len(answer.context), "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
-            "llm_calls": answer.usage.calls, "prompt_tokens": answer.usage.prompt_tokens,
-            "completion_tokens": answer.usage.completion_tokens, "seconds": round(seconds, 3),
-            "em": scores.get("em"), "f1": scores.get("f1"), "abstained": scores.get("abstained"),
-            "resolved": answer.resolved, "abstention": answer.abstention, "rule": answer_rule(answer),
-            "fold": q.get("fold"), **conformal_fields(answer), **stage_recalls(answer, q["gold"], dataset)}
+    return {
+        "dataset": dataset,
+        "judge": judge,
+        "plan": plan,
+        "qid": q["id"],
+        "impossible": q["impossible"],
+        "gold_recall": recall.fraction if recall else None,
+        "both_gold": float(recall.all_found) if recall and dataset == "hotpotqa" else None,
+        "context_chunks": len(answer.context),
+        "context_tokens": sum(count_tokens(h.chunk.text) for h in answer.context),
+        "llm_calls": answer.usage.calls,
+        "prompt_tokens": answer.usage.prompt_tokens,
+        "completion_tokens": answer.usage.completion_tokens,
+        "seconds": round(seconds, 3),
+        "em": scores.get("em"),
+        "f1": scores.get("f1"),
+        "abstained": scores.get("abstained"),
+        "resolved": answer.resolved,
+        "abstention": answer.abstention,
+        "rule": answer_rule(answer),
+        "fold": q.get("fold"),
+        **conformal_fields(answer),
+        **stage_recalls(answer, q["gold"], dataset),
+    }
 
 
 def conformal_fields(answer) -> dict:
@@ -34,8 +50,11 @@ def conformal_fields(answer) -> dict:
     if conformal is None:
         return {}
     final = {h.chunk_id for h in answer.context} | {c for s in answer.segments for c in s.chunk_ids}
-    return {"members_kept": float(set(conformal.passing) <= final), "coverage_guaranteed": conformal.guaranteed,
-            "coverage_reduced": [r.value for r in conformal.reduced]}
+    return {
+        "members_kept": float(set(conformal.passing) <= final),
+        "coverage_guaranteed": conformal.guaranteed,
+        "coverage_reduced": [r.value for r in conformal.reduced],
+    }
 
 
 def per_fold(rows: list[dict], alpha: float = 0.1) -> dict[str, dict]:
@@ -49,21 +68,27 @@ def per_fold(rows: list[dict], alpha: float = 0.1) -> dict[str, dict]:
         if not ans:
             continue
         n = len(ans)
-        out[str(fold)] = {"n": n, "per_gold": mean(r["gold_recall"] for r in ans),
-                          "any_gold": mean(float(r["gold_recall"] > 0) for r in ans),
-                          "target": round(1 - alpha - 2 * math.sqrt(alpha * (1 - alpha) / n), 4),
-                          "rules": rule_counts(ans),
-                          "members_kept": mean(r["members_kept"] for r in ans if "members_kept" in r),
-                          "coverage_guaranteed": mean(float(r["coverage_guaranteed"]) for r in ans
-                                                      if "coverage_guaranteed" in r)}
+        out[str(fold)] = {
+            "n": n,
+            "per_gold": mean(r["gold_recall"] for r in ans),
+            "any_gold": mean(float(r["gold_recall"] > 0) for r in ans),
+            "target": round(1 - alpha - 2 * math.sqrt(alpha * (1 - alpha) / n), 4),
+            "rules": rule_counts(ans),
+            "members_kept": mean(r["members_kept"] for r in ans if "members_kept" in r),
+            "coverage_guaranteed": mean(float(r["coverage_guaranteed"]) for r in ans if "coverage_guaranteed" in r),
+        }
     return out
 
 
 # The first pass of a plan's filter steps, read from the trace: (step, the stage it completes as an ablation plan
 # name, the summary key holding the context after it). The context after step k is the final context of the
 # plan that stops after step k (the same steps on the same replies), so one `full` run gives every stage.
-STAGES = (("expand", "+judge", "context"), ("conformal", "+conformal", "kept"), ("outliers", "+gmm", "kept"),
-          ("segments", "+rse", "context"))
+STAGES = (
+    ("expand", "+judge", "context"),
+    ("conformal", "+conformal", "kept"),
+    ("outliers", "+gmm", "kept"),
+    ("segments", "+rse", "context"),
+)
 
 
 def stage_contexts(trace) -> dict[str, list[str]]:
@@ -108,14 +133,21 @@ def answer_rule(answer) -> str:
 def summarise(rows: list[dict]) -> dict:
     ans = [r for r in rows if not r["impossible"]]
     unans = [r for r in rows if r["impossible"]]
-    return {"n": len(rows), "gold_recall": mean(r["gold_recall"] for r in ans),
-            "both_gold_recall": mean(r["both_gold"] for r in ans),
-            "context_chunks": mean(r["context_chunks"] for r in rows), "context_tokens": mean(r["context_tokens"] for r in rows),
-            "llm_calls": mean(r["llm_calls"] for r in rows), "seconds": mean(r["seconds"] for r in rows),
-            "em": mean(r["em"] for r in ans), "f1": mean(r["f1"] for r in ans),
-            "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
-            "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
-            **abstention_quality(rows), **stage_means(ans)}
+    return {
+        "n": len(rows),
+        "gold_recall": mean(r["gold_recall"] for r in ans),
+        "both_gold_recall": mean(r["both_gold"] for r in ans),
+        "context_chunks": mean(r["context_chunks"] for r in rows),
+        "context_tokens": mean(r["context_tokens"] for r in rows),
+        "llm_calls": mean(r["llm_calls"] for r in rows),
+        "seconds": mean(r["seconds"] for r in rows),
+        "em": mean(r["em"] for r in ans),
+        "f1": mean(r["f1"] for r in ans),
+        "abstain_unanswerable": mean(float(r["abstained"]) for r in unans) if unans else None,
+        "abstain_answerable": mean(float(r["abstained"]) for r in ans if r["abstained"] is not None),
+        **abstention_quality(rows),
+        **stage_means(ans),
+    }
 
 
 def stage_agreement(rows: dict[str, list[dict]]) -> dict[str, dict[str, int]]:
@@ -124,8 +156,11 @@ def stage_agreement(rows: dict[str, list[dict]]) -> dict[str, dict[str, int]]:
     full = {r["qid"]: r.get("stages") or {} for r in rows.get("full", [])}
     out = {}
     for stage in ("+judge", "+conformal", "+gmm", "+rse"):
-        pairs = [(full[r["qid"]][stage], r["gold_recall"]) for r in rows.get(stage, [])
-                 if stage in full.get(r["qid"], {}) and r["gold_recall"] is not None]
+        pairs = [
+            (full[r["qid"]][stage], r["gold_recall"])
+            for r in rows.get(stage, [])
+            if stage in full.get(r["qid"], {}) and r["gold_recall"] is not None
+        ]
         if pairs:
             out[stage] = {"questions": len(pairs), "equal": sum(a == b for a, b in pairs)}
     return out
@@ -138,11 +173,12 @@ def stage_means(rows: list[dict]) -> dict:
     if not staged:
         return {}
     names = list(dict.fromkeys(s for r in staged for s in r["stages"]))
-    out = {"stage_n": len(staged),
-           "stage_gold_recall": {s: mean(r["stages"][s] for r in staged if s in r["stages"]) for s in names}}
+    out = {
+        "stage_n": len(staged),
+        "stage_gold_recall": {s: mean(r["stages"][s] for r in staged if s in r["stages"]) for s in names},
+    }
     if any(r.get("stages_both") for r in staged):
-        out["stage_both_gold"] = {s: mean(r["stages_both"][s] for r in staged if s in r.get("stages_both", {}))
-                                  for s in names}
+        out["stage_both_gold"] = {s: mean(r["stages_both"][s] for r in staged if s in r.get("stages_both", {})) for s in names}
     return out
 
 
@@ -154,8 +190,10 @@ def abstention_quality(rows: list[dict]) -> dict:
         return {"abstain_precision": None, "abstain_recall": None}
     abstained = [r for r in judged if r["abstained"]]
     hits = sum(1 for r in abstained if r["impossible"])
-    return {"abstain_precision": hits / len(abstained) if abstained else None,
-            "abstain_recall": hits / sum(1 for r in judged if r["impossible"])}
+    return {
+        "abstain_precision": hits / len(abstained) if abstained else None,
+        "abstain_recall": hits / sum(1 for r in judged if r["impossible"]),
+    }
 
 
 def rule_counts(rows: list[dict]) -> dict[str, int]:
@@ -187,16 +225,24 @@ def resumed(args, name: str, judge: str, plans: list[str]) -> dict[tuple[str, st
             row = json.loads(line)
         except json.JSONDecodeError:  # a line cut by the interruption
             continue
-        if row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans \
-                and "error" not in row:  # a question that raised is asked again
+        if (
+            row.get("dataset") == name and row.get("judge") == judge and row.get("plan") in plans and "error" not in row
+        ):  # a question that raised is asked again
             out[row["qid"], row["plan"]] = row
     return out
 
 
 def error_row(q: dict, plan: str, name: str, judge: str, exc: BaseException, seconds: float) -> dict:
     """The row of a question whose ask raised: what raised, and how long it took."""
-    return {"dataset": name, "judge": judge, "plan": plan, "qid": q["id"], "impossible": q["impossible"],
-            "error": f"{type(exc).__name__}: {str(exc)[:300]}", "seconds": round(seconds, 3)}
+    return {
+        "dataset": name,
+        "judge": judge,
+        "plan": plan,
+        "qid": q["id"],
+        "impossible": q["impossible"],
+        "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+        "seconds": round(seconds, 3),
+    }
 
 
 def row_commits(rows: list[dict]) -> dict[str, int]:
@@ -214,8 +260,15 @@ def size_distribution(sizes: list[int]) -> dict:
 
     if not sizes:
         return {}
-    return {"mean": sum(sizes) / len(sizes), "min": min(sizes), "p25": percentile(sizes, 25), "p50": percentile(sizes, 50),
-            "p75": percentile(sizes, 75), "p90": percentile(sizes, 90), "max": max(sizes)}
+    return {
+        "mean": sum(sizes) / len(sizes),
+        "min": min(sizes),
+        "p25": percentile(sizes, 25),
+        "p50": percentile(sizes, 50),
+        "p75": percentile(sizes, 75),
+        "p90": percentile(sizes, 90),
+        "max": max(sizes),
+    }
 
 
 def merged(out: Path, report: dict, rows: list[dict], plan_order: list[str]) -> tuple[dict, list[dict]]:
@@ -227,8 +280,9 @@ def merged(out: Path, report: dict, rows: list[dict], plan_order: list[str]) -> 
         if into is not info:
             both = {**into.get("rows", {}), **info["rows"]}
             judges = list(dict.fromkeys(k.split("|")[0] for k in both))
-            into["rows"] = dict(sorted(both.items(), key=lambda kv: (judges.index(kv[0].split("|")[0]),
-                                                                    plan_order.index(kv[0].split("|")[1]))))
+            into["rows"] = dict(
+                sorted(both.items(), key=lambda kv: (judges.index(kv[0].split("|")[0]), plan_order.index(kv[0].split("|")[1])))
+            )
             for key in ("judge_reliability", "coverage"):
                 if info.get(key):
                     into[key] = info[key]
@@ -238,6 +292,9 @@ def merged(out: Path, report: dict, rows: list[dict], plan_order: list[str]) -> 
     old["load_average_merged"] = [*old.get("load_average_merged", [old.get("load_average")]), report["load_average"]]
     done = {(r["dataset"], r["judge"], r["plan"]) for r in rows}
     previous = out.with_suffix(".questions.jsonl")
-    kept = [r for r in map(json.loads, previous.read_text(encoding="utf-8").splitlines() if previous.is_file() else [])
-            if (r["dataset"], r["judge"], r["plan"]) not in done]
+    kept = [
+        r
+        for r in map(json.loads, previous.read_text(encoding="utf-8").splitlines() if previous.is_file() else [])
+        if (r["dataset"], r["judge"], r["plan"]) not in done
+    ]
     return old, kept + rows

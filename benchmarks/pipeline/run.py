@@ -1,6 +1,7 @@
 """Running the stage ablation on one dataset (`benchmarks/pipeline/main.py`): one row per question and plan, the
 plans one after another or interleaved (paired rows, checkpointed, a time and error budget), per judge.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,8 @@ from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.tools.index.building.encoder_choice import recorded_encoder
 
 STARTED = time.time()
+
+
 def ask_row(q: dict, plan: str, orchs: dict, llm, chat, args, name: str, judge: str) -> dict:
     """One question under one plan: its row (see `pipeline_rows.row_for`)."""
     orch = orchs[q["fold"]]
@@ -66,14 +69,22 @@ def make_llm(judge: str, chunks: ChunkTexts, timeout: float, reader: str = "orac
 
 
 def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None:
-    questions = load_questions(name, squad_answerable=args.squad_answerable, squad_unanswerable=args.squad_unanswerable,
-                               seed=args.seed, scifact_calibration=args.scifact_calibration)
+    questions = load_questions(
+        name,
+        squad_answerable=args.squad_answerable,
+        squad_unanswerable=args.squad_unanswerable,
+        seed=args.seed,
+        scifact_calibration=args.scifact_calibration,
+    )
     if name == "squad2" and args.squad_evaluate:  # a subset of the sample (calibration still excludes all of it)
         n_ans, n_una = (int(x) for x in args.squad_evaluate.split(","))
         questions = [q for q in questions if not q["impossible"]][:n_ans] + [q for q in questions if q["impossible"]][:n_una]
     if args.limit and args.spread and len(questions) > args.limit:  # evenly spaced: SQuAD's unanswerable are last
-        questions = [questions[round(i * (len(questions) - 1) / (args.limit - 1))] for i in range(args.limit)] \
-            if args.limit > 1 else questions[:1]
+        questions = (
+            [questions[round(i * (len(questions) - 1) / (args.limit - 1))] for i in range(args.limit)]
+            if args.limit > 1
+            else questions[:1]
+        )
     elif args.limit:
         questions = questions[: args.limit]
     index_dir = build_index(name, Path(args.index_root), embedder)
@@ -82,22 +93,35 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
     first = next(iter(orchs.values())).index
     chunks = ChunkTexts((c.text, c.doc_id) for c in (first.store.get(r) for r in range(len(first))))
     report.setdefault("device", first.embedding_placement())  # where the encoder ran (the judges are scripted or remote)
-    report["sets"][name] = {"questions": len(questions), "chunks": len(first), "encoder": recorded_encoder(index_dir),
-                            "sparse_rows": len(first.sparse_rows),
-                            "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4), "rows": {},
-                            "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
-                            "abstention_calibration": {str(f): _abstention_report(p) for f, p in folds.items()}}
-    print(f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share "
-          f"{report['sets'][name]['sparse_share']}", flush=True)
+    report["sets"][name] = {
+        "questions": len(questions),
+        "chunks": len(first),
+        "encoder": recorded_encoder(index_dir),
+        "sparse_rows": len(first.sparse_rows),
+        "sparse_share": round(len(first.sparse_rows) / max(1, len(first)), 4),
+        "rows": {},
+        "calibrated_kinds": {str(f): load_calibration(p)[0].score_kind for f, p in folds.items()},
+        "abstention_calibration": {str(f): _abstention_report(p) for f, p in folds.items()},
+    }
+    print(
+        f"{name}: {len(questions)} questions, {len(first)} chunks, sparse share {report['sets'][name]['sparse_share']}",
+        flush=True,
+    )
     for judge in args.judges:
         llm, chat, close = make_llm(judge, chunks, args.timeout, args.reader)
         try:
             if (args.combine or Config().loop.combine) == "auto" and args.judge_questions:
                 measured = measure_judge_on_folds(folds, orchs, llm, chat, args.judge_questions)
                 report["sets"][name].setdefault("judge_reliability", {})[judge] = measured
-                print(f"  {judge:14} measured: " + "; ".join(
-                    f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']} "
-                    f"decoys {m['decoys_relevant']}/{m['decoys']}" for f, m in measured.items()), flush=True)
+                print(
+                    f"  {judge:14} measured: "
+                    + "; ".join(
+                        f"fold {f}: recall {m['judge_recall']} (n={m['n']}) fast {m['fast_recall']} pool {m['pool_recall']} "
+                        f"decoys {m['decoys_relevant']}/{m['decoys']}"
+                        for f, m in measured.items()
+                    ),
+                    flush=True,
+                )
             plans = [p for p in args.plans if not (judge == "embedded-0.5b" and p == "full-R")]
             if args.interleave:
                 interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows, report)
@@ -106,8 +130,7 @@ def run_dataset(name: str, args, embedder, out_rows: list, report: dict) -> None
                 rows = [ask_row(q, plan, orchs, llm, chat, args, name, judge) for q in questions]
                 out_rows.extend(rows)
                 summary = summarise(rows)
-                report["sets"][name]["rows"][f"{judge}|{plan}"] = summary | {"rule": rule_counts(rows),
-                                                                             "folds": per_fold(rows)}
+                report["sets"][name]["rows"][f"{judge}|{plan}"] = summary | {"rule": rule_counts(rows), "folds": per_fold(rows)}
                 print(f"  {judge:14} {plan:16} {json.dumps(summary)}", flush=True)
         finally:
             close()
@@ -158,14 +181,20 @@ def interleaved(name, questions, orchs, llm, chat, judge, plans, args, out_rows,
         if not failed:
             for plan in plans:
                 rows[plan].append(asked[plan])
-        print(f"  {judge:14} {name} q{len(rows[plans[0]])}: " + " ".join(
-            f"{p}={asked[p].get('gold_recall')}/{asked[p].get('abstained')}" for p in plans)
-            + (f" (error: {failed[0]['error'][:120]})" if failed else ""), flush=True)
+        print(
+            f"  {judge:14} {name} q{len(rows[plans[0]])}: "
+            + " ".join(f"{p}={asked[p].get('gold_recall')}/{asked[p].get('abstained')}" for p in plans)
+            + (f" (error: {failed[0]['error'][:120]})" if failed else ""),
+            flush=True,
+        )
     for plan in plans:
         out_rows.extend(rows[plan])
         report["sets"][name]["rows"][f"{judge}|{plan}"] = summarise(rows[plan]) | {
-            "rule": rule_counts(rows[plan]), "folds": per_fold(rows[plan]), "budget_stopped": stopped,
-            "questions_available": len(questions)}
+            "rule": rule_counts(rows[plan]),
+            "folds": per_fold(rows[plan]),
+            "budget_stopped": stopped,
+            "questions_available": len(questions),
+        }
     if stage_agreement(rows):  # the prefix plans ran beside `full`: do its in-run stages match them?
         report["sets"][name]["stage_agreement"] = stage_agreement(rows)
     if reused:  # rows a resumed run took from the checkpoint, by the commit that wrote them

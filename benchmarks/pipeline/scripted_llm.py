@@ -7,6 +7,7 @@ unchanged; an answer prompt gets a reply that cites the listed passages out of o
 an answer that cites nothing (so the reply must say it is not grounded in the documents). Anything else
 gets "OK". Streamed (`stream: true`) replies come word by word as server-sent events.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ def reply_to(prompt: str) -> str:
     if UNCITED_TOPIC in prompt:
         return UNCITED_ANSWER
     last, first = numbers[-1], numbers[0]
-    return (f"Rotate the key with the rotate endpoint [{last}]. The old secret stays valid for 24 hours "
-            f"and is then revoked [{first}][{last}].")
+    return (
+        f"Rotate the key with the rotate endpoint [{last}]. The old secret stays valid for 24 hours "
+        f"and is then revoked [{first}][{last}]."
+    )
 
 
 def quoting_reply(prompt: str) -> str:
@@ -55,8 +58,7 @@ class ScriptedLLM:
         self.requests = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -94,12 +96,17 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 llm.requests += 1
                 text = llm.reply(str((body.get("messages") or [{}])[-1].get("content", "")))
-                usage = {"prompt_tokens": 100, "completion_tokens": len(text.split()),
-                         "total_tokens": 100 + len(text.split())}
+                usage = {"prompt_tokens": 100, "completion_tokens": len(text.split()), "total_tokens": 100 + len(text.split())}
                 base = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": "scripted"}
                 if not body.get("stream"):
-                    self._json(base | {"object": "chat.completion", "usage": usage, "choices": [
-                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]})
+                    self._json(
+                        base
+                        | {
+                            "object": "chat.completion",
+                            "usage": usage,
+                            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                        }
+                    )
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -108,8 +115,10 @@ class ScriptedLLM:
                 pieces = re.findall(r"\S+\s*|\s+", text)
                 for i, piece in enumerate(pieces):
                     last = i == len(pieces) - 1
-                    chunk = base | {"object": "chat.completion.chunk", "choices": [
-                        {"index": 0, "delta": {"content": piece}, "finish_reason": "stop" if last else None}]}
+                    chunk = base | {
+                        "object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": "stop" if last else None}],
+                    }
                     if last:
                         chunk["usage"] = usage
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())

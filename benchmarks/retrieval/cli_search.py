@@ -12,6 +12,7 @@ idle cores), with the CPU seconds (user + system) of each run beside it: on a bu
 time is mostly waiting for a core, and the CPU time is what the search costs. The load average is
 recorded at start and end: on a shared machine a figure means little without it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,13 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = Path("/usr/share/doc/python3.11/html/library")
 _SCRIPT = Path(sys.executable).with_name("ragsieve")  # the console script, as a user runs it
 RAGSIEVE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ragsieve"]
-QUERIES = ["how do I match a regular expression at the start of a string", "functools.lru_cache",
-           "read a CSV file into dictionaries", "timezone aware datetime", "subprocess capture output"]
+QUERIES = [
+    "how do I match a regular expression at the start of a string",
+    "functools.lru_cache",
+    "read a CSV file into dictionaries",
+    "timezone aware datetime",
+    "subprocess capture output",
+]
 
 
 def corpus(folder: Path, chunks: int) -> int:
@@ -95,19 +101,32 @@ def main() -> int:
             rest.append(wall)
             cpu.append(used)
     median = statistics.median(rest)
-    result.update({
-        "index": str(args.index), "chunks": chunks, "pages": len(list(folder.glob("*.html"))) or None,
-        "build_s": round(build_s, 1) if build_s is not None else None,
-        "search_command": "ragsieve search QUERY --index INDEX --top-k 5 " + " ".join(args.extra),
-        "queries": QUERIES, "runs_per_query": max(1, args.runs),
-        "first_run_s": [round(s, 3) for s in first], "runs_s": [round(s, 3) for s in rest],
-        "median_s": round(median, 3), "p90_s": round(sorted(rest)[int(0.9 * (len(rest) - 1))], 3),
-        "cpu_s": [round(s, 3) for s in cpu], "median_cpu_s": round(statistics.median(cpu), 3),
-        "target_s": 3.0, "target_met": median < 3.0, "device": "cpu", "cpus": os.cpu_count(),
-        "warm_check_s": round(count, 3),
-    })
-    print(f"ragsieve search on {chunks} chunks: median {median:.2f} s wall, "
-          f"{statistics.median(cpu):.2f} s CPU over {len(rest)} runs (load {os.getloadavg()[0]:.1f})")
+    result.update(
+        {
+            "index": str(args.index),
+            "chunks": chunks,
+            "pages": len(list(folder.glob("*.html"))) or None,
+            "build_s": round(build_s, 1) if build_s is not None else None,
+            "search_command": "ragsieve search QUERY --index INDEX --top-k 5 " + " ".join(args.extra),
+            "queries": QUERIES,
+            "runs_per_query": max(1, args.runs),
+            "first_run_s": [round(s, 3) for s in first],
+            "runs_s": [round(s, 3) for s in rest],
+            "median_s": round(median, 3),
+            "p90_s": round(sorted(rest)[int(0.9 * (len(rest) - 1))], 3),
+            "cpu_s": [round(s, 3) for s in cpu],
+            "median_cpu_s": round(statistics.median(cpu), 3),
+            "target_s": 3.0,
+            "target_met": median < 3.0,
+            "device": "cpu",
+            "cpus": os.cpu_count(),
+            "warm_check_s": round(count, 3),
+        }
+    )
+    print(
+        f"ragsieve search on {chunks} chunks: median {median:.2f} s wall, "
+        f"{statistics.median(cpu):.2f} s CPU over {len(rest)} runs (load {os.getloadavg()[0]:.1f})"
+    )
     return bench_io.write(result, args.out)
 
 

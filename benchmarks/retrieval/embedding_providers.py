@@ -17,6 +17,7 @@ RAGSIEVE_BENCH_RERANKER, `fast+rerank` (the rerank step's provider over the
 20-hit pool) vs `fast` nDCG@10 on the local index; otherwise that part says it
 was skipped.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -67,8 +68,12 @@ class EmbeddingsServer:
                 raise HTTPException(503, "request bound reached")
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             vectors = model.embed(texts)
-            return {"object": "list", "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0},
-                    "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]}
+            return {
+                "object": "list",
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+            }
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -124,14 +129,12 @@ def evaluate(index_dir: Path, queries, qrels, reranker=None) -> dict:
     hybrid = HybridRetriever(idx, fusion="weighted")
     scores = {"dense": [], "hybrid": [], "hybrid+rerank": []}
     for qid, text in queries.items():
-        scores["dense"].append(ndcg_at_k(to_docs([r for r, _ in idx.dense.search(qvecs[qid], 100)], row_doc),
-                                         qrels[qid]))
+        scores["dense"].append(ndcg_at_k(to_docs([r for r, _ in idx.dense.search(qvecs[qid], 100)], row_doc), qrels[qid]))
         hits = hybrid.run(text, 100, query_vector=qvecs[qid])
         scores["hybrid"].append(ndcg_at_k(to_docs([h.row for h in hits], row_doc), qrels[qid]))
         if reranker is not None:
             head = reranker.run(text, hits[:POOL]).hits
-            scores["hybrid+rerank"].append(ndcg_at_k(to_docs([h.row for h in head + hits[POOL:]], row_doc),
-                                                     qrels[qid]))
+            scores["hybrid+rerank"].append(ndcg_at_k(to_docs([h.row for h in head + hits[POOL:]], row_doc), qrels[qid]))
     out = {f"ndcg@10_{k}": round(float(np.mean(v)), 4) for k, v in scores.items() if v}
     out["ndcg@10_per_query_hybrid"] = scores["hybrid"]
     out["query_embedding_ms_p50"] = round(float(np.percentile(times, 50)), 2)
@@ -140,23 +143,37 @@ def evaluate(index_dir: Path, queries, qrels, reranker=None) -> dict:
     return out
 
 
-def run_dataset(name: str, data: Path, split: str, n_docs, n_queries, seed: int, server: EmbeddingsServer,
-                work: Path, reranker) -> dict:
+def run_dataset(
+    name: str, data: Path, split: str, n_docs, n_queries, seed: int, server: EmbeddingsServer, work: Path, reranker
+) -> dict:
     corpus, queries, qrels = sample(data, split, n_docs, n_queries, seed, work)
-    res: dict = {"data": str(data), "split": split, "questions": len(queries), "corpus": str(corpus.name),
-                 "sample": bool(n_docs or n_queries)}
+    res: dict = {
+        "data": str(data),
+        "split": split,
+        "questions": len(queries),
+        "corpus": str(corpus.name),
+        "sample": bool(n_docs or n_queries),
+    }
     builds = {}
-    for path, embedder in (("local", None), ("endpoint", OpenAIEmbedder(server.base_url, "all-MiniLM-L6-v2",
-                                                                        batch_size=64, max_input_tokens=None))):
+    for path, embedder in (
+        ("local", None),
+        ("endpoint", OpenAIEmbedder(server.base_url, "all-MiniLM-L6-v2", batch_size=64, max_input_tokens=None)),
+    ):
         folder = work / f"{name}-{path}"
-        report = IndexBuilder(folder, chunk_tokens=512, embedder=embedder, progress=False,
-                              encoder=ENCODER if embedder is None else None).build([corpus])
-        builds[path] = {"chunks_embedded": report.chunks_embedded, "embed_seconds": report.embed_seconds,
-                        "chunks_per_s": round(report.chunks_embedded / max(report.embed_seconds, 1e-9), 1),
-                        "documents": report.docs_added}
+        report = IndexBuilder(
+            folder, chunk_tokens=512, embedder=embedder, progress=False, encoder=ENCODER if embedder is None else None
+        ).build([corpus])
+        builds[path] = {
+            "chunks_embedded": report.chunks_embedded,
+            "embed_seconds": report.embed_seconds,
+            "chunks_per_s": round(report.chunks_embedded / max(report.embed_seconds, 1e-9), 1),
+            "documents": report.docs_added,
+        }
         res[path] = evaluate(folder, queries, qrels, reranker if path == "local" else None) | {"build": builds[path]}
-        print(f"{name} {path}: {({k: v for k, v in res[path].items() if k.startswith('ndcg@10_') and 'per' not in k})}",
-              flush=True)
+        print(
+            f"{name} {path}: { ({k: v for k, v in res[path].items() if k.startswith('ndcg@10_') and 'per' not in k}) }",
+            flush=True,
+        )
     a, b = res["local"], res["endpoint"]
     res["agreement"] = {k: round(abs(a[k] - b[k]), 5) for k in ("ndcg@10_dense", "ndcg@10_hybrid")}
     res["agree_within_0.002"] = all(v <= AGREEMENT for v in res["agreement"].values())
@@ -173,8 +190,13 @@ def main(args) -> dict:
 
     shared = Path(args.shared)
     folder = os.environ.get("RAGSIEVE_BENCH_RERANKER")
-    reranker, rerank_note = None, ("skipped: set RAGSIEVE_BENCH_RERANKER to a cross-encoder folder (or a cached hub "
-                                   "name) to compare fast+rerank with fast")
+    reranker, rerank_note = (
+        None,
+        (
+            "skipped: set RAGSIEVE_BENCH_RERANKER to a cross-encoder folder (or a cached hub "
+            "name) to compare fast+rerank with fast"
+        ),
+    )
     if folder:
         reranker = open_reranker("cross-encoder", folder)
         rerank_note = f"ran: {reranker.description}, pool {POOL}"
@@ -182,12 +204,26 @@ def main(args) -> dict:
     try:
         with tempfile.TemporaryDirectory(prefix="ragsieve-byom-") as tmp:
             work = Path(tmp)
-            sets = {"scifact": run_dataset("scifact", shared / "scifact", "test", args.scifact_docs,
-                                           args.scifact_queries, args.seed, server, work, reranker),
-                    "hotpotqa": run_dataset("hotpotqa", shared / "hotpotqa", "test", None, None, args.seed, server,
-                                            work, reranker)}
+            sets = {
+                "scifact": run_dataset(
+                    "scifact",
+                    shared / "scifact",
+                    "test",
+                    args.scifact_docs,
+                    args.scifact_queries,
+                    args.seed,
+                    server,
+                    work,
+                    reranker,
+                ),
+                "hotpotqa": run_dataset("hotpotqa", shared / "hotpotqa", "test", None, None, args.seed, server, work, reranker),
+            }
     finally:
         server.close()
-    return {"datasets": sets, "rerank": rerank_note, "endpoint": "FastAPI + uvicorn on 127.0.0.1 serving the packaged "
-            "MiniLM (sentence-transformers) as /v1/embeddings; client: ragsieve's openai provider, batch 64",
-            "target": f"|nDCG@10 local - endpoint| <= {AGREEMENT}"}
+    return {
+        "datasets": sets,
+        "rerank": rerank_note,
+        "endpoint": "FastAPI + uvicorn on 127.0.0.1 serving the packaged "
+        "MiniLM (sentence-transformers) as /v1/embeddings; client: ragsieve's openai provider, batch 64",
+        "target": f"|nDCG@10 local - endpoint| <= {AGREEMENT}",
+    }

@@ -12,6 +12,7 @@ as `ragsieve eval --retrieval-only` does (the default `[retrieval]` settings, to
 vectors, with the former 50/50 weights: document nDCG@10 and Recall@100 (a document at its best chunk's place),
 each with its standard error over the queries, and the query embedding p50 in ms.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,19 @@ def quality(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
     from ragsieve.tools.metrics import docs_from_chunks, ndcg_at_k, recall_at_k
 
     r = Config().retrieval
-    retriever = HybridRetriever(index, fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight,
-                                dense_weight=r.dense_weight, candidate_k=r.candidate_k, fusion_site=r.fusion_site,
-                                symbols=r.symbols, collapse=r.collapse, sections=r.sections, ranking=r.ranking)
+    retriever = HybridRetriever(
+        index,
+        fusion=r.fusion,
+        rrf_k=r.rrf_k,
+        bm25_weight=r.bm25_weight,
+        dense_weight=r.dense_weight,
+        candidate_k=r.candidate_k,
+        fusion_site=r.fusion_site,
+        symbols=r.symbols,
+        collapse=r.collapse,
+        sections=r.sections,
+        ranking=r.ranking,
+    )
     variants = {"default": None, "equal_weights": (1.0, 1.0)}
     scores: dict[str, dict[str, list[float]]] = {v: {"ndcg": [], "recall": []} for v in variants}
     index.embed_query("warm up")
@@ -70,9 +81,15 @@ def quality(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
             docs = docs_from_chunks(h.chunk_id for h in hits)
             scores[name]["ndcg"].append(ndcg_at_k(docs, qrels[q]))
             scores[name]["recall"].append(recall_at_k(docs, qrels[q], 100))
-    out: dict = {"settings": {"fusion": r.fusion, "bm25_weight": r.bm25_weight, "dense_weight": r.dense_weight,
-                              "candidate_k": r.candidate_k},
-                 "query_embedding_ms_p50": round(float(np.percentile(embed_ms, 50)), 3)}
+    out: dict = {
+        "settings": {
+            "fusion": r.fusion,
+            "bm25_weight": r.bm25_weight,
+            "dense_weight": r.dense_weight,
+            "candidate_k": r.candidate_k,
+        },
+        "query_embedding_ms_p50": round(float(np.percentile(embed_ms, 50)), 3),
+    }
     for name in variants:
         (nd, nd_se), (rc, rc_se) = _mean_se(scores[name]["ndcg"]), _mean_se(scores[name]["recall"])
         out[name] = {"ndcg@10": nd, "ndcg@10_se": nd_se, "recall@100": rc, "recall@100_se": rc_se}
@@ -92,9 +109,14 @@ def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
     cpu0, t0 = _cpu(), time.perf_counter()
     report = builder.build([_corpus(folder)])
     cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
-    row = {"chunks": report.chunks_total, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
-           "chunks_per_cpu_s": round(report.chunks_total / cpu, 3),
-           "chunks_per_wall_s": round(report.chunks_total / wall, 3), "load_average": os.getloadavg()[0]}
+    row = {
+        "chunks": report.chunks_total,
+        "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "chunks_per_cpu_s": round(report.chunks_total / cpu, 3),
+        "chunks_per_wall_s": round(report.chunks_total / wall, 3),
+        "load_average": os.getloadavg()[0],
+    }
     queries, qrels = read_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / "test.tsv")
     qids = sorted(q for q in qrels if q in queries)[:limit]
     with HybridIndex.open(target) as index:
@@ -115,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     encoders = args.encoders.split(",")
     result = bench_io.header(measures=MEASURES) | {
         "chosen_on": "the weights: SciFact train claims (benchmarks/results/retrieval_methods.json); every figure "
-                     "here is on the sets' test qrels", "sets": {}}
+        "here is on the sets' test qrels",
+        "sets": {},
+    }
     for i, name in enumerate(args.sets.split(",")):
         order = encoders if i % 2 == 0 else encoders[::-1]
         rows = {}

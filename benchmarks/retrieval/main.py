@@ -10,6 +10,7 @@ hybrid latencies exclude embedding the query, reported separately
 (`query_embedding_ms`). Writes one JSON file with the command line, machine
 and package versions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,15 +54,19 @@ def evaluate(name: str, search, queries: dict[str, str], qrels, row_doc: list[st
         docs = to_docs(rows, row_doc)
         ndcgs.append(ndcg_at_k(docs, qrels[qid]))
         recalls.append(recall_at_k(docs, qrels[qid], 100))
-    res = {"ndcg@10": round(float(np.mean(ndcgs)), 4), "recall@100": round(float(np.mean(recalls)), 4),
-           "latency_ms_p50": round(float(np.percentile(times, 50)), 3),
-           "latency_ms_p95": round(float(np.percentile(times, 95)), 3)}
+    res = {
+        "ndcg@10": round(float(np.mean(ndcgs)), 4),
+        "recall@100": round(float(np.mean(recalls)), 4),
+        "latency_ms_p50": round(float(np.percentile(times, 50)), 3),
+        "latency_ms_p95": round(float(np.percentile(times, 95)), 3),
+    }
     print(f"{name:>18}: {res}", flush=True)
     return res
 
 
-TUNE_GRID = ([("weighted", 60, share) for share in (0.3, 0.4, 0.5, 0.6, 0.7)]
-             + [("rrf", k, share) for k in (10, 30, 60) for share in (0.4, 0.5, 0.6)])
+TUNE_GRID = [("weighted", 60, share) for share in (0.3, 0.4, 0.5, 0.6, 0.7)] + [
+    ("rrf", k, share) for k in (10, 30, 60) for share in (0.4, 0.5, 0.6)
+]
 
 
 def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -> dict:
@@ -72,16 +77,30 @@ def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -
     scores = []
     for fusion, k, share in TUNE_GRID:
         ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
-        res = evaluate(f"{args.tune_on}:{fusion}/{k}/{share}",
-                       lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])], queries, qrels, row_doc)  # noqa: B023
+        res = evaluate(
+            f"{args.tune_on}:{fusion}/{k}/{share}",
+            lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
+            queries,
+            qrels,
+            row_doc,
+        )
         scores.append((res["ndcg@10"], fusion, k, share))
     best, fusion, k, share = max(scores)
     ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
-    res = evaluate("hybrid_tuned", lambda q, t: [h.row for h in ret.run(t, 100, query_vector=test_vecs[q])],
-                   test_queries, test_qrels, row_doc)
-    return {**res, "chosen_on": args.tune_on, f"{args.tune_on}_ndcg@10": best,
-            "settings": {"fusion": fusion, "rrf_k": k, "bm25_weight": round(1 - share, 2), "dense_weight": share},
-            "grid": [{"ndcg@10": n, "fusion": f, "rrf_k": kk, "dense_weight": sh} for n, f, kk, sh in scores]}
+    res = evaluate(
+        "hybrid_tuned",
+        lambda q, t: [h.row for h in ret.run(t, 100, query_vector=test_vecs[q])],
+        test_queries,
+        test_qrels,
+        row_doc,
+    )
+    return {
+        **res,
+        "chosen_on": args.tune_on,
+        f"{args.tune_on}_ndcg@10": best,
+        "settings": {"fusion": fusion, "rrf_k": k, "bm25_weight": round(1 - share, 2), "dense_weight": share},
+        "grid": [{"ndcg@10": n, "fusion": f, "rrf_k": kk, "dense_weight": sh} for n, f, kk, sh in scores],
+    }
 
 
 def providers(argv: list[str]) -> int:
@@ -106,8 +125,9 @@ def _commit() -> str:
     import subprocess
 
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -125,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-tokens", type=int, default=None, help="default: what `ragsieve index` uses")
     ap.add_argument("--depth", type=int, default=200, help="chunk rows retrieved per query by single retrievers")
     ap.add_argument("--skip-rank-bm25", action="store_true")
-    ap.add_argument("--tune-on", default=None, metavar="SPLIT",
-                    help="grid-search the fusion settings on this split (e.g. train), report the best on --split")
+    ap.add_argument(
+        "--tune-on",
+        default=None,
+        metavar="SPLIT",
+        help="grid-search the fusion settings on this split (e.g. train), report the best on --split",
+    )
     args = ap.parse_args(argv)
 
     load_at_start = os.getloadavg()
@@ -157,25 +181,41 @@ def main(argv: list[str] | None = None) -> int:
     results["bm25s"] = evaluate("bm25s", lambda q, t: ranked(idx.bm25.search(t, args.depth)), queries, qrels, row_doc)
     if not args.skip_rank_bm25:
         t0 = time.perf_counter()
-        rb = BM25Index("rank_bm25", k1=idx.bm25.k1, b=idx.bm25.b, stem=idx.bm25.stem, identifiers=idx.bm25.identifiers,
-                       compounds=idx.bm25.compounds).build([indexed_text(c) for c in chunks])
+        rb = BM25Index(
+            "rank_bm25",
+            k1=idx.bm25.k1,
+            b=idx.bm25.b,
+            stem=idx.bm25.stem,
+            identifiers=idx.bm25.identifiers,
+            compounds=idx.bm25.compounds,
+        ).build([indexed_text(c) for c in chunks])
         rb_build = time.perf_counter() - t0
-        results["rank_bm25"] = evaluate("rank_bm25", lambda q, t: ranked(rb.search(t, args.depth)),
-                                        queries, qrels, row_doc)
+        results["rank_bm25"] = evaluate("rank_bm25", lambda q, t: ranked(rb.search(t, args.depth)), queries, qrels, row_doc)
         results["rank_bm25"]["build_s"] = round(rb_build, 2)
-    results["dense"] = evaluate("dense", lambda q, t: ranked(idx.dense.search(qvecs[q], args.depth)),
-                                queries, qrels, row_doc)
+    results["dense"] = evaluate("dense", lambda q, t: ranked(idx.dense.search(qvecs[q], args.depth)), queries, qrels, row_doc)
     from ragsieve.agent.config import Config
 
     default = Config().retrieval  # hybrid_weighted: the default (weighted, the weights chosen on train claims)
-    for name, fusion, weights in (("hybrid_rrf", "rrf", (1.0, 1.0)), ("hybrid_weighted_equal", "weighted", (1.0, 1.0)),
-                                  ("hybrid_weighted", "weighted", (default.bm25_weight, default.dense_weight))):
-        ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100, bm25_weight=weights[0],
-                              dense_weight=weights[1])
-        results[name] = evaluate(name, lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
-                                 queries, qrels, row_doc)
-        top10 = evaluate(name + "@top10", lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
-                         queries, qrels, row_doc)
+    for name, fusion, weights in (
+        ("hybrid_rrf", "rrf", (1.0, 1.0)),
+        ("hybrid_weighted_equal", "weighted", (1.0, 1.0)),
+        ("hybrid_weighted", "weighted", (default.bm25_weight, default.dense_weight)),
+    ):
+        ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100, bm25_weight=weights[0], dense_weight=weights[1])
+        results[name] = evaluate(
+            name,
+            lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
+            queries,
+            qrels,
+            row_doc,
+        )
+        top10 = evaluate(
+            name + "@top10",
+            lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
+            queries,
+            qrels,
+            row_doc,
+        )
         results[name]["latency_ms_p50_top10"] = top10["latency_ms_p50"]
         results[name]["latency_ms_p95_top10"] = top10["latency_ms_p95"]
 
@@ -192,21 +232,36 @@ def main(argv: list[str] | None = None) -> int:
 
     out = header(measures=["tools/index/", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/main.py"]) | {
         "load_average_at_start": load_at_start,
-        "hybrid_weighted": {"bm25_weight": default.bm25_weight, "dense_weight": default.dense_weight,
-                            "chosen_on": "SciFact train claims (benchmarks/results/retrieval_methods.json)"},
-        "dataset": str(args.data), "split": args.split, "queries": len(queries),
-        "index": {"dir": str(index_dir), "chunks": n, "documents": idx.manifest["counts"]["documents"],
-                  "chunk_tokens": args.chunk_tokens, "build": build, "build_this_run": report.summary(),
-                  "embedding_throughput_chunks_per_s": (round(build["chunks_embedded"] / build["embed_seconds"], 1)
-                                                        if build.get("embed_seconds") else None),
-                  "load_average_at_end": os.getloadavg(),
-                  "manifest": {k: idx.manifest[k] for k in ("embedding", "faiss", "bm25", "index_titles")}},
-        "query_embedding_ms": {"p50": round(float(np.percentile(emb_times, 50)), 3),
-                               "p95": round(float(np.percentile(emb_times, 95)), 3)},
+        "hybrid_weighted": {
+            "bm25_weight": default.bm25_weight,
+            "dense_weight": default.dense_weight,
+            "chosen_on": "SciFact train claims (benchmarks/results/retrieval_methods.json)",
+        },
+        "dataset": str(args.data),
+        "split": args.split,
+        "queries": len(queries),
+        "index": {
+            "dir": str(index_dir),
+            "chunks": n,
+            "documents": idx.manifest["counts"]["documents"],
+            "chunk_tokens": args.chunk_tokens,
+            "build": build,
+            "build_this_run": report.summary(),
+            "embedding_throughput_chunks_per_s": (
+                round(build["chunks_embedded"] / build["embed_seconds"], 1) if build.get("embed_seconds") else None
+            ),
+            "load_average_at_end": os.getloadavg(),
+            "manifest": {k: idx.manifest[k] for k in ("embedding", "faiss", "bm25", "index_titles")},
+        },
+        "query_embedding_ms": {
+            "p50": round(float(np.percentile(emb_times, 50)), 3),
+            "p95": round(float(np.percentile(emb_times, 95)), 3),
+        },
         "methods": results,
         "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "versions": {d: _version(d) for d in ("ragsieve", "bm25s", "rank-bm25", "faiss-cpu",
-                                              "sentence-transformers", "torch", "numpy")},
+        "versions": {
+            d: _version(d) for d in ("ragsieve", "bm25s", "rank-bm25", "faiss-cpu", "sentence-transformers", "torch", "numpy")
+        },
     }
     write(out, args.out)
     idx.close()

@@ -11,6 +11,7 @@ and the normalisation (min-max, z-score, max, mean +- 3 sd); document aggregatio
 best chunk per document before fusing; best + gamma * second-best chunk); a document-centroid dense score as a
 third list; the title repeated in BM25's text (field weighting); RM3-style pseudo-relevance feedback on BM25.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,10 +75,10 @@ class Sweep:
 
         if title_weight not in self._bm25:
             b = self.idx.bm25
-            texts = [(c.title + "\n") * (title_weight - 1) + indexed_text(c) if c.title else indexed_text(c)
-                     for c in self.chunks]
-            self._bm25[title_weight] = BM25Index("bm25s", k1=b.k1, b=b.b, stem=b.stem, identifiers=b.identifiers,
-                                                 compounds=b.compounds).build(texts, [c.kind for c in self.chunks])
+            texts = [(c.title + "\n") * (title_weight - 1) + indexed_text(c) if c.title else indexed_text(c) for c in self.chunks]
+            self._bm25[title_weight] = BM25Index(
+                "bm25s", k1=b.k1, b=b.b, stem=b.stem, identifiers=b.identifiers, compounds=b.compounds
+            ).build(texts, [c.kind for c in self.chunks])
         return self._bm25[title_weight]
 
     def bm25_scores(self, qid: str, title_weight: int = 1) -> np.ndarray:
@@ -108,9 +109,19 @@ class Sweep:
                 out = out + (1 - alpha) * (v / total) * np.asarray(bm._model.get_scores_from_ids(ids), np.float32)
         return out
 
-    def rank(self, qid: str, w: float = 0.5, how: str = "minmax", agg: str = "max", gamma: float = 0.0,
-             wc: float = 0.0, title_weight: int = 1, prf: tuple | None = None, dense_only: bool = False,
-             bm25_only: bool = False) -> list[int]:
+    def rank(
+        self,
+        qid: str,
+        w: float = 0.5,
+        how: str = "minmax",
+        agg: str = "max",
+        gamma: float = 0.0,
+        wc: float = 0.0,
+        title_weight: int = 1,
+        prf: tuple | None = None,
+        dense_only: bool = False,
+        bm25_only: bool = False,
+    ) -> list[int]:
         b = self.prf(qid, *prf) if prf else self.bm25_scores(qid, title_weight)
         d = self.V @ self.qv[qid]
         w = 1.0 if dense_only else 0.0 if bm25_only else w
@@ -174,14 +185,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sweep = Sweep(args.index, args.data)
     result = bench_io.header(measures=MEASURES) | {
-        "index": str(args.index), "embedding": sweep.idx.manifest["embedding"], "chunks": len(sweep.chunks),
-        "documents": len(sweep.docs), "multi_chunk_documents": int((np.bincount(sweep.row_doc) > 1).sum()),
+        "index": str(args.index),
+        "embedding": sweep.idx.manifest["embedding"],
+        "chunks": len(sweep.chunks),
+        "documents": len(sweep.docs),
+        "multi_chunk_documents": int((np.bincount(sweep.row_doc) > 1).sum()),
         "chosen_on": "SciFact train qrels (809 claims); test (300 claims) only reported",
-        "queries": {s: len(q) for s, q in sweep.split.items()}}
+        "queries": {s: len(q) for s, q in sweep.split.items()},
+    }
 
     def both(kw: dict) -> dict:
-        row = {"settings": {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
-               "train": sweep.score("train", **kw), "test": sweep.score("test", **kw)}
+        row = {
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
+            "train": sweep.score("train", **kw),
+            "test": sweep.score("test", **kw),
+        }
         print(row, flush=True)
         return row
 
@@ -193,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         chosen = max(rows, key=lambda r: r["train"]["ndcg@10"])
         reference = result["base"] if family == "weights" else result["families"]["weights"]["chosen"]
         result["families"][family] = {
-            "candidates": rows, "chosen": chosen,
+            "candidates": rows,
+            "chosen": chosen,
             "kept": chosen["train"]["ndcg@10"] > reference["train"]["ndcg@10"]
-            and chosen["test"]["ndcg@10"] > reference["test"]["ndcg@10"]}
+            and chosen["test"]["ndcg@10"] > reference["test"]["ndcg@10"],
+        }
     return bench_io.write(result, args.out)
 
 

@@ -1,6 +1,7 @@
 """What the retrieval benchmarks share: query vectors timed one at a time, ranked rows as document ids.
 Moved whole from benchmarks/retrieval/main.py so that embedding_providers.py (which main.py runs) imports
 them without an import cycle."""
+
 from __future__ import annotations
 
 import time

@@ -11,6 +11,7 @@ write), the model loaded beforehand (start-up is not indexing); then every test 
 chunk). Process CPU time (user + system, all threads) gives chunks per CPU-second, comparable across encoders
 on a shared machine where wall time is not. The load average is recorded per build.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,13 @@ def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
     cpu0, t0 = _cpu(), time.perf_counter()
     report = builder.build([corpus_file(folder)])
     cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
-    row = {"chunks": report.chunks_total, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
-           "chunks_per_cpu_s": round(report.chunks_total / cpu, 3), "load_average": os.getloadavg()[0]}
+    row = {
+        "chunks": report.chunks_total,
+        "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "chunks_per_cpu_s": round(report.chunks_total / cpu, 3),
+        "load_average": os.getloadavg()[0],
+    }
     queries, qrels = read_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / "test.tsv")
     qids = sorted(q for q in qrels if q in queries)[:limit]
     with HybridIndex.open(target) as index:
@@ -76,9 +82,15 @@ def main() -> None:
     encoders = args.encoders.split(",")
     result = json.loads(args.out.read_text()) if args.merge and args.out.is_file() else {}
     result.setdefault("sets", {})
-    result.update({"command": "python -m benchmarks.scale.encoder_sets " + " ".join(sys.argv[1:]),
-                   "commit": commit(), "cpus": os.cpu_count(), "tolerance_ndcg@10": TOLERANCE,
-                   "load_average_at_start": os.getloadavg()})
+    result.update(
+        {
+            "command": "python -m benchmarks.scale.encoder_sets " + " ".join(sys.argv[1:]),
+            "commit": commit(),
+            "cpus": os.cpu_count(),
+            "tolerance_ndcg@10": TOLERANCE,
+            "load_average_at_start": os.getloadavg(),
+        }
+    )
     for i, name in enumerate(args.sets.split(",")):
         order = encoders if i % 2 == 0 else encoders[::-1]
         rows = {}
@@ -101,9 +113,12 @@ def main() -> None:
             continue
         diffs = [s[encoder]["hybrid_ndcg_difference"] for s in result["sets"].values() if encoder in s]
         dense = [s[encoder]["dense_ndcg_difference"] for s in result["sets"].values() if encoder in s]
-        verdict[encoder] = {"sets": len(diffs), "worst_hybrid_difference": min(diffs) if diffs else None,
-                            "worst_dense_difference": min(dense) if dense else None,
-                            "within_tolerance_on_all": len(diffs) == 3 and all(abs(d) <= TOLERANCE for d in diffs + dense)}
+        verdict[encoder] = {
+            "sets": len(diffs),
+            "worst_hybrid_difference": min(diffs) if diffs else None,
+            "worst_dense_difference": min(dense) if dense else None,
+            "within_tolerance_on_all": len(diffs) == 3 and all(abs(d) <= TOLERANCE for d in diffs + dense),
+        }
     result["verdict"] = verdict
     args.out.write_text(json.dumps(result, indent=1) + "\n")
 

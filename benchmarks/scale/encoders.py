@@ -1,5 +1,6 @@
 """Parts 2 and 3 of scale.py: encoder throughput on SciFact abstracts (torch, onnx, onnx-int8, with each path's
 cosine agreement to torch) and BM25 built while encoding against after it."""
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,7 @@ def encoders(n_docs: int) -> dict:
         started = time.perf_counter()
         vectors = model.embed(texts)
         seconds = time.perf_counter() - started
-        row = {"docs_per_s": round(len(texts) / seconds, 2), "seconds": round(seconds, 1),
-               "load_average": os.getloadavg()[0]}
+        row = {"docs_per_s": round(len(texts) / seconds, 2), "seconds": round(seconds, 1), "load_average": os.getloadavg()[0]}
         if reference is None:
             reference = vectors
         else:

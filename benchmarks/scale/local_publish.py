@@ -17,6 +17,7 @@ the cells it probes (`ragsieve.tools.index.sparse.cells`); below it a change is 
 `--keep` that was written before the fingerprint could be updated in place, or before the IVF cells were kept, gets
 one untimed migration publish first (`migration_publish_s`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,14 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
     note = folder / "notes" / "note.md"
     from ragsieve.tools.index.sparse.subset import APPROXIMATE_ABOVE
 
-    row: dict = {"chunks": n + 1, "runs": [],
-                 "first_build_nearest_neighbours": "ivf" if n + 1 > APPROXIMATE_ABOVE else "exact",
-                 "change_nearest_neighbours": "ivf: the probed cells kept with the index" if n + 1 > APPROXIMATE_ABOVE
-                 else "exact against all rows"}
+    row: dict = {
+        "chunks": n + 1,
+        "runs": [],
+        "first_build_nearest_neighbours": "ivf" if n + 1 > APPROXIMATE_ABOVE else "exact",
+        "change_nearest_neighbours": "ivf: the probed cells kept with the index"
+        if n + 1 > APPROXIMATE_ABOVE
+        else "exact against all rows",
+    }
     if not (folder / "index" / "CURRENT").is_file() or not keep:  # --keep reuses an index built before
         shutil.rmtree(folder, ignore_errors=True)
         corpus.parent.mkdir(parents=True)
@@ -80,17 +85,24 @@ def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_
         else:
             _corpus(corpus, n, edited=n // 2 if k % 4 == 1 else None)
         t0 = time.perf_counter()
-        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build(
-            [note] if one_file else [corpus])
+        report = IndexBuilder(folder / "index", embedder=HashEmbedder(), progress=False).build([note] if one_file else [corpus])
         build_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         with HybridIndex.open(folder / "index", embedder=HashEmbedder()) as index:
             index.bm25.search("edited w1", 3)
         open_s = time.perf_counter() - t0
         manifest = json.loads((folder / "index" / report.generation / "manifest.json").read_text())
-        row["runs"].append({"given": "one file" if one_file else "whole corpus", "publish_s": round(build_s, 3), "open_and_first_search_s": round(open_s, 3),
-                            "docs_updated": report.docs_updated, "chunks_embedded": report.chunks_embedded,
-                            **manifest["io"], "load_average": [round(x, 2) for x in os.getloadavg()]})
+        row["runs"].append(
+            {
+                "given": "one file" if one_file else "whole corpus",
+                "publish_s": round(build_s, 3),
+                "open_and_first_search_s": round(open_s, 3),
+                "docs_updated": report.docs_updated,
+                "chunks_embedded": report.chunks_embedded,
+                **manifest["io"],
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+            }
+        )
     for given in ("one file", "whole corpus"):
         times = sorted(r["publish_s"] for r in row["runs"] if r["given"] == given)
         if times:
@@ -128,11 +140,11 @@ def main(argv=None) -> int:
     ap.add_argument("--changes", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-local-publish")
     ap.add_argument("--keep", action="store_true", help="keep the indexes in --work and reuse them next time")
-    ap.add_argument("--whole-corpus-max", type=int, default=None,
-                    help="above this many chunks, time only the one-file changes")
+    ap.add_argument("--whole-corpus-max", type=int, default=None, help="above this many chunks, time only the one-file changes")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale-local-publish.json")
-    ap.add_argument("--append", action="store_true",
-                    help="keep the sizes of --out not run now (each size records its own command and commit)")
+    ap.add_argument(
+        "--append", action="store_true", help="keep the sizes of --out not run now (each size records its own command and commit)"
+    )
     ap.add_argument("--no-embedding", action="store_true", help="do not time the default encoder")
     args = ap.parse_args(argv)
     command, head = "python -m " + " ".join(["benchmarks.scale.local_publish", *(argv or sys.argv[1:])]), commit()
@@ -145,8 +157,10 @@ def main(argv=None) -> int:
     if not args.no_embedding:
         out["own_embedding"] = own_embedding("# Note\n\nThe release marker is m1.\n")
     for n in sizes:
-        out["sizes"].append(one_size(n, args.work, args.changes, args.keep, args.whole_corpus_max)
-                            | {"command": command, "commit": head, "load_average_at_start": list(os.getloadavg())})
+        out["sizes"].append(
+            one_size(n, args.work, args.changes, args.keep, args.whole_corpus_max)
+            | {"command": command, "commit": head, "load_average_at_start": list(os.getloadavg())}
+        )
         out["sizes"].sort(key=lambda s: s["chunks"])
         print(json.dumps(out["sizes"][-1]), flush=True)
         out["load_average_at_end"] = list(os.getloadavg())

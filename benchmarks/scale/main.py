@@ -19,6 +19,7 @@ synthetic corpora of 100k (and 1M) chunks in the `local` and `milvus` (milvus-li
    Milvus HNSW) against exact search.
 Any OpenAI-compatible endpoint is irrelevant here: no LLM is called.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,26 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--encoder-docs", type=int, default=1000)
     ap.add_argument("--scifact-index", type=Path, help="a built SciFact index (default: built here)")
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale,"
-                                               "publish,index-cpu,ray")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="comma list of parts to skip: parity,encoders,encoder-quality,build,scale,publish,index-cpu,ray",
+    )
     ap.add_argument("--publish-sizes", default="10000,100000", help="publish part: chunks (1000000 if time allows)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-scale-cache",
-                    help="publish part: where the synthetic indexes are kept between runs")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "ragsieve-scale-cache",
+        help="publish part: where the synthetic indexes are kept between runs",
+    )
     ap.add_argument("--cpu-docs", type=int, default=300, help="index-cpu and ray parts: SciFact abstracts")
     ap.add_argument("--parity-queries", type=int, help="the first N SciFact test queries only (default: all 300)")
-    ap.add_argument("--vectors", choices=["real", "random"], default="real",
-                    help="scale part: real SciFact vectors with noise (needs --scifact-index) or random unit vectors")
+    ap.add_argument(
+        "--vectors",
+        choices=["real", "random"],
+        default="real",
+        help="scale part: real SciFact vectors with noise (needs --scifact-index) or random unit vectors",
+    )
     ap.add_argument("--milvus-sizes", help="sizes also run in milvus-lite (default: all of --sizes)")
     ap.add_argument("--milvus-queries", type=int, help="queries timed in milvus-lite (default: --queries)")
     ap.add_argument("--merge", action="store_true", help="update --out: parts not run keep their earlier results")
@@ -138,8 +150,9 @@ def main(argv=None) -> int:
                     row["milvus-lite"] = {"skipped": "not in --milvus-sizes"}
                 print(f"  scale {n} milvus-lite: {json.dumps(row['milvus-lite'])}", flush=True)
                 row["command"] = result["command"]
-                row["vectors"] = (f"SciFact MiniLM vectors ({len(base)}) + noise of norm {NOISE}" if base is not None
-                                  else "random unit vectors")
+                row["vectors"] = (
+                    f"SciFact MiniLM vectors ({len(base)}) + noise of norm {NOISE}" if base is not None else "random unit vectors"
+                )
                 result["scale"][str(n)] = row
                 bench_io.write(dict(result), args.out)
                 for p in work.glob(f"*-{n}*"):

@@ -2,6 +2,7 @@
 
 Used by benchmarks/scale/main.py (see its docstring for the command).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from benchmarks.bench_io import percentile as pct
 def ndcg_recall(ranked_docs: list[str], qrels: dict[str, float]) -> tuple[float, float]:
     dcg = sum((2 ** qrels.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked_docs[:10]))
     ideal = sorted(qrels.values(), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     relevant = {d for d, g in qrels.items() if g > 0}
     recall = len(relevant & set(ranked_docs[:100])) / len(relevant) if relevant else 0.0
     return (dcg / idcg if idcg else 0.0), recall
@@ -34,8 +35,12 @@ def dense_and_hybrid_ndcg(index, queries: dict, qrels: dict, qids: list[str]) ->
     out = {}
     for mode, weights in (("hybrid", (1.0, 1.0)), ("dense", (0.0, 1.0))):
         retriever = HybridRetriever(index, fusion="weighted", candidate_k=100)
-        scores = [ndcg_recall(list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(
-            queries[q], top_k=100, weights=weights))), qrels[q])[0] for q in qids]
+        scores = [
+            ndcg_recall(
+                list(dict.fromkeys(h.chunk.doc_id for h in retriever.run(queries[q], top_k=100, weights=weights))), qrels[q]
+            )[0]
+            for q in qids
+        ]
         out[f"{mode}_ndcg@10"] = round(float(np.mean(scores)), 4)
     return out
 
@@ -71,8 +76,14 @@ def refit_bm25(index_dir: Path, k1: float, b: float) -> None:
         texts = [indexed_text(c, headers, words) if m.get("index_titles", True) else c.text for c in chunks]
     gen = current_generation(index_dir)
     shutil.rmtree(gen / "bm25")
-    bm25 = BM25Index(m["bm25"]["engine"], k1=k1, b=b, stem=m["bm25"]["stem"],
-                     identifiers=m["bm25"].get("identifiers", False), compounds=m["bm25"].get("compounds", False)).build(texts)
+    bm25 = BM25Index(
+        m["bm25"]["engine"],
+        k1=k1,
+        b=b,
+        stem=m["bm25"]["stem"],
+        identifiers=m["bm25"].get("identifiers", False),
+        compounds=m["bm25"].get("compounds", False),
+    ).build(texts)
     bm25.save(gen / "bm25")
     m["bm25"] = m["settings"]["bm25"] = bm25.params
     (gen / MANIFEST).write_text(json.dumps(m, indent=2), encoding="utf-8")
@@ -112,8 +123,11 @@ def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
                     n, r = ndcg_recall(docs, qrels[qid])
                     scores.append(n)
                     recalls.append(r)
-                row[mode] = {"ndcg@10": round(float(np.mean(scores)), 4), "recall@100": round(float(np.mean(recalls)), 4),
-                             "query_p50_ms": round(1000 * pct(times, 0.5), 2)}
+                row[mode] = {
+                    "ndcg@10": round(float(np.mean(scores)), 4),
+                    "recall@100": round(float(np.mean(recalls)), 4),
+                    "query_p50_ms": round(1000 * pct(times, 0.5), 2),
+                }
             out[backend] = row
             print(f"  parity {backend}: {json.dumps(row)}", flush=True)
         finally:
@@ -122,7 +136,9 @@ def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
     out["differences_vs_local"] = {
         mode: {m: round(abs(row[m] - local_rows[base][m]), 4) for m in ("ndcg@10", "recall@100")}
         for mode, row in out["milvus"].items()
-        for base in [SERVER_BASE.get(mode, mode)] if base in local_rows}
+        for base in [SERVER_BASE.get(mode, mode)]
+        if base in local_rows
+    }
     out["hybrid_ndcg_difference"] = out["differences_vs_local"]["hybrid"]["ndcg@10"]
     out["dense_ndcg_difference"] = out["differences_vs_local"]["dense"]["ndcg@10"]
     return out
@@ -131,10 +147,14 @@ def parity_once(index_dir: Path, work: Path, limit: int | None = None) -> dict:
 SERVER_BASE = {"hybrid-rrf-server": "hybrid-rrf-client", "hybrid-weighted-server": "hybrid"}
 # (row name, fusion, fusion site, (bm25, dense) weights): `hybrid` is the default retrieval (weighted min-max,
 # fused here); the -server rows are fused by Milvus' rankers (RRF as here; weighted with Milvus' arctan scaling)
-MODES = (("hybrid", "weighted", "client", (1.0, 1.0)), ("dense", "weighted", "client", (0.0, 1.0)),
-         ("bm25", "weighted", "client", (1.0, 0.0)), ("hybrid-rrf-client", "rrf", "client", (1.0, 1.0)),
-         ("hybrid-rrf-server", "rrf", "server", (1.0, 1.0)), ("hybrid-weighted-server", "weighted", "server", (1.0, 1.0)))
-
+MODES = (
+    ("hybrid", "weighted", "client", (1.0, 1.0)),
+    ("dense", "weighted", "client", (0.0, 1.0)),
+    ("bm25", "weighted", "client", (1.0, 0.0)),
+    ("hybrid-rrf-client", "rrf", "client", (1.0, 1.0)),
+    ("hybrid-rrf-server", "rrf", "server", (1.0, 1.0)),
+    ("hybrid-weighted-server", "weighted", "server", (1.0, 1.0)),
+)
 
 
 def encoder_quality(work: Path) -> dict:
@@ -159,5 +179,3 @@ def encoder_quality(work: Path) -> dict:
     for encoder in ("onnx", "onnx-int8"):
         out[encoder]["hybrid_ndcg_difference"] = round(abs(out[encoder]["hybrid_ndcg@10"] - out["torch"]["hybrid_ndcg@10"]), 4)
     return out
-
-

@@ -10,6 +10,7 @@ builder with each encoder, alternated, process CPU time (user + system, all thre
 through `RayEmbedStage` on a local instance, the rate measured after the first batch returns (actor start-up
 and model load excluded, reported apart).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +32,10 @@ class HashEmbedder:
     name, dimension, encoder = "synthetic-hash-384", 384, "torch"
 
     def embed(self, texts, progress=False):
-        out = np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest() * 12, dtype=np.uint8)
-                          for t in texts], dtype=np.float32) - 127.5
+        out = (
+            np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest() * 12, dtype=np.uint8) for t in texts], dtype=np.float32)
+            - 127.5
+        )
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
@@ -77,13 +80,24 @@ def publish_change(n: int, cache: Path) -> dict:
         t0 = time.perf_counter()
         pointer = publish(index)
         milvus_s = time.perf_counter() - t0
-        runs.append({"local_build_s": round(local_s, 2), "milvus_publish_s": round(milvus_s, 3),
-                     "docs_updated": report.docs_updated, "chunks_embedded": report.chunks_embedded,
-                     **{k2: pointer["last_publish"][k2] for k2 in ("mode", "rows_written", "rows_retired")}})
+        runs.append(
+            {
+                "local_build_s": round(local_s, 2),
+                "milvus_publish_s": round(milvus_s, 3),
+                "docs_updated": report.docs_updated,
+                "chunks_embedded": report.chunks_embedded,
+                **{k2: pointer["last_publish"][k2] for k2 in ("mode", "rows_written", "rows_retired")},
+            }
+        )
     stop_lite_server(str(index / "milvus.db"))
-    return {"chunks": n, "runs": runs, "reused_cached_index": not fresh, **setup,
-            "milvus_publish_s_median": float(np.median([r["milvus_publish_s"] for r in runs])),
-            "local_build_s_median": float(np.median([r["local_build_s"] for r in runs]))}
+    return {
+        "chunks": n,
+        "runs": runs,
+        "reused_cached_index": not fresh,
+        **setup,
+        "milvus_publish_s_median": float(np.median([r["milvus_publish_s"] for r in runs])),
+        "local_build_s_median": float(np.median([r["local_build_s"] for r in runs])),
+    }
 
 
 def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
@@ -95,19 +109,31 @@ def index_cpu(n_docs: int, work: Path, rounds: int = 2) -> dict:
     new_default = default_encoder()
     samples: dict[str, list[dict]] = {new_default: [], "torch": []}
     for r in range(rounds):
-        for enc in ([new_default, "torch"] if r % 2 == 0 else ["torch", new_default]):
+        for enc in [new_default, "torch"] if r % 2 == 0 else ["torch", new_default]:
             target = work / f"cpu-{enc}-{r}"
             builder = IndexBuilder(target, encoder=enc, progress=False)
             builder._embedder_for()  # model load and ONNX session start-up are not indexing
             cpu0, t0 = _cpu(), time.perf_counter()
             report = builder.build([corpus])
             cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
-            samples[enc].append({"chunks": report.chunks_total, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
-                                 "chunks_per_cpu_s": round(report.chunks_total / cpu, 2)})
+            samples[enc].append(
+                {
+                    "chunks": report.chunks_total,
+                    "cpu_s": round(cpu, 2),
+                    "wall_s": round(wall, 2),
+                    "chunks_per_cpu_s": round(report.chunks_total / cpu, 2),
+                }
+            )
             shutil.rmtree(target, ignore_errors=True)
     rate = {e: float(np.median([s["chunks_per_cpu_s"] for s in v])) for e, v in samples.items()}
-    return {"docs": n_docs, "rounds": rounds, "default_encoder": new_default, "samples": samples,
-            "chunks_per_cpu_s_median": rate, "ratio_default_over_torch": round(rate[new_default] / rate["torch"], 3)}
+    return {
+        "docs": n_docs,
+        "rounds": rounds,
+        "default_encoder": new_default,
+        "samples": samples,
+        "chunks_per_cpu_s_median": rate,
+        "ratio_default_over_torch": round(rate[new_default] / rate["torch"], 3),
+    }
 
 
 def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int = 32) -> dict:
@@ -125,8 +151,14 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
     corpus = corpus_slice(work / "ray-corpus" / "corpus.jsonl", n_docs)
     encoder = default_encoder()
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
-    out = {"docs": n_docs, "encoder": encoder, "batch_size": batch_size, "cpus": os.cpu_count(), "runs": {},
-           "load_average_before": os.getloadavg()}
+    out = {
+        "docs": n_docs,
+        "encoder": encoder,
+        "batch_size": batch_size,
+        "cpus": os.cpu_count(),
+        "runs": {},
+        "load_average_before": os.getloadavg(),
+    }
     marks: list[tuple[float, int]] = []
     put = embed_cache.EmbeddingCache.put_many
 
@@ -145,14 +177,17 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
             report = IndexBuilder(target, encoder=encoder, progress=False, ray=stage).build([corpus])
             end = time.perf_counter()
             steady = sum(n for _, n in marks[1:]) / (marks[-1][0] - marks[0][0]) if len(marks) > 2 else float("nan")
-            out["runs"][str(actors)] = {"chunks": report.chunks_total, "total_s": round(end - t0, 2),
-                                        "chunks_per_s_end_to_end": round(report.chunks_total / (end - t0), 2),
-                                        "load_and_chunk_on_ray_s": stage.load_stats.get("seconds"),
-                                        "embed_job_s": stage.stats.get("seconds"),
-                                        "to_first_block_s": round(marks[0][0] - t0, 2) if marks else None,
-                                        "steady_texts_per_s": round(steady, 2),
-                                        "steady_per_actor": round(steady / actors, 2),
-                                        "load_average": os.getloadavg()[0]}
+            out["runs"][str(actors)] = {
+                "chunks": report.chunks_total,
+                "total_s": round(end - t0, 2),
+                "chunks_per_s_end_to_end": round(report.chunks_total / (end - t0), 2),
+                "load_and_chunk_on_ray_s": stage.load_stats.get("seconds"),
+                "embed_job_s": stage.stats.get("seconds"),
+                "to_first_block_s": round(marks[0][0] - t0, 2) if marks else None,
+                "steady_texts_per_s": round(steady, 2),
+                "steady_per_actor": round(steady / actors, 2),
+                "load_average": os.getloadavg()[0],
+            }
             shutil.rmtree(target, ignore_errors=True)
     finally:
         embed_cache.EmbeddingCache.put_many = put
@@ -167,5 +202,6 @@ def ray_throughput(n_docs: int, work: Path, actor_counts=(1, 2), batch_size: int
         f"onnxruntime threads may use every core), {max(actor_counts)} actors {busiest['steady_texts_per_s']} "
         f"chunks/s = {per_core} per core; e.g. 10 nodes x 8 cores x {per_core} = {round(80 * per_core)} chunks/s, "
         f"so 10M chunks take ~{round(10e6 / max(80 * per_core, 1e-9) / 3600, 1)} h, while the driver's share "
-        f"(walking the paths, gathering chunks, rows, BM25, FAISS, checkpoint writes) keeps up")
+        f"(walking the paths, gathering chunks, rows, BM25, FAISS, checkpoint writes) keeps up"
+    )
     return out

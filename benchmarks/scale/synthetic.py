@@ -1,6 +1,7 @@
 """Part 4 of scale.py: synthetic corpora (N unit vectors, 384-d, with generated text) built and queried in the
 `local` and `milvus` (milvus-lite) backends: build time, disk, RSS growth, hybrid query p50/p95 at top-10 and
 recall@10 of the ANN dense index against exact search."""
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,7 @@ def synthetic(n: int, dim: int, seed: int = 0, base: np.ndarray | None = None):
     words = rng.zipf(1.3, int(lengths.sum())) % len(vocab)
     texts, at = [], 0
     for length in lengths:
-        texts.append(" ".join(vocab[w] for w in words[at:at + length]))
+        texts.append(" ".join(vocab[w] for w in words[at : at + length]))
         at += length
     return vectors, texts
 
@@ -64,8 +65,7 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     store = ChunkStore(folder / "chunks.sqlite")
     for start in range(0, n, 10000):
         for i in range(start, min(n, start + 10000)):
-            store.add_document(f"d{i}", f"d{i}", "", [Chunk(doc_id=f"d{i}", chunk_index=0, text=texts[i],
-                                                          source=f"d{i}")])
+            store.add_document(f"d{i}", f"d{i}", "", [Chunk(doc_id=f"d{i}", chunk_index=0, text=texts[i], source=f"d{i}")])
         store.commit()
     bm25 = BM25Index().build(texts)
     bm25.save(folder / "bm25")
@@ -75,8 +75,13 @@ def scale_local(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     index = HybridIndex(folder, folder, {"embedding": {"model": "synthetic"}}, store, bm25, dense, [])
     row = measure(index, queries, qvecs, vectors)
     store.close()
-    return {"build_s": round(build_s, 1), "disk_mb": round(disk_mb(folder), 1),
-            "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "FAISS HNSW M=32 efSearch=128"}
+    return {
+        "build_s": round(build_s, 1),
+        "disk_mb": round(disk_mb(folder), 1),
+        "rss_growth_mb": round(rss_mb() - rss0, 1),
+        **row,
+        "ann": "FAISS HNSW M=32 efSearch=128",
+    }
 
 
 def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict:
@@ -91,8 +96,11 @@ def measure(index, queries, qvecs, vectors, fusion_site: str = "client") -> dict
         times.append(time.perf_counter() - t)
         exact = set(np.argsort(-(vectors @ qv))[:10].tolist())
         recalls.append(len(exact & {r for r, _ in index.dense.search(qv, 10)}) / 10)
-    return {"hybrid_p50_ms": round(1000 * pct(times, 0.5), 2), "hybrid_p95_ms": round(1000 * pct(times, 0.95), 2),
-            "ann_recall@10": round(float(np.mean(recalls)), 4)}
+    return {
+        "hybrid_p50_ms": round(1000 * pct(times, 0.5), 2),
+        "hybrid_p95_ms": round(1000 * pct(times, 0.95), 2),
+        "ann_recall@10": round(float(np.mean(recalls)), 4),
+    }
 
 
 def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
@@ -107,12 +115,32 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     rss0, started = rss_mb(), time.perf_counter()
     create_collection(client, "synthetic", vectors.shape[1], "HNSW")
     for start in range(0, n, 5000):
-        client.insert("synthetic", [{"pk": i, "row": i, "born": 0, "died": 2 ** 62, "doc_id": f"d{i}",
-                                     "chunk_index": 0, "text": texts[i],
-                                     "search_text": analysed(texts[i], True), "source": f"d{i}", "title": "", "kind": "text",
-                                     "symbol": "", "line_start": -1, "line_end": -1, "text_hash": "", "doc_hash": "",
-                                     "tenant": "default", "dense": vectors[i].tolist()}
-                                    for i in range(start, min(n, start + 5000))])
+        client.insert(
+            "synthetic",
+            [
+                {
+                    "pk": i,
+                    "row": i,
+                    "born": 0,
+                    "died": 2**62,
+                    "doc_id": f"d{i}",
+                    "chunk_index": 0,
+                    "text": texts[i],
+                    "search_text": analysed(texts[i], True),
+                    "source": f"d{i}",
+                    "title": "",
+                    "kind": "text",
+                    "symbol": "",
+                    "line_start": -1,
+                    "line_end": -1,
+                    "text_hash": "",
+                    "doc_hash": "",
+                    "tenant": "default",
+                    "dense": vectors[i].tolist(),
+                }
+                for i in range(start, min(n, start + 5000))
+            ],
+        )
     client.flush("synthetic")  # sealed segments get their HNSW / inverted indexes (as `publish` does)
     client.load_collection("synthetic")
     build_s = time.perf_counter() - started
@@ -133,9 +161,19 @@ def scale_milvus(n: int, vectors, texts, queries, qvecs, work: Path) -> dict:
     index.vectors = MilvusVectors(client, "synthetic", n, vectors.shape[1])
     row = measure(index, queries, qvecs, vectors, fusion_site="client")
     server = measure(index, queries, qvecs, vectors, fusion_site="server")
-    row.update({"hybrid_server_p50_ms": server["hybrid_p50_ms"], "hybrid_server_p95_ms": server["hybrid_p95_ms"],
-                "fusion": "hybrid_*: client-side RRF over Milvus BM25 + dense; hybrid_server_*: Milvus hybrid_search"})
+    row.update(
+        {
+            "hybrid_server_p50_ms": server["hybrid_p50_ms"],
+            "hybrid_server_p95_ms": server["hybrid_p95_ms"],
+            "fusion": "hybrid_*: client-side RRF over Milvus BM25 + dense; hybrid_server_*: Milvus hybrid_search",
+        }
+    )
     client.close()
     db = Path(uri)
-    return {"build_s": round(build_s, 1), "disk_mb": round(db.stat().st_size / 1e6 if db.is_file() else disk_mb(db), 1),
-            "rss_growth_mb": round(rss_mb() - rss0, 1), **row, "ann": "Milvus HNSW M=32 efConstruction=200"}
+    return {
+        "build_s": round(build_s, 1),
+        "disk_mb": round(db.stat().st_size / 1e6 if db.is_file() else disk_mb(db), 1),
+        "rss_growth_mb": round(rss_mb() - rss0, 1),
+        **row,
+        "ann": "Milvus HNSW M=32 efConstruction=200",
+    }

@@ -20,6 +20,7 @@ recorded with the reason.
 
     nice -n 10 python -m benchmarks.service.frontends --owui-venv /path/to/owui-venv
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,29 +51,49 @@ QUESTIONS = [QUESTION, FOLLOW_UP, OFF_TOPIC]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--owui-venv", "--venv", dest="venv", type=Path,
-                    default=Path(tempfile.gettempdir()) / "ragsieve-openwebui-venv",
-                    help="Open WebUI's own venv (created when it has no open-webui)")
+    ap.add_argument(
+        "--owui-venv",
+        "--venv",
+        dest="venv",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "ragsieve-openwebui-venv",
+        help="Open WebUI's own venv (created when it has no open-webui)",
+    )
     ap.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible LLM for ragsieve (default: embedded)")
     ap.add_argument("--answer-timeout", type=float, default=600.0, help="seconds per answer in the browser")
-    ap.add_argument("--openwebui-url", default=None,
-                    help="drive an Open WebUI already running (started as the README says) instead of starting one")
-    ap.add_argument("--scripted", action="store_true",
-                    help="ragsieve's LLM is benchmarks/pipeline/scripted_llm.py (citations renumbered while streamed, an "
-                         "uncited answer to the off-topic question) instead of the embedded model")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default: benchmarks/results/frontends_openwebui[_scripted].json")
+    ap.add_argument(
+        "--openwebui-url",
+        default=None,
+        help="drive an Open WebUI already running (started as the README says) instead of starting one",
+    )
+    ap.add_argument(
+        "--scripted",
+        action="store_true",
+        help="ragsieve's LLM is benchmarks/pipeline/scripted_llm.py (citations renumbered while streamed, an "
+        "uncited answer to the off-topic question) instead of the embedded model",
+    )
+    ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/frontends_openwebui[_scripted].json")
     args = ap.parse_args(argv)
     results = RESULTS
     args.out = args.out or results / ("frontends_openwebui_scripted.json" if args.scripted else "frontends_openwebui.json")
     scripted = ScriptedLLM().__enter__() if args.scripted else None
     if scripted is not None:
         args.llm_base_url = scripted.base_url
-    llm = ("benchmarks/pipeline/scripted_llm.py" if args.scripted else args.llm_base_url and "an OpenAI-compatible endpoint"
-           or "the embedded model (qwen2.5-coder-0.5b, llama.cpp on the CPU)")
-    result = header() | {"what": __doc__.split("\n\n")[0], "device": "cpu",
-                         "cpus": os.cpu_count(), "llm": llm if not args.openwebui_url else "as the running ragsieve serves",
-                         "checks": {}, "timings_s": {}}
+    llm = (
+        "benchmarks/pipeline/scripted_llm.py"
+        if args.scripted
+        else args.llm_base_url
+        and "an OpenAI-compatible endpoint"
+        or "the embedded model (qwen2.5-coder-0.5b, llama.cpp on the CPU)"
+    )
+    result = header() | {
+        "what": __doc__.split("\n\n")[0],
+        "device": "cpu",
+        "cpus": os.cpu_count(),
+        "llm": llm if not args.openwebui_url else "as the running ragsieve serves",
+        "checks": {},
+        "timings_s": {},
+    }
     work = Path(tempfile.mkdtemp(prefix="ragsieve-frontends-"))
     serve_log, owui_log = work / "serve.log", work / "openwebui.log"
     procs: list[subprocess.Popen] = []
@@ -80,16 +101,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         owui_url = args.openwebui_url.rstrip("/") if args.openwebui_url else start_servers(args, work, procs, result)
         if args.openwebui_url:
-            result["open_webui_version"] = httpx.get(owui_url + "/api/version", timeout=30, trust_env=False).json()[
-                "version"]
+            result["open_webui_version"] = httpx.get(owui_url + "/api/version", timeout=30, trust_env=False).json()["version"]
         shot = args.out.with_suffix(".png")
         t = time.monotonic()
         driver_python = sys.executable if importlib.util.find_spec("playwright") else str(args.venv / "bin" / "python")
         chat_file = work / "stored-chat.json"
-        drive = subprocess.run([driver_python, "-c", DRIVER, owui_url, "demo",
-                                json.dumps(QUESTIONS), str(args.answer_timeout), json.dumps(CHROMIUM_FLAGS), str(shot),
-                                str(work / "driver-steps.jsonl"), str(chat_file)],
-                               capture_output=True, text=True, timeout=len(QUESTIONS) * args.answer_timeout + 600)
+        drive = subprocess.run(
+            [
+                driver_python,
+                "-c",
+                DRIVER,
+                owui_url,
+                "demo",
+                json.dumps(QUESTIONS),
+                str(args.answer_timeout),
+                json.dumps(CHROMIUM_FLAGS),
+                str(shot),
+                str(work / "driver-steps.jsonl"),
+                str(chat_file),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=len(QUESTIONS) * args.answer_timeout + 600,
+        )
         result["timings_s"]["browser"] = round(time.monotonic() - t, 1)
         steps = [json.loads(ln) for ln in drive.stdout.splitlines() if ln.startswith("{")]
         result["browser_steps"] = steps
@@ -99,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         title = next((s.get("title", "") for s in steps if s["step"] == "title"), "")
         stored = stored_replies(json.loads(chat_file.read_text())) if chat_file.exists() else []
         shown = [s.get("text", "") for s in answered]
-        replies = [Reply(content, sources, shown[i] if i < len(shown) else "")
-                   for i, (content, sources) in enumerate(stored)]
-        result["replies"] = [{"question": q, "content": r.content[:3000], "sources": r.sources, "cited": r.cited}
-                             for q, r in zip(QUESTIONS, replies)]
+        replies = [Reply(content, sources, shown[i] if i < len(shown) else "") for i, (content, sources) in enumerate(stored)]
+        result["replies"] = [
+            {"question": q, "content": r.content[:3000], "sources": r.sources, "cited": r.cited}
+            for q, r in zip(QUESTIONS, replies)
+        ]
         per_reply = check_all(replies)
         result["check_details"] = {name: c["per_reply"] for name, c in per_reply.items()}
         result["checks"] = {
@@ -111,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             "first_answer_cited": bool(replies) and bool(replies[0].cited),
             **{name: c["passed"] for name, c in per_reply.items()},
             "chat_titled": bool(title) and "New Chat" not in title,
-            "no_error_shown": not any(w in text.lower() for text in shown
-                                      for w in ("not supported by ragsieve", "error:")),
+            "no_error_shown": not any(w in text.lower() for text in shown for w in ("not supported by ragsieve", "error:")),
         }
         if shot.exists():
             result["screenshot"] = str(shot.relative_to(REPO) if shot.is_relative_to(REPO) else shot)

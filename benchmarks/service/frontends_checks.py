@@ -4,6 +4,7 @@ A reply is ragsieve's content as the front end kept it (Open WebUI's stored chat
 `sources`, the `url_citation` annotations it turned into sources) and the text the browser showed. Each
 check returns (passed, why) so a failure in the result file says what was seen.
 """
+
 from __future__ import annotations
 
 import re
@@ -86,8 +87,11 @@ def grounding_shown(reply: Reply) -> tuple[bool, str]:
     return in_content and on_page, f"uncited; note in content {in_content}, on the page {on_page}"
 
 
-CHECKS = {"answer_once": answer_once, "one_source_per_cited_anchor": one_source_per_cited_anchor,
-          "grounding_shown": grounding_shown}
+CHECKS = {
+    "answer_once": answer_once,
+    "one_source_per_cited_anchor": one_source_per_cited_anchor,
+    "grounding_shown": grounding_shown,
+}
 
 
 def check_all(replies: list[Reply]) -> dict[str, dict]:
@@ -95,6 +99,8 @@ def check_all(replies: list[Reply]) -> dict[str, dict]:
     out = {}
     for name, check in CHECKS.items():
         results = [check(r) for r in replies]
-        out[name] = {"passed": bool(replies) and all(ok for ok, _ in results),
-                     "per_reply": [("ok: " if ok else "FAILED: ") + why for ok, why in results]}
+        out[name] = {
+            "passed": bool(replies) and all(ok for ok, _ in results),
+            "per_reply": [("ok: " if ok else "FAILED: ") + why for ok, why in results],
+        }
     return out

@@ -2,13 +2,21 @@
 chromium with `CHROMIUM_FLAGS`) that asks the questions, reads the answers as shown, the chat's title and the
 chat as Open WebUI stored it; `stored_replies` reads that stored chat.
 """
+
 from __future__ import annotations
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
-DRIVER = r'''
+DRIVER = r"""
 import json, sys, time
 from playwright.sync_api import sync_playwright
 url, model, questions, timeout_s, flags = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
@@ -75,7 +83,7 @@ with sync_playwright() as p:
     open(chat_file, "w").write(json.dumps(chat))
     step("stored_chat", chats=len(chats))
     browser.close()
-'''
+"""
 
 
 def stored_replies(chat: dict) -> list[tuple[str, list[dict]]]:
@@ -88,7 +96,9 @@ def stored_replies(chat: dict) -> list[tuple[str, list[dict]]]:
     replies = []
     for message in reversed(chain):
         if message.get("role") == "assistant":
-            sources = [{"name": s.get("source", {}).get("name", ""), "url": s.get("source", {}).get("url", "")}
-                       for s in message.get("sources") or []]
+            sources = [
+                {"name": s.get("source", {}).get("name", ""), "url": s.get("source", {}).get("url", "")}
+                for s in message.get("sources") or []
+            ]
             replies.append((message.get("content", ""), sources))
     return replies

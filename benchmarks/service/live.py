@@ -20,6 +20,7 @@ its own embedding time"). Everything else — the builder's new generation
 (chunk store copy, BM25, FAISS, sparse subset), the atomic switch, and the
 server opening the new generation — is the real code path.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -149,7 +150,12 @@ def pct(values: list[float], q: float) -> float | None:
 
 def run(sizes: list[int], samples: int, queries: int, workdir: Path) -> dict:
     pool, commit = sentences(), _commit()
-    out: dict = {"commit": commit.removesuffix("+dirty"), "dirty_worktree": commit.endswith("+dirty"), "method": __doc__.split("How the big indexes")[1].strip(), "sizes": []}
+    out: dict = {
+        "commit": commit.removesuffix("+dirty"),
+        "dirty_worktree": commit.endswith("+dirty"),
+        "method": __doc__.split("How the big indexes")[1].strip(),
+        "sizes": [],
+    }
     out["minilm_embed_s"] = minilm_embed_seconds("# Note\n\nThe release marker is m0.\n")
     for n in sizes:
         folder = workdir / f"big-{n}"
@@ -158,8 +164,7 @@ def run(sizes: list[int], samples: int, queries: int, workdir: Path) -> dict:
         row: dict = {"chunks_requested": n, "build": built}
         with serve(folder, data) as svc, httpx.Client(timeout=600) as c:
             row["chunks"] = len(svc.registry.orchestrators["big"].index)
-            row["upload_to_searchable_s"] = [round(searchable_after(c, svc.base_url, f"m{n}x{i}", ""), 3)
-                                             for i in range(samples)]
+            row["upload_to_searchable_s"] = [round(searchable_after(c, svc.base_url, f"m{n}x{i}", ""), 3) for i in range(samples)]
             if n == min(sizes):
                 idle = query_latencies(c, svc.base_url, queries, pool)
                 stop, done = threading.Event(), [0]
@@ -178,8 +183,12 @@ def run(sizes: list[int], samples: int, queries: int, workdir: Path) -> dict:
                     stop.set()
                     t.join(600)
                 row["query_idle"] = {"n": len(idle), "p50_s": pct(idle, 0.5), "p95_s": pct(idle, 0.95)}
-                row["query_during_uploads"] = {"n": len(busy), "p50_s": pct(busy, 0.5), "p95_s": pct(busy, 0.95),
-                                               "uploads_completed": done[0]}
+                row["query_during_uploads"] = {
+                    "n": len(busy),
+                    "p50_s": pct(busy, 0.5),
+                    "p95_s": pct(busy, 0.95),
+                    "uploads_completed": done[0],
+                }
         print(f"  live n={n}: {json.dumps(row)}", flush=True)
         out["sizes"].append(row)
     return out

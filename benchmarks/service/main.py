@@ -15,6 +15,7 @@ questions skip the encoder in both). Each level sends a fixed number of requests
 streamed for time to first token), counts errors and 429s separately, and the
 server stops itself (ServiceThread lifetime). Load average is recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,16 @@ from benchmarks import bench_io  # noqa: E402
 REPO = bench_io.REPO
 pct = bench_io.percentile
 QUESTIONS = [
-    "How do I rotate the API key of a Lumen workspace?", "What happens to the old key after rotation?",
-    "How do I create a workspace?", "What are the rate limits of the API?", "How do I paginate results?",
-    "Which environment variable holds the API key?", "How do I retry a failed request?",
-    "How are webhooks signed?", "What does the quickstart do?", "How do I delete a workspace?",
+    "How do I rotate the API key of a Lumen workspace?",
+    "What happens to the old key after rotation?",
+    "How do I create a workspace?",
+    "What are the rate limits of the API?",
+    "How do I paginate results?",
+    "Which environment variable holds the API key?",
+    "How do I retry a failed request?",
+    "How are webhooks signed?",
+    "What does the quickstart do?",
+    "How do I delete a workspace?",
 ]
 ANSWER = "Rotate it with `lumen keys rotate` [1]; the old key stays valid for 24 hours [2]."
 
@@ -53,8 +60,11 @@ def load_level(base: str, clients: int, total: int, model: str, stream: bool, ma
                     i = next(counter, None)
                 if i is None:
                     return
-                body = {"model": model, "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
-                        "stream": stream}
+                body = {
+                    "model": model,
+                    "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
+                    "stream": stream,
+                }
                 if max_tokens:
                     body["max_tokens"] = max_tokens
                 started = time.perf_counter()
@@ -86,11 +96,21 @@ def load_level(base: str, clients: int, total: int, model: str, stream: bool, ma
         t.join()
     wall = time.perf_counter() - started
     ok = sum(1 for c in codes if c == 200)
-    return {"clients": clients, "requests": total, "stream": stream, "ok": ok,
-            "errors": sum(1 for c in codes if c not in (200, 429)), "rejected_429": codes.count(429),
-            "wall_s": round(wall, 3), "throughput_rps": round(ok / wall, 3) if wall else None,
-            "p50_s": pct(latencies, 0.5), "p95_s": pct(latencies, 0.95), "p99_s": pct(latencies, 0.99),
-            "ttft_p50_s": pct(ttfts, 0.5), "ttft_p95_s": pct(ttfts, 0.95)}
+    return {
+        "clients": clients,
+        "requests": total,
+        "stream": stream,
+        "ok": ok,
+        "errors": sum(1 for c in codes if c not in (200, 429)),
+        "rejected_429": codes.count(429),
+        "wall_s": round(wall, 3),
+        "throughput_rps": round(ok / wall, 3) if wall else None,
+        "p50_s": pct(latencies, 0.5),
+        "p95_s": pct(latencies, 0.95),
+        "p99_s": pct(latencies, 0.99),
+        "ttft_p50_s": pct(ttfts, 0.5),
+        "ttft_p95_s": pct(ttfts, 0.95),
+    }
 
 
 def build_index(folder: Path) -> Path:
@@ -101,8 +121,17 @@ def build_index(folder: Path) -> Path:
     return folder
 
 
-def run_backend(name: str, index: Path, llm, levels: list[int], requests: int, max_tokens: int | None,
-                llm_parallel: int, max_concurrent: int, overhead: bool = True) -> dict:
+def run_backend(
+    name: str,
+    index: Path,
+    llm,
+    levels: list[int],
+    requests: int,
+    max_tokens: int | None,
+    llm_parallel: int,
+    max_concurrent: int,
+    overhead: bool = True,
+) -> dict:
     """One back end's levels. `overhead`: the server's p50 less `Orchestrator.ask`'s is the serving overhead only
     when the LLM's own time does not vary (the fake); with a model it is the difference of two noisy samples."""
     from ragsieve import Config
@@ -111,8 +140,9 @@ def run_backend(name: str, index: Path, llm, levels: list[int], requests: int, m
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
 
-    settings = ServiceSettings(port=0, max_concurrent=max_concurrent, queue_limit=64, llm_parallel=llm_parallel,
-                               request_timeout_s=900)
+    settings = ServiceSettings(
+        port=0, max_concurrent=max_concurrent, queue_limit=64, llm_parallel=llm_parallel, request_timeout_s=900
+    )
     registry = IndexRegistry({"demo": index}, Config(), llm=llm, llm_parallel=llm_parallel)
     out: dict = {"backend": name, "levels": []}
     try:
@@ -158,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm-parallel", type=int, default=4)
     ap.add_argument("--skip-model", action="store_true")
     ap.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-service-bench-index")
-    ap.add_argument("--out", type=Path, default=None, help="default: results/service.json "
-                                                           "(service_live.json with --live-only)")
+    ap.add_argument("--out", type=Path, default=None, help="default: results/service.json (service_live.json with --live-only)")
     ap.add_argument("--live", action="store_true", help="also measure live indexes (service_live.py)")
     ap.add_argument("--live-only", action="store_true", help="only the live-index measurements")
     ap.add_argument("--live-sizes", default="10000,50000", help="chunks of the served indexes")
@@ -170,9 +199,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.live_only:
         from benchmarks.service import live as service_live
 
-        result = {**bench_io.header(), "live": service_live.run(
-            [int(x) for x in args.live_sizes.split(",")], args.live_samples, args.live_queries,
-            Path(tempfile.gettempdir()) / "ragsieve-live-bench")}
+        result = {
+            **bench_io.header(),
+            "live": service_live.run(
+                [int(x) for x in args.live_sizes.split(",")],
+                args.live_samples,
+                args.live_queries,
+                Path(tempfile.gettempdir()) / "ragsieve-live-bench",
+            ),
+        }
         return bench_io.write(result, args.out)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.agent.config import LLMConfig
@@ -185,24 +220,46 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(x) for x in args.levels.split(",")]
     result = {**bench_io.header(), "backends": []}
     print("fake instant LLM", flush=True)
-    result["backends"].append(run_backend("fake-instant-llm", index, LLM(FakeChat(default=ANSWER)), levels,
-                                          args.requests, None, args.llm_parallel, max_concurrent=8))
+    result["backends"].append(
+        run_backend(
+            "fake-instant-llm",
+            index,
+            LLM(FakeChat(default=ANSWER)),
+            levels,
+            args.requests,
+            None,
+            args.llm_parallel,
+            max_concurrent=8,
+        )
+    )
     if not args.skip_model:
         cfg = LLMConfig(parallel=args.llm_parallel, timeout_s=900, max_retry_s=900)
         print(f"model: {describe_endpoint(cfg)}", flush=True)
         llm, close = open_llm(cfg)
         try:
-            row = run_backend("model: " + describe_endpoint(cfg), index, llm,
-                              [int(x) for x in args.model_levels.split(",")], args.model_requests, args.max_tokens,
-                              args.llm_parallel, max_concurrent=args.llm_parallel, overhead=False)
+            row = run_backend(
+                "model: " + describe_endpoint(cfg),
+                index,
+                llm,
+                [int(x) for x in args.model_levels.split(",")],
+                args.model_requests,
+                args.max_tokens,
+                args.llm_parallel,
+                max_concurrent=args.llm_parallel,
+                overhead=False,
+            )
         finally:
             close()
         result["backends"].append(row)
     if args.live:
         from benchmarks.service import live as service_live
 
-        result["live"] = service_live.run([int(x) for x in args.live_sizes.split(",")], args.live_samples,
-                                          args.live_queries, Path(tempfile.gettempdir()) / "ragsieve-live-bench")
+        result["live"] = service_live.run(
+            [int(x) for x in args.live_sizes.split(",")],
+            args.live_samples,
+            args.live_queries,
+            Path(tempfile.gettempdir()) / "ragsieve-live-bench",
+        )
     result["elapsed_s"] = round(time.time() - started, 1)
     return bench_io.write(result, args.out)
 

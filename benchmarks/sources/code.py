@@ -9,6 +9,7 @@ function named as a user types it) -> the share whose definition ranks first; th
 `HTTPResponse._read_chunked`; and, for gold functions split over several chunks, the share of top-5 pieces
 stitched back to the whole function.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ EQUAL_BUDGET_TOKENS = 1000
 
 def score(ranks: list[int | None]) -> dict:
     n = len(ranks)
-    return {"n": n, **{f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)},
-            "mrr": sum(1 / r for r in ranks if r is not None) / n}
+    return {
+        "n": n,
+        **{f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)},
+        "mrr": sum(1 / r for r in ranks if r is not None) / n,
+    }
 
 
 def _overlaps(chunk, g) -> bool:
@@ -46,8 +50,12 @@ def code_benchmark(work: Path, stdlib: Path, modules: list[str], embedder, n_ide
     idx = work / "idx-code"
     started = time.perf_counter()
     IndexBuilder(idx, embedder=embedder, progress=False).build([work / "stdlib"])
-    out = {"modules": modules, "queries": len(gold), "index": "syntax chunks (cAST) + symbol headers, the defaults",
-           "build_s": round(time.perf_counter() - started, 1)}
+    out = {
+        "modules": modules,
+        "queries": len(gold),
+        "index": "syntax chunks (cAST) + symbol headers, the defaults",
+        "build_s": round(time.perf_counter() - started, 1),
+    }
     with HybridIndex.open(idx) as index:
         chunks = index.store.get_many(range(len(index)))
     split = [g for g in gold if sum(1 for c in chunks if _overlaps(c, g)) > 1]
@@ -92,9 +100,15 @@ def ranked(orch, gold: list[dict], budget: int) -> dict:
         tokens += sum(count_tokens(h.chunk.text) for h in context)
         gold_read += any(_overlaps(h.chunk, g) for h in context)
     n = len(gold)
-    return {**score(ranks), f"gold_within_{EQUAL_BUDGET_TOKENS}_tokens": round(in_budget / n, 3),
-            "top5_after_stitching": {"passages_mean": round(passages / n, 2), "tokens_mean": round(tokens / n),
-                                     "gold_share": round(gold_read / n, 3)}}
+    return {
+        **score(ranks),
+        f"gold_within_{EQUAL_BUDGET_TOKENS}_tokens": round(in_budget / n, 3),
+        "top5_after_stitching": {
+            "passages_mean": round(passages / n, 2),
+            "tokens_mean": round(tokens / n),
+            "gold_share": round(gold_read / n, 3),
+        },
+    }
 
 
 def stitched_split_gold(orch, split: list[dict]) -> dict:
@@ -109,8 +123,11 @@ def stitched_split_gold(orch, split: list[dict]) -> dict:
             found += 1
             whole = stitch_definitions([piece], orch.index.store, 3000)[0].chunk
             stitched += whole.line_start <= g["def_line"] and whole.line_end >= g["end"]
-    return {"split_gold_found_in_top5": found, "split_gold_stitched_whole": stitched,
-            "split_gold_stitched_whole_share_of_found": round(stitched / max(1, found), 3)}
+    return {
+        "split_gold_found_in_top5": found,
+        "split_gold_stitched_whole": stitched,
+        "split_gold_stitched_whole_share_of_found": round(stitched / max(1, found), 3),
+    }
 
 
 def long_chunk_share(idx: Path, chunks, embedder) -> dict:
@@ -123,8 +140,12 @@ def long_chunk_share(idx: Path, chunks, embedder) -> dict:
     chunking = read_manifest(current_generation(idx))["settings"]["chunking"]
     texts = [indexed_text(c, chunking["symbol_headers"], chunking.get("header_words", False)) for c in chunks]
     over, window = len(windowed_rows(embedder, chunks, texts)), tokenizer_of(embedder)[1]
-    return {"over_window": over, "share": round(over / max(1, len(chunks)), 3), "window_wordpieces": window + 2,
-            "long_code": chunking.get("long_code", "head")}
+    return {
+        "over_window": over,
+        "share": round(over / max(1, len(chunks)), 3),
+        "window_wordpieces": window + 2,
+        "long_code": chunking.get("long_code", "head"),
+    }
 
 
 def readme_check(work: Path, stdlib: Path, embedder) -> dict:
@@ -141,8 +162,7 @@ def readme_check(work: Path, stdlib: Path, embedder) -> dict:
     with Orchestrator.open(work / "idx-readme", Config()) as orch:
         hits = orch.retrieve(question, top_k=20)
     rank = next((i for i, h in enumerate(hits, start=1) if h.chunk.symbol.endswith(symbol)), None)
-    return {"question": question, "gold": f"{path} ({symbol})", "rank": rank,
-            "top5": [h.chunk.symbol for h in hits[:5]]}
+    return {"question": question, "gold": f"{path} ({symbol})", "rank": rank, "top5": [h.chunk.symbol for h in hits[:5]]}
 
 
 def prewarm(index, queries: list[str]) -> None:

@@ -14,6 +14,7 @@ precision (the first gold-page hit cites the definition's anchor); a no-op re-cr
 Answers (benchmarks/sources/answers.py): >= 60 questions per corpus asked with the embedded 0.5B model (fast
 plan): gold in the retrieved top 5 vs gold in the reply's sources (and cited by the answer itself).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,28 @@ from benchmarks.sources.sets import api_definitions, api_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-MODULES = ["json/__init__.py", "json/decoder.py", "json/encoder.py", "http/client.py", "http/cookiejar.py",
-           "urllib/parse.py", "urllib/request.py", "argparse.py", "shutil.py", "pathlib.py", "textwrap.py",
-           "csv.py", "tarfile.py", "zipfile.py", "email/message.py", "logging/__init__.py", "configparser.py",
-           "difflib.py", "ftplib.py", "calendar.py"]
+MODULES = [
+    "json/__init__.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "http/client.py",
+    "http/cookiejar.py",
+    "urllib/parse.py",
+    "urllib/request.py",
+    "argparse.py",
+    "shutil.py",
+    "pathlib.py",
+    "textwrap.py",
+    "csv.py",
+    "tarfile.py",
+    "zipfile.py",
+    "email/message.py",
+    "logging/__init__.py",
+    "configparser.py",
+    "difflib.py",
+    "ftplib.py",
+    "calendar.py",
+]
 DOCS = Path("/usr/share/doc/python3.11/html")
 QUESTIONS = [  # (question, gold page below the docs root)
     ("How do I turn a JSON string into a Python dict?", "library/json.html"),
@@ -79,8 +98,13 @@ QUESTIONS = [  # (question, gold page below the docs root)
 
 @contextlib.contextmanager
 def served(root: Path, port: int = 0):
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=root,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         port = int(re.search(r"port (\d+)", proc.stdout.readline()).group(1))
         yield f"http://127.0.0.1:{port}"
@@ -91,12 +115,14 @@ def served(root: Path, port: int = 0):
 
 def cleanliness(chunks, titles: list[str]) -> dict:
     """Counts of the faults the issue found in crawled text (1,521 of 4,713 chunks with `\\_`, ...)."""
-    return {"chunks": len(chunks),
-            "with_markdown_escape": sum(1 for c in chunks if re.search(r"\\[_*\[\]>`#]", c.text)),
-            "flattened_doctest": sum(1 for c in chunks if re.search(r"\S[ \t]+>>> ", c.text)),
-            "starting_with_empty_bullet": sum(1 for c in chunks if re.match(r"-\s*(\n|$)", c.text)),
-            "titles": len(titles), "titles_with_site_suffix": sum(1 for t in titles if "documentation" in t.lower()
-                                                                 and " — Python " in t)}
+    return {
+        "chunks": len(chunks),
+        "with_markdown_escape": sum(1 for c in chunks if re.search(r"\\[_*\[\]>`#]", c.text)),
+        "flattened_doctest": sum(1 for c in chunks if re.search(r"\S[ \t]+>>> ", c.text)),
+        "starting_with_empty_bullet": sum(1 for c in chunks if re.match(r"-\s*(\n|$)", c.text)),
+        "titles": len(titles),
+        "titles_with_site_suffix": sum(1 for t in titles if "documentation" in t.lower() and " — Python " in t),
+    }
 
 
 def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -> dict:
@@ -112,14 +138,17 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -
         (site / "html").symlink_to(DOCS)
     library = sorted(p.relative_to(DOCS).as_posix() for p in (DOCS / "library").glob("*.html"))
     wanted = [g for _, g in QUESTIONS] + [p for p in library if p not in {g for _, g in QUESTIONS}]
-    wanted = list(dict.fromkeys(wanted))[:max(pages, len(QUESTIONS))]
+    wanted = list(dict.fromkeys(wanted))[: max(pages, len(QUESTIONS))]
     definitions = [d for p in wanted for d in api_definitions((DOCS / p).read_text(encoding="utf-8"), p)]
     api = api_questions(definitions, n_api)
     with served(site, port) as origin:
         lastmod = {p: time.strftime("%Y-%m-%d", time.gmtime((DOCS / p).stat().st_mtime)) for p in wanted}
-        (site / "sitemap.xml").write_text('<?xml version="1.0"?><urlset>' + "".join(
-            f"<url><loc>{origin}/html/{p}</loc><lastmod>{lastmod[p]}</lastmod></url>" for p in wanted)
-            + "</urlset>", encoding="utf-8")
+        (site / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset>'
+            + "".join(f"<url><loc>{origin}/html/{p}</loc><lastmod>{lastmod[p]}</lastmod></url>" for p in wanted)
+            + "</urlset>",
+            encoding="utf-8",
+        )
         builder = IndexBuilder(work / "idx-web", embedder=embedder, progress=False)
         started = time.perf_counter()
         report = builder.build([f"{origin}/sitemap.xml"], crawl={"max_pages": len(wanted)})
@@ -137,15 +166,24 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -
     with HybridIndex.open(work / "idx-web") as index:
         chunks = index.store.get_many(range(len(index)))
     titles = sorted({c.title for c in chunks})
-    out = {"pages_requested": len(wanted), "pages_crawled": len(crawl.pages), "crawl_summary": crawl.summary(),
-           "index_build": report.summary(), "build_s": round(build_s, 1), "no_op_recrawl": recrawl,
-           "chunks_per_page": round(len(chunks) / max(1, len(crawl.pages)), 2),
-           "chunks_with_anchor_share": round(sum(1 for c in chunks if c.symbol.startswith("#")) / len(chunks), 3),
-           "cleanliness": cleanliness(chunks, titles), "title_examples": titles[:5]}
+    out = {
+        "pages_requested": len(wanted),
+        "pages_crawled": len(crawl.pages),
+        "crawl_summary": crawl.summary(),
+        "index_build": report.summary(),
+        "build_s": round(build_s, 1),
+        "no_op_recrawl": recrawl,
+        "chunks_per_page": round(len(chunks) / max(1, len(crawl.pages)), 2),
+        "chunks_with_anchor_share": round(sum(1 for c in chunks if c.symbol.startswith("#")) / len(chunks), 3),
+        "cleanliness": cleanliness(chunks, titles),
+        "title_examples": titles[:5],
+    }
     with Orchestrator.open(work / "idx-web", Config()) as orch:
         prewarm(orch.index, [q for q, _ in QUESTIONS] + [d["query"] for d in api] + [d["name"] for d in api])
-        out["retrieval_by_page"] = {**score([_page_rank(orch.retrieve(q, top_k=30), g) for q, g in QUESTIONS]),
-                                    "questions": len(QUESTIONS)}
+        out["retrieval_by_page"] = {
+            **score([_page_rank(orch.retrieve(q, top_k=30), g) for q, g in QUESTIONS]),
+            "questions": len(QUESTIONS),
+        }
         ranks, anchor_ok, named_first, misses = [], 0, 0, []
         for d in api:
             hits = orch.retrieve(d["query"], top_k=30)
@@ -157,11 +195,16 @@ def web_benchmark(work: Path, pages: int, embedder, n_api: int, port: int = 0) -
             if first is not None and first.chunk.symbol != "#" + d["anchor"]:
                 misses.append({"anchor": d["anchor"], "cited": first.chunk.symbol})
         found = sum(1 for r in ranks if r is not None and r <= 5)
-        out["api_questions"] = {**score(ranks), "questions": len(api),
-                                "anchor_precision_of_found": round(anchor_ok / max(1, found), 3),
-                                "anchor_precision_all": round(anchor_ok / len(api), 3),
-                                "identifier_queries": len(api), "identifier_rank1_rate": round(named_first / len(api), 3),
-                                "anchor_misses": misses[:15], "examples": [d["query"] for d in api[:5]]}
+        out["api_questions"] = {
+            **score(ranks),
+            "questions": len(api),
+            "anchor_precision_of_found": round(anchor_ok / max(1, found), 3),
+            "anchor_precision_all": round(anchor_ok / len(api), 3),
+            "identifier_queries": len(api),
+            "identifier_rank1_rate": round(named_first / len(api), 3),
+            "anchor_misses": misses[:15],
+            "examples": [d["query"] for d in api[:5]],
+        }
     return out
 
 
@@ -184,18 +227,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--identifiers", type=int, default=80, help="code identifier queries")
     ap.add_argument("--api", type=int, default=80, help="web API questions")
     ap.add_argument("--answers", type=int, default=60, help="questions per corpus asked with the embedded model")
-    ap.add_argument("--answer-pages", type=int, default=len(QUESTIONS), help="answers: pages (and page questions) "
-                    "indexed; API questions of those pages fill the web set up to --answers")
-    ap.add_argument("--answer-modules", default="json/encoder.py,csv.py,textwrap.py,shutil.py,calendar.py,difflib.py",
-                    help="answers: modules asked by their docstrings (blanked), after the written code questions")
+    ap.add_argument(
+        "--answer-pages",
+        type=int,
+        default=len(QUESTIONS),
+        help="answers: pages (and page questions) indexed; API questions of those pages fill the web set up to --answers",
+    )
+    ap.add_argument(
+        "--answer-modules",
+        default="json/encoder.py,csv.py,textwrap.py,shutil.py,calendar.py,difflib.py",
+        help="answers: modules asked by their docstrings (blanked), after the written code questions",
+    )
     ap.add_argument("--answers-deadline", type=float, default=None, help="seconds: stop asking after this long")
-    ap.add_argument("--parts", default="code,web,answers", help="code, web, answers; a part run alone is merged "
-                                                                "into an existing --out file (its own run recorded)")
+    ap.add_argument(
+        "--parts",
+        default="code,web,answers",
+        help="code, web, answers; a part run alone is merged into an existing --out file (its own run recorded)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
-    ap.add_argument("--work", type=Path, default=None, help="keep the work folder here and reuse what it holds "
-                    "(indexes are rebuilt incrementally: unchanged documents are not embedded again)")
-    ap.add_argument("--port", type=int, default=0, help="the docs server's loopback port (0: any; a fixed one "
-                    "keeps page URLs, so a --work index is reused)")
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="keep the work folder here and reuse what it holds "
+        "(indexes are rebuilt incrementally: unchanged documents are not embedded again)",
+    )
+    ap.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="the docs server's loopback port (0: any; a fixed one keeps page URLs, so a --work index is reused)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.tools.index.embedders.device import default_encoder
@@ -209,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         if "code" in parts:
-            result["code"] = {**code_benchmark(work, STDLIB, args.modules.split(","), embedder, args.identifiers),
-                              "run": run}
+            result["code"] = {**code_benchmark(work, STDLIB, args.modules.split(","), embedder, args.identifiers), "run": run}
         if "web" in parts:
             if not DOCS.is_dir():
                 result["web"] = {"skipped": f"{DOCS} not found (apt-get install python3.11-doc)", "run": run}
@@ -218,13 +279,24 @@ def main(argv: list[str] | None = None) -> int:
                 result["web"] = {**web_benchmark(work, args.pages, embedder, args.api, args.port), "run": run}
                 print(f"  web: {json.dumps(result['web'])[:2000]}", flush=True)
         if "answers" in parts:
+
             def partial(rows: dict) -> None:  # the file holds every answered question, even if the run is cut
                 bench_io.write({**result, "answers": {**rows, "run": run}}, args.out)
 
-            result["answers"] = {**sources_answers.run(work, STDLIB, DOCS, QUESTIONS[:args.answer_pages], embedder,
-                                                       args.answers, args.answer_modules.split(","),
-                                                       args.answers_deadline, partial),
-                                 "run": run}
+            result["answers"] = {
+                **sources_answers.run(
+                    work,
+                    STDLIB,
+                    DOCS,
+                    QUESTIONS[: args.answer_pages],
+                    embedder,
+                    args.answers,
+                    args.answer_modules.split(","),
+                    args.answers_deadline,
+                    partial,
+                ),
+                "run": run,
+            }
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -239,11 +311,12 @@ def targets(result: dict) -> dict:
     code, web = result.get("code", {}), result.get("web", {})
     api = web.get("api_questions", {})
     ident = [code.get("symbols_on", {}).get("identifier_rank1_rate"), api.get("identifier_rank1_rate")]
-    return {"identifier_rank1_ge_0.90 (code, web)": [None if x is None else x >= 0.9 for x in ident] if code or web
-            else None,
-            "code_recall@5_ge_0.70": code.get("symbols_on", {}).get("recall@5", -1) >= 0.70 if code else None,
-            "api_anchor_precision_ge_0.90": api.get("anchor_precision_of_found", -1) >= 0.90 if api else None,
-            "readme_question_in_top5": (code.get("readme_question", {}).get("rank") or 99) <= 5 if code else None}
+    return {
+        "identifier_rank1_ge_0.90 (code, web)": [None if x is None else x >= 0.9 for x in ident] if code or web else None,
+        "code_recall@5_ge_0.70": code.get("symbols_on", {}).get("recall@5", -1) >= 0.70 if code else None,
+        "api_anchor_precision_ge_0.90": api.get("anchor_precision_of_found", -1) >= 0.90 if api else None,
+        "readme_question_in_top5": (code.get("readme_question", {}).get("rank") or 99) <= 5 if code else None,
+    }
 
 
 if __name__ == "__main__":

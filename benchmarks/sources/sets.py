@@ -8,14 +8,14 @@
   first sentence has >= 5 words; asked by that sentence (gold: the page and the definition's anchor) and
   by its name (`re.search`, `lru_cache`).
 """
+
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
 
-README_QUESTION = ("where does http.client read a chunked response body?", "stdlib/http/client.py",
-                   "HTTPResponse._read_chunked")
+README_QUESTION = ("where does http.client read a chunked response body?", "stdlib/http/client.py", "HTTPResponse._read_chunked")
 
 
 def first_sentence(doc: str) -> str:
@@ -38,8 +38,12 @@ def strip_docstrings(source: str) -> tuple[str, list[dict]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 doc = body[0].value.value
                 start, end = body[0].lineno, body[0].end_lineno
                 indent = re.match(r"\s*", lines[start - 1]).group(0)
@@ -50,9 +54,16 @@ def strip_docstrings(source: str) -> tuple[str, list[dict]]:
                     q = first_sentence(doc)
                     if len(q.split()) >= 4:
                         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                        functions.append({"name": node.name, "qualname": qualname.get(id(node), node.name),
-                                          "start": first, "def_line": node.lineno, "end": node.end_lineno,
-                                          "query": q})
+                        functions.append(
+                            {
+                                "name": node.name,
+                                "qualname": qualname.get(id(node), node.name),
+                                "start": first,
+                                "def_line": node.lineno,
+                                "end": node.end_lineno,
+                                "query": q,
+                            }
+                        )
     return "\n".join(lines), functions
 
 
@@ -79,8 +90,7 @@ def identifier_queries(gold: list[dict], n: int) -> list[dict]:
     unique = [g for g in gold if counts[(g["file"], g["qualname"])] == 1]
     step = max(1, len(unique) // n)
     chosen = unique[::step][:n]
-    return [dict(g, query=g["name"] if i % 2 and bare[g["name"]] == 1 else g["qualname"])
-            for i, g in enumerate(chosen)]
+    return [dict(g, query=g["name"] if i % 2 and bare[g["name"]] == 1 else g["qualname"]) for i, g in enumerate(chosen)]
 
 
 def api_definitions(html: str, page: str) -> list[dict]:

@@ -1,4 +1,5 @@
 """The `ragsieve` command line: one module per command."""
+
 from ragsieve.cli.main import main
 
 __all__ = ["main"]

@@ -1,4 +1,5 @@
 """`ragsieve access`: explain who may read a document, or re-label an index from an access rules file."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="access_command", required=True)
     e = sub.add_parser("explain", help="say why a principal can or cannot read a document")
     add_common(e)
-    e.add_argument("--as", dest="principals", action="append", required=True, metavar="PRINCIPAL",
-                   help="user:NAME, group:NAME or public (repeat, or comma-separated)")
+    e.add_argument(
+        "--as",
+        dest="principals",
+        action="append",
+        required=True,
+        metavar="PRINCIPAL",
+        help="user:NAME, group:NAME or public (repeat, or comma-separated)",
+    )
     e.add_argument("document", help="a document as cited (docs/finance/budget.md) or a documents-API file id")
     e.set_defaults(func=run_explain)
     r = sub.add_parser("relabel", help="apply an access rules file to an index now (nothing is embedded)")

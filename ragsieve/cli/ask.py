@@ -1,4 +1,5 @@
 """`ragsieve ask`: answer a question from an index, with citations."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,7 @@ from ragsieve.cli.search import add_filters, reading_as
 ABSTENTION_TEXT = {
     "no_evidence": "no passage passed the relevance evidence; the model was not asked",
     "passages": "the model abstained but the calibrated answerability score says answerable; the most relevant "
-                "passages are shown instead",
+    "passages are shown instead",
     "mixed": "the answer both answers and says the context lacks the answer",
     "model": "the model found no answer in the passages (the closest ones are listed, not as an answer)",
     "ungrounded": "strict: the model's answer cited none of the passages, so the closest ones are listed instead",
@@ -31,8 +32,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_llm_options(p)
     p.add_argument("--plan", help="plan name (fast, agentic, full, or one from the config)")
     p.add_argument("--json", action="store_true", help="print {answer, citations, trace, usage} as JSON")
-    p.add_argument("--deadline", type=float, metavar="SECONDS",
-                   help="wall-clock limit for this question, every LLM call and retry included (default: budget.deadline_s)")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="wall-clock limit for this question, every LLM call and retry included (default: budget.deadline_s)",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="full plan: plot the GMM outlier filter's view of the context")
     add_filters(p)
     p.set_defaults(func=run)
@@ -60,8 +65,12 @@ def run(args: argparse.Namespace) -> int:
     if unanswered:
         if answer.answer.strip():  # the closest passages, marked as not an answer
             print(for_terminal(answer.answer))
-        print(for_terminal(f"error: no answer: the question was stopped before any answer ({answer.stopped}); "
-                           f"raise --deadline or the budget"), file=sys.stderr)
+        print(
+            for_terminal(
+                f"error: no answer: the question was stopped before any answer ({answer.stopped}); raise --deadline or the budget"
+            ),
+            file=sys.stderr,
+        )
         return EXIT_NO_ANSWER
     print(for_terminal(answer.answer))
     if answer.grounding == Grounding.NONE:
@@ -71,9 +80,19 @@ def run(args: argparse.Namespace) -> int:
     if answer.citations:
         print("\nSources:")
         for c in answer.citations:
-            print(for_terminal(f"  [{c.number}] {c.label()}" + (f"  ({c.title})" if c.title else "")
-                               + (f"  [{UNCITED}]" if not c.cited else
-                                  "  [suggested: not cited by the model]" if c.origin == "inferred" else "")))
+            print(
+                for_terminal(
+                    f"  [{c.number}] {c.label()}"
+                    + (f"  ({c.title})" if c.title else "")
+                    + (
+                        f"  [{UNCITED}]"
+                        if not c.cited
+                        else "  [suggested: not cited by the model]"
+                        if c.origin == "inferred"
+                        else ""
+                    )
+                )
+            )
     if answer.coverage is not None:
         print(f"\n(context calibrated for coverage {answer.coverage})")
     if answer.abstention:
@@ -83,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
     for note in answer.notes:
         print(f"(note: {note})")
     u = answer.usage
-    print(f"\n(plan {answer.plan}: {plural(u.calls, 'LLM call')}, {u.prompt_tokens}+{u.completion_tokens} tokens, "
-          f"{u.latency_s:.1f}s in the model)", file=sys.stderr)
+    print(
+        f"\n(plan {answer.plan}: {plural(u.calls, 'LLM call')}, {u.prompt_tokens}+{u.completion_tokens} tokens, "
+        f"{u.latency_s:.1f}s in the model)",
+        file=sys.stderr,
+    )
     return 0

@@ -1,4 +1,5 @@
 """What every command shares: the config (TOML file plus command-line overrides) and common options."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,18 +35,23 @@ def range_checked(section, **values):
     try:
         return type(section).model_validate(section.model_dump() | given)
     except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')} {e['input']!r}: {e['msg']}"
-                             for e in exc.errors())
+        problems = "; ".join(
+            f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')} {e['input']!r}: {e['msg']}" for e in exc.errors()
+        )
         raise UsageError(f"invalid option: {problems}") from None
 
 
 def load_config(args: argparse.Namespace) -> Config:
     config = Config.load(getattr(args, "config", None))
-    llm_updates = {k: v for k, v in {
-        "base_url": getattr(args, "base_url", None),
-        "model": getattr(args, "model", None),
-        "local_model": getattr(args, "local_model", None),
-    }.items() if v}
+    llm_updates = {
+        k: v
+        for k, v in {
+            "base_url": getattr(args, "base_url", None),
+            "model": getattr(args, "model", None),
+            "local_model": getattr(args, "local_model", None),
+        }.items()
+        if v
+    }
     if llm_updates:
         config = config.model_copy(update={"llm": config.llm.model_copy(update=llm_updates)})
     from ragsieve.service.middleware.tracing import start
@@ -71,8 +77,7 @@ def require_index_folder(folder: str) -> None:
         raise IndexMissingError(f"no index at {folder}: the folder does not exist (build it with `ragsieve index`)")
 
 
-def add_config_option(parser: argparse.ArgumentParser,
-                      help: str = "TOML config file (docs/configuration.md)") -> None:
+def add_config_option(parser: argparse.ArgumentParser, help: str = "TOML config file (docs/configuration.md)") -> None:
     """`--config FILE`, read by `load_config` (also for `serve` and `mcp`, whose `--index` takes NAME=DIR)."""
     parser.add_argument("--config", metavar="FILE", help=help)
 
@@ -85,9 +90,12 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
 
 def add_device_option(parser: argparse.ArgumentParser) -> None:
     """`--device`: where the local embedding model (and a cross-encoder reranker) runs."""
-    parser.add_argument("--device", metavar="DEVICE",
-                        help="auto (a GPU torch sees, else the CPU), cpu, cuda, cuda:N or mps: where the local "
-                             "embedding model and cross-encoder reranker run (default from config: auto)")
+    parser.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="auto (a GPU torch sees, else the CPU), cpu, cuda, cuda:N or mps: where the local "
+        "embedding model and cross-encoder reranker run (default from config: auto)",
+    )
 
 
 def with_device(config: Config, device: str | None) -> Config:

@@ -1,4 +1,5 @@
 """`ragsieve` command line: index, ask, plans, serve, calibrate, eval (one module per command)."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     secrets: tuple[str, ...] = ()  # URL passwords and the API keys in the environment are always masked
-    logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     for handler in logging.getLogger().handlers:  # warnings too: secrets are masked in every record
         handler.addFilter(RedactingFilter(secrets))
         handler.setLevel(logging.getLogger().level)  # bm25s sets its own logger to DEBUG when imported

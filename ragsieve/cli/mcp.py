@@ -1,4 +1,5 @@
 """`ragsieve mcp`: the MCP server over stdio, for coding agents that start it (Claude Code, Cursor, VS Code)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,11 +9,18 @@ from ragsieve.cli.common import add_config_option, add_llm_options, load_config
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "mcp", help="serve the indexes to a coding agent over MCP (stdio): tools search, ask, read, indexes",
+        "mcp",
+        help="serve the indexes to a coding agent over MCP (stdio): tools search, ask, read, indexes",
         description="Speaks the Model Context Protocol on stdin/stdout; the agent starts this command. "
-                    "Over HTTP, `ragsieve serve` offers the same tools at /mcp.")
-    p.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
-                   help="an index to serve (repeat for several); a bare DIR is named after its folder")
+        "Over HTTP, `ragsieve serve` offers the same tools at /mcp.",
+    )
+    p.add_argument(
+        "--index",
+        action="append",
+        required=True,
+        metavar="NAME=DIR",
+        help="an index to serve (repeat for several); a bare DIR is named after its folder",
+    )
     add_config_option(p)
     add_llm_options(p)
     p.add_argument("--max-concurrent", type=int, default=2, help="`ask` calls answered at once")
@@ -37,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         registry.insights = open_insights(registry, None)  # [insights] dir: stdio has no --data-dir
         registry.watch()
-        server = build_mcp(registry, limiter=anyio.CapacityLimiter(args.max_concurrent),
-                           timeout_s=args.request_timeout)
+        server = build_mcp(registry, limiter=anyio.CapacityLimiter(args.max_concurrent), timeout_s=args.request_timeout)
         server.run("stdio")
     finally:
         registry.close()

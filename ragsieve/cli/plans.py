@@ -1,4 +1,5 @@
 """`ragsieve plans`: list the plans and their transitions."""
+
 from __future__ import annotations
 
 import argparse

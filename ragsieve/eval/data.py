@@ -1,5 +1,6 @@
 """The datasets `ragsieve eval` reads: BEIR-layout folders, plus an optional `qa.jsonl`
 with gold answers (SQuAD-style `answers`, `is_impossible`), and the seeded question sample."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,9 +33,12 @@ class Dataset(BaseModel):
 
     def describe(self, sample: list[Question]) -> dict[str, Any]:
         return self.model_dump(exclude={"questions"}) | {
-            "questions_total": len(self.questions), "evaluated": len(sample),
+            "questions_total": len(self.questions),
+            "evaluated": len(sample),
             "answerable": sum(q.answers is not None and not q.impossible for q in sample),
-            "unanswerable": sum(q.impossible for q in sample), "with_qrels": sum(bool(q.qrels) for q in sample)}
+            "unanswerable": sum(q.impossible for q in sample),
+            "with_qrels": sum(bool(q.qrels) for q in sample),
+        }
 
 
 def _sha256(path: Path) -> str:
@@ -71,24 +75,38 @@ def load_dataset(folder: str | Path, split: str = "test") -> Dataset:
         if not text:
             skipped += 1
             continue
-        questions.append(Question(qid=qid, text=text, qrels=qrels.get(qid, {}),
-                                  answers=_answers(qa_path, qid, row) if row else None,
-                                  impossible=bool(row and row.get("is_impossible"))))
+        questions.append(
+            Question(
+                qid=qid,
+                text=text,
+                qrels=qrels.get(qid, {}),
+                answers=_answers(qa_path, qid, row) if row else None,
+                impossible=bool(row and row.get("is_impossible")),
+            )
+        )
     if not questions:
         raise UsageError(f"{root}: no question of split {split!r} has a text in queries.jsonl or qa.jsonl")
     digest = hashlib.sha256()
     for path in [corpus, root / "queries.jsonl", qrels_path] + ([qa_path] if qa else []):
         digest.update(f"{path.name}:{_sha256(path)}\n".encode())
-    return Dataset(folder=str(root), corpus=str(corpus), split=split, fingerprint=digest.hexdigest(),
-                   has_answers=bool(qa), questions=questions, skipped=skipped)
+    return Dataset(
+        folder=str(root),
+        corpus=str(corpus),
+        split=split,
+        fingerprint=digest.hexdigest(),
+        has_answers=bool(qa),
+        questions=questions,
+        skipped=skipped,
+    )
 
 
 def _answers(path: Path, qid: str, row: dict) -> list[str]:
     """The row's gold answers: a list of strings (a bare string would be split into characters)."""
     answers = row.get("answers") or []
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-        raise UsageError(f"{path}: question {qid!r}: 'answers' must be a list of strings, "
-                         f"got {type(answers).__name__} {str(answers)[:80]!r}")
+        raise UsageError(
+            f"{path}: question {qid!r}: 'answers' must be a list of strings, got {type(answers).__name__} {str(answers)[:80]!r}"
+        )
     if not isinstance(row.get("is_impossible", False), bool):
         raise UsageError(f"{path}: question {qid!r}: 'is_impossible' must be true or false")
     return list(answers)

@@ -8,6 +8,7 @@ first stage and on the final context, answer metrics (SQuAD EM/F1, abstention,
 optional LLM judge) and cost. Datasets and sampling: `ragsieve.eval.data`; aggregates,
 results.json, report and plots: `ragsieve.eval.report`.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,11 +76,25 @@ class JudgeVerdict(BaseModel):
 class Evaluation:
     """Configured once, `run()` evaluates and writes results.json, report.md and plots under `out`."""
 
-    def __init__(self, dataset: str | Path, index_dir: str | Path, *, plans: list[str] | None = None,
-                 config: Config | None = None, out: str | Path | None = None, limit: int | None = None,
-                 seed: int = 0, split: str = "test", retrieval_only: bool = False, judge: bool = False,
-                 cache: bool = True, chat=None, progress: bool = True, command: str = "",
-                 build_missing: bool = True):
+    def __init__(
+        self,
+        dataset: str | Path,
+        index_dir: str | Path,
+        *,
+        plans: list[str] | None = None,
+        config: Config | None = None,
+        out: str | Path | None = None,
+        limit: int | None = None,
+        seed: int = 0,
+        split: str = "test",
+        retrieval_only: bool = False,
+        judge: bool = False,
+        cache: bool = True,
+        chat=None,
+        progress: bool = True,
+        command: str = "",
+        build_missing: bool = True,
+    ):
         from ragsieve.agent.plan.plans import get_plan
 
         self.config = config or Config()
@@ -104,9 +119,15 @@ class Evaluation:
         """What must not change between a run and its resumption (no secrets, no cache path)."""
         config = self.config.model_dump(mode="json")
         config["llm"] = {k: v for k, v in config["llm"].items() if k not in ("api_key", "cache_dir")}
-        return {"dataset_fingerprint": ds.fingerprint, "split": self.split, "retrieval_only": self.retrieval_only,
-                "judge": self.judge, "config": config, "chat_model": None if self.retrieval_only or self.chat is None else self.chat.model_name,
-                "index": {k: manifest.get(k) for k in ("corpus_fingerprint", "settings")}}
+        return {
+            "dataset_fingerprint": ds.fingerprint,
+            "split": self.split,
+            "retrieval_only": self.retrieval_only,
+            "judge": self.judge,
+            "config": config,
+            "chat_model": None if self.retrieval_only or self.chat is None else self.chat.model_name,
+            "index": {k: manifest.get(k) for k in ("corpus_fingerprint", "settings")},
+        }
 
     def _check_resume(self, key: dict[str, Any]) -> None:
         path = self.out / RUN_FILE
@@ -116,8 +137,10 @@ class Evaluation:
             return
         diff = json_differences(json.loads(path.read_text(encoding="utf-8")), json.loads(json.dumps(key)))
         if diff:
-            raise UsageError(f"{self.out} holds an earlier run with other settings ({'; '.join(diff[:6])}): resuming "
-                             f"would mix results; pass another --out, or delete {self.out} to start over")
+            raise UsageError(
+                f"{self.out} holds an earlier run with other settings ({'; '.join(diff[:6])}): resuming "
+                f"would mix results; pass another --out, or delete {self.out} to start over"
+            )
 
     def _load_rows(self) -> dict[tuple[str, str], dict[str, Any]]:
         path = self.out / ROWS_FILE
@@ -140,23 +163,31 @@ class Evaluation:
             if self.chat is not None:
                 from ragsieve.agent.llm.cache import DiskCache
 
-                llm = LLM(self.chat, cache=DiskCache(cache_dir) if cache_dir else None,
-                          max_tokens=config.llm.max_tokens, temperature=config.llm.temperature)
+                llm = LLM(
+                    self.chat,
+                    cache=DiskCache(cache_dir) if cache_dir else None,
+                    max_tokens=config.llm.max_tokens,
+                    temperature=config.llm.temperature,
+                )
         try:
             orch = Orchestrator.open(self.index_dir, config, llm=llm)
         except IndexMissingError as exc:
             if not self.build_missing:
-                raise UsageError(f"no index at {self.index_dir} ({exc}): name the index to measure with --index "
-                                 f"(its folder, not its served name)") from None
+                raise UsageError(
+                    f"no index at {self.index_dir} ({exc}): name the index to measure with --index "
+                    f"(its folder, not its served name)"
+                ) from None
             self._build_index(ds)
             orch = Orchestrator.open(self.index_dir, config, llm=llm)
         judged = {d for q in ds.questions for d in m.relevant_set(q.qrels)}
         missing = sorted(judged - set(orch.index.store.documents()))
         if missing:
             orch.close()
-            raise UsageError(f"index {self.index_dir} lacks {len(missing)} of the {len(judged)} judged documents of "
-                             f"{self.dataset_dir} (e.g. {missing[:3]}): it was built from another corpus; "
-                             f"pass another --index (a missing one is built from {ds.corpus})")
+            raise UsageError(
+                f"index {self.index_dir} lacks {len(missing)} of the {len(judged)} judged documents of "
+                f"{self.dataset_dir} (e.g. {missing[:3]}): it was built from another corpus; "
+                f"pass another --index (a missing one is built from {ds.corpus})"
+            )
         return orch
 
     def _build_index(self, ds: Dataset) -> None:
@@ -164,14 +195,30 @@ class Evaluation:
 
         ic = self.config.index
         log.info("no index at %s: indexing %s", self.index_dir, ds.corpus)
-        self.index_report = IndexBuilder(
-            self.index_dir, chunk_tokens=ic.chunk_tokens, embedding_model=ic.embedding_model, faiss_index=ic.faiss_index,
-            bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size, sparse_percentile=ic.sparse_percentile,
-            progress=self.progress, device=ic.device).build([ds.corpus]).summary()
+        self.index_report = (
+            IndexBuilder(
+                self.index_dir,
+                chunk_tokens=ic.chunk_tokens,
+                embedding_model=ic.embedding_model,
+                faiss_index=ic.faiss_index,
+                bm25_engine=ic.bm25_engine,
+                batch_size=ic.embed_batch_size,
+                sparse_percentile=ic.sparse_percentile,
+                progress=self.progress,
+                device=ic.device,
+            )
+            .build([ds.corpus])
+            .summary()
+        )
 
     def _evaluate(self, orch, plan: str, q: Question) -> dict[str, Any]:
-        row: dict[str, Any] = {"plan": plan, "qid": q.qid, "question": q.text, "impossible": q.impossible,
-                               "gold_docs": sorted(m.relevant_set(q.qrels))}
+        row: dict[str, Any] = {
+            "plan": plan,
+            "qid": q.qid,
+            "question": q.text,
+            "impossible": q.impossible,
+            "gold_docs": sorted(m.relevant_set(q.qrels)),
+        }
         started = time.perf_counter()
         if self.retrieval_only:
             docs = m.docs_from_chunks(h.chunk_id for h in orch.retrieve(q.text, top_k=self.config.retrieval.candidate_k))
@@ -199,13 +246,27 @@ class Evaluation:
         if ans is None:
             return row | {"answer": ""} | (m.answer_scores("", q.answers, q.impossible) if q.answers is not None else {})
         context_docs = m.unique_in_order(h.chunk.doc_id for h in ans.context)
-        row.update({"answer": ans.answer, "resolved": ans.resolved, "context": [h.chunk_id for h in ans.context],
-                    "first_stage_top10": m.docs_from_chunks(ans.first_stage)[:10],
-                    "context_tokens": sum(count_tokens(h.chunk.text) for h in ans.context),
-                    "n_context": len(ans.context), "steps": [e.step for e in ans.trace]})
+        row.update(
+            {
+                "answer": ans.answer,
+                "resolved": ans.resolved,
+                "context": [h.chunk_id for h in ans.context],
+                "first_stage_top10": m.docs_from_chunks(ans.first_stage)[:10],
+                "context_tokens": sum(count_tokens(h.chunk.text) for h in ans.context),
+                "n_context": len(ans.context),
+                "steps": [e.step for e in ans.trace],
+            }
+        )
         hits, u = cache.take() if cache is not None else [0, 0], ans.usage
-        row.update({"calls": u.calls + u.cached_calls, "cached_calls": u.cached_calls, "llm_latency_s": u.latency_s,
-                    "prompt_tokens": u.prompt_tokens + hits[0], "completion_tokens": u.completion_tokens + hits[1]})
+        row.update(
+            {
+                "calls": u.calls + u.cached_calls,
+                "cached_calls": u.cached_calls,
+                "llm_latency_s": u.latency_s,
+                "prompt_tokens": u.prompt_tokens + hits[0],
+                "completion_tokens": u.completion_tokens + hits[1],
+            }
+        )
         row.update(m.retrieval_scores(m.docs_from_chunks(ans.first_stage), context_docs, q.qrels))
         row.update(m.answer_scores(ans.answer, q.answers, q.impossible) if q.answers is not None else {})
         if self.judge and q.answers and not q.impossible:
@@ -216,16 +277,19 @@ class Evaluation:
         llm, cache = orch.llm.fork(), orch.llm.cache
         if cache is not None:
             cache.take()
-        prompt = orch.prompts.render("judge_answer", question=q.text, gold_answers=q.answers,
-                                     answer=m.strip_citations(answer))
+        prompt = orch.prompts.render("judge_answer", question=q.text, gold_answers=q.answers, answer=m.strip_citations(answer))
         try:
             verdict = llm.structured([{"role": "user", "content": prompt}], JudgeVerdict)
             out = {"judge_correct": float(verdict.correct), "judge_reason": verdict.reason}
         except StructuredOutputError as exc:
             out = {"judge_correct": None, "judge_reason": f"judge reply invalid: {exc}"}
         used, hits = llm.meter.snapshot(), cache.take() if cache is not None else [0, 0]
-        out.update({"judge_calls": used.calls + used.cached_calls,
-                    "judge_tokens": used.prompt_tokens + used.completion_tokens + sum(hits)})
+        out.update(
+            {
+                "judge_calls": used.calls + used.cached_calls,
+                "judge_tokens": used.prompt_tokens + used.completion_tokens + sum(hits),
+            }
+        )
         return out
 
     def run(self) -> dict[str, Any]:
@@ -250,8 +314,14 @@ class Evaluation:
                 _ = None if self.retrieval_only else orch.llm
             warmup = time.perf_counter() - warmup
             keys = {(p, q.qid) for p, q in wanted}
-            bar = tqdm(total=len(wanted), initial=len(wanted) - len(todo), desc="eval", unit="q",
-                       disable=not self.progress or not todo, dynamic_ncols=True)
+            bar = tqdm(
+                total=len(wanted),
+                initial=len(wanted) - len(todo),
+                desc="eval",
+                unit="q",
+                disable=not self.progress or not todo,
+                dynamic_ncols=True,
+            )
             shown = 0.0
             with open(self.out / ROWS_FILE, "a", encoding="utf-8") as sink:
                 for plan, q in todo:
@@ -266,12 +336,26 @@ class Evaluation:
             bar.close()
         kept = [rows[(p, q.qid)] for p, q in wanted]
         dataset = ds.describe(questions) | {"limit": self.limit, "seed": self.seed}
-        settings = {"plans": self.plans, "retrieval_only": self.retrieval_only, "judge": self.judge,
-                    "cache": self.cache, "index": str(self.index_dir), "out": str(self.out),
-                    "indexed_now": self.index_report, "rows_this_session": len(todo),
-                    "warmup_s": round(warmup, 3)}
-        results = assemble_results(command=self.command, started=started, dataset=dataset, settings=settings,
-                                   manifest=manifest, config=key["config"], rows=kept, plans=self.plans)
+        settings = {
+            "plans": self.plans,
+            "retrieval_only": self.retrieval_only,
+            "judge": self.judge,
+            "cache": self.cache,
+            "index": str(self.index_dir),
+            "out": str(self.out),
+            "indexed_now": self.index_report,
+            "rows_this_session": len(todo),
+            "warmup_s": round(warmup, 3),
+        }
+        results = assemble_results(
+            command=self.command,
+            started=started,
+            dataset=dataset,
+            settings=settings,
+            manifest=manifest,
+            config=key["config"],
+            rows=kept,
+            plans=self.plans,
+        )
         write_outputs(results, kept, self.out)
         return results
-

@@ -8,6 +8,7 @@ most `max_cluster` distinct questions are clustered (the most recent); the
 others join the group whose centroid is nearest, when it is within the same
 distance, so the cost stays bounded whatever the log holds.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,8 +35,7 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1.0, norms)
 
 
-def group_questions(texts: list[str], vectors: np.ndarray, distance: float,
-                    max_cluster: int = MAX_CLUSTER) -> list[Group]:
+def group_questions(texts: list[str], vectors: np.ndarray, distance: float, max_cluster: int = MAX_CLUSTER) -> list[Group]:
     """Topic groups of `texts` (oldest first; `vectors` one row each), biggest first."""
     if not texts:
         return []
@@ -51,8 +51,7 @@ def group_questions(texts: list[str], vectors: np.ndarray, distance: float,
     if len(core) == 1:
         labels = np.zeros(1, dtype=int)
     else:
-        model = AgglomerativeClustering(n_clusters=None, distance_threshold=distance, metric="cosine",
-                                        linkage="average")
+        model = AgglomerativeClustering(n_clusters=None, distance_threshold=distance, metric="cosine", linkage="average")
         labels = model.fit_predict(vectors[core])
     n_groups = int(labels.max()) + 1
     weights = Counter(texts)

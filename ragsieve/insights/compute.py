@@ -5,6 +5,7 @@ that comes from the documents (closest passages, the citations behind "most cite
 sources, the documents no question reached, the CSV's sources, an exported eval set's corpus) holds only
 documents those principals may read; the questions themselves and the counts of outcomes are the index's.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,16 @@ class Searchable(Protocol):
     def retrieve(self, question: str, top_k: int | None = None, *, where: Where | None = None) -> list[Hit]: ...
 
 
-def insights_for(log: QuestionLog, name: str, orch: Searchable, *, since: float, until: float,
-                 distance: float, readers: tuple[str, ...] | None = None) -> tuple[Report, list[QuestionRecord]]:
+def insights_for(
+    log: QuestionLog,
+    name: str,
+    orch: Searchable,
+    *,
+    since: float,
+    until: float,
+    distance: float,
+    readers: tuple[str, ...] | None = None,
+) -> tuple[Report, list[QuestionRecord]]:
     """The report of index `name` over [since, until] and the records it was made from; with `readers`, as
     those principals read the index (documents they may not read are left out of every field)."""
     records = log.rows(name, since)
@@ -37,8 +46,7 @@ def insights_for(log: QuestionLog, name: str, orch: Searchable, *, since: float,
     documents = list(store.documents())
     readable = None if readers is None else readable_sources(orch.index, readers)
     if readable is not None:
-        records = [dataclasses.replace(r, citations=[c for c in r.citations if readable(c["source"])])
-                   for r in records]
+        records = [dataclasses.replace(r, citations=[c for c in r.citations if readable(c["source"])]) for r in records]
         documents = [d for d in documents if readable(_source_of(store, d))]
     where = None if readers is None else Where(readers=readers)
 
@@ -51,13 +59,20 @@ def insights_for(log: QuestionLog, name: str, orch: Searchable, *, since: float,
             if readable is not None and not readable(hit.chunk.source):  # the filter's, checked once more
                 continue
             text = " ".join(hit.chunk.text.split())
-            out.append({"chunk_id": hit.chunk_id, "source": hit.chunk.source, "title": hit.chunk.title,
-                        "cosine": None if hit.dense_score is None else round(float(hit.dense_score), 4),
-                        "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " ..."})
+            out.append(
+                {
+                    "chunk_id": hit.chunk_id,
+                    "source": hit.chunk.source,
+                    "title": hit.chunk.title,
+                    "cosine": None if hit.dense_score is None else round(float(hit.dense_score), 4),
+                    "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " ...",
+                }
+            )
         return sorted(out, key=lambda p: -1.0 if p["cosine"] is None else -p["cosine"])
 
-    report = build_report(records, index=name, since=since, until=until, documents=documents, distance=distance,
-                          embed=embed, closest=closest)
+    report = build_report(
+        records, index=name, since=since, until=until, documents=documents, distance=distance, embed=embed, closest=closest
+    )
     return report, records
 
 

@@ -9,6 +9,7 @@ yet: add its id there to measure retrieval), `corpus.jsonl` the closest
 documents the index has (so the folder is complete), `group.json` what was
 exported. The folder is replaced atomically.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ from ragsieve.insights.analysis import doc_of
 from ragsieve.insights.report import TopicGroup
 
 
-def write_eval_set(group: TopicGroup, questions: dict[str, str], store: Any, out: str | Path,
-                   index: str) -> dict[str, int]:
+def write_eval_set(group: TopicGroup, questions: dict[str, str], store: Any, out: str | Path, index: str) -> dict[str, int]:
     """Write `group` (its questions' texts by id in `questions`) to the folder `out`; `store` gives the
     closest documents' text. Returns counts."""
     texts = {qid: questions[qid] for qid in group.question_ids if qid in questions}
@@ -46,12 +46,16 @@ def write_eval_set(group: TopicGroup, questions: dict[str, str], store: Any, out
         (tmp / "qrels").mkdir()
         _jsonl(tmp / "corpus.jsonl", docs.values())
         _jsonl(tmp / "queries.jsonl", ({"_id": q, "text": t} for q, t in texts.items()))
-        _jsonl(tmp / "qa.jsonl", ({"id": q, "question": t, "answers": [], "is_impossible": True}
-                                  for q, t in texts.items()))
+        _jsonl(tmp / "qa.jsonl", ({"id": q, "question": t, "answers": [], "is_impossible": True} for q, t in texts.items()))
         (tmp / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
-        (tmp / EXPORT_MARK).write_text(json.dumps({"index": index, "group": group.id, "label": group.label,
-                                                    "questions": len(texts), "closest": group.closest},
-                                                   ensure_ascii=False, indent=2), encoding="utf-8")
+        (tmp / EXPORT_MARK).write_text(
+            json.dumps(
+                {"index": index, "group": group.id, "label": group.label, "questions": len(texts), "closest": group.closest},
+                ensure_ascii=False,
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)

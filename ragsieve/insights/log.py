@@ -10,6 +10,7 @@ opens and at least every PRUNE_EVERY_S, and so are the oldest rows beyond
 pass it), so the file is bounded by size as well as by age. The file is created on the first
 write: a server with insights off never creates it.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,29 @@ BATCH = 256
 PRUNE_EVERY_S = 3600.0
 Embed = Callable[[list[str]], np.ndarray]
 
-_COLUMNS = ("id", "index_name", "surface", "at", "plan", "outcome", "question", "latency_s", "asked",
-            "low_confidence", "abstention", "evidence", "resolved", "score", "threshold", "qhat", "conformal_best", "citations",
-            "answer", "rating", "vector")
+_COLUMNS = (
+    "id",
+    "index_name",
+    "surface",
+    "at",
+    "plan",
+    "outcome",
+    "question",
+    "latency_s",
+    "asked",
+    "low_confidence",
+    "abstention",
+    "evidence",
+    "resolved",
+    "score",
+    "threshold",
+    "qhat",
+    "conformal_best",
+    "citations",
+    "answer",
+    "rating",
+    "vector",
+)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS questions (
     id TEXT PRIMARY KEY, index_name TEXT NOT NULL, surface TEXT NOT NULL, at REAL NOT NULL, plan TEXT NOT NULL,
@@ -54,8 +75,15 @@ _INSERT = f"INSERT OR REPLACE INTO questions ({', '.join(_COLUMNS)}) VALUES ({',
 class QuestionLog:
     """`submit` records, `rate` them when feedback arrives, `rows` reads them back; `close` flushes."""
 
-    def __init__(self, path: str | Path, *, retention_days: float = 90.0, clock: Callable[[], float] = time.time,
-                 embedders: dict[str, Embed] | None = None, max_rows: int = 1_000_000):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        retention_days: float = 90.0,
+        clock: Callable[[], float] = time.time,
+        embedders: dict[str, Embed] | None = None,
+        max_rows: int = 1_000_000,
+    ):
         if retention_days <= 0:
             raise UsageError(f"insights retention_days must be > 0, got {retention_days}")
         if max_rows < 1:
@@ -154,10 +182,11 @@ class QuestionLog:
         """Delete rows older than the retention, then the oldest beyond `max_rows`; returns how many."""
         self._last_prune = self.clock()
         with closing(self._connect()) as db, db:
-            gone = db.execute("DELETE FROM questions WHERE at < ?",
-                              (self.clock() - self.retention_days * 86400,)).rowcount
-            gone += db.execute("DELETE FROM questions WHERE id IN (SELECT id FROM questions ORDER BY at DESC "
-                               "LIMIT -1 OFFSET ?)", (self.max_rows,)).rowcount
+            gone = db.execute("DELETE FROM questions WHERE at < ?", (self.clock() - self.retention_days * 86400,)).rowcount
+            gone += db.execute(
+                "DELETE FROM questions WHERE id IN (SELECT id FROM questions ORDER BY at DESC LIMIT -1 OFFSET ?)",
+                (self.max_rows,),
+            ).rowcount
             self._rows_at_most = db.execute("SELECT COUNT(*) FROM questions").fetchone()[0]
         if gone:
             with closing(self._connect()) as db:
@@ -212,20 +241,56 @@ class QuestionLog:
 
 
 def _row(r: QuestionRecord) -> tuple:
-    return (r.id, r.index, r.surface.value, r.at, r.plan, r.outcome.value, r.question, r.latency_s, r.asked,
-            int(r.low_confidence), r.abstention, r.evidence, None if r.resolved is None else int(r.resolved),
-            r.score, r.threshold, r.qhat, r.conformal_best, json.dumps(r.citations, ensure_ascii=False), r.answer, r.rating, r.vector)
+    return (
+        r.id,
+        r.index,
+        r.surface.value,
+        r.at,
+        r.plan,
+        r.outcome.value,
+        r.question,
+        r.latency_s,
+        r.asked,
+        int(r.low_confidence),
+        r.abstention,
+        r.evidence,
+        None if r.resolved is None else int(r.resolved),
+        r.score,
+        r.threshold,
+        r.qhat,
+        r.conformal_best,
+        json.dumps(r.citations, ensure_ascii=False),
+        r.answer,
+        r.rating,
+        r.vector,
+    )
 
 
 def _record(row: tuple) -> QuestionRecord:
     v = dict(zip(_COLUMNS, row))
     return QuestionRecord(
-        id=v["id"], index=v["index_name"], surface=Surface(v["surface"]), at=v["at"], plan=v["plan"],
-        outcome=_outcome(v["outcome"], v["abstention"]), question=v["question"], latency_s=v["latency_s"], asked=v["asked"],
-        low_confidence=bool(v["low_confidence"]), abstention=v["abstention"], evidence=v["evidence"],
-        resolved=None if v["resolved"] is None else bool(v["resolved"]), score=v["score"], threshold=v["threshold"],
-        qhat=v["qhat"], conformal_best=v["conformal_best"], citations=json.loads(v["citations"]), answer=v["answer"], rating=v["rating"],
-        vector=v["vector"])
+        id=v["id"],
+        index=v["index_name"],
+        surface=Surface(v["surface"]),
+        at=v["at"],
+        plan=v["plan"],
+        outcome=_outcome(v["outcome"], v["abstention"]),
+        question=v["question"],
+        latency_s=v["latency_s"],
+        asked=v["asked"],
+        low_confidence=bool(v["low_confidence"]),
+        abstention=v["abstention"],
+        evidence=v["evidence"],
+        resolved=None if v["resolved"] is None else bool(v["resolved"]),
+        score=v["score"],
+        threshold=v["threshold"],
+        qhat=v["qhat"],
+        conformal_best=v["conformal_best"],
+        citations=json.loads(v["citations"]),
+        answer=v["answer"],
+        rating=v["rating"],
+        vector=v["vector"],
+    )
 
 
 def _outcome(logged: str, abstention: str | None) -> Outcome:

@@ -1,4 +1,5 @@
 """One logged question: what happened to it (never the answer text unless the owner asks for it)."""
+
 from __future__ import annotations
 
 import uuid
@@ -34,9 +35,14 @@ class Outcome(str, Enum):
 
 
 UNANSWERED = (Outcome.ABSTAINED_MODEL, Outcome.ABSTAINED_CALIBRATION, Outcome.ABSTAINED_UNGROUNDED)
-_BY_ABSTENTION = {None: Outcome.ANSWERED, "mixed": Outcome.ANSWERED, "passages": Outcome.PASSAGES,
-                  "model": Outcome.ABSTAINED_MODEL, "no_evidence": Outcome.ABSTAINED_CALIBRATION,
-                  "ungrounded": Outcome.ABSTAINED_UNGROUNDED}
+_BY_ABSTENTION = {
+    None: Outcome.ANSWERED,
+    "mixed": Outcome.ANSWERED,
+    "passages": Outcome.PASSAGES,
+    "model": Outcome.ABSTAINED_MODEL,
+    "no_evidence": Outcome.ABSTAINED_CALIBRATION,
+    "ungrounded": Outcome.ABSTAINED_UNGROUNDED,
+}
 
 
 class AnswerLike(Protocol):
@@ -110,24 +116,44 @@ def outcome_of(abstention: str | None, grounding: str | None = None) -> Outcome:
     return outcome
 
 
-def record_of(answer: AnswerLike, *, index: str, surface: Surface | str, at: float, latency_s: float,
-              answer_id: str | None = None, keep_answer: bool = False) -> QuestionRecord:
+def record_of(
+    answer: AnswerLike,
+    *,
+    index: str,
+    surface: Surface | str,
+    at: float,
+    latency_s: float,
+    answer_id: str | None = None,
+    keep_answer: bool = False,
+) -> QuestionRecord:
     """The log row of one answered question: texts redacted, the answer text only with `keep_answer`."""
     grounding = getattr(answer, "grounding", None)
     outcome = outcome_of(answer.abstention, getattr(grounding, "value", grounding))
     decided = answerability_of(answer.trace)
-    low = outcome is Outcome.ANSWERED and (answer.abstention == "mixed" or answer.resolved is False
-                                           or (answer.conformal is not None and answer.evidence != "strong"))
+    low = outcome is Outcome.ANSWERED and (
+        answer.abstention == "mixed" or answer.resolved is False or (answer.conformal is not None and answer.evidence != "strong")
+    )
     asked = redact(answer.asked) if answer.asked and answer.asked.strip() != answer.question.strip() else None
     rec = QuestionRecord(
-        index=index, surface=Surface(surface),
-        at=at, plan=answer.plan, outcome=outcome, question=redact(answer.question), latency_s=round(latency_s, 4),
-        asked=asked, low_confidence=low, abstention=answer.abstention, evidence=answer.evidence,
-        resolved=answer.resolved, score=_num(decided.get("score")), threshold=_num(decided.get("threshold")),
+        index=index,
+        surface=Surface(surface),
+        at=at,
+        plan=answer.plan,
+        outcome=outcome,
+        question=redact(answer.question),
+        latency_s=round(latency_s, 4),
+        asked=asked,
+        low_confidence=low,
+        abstention=answer.abstention,
+        evidence=answer.evidence,
+        resolved=answer.resolved,
+        score=_num(decided.get("score")),
+        threshold=_num(decided.get("threshold")),
         qhat=answer.conformal.qhat if answer.conformal is not None else None,
         conformal_best=conformal_best_of(answer.trace),
         citations=[{"chunk_id": c.chunk_id, "source": c.source, "cited": c.cited} for c in answer.citations],
-        answer=redact(answer.answer) if keep_answer else None)
+        answer=redact(answer.answer) if keep_answer else None,
+    )
     if answer_id:
         rec.id = answer_id
     return rec

@@ -7,6 +7,7 @@ base64 blobs, `sk-...`/`ghp_...`-style prefixed keys), JWTs, URL credentials
 and `password=`-style assignments. Patterns err on the side of removing: a
 question about "ab12cd34ef56gh78" loses the string, not its topic.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,13 @@ import re
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("[email]", re.compile(r"[\w.+%-]+@[\w-]+(?:\.[\w-]+)+", re.UNICODE)),
     ("[credentials]", re.compile(r"(?<=://)[^\s/@:]+:[^\s/@]+(?=@)")),
-    ("[secret]", re.compile(r"(?i)\b(?:password|passwd|pwd|secret|token|api[\s_-]?key|access[\s_-]?key|auth)"
-                            r"(\s*[:=]\s*|\s+is\s+)[\"']?[^\s\"',;]{4,}")),
+    (
+        "[secret]",
+        re.compile(
+            r"(?i)\b(?:password|passwd|pwd|secret|token|api[\s_-]?key|access[\s_-]?key|auth)"
+            r"(\s*[:=]\s*|\s+is\s+)[\"']?[^\s\"',;]{4,}"
+        ),
+    ),
     ("[token]", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")),
     ("[token]", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),  # JWT
     ("[key]", re.compile(r"\b(?:sk|pk|rk|ghp|gho|ghs|github_pat|xox[abprs]|AKIA|AIza|glpat)[-_][A-Za-z0-9_-]{8,}")),

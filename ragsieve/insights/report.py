@@ -1,4 +1,5 @@
 """The insights report of one index over a period, from its logged questions; CSV and JSON exports."""
+
 from __future__ import annotations
 
 import csv
@@ -59,15 +60,28 @@ class Report(BaseModel):
     clustered: str  # what was embedded/clustered, for the reader of the numbers
 
 
-def build_report(records: list[QuestionRecord], *, index: str, since: float, until: float,
-                 documents: list[str], distance: float = 0.75, embed: Embed | None = None,
-                 closest: Closest | None = None, max_unreached: int = 200) -> Report:
+def build_report(
+    records: list[QuestionRecord],
+    *,
+    index: str,
+    since: float,
+    until: float,
+    documents: list[str],
+    distance: float = 0.75,
+    embed: Embed | None = None,
+    closest: Closest | None = None,
+    max_unreached: int = 200,
+) -> Report:
     """Everything the insights page shows. `documents`: the index's document ids; `embed` embeds questions
     logged without a vector; `closest(question)` lists the index's nearest passages (no LLM)."""
     records = [r for r in records if r.index == index and since <= r.at <= until]
     totals = {o.value: sum(r.outcome is o for r in records) for o in Outcome}
-    totals |= {"questions": len(records), "low_confidence": sum(r.low_confidence for r in records),
-               "thumbs_up": sum(r.rating == 1 for r in records), "thumbs_down": sum(r.rating == -1 for r in records)}
+    totals |= {
+        "questions": len(records),
+        "low_confidence": sum(r.low_confidence for r in records),
+        "thumbs_up": sum(r.rating == 1 for r in records),
+        "thumbs_down": sum(r.rating == -1 for r in records),
+    }
     open_ = [r for r in records if r.unanswered]
     groups = _groups(open_, since, until, distance, embed, closest)
     flagged = _flagged([r for r in reversed(records) if not r.unanswered and (r.rating == -1 or r.low_confidence)])
@@ -75,15 +89,24 @@ def build_report(records: list[QuestionRecord], *, index: str, since: float, unt
     unreached = unreached_documents(documents, cites)  # an abstention's closest passages reached their documents
     answered_cites = [r.citations for r in records if r.outcome is Outcome.ANSWERED]
     embedded = sum(r.vector is not None for r in open_)
-    return Report(index=index, since=since, until=until, totals=totals, groups=groups, flagged=flagged[:MAX_FLAGGED],
-                  most_cited=cited_documents(answered_cites).most_common(TOP_DOCS), unreached=unreached[:max_unreached],
-                  unreached_total=len(unreached),
-                  clustered=f"{len(open_)} unanswered questions grouped ({embedded} with the embedding cached at "
-                            f"log time, {len(open_) - embedded} embedded now); answered ones are not clustered")
+    return Report(
+        index=index,
+        since=since,
+        until=until,
+        totals=totals,
+        groups=groups,
+        flagged=flagged[:MAX_FLAGGED],
+        most_cited=cited_documents(answered_cites).most_common(TOP_DOCS),
+        unreached=unreached[:max_unreached],
+        unreached_total=len(unreached),
+        clustered=f"{len(open_)} unanswered questions grouped ({embedded} with the embedding cached at "
+        f"log time, {len(open_) - embedded} embedded now); answered ones are not clustered",
+    )
 
 
-def _groups(open_: list[QuestionRecord], since: float, until: float, distance: float, embed: Embed | None,
-            closest: Closest | None) -> list[TopicGroup]:
+def _groups(
+    open_: list[QuestionRecord], since: float, until: float, distance: float, embed: Embed | None, closest: Closest | None
+) -> list[TopicGroup]:
     if not open_:
         return []
     vectors = [vector_of(r) for r in open_]
@@ -98,12 +121,18 @@ def _groups(open_: list[QuestionRecord], since: float, until: float, distance: f
     out = []
     for n, g in enumerate(group_questions([r.question for r in open_], matrix, distance), start=1):
         members = [open_[i] for i in g.members]
-        out.append(TopicGroup(
-            id=f"g{n}", label=g.label, count=len(members), distinct=len(g.texts),
-            trend=weekly([r.at for r in members], since, until),
-            examples=[t for t, _ in g.texts.most_common(EXAMPLES)],
-            closest=closest(g.label) if closest is not None else [],
-            question_ids=[r.id for r in members]))
+        out.append(
+            TopicGroup(
+                id=f"g{n}",
+                label=g.label,
+                count=len(members),
+                distinct=len(g.texts),
+                trend=weekly([r.at for r in members], since, until),
+                examples=[t for t, _ in g.texts.most_common(EXAMPLES)],
+                closest=closest(g.label) if closest is not None else [],
+                question_ids=[r.id for r in members],
+            )
+        )
     return out
 
 
@@ -115,9 +144,17 @@ def _flagged(newest_first: list[QuestionRecord]) -> list[Flagged]:
         key = " ".join(r.question.lower().split())
         row = rows.get(key)
         if row is None:
-            rows[key] = Flagged(id=r.id, at=r.at, question=r.question, outcome=r.outcome.value, rating=r.rating,
-                                low_confidence=r.low_confidence, sources=_sources(r), ids=[r.id],
-                                why="marked wrong" if r.rating == -1 else "low confidence")
+            rows[key] = Flagged(
+                id=r.id,
+                at=r.at,
+                question=r.question,
+                outcome=r.outcome.value,
+                rating=r.rating,
+                low_confidence=r.low_confidence,
+                sources=_sources(r),
+                ids=[r.id],
+                why="marked wrong" if r.rating == -1 else "low confidence",
+            )
             continue
         row.count += 1
         row.ids.append(r.id)
@@ -147,8 +184,23 @@ def parse_since(text: str, now: float) -> float:
     return when.timestamp()
 
 
-CSV_FIELDS = ("id", "at", "surface", "plan", "outcome", "low_confidence", "rating", "score", "threshold",
-              "conformal_best", "qhat", "latency_s", "group", "question", "sources")
+CSV_FIELDS = (
+    "id",
+    "at",
+    "surface",
+    "plan",
+    "outcome",
+    "low_confidence",
+    "rating",
+    "score",
+    "threshold",
+    "conformal_best",
+    "qhat",
+    "latency_s",
+    "group",
+    "question",
+    "sources",
+)
 
 
 def to_csv(report: Report, records: list[QuestionRecord]) -> str:
@@ -161,11 +213,25 @@ def to_csv(report: Report, records: list[QuestionRecord]) -> str:
         if r.index != report.index or not report.since <= r.at <= report.until:
             continue
         at = dt.datetime.fromtimestamp(r.at, dt.timezone.utc).isoformat(timespec="seconds")
-        writer.writerow([r.id, at, r.surface.value, r.plan, r.outcome.value, int(r.low_confidence),
-                         "" if r.rating is None else r.rating, "" if r.score is None else r.score,
-                         "" if r.threshold is None else r.threshold, _blank(r.conformal_best), _blank(r.qhat),
-                         r.latency_s, group_of.get(r.id, ""),
-                         _cell(r.question), _cell(" ".join(_sources(r)))])
+        writer.writerow(
+            [
+                r.id,
+                at,
+                r.surface.value,
+                r.plan,
+                r.outcome.value,
+                int(r.low_confidence),
+                "" if r.rating is None else r.rating,
+                "" if r.score is None else r.score,
+                "" if r.threshold is None else r.threshold,
+                _blank(r.conformal_best),
+                _blank(r.qhat),
+                r.latency_s,
+                group_of.get(r.id, ""),
+                _cell(r.question),
+                _cell(" ".join(_sources(r))),
+            ]
+        )
     return buf.getvalue()
 
 

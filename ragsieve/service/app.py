@@ -7,6 +7,7 @@ page at `/` with `/widget.js` (`ragsieve.service.web`). Every error is in
 OpenAI's shape. Questions run in threads, at most `max_concurrent` at once and
 `queue_limit` waiting; beyond that 429 with Retry-After.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,15 @@ from ragsieve.tools.errors import MissingExtraError
 log = logging.getLogger(__name__)
 
 
-def create_app(registry: Registry, settings: ServiceSettings | None = None, keys: KeyRing | None = None, *,
-               preload_model: bool = True, close_registry: bool = False, widget_keys=None) -> FastAPI:
+def create_app(
+    registry: Registry,
+    settings: ServiceSettings | None = None,
+    keys: KeyRing | None = None,
+    *,
+    preload_model: bool = True,
+    close_registry: bool = False,
+    widget_keys=None,
+) -> FastAPI:
     """The app over an `IndexRegistry`. `preload_model` starts the LLM in the background at start-up
     (`/readyz` says when it is up); `close_registry` closes the indexes and the model at shutdown."""
     settings = settings or ServiceSettings()
@@ -92,11 +100,17 @@ def create_app(registry: Registry, settings: ServiceSettings | None = None, keys
         return response
 
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"], max_age=600)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
     upload = (settings.max_file_bytes + 64 * 1024, max(settings.body_timeout_s, 300.0))  # a file and its form
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s,
-                       paths={"/v1/files": upload})
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s, paths={"/v1/files": upload}
+    )
     app.add_middleware(FormAsJson)  # `curl -d '{json}'` labels JSON as a form
     web.install(app, settings, widget_keys)  # the chat page, widget and feedback (its CORS outermost)
     app.add_middleware(AccessLog)  # one line per request, the x-ragsieve-server header on every reply

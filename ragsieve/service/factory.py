@@ -1,4 +1,5 @@
 """Build the app from a serialisable spec (what each `--workers` process receives)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ def build(spec: dict):
     registry = IndexRegistry(spec["indexes"], config, llm_parallel=settings.llm_parallel)
     from ragsieve.service.auth.widget_keys import WidgetKeys
 
-    return create_app(registry, settings, keys, preload_model=spec.get("preload_model", True), close_registry=True,
-                      widget_keys=WidgetKeys.load(spec.get("keys_file")))
+    return create_app(
+        registry,
+        settings,
+        keys,
+        preload_model=spec.get("preload_model", True),
+        close_registry=True,
+        widget_keys=WidgetKeys.load(spec.get("keys_file")),
+    )
 
 
 def app_from_env():

@@ -1,5 +1,6 @@
 """ragsieve's own routes: `POST /v1/ask` (the `--json` answer), `POST /v1/ask/stream` (step events, then
 answer tokens, as server-sent events), `GET /healthz`, `GET /readyz`, `GET /metrics`."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,15 @@ def _prepare(request: Request, body: AskRequest, who: Caller):
             raise ApiError(400, str(exc), param="history") from None
         for turn in history:
             check_text(turn.text or " ", app.settings.max_body_bytes, "history")
-    options = {k: v for k, v in {"max_tokens": body.max_tokens, "temperature": body.temperature}.items()
-               if v is not None}
-    req = QuestionRequest(question=question, plan=plan, history=history, answer_options=options,
-                          overrides=question_overrides(body.top_k, body.strict), where=who.where(body.where))
+    options = {k: v for k, v in {"max_tokens": body.max_tokens, "temperature": body.temperature}.items() if v is not None}
+    req = QuestionRequest(
+        question=question,
+        plan=plan,
+        history=history,
+        answer_options=options,
+        overrides=question_overrides(body.top_k, body.strict),
+        where=who.where(body.where),
+    )
     return app.registry.orchestrators[name], req, app.registry.logged(name, Surface.ASK)
 
 
@@ -87,8 +93,9 @@ async def ask_stream(request: Request, body: AskRequest, who: Caller = Depends(c
         finally:
             ticket.release()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"},
-                             background=BackgroundTask(ticket.release))
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}, background=BackgroundTask(ticket.release)
+    )
 
 
 @router.get("/healthz")
@@ -101,9 +108,12 @@ async def healthz():
 async def readyz(request: Request):
     app = request.app.state
     registry = app.registry
-    checks = {"indexes": {name: orch.index.store.count() >= 0 and registry.index_ready(name)
-                          for name, orch in registry.orchestrators.items()},
-              "model": registry.llm_ready}
+    checks = {
+        "indexes": {
+            name: orch.index.store.count() >= 0 and registry.index_ready(name) for name, orch in registry.orchestrators.items()
+        },
+        "model": registry.llm_ready,
+    }
     if registry.llm_error:
         checks["model_error"] = registry.llm_error
     ready = all(checks["indexes"].values()) and registry.llm_ready

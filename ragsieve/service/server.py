@@ -6,6 +6,7 @@ address without API keys is refused unless explicitly allowed. Shutdown is
 graceful: the socket stops accepting and in-flight requests may finish
 within `graceful_shutdown_s`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,10 @@ BACKLOG = 2048
 
 def check_exposure(settings: ServiceSettings, keys) -> None:
     if not keys.enabled and not is_loopback(settings.host) and not settings.allow_public_without_keys:
-        raise UsageError(f"refusing to serve on {settings.host} without API keys: set RAGSIEVE_API_KEYS or "
-                         f"--keys-file, or pass --allow-public-without-keys to serve an open API on purpose")
+        raise UsageError(
+            f"refusing to serve on {settings.host} without API keys: set RAGSIEVE_API_KEYS or "
+            f"--keys-file, or pass --allow-public-without-keys to serve an open API on purpose"
+        )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -76,6 +79,7 @@ def close_mcp_streams(app) -> Callable[[], None]:
     """At SIGTERM, end the open MCP streams (a client's standalone GET stream never ends by itself, so the
     graceful shutdown would wait its whole `graceful_shutdown_s` for it): the session manager's tasks are
     cancelled on the event loop; questions in flight on other routes still finish."""
+
     def stop() -> None:
         group = getattr(getattr(app.state, "mcp", None), "_task_group", None)
         if group is None:
@@ -85,6 +89,7 @@ def close_mcp_streams(app) -> Callable[[], None]:
         except RuntimeError:
             return
         loop.call_soon_threadsafe(group.cancel_scope.cancel)
+
     return stop
 
 
@@ -95,12 +100,20 @@ def close_mcp_streams(app) -> Callable[[], None]:
 def uvicorn_config(app, settings: ServiceSettings, **more) -> uvicorn.Config:
     from ragsieve.service.middleware.connections import guarded_protocol
 
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                          http=guarded_protocol(settings.idle_timeout_s),  # idle sockets cannot deny service
-                          limit_concurrency=settings.max_connections, backlog=BACKLOG,
-                          timeout_keep_alive=5, timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
-                          h11_max_incomplete_event_size=64 * 1024,
-                          proxy_headers=False, **more)  # the client is the socket peer: see below
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=guarded_protocol(settings.idle_timeout_s),  # idle sockets cannot deny service
+        limit_concurrency=settings.max_connections,
+        backlog=BACKLOG,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
+        h11_max_incomplete_event_size=64 * 1024,
+        proxy_headers=False,
+        **more,
+    )  # the client is the socket peer: see below
 
 
 def serve_foreground(app, settings: ServiceSettings, sock: socket.socket | None = None) -> None:
@@ -117,11 +130,20 @@ def serve_workers(spec: dict, settings: ServiceSettings) -> None:
     bind(settings.host, settings.port).close()  # a busy port is reported before the workers start
     os.environ[IDLE_ENV] = str(settings.idle_timeout_s)
     os.environ[SPEC_ENV] = json.dumps(spec)
-    uvicorn.run("ragsieve.service.factory:app_from_env", factory=True, host=settings.host,
-                port=settings.port, workers=settings.workers, log_level="warning", access_log=False,
-                http=WORKER_PROTOCOL, proxy_headers=False,
-                limit_concurrency=settings.max_connections, backlog=BACKLOG,
-                timeout_graceful_shutdown=int(settings.graceful_shutdown_s))
+    uvicorn.run(
+        "ragsieve.service.factory:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level="warning",
+        access_log=False,
+        http=WORKER_PROTOCOL,
+        proxy_headers=False,
+        limit_concurrency=settings.max_connections,
+        backlog=BACKLOG,
+        timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
+    )
 
 
 class ServiceThread:
@@ -134,8 +156,9 @@ class ServiceThread:
         self._sock = bind(self.settings.host, self.settings.port)
         self.port = self._sock.getsockname()[1]
         self.server = _Graceful(uvicorn_config(app, self.settings))  # off the main thread: no signal handlers
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                         name="ragsieve-service", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, name="ragsieve-service", daemon=True
+        )
         self._stopper = threading.Timer(lifetime_s, self.stop)
         self._stopper.daemon = True
 

@@ -1,4 +1,5 @@
 """What `ragsieve serve` is configured with (built by the CLI, passed to the app: no global settings)."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator

@@ -15,6 +15,7 @@ module and overriding one fixture, `backend`:
 The queries and the question below are about the repository's `examples/` corpus; a backend tested on
 another corpus overrides the class attributes `queries`, `question`, `reply` and `answer_chunk` too.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -31,8 +32,7 @@ from ragsieve.tools.index.query.retriever import HybridRetriever
 from ragsieve.tools.index.search.dense import corpus_similarities
 from ragsieve.tools.index.search.where import Where
 
-QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI",
-           "retry failed events"]
+QUERIES = ["rotate the API key", "rate limits per plan", "webhook signing secret", "install the CLI", "retry failed events"]
 
 
 class BackendFixtures:
@@ -46,8 +46,9 @@ class BackendFixtures:
     @pytest.fixture
     def backend(self) -> Iterator[IndexBackend]:
         """The backend under test, opened over an index folder whose local generation is the reference."""
-        raise NotImplementedError(f"{type(self).__name__} must override the `backend` fixture "
-                                  "(ragsieve.testing.backends says how)")
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the `backend` fixture (ragsieve.testing.backends says how)"
+        )
         yield  # pragma: no cover
 
     @pytest.fixture
@@ -121,8 +122,12 @@ class FilterTest(BackendFixtures):
     def test_filters_select_the_rows_the_local_index_selects(self, backend: IndexBackend, local: HybridIndex) -> None:
         chunks = local.store.get_many(range(len(local)))
         prefix = chunks[0].source.rsplit("/", 1)[0] + "/"
-        for where in (Where(path_prefix=prefix), Where(kind="markdown"), Where(language="python"),
-                      Where(source=chunks[-1].source)):
+        for where in (
+            Where(path_prefix=prefix),
+            Where(kind="markdown"),
+            Where(language="python"),
+            Where(source=chunks[-1].source),
+        ):
             assert backend.filter_rows(where) == local.filter_rows(where), where
         source = chunks[-1].source
         hits = HybridRetriever(backend, where=Where(source=source)).run(self.queries[0], top_k=3)

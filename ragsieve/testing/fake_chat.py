@@ -1,4 +1,5 @@
 """A scripted chat model for tests: replays queued replies and records every request."""
+
 from __future__ import annotations
 
 import re
@@ -18,8 +19,14 @@ class FakeChat:
 
     accepts_deadline = False  # a scripted reply is instant
 
-    def __init__(self, replies: list[Scripted] | None = None, *, default: Scripted | None = None,
-                 model_name: str = "fake", token_delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        replies: list[Scripted] | None = None,
+        *,
+        default: Scripted | None = None,
+        model_name: str = "fake",
+        token_delay_s: float = 0.0,
+    ) -> None:
         self.queue: deque[Scripted] = deque(replies or [])
         self.default = default
         self.model_name = model_name
@@ -29,11 +36,24 @@ class FakeChat:
     def push(self, *replies: Scripted) -> None:
         self.queue.extend(replies)
 
-    def complete(self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None,
-                 schema_name: str = "reply", max_tokens: int | None = None,
-                 temperature: float | None = None) -> ChatReply:
-        self.history.append({"messages": messages, "json_schema": json_schema, "schema_name": schema_name,
-                             "max_tokens": max_tokens, "temperature": temperature})
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "reply",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatReply:
+        self.history.append(
+            {
+                "messages": messages,
+                "json_schema": json_schema,
+                "schema_name": schema_name,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+        )
         if self.queue:
             item = self.queue.popleft()
         elif self.default is not None:
@@ -46,8 +66,14 @@ class FakeChat:
         prompt_tokens = sum(len(m.get("content", "").split()) for m in messages)
         return ChatReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()), latency_s=0.0)
 
-    def stream(self, messages: list[dict[str, str]], *, on_token: Callable[[str], None], max_tokens: int | None = None,
-               temperature: float | None = None) -> ChatReply:
+    def stream(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        on_token: Callable[[str], None],
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatReply:
         """Like `complete`, then hands the reply to `on_token` word by word (with `token_delay_s` between)."""
         reply = self.complete(messages, max_tokens=max_tokens, temperature=temperature)
         self.history[-1]["stream"] = True

@@ -1,5 +1,6 @@
 """The GMM table's benchmark helpers (`benchmarks/pipeline/gmm_table.py`): eq. 15 as written, merging per-type Table-1
 runs, and the question cache (pure functions, no index)."""
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ class _Keep:  # keeps the rows on axis 0 (5 of 20)
     def run(self, vectors, query):
         class R:
             counts = [int(v.argmax() != 0) for v in vectors]
+
         return R()
 
     def decide(self, counts):
@@ -58,9 +60,17 @@ def test_emb_percent_is_the_mean_of_per_question_ratios_not_a_ratio_of_sums():
 
 
 def _part(kind: str, standardize: bool = False) -> dict:
-    return {"command": f"filters.py --types {kind}", "commit": "abc", "load_average": [1.0, 1.0, 1.0], "elapsed_s": 5,
-            "gmm": {"filter_defaults": {"standardize": standardize}, "question_counts": {kind: 60},
-                    "types": {kind: {"extractive": {"rows": []}}}}}
+    return {
+        "command": f"filters.py --types {kind}",
+        "commit": "abc",
+        "load_average": [1.0, 1.0, 1.0],
+        "elapsed_s": 5,
+        "gmm": {
+            "filter_defaults": {"standardize": standardize},
+            "question_counts": {kind: 60},
+            "types": {kind: {"extractive": {"rows": []}}},
+        },
+    }
 
 
 def test_merge_joins_question_types_and_refuses_mixed_settings_or_a_type_twice():
@@ -82,9 +92,19 @@ def test_question_cache_counts_parsed_questions_of_the_same_writer_only(tmp_path
 
     cache = tmp_path / "gmm_questions.json"
     assert gmm_table.cached_questions(cache, "m", 0) == 0  # no cache yet
-    cache.write_text(json.dumps({"model": "m", "seed": 0, "windows": [
-        {"title": "a", "question": "q1", "answer": "x"}, {"title": "b", "error": "bad JSON"},
-        {"title": "c", "question": "q2", "answer": "y"}]}))
+    cache.write_text(
+        json.dumps(
+            {
+                "model": "m",
+                "seed": 0,
+                "windows": [
+                    {"title": "a", "question": "q1", "answer": "x"},
+                    {"title": "b", "error": "bad JSON"},
+                    {"title": "c", "question": "q2", "answer": "y"},
+                ],
+            }
+        )
+    )
     assert gmm_table.cached_questions(cache, "m", 0) == 2  # the unparsable window is not a question
     assert gmm_table.cached_questions(cache, "other-model", 0) == 0
     assert gmm_table.cached_questions(cache, "m", 1) == 0

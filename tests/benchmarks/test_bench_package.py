@@ -1,5 +1,6 @@
 """The benchmark package: no import cycles inside benchmarks/ (imports inside functions included), and no test
 reaches into it through sys.path (tests import `benchmarks.<family>.<module>`)."""
+
 from __future__ import annotations
 
 import ast
@@ -25,8 +26,7 @@ def import_graph(root: Path = REPO / "benchmarks") -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                           for a in node.names]
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names]
             graph[name] |= {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
     return graph
 
@@ -74,7 +74,12 @@ def test_no_import_cycles_inside_benchmarks():
 
 
 def test_no_test_reaches_into_benchmarks_through_sys_path():
-    reaching = [p.name for p in (REPO / "tests").rglob("*.py")
-                if any(re.search(r"sys\.path\.(insert|append)\(", line) and "benchmarks" in line
-                       for line in p.read_text(encoding="utf-8").splitlines())]
+    reaching = [
+        p.name
+        for p in (REPO / "tests").rglob("*.py")
+        if any(
+            re.search(r"sys\.path\.(insert|append)\(", line) and "benchmarks" in line
+            for line in p.read_text(encoding="utf-8").splitlines()
+        )
+    ]
     assert reaching == []

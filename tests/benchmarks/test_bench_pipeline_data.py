@@ -1,5 +1,6 @@
 """The stage ablation's helpers (`benchmarks/pipeline/data.py`, `benchmarks/pipeline/rows.py`): the calibration
 copies' held-out record, resuming from a checkpoint, and per-fold coverage (pure functions, no index)."""
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,13 @@ def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tm
     from benchmarks.pipeline import rows as pipeline
 
     ckpt = tmp_path / "rows.jsonl"
-    rows = [{"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
-            {"dataset": "squad2", "judge": "j", "plan": "full", "qid": "a", "abstained": False},
-            {"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "b"},  # full missing: asked again
-            {"dataset": "hotpotqa", "judge": "j", "plan": "fast", "qid": "c"},
-            {"dataset": "squad2", "judge": "other", "plan": "fast", "qid": "d"}]
+    rows = [
+        {"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "a", "abstained": True},
+        {"dataset": "squad2", "judge": "j", "plan": "full", "qid": "a", "abstained": False},
+        {"dataset": "squad2", "judge": "j", "plan": "fast", "qid": "b"},  # full missing: asked again
+        {"dataset": "hotpotqa", "judge": "j", "plan": "fast", "qid": "c"},
+        {"dataset": "squad2", "judge": "other", "plan": "fast", "qid": "d"},
+    ]
     ckpt.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"cut', encoding="utf-8")
     args = argparse.Namespace(checkpoint=str(ckpt), resume=True)
     done = pipeline.resumed(args, "squad2", "j", ["fast", "full"])
@@ -53,7 +56,10 @@ def test_pipeline_resume_reuses_checkpoint_rows_only_when_every_plan_is_there(tm
     assert pipeline.resumed(argparse.Namespace(checkpoint=str(ckpt), resume=False), "squad2", "j", ["fast"]) == {}
     # a resumed run states which commit wrote the rows it reused; rows from before rows named it say so
     assert pipeline.row_commits([{"commit": "c1"}, {"commit": "c1"}, {"qid": "x"}, {"commit": "c2+dirty"}]) == {
-        "c1": 2, "unrecorded": 1, "c2+dirty": 1}
+        "c1": 2,
+        "unrecorded": 1,
+        "c2+dirty": 1,
+    }
 
 
 def test_per_fold_coverage_and_its_target_by_hand():
@@ -62,11 +68,20 @@ def test_per_fold_coverage_and_its_target_by_hand():
     from benchmarks.pipeline.rows import per_fold
 
     def row(fold, recall, impossible=False, rule="auto: relevant", kept=1.0):
-        return {"fold": fold, "gold_recall": recall, "impossible": impossible, "rule": rule, "members_kept": kept,
-                "coverage_guaranteed": True}
+        return {
+            "fold": fold,
+            "gold_recall": recall,
+            "impossible": impossible,
+            "rule": rule,
+            "members_kept": kept,
+            "coverage_guaranteed": True,
+        }
 
-    rows = ([row(0, 1.0)] * 3 + [row(0, 0.5), row(0, None, impossible=True)]
-            + [row(1, 0.0, rule="auto: union", kept=0.0), row(1, 1.0, rule="auto: union")])
+    rows = (
+        [row(0, 1.0)] * 3
+        + [row(0, 0.5), row(0, None, impossible=True)]
+        + [row(1, 0.0, rule="auto: union", kept=0.0), row(1, 1.0, rule="auto: union")]
+    )
     out = per_fold(rows, alpha=0.1)
     assert out["0"]["n"] == 4 and out["0"]["per_gold"] == pytest.approx(3.5 / 4) and out["0"]["any_gold"] == 1.0
     assert out["0"]["target"] == round(0.9 - 2 * (0.09 / 4) ** 0.5, 4) == 0.6

@@ -1,5 +1,6 @@
 """BM25 built while the encoder runs gives the same index as building one after the other; the Table-1
 measures of benchmarks/pipeline/gmm_table.py are ratios of sums."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,6 +58,7 @@ def test_table_measures_are_ratios_of_sums():
         def run(self, vectors, query):
             class R:  # as GMMOutlierFilter: how often each row was flagged over the K x PCA runs
                 counts = [int(v.argmax() != 0) for v in vectors]
+
             return R()
 
         def decide(self, counts):
@@ -72,8 +74,10 @@ def test_table_measures_are_ratios_of_sums():
             answers[(question, tuple(rows))] = "good" if all(r % 4 == 0 for r in rows) else "bad"
             return answers[(question, tuple(rows))]
 
-    questions = [{"type": "broader", "question": "q1", "truth": "good truth"},
-                 {"type": "broader", "question": "q2", "truth": "good truth"}]
+    questions = [
+        {"type": "broader", "question": "q1", "truth": "good truth"},
+        {"type": "broader", "question": "q2", "truth": "good truth"},
+    ]
     out = gmm_table.table(_Index(), questions, lambda *g: Keep(), Reader(), nrd=20, progress=lambda m: None)
     row = out["rows"][0]
     assert row["ANFD"] == 5.0 and row["AR"] == 0.25  # 5 of 20 rows lie on axis 0

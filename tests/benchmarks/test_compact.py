@@ -1,5 +1,6 @@
 """benchmarks/compact.py: per-question JSON lines become .jsonl.gz with the same rows; a bad file is named and
 kept; a second run changes nothing; screenshots get a palette only when it is smaller."""
+
 from __future__ import annotations
 
 import json

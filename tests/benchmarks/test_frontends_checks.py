@@ -1,17 +1,22 @@
 """The checks `benchmarks/service/frontends.py` makes on what Open WebUI stored and showed fail on the defects they
 are for: an answer streamed twice, sources grouped by page or without anchors, an uncited answer that does
 not say so. (The benchmark runs them on a real Open WebUI; Open WebUI is too large for the test suite.)"""
+
 from __future__ import annotations
 
 from benchmarks.service.frontends_checks import Reply, answer_once, grounding_shown, one_source_per_cited_anchor  # noqa: E402
 
 ANSWER = "Rotate it with the rotate endpoint [1]; the old secret stays valid for 24 hours [2]."
-SOURCES_LIST = ("\n\n**Sources**\n[1] docs/api-keys.md:18-28 (API keys)  \n"
-                "[2] https://docs.example.com/keys.html#grace  \n"
-                "[3] docs/quickstart.md:1-9 *(retrieved, not cited by the answer)*  ")
+SOURCES_LIST = (
+    "\n\n**Sources**\n[1] docs/api-keys.md:18-28 (API keys)  \n"
+    "[2] https://docs.example.com/keys.html#grace  \n"
+    "[3] docs/quickstart.md:1-9 *(retrieved, not cited by the answer)*  "
+)
 CONTENT = ANSWER + SOURCES_LIST
-SOURCES = [{"name": "[1] docs/api-keys.md:18-28 (API keys)", "url": "docs/api-keys.md#L18-L28"},
-           {"name": "[2] https://docs.example.com/keys.html#grace", "url": "https://docs.example.com/keys.html#grace"}]
+SOURCES = [
+    {"name": "[1] docs/api-keys.md:18-28 (API keys)", "url": "docs/api-keys.md#L18-L28"},
+    {"name": "[2] https://docs.example.com/keys.html#grace", "url": "https://docs.example.com/keys.html#grace"},
+]
 SHOWN = "Rotate it with the rotate endpoint ... 2 Sources"
 
 

@@ -1,4 +1,5 @@
 """The scripted judge family reads only the rendered judge prompt, and the paired promise tests (issue 56)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,11 @@ from benchmarks.pipeline.judges_stats import mcnemar_one_sided, promises
 from ragsieve.agent.llm.templates import PromptRenderer
 
 QUESTION = "Which river flows through the capital of Austria?"
-CHUNKS = {"1": "Vienna, the capital of Austria, lies on the Danube river.", "2": "Bread is baked in ovens.",
-          "3": "The capital city hosts a river festival."}
+CHUNKS = {
+    "1": "Vienna, the capital of Austria, lies on the Danube river.",
+    "2": "Bread is baked in ovens.",
+    "3": "The capital city hosts a river festival.",
+}
 
 
 def _prompt() -> str:
@@ -37,9 +41,20 @@ def test_mcnemar_is_the_exact_binomial_tail_and_a_promise_breaks_on_it():
     for i in range(40):  # fast abstains on 18 unanswerable questions full answers, the reverse on 3
         fast, full = (i < 18), (18 <= i < 21)
         for plan, abstained in (("fast", fast), ("full", full)):
-            rows.append({"dataset": "squad2", "judge": "j", "plan": plan, "qid": str(i), "impossible": True,
-                         "abstained": abstained, "gold_recall": None, "llm_calls": 1, "seconds": 0.0,
-                         "context_tokens": 0})
+            rows.append(
+                {
+                    "dataset": "squad2",
+                    "judge": "j",
+                    "plan": plan,
+                    "qid": str(i),
+                    "impossible": True,
+                    "abstained": abstained,
+                    "gold_recall": None,
+                    "llm_calls": 1,
+                    "seconds": 0.0,
+                    "context_tokens": 0,
+                }
+            )
     got = [p for p in promises(rows) if "unanswerable" in p["promise"]][0]
     assert got["holds"] is False and got["statistic"]["only_fast"] == 18 and got["statistic"]["only_full"] == 3
     assert got["promise"].startswith("squad2: ") and got["n"] == 40

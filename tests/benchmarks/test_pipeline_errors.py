@@ -1,6 +1,7 @@
 """`benchmarks/pipeline/main.py --interleave`: a question whose ask raises becomes an error row (checkpointed, retried on
 --resume, left out of every plan's summary so rows stay paired), and a run stops asking after --max-errors of them
 instead of aborting with nothing written."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,9 +15,24 @@ def _questions(n):
 
 
 def _row(q, plan, recall):
-    return {"dataset": "s", "judge": "j", "plan": plan, "qid": q["id"], "impossible": q["impossible"],
-            "gold_recall": recall, "both_gold": None, "context_chunks": 3, "context_tokens": 100, "llm_calls": 1,
-            "seconds": 0.1, "em": None, "f1": None, "abstained": False, "abstention": "model", "rule": "-"}
+    return {
+        "dataset": "s",
+        "judge": "j",
+        "plan": plan,
+        "qid": q["id"],
+        "impossible": q["impossible"],
+        "gold_recall": recall,
+        "both_gold": None,
+        "context_chunks": 3,
+        "context_tokens": 100,
+        "llm_calls": 1,
+        "seconds": 0.1,
+        "em": None,
+        "f1": None,
+        "abstained": False,
+        "abstention": "model",
+        "rule": "-",
+    }
 
 
 def _run(monkeypatch, tmp_path, n, failing, max_errors=3, resume=False):
@@ -29,8 +45,7 @@ def _run(monkeypatch, tmp_path, n, failing, max_errors=3, resume=False):
         return _row(q, plan, 1.0 if plan == "full" else 0.0)
 
     monkeypatch.setattr(pipeline_run, "ask_row", ask)
-    args = argparse.Namespace(budget_s=None, max_errors=max_errors, checkpoint=str(tmp_path / "rows.jsonl"),
-                              resume=resume)
+    args = argparse.Namespace(budget_s=None, max_errors=max_errors, checkpoint=str(tmp_path / "rows.jsonl"), resume=resume)
     report = {"commit": "abc", "sets": {"s": {"rows": {}}}}
     out: list[dict] = []
     pipeline_run.interleaved("s", _questions(n), {}, None, None, "j", ["fast", "full"], args, out, report)

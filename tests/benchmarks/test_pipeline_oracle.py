@@ -2,6 +2,7 @@
 of its documents is gold, the benchmark's own definition, also when two documents carry the same text (HotpotQA's
 "Tara Strong" hp693 and "Tara Strong filmography" hp699: one paragraph, two titles). The judge is driven through
 the pipeline's real judge prompt and the calibration measurement (`judging.reliability.measure_judge`)."""
+
 from __future__ import annotations
 
 from benchmarks.pipeline.data import OracleChat  # noqa: E402
@@ -12,17 +13,21 @@ from ragsieve.agent.llm.client import LLM  # noqa: E402
 from ragsieve.agent.llm.templates import PromptRenderer  # noqa: E402
 from ragsieve.tools.types import Chunk, Hit  # noqa: E402
 
-SHARED = ("Tara Strong (born Tara Lyn Charendoff; February 12, 1973) is a Canadian-American actress who has done "
-          "voice work for numerous animations and video games. Many of her major voice roles include animated series "
-          "such as \"Rugrats\", \"Teen Titans\" and the spin-off series \"Teen Titans Go!\".") * 3
+SHARED = (
+    "Tara Strong (born Tara Lyn Charendoff; February 12, 1973) is a Canadian-American actress who has done "
+    "voice work for numerous animations and video games. Many of her major voice roles include animated series "
+    'such as "Rugrats", "Teen Titans" and the spin-off series "Teen Titans Go!".'
+) * 3
 OTHER = "Teen Titans Go! is an American animated television series based on the DC Comics superhero team. " * 4
 DISTRACTOR = SHARED[:250] + " A different ending: this paragraph is about another actress entirely." * 2
 DOCS = [("hp693", SHARED), ("hp699", SHARED), ("hp695", OTHER), ("hp900", DISTRACTOR)]
 
 
 def _hits() -> list[Hit]:
-    return [Hit(chunk=Chunk(doc_id=d, chunk_index=0, text=t, source=f"{d}.txt"), row=i, score=1.0 - i / 10, rank=i + 1)
-            for i, (d, t) in enumerate(DOCS)]
+    return [
+        Hit(chunk=Chunk(doc_id=d, chunk_index=0, text=t, source=f"{d}.txt"), row=i, score=1.0 - i / 10, rank=i + 1)
+        for i, (d, t) in enumerate(DOCS)
+    ]
 
 
 def test_chunk_texts_name_every_document_of_a_shared_text_and_match_cut_texts_in_full():

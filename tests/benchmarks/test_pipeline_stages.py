@@ -1,6 +1,7 @@
 """Per-stage gold recall from one `full` run (`benchmarks/pipeline_rows.stage_recalls`): the context after each
 filter step's first run is read from the trace, and it is the context the plan stopping after that step
 ends with, so the stage ablation needs no extra run per stage (the embedded judge's costs minutes a question)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -46,12 +47,25 @@ def test_stages_come_from_the_first_pass_and_a_disabled_step_is_not_a_stage():
 
 def test_summary_averages_each_stage_over_the_answerable_rows_that_carry_it():
     def row(stages, impossible=False):
-        return {"impossible": impossible, "gold_recall": stages["final"] if stages else None, "both_gold": None,
-                "context_chunks": 2, "context_tokens": 10, "llm_calls": 3, "seconds": 1.0, "em": None, "f1": None,
-                "abstained": False, **({"stages": stages} if stages else {})}
+        return {
+            "impossible": impossible,
+            "gold_recall": stages["final"] if stages else None,
+            "both_gold": None,
+            "context_chunks": 2,
+            "context_tokens": 10,
+            "llm_calls": 3,
+            "seconds": 1.0,
+            "em": None,
+            "f1": None,
+            "abstained": False,
+            **({"stages": stages} if stages else {}),
+        }
 
-    rows = [row({"+judge": 1.0, "+conformal": 0.0, "final": 1.0}), row({"+judge": 1.0, "+conformal": 1.0, "final": 0.0}),
-            row(None, impossible=True)]
+    rows = [
+        row({"+judge": 1.0, "+conformal": 0.0, "final": 1.0}),
+        row({"+judge": 1.0, "+conformal": 1.0, "final": 0.0}),
+        row(None, impossible=True),
+    ]
     got = summarise(rows)
     assert got["stage_n"] == 2
     assert got["stage_gold_recall"] == {"+judge": 1.0, "+conformal": 0.5, "final": 0.5}
@@ -77,9 +91,14 @@ def test_stage_agreement_compares_each_prefix_plan_with_the_stage_inside_full():
     def row(qid, recall, stages=None):
         return {"qid": qid, "gold_recall": recall, **({"stages": stages} if stages else {})}
 
-    rows = {"full": [row("a", 1.0, {"+judge": 0.5, "+conformal": 1.0, "final": 1.0}),
-                     row("b", 0.0, {"+judge": 0.0, "+conformal": 0.0, "final": 0.0}), row("u", None)],
-            "+judge": [row("a", 0.5), row("b", 0.0), row("u", None)],
-            "+conformal": [row("a", 0.5), row("b", 0.0)]}  # question a differs: counted, not hidden
+    rows = {
+        "full": [
+            row("a", 1.0, {"+judge": 0.5, "+conformal": 1.0, "final": 1.0}),
+            row("b", 0.0, {"+judge": 0.0, "+conformal": 0.0, "final": 0.0}),
+            row("u", None),
+        ],
+        "+judge": [row("a", 0.5), row("b", 0.0), row("u", None)],
+        "+conformal": [row("a", 0.5), row("b", 0.0)],
+    }  # question a differs: counted, not hidden
     assert stage_agreement(rows) == {"+judge": {"questions": 2, "equal": 2}, "+conformal": {"questions": 2, "equal": 1}}
     assert stage_agreement({"full": rows["full"]}) == {}

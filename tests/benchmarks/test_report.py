@@ -1,5 +1,6 @@
 """benchmarks/report.py: README's headline table checked against its result files, staleness read from git
 (a result is current while the files it measures are unchanged since its commit), REPORT.md's rows."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,13 @@ import pytest
 from benchmarks import report
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.org"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+}
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -34,9 +40,21 @@ def test_the_readme_table_agrees_with_the_result_files():
 
 def test_a_readme_figure_that_disagrees_with_its_file_fails_the_check_and_a_stale_one_does_not(tmp_path):
     results = tmp_path / "results"
-    _write(results / "cli-search.json", json.dumps({"command": "python -m benchmarks.retrieval.cli_search",
-                                                     "commit": "0" * 40, "chunks": 8013, "cpus": 2, "median_s": 1.9,
-                                                     "median_cpu_s": 1.03, "target_s": 3, "machine": {"cpus": 2}}))
+    _write(
+        results / "cli-search.json",
+        json.dumps(
+            {
+                "command": "python -m benchmarks.retrieval.cli_search",
+                "commit": "0" * 40,
+                "chunks": 8013,
+                "cpus": 2,
+                "median_s": 1.9,
+                "median_cpu_s": 1.03,
+                "target_s": 3,
+                "machine": {"cpus": 2},
+            }
+        ),
+    )
     readme = tmp_path / "README.md"
     _write(readme, f"# x\n\n{report.BEGIN}\nold\n{report.END}\n\nafter\n")
     args = ["--results", str(results), "--readme", str(readme), "--report", str(tmp_path / "REPORT.md")]
@@ -95,12 +113,27 @@ def test_a_result_is_stale_once_a_file_it_measures_changed_and_current_otherwise
 def test_the_report_shows_stale_and_current_rows_from_headers_or_family_defaults(history, tmp_path):
     repo, first = history
     results = tmp_path / "results"
-    _write(results / "a.json", json.dumps({"command": "python -m benchmarks.fam.m", "commit": first,
-                                           "measures": ["agent/x.py"]}))
-    _write(results / "b.json", json.dumps({"command": "python -m benchmarks.fam.m --b", "commit": first,
-                                           "measures": ["tools/"], "promises": [
-                                               {"promise": "p holds", "judge": "oracle", "holds": False,
-                                                "statistic": "0.91 vs 0.95", "n": 60, "why": "one s.e. short"}]}))
+    _write(results / "a.json", json.dumps({"command": "python -m benchmarks.fam.m", "commit": first, "measures": ["agent/x.py"]}))
+    _write(
+        results / "b.json",
+        json.dumps(
+            {
+                "command": "python -m benchmarks.fam.m --b",
+                "commit": first,
+                "measures": ["tools/"],
+                "promises": [
+                    {
+                        "promise": "p holds",
+                        "judge": "oracle",
+                        "holds": False,
+                        "statistic": "0.91 vs 0.95",
+                        "n": 60,
+                        "why": "one s.e. short",
+                    }
+                ],
+            }
+        ),
+    )
     _write(results / "pipeline-old.json", json.dumps({"command": "python benchmarks/pipeline.py", "commit": first}))
     _write(results / "pipeline-old.questions.jsonl.gz", "")
     _write(results / "broken.json", "{not json")
@@ -109,7 +142,7 @@ def test_the_report_shows_stale_and_current_rows_from_headers_or_family_defaults
     assert loaded["pipeline-old.json"].detail == ["pipeline-old.questions.jsonl.gz"]
     assert loaded["a.json"].measures == (["agent/x.py"], "header")
     text = report.render(loaded, report.Git(repo))
-    rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("| <a id=\"row-")}
+    rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith('| <a id="row-')}
     assert "**stale**: `agent/x.py`" in rows["a.json"]
     assert "| current |" in rows["b.json"]
     assert "**stale**: `agent/x.py`" in rows["pipeline-old.json"]  # the pipeline family measures agent/

@@ -1,5 +1,6 @@
 """The default first stage uses the fusion settings chosen on SciFact's train claims (issue 60), and the result file
 that chose them says so: a default changed without a measurement, or a measurement that chose otherwise, fails."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,8 @@ def test_the_result_file_chose_the_default_share_on_train_data():
 
 
 def test_weighted_fusion_with_unequal_weights_matches_a_hand_computation():
-    bm25 = {"a": 10.0, "b": 6.0, "c": 2.0}      # min-max: a 1, b 0.5, c 0
-    dense = {"b": 0.9, "c": 0.8, "d": 0.5}      # min-max: b 1, c 0.75, d 0
+    bm25 = {"a": 10.0, "b": 6.0, "c": 2.0}  # min-max: a 1, b 0.5, c 0
+    dense = {"b": 0.9, "c": 0.8, "d": 0.5}  # min-max: b 1, c 0.75, d 0
     fused = dict(weighted_fusion([bm25, dense], [0.6, 0.4]))
     expected = {"a": 0.6, "b": 0.6 * 0.5 + 0.4, "c": 0.4 * 0.75, "d": 0.0}
     assert fused == pytest.approx(expected)

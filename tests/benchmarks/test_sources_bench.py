@@ -1,6 +1,7 @@
 """The code part of `benchmarks/sources/main.py` runs end to end on two real stdlib modules (docstrings blanked, a
 real index, the MiniLM encoder) and reports what the issue asks: recall in each configuration, what the answer
 reads, identifier queries, the README question; and the targets are read from those figures."""
+
 from __future__ import annotations
 
 import sysconfig
@@ -23,8 +24,9 @@ def test_code_benchmark_on_two_modules(tmp_path, embedder):
         assert 0 < row["top5_after_stitching"]["passages_mean"] <= 5
     # one hit per definition: the stitched top 5 never holds fewer passages than with every piece in its place
     assert out["symbols_on"]["top5_after_stitching"]["passages_mean"] == 5.0
-    assert out["symbols_on"]["top5_after_stitching"]["passages_mean"] >= \
-        out["collapse_off"]["top5_after_stitching"]["passages_mean"]
+    assert (
+        out["symbols_on"]["top5_after_stitching"]["passages_mean"] >= out["collapse_off"]["top5_after_stitching"]["passages_mean"]
+    )
     assert out["symbols_on"]["identifier_rank1_rate"] >= out["symbols_off"]["identifier_rank1_rate"]
     assert out["readme_question"]["rank"] is not None and out["readme_question"]["rank"] <= 5
     targets = sources.targets({"code": out})

@@ -1,5 +1,6 @@
 """First-run rough edges on the pages (issue 55, item 10), in Debian's chromium driven by Playwright: a dunder
 name renders as code, not bold; the widget shows an abstention's closest passages as separate items."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,11 @@ def scripted(messages) -> str:
 
 
 def settled(page, root_js: str) -> None:
-    page.wait_for_function(f"() => {{ const a = {root_js}.querySelector('article.rs-answer'); "
-                           "return a && a.getAttribute('aria-busy') === 'false'; }", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        f"() => {{ const a = {root_js}.querySelector('article.rs-answer'); "
+        "return a && a.getAttribute('aria-busy') === 'false'; }",
+        timeout=TIMEOUT_MS,
+    )
 
 
 def test_dunders_render_as_code_and_closest_passages_as_items(examples_index, tmp_path):
@@ -34,8 +38,7 @@ def test_dunders_render_as_code_and_closest_passages_as_items(examples_index, tm
     with static_site(root) as port, browser() as b:
         origin = f"http://127.0.0.1:{port}"
         keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({origin}), 60)])
-        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data",
-                       widget_keys=keys) as svc:
+        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data", widget_keys=keys) as svc:
             page = b.new_page()
             page.goto(svc.base_url + "/")
             page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
@@ -49,7 +52,9 @@ def test_dunders_render_as_code_and_closest_passages_as_items(examples_index, tm
             assert body.locator("a.rs-cite").count() == 1  # citations still link
             (root / "host.html").write_text(
                 f"""<!doctype html><html><head><title>Host</title></head><body><h1>Docs</h1><script
-src="{svc.base_url}/widget.js" data-index="demo" data-key="{KEY}"></script></body></html>""", encoding="utf-8")
+src="{svc.base_url}/widget.js" data-index="demo" data-key="{KEY}"></script></body></html>""",
+                encoding="utf-8",
+            )
             host = b.new_page()
             host.goto(f"{origin}/host.html")
             host.locator("button.launch").click(timeout=TIMEOUT_MS)

@@ -1,5 +1,6 @@
 """The chat page and the widget say plainly when an answer is not grounded in the documents (Debian's chromium
 driven by Playwright, the service on loopback, a scripted model that cites nothing)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +28,11 @@ def scripted(messages) -> str:
 
 def host_page(root: Path, name: str, base_url: str, strict: str | None) -> None:
     attr = f' data-strict="{strict}"' if strict is not None else ""
-    (root / name).write_text(f"""<!doctype html><html><head><title>Host</title></head><body><h1>Docs</h1>
+    (root / name).write_text(
+        f"""<!doctype html><html><head><title>Host</title></head><body><h1>Docs</h1>
 <script src="{base_url}/widget.js" data-index="demo" data-key="{KEY}"{attr}></script></body></html>""",
-                             encoding="utf-8")
+        encoding="utf-8",
+    )
 
 
 def widget_answer(page, url: str):
@@ -39,9 +42,11 @@ def widget_answer(page, url: str):
     page.keyboard.press("Enter")
     answer = page.locator("article.rs-answer").first
     answer.locator(".rs-sources").wait_for(timeout=TIMEOUT_MS)
-    page.wait_for_function("() => document.querySelector('[data-ragsieve-widget]').shadowRoot"
-                           ".querySelector('article.rs-answer').getAttribute('aria-busy') === 'false'",
-                           timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.querySelector('[data-ragsieve-widget]').shadowRoot"
+        ".querySelector('article.rs-answer').getAttribute('aria-busy') === 'false'",
+        timeout=TIMEOUT_MS,
+    )
     return answer
 
 
@@ -51,8 +56,7 @@ def test_page_and_widget_show_an_ungrounded_answer_plainly(examples_index, tmp_p
     with static_site(root) as port, browser() as b:
         origin = f"http://127.0.0.1:{port}"
         keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({origin}), 60)])
-        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data",
-                       widget_keys=keys) as svc:
+        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data", widget_keys=keys) as svc:
             page = b.new_page()
             page.goto(svc.base_url + "/")
             page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
@@ -60,8 +64,9 @@ def test_page_and_widget_show_an_ungrounded_answer_plainly(examples_index, tmp_p
             page.keyboard.press("Enter")  # a cited answer first: no note (the note is not shown on every answer)
             grounded = page.locator("article.rs-answer").first
             grounded.locator(".rs-sources").wait_for(timeout=TIMEOUT_MS)
-            page.wait_for_function("() => document.querySelector('article.rs-answer')"
-                                   ".getAttribute('aria-busy') === 'false'", timeout=TIMEOUT_MS)
+            page.wait_for_function(
+                "() => document.querySelector('article.rs-answer').getAttribute('aria-busy') === 'false'", timeout=TIMEOUT_MS
+            )
             assert "24 hours" in grounded.locator(".rs-md").inner_text()
             assert grounded.locator(".rs-ungrounded").count() == 0
             page.reload()

@@ -2,6 +2,7 @@
 item 4): the native JSON (`origin: "inferred"`, `grounded` false), the OpenAI reply Open WebUI shows (a
 "Sources (not cited by the model)" list, no inline `[1]` the model did not write; real `openai` client), and the
 chat page and widget (a muted "(suggested source)" with a tooltip; Debian's chromium driven by Playwright)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,10 @@ from tests.support.service_fakes import served
 from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, served_ui, static_site
 
 # shares most of its words with the rotation passage of examples/docs/api-keys.md, and cites nothing
-UNMARKED = ("The old secret is not revoked at once: it enters a 24-hour grace period during which both the old "
-            "and the new secret are accepted.")
+UNMARKED = (
+    "The old secret is not revoked at once: it enters a 24-hour grace period during which both the old "
+    "and the new secret are accepted."
+)
 CITED = "The old secret stays valid for a 24-hour grace period [1]."
 QUESTION = "How long does the old secret stay valid after rotation?"
 KEY = "pk-inferred-browser-1"
@@ -43,8 +46,9 @@ def test_native_json_and_the_openai_reply_say_who_cited(examples_index):
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="unused", max_retries=0)
         for stream in (False, True):
             if stream:
-                parts = client.chat.completions.create(model="demo", stream=True,
-                                                       messages=[{"role": "user", "content": QUESTION}])
+                parts = client.chat.completions.create(
+                    model="demo", stream=True, messages=[{"role": "user", "content": QUESTION}]
+                )
                 content = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
                 annotations = []
             else:
@@ -61,11 +65,12 @@ def test_native_json_and_the_openai_reply_say_who_cited(examples_index):
             assert annotations == []  # no url_citation claims a citation the model did not make
 
 
-
-
 def _settled(page, root_js: str) -> None:
-    page.wait_for_function(f"() => {{ const a = {root_js}.querySelector('article.rs-answer'); "
-                           "return a && a.getAttribute('aria-busy') === 'false'; }", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        f"() => {{ const a = {root_js}.querySelector('article.rs-answer'); "
+        "return a && a.getAttribute('aria-busy') === 'false'; }",
+        timeout=TIMEOUT_MS,
+    )
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
@@ -76,8 +81,7 @@ def test_page_and_widget_show_inferred_citations_as_suggested(examples_index, tm
     with static_site(root) as port, browser() as b:
         origin = f"http://127.0.0.1:{port}"
         keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({origin}), 60)])
-        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data",
-                       widget_keys=keys) as svc:
+        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data", widget_keys=keys) as svc:
             page = b.new_page()
             page.goto(svc.base_url + "/")
             page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
@@ -98,7 +102,8 @@ def test_page_and_widget_show_inferred_citations_as_suggested(examples_index, tm
             (root / "host.html").write_text(
                 f"""<!doctype html><html><head><title>Host</title></head><body><h1>Docs</h1><script
 src="{svc.base_url}/widget.js" data-index="demo" data-key="{KEY}" data-strict="false"></script></body></html>""",
-                encoding="utf-8")
+                encoding="utf-8",
+            )
             host = b.new_page()
             host.goto(f"{origin}/host.html")
             host.locator("button.launch").click(timeout=TIMEOUT_MS)

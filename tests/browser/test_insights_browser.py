@@ -1,5 +1,6 @@
 """The insights page in a real browser (Debian's chromium via Playwright): it renders the groups of a logged
 month, filters them, exports a group, and shows hostile question text as text (no script runs)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,7 @@ from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MI
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
 pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
-HOSTILE = ('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> refund '
-           '"><svg onload="window.__pwned=3">')
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> refund "><svg onload="window.__pwned=3">'
 TIMEOUT_MS = 60_000
 
 

@@ -1,6 +1,7 @@
 """The insights page in Chromium lists a question flagged many times once (with its count), names uploaded
 documents by their file name, sorts closest passages by similarity and shows "quoted passages" only when some
 reply quoted them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,11 +22,31 @@ FLAGGED = "What does the team plan cost per seat?"
 
 def _logged(clock: FakeClock) -> list[QuestionRecord]:
     cite = [{"chunk_id": f"{UPLOAD}#0", "source": UPLOAD, "cited": True}]
-    rows = [QuestionRecord(index="lumen", surface=Surface.ASK, at=clock() + n * 60, plan="fast",
-                           outcome=Outcome.ANSWERED, question=FLAGGED if n % 2 else FLAGGED.lower(), latency_s=0.1,
-                           rating=-1, citations=cite) for n in range(6)]
-    rows.append(QuestionRecord(index="lumen", surface=Surface.ASK, at=clock() + 600, plan="fast",
-                               outcome=Outcome.ABSTAINED_MODEL, question="How do I get a refund?", latency_s=0.1))
+    rows = [
+        QuestionRecord(
+            index="lumen",
+            surface=Surface.ASK,
+            at=clock() + n * 60,
+            plan="fast",
+            outcome=Outcome.ANSWERED,
+            question=FLAGGED if n % 2 else FLAGGED.lower(),
+            latency_s=0.1,
+            rating=-1,
+            citations=cite,
+        )
+        for n in range(6)
+    ]
+    rows.append(
+        QuestionRecord(
+            index="lumen",
+            surface=Surface.ASK,
+            at=clock() + 600,
+            plan="fast",
+            outcome=Outcome.ABSTAINED_MODEL,
+            question="How do I get a refund?",
+            latency_s=0.1,
+        )
+    )
     return rows
 
 

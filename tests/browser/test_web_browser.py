@@ -2,6 +2,7 @@
 loopback with the scripted model (and once with the embedded model, marked `llm`). Screenshots of each step go to
 <tmp>/ragsieve-ui-screenshots/ (test artefacts, not committed).
 The widget: test_web_browser_widget.py."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MIS
 pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
 
 
-def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_inert(
-        ui_index, site, second_index, tmp_path):
+def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_inert(ui_index, site, second_index, tmp_path):
     shots = screenshots_dir("chat-page")
     chat = FakeChat(default=scripted_reply, token_delay_s=0.04)
     with served_ui({"docs": ui_index, "notes": second_index}, chat, tmp_path / "data") as svc, browser() as b:
@@ -48,9 +48,12 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
 
         # a question streams: text appears while the answer is still busy, then citations and feedback come
         answer = ask(page, "How do I rotate the API key?", 0)
-        page.wait_for_function("() => { const a = document.querySelector('article.rs-answer');"
-                               " return a && a.getAttribute('aria-busy') === 'true'"
-                               " && a.querySelector('.rs-md').textContent.length > 0; }", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "() => { const a = document.querySelector('article.rs-answer');"
+            " return a && a.getAttribute('aria-busy') === 'true'"
+            " && a.querySelector('.rs-md').textContent.length > 0; }",
+            timeout=TIMEOUT_MS,
+        )
         partial = answer.locator(".rs-md").inner_text()
         page.screenshot(path=str(shots / "02-streaming.png"))
         answer.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
@@ -131,15 +134,18 @@ def test_chat_page_streams_cites_traces_follows_up_stores_feedback_and_renders_i
         rated = FeedbackStore.in_folder(tmp_path / "data").rated()
         assert len(rated) == 1 and rated[0]["rating"] == 1 and rated[0]["comment"] == "clear and cited"
         assert rated[0]["asked"] == "How do I rotate the API key?" and "lumen keys rotate" in rated[0]["answer"]
-        assert len([c for c in rated[0]["citations"] if c.get("cited", True)]) == 3 and [e["step"] for e in rated[0]["trace"]] == ["retrieve", "answer"]
+        assert len([c for c in rated[0]["citations"] if c.get("cited", True)]) == 3 and [
+            e["step"] for e in rated[0]["trace"]
+        ] == ["retrieve", "answer"]
 
         # a follow-up uses the conversation (rewritten by the model, shown as what was searched)
         answer2 = ask(page, "And how long does the old one stay valid?", 1)
         answer2.locator(".rs-feedback").wait_for(timeout=TIMEOUT_MS)
         assert "24 hours" in answer2.locator(".rs-md").inner_text()
         assert answer2.locator(".rs-searched").inner_text() == "Searched for: " + REWRITTEN
-        rewrite_prompt = next(h["messages"][-1]["content"] for h in chat.history
-                              if "stand-alone question" in h["messages"][-1]["content"])
+        rewrite_prompt = next(
+            h["messages"][-1]["content"] for h in chat.history if "stand-alone question" in h["messages"][-1]["content"]
+        )
         assert "How do I rotate the API key?" in rewrite_prompt and "lumen keys rotate" in rewrite_prompt
         answer2.locator(".rs-trace > summary").click()
         assert answer2.locator(".rs-step").first.get_attribute("data-step") == "rewrite"

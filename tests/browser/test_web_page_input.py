@@ -2,6 +2,7 @@
 Enter while an answer streams queues the new question instead of stopping the answer, the API-key field goes
 once a working key is entered (and "Change API key" brings it back), and a widget with an unknown key says
 so rather than blaming the origin. Scripted model (FakeChat) on loopback."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,9 @@ def test_enter_while_an_answer_streams_queues_the_question(docs_index, tmp_path)
         page.fill("textarea.rs-input", "How do I rotate the API key?")
         page.keyboard.press("Enter")
         first = page.locator("article.rs-answer").first
-        page.wait_for_function("() => document.querySelector('article.rs-answer .rs-md').textContent.length > 0",
-                               timeout=TIMEOUT_MS)  # tokens are arriving
+        page.wait_for_function(
+            "() => document.querySelector('article.rs-answer .rs-md').textContent.length > 0", timeout=TIMEOUT_MS
+        )  # tokens are arriving
         page.fill("textarea.rs-input", "What happens to the old key?")
         page.keyboard.press("Enter")
         queued = page.locator(".rs-user.rs-queued")
@@ -70,19 +72,21 @@ def test_enter_while_an_answer_streams_queues_the_question(docs_index, tmp_path)
         page.fill("textarea.rs-input", "How do I rotate the API key?")
         page.keyboard.press("Enter")
         third = page.locator("article.rs-answer").nth(2)
-        page.wait_for_function("() => document.querySelectorAll('article.rs-answer')[2]"
-                               ".querySelector('.rs-md').textContent.length > 0", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "() => document.querySelectorAll('article.rs-answer')[2].querySelector('.rs-md').textContent.length > 0",
+            timeout=TIMEOUT_MS,
+        )
         page.locator("button.rs-send").click()
-        page.wait_for_function("() => document.querySelectorAll('article.rs-answer')[2]"
-                               ".classList.contains('rs-stopped')", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "() => document.querySelectorAll('article.rs-answer')[2].classList.contains('rs-stopped')", timeout=TIMEOUT_MS
+        )
         assert "Stopped" in third.inner_text()
         assert not errors
 
 
 def test_the_api_key_field_goes_once_a_key_works(docs_index, tmp_path):
     chat = FakeChat(default=scripted_reply)
-    with served_ui({"docs": docs_index}, chat, tmp_path / "data", keys=KeyRing({API_KEY: {"*"}})) as svc, \
-            browser() as b:
+    with served_ui({"docs": docs_index}, chat, tmp_path / "data", keys=KeyRing({API_KEY: {"*"}})) as svc, browser() as b:
         page = b.new_context().new_page()
         failed: list[str] = []  # no request that can only fail before a key is entered (issue 55, item 10)
         page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
@@ -95,8 +99,9 @@ def test_the_api_key_field_goes_once_a_key_works(docs_index, tmp_path):
         assert failed == [], failed
         key_field.fill("sk-wrong")
         page.keyboard.press("Enter")
-        page.wait_for_function("() => document.getElementById('rs-notice').textContent.includes('not accepted')",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "() => document.getElementById('rs-notice').textContent.includes('not accepted')", timeout=TIMEOUT_MS
+        )
         assert key_field.is_visible()
         key_field.fill(API_KEY)
         page.keyboard.press("Enter")
@@ -119,7 +124,9 @@ def test_a_widget_with_an_unknown_key_says_so(docs_index, tmp_path):
         with served_ui({"docs": docs_index}, chat, tmp_path / "data", widget_keys=keys) as svc, browser() as b:
             (root / "host.html").write_text(
                 f'<!doctype html><html><body><script src="{svc.base_url}/widget.js" data-index="docs" '
-                f'data-key="pk-typo-widget-key"></script></body></html>', encoding="utf-8")
+                f'data-key="pk-typo-widget-key"></script></body></html>',
+                encoding="utf-8",
+            )
             refused = widget_refusal(b.new_context().new_page(), f"{allowed}/host.html")
             assert "widget key is not known" in refused and "origin" not in refused
         assert chat.history == []  # refused before the model

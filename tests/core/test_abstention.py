@@ -1,6 +1,7 @@
 """Calibrated abstention: the answerability cutoff as split conformal on unanswerable scores, its
 calibration (held-out-document proxy and labelled unanswerable questions), and the answer step
 honouring the model's abstention unless the calibrated evidence says answerable."""
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,9 @@ def test_calibrate_with_labelled_unanswerable_questions(examples_index):
 
     unanswerable = [f"What is the boiling point of element number {i} on Mars?" for i in range(10)]
     with HybridIndex.open(examples_index) as index:
-        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2,
-                         depth=10, seed=0).run(questions=6, unanswerable=unanswerable)
+        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2, depth=10, seed=0).run(
+            questions=6, unanswerable=unanswerable
+        )
         vecs = index.embed(unanswerable)
         expected = sorted(round(float(np.max(index.vectors @ v)), 6) for v in vecs)
     ab = cal.abstention

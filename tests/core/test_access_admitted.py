@@ -1,4 +1,5 @@
 """Filtered local search over an `Admitted` set: the same ranking as a search over its rows, never a row outside it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,8 +49,7 @@ def test_bm25_within_an_admitted_set_ranks_as_over_its_rows(fraction):
     for query in ("t1 t2", "t5", "t7 t8 t9 t10"):
         got = bm25.search_admitted(query, 25, a)
         assert got == bm25.search(query, 25, rows.tolist())
-        assert got and all(r in a for r, _ in got) and len(got) == min(25, sum(s > 0 for s in
-                                                                               bm25.score_rows(query, rows)))
+        assert got and all(r in a for r, _ in got) and len(got) == min(25, sum(s > 0 for s in bm25.score_rows(query, rows)))
 
 
 @pytest.mark.parametrize("fraction", [0.5, 0.05])  # a FAISS scan skipping the other rows; the rows' vectors ranked
@@ -72,6 +72,7 @@ def test_hnsw_within_a_broad_set_walks_the_graph_and_keeps_only_admitted_rows(mo
     def walk_always(admitted: int, ef: int, hnsw_m: int) -> bool:
         walks.append((admitted, ef))
         return True
+
     monkeypatch.setattr(dense_mod, "walk_pays", walk_always)  # the filtered graph walk answers
     recalls = []
     for q in v[:20]:

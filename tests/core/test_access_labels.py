@@ -1,4 +1,5 @@
 """Permission-aware retrieval on the local backend: labels, the filter inside retrieval, every pipeline path."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,9 @@ def test_a_top_k_is_k_readable_chunks_and_labels_come_from_rules_and_front_matte
         assert fin[0].chunk.source == NEEDLE
         bob = HybridRetriever(index, where=Where(readers=BOB)).run(QUESTION, top_k=3)
         assert len(bob) == 3 and NEEDLE not in {h.chunk.source for h in bob}  # k readable, not k-1
-        assert "corpus/notes/alice.md" not in {h.chunk.source for h in HybridRetriever(
-            index, where=Where(readers=BOB)).run("parking space number", top_k=4)}
+        assert "corpus/notes/alice.md" not in {
+            h.chunk.source for h in HybridRetriever(index, where=Where(readers=BOB)).run("parking space number", top_k=4)
+        }
         alice = HybridRetriever(index, where=Where(readers=ALICE)).run("parking space number", top_k=4)
         assert alice[0].chunk.source == "corpus/notes/alice.md"
 
@@ -77,13 +79,13 @@ def test_changing_only_the_rules_relabels_without_a_new_generation(needle_index,
     shutil.copytree(needle_index, folder)
     gen = current_generation(folder)
     with HybridIndex.open(folder) as index:
-        assert NEEDLE not in {h.chunk.source for h in HybridRetriever(
-            index, where=Where(readers=BOB)).run(QUESTION, top_k=5)}
+        assert NEEDLE not in {h.chunk.source for h in HybridRetriever(index, where=Where(readers=BOB)).run(QUESTION, top_k=5)}
         set_rules(folder, AccessRules.parse("finance/ group:finance user:bob@example.com\n"))
         assert HybridRetriever(index, where=Where(readers=BOB)).run(QUESTION, top_k=5)[0].chunk.source == NEEDLE
         set_rules(folder, None, None, AccessDefault.DENY)  # no rules: only the front matter labels; rest denied
-        assert {h.chunk.source for h in HybridRetriever(
-            index, where=Where(readers=ALICE)).run(QUESTION, top_k=5)} == {"corpus/notes/alice.md"}
+        assert {h.chunk.source for h in HybridRetriever(index, where=Where(readers=ALICE)).run(QUESTION, top_k=5)} == {
+            "corpus/notes/alice.md"
+        }
         assert HybridRetriever(index, where=Where(readers=BOB)).run(QUESTION, top_k=5) == []
     assert current_generation(folder) == gen
     with opened(folder) as index:
@@ -99,8 +101,13 @@ def test_explain_and_the_cli(needle_index):
         with pytest.raises(UsageError, match="no document"):
             explain(index, "user:bob@example.com", "corpus/nothing.md")
     cli = [sys.executable, "-m", "ragsieve", "access", "explain", "--index", str(needle_index)]
-    run = subprocess.run(cli + ["--as", "user:bob@example.com", NEEDLE], capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    run = subprocess.run(
+        cli + ["--as", "user:bob@example.com", NEEDLE],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=120,
+    )
     assert run.returncode == 1 and "may NOT read" in run.stdout, run.stderr
 
 

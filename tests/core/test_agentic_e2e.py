@@ -1,4 +1,5 @@
 """The `agentic` plan end to end on the real embedded llama.cpp server (slow: run with -m llm)."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,9 @@ def test_agentic_plan_end_to_end(examples_index, local_llm):
     # a light loop so the 0.5B model on a busy 2-core machine stays inside the client's timeout
     config = Config()
     config.retrieval = config.retrieval.model_validate({**config.retrieval.model_dump(), "pool": 4})
-    config.loop = config.loop.model_validate({**config.loop.model_dump(), "judge_chunk_chars": 500, "judge_decoys": 2,
-                                              "judge_concurrency": 1, "max_iterations": 2})
+    config.loop = config.loop.model_validate(
+        {**config.loop.model_dump(), "judge_chunk_chars": 500, "judge_decoys": 2, "judge_concurrency": 1, "max_iterations": 2}
+    )
     with Orchestrator.open(examples_index, config, llm=llm) as orch:
         result = orch.ask(QUESTION, plan="agentic")
 

@@ -1,4 +1,5 @@
 """The reply's sources hold the retrieved top passages whatever the model cites (agent/answer/also_retrieved.py)."""
+
 from ragsieve.agent.answer.also_retrieved import with_also_retrieved
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import Citation, RunState
@@ -11,8 +12,15 @@ from ragsieve.tools.types import Chunk, Hit
 
 
 def _hit(i: int, source: str | None = None, symbol: str = "") -> Hit:
-    chunk = Chunk(doc_id=f"d{i}", chunk_index=0, text=f"passage {i} about keys", source=source or f"docs/d{i}.md",
-                  line_start=None, line_end=None, symbol=symbol)
+    chunk = Chunk(
+        doc_id=f"d{i}",
+        chunk_index=0,
+        text=f"passage {i} about keys",
+        source=source or f"docs/d{i}.md",
+        line_start=None,
+        line_end=None,
+        symbol=symbol,
+    )
     return Hit(chunk=chunk, row=i, score=1.0 / (i + 1), rank=i + 1)
 
 

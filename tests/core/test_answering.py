@@ -1,4 +1,5 @@
 """Answer composition: context order, citation parsing and renumbering."""
+
 import pytest
 
 from ragsieve.agent.answer.answering import ABSTAIN, CUT_NOTE, answer_from_context, cited_numbers
@@ -13,8 +14,9 @@ from ragsieve.tools.types import Chunk, Hit
 
 
 def _hit(i: int) -> Hit:
-    chunk = Chunk(doc_id=f"d{i}", chunk_index=0, text=f"text {i}", source=f"docs/d{i}.md",
-                  title=f"T{i}", line_start=i, line_end=i + 2)
+    chunk = Chunk(
+        doc_id=f"d{i}", chunk_index=0, text=f"text {i}", source=f"docs/d{i}.md", title=f"T{i}", line_start=i, line_end=i + 2
+    )
     return Hit(chunk=chunk, row=i, score=1.0 / (i + 1), rank=i + 1)
 
 
@@ -37,8 +39,7 @@ def test_answer_renumbers_citations_to_cited_passages():
     deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
     text, citations = answer_from_context("q?", hits, deps)
     prompt = chat.history[0]["messages"][0]["content"]
-    assert prompt.index('[1] from "docs/d0.md') < prompt.index('[2] from "docs/d2.md') < \
-        prompt.index('[4] from "docs/d1.md')
+    assert prompt.index('[1] from "docs/d0.md') < prompt.index('[2] from "docs/d2.md') < prompt.index('[4] from "docs/d1.md')
     assert text == "Rotate it [1]. The old key lasts a day [2][1]. Ignore ."
     assert [c.chunk_id for c in citations] == ["d2#0", "d1#0"]
     assert citations[0].label() == "docs/d2.md:2-4"
@@ -66,11 +67,14 @@ def test_uncited_answer_gets_citations_inferred_by_overlap():
     assert text == "The old secret stays valid for a grace period and is then revoked."
 
 
-@pytest.mark.parametrize("reply", [
-    "The sources do not mention how to delete a workspace.",
-    "I'm sorry, but the provided passages don't say what happens to the old secret.",
-    "There is not enough information in the context to answer this.",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The sources do not mention how to delete a workspace.",
+        "I'm sorry, but the provided passages don't say what happens to the old secret.",
+        "There is not enough information in the context to answer this.",
+    ],
+)
 def test_a_refusal_in_other_words_gets_no_inferred_citations(reply):
     # hostile re-run item 11: a refusal written as text still got inferred citations
     hits = [_hit(0), _hit(1)]
@@ -88,9 +92,13 @@ def test_an_answer_cut_by_max_tokens_says_so_and_reports_length():
             words = reply.text.split()[: kw.get("max_tokens") or 10_000]
             return reply.model_copy(update={"text": " ".join(words), "finish_reason": "length"})
 
-    deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(Cutting(["Rotate the key with lumen [1] "
-                                                                             "and then wait"])),
-                prompts=PromptRenderer())
+    deps = Deps(
+        config=Config(),
+        retriever=None,
+        index=None,
+        llm=LLM(Cutting(["Rotate the key with lumen [1] and then wait"])),
+        prompts=PromptRenderer(),
+    )
     report = {}
     text, _ = answer_from_context("q?", [_hit(0)], deps, report=report, max_tokens=4)
     assert report["finish_reason"] == "length" and text.endswith(CUT_NOTE)
@@ -99,10 +107,17 @@ def test_an_answer_cut_by_max_tokens_says_so_and_reports_length():
 def test_the_answer_call_sees_the_users_words_and_the_history():
     chat = FakeChat(["Scope admin [1]."])
     deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
-    history = [{"role": "user", "text": "What scopes can an API key have?"},
-               {"role": "assistant", "text": "events:write, events:read, dashboards:read, admin."}]
-    answer_from_context("Which API key scope lets me delete a workspace?", [_hit(0)], deps,
-                        asked="Which of those lets me delete a workspace?", history=history)
+    history = [
+        {"role": "user", "text": "What scopes can an API key have?"},
+        {"role": "assistant", "text": "events:write, events:read, dashboards:read, admin."},
+    ]
+    answer_from_context(
+        "Which API key scope lets me delete a workspace?",
+        [_hit(0)],
+        deps,
+        asked="Which of those lets me delete a workspace?",
+        history=history,
+    )
     sent = chat.history[0]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert sent[0]["content"] == "What scopes can an API key have?"
@@ -128,8 +143,15 @@ def test_answer_step_reuses_a_draft_of_the_same_context_only():
     config = Config.model_validate({"abstention": {"also_retrieved": 0}})  # only what the answer cites
     deps = Deps(config=config, retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer())
     cite = Citation(number=1, chunk_id="d0#0", source="docs/d0.md")
-    state = RunState(question="q?", plan="agentic", context=hits, draft="drafted [1]", resolved=False,
-                     draft_citations=[cite], draft_context=["d0#0", "d1#0"])
+    state = RunState(
+        question="q?",
+        plan="agentic",
+        context=hits,
+        draft="drafted [1]",
+        resolved=False,
+        draft_citations=[cite],
+        draft_context=["d0#0", "d1#0"],
+    )
     result = Answer().run(state, deps)
     assert result.summary["reused_draft"] and state.answer == "drafted [1]" and chat.history == []
     assert [c.chunk_id for c in state.citations] == ["d0#0"]
@@ -140,6 +162,7 @@ def test_answer_step_reuses_a_draft_of_the_same_context_only():
 
 def test_streamed_numbers_are_the_final_numbers_when_same_label_passages_merge():
     from ragsieve.agent.answer.citation_stream import CitationStream
+
     hits = [_hit(i) for i in range(4)]
     hits[3].chunk = hits[0].chunk.model_copy(update={"chunk_index": 1})  # same file and lines as d0: one label
     chat = FakeChat(["Rotate it [4] [1]. The old key lasts a day [2]. Then [1][3]."], token_delay_s=0.0)

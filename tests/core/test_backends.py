@@ -1,6 +1,7 @@
 """The backend contract (`ragsieve.testing.backends`), run against both backends: the in-process `local` index
 and `milvus` (milvus-lite, an embedded file: no server). Same rows, chunks, neighbours, vectors, dense results;
 BM25 and hybrid close. Then what only Milvus does: incremental publishes, the CLI, its BM25 parameters."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,7 @@ class TestMilvusBackend(IndexBackendTests):
         with HybridIndex.open(examples_index) as source:
             assert len(backend) == len(source)
             assert backend.store.get_many(range(len(source))) == source.store.get_many(range(len(source)))
-            assert np.allclose(np.asarray(backend.vectors[list(range(len(source)))]), np.asarray(source.vectors),
-                               atol=1e-6)
+            assert np.allclose(np.asarray(backend.vectors[list(range(len(source)))]), np.asarray(source.vectors), atol=1e-6)
 
 
 def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_collection(milvus_index, embedder):
@@ -85,8 +85,7 @@ def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_col
     IndexBuilder(milvus_index, embedder=embedder, progress=False).build([docs])
     added = publish(milvus_index)
     assert added["collection"] == before["collection"] and added["rows"] == before["rows"] + 1
-    assert added["last_publish"] == {**added["last_publish"], "mode": "incremental", "rows_written": 1,
-                                     "rows_retired": 0}
+    assert added["last_publish"] == {**added["last_publish"], "mode": "incremental", "rows_written": 1, "rows_retired": 0}
     after = publish(milvus_index, rebuild=True)  # the full-copy path: a new collection, the alias moved
     assert after["collection"] != before["collection"] and after["rows"] == before["rows"] + 1
     client = MilvusClient(str(milvus_index / after["uri"]))
@@ -100,8 +99,13 @@ def test_publish_adds_incrementally_and_a_rebuild_switches_and_drops_the_old_col
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "ragsieve", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
 
 
 def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
@@ -110,13 +114,18 @@ def test_cli_index_with_milvus_then_ask_and_migrate(tmp_path):
     from tests.support.stub_openai import StubOpenAI, ok
 
     repo = Path(__file__).resolve().parents[2]
-    out = cli("index", str(repo / "examples"), "--index", str(tmp_path / "milvus-demo"), "--backend", "milvus",
-              "--no-progress")
+    out = cli("index", str(repo / "examples"), "--index", str(tmp_path / "milvus-demo"), "--backend", "milvus", "--no-progress")
     assert out.returncode == 0 and "published" in out.stdout, out.stderr
     assert json.loads((tmp_path / "milvus-demo" / "milvus.json").read_text())["uri"] == "milvus.db"  # relative
     with StubOpenAI([ok("Use `lumen keys rotate` [1].")]) as upstream:
-        out = cli("ask", "How do I rotate the API key?", "--index", str(tmp_path / "milvus-demo"), "--json",
-                  env={"OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "k"})
+        out = cli(
+            "ask",
+            "How do I rotate the API key?",
+            "--index",
+            str(tmp_path / "milvus-demo"),
+            "--json",
+            env={"OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "k"},
+        )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["citations"][0]["source"].startswith("examples/")
     out = cli("migrate", "--to", "local", "--index", str(tmp_path / "milvus-demo"))
@@ -139,8 +148,9 @@ def test_milvus_bm25_is_the_local_bm25_when_the_engine_uses_the_same_k1_and_b(tm
 
     k1, b = MILVUS_LITE_BM25
     folder = tmp_path / "idx"
-    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b,
-                 bm25_identifiers=identifiers).build([Path(__file__).resolve().parents[2] / "examples"])
+    IndexBuilder(folder, embedder=embedder, progress=False, bm25_k1=k1, bm25_b=b, bm25_identifiers=identifiers).build(
+        [Path(__file__).resolve().parents[2] / "examples"]
+    )
     queries = QUERIES + ["rotate_key", "self.max_retries", "urllib.request retry", "LumenClient", "err.code"]
     with HybridIndex.open(folder) as local:
         reference = {q: local.bm25.search(q, 10) for q in queries}

@@ -1,4 +1,5 @@
 """ragsieve.tools.datasets.beir: the BEIR readers shared by eval, calibrate and the benchmarks."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,13 @@ def test_read_qrels_header_blank_lines_and_grades(tmp_path):
     assert read_qrels(path) == {"q1": {"d1": 1}}
 
 
-@pytest.mark.parametrize("body, message", [
-    ("query-id\tcorpus-id\tscore\nq1\td1\n", ":2: expected"),
-    ("q1\td1\t1\nq2\td2\thigh\n", ":2: score 'high' is not a number"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("query-id\tcorpus-id\tscore\nq1\td1\n", ":2: expected"),
+        ("q1\td1\t1\nq2\td2\thigh\n", ":2: score 'high' is not a number"),
+    ],
+)
 def test_read_qrels_refuses_malformed_lines_with_their_number(tmp_path, body, message):
     path = tmp_path / "bad.tsv"
     path.write_text(body, encoding="utf-8")
@@ -31,8 +35,7 @@ def test_read_qrels_refuses_malformed_lines_with_their_number(tmp_path, body, me
 
 def test_read_queries_and_jsonl(tmp_path):
     path = tmp_path / "queries.jsonl"
-    path.write_text(json.dumps({"_id": 7, "text": "what?"}) + "\n\n" + json.dumps({"_id": "b", "text": "why?"}),
-                    encoding="utf-8")
+    path.write_text(json.dumps({"_id": 7, "text": "what?"}) + "\n\n" + json.dumps({"_id": "b", "text": "why?"}), encoding="utf-8")
     assert read_queries(path) == {"7": "what?", "b": "why?"}
     path.write_text('{"_id": "a"}\n', encoding="utf-8")
     with pytest.raises(UsageError, match="not a BEIR query"):

@@ -1,4 +1,5 @@
 """BM25: both engines equal the hand-written Lucene formula on a tiny corpus."""
+
 import math
 
 import pytest

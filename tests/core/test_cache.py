@@ -1,4 +1,5 @@
 """DiskCache on its own and behind LLM (served from disk with no HTTP request)."""
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,10 @@ def test_round_trip_and_layout(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"key": "other", "reply": {"text": "x"}}', '{"key": "%s"}' % KEY,
-                                     '{"key": "%s", "reply": {"text": 5}}' % KEY])
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", '{"key": "other", "reply": {"text": "x"}}', '{"key": "%s"}' % KEY, '{"key": "%s", "reply": {"text": 5}}' % KEY],
+)
 def test_corrupted_entry_is_a_logged_miss(tmp_path, caplog, content):
     cache = DiskCache(tmp_path)
     cache.put(KEY, ChatReply(text="t"))
@@ -98,8 +101,11 @@ def test_corrupted_cache_file_means_a_new_request(tmp_path):
         cache = DiskCache(tmp_path)
         llm = LLM(chat, cache=cache)
         assert llm.text(MSGS) == "first"
-        key = cache_key({"model": "m", **chat.cache_identity, "templates": ""}, MSGS, {"json_schema": None, "schema_name": "reply", "max_tokens": 512,
-                                    "temperature": 0.0})
+        key = cache_key(
+            {"model": "m", **chat.cache_identity, "templates": ""},
+            MSGS,
+            {"json_schema": None, "schema_name": "reply", "max_tokens": 512, "temperature": 0.0},
+        )
         assert cache.path_for(key).is_file()
         cache.path_for(key).write_bytes(b"\x00\xff garbage")
         assert llm.text(MSGS) == "second"

@@ -1,4 +1,5 @@
 """The calibrate workflow (agent.calibration) with FakeChat on a tiny in-memory index."""
+
 from __future__ import annotations
 
 import json
@@ -82,15 +83,23 @@ def test_not_found_questions_are_counted_not_dropped(index):
 def test_qrels_calibration_set(index, tmp_path):
     queries = tmp_path / "queries.jsonl"
     qrels = tmp_path / "qrels.tsv"
-    queries.write_text("\n".join(json.dumps(q) for q in [
-        {"_id": "q1", "text": "alpha reactor molten salt heat"},
-        {"_id": "q2", "text": "beta bridge toll coins"},
-        {"_id": "q3", "text": "gamma tulips bloom Frost"},
-        {"_id": "q4", "text": "a question about a document that is not indexed"},
-        {"_id": "q5", "text": "no qrels for me"},
-    ]), encoding="utf-8")
-    qrels.write_text("query-id\tcorpus-id\tscore\nq1\talpha.md\t1\nq2\tbeta.md\t1\nq3\tgamma.md\t2\n"
-                     "q4\tmissing.md\t1\nq3\tbeta.md\t0\n", encoding="utf-8")
+    queries.write_text(
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"_id": "q1", "text": "alpha reactor molten salt heat"},
+                {"_id": "q2", "text": "beta bridge toll coins"},
+                {"_id": "q3", "text": "gamma tulips bloom Frost"},
+                {"_id": "q4", "text": "a question about a document that is not indexed"},
+                {"_id": "q5", "text": "no qrels for me"},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    qrels.write_text(
+        "query-id\tcorpus-id\tscore\nq1\talpha.md\t1\nq2\tbeta.md\t1\nq3\tgamma.md\t2\nq4\tmissing.md\t1\nq3\tbeta.md\t0\n",
+        encoding="utf-8",
+    )
     items = read_qrels(queries, qrels)
     assert sorted(i[0] for i in items) == ["q1", "q2", "q3", "q4"]
     cal = Calibrator(index, alpha=0.3, depth=6, seed=0).run(queries_path=queries, qrels_path=qrels)
@@ -139,5 +148,6 @@ def test_without_bm25_scores_only_dense_kinds_and_forcing_hybrid_is_refused(tmp_
         cal.threshold(ScoreKind.HYBRID_RANK)
     llm, _ = scripted_llm()
     with pytest.raises(UsageError, match="BM25"):
-        Calibrator(plain, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6, seed=1,
-                   score_kind="hybrid-rank").run(questions=6)
+        Calibrator(plain, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6, seed=1, score_kind="hybrid-rank").run(
+            questions=6
+        )

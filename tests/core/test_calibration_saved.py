@@ -1,5 +1,6 @@
 """A saved calibration (agent.calibration.store): its file, the corpus and embedding it was made for, and
 `ragsieve calibrate` writing it."""
+
 from __future__ import annotations
 
 import json
@@ -39,17 +40,22 @@ def test_persist_and_fingerprint_warning(index, tmp_path):
 
 def test_a_changed_embedding_model_asks_to_calibrate_again(index, tmp_path):
     """The calibration records the embedding space; thresholds from another one are not applied."""
-    index.manifest["embedding"] = {"provider": "sentence-transformers", "model": index.model_name, "dimension": 384,
-                                   "encoder": "torch"}
+    index.manifest["embedding"] = {
+        "provider": "sentence-transformers",
+        "model": index.model_name,
+        "dimension": 384,
+        "encoder": "torch",
+    }
     llm, _ = scripted_llm()
     cal = Calibrator(index, llm=llm, prompts=PromptRenderer(), alpha=0.2, depth=6).run(questions=4)
     assert cal.models["embedding_identity"] == f"sentence-transformers:{index.model_name}:384"
     save_calibration(cal, index.root)
     same, warnings = load_calibration(tmp_path, None, index.manifest["embedding"])
     assert same is not None and warnings == []
-    for changed, shown in (({"provider": "openai", "model": "text-embedding-3-small", "dimension": 1536},
-                            "openai:text-embedding-3-small:1536"),
-                           (index.manifest["embedding"] | {"encoder": "onnx-int8"}, ":384:int8")):
+    for changed, shown in (
+        ({"provider": "openai", "model": "text-embedding-3-small", "dimension": 1536}, "openai:text-embedding-3-small:1536"),
+        (index.manifest["embedding"] | {"encoder": "onnx-int8"}, ":384:int8"),
+    ):
         stale, warnings = load_calibration(tmp_path, None, changed)
         assert stale is None and len(warnings) == 1
         assert shown in warnings[0] and "run `ragsieve calibrate` again" in warnings[0]
@@ -82,9 +88,12 @@ def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
     shutil.copytree(examples_index, folder)
     with HybridIndex.open(folder) as index:
         docs = list(index.store.documents())
-    wanted = {"api-keys.md": "How do I rotate an API key?", "webhooks.md": "How are webhook payloads signed?",
-              "rate-limits.html": "What happens when I exceed the rate limit?",
-              "installation.md": "How do I install the Lumen client?"}
+    wanted = {
+        "api-keys.md": "How do I rotate an API key?",
+        "webhooks.md": "How are webhook payloads signed?",
+        "rate-limits.html": "What happens when I exceed the rate limit?",
+        "installation.md": "How do I install the Lumen client?",
+    }
     queries, qrels = [], ["query-id\tcorpus-id\tscore"]
     for n, (name, text) in enumerate(wanted.items()):
         doc = next(d for d in docs if d.endswith(name))
@@ -92,8 +101,20 @@ def test_calibrate_command_with_qrels(examples_index, tmp_path, capsys):
         qrels.append(f"q{n}\t{doc}\t1")
     (tmp_path / "q.jsonl").write_text("\n".join(queries), encoding="utf-8")
     (tmp_path / "qrels.tsv").write_text("\n".join(qrels), encoding="utf-8")
-    code = main(["calibrate", "--index", str(folder), "--qrels", str(tmp_path / "qrels.tsv"),
-                 "--queries", str(tmp_path / "q.jsonl"), "--alpha", "0.3", "--json"])
+    code = main(
+        [
+            "calibrate",
+            "--index",
+            str(folder),
+            "--qrels",
+            str(tmp_path / "qrels.tsv"),
+            "--queries",
+            str(tmp_path / "q.jsonl"),
+            "--alpha",
+            "0.3",
+            "--json",
+        ]
+    )
     assert code == 0
     shown = json.loads(capsys.readouterr().out)
     saved = json.loads((folder / CALIBRATION_FILE).read_text())

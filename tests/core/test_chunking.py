@@ -1,4 +1,5 @@
 """Chunker invariants: contiguous, ordered, within budget, correct line spans in the original file."""
+
 from __future__ import annotations
 
 import random
@@ -16,8 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def doc(text: str, kind: str = "text", line_start: int | None = 1, **kw) -> Document:
-    return Document(doc_id=kw.pop("doc_id", "d"), source=kw.pop("source", "src/d"), title=kw.pop("title", "T"),
-                    text=text, kind=kind, line_start=line_start, **kw)
+    return Document(
+        doc_id=kw.pop("doc_id", "d"),
+        source=kw.pop("source", "src/d"),
+        title=kw.pop("title", "T"),
+        text=text,
+        kind=kind,
+        line_start=line_start,
+        **kw,
+    )
 
 
 def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: list[str] | None = None) -> None:
@@ -41,20 +49,21 @@ def check_invariants(d: Document, chunks: list[Chunk], budget: int, file_lines: 
     lines = file_lines if file_lines is not None else d.text.split("\n")
     for c in chunks:
         assert 1 <= c.line_start <= c.line_end <= len(lines)
-        span = lines[c.line_start - 1:c.line_end]
+        span = lines[c.line_start - 1 : c.line_end]
         assert c.text in "\n".join(span)
         first, last = c.text.split("\n")[0], c.text.split("\n")[-1]
         assert first.strip() and first in span[0]
         assert last.strip() and last in span[-1]
-        if d.kind == "code" and all(count_tokens(x) <= budget and len(x) <= budget * MAX_CHARS_PER_TOKEN
-                                    for x in span):  # whole lines, indentation kept
+        if d.kind == "code" and all(
+            count_tokens(x) <= budget and len(x) <= budget * MAX_CHARS_PER_TOKEN for x in span
+        ):  # whole lines, indentation kept
             assert c.text.split("\n")[:-1] == span[:-1] and last == span[-1].rstrip()
 
 
 def test_count_tokens_hand_computed():
-    assert count_tokens("Hello, world! x_y 42") == 6          # Hello , world ! x_y 42
-    assert count_tokens("def f(a=1):") == 8                   # def f ( a = 1 ) :
-    assert count_tokens("caf\u00e9 \u2014 ok") == 3            # unicode word, dash, word
+    assert count_tokens("Hello, world! x_y 42") == 6  # Hello , world ! x_y 42
+    assert count_tokens("def f(a=1):") == 8  # def f ( a = 1 ) :
+    assert count_tokens("caf\u00e9 \u2014 ok") == 3  # unicode word, dash, word
     assert count_tokens("  \n\t") == 0
 
 
@@ -70,7 +79,7 @@ def test_pack_hand_computed():
     assert pack([2, 2, 2, 2, 2], [0, 0, 3, 0, 0], 8) == [(0, 2), (2, 5)]
     # too little fill before the boundary: cut as late as possible
     assert pack([1, 5, 5], [0, 3, 0], 9) == [(0, 2), (2, 3)]
-    assert pack([20, 1], [0, 0], 5) == [(0, 1), (1, 2)]       # one unit over budget stands alone
+    assert pack([20, 1], [0, 0], 5) == [(0, 1), (1, 2)]  # one unit over budget stands alone
     assert pack([], [], 5) == []
 
 
@@ -83,7 +92,7 @@ def test_paragraphs_are_packed_whole():
     d = doc("\n\n".join(paras) + "\n", kind="markdown")
     chunks = Chunker(30).run(d)
     check_invariants(d, chunks, 30)
-    assert [c.text for c in chunks] == ["\n\n".join(paras[i:i + 2]) for i in range(0, 6, 2)]
+    assert [c.text for c in chunks] == ["\n\n".join(paras[i : i + 2]) for i in range(0, 6, 2)]
     assert [(c.line_start, c.line_end) for c in chunks] == [(1, 3), (5, 7), (9, 11)]
 
 
@@ -114,7 +123,9 @@ def test_line_spans_use_document_offset():
     chunks = Chunker(3).run(d)
     check_invariants(d, chunks, 3, file_lines=file_lines)
     assert [(c.text, c.line_start, c.line_end) for c in chunks] == [
-        ("alpha beta gamma", 10, 10), ("delta epsilon\nzeta", 12, 13)]  # 3 + 3 tokens
+        ("alpha beta gamma", 10, 10),
+        ("delta epsilon\nzeta", 12, 13),
+    ]  # 3 + 3 tokens
 
 
 CODE = '''import os
@@ -156,8 +167,7 @@ def test_code_splits_only_an_over_long_line():
     assert chunks[0].text == "a = 1"  # short lines stay whole
     on_line_2 = [c for c in chunks if c.line_start == c.line_end == 2]
     assert len(on_line_2) >= 2  # the long line was cut
-    assert "".join(c.text for c in chunks).replace(" ", "").replace("\n", "") == \
-        text.replace(" ", "").replace("\n", "")
+    assert "".join(c.text for c in chunks).replace(" ", "").replace("\n", "") == text.replace(" ", "").replace("\n", "")
 
 
 def test_one_huge_line_is_bounded_in_tokens_and_characters():

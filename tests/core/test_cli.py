@@ -1,4 +1,5 @@
 """The CLI end to end over the real openai client and a local stub server."""
+
 import json
 
 from ragsieve.cli.main import main
@@ -61,8 +62,11 @@ def test_unreachable_endpoint_says_what_was_tried(examples_index, tmp_path, caps
 
 def test_endpoint_fault_then_success_is_retried(examples_index, tmp_path, capsys):
     config = _config(tmp_path, max_attempts=3, max_retry_s=10.0)
-    replies = [StubReply(429, error_body("slow down"), headers={"Retry-After": "0"}),
-               StubReply(500, error_body("boom", type_="server_error")), ok("Fine [1].")]
+    replies = [
+        StubReply(429, error_body("slow down"), headers={"Retry-After": "0"}),
+        StubReply(500, error_body("boom", type_="server_error")),
+        ok("Fine [1]."),
+    ]
     with StubOpenAI(replies) as stub:
         code = main(["ask", "rate limits", "--index", str(examples_index), "--config", config, "--base-url", stub.base_url])
         assert len(stub.chat_requests()) == 3

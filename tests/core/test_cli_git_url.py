@@ -1,4 +1,5 @@
 """A remote repository is indexed only through a clone the user makes: its URL is refused, nothing fetched."""
+
 from ragsieve.cli.main import main
 
 

@@ -1,5 +1,6 @@
 """Issue 10 through the command line: options range-checked as in the config, hostile replies
 cleaned before the terminal, skipped paths listed, secrets masked, malformed eval data refused."""
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,7 @@ def test_hostile_reply_is_cleaned_before_the_terminal(examples_index, tmp_path, 
     out = capsys.readouterr().out
     assert out.startswith("Rotate it with lumen [1].") and "\x1b" not in out and "\x9b" not in out
     with StubOpenAI([ok(hostile)]) as stub:
-        assert main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
-                     "--json"]) == 0
+        assert main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url, "--json"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x9b" not in out and json.loads(out)["answer"].startswith("Rotate it\x1b[2J")
 
@@ -109,8 +109,19 @@ def test_hanging_endpoint_is_cut_by_the_question_deadline(examples_index, capsys
 
     with StubOpenAI([StubReply(200, {"choices": []}, delay_s=30)]) as stub:
         started = time.monotonic()
-        code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
-                     "--deadline", "1", "--json"])
+        code = main(
+            [
+                "ask",
+                "how to rotate keys",
+                "--index",
+                str(examples_index),
+                "--base-url",
+                stub.base_url,
+                "--deadline",
+                "1",
+                "--json",
+            ]
+        )
         elapsed = time.monotonic() - started
     assert code == 3 and elapsed < 10  # no answer: a failure for scripts (issue 22), the JSON still printed
     out = json.loads(capsys.readouterr().out)
@@ -124,7 +135,8 @@ def test_ask_json_prints_json_whatever_ends_it(examples_index, tmp_path, capsys)
     missing = json.loads(capsys.readouterr().out)
     assert set(missing) == {"error"} and missing["error"]["message"] and missing["error"]["type"]
     with StubOpenAI([StubReply(status=400, body=error_body("no such model"))] * 4) as stub:
-        code = main(["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url,
-                     "--model", "m", "--json"])
+        code = main(
+            ["ask", "how to rotate keys", "--index", str(examples_index), "--base-url", stub.base_url, "--model", "m", "--json"]
+        )
     refused = json.loads(capsys.readouterr().out)
     assert code == 2 and "no such model" in refused["error"]["message"]

@@ -1,5 +1,6 @@
 """A mistyped index folder ends every command in one clear line (exit code 2), never a traceback, and no command
 creates the folder it was wrongly given (issue 55, item 6). Run through the real CLI in a subprocess."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,8 +23,14 @@ COMMANDS = [
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_a_missing_index_folder_is_one_line_naming_it(argv, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "ragsieve", *argv], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragsieve", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr

@@ -1,6 +1,7 @@
 """Code read as code, on the CPython standard library (real code nobody here wrote): correct symbol labels on
 merged chunks, split functions stitched into one passage (within the budget) before every plan's answer,
 the symbol table that finds a named definition, `where symbol_kind`, and same-label citations merged."""
+
 from __future__ import annotations
 
 import sysconfig
@@ -87,8 +88,11 @@ def test_a_piece_reaches_the_answer_prompt_as_the_whole_method():
     assert citations[0].line_start < loop.line_start <= loop.line_end <= citations[0].line_end
     off = Config.model_validate({"retrieval": {"stitch": False}})
     chat2 = FakeChat(["x [1]."])
-    answer_from_context("q", [Hit(chunk=loop, row=0, score=1.0)],
-                        Deps(config=off, retriever=None, index=index, llm=LLM(chat2), prompts=PromptRenderer()))
+    answer_from_context(
+        "q",
+        [Hit(chunk=loop, row=0, score=1.0)],
+        Deps(config=off, retriever=None, index=index, llm=LLM(chat2), prompts=PromptRenderer()),
+    )
     assert "def read(self" not in chat2.history[0]["messages"][0]["content"]  # retrieval.stitch = false: as found
 
 
@@ -110,10 +114,12 @@ def test_symbol_table_finds_named_definitions():
 
 
 def test_same_label_citations_merge_into_one():
-    cites = [Citation(number=1, chunk_id="p#1", source="https://d/functools.html", symbol="#module-functools"),
-             Citation(number=2, chunk_id="p#2", source="https://d/functools.html", symbol="#module-functools"),
-             Citation(number=3, chunk_id="q#0", source="https://d/re.html", symbol="#re.search"),
-             Citation(number=4, chunk_id="p#3", source="https://d/functools.html", symbol="#module-functools")]
+    cites = [
+        Citation(number=1, chunk_id="p#1", source="https://d/functools.html", symbol="#module-functools"),
+        Citation(number=2, chunk_id="p#2", source="https://d/functools.html", symbol="#module-functools"),
+        Citation(number=3, chunk_id="q#0", source="https://d/re.html", symbol="#re.search"),
+        Citation(number=4, chunk_id="p#3", source="https://d/functools.html", symbol="#module-functools"),
+    ]
     text, merged = merge_same_label("Use lru_cache [1][2] or search [3] [4].", cites)
     assert [c.number for c in merged] == [1, 2] and merged[0].merged == ["p#2", "p#3"]
     assert text == "Use lru_cache [1] or search [2] [1]."

@@ -1,4 +1,5 @@
 """ragsieve.agent.judging.combine: the score-based decision and the rule that combines verdicts with retrieval."""
+
 from __future__ import annotations
 
 from ragsieve.agent.judging.combine import evidence_keys, score_based_relevant, select_context
@@ -26,8 +27,7 @@ def test_without_trusted_verdicts_the_context_is_the_fast_context_for_any_rule()
 
 def test_judge_first_rule_promotes_relevant_and_displaces_irrelevant_first():
     keys = evidence_keys(FIRST, ["x1"], {"n1": "c7"})
-    trusted = {"c0": True, "c1": False, "c2": True, "c3": True, "c4": True, "c7": True, "n1": True,
-               "c5": False, "x1": False}
+    trusted = {"c0": True, "c1": False, "c2": True, "c3": True, "c4": True, "c7": True, "n1": True, "c5": False, "x1": False}
     chosen, summary = select_context(FIRST, keys, trusted, 5)
     assert chosen == ["c0", "c2", "c3", "c4", "c7"]  # positives in evidence order
     trusted["c4"] = False
@@ -45,8 +45,7 @@ def test_judge_first_rule_promotes_relevant_and_displaces_irrelevant_first():
 def test_anchor_keeps_the_retrieval_head_against_a_wrong_judge():
     # the 1.5B failure: top-2 gold called irrelevant, three deeper chunks called relevant
     keys = evidence_keys(FIRST, [], {})
-    trusted = {"c0": True, "c1": False, "c2": False, "c3": False, "c4": False,
-               "c5": True, "c6": True, "c7": True}
+    trusted = {"c0": True, "c1": False, "c2": False, "c3": False, "c4": False, "c5": True, "c6": True, "c7": True}
     judge_first, _ = select_context(FIRST, keys, trusted, 5, anchor_k=0)
     assert judge_first == ["c0", "c5", "c6", "c7", "c1"]  # c2 lost on the judge's word alone
     chosen, summary = select_context(FIRST, keys, trusted, 5, anchor_k=3)

@@ -1,6 +1,7 @@
 """Lower-case compound identifiers (`getheader`, `readline`) split into words for BM25 documents, and code
 chunk headers that spell their symbols' names in words (`ragsieve.tools.index.search.compounds`,
 `report.indexed_text`)."""
+
 from __future__ import annotations
 
 import json
@@ -68,11 +69,19 @@ def test_code_headers_spell_symbol_names_in_words():
     assert symbol_words("HTTPResponse._read_chunked") == "http response read chunked"
     assert symbol_words("HTTPResponse.getheader, HTTPResponse.getheaders, ...") == "http response get header headers"
     assert symbol_words("") == ""
-    chunk = Chunk(doc_id="http/client.py", chunk_index=3, text="def _read_chunked(self, amt=None):\n",
-                  source="http/client.py", kind="code", symbol="HTTPResponse._read_chunked")
-    assert indexed_text(chunk, True, True) == ("http/client.py HTTPResponse._read_chunked\n"
-                                               "http response read chunked\ndef _read_chunked(self, amt=None):\n")
+    chunk = Chunk(
+        doc_id="http/client.py",
+        chunk_index=3,
+        text="def _read_chunked(self, amt=None):\n",
+        source="http/client.py",
+        kind="code",
+        symbol="HTTPResponse._read_chunked",
+    )
+    assert indexed_text(chunk, True, True) == (
+        "http/client.py HTTPResponse._read_chunked\nhttp response read chunked\ndef _read_chunked(self, amt=None):\n"
+    )
     assert indexed_text(chunk) == "http/client.py HTTPResponse._read_chunked\ndef _read_chunked(self, amt=None):\n"
-    page = Chunk(doc_id="re.html", chunk_index=0, text="re.search(pattern, string)", source="re.html", kind="html",
-                 symbol="#re.search")
+    page = Chunk(
+        doc_id="re.html", chunk_index=0, text="re.search(pattern, string)", source="re.html", kind="html", symbol="#re.search"
+    )
     assert indexed_text(page, True, True) == indexed_text(page)  # a web page's anchor header is left as it was

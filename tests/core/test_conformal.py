@@ -1,4 +1,5 @@
 """Conformal quantile, scores and coverage (tools.conformal)."""
+
 from __future__ import annotations
 
 import math
@@ -46,10 +47,10 @@ def test_quantile_matches_brute_force(seed):
 
 
 def test_quantile_finite_sample_rank():
-    assert conformal_rank(9, 0.1) == 9          # ceil(10 * 0.9) = 9, not 10 by float error
-    assert conformal_rank(19, 0.1) == 18        # ceil(20 * 0.9)
-    assert conformal_rank(100, 0.1) == 91       # ceil(101 * 0.9) = ceil(90.9)
-    scores = list(range(1, 101))                # 1..100
+    assert conformal_rank(9, 0.1) == 9  # ceil(10 * 0.9) = 9, not 10 by float error
+    assert conformal_rank(19, 0.1) == 18  # ceil(20 * 0.9)
+    assert conformal_rank(100, 0.1) == 91  # ceil(101 * 0.9) = ceil(90.9)
+    scores = list(range(1, 101))  # 1..100
     assert conformal_quantile(scores, 0.1) == 91  # a plain 90th percentile would say 90.1
     assert conformal_quantile([1.0, 2.0], 0.1) == math.inf  # ceil(3 * 0.9) = 3 > n
     assert conformal_quantile([1.0, math.inf, 3.0], 0.5) == 3.0
@@ -105,8 +106,7 @@ def test_evaluate_and_choose_kind():
         sims[np.arange(m), pos] += rng.uniform(0.1, 0.4, m)
         top1 = sims.max(1)
         ranks = np.array([ranks_of(row)[p] for row, p in zip(sims, pos)])
-        return {"similarity": sims[np.arange(m), pos], "top1": top1, "rank": ranks,
-                "found": np.ones(m, dtype=bool)}, list(sims)
+        return {"similarity": sims[np.arange(m), pos], "top1": top1, "rank": ranks, "found": np.ones(m, dtype=bool)}, list(sims)
 
     cal, _ = make(nq)
     held, held_sims = make(nq)
@@ -156,12 +156,15 @@ def test_hybrid_kinds_apply_rank_and_ratio_to_the_hybrid_signal():
 
 
 def test_hybrid_positive_scores_need_hybrid_records():
-    dense_only = {"similarity": np.array([0.5]), "top1": np.array([0.6]), "rank": np.array([2.0]),
-                  "found": np.array([True])}
+    dense_only = {"similarity": np.array([0.5]), "top1": np.array([0.6]), "rank": np.array([2.0]), "found": np.array([True])}
     with pytest.raises(UsageError, match="calibrate again"):
         positive_scores(ScoreKind.HYBRID_RANK, **dense_only)
-    both = dense_only | {"hybrid": np.array([0.02]), "hybrid_top1": np.array([0.03]),
-                         "hybrid_rank": np.array([4.0]), "hybrid_found": np.array([True])}
+    both = dense_only | {
+        "hybrid": np.array([0.02]),
+        "hybrid_top1": np.array([0.03]),
+        "hybrid_rank": np.array([4.0]),
+        "hybrid_found": np.array([True]),
+    }
     assert list(positive_scores(ScoreKind.HYBRID_RANK, **both)) == [4.0]
     assert list(positive_scores(ScoreKind.RANK, **both)) == [2.0]
     assert positive_scores(ScoreKind.HYBRID_RATIO, **both) == pytest.approx([1 / 3])
@@ -174,8 +177,7 @@ def test_evaluate_kinds_adds_hybrid_kinds_when_records_carry_them():
     nq, nc = 200, 40
 
     def make(m):
-        arrays = {k: [] for k in ("similarity", "top1", "rank", "found", "hybrid", "hybrid_top1", "hybrid_rank",
-                                  "hybrid_found")}
+        arrays = {k: [] for k in ("similarity", "top1", "rank", "found", "hybrid", "hybrid_top1", "hybrid_rank", "hybrid_found")}
         views = []
         for _ in range(m):
             dense = rng.uniform(0, 0.6, nc)
@@ -184,9 +186,16 @@ def test_evaluate_kinds_adds_hybrid_kinds_when_records_carry_them():
             dense[pos] += rng.uniform(0.0, 0.3)
             bm25[pos] += 3.0  # the answer's words are in the question: BM25 ranks it first
             h = hybrid_signal(dense, bm25)
-            for key, value in (("similarity", dense[pos]), ("top1", dense.max()), ("rank", ranks_of(dense)[pos]),
-                               ("found", True), ("hybrid", h[pos]), ("hybrid_top1", h.max()),
-                               ("hybrid_rank", ranks_of(h)[pos]), ("hybrid_found", True)):
+            for key, value in (
+                ("similarity", dense[pos]),
+                ("top1", dense.max()),
+                ("rank", ranks_of(dense)[pos]),
+                ("found", True),
+                ("hybrid", h[pos]),
+                ("hybrid_top1", h.max()),
+                ("hybrid_rank", ranks_of(h)[pos]),
+                ("hybrid_found", True),
+            ):
                 arrays[key].append(value)
             views.append({"dense": dense, "hybrid": h})
         return {k: np.asarray(v) for k, v in arrays.items()}, views
@@ -207,8 +216,11 @@ def test_evaluate_kinds_adds_hybrid_kinds_when_records_carry_them():
 
 
 def test_choose_kind_breaks_size_ties_by_coverage():
-    reports = [KindReport(ScoreKind.RANK, 10, 0.92, 10.0, 10), KindReport(ScoreKind.HYBRID_RANK, 10, 0.96, 10.0, 10),
-               KindReport(ScoreKind.RAW, 0.5, 0.98, 19.0, 19)]
+    reports = [
+        KindReport(ScoreKind.RANK, 10, 0.92, 10.0, 10),
+        KindReport(ScoreKind.HYBRID_RANK, 10, 0.96, 10.0, 10),
+        KindReport(ScoreKind.RAW, 0.5, 0.98, 19.0, 19),
+    ]
     assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.HYBRID_RANK
     reports[1] = KindReport(ScoreKind.HYBRID_RANK, 10, 0.92, 10.0, 10)
     assert choose_kind(reports, 0.1, 50)[0] is ScoreKind.RANK  # all equal: the earlier kind

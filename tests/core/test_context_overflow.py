@@ -2,6 +2,7 @@
 and the answer is asked again with the best passages that fit, saying so, instead of failing the question.
 Seen for real: the `full` plan on SciFact with the embedded 16,384-token model sent a 17,582-token request
 (the budget is counted in words; the model's tokenizer counts more)."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,10 @@ from ragsieve.tools.types import Chunk, Hit
 from tests.support.stub_openai import StubOpenAI, StubReply, error_body, ok
 
 LLAMA = "request (17582 tokens) exceeds the available context size (16384 tokens), try increasing it"
-OPENAI = ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. "
-          "Please reduce the length of the messages.")
+OPENAI = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. "
+    "Please reduce the length of the messages."
+)
 
 
 def test_refusals_are_told_apart():
@@ -32,8 +35,10 @@ def test_refusals_are_told_apart():
 
 
 def _hits(sizes):
-    return [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=" ".join(["word"] * n), source=f"d{i}"), row=i,
-                score=1.0 - i / 10) for i, n in enumerate(sizes)]
+    return [
+        Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=" ".join(["word"] * n), source=f"d{i}"), row=i, score=1.0 - i / 10)
+        for i, n in enumerate(sizes)
+    ]
 
 
 def test_fit_window_keeps_the_best_passages_that_fit():
@@ -54,8 +59,16 @@ def _passages_in(prompt: str) -> int:
 def test_answer_retries_with_fewer_passages_over_the_real_client(examples_index):
     """The real `openai` client against a loopback server that answers like llama.cpp: the first request is
     refused for its size, the second (fewer passages) is answered; the answer says what it read."""
-    refused = StubReply(400, {"error": {"code": 400, "message": LLAMA.replace("17582", "2000").replace(
-        "16384", "1000"), "type": "exceed_context_size_error"}})
+    refused = StubReply(
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": LLAMA.replace("17582", "2000").replace("16384", "1000"),
+                "type": "exceed_context_size_error",
+            }
+        },
+    )
     with StubOpenAI([refused, ok("Rotate keys from the dashboard [1].")], max_requests=10) as stub:
         config = Config.model_validate({"llm": {"base_url": stub.base_url, "model": "stub-model"}})
         with Orchestrator.open(examples_index, config) as orch:

@@ -1,5 +1,6 @@
 """The crawler against a real site on loopback (`python -m http.server` over a fixture site): robots.txt,
 sitemap, scope, redirect, 404, a non-HTML asset, de-duplication, and an incremental re-crawl."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +19,11 @@ from ragsieve.tools.ingest.crawl.urls import normalise
 
 def page(title: str, body: str, links: list[str] = ()) -> str:
     anchors = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
-    return (f"<html><head><title>{title}</title></head><body><div role='navigation'><ul>{anchors}</ul></div>"
-            f"<div class='body' role='main'><h1 id='top'>{title}</h1><section id='details'><h2>Details</h2>"
-            f"<p>{body}</p></section></div><div class='footer'>Copyright. Show Source</div></body></html>")
+    return (
+        f"<html><head><title>{title}</title></head><body><div role='navigation'><ul>{anchors}</ul></div>"
+        f"<div class='body' role='main'><h1 id='top'>{title}</h1><section id='details'><h2>Details</h2>"
+        f"<p>{body}</p></section></div><div class='footer'>Copyright. Show Source</div></body></html>"
+    )
 
 
 def make_site(root: Path) -> Path:
@@ -28,10 +31,22 @@ def make_site(root: Path) -> Path:
     (docs / "private").mkdir(parents=True)
     (docs / "guide").mkdir()
     (root / "robots.txt").write_text("User-agent: *\nDisallow: /docs/private/\n", encoding="utf-8")
-    (docs / "index.html").write_text(page("Home", "Welcome to the frobnicator docs.",
-                                          ["guide", "keys.html?utm_source=x#top", "private/secret.html",
-                                           "missing.html", "logo.png", "https://example.org/out.html",
-                                           "/outside.html"]), encoding="utf-8")
+    (docs / "index.html").write_text(
+        page(
+            "Home",
+            "Welcome to the frobnicator docs.",
+            [
+                "guide",
+                "keys.html?utm_source=x#top",
+                "private/secret.html",
+                "missing.html",
+                "logo.png",
+                "https://example.org/out.html",
+                "/outside.html",
+            ],
+        ),
+        encoding="utf-8",
+    )
     (docs / "guide" / "index.html").write_text(page("Guide", "The guide explains frobnication."), encoding="utf-8")
     (docs / "keys.html").write_text(page("Keys", "Rotate keys every ninety days.", ["index.html"]), encoding="utf-8")
     (docs / "private" / "secret.html").write_text(page("Secret", "never crawled"), encoding="utf-8")
@@ -41,14 +56,21 @@ def make_site(root: Path) -> Path:
     (docs / "sitemap.xml").write_text(
         '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         "<url><loc>http://HOST/docs/index.html</loc></url><url><loc>http://HOST/docs/orphan.html</loc></url>"
-        "</urlset>", encoding="utf-8")
+        "</urlset>",
+        encoding="utf-8",
+    )
     return root
 
 
 @contextlib.contextmanager
 def serve(root: Path, lifetime_s: float = 120.0):
-    proc = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=root,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         port = int(re.search(r"port (\d+)", line).group(1))
@@ -90,8 +112,7 @@ def test_crawl_scope_robots_redirect_404_assets_and_recrawl(tmp_path):
         # the redirect /docs/guide -> /docs/guide/ (http.server's folder redirect) was followed, once
         # re-crawl: unchanged pages come back as 304 (Last-Modified), a changed page is new
         time.sleep(1.1)
-        (site / "docs" / "keys.html").write_text(page("Keys", "Rotate keys every thirty days.", ["index.html"]),
-                                                 encoding="utf-8")
+        (site / "docs" / "keys.html").write_text(page("Keys", "Rotate keys every thirty days.", ["index.html"]), encoding="utf-8")
         again = Crawler(origin + "/docs/index.html", state_dir=state, rate=50, sleep=pause).run()
         changed = {p.url.replace(origin, ""): p.changed for p in again.pages}
         assert changed == {"/docs/guide/": False, "/docs/index.html": False, "/docs/keys.html": True}
@@ -109,10 +130,15 @@ def test_sitemap_start_and_user_agent(tmp_path):
         def hook(request):
             seen_agents.append(request.headers["user-agent"])
 
-        client = httpx.Client(follow_redirects=True, event_hooks={"request": [hook]}, trust_env=False,
-                              headers={"User-Agent": "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"})
-        report = Crawler(origin + "/docs/sitemap.xml", state_dir=tmp_path / "s", rate=50, client=client,
-                         sleep=lambda s: None).run()
+        client = httpx.Client(
+            follow_redirects=True,
+            event_hooks={"request": [hook]},
+            trust_env=False,
+            headers={"User-Agent": "ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"},
+        )
+        report = Crawler(
+            origin + "/docs/sitemap.xml", state_dir=tmp_path / "s", rate=50, client=client, sleep=lambda s: None
+        ).run()
         urls = {p.url.replace(origin, "") for p in report.pages}
         assert "/docs/orphan.html" in urls  # reached only through the sitemap
         assert set(seen_agents) == {"ragsieve-crawler/1.0 (+https://pypi.org/project/ragsieve/)"}

@@ -1,6 +1,7 @@
 """The crawler against hostile or slow sites (issue 22's re-run, items 6-8) and a fast incremental re-crawl, on
 real servers bound to 127.0.0.1 that stop by themselves: a 100,000-URL sitemap, a page trickling 1 byte per
 second, a redirect to another host, sitemap `lastmod` honoured, concurrent unpaced requests on loopback."""
+
 from __future__ import annotations
 
 import contextlib
@@ -59,11 +60,15 @@ def test_a_100000_url_sitemap_does_not_stall_the_crawl(tmp_path):
     with site({}) as (origin, requested, routes):
         for part in (1, 2):
             locs = "".join(f"<url><loc>{origin}/docs/p{part}-{i}.html</loc></url>" for i in range(50_000))
-            routes[f"/docs/sitemap-{part}.xml"] = (200, {"Content-Type": "application/xml"},
-                                                   f"<urlset>{locs}</urlset>".encode())
-        routes["/docs/sitemap.xml"] = (200, {"Content-Type": "application/xml"}, (
-            f"<sitemapindex><sitemap><loc>{origin}/docs/sitemap-1.xml</loc></sitemap>"
-            f"<sitemap><loc>{origin}/docs/sitemap-2.xml</loc></sitemap></sitemapindex>").encode())
+            routes[f"/docs/sitemap-{part}.xml"] = (200, {"Content-Type": "application/xml"}, f"<urlset>{locs}</urlset>".encode())
+        routes["/docs/sitemap.xml"] = (
+            200,
+            {"Content-Type": "application/xml"},
+            (
+                f"<sitemapindex><sitemap><loc>{origin}/docs/sitemap-1.xml</loc></sitemap>"
+                f"<sitemap><loc>{origin}/docs/sitemap-2.xml</loc></sitemap></sitemapindex>"
+            ).encode(),
+        )
         for i in range(20):
             routes[f"/docs/p1-{i}.html"] = (200, {}, html(f"Page {i}", "text"))
         started = time.process_time()
@@ -86,8 +91,11 @@ def test_one_slow_page_does_not_hold_the_crawl(tmp_path):
                 return
             time.sleep(1)
 
-    routes = {"/docs/index.html": (200, {}, html("Home", "hello", ["slow.html", "fast.html"])),
-              "/docs/slow.html": trickle, "/docs/fast.html": (200, {}, html("Fast", "quick"))}
+    routes = {
+        "/docs/index.html": (200, {}, html("Home", "hello", ["slow.html", "fast.html"])),
+        "/docs/slow.html": trickle,
+        "/docs/fast.html": (200, {}, html("Fast", "quick")),
+    }
     with site(routes) as (origin, _, _):
         started = time.monotonic()
         report = Crawler(origin + "/docs/index.html", state_dir=tmp_path / "s", page_deadline_s=2).run()
@@ -100,10 +108,12 @@ def test_one_slow_page_does_not_hold_the_crawl(tmp_path):
 
 def test_redirects_to_another_host_are_not_followed(tmp_path):
     with site({"/x.html": (200, {}, html("Elsewhere", "other host"))}) as (other, other_requests, _):
-        routes = {"/docs/index.html": (200, {}, html("Home", "hi", ["away.html", "moved.html"])),
-                  "/docs/away.html": (302, {"Location": other + "/x.html"}, b""),
-                  "/docs/moved.html": (301, {"Location": "/docs/here.html"}, b""),
-                  "/docs/here.html": (200, {}, html("Here", "same host"))}
+        routes = {
+            "/docs/index.html": (200, {}, html("Home", "hi", ["away.html", "moved.html"])),
+            "/docs/away.html": (302, {"Location": other + "/x.html"}, b""),
+            "/docs/moved.html": (301, {"Location": "/docs/here.html"}, b""),
+            "/docs/here.html": (200, {}, html("Here", "same host")),
+        }
         with site(routes) as (origin, _, _):
             report = Crawler(origin + "/docs/index.html", state_dir=tmp_path / "s").run()
     assert other_requests == []  # the request to the other host was never sent
@@ -116,20 +126,27 @@ def test_incremental_recrawl_honours_sitemap_lastmod_and_is_not_paced_on_loopbac
     routes = {f"/docs/p{i}.html": (200, {}, html(f"Page {i}", f"text {i}")) for i in range(n)}
 
     def sitemap(changed: int | None = None) -> bytes:
-        return ("<urlset>" + "".join(
-            f"<url><loc>{{origin}}/docs/p{i}.html</loc><lastmod>2026-11-{'24' if i == changed else '01'}</lastmod></url>"
-            for i in range(n)) + "</urlset>").encode()
+        return (
+            "<urlset>"
+            + "".join(
+                f"<url><loc>{{origin}}/docs/p{i}.html</loc><lastmod>2026-11-{'24' if i == changed else '01'}</lastmod></url>"
+                for i in range(n)
+            )
+            + "</urlset>"
+        ).encode()
 
     with site(routes) as (origin, requested, routes):
-        routes["/docs/sitemap.xml"] = (200, {"Content-Type": "application/xml"},
-                                       sitemap().replace(b"{origin}", origin.encode()))
+        routes["/docs/sitemap.xml"] = (200, {"Content-Type": "application/xml"}, sitemap().replace(b"{origin}", origin.encode()))
         sleeps: list[float] = []
         first = Crawler(origin + "/docs/sitemap.xml", state_dir=tmp_path / "s", sleep=sleeps.append).run()
         assert len(first.pages) == n and first.fetched == n
         assert sleeps == []  # loopback and no --rate: no artificial pacing
         requested.clear()
-        routes["/docs/sitemap.xml"] = (200, {"Content-Type": "application/xml"},
-                                       sitemap(changed=7).replace(b"{origin}", origin.encode()))
+        routes["/docs/sitemap.xml"] = (
+            200,
+            {"Content-Type": "application/xml"},
+            sitemap(changed=7).replace(b"{origin}", origin.encode()),
+        )
         again = Crawler(origin + "/docs/sitemap.xml", state_dir=tmp_path / "s").run()
     pages = [p for p in requested if p.endswith(".html")]
     assert pages == ["/docs/p7.html"]  # only the page whose lastmod moved was requested

@@ -1,4 +1,5 @@
 """Embedder (real MiniLM, offline) and FAISS dense index against brute force."""
+
 import numpy as np
 import pytest
 
@@ -49,8 +50,7 @@ def test_hnsw_agrees_with_flat(tmp_path):
     flat = DenseIndex("flat").build(vecs)
     hnsw = DenseIndex("hnsw", hnsw_m=16, ef_search=64).build(vecs)
     queries = _random_unit(20, d=32, seed=3)
-    overlap = np.mean([len({r for r, _ in flat.search(q, 10)} & {r for r, _ in hnsw.search(q, 10)}) / 10
-                       for q in queries])
+    overlap = np.mean([len({r for r, _ in flat.search(q, 10)} & {r for r, _ in hnsw.search(q, 10)}) / 10 for q in queries])
     assert overlap >= 0.9
     hnsw.save(tmp_path)
     loaded = DenseIndex.load(tmp_path)

@@ -1,6 +1,7 @@
 """Device choice (issue 47): `auto` with and without a visible GPU (faked at the torch boundary), a refused GPU in
 one line, the encoder that follows the device, an fp16 index queried on a CPU-only machine, the torch encoder's
 vectors equal to `SentenceTransformer.encode`, and the device in the reranker's and the retrieve step's trace."""
+
 from __future__ import annotations
 
 import os
@@ -52,13 +53,16 @@ def test_auto_picks_a_visible_gpu_else_the_cpu():
     assert str(resolve_device("CPU", probe)) == "cpu" and probe.asked == 0  # the CPU needs no probe
 
 
-@pytest.mark.parametrize("spec, probe, words", [
-    ("cuda", FakeAccelerators(), "torch sees no CUDA GPU"),
-    ("cuda:2", FakeAccelerators(cuda=2), "cuda:0..cuda:1"),
-    ("mps", FakeAccelerators(cuda=1), "no Apple GPU"),
-    ("gpu", FakeAccelerators(cuda=1), "choose auto, cpu, cuda, cuda:N or mps"),
-    ("mps:1", FakeAccelerators(mps=True), "choose auto, cpu, cuda, cuda:N or mps"),
-])
+@pytest.mark.parametrize(
+    "spec, probe, words",
+    [
+        ("cuda", FakeAccelerators(), "torch sees no CUDA GPU"),
+        ("cuda:2", FakeAccelerators(cuda=2), "cuda:0..cuda:1"),
+        ("mps", FakeAccelerators(cuda=1), "no Apple GPU"),
+        ("gpu", FakeAccelerators(cuda=1), "choose auto, cpu, cuda, cuda:N or mps"),
+        ("mps:1", FakeAccelerators(mps=True), "choose auto, cpu, cuda, cuda:N or mps"),
+    ],
+)
 def test_a_device_that_is_not_there_is_refused_in_one_line(spec, probe, words):
     with pytest.raises(UsageError) as err:
         resolve_device(spec, probe)
@@ -113,7 +117,7 @@ def test_config_checks_the_device_and_gives_it_to_the_reranker():
     ce = RerankConfig(provider="cross-encoder", model="/x")
     assert ce.options("cuda:0")["device"] == "cuda:0"  # the [index] device by default
     assert RerankConfig(provider="cross-encoder", model="/x", device="cpu").options("cuda:0")["device"] == "cpu"
-    with pytest.raises(UsageError, match="applies to provider \"cross-encoder\""):
+    with pytest.raises(UsageError, match='applies to provider "cross-encoder"'):
         RerankConfig(provider="flashrank", device="cuda").options()
 
 
@@ -123,10 +127,11 @@ def test_a_cuda_request_on_this_machine_is_one_clear_line(tmp_path):
         pytest.skip("this machine has a GPU")
     (tmp_path / "a.md").write_text("# A\n\nsome text\n", encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    for args in (["index", str(tmp_path / "a.md"), "--index", str(tmp_path / "idx"), "--device", "cuda"],
-                 ["eval", str(tmp_path), "--index", str(tmp_path / "idx"), "--device", "cuda:0", "--retrieval-only"]):
-        out = subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
-                             timeout=300, env=env)
+    for args in (
+        ["index", str(tmp_path / "a.md"), "--index", str(tmp_path / "idx"), "--device", "cuda"],
+        ["eval", str(tmp_path), "--index", str(tmp_path / "idx"), "--device", "cuda:0", "--retrieval-only"],
+    ):
+        out = subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 2, out.stderr
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and "torch sees no CUDA GPU" in lines[0] and "Traceback" not in out.stderr
@@ -136,8 +141,7 @@ def test_a_cuda_request_on_this_machine_is_one_clear_line(tmp_path):
 def test_the_torch_encoder_equals_sentence_transformers_encode():
     from ragsieve.tools.index.embedders.local_embedder import Embedder
 
-    texts = ["short", "a somewhat longer sentence about proteins and cells", "  padded text  ",
-             "word " * 400, "another one", "x"]
+    texts = ["short", "a somewhat longer sentence about proteins and cells", "  padded text  ", "word " * 400, "another one", "x"]
     embedder = Embedder(encoder="torch", batch_size=2)  # batches of 2, tokenized ahead by a pool of threads
     ours = embedder.embed(texts)
     ref = embedder._model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
@@ -150,8 +154,13 @@ def test_an_fp16_index_is_queried_on_a_cpu_only_machine_in_fp32(tmp_path, monkey
 
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 0)
     monkeypatch.setattr(device_mod.TorchAccelerators, "mps_available", lambda self: False)
-    record = {"provider": "sentence-transformers", "model": "sentence-transformers/all-MiniLM-L6-v2",
-              "dimension": 384, "encoder": "torch-fp16", "device": "cuda:0"}
+    record = {
+        "provider": "sentence-transformers",
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "dimension": 384,
+        "encoder": "torch-fp16",
+        "device": "cuda:0",
+    }
     embedder = open_embedder(record)
     assert embedder.device == "cpu" and embedder.precision == "fp32" and "within tolerance" in embedder.placement
     vector = embedder.embed(["a question about cells"])

@@ -1,5 +1,6 @@
 """`ragsieve serve --workers 2 --data-dir D`: whichever worker process a request reaches, it sees the same
 vector stores, file and batch status and job progress (`<data-dir>/jobs.sqlite`, records under a lock)."""
+
 from __future__ import annotations
 
 import os
@@ -39,10 +40,27 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
     fresh = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)  # a new connection each time
     with StubOpenAI([ok("unused")] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen([sys.executable, "-m", "ragsieve", "serve", "--index", f"demo={examples_index}",
-                                 "--port", str(port), "--workers", "2", "--data-dir", str(tmp_path / "data")],
-                                env=env, stderr=subprocess.DEVNULL, start_new_session=True)  # its workers: one group
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragsieve",
+                "serve",
+                "--index",
+                f"demo={examples_index}",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # its workers: one group
         try:
+
             def up():
                 try:
                     return fresh.get(base + "/readyz").status_code == 200
@@ -53,8 +71,10 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, http_client=fresh)
             store = client.vector_stores.create(name="shared")
             batch = client.vector_stores.file_batches.upload_and_poll(  # uploads and polls spread over both workers
-                store.id, files=[("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()),
-                                 ("broken.pdf", BROKEN_PDF)], poll_interval_ms=100)
+                store.id,
+                files=[("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()), ("broken.pdf", BROKEN_PDF)],
+                poll_interval_ms=100,
+            )
             assert batch.status == "completed"
             assert (batch.file_counts.completed, batch.file_counts.failed) == (2, 1)
 
@@ -69,33 +89,60 @@ def test_two_workers_answer_alike_for_jobs_batches_and_stores(examples_index, tm
                 return len(answered[path]) >= 2
 
             batch_path = f"/v1/vector_stores/{store.id}/file_batches/{batch.id}"
-            _until(lambda: both_answer(batch_path, lambda b: b["status"] == "completed" and b["file_counts"]
-                                       == {"in_progress": 0, "completed": 2, "failed": 1, "cancelled": 0, "total": 3}),
-                   60, "both workers report the batch")
+            _until(
+                lambda: both_answer(
+                    batch_path,
+                    lambda b: (
+                        b["status"] == "completed"
+                        and b["file_counts"] == {"in_progress": 0, "completed": 2, "failed": 1, "cancelled": 0, "total": 3}
+                    ),
+                ),
+                60,
+                "both workers report the batch",
+            )
+
             def six_from_the_new_store():
-                hits = [r for r in (fresh.post(base + f"/v1/vector_stores/{store.id}/search",
-                                               json={"query": "zorblax gateway port"}).json()["data"] for _ in range(6))
-                        if r and r[0]["filename"] == "deploy-notes.md"]
+                hits = [
+                    r
+                    for r in (
+                        fresh.post(base + f"/v1/vector_stores/{store.id}/search", json={"query": "zorblax gateway port"}).json()[
+                            "data"
+                        ]
+                        for _ in range(6)
+                    )
+                    if r and r[0]["filename"] == "deploy-notes.md"
+                ]
                 return hits if len(hits) == 6 else None  # six fresh connections, every one from the new store
 
             assert len(_until(six_from_the_new_store, 30, "every worker serves the new store")) == 6
 
-            job = fresh.post(base + f"/v1/indexes/{store.id}/crawl",
-                             json={"url": f"http://127.0.0.1:{httpd.server_address[1]}/index.html", "rate": 20,
-                                   "max_pages": 5})
+            job = fresh.post(
+                base + f"/v1/indexes/{store.id}/crawl",
+                json={"url": f"http://127.0.0.1:{httpd.server_address[1]}/index.html", "rate": 20, "max_pages": 5},
+            )
             assert job.status_code == 202, job.text
             job_path = f"/v1/jobs/{job.json()['id']}"
-            _until(lambda: both_answer(job_path, lambda j: j["status"] == "completed"), 120,
-                   "both workers report the crawl job completed")
+            _until(
+                lambda: both_answer(job_path, lambda j: j["status"] == "completed"),
+                120,
+                "both workers report the crawl job completed",
+            )
             assert fresh.get(base + job_path).json()["result"]["docs_added"] == 2
 
-            notes = next(f for f in client.vector_stores.files.list(store.id) if f.status == "completed"
-                         and client.files.retrieve(f.id).filename == "deploy-notes.md")
+            notes = next(
+                f
+                for f in client.vector_stores.files.list(store.id)
+                if f.status == "completed" and client.files.retrieve(f.id).filename == "deploy-notes.md"
+            )
             client.vector_stores.files.delete(notes.id, vector_store_id=store.id)
 
             def gone_everywhere():
-                results = [fresh.post(base + f"/v1/vector_stores/{store.id}/search",
-                                      json={"query": "zorblax gateway port 7412"}).json()["data"] for _ in range(6)]
+                results = [
+                    fresh.post(base + f"/v1/vector_stores/{store.id}/search", json={"query": "zorblax gateway port 7412"}).json()[
+                        "data"
+                    ]
+                    for _ in range(6)
+                ]
                 return all(all(h["filename"] != "deploy-notes.md" for h in r) for r in results)
 
             _until(gone_everywhere, 30, "the deleted file leaves every worker's answers")

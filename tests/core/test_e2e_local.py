@@ -1,4 +1,5 @@
 """End to end on examples/ against the real embedded llama.cpp server (the `make demo` path)."""
+
 import json
 import os
 import subprocess
@@ -14,12 +15,32 @@ pytestmark = pytest.mark.llm
 def test_index_then_ask_with_the_embedded_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     index = tmp_path / "idx"
-    built = subprocess.run([sys.executable, "-m", "ragsieve", "index", str(EXAMPLES), "--index", str(index),
-                            "--no-progress"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    built = subprocess.run(
+        [sys.executable, "-m", "ragsieve", "index", str(EXAMPLES), "--index", str(index), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr
-    asked = subprocess.run([sys.executable, "-m", "ragsieve", "ask",
-                            "How do I rotate the API key of a Lumen workspace?", "--index", str(index), "--json"],
-                           capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragsieve",
+            "ask",
+            "How do I rotate the API key of a Lumen workspace?",
+            "--index",
+            str(index),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert asked.returncode == 0, asked.stderr
     data = json.loads(asked.stdout)
     assert data["answer"].strip()

@@ -2,6 +2,7 @@
 the vectors come back in input order, the limit is honoured (the fake counts the requests it answers at once,
 and holds the first ones until that many arrived, so no timing is assumed), a 5xx mid-stream is retried, the
 413 split still applies, and a killed build resumes from its checkpoint; the build summary gives the rate."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +69,9 @@ def _docs(tmp_path, n=24):
     folder = tmp_path / "docs"
     folder.mkdir()
     for i in range(n):
-        (folder / f"d{i:02d}.md").write_text(f"# Doc {i}\n\nDocument {i} talks about topic {i * 7} and cells.\n",
-                                             encoding="utf-8")
+        (folder / f"d{i:02d}.md").write_text(
+            f"# Doc {i}\n\nDocument {i} talks about topic {i * 7} and cells.\n", encoding="utf-8"
+        )
     return folder
 
 
@@ -90,11 +92,9 @@ def test_a_killed_concurrent_build_resumes_from_its_checkpoint(tmp_path):
     assert report.chunks_total == 24 and f"embedded by endpoint {server.base_url}" in report.summary()
     assert "(2 in flight) at" in report.summary() and report.embed_rate > 0 and report.encoder_busy is None
     with FakeEmbeddings(dimension=16) as server:
-        ref = IndexBuilder(tmp_path / "ref", embedder=make(server, batch_size=2), batch_size=2,
-                           progress=False).build([docs])
+        ref = IndexBuilder(tmp_path / "ref", embedder=make(server, batch_size=2), batch_size=2, progress=False).build([docs])
     assert ref.chunks_total == 24
     with HybridIndex.open(tmp_path / "idx", embedder=emb) as a, HybridIndex.open(tmp_path / "ref", embedder=emb) as b:
         ids = [c.chunk_id for c in a.store.get_many(range(len(a)))]
         assert ids == [c.chunk_id for c in b.store.get_many(range(len(b)))]
-        assert np.allclose(np.asarray(a.vectors[list(range(len(a)))]), np.asarray(b.vectors[list(range(len(b)))]),
-                           atol=1e-6)
+        assert np.allclose(np.asarray(a.vectors[list(range(len(a)))]), np.asarray(b.vectors[list(range(len(b)))]), atol=1e-6)

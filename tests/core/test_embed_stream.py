@@ -3,6 +3,7 @@ texts into the checkpoint, through a bounded queue, in length-sorted windows who
 order. It yields the index the serial path yields: same chunk ids and rows, vectors equal to float precision (a
 hash encoder; the real MiniLM in fp32, torch). A failure in either thread stops the build; a killed build
 resumes from the checkpoint."""
+
 from __future__ import annotations
 
 import gzip
@@ -49,12 +50,12 @@ def test_a_window_goes_longest_first_and_comes_back_in_order():
 
 def test_the_overlapped_build_equals_the_serial_one_with_a_hash_encoder(tmp_path):
     write_corpus(tmp_path / "docs", 300, chunks=2)
-    serial = IndexBuilder(tmp_path / "serial", embedder=HashEmbedder(), progress=False, chunk_tokens=80,
-                          overlap=False)
+    serial = IndexBuilder(tmp_path / "serial", embedder=HashEmbedder(), progress=False, chunk_tokens=80, overlap=False)
     serial.build([tmp_path / "docs"])
     progress: list[tuple] = []
-    streamed = IndexBuilder(tmp_path / "stream", embedder=HashEmbedder(), progress=lambda *a: progress.append(a),
-                            chunk_tokens=80, batch_size=16)
+    streamed = IndexBuilder(
+        tmp_path / "stream", embedder=HashEmbedder(), progress=lambda *a: progress.append(a), chunk_tokens=80, batch_size=16
+    )
     report = streamed.build([tmp_path / "docs"])
     assert streamed._streamed == 600 and streamed.resumed_embeddings == 0  # 300 documents >= 256: streamed
     ids, vectors = contents(tmp_path / "stream", HashEmbedder())
@@ -62,8 +63,7 @@ def test_the_overlapped_build_equals_the_serial_one_with_a_hash_encoder(tmp_path
     assert ids == ref_ids and np.array_equal(vectors, ref_vectors)
     assert report.chunks_embedded == 600 and ("embedding", 600, 600) in progress
     queries = ["document 17 part 1", "w5x0x3 version", "doc 250"]  # BM25 tokenized by the chunking thread
-    assert bm25_hits(tmp_path / "stream", HashEmbedder(), queries) == bm25_hits(tmp_path / "serial", HashEmbedder(),
-                                                                                   queries)
+    assert bm25_hits(tmp_path / "stream", HashEmbedder(), queries) == bm25_hits(tmp_path / "serial", HashEmbedder(), queries)
     assert all(bm25_hits(tmp_path / "stream", HashEmbedder(), queries))
 
 
@@ -157,7 +157,8 @@ def test_a_failing_chunker_or_encoder_stops_the_build_and_a_killed_one_resumes(t
 
     with pytest.raises(KeyboardInterrupt):
         IndexBuilder(tmp_path / "idx", embedder=Dying(), progress=False, chunk_tokens=80, batch_size=16).build(
-            [tmp_path / "docs"])
+            [tmp_path / "docs"]
+        )
     assert not list((tmp_path / "idx").glob("gen-*"))  # nothing half-written
     counted: list[int] = []
 

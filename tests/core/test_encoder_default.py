@@ -1,5 +1,6 @@
 """The fast encoder by default (issue 28): a new index gets `onnx-int8` (within 0.005 nDCG@10 of torch), an existing index
 keeps the encoder its manifest records, and an explicit choice wins."""
+
 from __future__ import annotations
 
 from pathlib import Path

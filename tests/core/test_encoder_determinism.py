@@ -1,4 +1,5 @@
 """The same text gets the same vector, whatever batch it is embedded in, and a rebuild reproduces the index (issue 46)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,12 +7,14 @@ import pytest
 
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 
-TEXTS = ["How do I rotate the API key of a Lumen workspace?",
-         "Rotation issues a new secret; the old one keeps working for 24 hours.",
-         "Rate limits apply per workspace, across all of its API keys. " * 20,
-         "def rotate_key(client, key_id):\n    return client.post(f'/keys/{key_id}/rotate')",
-         "short",
-         "Backups are encrypted at rest and kept in a cold bucket for ninety days."]
+TEXTS = [
+    "How do I rotate the API key of a Lumen workspace?",
+    "Rotation issues a new secret; the old one keeps working for 24 hours.",
+    "Rate limits apply per workspace, across all of its API keys. " * 20,
+    "def rotate_key(client, key_id):\n    return client.post(f'/keys/{key_id}/rotate')",
+    "short",
+    "Backups are encrypted at rest and kept in a cold bucket for ninety days.",
+]
 
 
 def _encoders() -> list[str]:
@@ -49,8 +52,9 @@ def test_an_incremental_build_and_a_fresh_build_give_identical_indexes(tmp_path,
     docs.mkdir()
 
     def write(i: int) -> None:  # texts of different lengths, so that batches mix short and long ones
-        (docs / f"d{i:02d}.md").write_text(f"# Topic {i}\n\n" + f"Paragraph {i} about keys and backups. " * (1 + 7 * (i % 4)),
-                                           encoding="utf-8")
+        (docs / f"d{i:02d}.md").write_text(
+            f"# Topic {i}\n\n" + f"Paragraph {i} about keys and backups. " * (1 + 7 * (i % 4)), encoding="utf-8"
+        )
 
     for i in range(11):
         write(i)

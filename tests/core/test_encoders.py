@@ -1,4 +1,5 @@
 """The faster encoder paths: the same MiniLM exported once to ONNX (offline) and run by ONNX Runtime."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,10 +11,12 @@ pytest.importorskip("onnxruntime")
 from ragsieve.tools.errors import UsageError  # noqa: E402
 from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 
-TEXTS = ["How do I rotate the API key of a Lumen workspace?",
-         "Rotation issues a new secret; the old one keeps working for 24 hours.",
-         "Rate limits apply per workspace, across all of its API keys. " * 20,
-         "def rotate_key(client, key_id):\n    return client.post(f'/keys/{key_id}/rotate')"]
+TEXTS = [
+    "How do I rotate the API key of a Lumen workspace?",
+    "Rotation issues a new secret; the old one keeps working for 24 hours.",
+    "Rate limits apply per workspace, across all of its API keys. " * 20,
+    "def rotate_key(client, key_id):\n    return client.post(f'/keys/{key_id}/rotate')",
+]
 
 
 def test_onnx_agrees_with_torch_and_is_cached(tmp_path, monkeypatch, embedder):
@@ -63,8 +66,9 @@ def test_the_embedding_cache_keeps_int8_and_fp32_vectors_apart(tmp_path):
 
     assert cache_model("m", "torch") == cache_model("m", "onnx") == "m"  # the same fp32 vectors: caches stay valid
     assert cache_model("m", "onnx-int8") != "m"
-    keys = {enc: IndexBuilder(tmp_path / enc, encoder=enc, progress=False)._cache_model()
-            for enc in ("torch", "onnx", "onnx-int8")}
+    keys = {
+        enc: IndexBuilder(tmp_path / enc, encoder=enc, progress=False)._cache_model() for enc in ("torch", "onnx", "onnx-int8")
+    }
     assert keys["torch"] == keys["onnx"] != keys["onnx-int8"]
     fp32 = EmbeddingCache(tmp_path / "e.sqlite", keys["onnx"], 4)
     fp32.put_many([text_key("a")], np.ones((1, 4), dtype=np.float32))

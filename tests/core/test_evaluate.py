@@ -1,4 +1,5 @@
 """`ragsieve eval` end to end on a tiny BEIR folder: FakeChat answers, the real MiniLM embedder."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,26 @@ from ragsieve.testing import FakeChat
 from ragsieve.tools.metrics import ndcg_at_k
 
 DOCS = {
-    "d1": ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889 for the World's Fair."),
-    "d2": ("Photosynthesis", "Photosynthesis converts light energy into chemical energy in plants, using chlorophyll in the chloroplasts."),
-    "d3": ("Mount Everest", "Mount Everest is Earth's highest mountain above sea level, in the Himalayas between Nepal and China. Its height is 8,849 metres."),
-    "d4": ("Python (programming language)", "Python is a high-level programming language created by Guido van Rossum and first released in 1991."),
-    "d5": ("Great Barrier Reef", "The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland, Australia."),
+    "d1": (
+        "Eiffel Tower",
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was completed in 1889 for the World's Fair.",
+    ),
+    "d2": (
+        "Photosynthesis",
+        "Photosynthesis converts light energy into chemical energy in plants, using chlorophyll in the chloroplasts.",
+    ),
+    "d3": (
+        "Mount Everest",
+        "Mount Everest is Earth's highest mountain above sea level, in the Himalayas between Nepal and China. Its height is 8,849 metres.",
+    ),
+    "d4": (
+        "Python (programming language)",
+        "Python is a high-level programming language created by Guido van Rossum and first released in 1991.",
+    ),
+    "d5": (
+        "Great Barrier Reef",
+        "The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland, Australia.",
+    ),
     "d6": ("Penicillin", "Penicillin was discovered by Alexander Fleming in 1928 at St Mary's Hospital in London."),
     "d7": ("Amazon River", "The Amazon River in South America is the largest river by discharge volume of water in the world."),
     "d8": ("Jupiter", "Jupiter is the fifth planet from the Sun and the largest in the Solar System; it is a gas giant."),
@@ -34,8 +50,13 @@ QUESTIONS = {
     "q3": ("Who discovered penicillin?", {"d6": 1}, ["Alexander Fleming"], False, "Alexander Fleming discovered it [1]."),
     "q4": ("How tall is Mount Everest?", {"d3": 2}, ["8,849 metres", "8849 m"], False, "8,849 metres [1]."),
     "q5": ("Which river has the largest discharge volume?", {"d7": 1}, None, False, "The Amazon River [1]."),
-    "q6": ("Who painted the ceiling of the Great Barrier Reef lighthouse?", {}, [], True,
-           "The context does not contain the answer."),
+    "q6": (
+        "Who painted the ceiling of the Great Barrier Reef lighthouse?",
+        {},
+        [],
+        True,
+        "The context does not contain the answer.",
+    ),
 }
 
 
@@ -112,15 +133,23 @@ def test_eval_two_plans_resume_and_outputs(dataset, tmp_path):
     plans = ["fast", "fast_copy"]
     first = FakeChat([respond] * 3 + [RuntimeError("interrupted")])
     with pytest.raises(RuntimeError, match="interrupted"):
-        Evaluation(dataset, index_dir, plans=plans, config=two_plans(), out=out, chat=first, cache=False,
-                   progress=False).run()
+        Evaluation(dataset, index_dir, plans=plans, config=two_plans(), out=out, chat=first, cache=False, progress=False).run()
     assert (index_dir / "CURRENT").is_file()
     assert len((out / "per_question.jsonl").read_text().splitlines()) == 3
     done = asked(first)[:3]
 
     second = FakeChat(default=respond)
-    results = Evaluation(dataset, index_dir, plans=plans, config=two_plans(), out=out, chat=second, cache=False,
-                         progress=False, command="ragsieve eval tiny").run()
+    results = Evaluation(
+        dataset,
+        index_dir,
+        plans=plans,
+        config=two_plans(),
+        out=out,
+        chat=second,
+        cache=False,
+        progress=False,
+        command="ragsieve eval tiny",
+    ).run()
     # every (plan, question) answered exactly once over both sessions: 6 questions x 2 plans
     everything = done + asked(second)
     assert len(everything) == 12 and len(second.history) == 9
@@ -146,8 +175,9 @@ def test_eval_two_plans_resume_and_outputs(dataset, tmp_path):
             assert row["context_tokens"] > 0
     assert results["command"] == "ragsieve eval tiny" and results["dataset"]["unanswerable"] == 1
     assert results["index"]["corpus_fingerprint"] and results["versions"]["numpy"]
-    head = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     if head:  # a checkout (CI's clean clone is one): the result names the code that produced it
         assert results["commit"].split("+")[0] == head
     else:  # pragma: no cover - an installed wheel
@@ -167,8 +197,7 @@ def test_cache_makes_a_rerun_free_and_judge_is_metered_apart(dataset, index, tmp
     out = tmp_path / "run"
     first = FakeChat(default=respond)
     plans = ["fast", "fast_copy"]
-    before = Evaluation(dataset, index, plans=plans, config=two_plans(), out=out, chat=first, judge=True,
-                        progress=False).run()
+    before = Evaluation(dataset, index, plans=plans, config=two_plans(), out=out, chat=first, judge=True, progress=False).run()
     # six answers, four judged (the answerable ones with gold answers); fast_copy's identical prompts are cache hits
     assert len(first.history) == 6 + 4
     fast, copy = before["plans"]["fast"]["cost"], before["plans"]["fast_copy"]["cost"]
@@ -183,8 +212,7 @@ def test_cache_makes_a_rerun_free_and_judge_is_metered_apart(dataset, index, tmp
 
     (out / "per_question.jsonl").unlink()
     second = FakeChat()  # no scripted reply: any real call would fail
-    results = Evaluation(dataset, index, plans=plans, config=two_plans(), out=out, chat=second, judge=True,
-                         progress=False).run()
+    results = Evaluation(dataset, index, plans=plans, config=two_plans(), out=out, chat=second, judge=True, progress=False).run()
     assert second.history == []
     cost, cost_before = results["plans"]["fast"]["cost"], before["plans"]["fast"]["cost"]
     assert cost["cached_calls"] == 1.0 and cost_before["cached_calls"] == 0.0
@@ -249,8 +277,14 @@ def test_configured_llm_gets_the_cache_inside_out_and_is_closed(dataset, index, 
 def test_running_postfix_shows_running_means_per_plan():
     from ragsieve.eval.report import running_postfix
 
-    rows = [{"plan": "fast", "f1": 1.0, "calls": 1}, {"plan": "fast", "f1": 0.0, "calls": 1},
-            {"plan": "agentic", "f1": 0.25, "calls": 3}, {"plan": "agentic", "f1": None, "calls": 5},
-            {"plan": "first_stage", "fs_ndcg@10": 0.5}]
-    assert running_postfix(rows, ["fast", "agentic", "first_stage"]) == \
-        "fast F1 0.500 1.0c | agentic F1 0.250 4.0c | first_stage nDCG@10 0.500"
+    rows = [
+        {"plan": "fast", "f1": 1.0, "calls": 1},
+        {"plan": "fast", "f1": 0.0, "calls": 1},
+        {"plan": "agentic", "f1": 0.25, "calls": 3},
+        {"plan": "agentic", "f1": None, "calls": 5},
+        {"plan": "first_stage", "fs_ndcg@10": 0.5},
+    ]
+    assert (
+        running_postfix(rows, ["fast", "agentic", "first_stage"])
+        == "fast F1 0.500 1.0c | agentic F1 0.250 4.0c | first_stage nDCG@10 0.500"
+    )

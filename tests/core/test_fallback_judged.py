@@ -14,6 +14,7 @@ examples/ on the offline MiniLM embeddings, calibrated, with the scripted fake m
 Each fails on the code before issue 46: there the all-false round was distrusted and the fallback appended
 unjudged chunks whatever the judge's standing.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -35,8 +36,15 @@ from tests.support.loop_fakes import Script
 ANSWER = "Rotate the key in the workspace settings [1]."
 
 
-def _ask(index, script: Script, question: str = QUESTION, *, loop: dict | None = None,
-         abstention: dict | None = None, fallback: dict | None = None):
+def _ask(
+    index,
+    script: Script,
+    question: str = QUESTION,
+    *,
+    loop: dict | None = None,
+    abstention: dict | None = None,
+    fallback: dict | None = None,
+):
     from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()
@@ -101,12 +109,19 @@ def test_nothing_relevant_yields_to_calibrated_evidence_that_says_answerable(cal
     assert "answer" in script.kinds and answer.abstention is None and answer.answer.startswith("Rotate the key")
 
 
-@pytest.mark.parametrize("judge, loop, reason", [
-    (lambda q, t: False, {"judge_decoys": 0}, "no decoys were shown"),
-    (lambda q, t: True, {}, "decoys"),
-])
-def test_an_untrusted_judge_decides_nothing_and_the_fallback_adds_nothing(calibrated_index, judge, loop,  # noqa: F811
-                                                                          reason):
+@pytest.mark.parametrize(
+    "judge, loop, reason",
+    [
+        (lambda q, t: False, {"judge_decoys": 0}, "no decoys were shown"),
+        (lambda q, t: True, {}, "decoys"),
+    ],
+)
+def test_an_untrusted_judge_decides_nothing_and_the_fallback_adds_nothing(
+    calibrated_index,  # noqa: F811
+    judge,
+    loop,  # noqa: F811
+    reason,
+):
     script = Script(judge=judge, answer=ANSWER, validate=[False, False])
     answer = _ask(calibrated_index, script, loop=loop)
     first = answer.loop.rounds[0]
@@ -119,8 +134,7 @@ def test_an_untrusted_judge_decides_nothing_and_the_fallback_adds_nothing(calibr
     assert fb.added == [] and "adds nothing" in fb.judge_reason
     passing = set(answer.conformal.passing) if answer.conformal else set()
     fast = {h.chunk_id for h in answer.context[: Config().retrieval.top_k]}
-    assert [h.chunk_id for h in answer.context if h.chunk_id in fb.candidates
-            and h.chunk_id not in passing | fast] == []
+    assert [h.chunk_id for h in answer.context if h.chunk_id in fb.candidates and h.chunk_id not in passing | fast] == []
 
 
 class _Malformed(Script):

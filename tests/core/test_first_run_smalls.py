@@ -1,5 +1,6 @@
 """First-run rough edges (issue 55, item 10): onnxruntime's pre-processing hint on the first int8 export, the
 short-key error naming the key, `--device auto` saying what it chose at the start."""
+
 from __future__ import annotations
 
 import logging
@@ -16,9 +17,13 @@ def _tiny_model(path) -> None:
     from onnx import TensorProto, helper, numpy_helper
 
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype("float32"), "W")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "tiny",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [weight],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
@@ -43,8 +48,15 @@ def test_the_int8_export_drops_only_the_preprocessing_hint(tmp_path, caplog):
 
 def test_a_short_api_key_is_named_without_printing_it(tmp_path):
     env = {**os.environ, "RAGSIEVE_API_KEYS": "goodkey-12345678,xyzzy"}
-    out = subprocess.run([sys.executable, "-m", "ragsieve", "serve", "--index", f"docs={tmp_path}"], env=env,
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragsieve", "serve", "--index", f"docs={tmp_path}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "starting 'xy'" in out.stderr and "(5 characters)" in out.stderr  # which key, by its start
     assert "xyzzy" not in out.stderr and "goodkey" not in out.stderr  # never the secret itself
@@ -54,9 +66,24 @@ def test_device_auto_says_what_it_chose_first(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "notes.md").write_text("# Notes\n\nThe zorblax gateway listens on port 7412.\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "ragsieve", "index", str(docs), "--index", str(tmp_path / "idx"),
-                          "--device", "auto", "--no-progress"], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragsieve",
+            "index",
+            str(docs),
+            "--index",
+            str(tmp_path / "idx"),
+            "--device",
+            "auto",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     first = out.stdout.splitlines()[0]
     assert first.startswith("device auto: embedding on ") and first.split()[-1] in ("cpu", "mps", "cuda:0"), first

@@ -2,6 +2,7 @@
 first token while it reports progress, a call cut by a time limit is never sent again, the embedded model's
 thread count follows the machine's load, and the embedded server answers a warm-up request before it counts
 as started. Fakes on loopback (tests/slow_sse.py, tests/stub_openai.py); timings scaled down."""
+
 from __future__ import annotations
 
 import time

@@ -9,6 +9,7 @@ passage tokens equal to some query token (lexical overlap, a stand-in for the le
 session and sigmoid scoring - under `ragsieve.tools.filters.rerank.Reranker` and the fallback step. The scores
 are checked against the overlap computed here by hand, so a broken input feed or an order mix-up fails.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def _tokenizer(words: list[str]):
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
     return tok, vocab
 
 
@@ -75,13 +78,17 @@ def _overlap_graph(sep_id: int):
         n("Mul", ["matches_any", "passage"], ["scored"]),
         n("ReduceSum", ["scored", "ax1"], ["logits"], keepdims=1),  # [B,1]
     ]
-    inits = [helper.make_tensor("ax1", TensorProto.INT64, [1], [1]),
-             helper.make_tensor("ax2", TensorProto.INT64, [1], [2]),
-             helper.make_tensor("one", f, [], [1.0]),
-             helper.make_tensor("sep", TensorProto.INT64, [], [sep_id]),
-             helper.make_tensor("cls", TensorProto.INT64, [], [SPECIALS.index("[CLS]")])]
-    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"])
-              for name in ("input_ids", "attention_mask", "token_type_ids")]
+    inits = [
+        helper.make_tensor("ax1", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("ax2", TensorProto.INT64, [1], [2]),
+        helper.make_tensor("one", f, [], [1.0]),
+        helper.make_tensor("sep", TensorProto.INT64, [], [sep_id]),
+        helper.make_tensor("cls", TensorProto.INT64, [], [SPECIALS.index("[CLS]")]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"])
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+    ]
     output = helper.make_tensor_value_info("logits", f, ["batch", 1])
     graph = helper.make_graph(nodes, "overlap_cross_encoder", inputs, [output], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -100,22 +107,29 @@ def build_flashrank_model(cache: Path, words: list[str]) -> Path:
     tok.save(str(folder / "tokenizer.json"))
     (folder / "config.json").write_text(json.dumps({"pad_token_id": vocab["[PAD]"]}))
     (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 512, "pad_token": "[PAD]"}))
-    (folder / "special_tokens_map.json").write_text(json.dumps(
-        {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}))
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"})
+    )
     onnx.save(_overlap_graph(vocab["[SEP]"]), str(folder / model_file_map[MODEL]))
     return folder
 
 
 QUERY = "rotate the api key"
-TEXTS = ["cats sleep a lot in the sun", "rotate the api key daily and the old key expires",
-         "dogs bark at night", "an api key is a secret"]
+TEXTS = [
+    "cats sleep a lot in the sun",
+    "rotate the api key daily and the old key expires",
+    "dogs bark at night",
+    "an api key is a secret",
+]
 
 
 def _hits():
     # embedding order (dense_score) deliberately differs from the overlap order
     dense = [0.9, 0.1, 0.8, 0.5]
-    return [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0, rank=i + 1,
-                dense_score=d) for i, (t, d) in enumerate(zip(TEXTS, dense))]
+    return [
+        Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0, rank=i + 1, dense_score=d)
+        for i, (t, d) in enumerate(zip(TEXTS, dense))
+    ]
 
 
 def _expected(query: str, text: str) -> float:

@@ -1,4 +1,5 @@
 """PDF, DOCX, Jupyter notebooks and markdown front matter, each on a real file written by a real library."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,11 @@ def make_pdf(path: Path, pages: list[str]) -> Path:
 
 
 def test_pdf_pages_are_cited(tmp_path):
-    pages = ["Lumen operations handbook", "Keys are rotated every ninety days by the admin.",
-             "Backups run nightly at two o'clock."]
+    pages = [
+        "Lumen operations handbook",
+        "Keys are rotated every ninety days by the admin.",
+        "Backups run nightly at two o'clock.",
+    ]
     (tmp_path / "docs").mkdir()
     make_pdf(tmp_path / "docs" / "handbook.pdf", pages)
     doc = load_documents([tmp_path / "docs"]).documents[0]
@@ -68,11 +72,22 @@ def test_docx_headings_and_tables(tmp_path):
 
 
 def test_notebook_cells(tmp_path):
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"language": "python"}}, "cells": [
-        {"cell_type": "markdown", "metadata": {}, "source": ["# Churn analysis\n", "We load the events."]},
-        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "events = load('events.jsonl')",
-         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["HUGE OUTPUT " * 50]}]},
-        {"cell_type": "raw", "metadata": {}, "source": "ignored raw cell"}]}
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"language": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Churn analysis\n", "We load the events."]},
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "execution_count": 1,
+                "source": "events = load('events.jsonl')",
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": ["HUGE OUTPUT " * 50]}],
+            },
+            {"cell_type": "raw", "metadata": {}, "source": "ignored raw cell"},
+        ],
+    }
     (tmp_path / "analysis.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     doc = load_documents([tmp_path / "analysis.ipynb"]).documents[0]
     assert doc.title == "Churn analysis" and "```python\nevents = load('events.jsonl')\n```" in doc.text
@@ -84,7 +99,7 @@ def test_notebook_cells(tmp_path):
 
 
 def test_markdown_front_matter(tmp_path):
-    text = "---\ntitle: \"Rotating keys\"\ntags: [keys]\n---\n# Heading\n\nBody line.\n"
+    text = '---\ntitle: "Rotating keys"\ntags: [keys]\n---\n# Heading\n\nBody line.\n'
     (tmp_path / "page.md").write_text(text, encoding="utf-8")
     doc = load_documents([tmp_path / "page.md"]).documents[0]
     assert doc.title == "Rotating keys" and not doc.text.startswith("---") and "tags:" not in doc.text

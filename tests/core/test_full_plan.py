@@ -1,6 +1,7 @@
 """The `full` plan end to end, and the helpers the filter steps' tests share (hand-built states on a tiny
 index): the conformal step's tests are in test_full_plan_conformal.py, GMM's and RSE's in
 test_full_plan_filters.py."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens t
 def hits_for(index, question, rows=None):
     q = bow(question)
     rows = range(index.store.count()) if rows is None else rows
-    hits = [Hit(chunk=index.store.get(r), row=r, score=float(index.vectors[r] @ q), dense_score=float(index.vectors[r] @ q))
-            for r in rows]
+    hits = [
+        Hit(chunk=index.store.get(r), row=r, score=float(index.vectors[r] @ q), dense_score=float(index.vectors[r] @ q))
+        for r in rows
+    ]
     return sorted(hits, key=lambda h: -h.score)
 
 
@@ -82,8 +85,9 @@ def calibrated_index(examples_index, tmp_path):
     folder = tmp_path / "index"
     shutil.copytree(examples_index, folder)
     with HybridIndex.open(folder) as index:
-        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2,
-                         depth=10, seed=0).run(questions=12)
+        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2, depth=10, seed=0).run(
+            questions=12
+        )
         save_calibration(cal, folder)
     return folder
 
@@ -136,9 +140,16 @@ def test_full_plan_runs_gmm_when_enabled_and_keeps_the_conformal_set(calibrated_
     from ragsieve.agent.orchestrator import Orchestrator
 
     config = Config()
-    config.outliers = config.outliers.model_copy(update={
-        "enabled": True, "method": "weighted_sum", "n_components": [1], "pca_dims": [1], "min_outlier_freq": 1,
-        "protect_top": 0})
+    config.outliers = config.outliers.model_copy(
+        update={
+            "enabled": True,
+            "method": "weighted_sum",
+            "n_components": [1],
+            "pca_dims": [1],
+            "min_outlier_freq": 1,
+            "protect_top": 0,
+        }
+    )
     with Orchestrator.open(calibrated_index, config, chat=FakeChat(default=fake_model)) as orch:
         answer = orch.ask(QUESTION, plan="full")
     s = check_trace(answer)
@@ -182,5 +193,3 @@ def test_full_plan_with_local_llm(calibrated_index, local_llm):
     assert_conformal_set_kept(answer, s["segments"])
     assert answer.answer.strip() and answer.context
     assert all(c.chunk_id in {h.chunk_id for h in answer.context} for c in answer.citations)
-
-

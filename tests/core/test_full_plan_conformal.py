@@ -1,5 +1,6 @@
 """The conformal step on hand-built states (CONFLARE): the cutoff, the budget, the judge's rule, the corpus cap,
 and coverage measured against the cutoff computed by hand."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,11 @@ def test_conformal_keeps_exactly_the_chunks_under_the_threshold(tmp_path, kind):
     if ScoreKind(kind).hybrid:  # RRF of the dense and BM25 rankings over the whole index
         signal = hybrid_signal(signal, index.bm25.scores(state.question), cal.hybrid_k)
     order = list(np.argsort(-signal, kind="stable"))
-    expected = [h.chunk_id for h in sorted(hits_for(index, state.question), key=lambda h: -signal[h.row])
-                if nonconformity(ScoreKind(kind), signal[h.row], signal.max(), order.index(h.row) + 1) <= qhat]
+    expected = [
+        h.chunk_id
+        for h in sorted(hits_for(index, state.question), key=lambda h: -signal[h.row])
+        if nonconformity(ScoreKind(kind), signal[h.row], signal.max(), order.index(h.row) + 1) <= qhat
+    ]
     assert summary["status"] == "applied" and summary["kind"] == kind
     # CONFLARE: every pool chunk passing the cutoff, of whatever size, best signal first; nothing else
     assert summary["kept"] == expected == summary["passing"]
@@ -72,11 +76,12 @@ def test_conformal_keeps_every_passing_pool_chunk_up_to_the_token_budget(tmp_pat
     everything = [h.chunk_id for h in hits_for(index, state.question)]
     assert summary["kept"] == everything and summary["over_budget"] == []  # not the 2-chunk context: the pool
     assert "budget_note" not in summary and not state.notes
-    state, deps = make(index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"},
-                       loop={"context_tokens": 40})
+    state, deps = make(
+        index, "beta bridge toll", context_rows=range(2), conformal={"score_kind": "raw"}, loop={"context_tokens": 40}
+    )
     summary = run_step("conformal", state, deps)
-    assert summary["kept"] == everything[:len(summary["kept"])] and len(summary["kept"]) < len(everything)
-    assert summary["over_budget"] == everything[len(summary["kept"]):]
+    assert summary["kept"] == everything[: len(summary["kept"])] and len(summary["kept"]) < len(everything)
+    assert summary["over_budget"] == everything[len(summary["kept"]) :]
     cut = len(everything) - len(summary["kept"])
     assert f"{cut} passing chunks were left out" in summary["budget_note"] and summary["budget_note"] in state.notes
 
@@ -148,8 +153,13 @@ def test_conformal_corpus_candidates_admit_passing_chunks_beyond_the_pool(tmp_pa
     (tmp_path / "calibration.json").write_text(json.dumps(saved))
     everything = [h.chunk_id for h in hits_for(index, "beta bridge toll")]
     for mode, expected in (("pool", set(everything[:2])), ("corpus", set(everything))):
-        state, deps = make(index, "beta bridge toll", context_rows=[], conformal={"score_kind": "raw", "candidates": mode},
-                           loop={"combine": "relevant"})
+        state, deps = make(
+            index,
+            "beta bridge toll",
+            context_rows=[],
+            conformal={"score_kind": "raw", "candidates": mode},
+            loop={"combine": "relevant"},
+        )
         for cid in everything[2:]:  # the first stage found only the best two
             del state.pool[cid]
         summary = run_step("conformal", state, deps)
@@ -176,9 +186,11 @@ def test_a_binding_corpus_cap_is_reported_and_the_coverage_stated_as_reduced(tmp
     sims = np.sort(index.vectors.astype(float) @ bow(question))[::-1]
     assert sims[1] > sims[2]  # the 2nd and 3rd chunks are told apart by the cutoff below
     everything = [h.chunk_id for h in hits_for(index, question)]
-    cases = ((2.0, 2, True),  # every chunk passes; 2 admitted beyond the pool's 1: the 3rd passes too
-             (2.0, len(everything), False),  # the cap holds every chunk
-             (1 - (sims[1] + sims[2]) / 2, 2, False))  # the cap binds nothing: the chunk past it fails the cutoff
+    cases = (
+        (2.0, 2, True),  # every chunk passes; 2 admitted beyond the pool's 1: the 3rd passes too
+        (2.0, len(everything), False),  # the cap holds every chunk
+        (1 - (sims[1] + sims[2]) / 2, 2, False),
+    )  # the cap binds nothing: the chunk past it fails the cutoff
     for qhat, cap, binds in cases:
         plant_threshold(tmp_path, "raw", qhat)
         state, deps = make(index, question, context_rows=[], conformal={"score_kind": "raw", "corpus_max": cap})

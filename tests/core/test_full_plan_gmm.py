@@ -10,6 +10,7 @@ with the paper's K 4-6 an isolated chunk gets a component of its own and is not 
 and what is flagged depends on the pool (here K 4-6 also removes the best dense chunk, api-keys.md#4); one
 component is where the rule reliably puts an off-topic chunk in the tail.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,12 +26,22 @@ from ragsieve.testing import FakeChat
 from tests.core.test_full_plan import QUESTION, assert_conformal_set_kept, check_trace, fake_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-PLANTED = ("Harvest festival notes. Rotate the API key? Rotate the Lumen workspace key? At the fair, the old key of "
-           "the old barn opens the workspace where Lumen keeps pumpkins; rotate, key, old key, API key, Lumen "
-           "workspace: the fiddlers sang these words all night while pies cooled on the windowsill.\n")
+PLANTED = (
+    "Harvest festival notes. Rotate the API key? Rotate the Lumen workspace key? At the fair, the old key of "
+    "the old barn opens the workspace where Lumen keeps pumpkins; rotate, key, old key, API key, Lumen "
+    "workspace: the fiddlers sang these words all night while pies cooled on the windowsill.\n"
+)
 PLANTED_ID = "corpus/planted.md#0"
-ONE_COMPONENT = {"enabled": True, "method": "interaction", "alpha": 0.5, "pca_dims": [2, 3], "n_components": [1],
-                 "percentile": 15.0, "min_outlier_freq": 2, "protect_top": 0}
+ONE_COMPONENT = {
+    "enabled": True,
+    "method": "interaction",
+    "alpha": 0.5,
+    "pca_dims": [2, 3],
+    "n_components": [1],
+    "percentile": 15.0,
+    "min_outlier_freq": 2,
+    "protect_top": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +56,9 @@ def planted_index(tmp_path_factory, embedder):
     folder = tmp_path / "index"
     IndexBuilder(folder, embedder=embedder, progress=False).build([str(corpus)])
     with HybridIndex.open(folder) as index:
-        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2,
-                         depth=10, seed=0).run(questions=12)
+        cal = Calibrator(index, llm=LLM(FakeChat(default=fake_model)), prompts=PromptRenderer(), alpha=0.2, depth=10, seed=0).run(
+            questions=12
+        )
         save_calibration(cal, folder)
     return folder
 

@@ -1,4 +1,5 @@
 """Fusion functions against hand-computed values."""
+
 import pytest
 
 from ragsieve.tools.errors import UsageError
@@ -36,8 +37,8 @@ def test_minmax():
 
 
 def test_weighted_fusion_hand_computed_and_missing_docs():
-    bm25 = {"a": 10.0, "b": 6.0, "c": 2.0}        # -> 1, .5, 0
-    dense = {"c": 0.9, "d": 0.5, "a": 0.1}        # -> 1, .5, 0
+    bm25 = {"a": 10.0, "b": 6.0, "c": 2.0}  # -> 1, .5, 0
+    dense = {"c": 0.9, "d": 0.5, "a": 0.1}  # -> 1, .5, 0
     fused = dict(weighted_fusion([bm25, dense], [1.0, 1.0]))
     assert fused == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.5, "d": 0.25})
     fused = weighted_fusion([bm25, dense], [1.0, 3.0])

@@ -1,4 +1,5 @@
 """GMM outlier filter (tools.gmm): features exactly as Bulgakov's formulas, determinism, skips, plot."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,8 @@ from ragsieve.tools.filters.gmm import GMMOutlierFilter, distance_features, dist
 # three 2-D vectors: centroid c = (1, 1); query q = (0, 0)
 V = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
 Q = np.array([0.0, 0.0])
-DC = [math.sqrt(2), math.sqrt(5), math.sqrt(5)]   # |v - c|
-DQ = [0.0, 3.0, 3.0]                               # |v - q|
+DC = [math.sqrt(2), math.sqrt(5), math.sqrt(5)]  # |v - c|
+DQ = [0.0, 3.0, 3.0]  # |v - q|
 
 
 def test_distances_hand_computed():
@@ -26,8 +27,7 @@ def test_feature_methods_hand_computed():
     a = 0.3
     wc, wq = [(1 - a) * c for c in DC], [a * q for q in DQ]
     assert np.allclose(distance_features(V, Q, "concatenate", alpha=a), np.column_stack([wc, wq]))
-    assert np.allclose(distance_features(V, Q, "weighted_sum", alpha=a)[:, 0],
-                       [a * q + (1 - a) * c for c, q in zip(DC, DQ)])
+    assert np.allclose(distance_features(V, Q, "weighted_sum", alpha=a)[:, 0], [a * q + (1 - a) * c for c, q in zip(DC, DQ)])
     eps = 1e-8
     expected = [[c, q, c * q, c / (q + eps)] for c, q in zip(wc, wq)]
     assert np.allclose(distance_features(V, Q, "interaction", alpha=a), expected)
@@ -109,10 +109,9 @@ def test_a_single_gaussian_flags_the_planted_outlier_a_hand_computed_density_put
     15th percentile, by hand. The planted far chunk is flagged; the chunk nearest the feature's mean is not."""
     v, q = _cloud(seed=2, n=20, far=1)
     f = alpha * np.linalg.norm(v - q, axis=1) + (1 - alpha) * np.linalg.norm(v - v.mean(axis=0), axis=1)
-    s = -(f - f.mean()) ** 2
+    s = -((f - f.mean()) ** 2)
     hand = [bool(x < np.percentile(s, 15.0)) for x in s]
-    result = GMMOutlierFilter(method="weighted_sum", alpha=alpha, n_components=[1], pca_dims=[1],
-                              min_outlier_freq=1).run(v, q)
+    result = GMMOutlierFilter(method="weighted_sum", alpha=alpha, n_components=[1], pca_dims=[1], min_outlier_freq=1).run(v, q)
     assert result.completed_runs == 1 and result.outliers == hand
     assert result.outliers[19] and not result.outliers[int(np.argmax(s))]
 
@@ -123,7 +122,7 @@ def test_protect_top_never_flags_the_best():
     first = plain.outliers.index(True)
     protected = GMMOutlierFilter(seed=0, min_outlier_freq=1, protect_top=first + 1).run(v, q)
     assert not any(protected.outliers[: first + 1])
-    assert protected.outliers[first + 1:] == plain.outliers[first + 1:]
+    assert protected.outliers[first + 1 :] == plain.outliers[first + 1 :]
 
 
 def test_too_few_candidates_skip_runs_with_notes():
@@ -152,8 +151,15 @@ def test_plot_writes_png(tmp_path):
 
 # the paper's settings (arXiv:2407.01403 and its authors' run script): interaction features, alpha 0.5, PCA to
 # 2 and 3, K = 4, 5, 6 components, the 15th-percentile log-likelihood, flagged in >= 2 of the 6 runs
-PAPER = {"method": "interaction", "alpha": 0.5, "pca_dims": [2, 3], "n_components": [4, 5, 6], "percentile": 15.0,
-         "min_outlier_freq": 2, "protect_top": 0}
+PAPER = {
+    "method": "interaction",
+    "alpha": 0.5,
+    "pca_dims": [2, 3],
+    "n_components": [4, 5, 6],
+    "percentile": 15.0,
+    "min_outlier_freq": 2,
+    "protect_top": 0,
+}
 
 
 def test_planted_far_outliers_are_not_what_the_papers_gmm_flags():
@@ -172,15 +178,14 @@ def test_planted_far_outliers_are_not_what_the_papers_gmm_flags():
             for standardize in (False, True):
                 result = GMMOutlierFilter(**PAPER, standardize=standardize).run(v, q)
                 assert result.completed_runs == 6
-                planted += sum(result.outliers[20 - far:])
-                near += sum(result.outliers[:20 - far])
+                planted += sum(result.outliers[20 - far :])
+                near += sum(result.outliers[: 20 - far])
     assert planted == 0 and near > 0
 
 
 @pytest.mark.parametrize("standardize", [False, True])
 @pytest.mark.parametrize("planted", ["opposite", "orthogonal"])
-def test_one_component_on_the_papers_features_flags_a_planted_off_topic_chunk_and_not_an_on_topic_one(
-        planted, standardize):
+def test_one_component_on_the_papers_features_flags_a_planted_off_topic_chunk_and_not_an_on_topic_one(planted, standardize):
     """Where the paper's rule (lowest log-likelihood, eqs. 3-4 interaction features, PCA 2 and 3, 15th
     percentile, flagged in both runs) does flag an isolated off-topic chunk: with one Gaussian component, whose
     tail is where a far chunk lies (with K >= 2 it gets a component of its own: the test above). On 20 seeded
@@ -191,8 +196,7 @@ def test_one_component_on_the_papers_features_flags_a_planted_off_topic_chunk_an
     one = {**PAPER, "n_components": [1], "standardize": standardize}
     lone = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=1, planted=planted)).outliers for s in range(20)]
     pair = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=2, planted=planted)).outliers for s in range(20)]
-    control = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=1, planted="on_topic")).outliers
-               for s in range(20)]
+    control = [GMMOutlierFilter(**one).run(*_cloud(seed=s, n=20, far=1, planted="on_topic")).outliers for s in range(20)]
     assert all(flags[19] for flags in lone)
     assert all(flags[18] and flags[19] for flags in pair)
     assert sum(flags[19] for flags in control) <= 5

@@ -1,6 +1,7 @@
 """Identifier-aware search on a real index (embedded MiniLM, hybrid retrieval) of CPython code and three Python
 doc pages: a query naming a function finds its definition first, the README's own question finds
 `HTTPResponse._read_chunked`, and `where symbol_kind` admits only chunks defining that kind."""
+
 from __future__ import annotations
 
 import gzip
@@ -29,17 +30,21 @@ def sources_index(tmp_path_factory, embedder) -> Path:
     (root / "src" / "docs").mkdir()
     for name in ("re", "functools", "secrets"):
         (root / "src" / "docs" / f"{name}.html").write_text(
-            gzip.open(PAGES / f"{name}.html.gz", "rt", encoding="utf-8").read(), encoding="utf-8")
+            gzip.open(PAGES / f"{name}.html.gz", "rt", encoding="utf-8").read(), encoding="utf-8"
+        )
     IndexBuilder(root / "idx", embedder=embedder, progress=False).build([root / "src"])
     return root / "idx"
 
 
 def test_named_definitions_rank_first(sources_index):
     with Orchestrator.open(sources_index, Config()) as orch:
-        for query, where in (("token_urlsafe", "#secrets.token_urlsafe"), ("re.search", "#re.search"),
-                             ("What does functools.lru_cache do?", "#functools.lru_cache"),
-                             ("HTTPResponse._read_chunked", "def _read_chunked"),
-                             ("how does wait_for cancel the task on timeout", "async def wait_for")):
+        for query, where in (
+            ("token_urlsafe", "#secrets.token_urlsafe"),
+            ("re.search", "#re.search"),
+            ("What does functools.lru_cache do?", "#functools.lru_cache"),
+            ("HTTPResponse._read_chunked", "def _read_chunked"),
+            ("how does wait_for cancel the task on timeout", "async def wait_for"),
+        ):
             top = orch.retrieve(query, top_k=5)[0]
             assert where in (top.chunk.symbol + top.chunk.text), (query, top.chunk.symbol)
             assert top.extra.get("symbol") == 1.0
@@ -68,8 +73,7 @@ def _function_spans(rel: str) -> list[tuple[str, int, int]]:
     import ast
 
     tree = ast.parse((STDLIB / rel).read_text(encoding="utf-8"))
-    return [(n.name, n.lineno, n.end_lineno) for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [(n.name, n.lineno, n.end_lineno) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _piece_of(hit, spans) -> tuple[str, int, int] | None:
@@ -77,8 +81,11 @@ def _piece_of(hit, spans) -> tuple[str, int, int] | None:
     c = hit.chunk
     if c.kind != "code":
         return None
-    inner = [s for s in spans.get(c.doc_id.split("src/", 1)[-1], [])
-             if s[1] <= c.line_start and c.line_end <= s[2] and (c.line_start, c.line_end) != (s[1], s[2])]
+    inner = [
+        s
+        for s in spans.get(c.doc_id.split("src/", 1)[-1], [])
+        if s[1] <= c.line_start and c.line_end <= s[2] and (c.line_start, c.line_end) != (s[1], s[2])
+    ]
     return min(inner, key=lambda s: s[2] - s[1]) if inner else None
 
 

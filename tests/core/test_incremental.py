@@ -1,5 +1,6 @@
 """The incremental local layout (`ragsieve.tools.index.building.incremental`): a sequence of small changes searches like a
 full rebuild of the same final corpus, and the work of a one-document change does not grow with the corpus."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,10 @@ class HashEmbedder:
     name, dimension, encoder = "test/hash-32", 32, "torch"
 
     def embed(self, texts, progress=False):
-        out = np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8) for t in texts],
-                         dtype=np.float32) - 127.5
+        out = (
+            np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8) for t in texts], dtype=np.float32)
+            - 127.5
+        )
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
@@ -184,8 +187,13 @@ IndexBuilder({root!r}, embedder=HashEmbedder(), progress=False).build([{corpus!r
 """
 
 
-@pytest.mark.parametrize("module, name", [("incremental", "write_segment"),  # after the store's commit
-                                          ("builder", "switch_current")])  # the generation written, not switched
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("incremental", "write_segment"),  # after the store's commit
+        ("builder", "switch_current"),
+    ],
+)  # the generation written, not switched
 def test_kill_9_mid_publish_leaves_the_previous_state_and_the_next_build_completes_it(tmp_path, module, name):
     import subprocess
     import sys
@@ -199,8 +207,9 @@ def test_kill_9_mid_publish_leaves_the_previous_state_and_the_next_build_complet
         before = sorted(index.store.texts())
     _write(corpus, 30, edits={4})
     (corpus / "d00007.md").unlink()
-    script = KILLER.format(repo=str(Path(__file__).resolve().parents[2]), module=module, name=name, root=str(root),
-                           corpus=str(corpus))
+    script = KILLER.format(
+        repo=str(Path(__file__).resolve().parents[2]), module=module, name=name, root=str(root), corpus=str(corpus)
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-500:]
     with HybridIndex.open(root, embedder=HashEmbedder()) as index:  # the previous state, whole

@@ -1,4 +1,5 @@
 """IndexBuilder: atomic generations, crash safety, incremental updates, refusals."""
+
 import json
 
 import numpy as np
@@ -50,8 +51,12 @@ def test_build_writes_a_generation_and_reindex_is_a_noop(tmp_path, corpus, embed
         assert (root / "gen-1" / name).exists()  # the incremental layout: chunks in the shared store
     assert (root / "store-1.sqlite").is_file()
     manifest = json.loads((root / "gen-1" / "manifest.json").read_text())
-    assert manifest["embedding"] == {"provider": "sentence-transformers", "model": "sentence-transformers/all-MiniLM-L6-v2",
-                                     "dimension": 384, "encoder": "torch"}
+    assert manifest["embedding"] == {
+        "provider": "sentence-transformers",
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "dimension": 384,
+        "encoder": "torch",
+    }
     assert manifest["bm25"]["engine"] == "bm25s" and manifest["faiss"]["kind"] == "flat"
     assert manifest["counts"]["chunks"] == 3 and manifest["versions"]["faiss-cpu"]
     again = _builder(root, embedder).build([corpus])
@@ -79,11 +84,10 @@ def test_changed_added_deleted_only_touch_those_docs(tmp_path, corpus, embedder)
         after = _vectors_by_doc(index)
         alpha_text = indexed_text(index.store.get(0))
         assert index.manifest["corpus_fingerprint"] != fingerprint
-        assert [c.doc_id.rsplit("/", 1)[1] for c in index.store.get_many(range(3))] == \
-            ["alpha.md", "delta.md", "gamma.txt"]
+        assert [c.doc_id.rsplit("/", 1)[1] for c in index.store.get_many(range(3))] == ["alpha.md", "delta.md", "gamma.txt"]
     gamma = next(d for d in after if d.endswith("gamma.txt"))
     alpha = next(d for d in after if d.endswith("alpha.md"))
-    assert np.array_equal(after[gamma], before[gamma])       # copied, not re-embedded
+    assert np.array_equal(after[gamma], before[gamma])  # copied, not re-embedded
     assert not np.allclose(after[alpha], before[alpha])
     assert "Alpha now rotates keys weekly." in alpha_text
     expected = embedder.embed([alpha_text])[0]
@@ -128,7 +132,7 @@ def test_model_mismatch_refused_and_settings_change_rebuilds(tmp_path, corpus, e
         IndexBuilder(root, embedding_model="intfloat/e5-small-v2", progress=False).build([corpus])
     with pytest.raises(UsageError, match="differs"):
         IndexBuilder(root, embedding_model="intfloat/e5-small-v2", embedder=embedder)
-    report = _builder(root, embedder, faiss_index="hnsw").build([corpus])   # index-only change: no re-embedding
+    report = _builder(root, embedder, faiss_index="hnsw").build([corpus])  # index-only change: no re-embedding
     assert report.written and report.chunks_embedded == 0
     report = _builder(root, embedder).build([corpus], rebuild=True)
     assert report.written and report.chunks_embedded == 3

@@ -1,5 +1,6 @@
 """Issue 10, indexes: one writer at a time, readers never see a half-deleted generation,
 damaged files give one clear line. Real builds, real files, real processes."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ def test_concurrent_api_builds_all_succeed_and_leave_a_good_index(tmp_path, embe
 
     def build(i: int) -> None:
         try:
-            reports.append(IndexBuilder(root, embedder=embedder, progress=False)
-                           .build([corpus(tmp_path / f"c{i}", i)], sync=True))
+            reports.append(
+                IndexBuilder(root, embedder=embedder, progress=False).build([corpus(tmp_path / f"c{i}", i)], sync=True)
+            )
         except BaseException as exc:  # noqa: BLE001 - the test counts every failure
             errors.append(exc)
 
@@ -104,9 +106,26 @@ def test_reader_reopening_during_builds_never_fails(tmp_path, embedder):
 def test_two_cli_builds_at_once_both_succeed(tmp_path):
     root = tmp_path / "idx"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    procs = [subprocess.Popen([sys.executable, "-m", "ragsieve", "index", str(corpus(tmp_path / f"c{i}", i)), "--sync",
-                               "--index", str(root), "--no-progress"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragsieve",
+                "index",
+                str(corpus(tmp_path / f"c{i}", i)),
+                "--sync",
+                "--index",
+                str(root),
+                "--no-progress",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert sorted(o[0].split("wrote ")[1].split(":")[0] for o in outs) == ["gen-1", "gen-2"]
@@ -122,8 +141,7 @@ def _damage(gen: Path, kind: str) -> None:
         "manifest not JSON": lambda: (gen / "manifest.json").write_text("{not json"),
         "manifest wrong shape": lambda: (gen / "manifest.json").write_text("[1, 2]"),
         "chunks.sqlite garbage": lambda: (gen / "chunks.sqlite").write_bytes(b"garbage" * 100),
-        "chunks.sqlite truncated": lambda: (gen / "chunks.sqlite").write_bytes(
-            (gen / "chunks.sqlite").read_bytes()[:100]),
+        "chunks.sqlite truncated": lambda: (gen / "chunks.sqlite").write_bytes((gen / "chunks.sqlite").read_bytes()[:100]),
         "dense.faiss garbage": lambda: (gen / "dense.faiss").write_bytes(b"\x00garbage" * 10),
         "vectors.npy truncated": lambda: (gen / "vectors.npy").write_bytes((gen / "vectors.npy").read_bytes()[:90]),
         "vectors.npy wrong rows": lambda: np.save(gen / "vectors.npy", np.zeros((7, 384), dtype=np.float32)),
@@ -134,9 +152,20 @@ def _damage(gen: Path, kind: str) -> None:
     actions[kind]()
 
 
-DAMAGE = ["CURRENT garbage", "CURRENT dangling", "manifest not JSON", "manifest wrong shape",
-          "chunks.sqlite garbage", "chunks.sqlite truncated", "dense.faiss garbage", "vectors.npy truncated",
-          "vectors.npy wrong rows", "sparse.json garbage", "sparse.json out of range", "bm25 params garbage"]
+DAMAGE = [
+    "CURRENT garbage",
+    "CURRENT dangling",
+    "manifest not JSON",
+    "manifest wrong shape",
+    "chunks.sqlite garbage",
+    "chunks.sqlite truncated",
+    "dense.faiss garbage",
+    "vectors.npy truncated",
+    "vectors.npy wrong rows",
+    "sparse.json garbage",
+    "sparse.json out of range",
+    "bm25 params garbage",
+]
 
 
 @pytest.mark.parametrize("kind", DAMAGE)

@@ -1,4 +1,5 @@
 """The question log's records: redaction of secrets, retention, and the outcome read from an answer."""
+
 from __future__ import annotations
 
 from ragsieve.agent.core.state import ConformalRecord, TraceEvent
@@ -10,9 +11,11 @@ from tests.support.insights_fakes import DAY, START, FakeClock
 
 
 def test_redact_patterns():
-    text = redact("mail a.b+c@mail.example.co.uk, call (555) 123-4567, token ghp_abcdefghij0123456789, "
-                  "Authorization: Bearer abc.DEF-123_456789, password=hunter22, key AKIAIOSFODNN7EXAMPLE, "
-                  "hash 9f86d081884c7d659a2feaa0c55ad015")
+    text = redact(
+        "mail a.b+c@mail.example.co.uk, call (555) 123-4567, token ghp_abcdefghij0123456789, "
+        "Authorization: Bearer abc.DEF-123_456789, password=hunter22, key AKIAIOSFODNN7EXAMPLE, "
+        "hash 9f86d081884c7d659a2feaa0c55ad015"
+    )
     for leaked in ("a.b+c", "123-4567", "ghp_", "abc.DEF", "hunter22", "AKIA", "9f86d0"):
         assert leaked not in text
     kept = "How do I set the rate limit to 1000 requests per 60 s in v2.3.1 since 2026-01-05?"
@@ -20,8 +23,9 @@ def test_redact_patterns():
 
 
 def _record(at: float, question: str) -> QuestionRecord:
-    return QuestionRecord(index="lumen", surface=Surface.ASK, at=at, plan="fast", outcome=Outcome.ANSWERED,
-                          question=question, latency_s=0.1)
+    return QuestionRecord(
+        index="lumen", surface=Surface.ASK, at=at, plan="fast", outcome=Outcome.ANSWERED, question=question, latency_s=0.1
+    )
 
 
 def test_retention_deletes_old_rows_and_their_bytes(tmp_path):
@@ -37,24 +41,44 @@ def test_retention_deletes_old_rows_and_their_bytes(tmp_path):
 
 def test_outcomes_from_answers():
     base = {"question": "q", "answer": "a", "plan": "fast"}
-    assert record_of(Answer(**base, abstention="no_evidence"), index="i", surface="ask", at=0, latency_s=0).outcome \
+    assert (
+        record_of(Answer(**base, abstention="no_evidence"), index="i", surface="ask", at=0, latency_s=0).outcome
         is Outcome.ABSTAINED_CALIBRATION
-    assert record_of(Answer(**base, abstention="passages"), index="i", surface="mcp", at=0, latency_s=0).outcome \
-        is Outcome.PASSAGES
-    mixed = record_of(Answer(**base, abstention="mixed"), index="i", surface="widget", at=0, latency_s=0,
-                      keep_answer=True)
+    )
+    assert (
+        record_of(Answer(**base, abstention="passages"), index="i", surface="mcp", at=0, latency_s=0).outcome is Outcome.PASSAGES
+    )
+    mixed = record_of(Answer(**base, abstention="mixed"), index="i", surface="widget", at=0, latency_s=0, keep_answer=True)
     assert mixed.outcome is Outcome.ANSWERED and mixed.low_confidence and mixed.answer == "a"
-    trace = [TraceEvent(step="conformal", outcome="next", summary={"status": "applied", "best": 0.31, "qhat": 0.4}),
-             TraceEvent(step="answer", outcome="next", summary={"answerability": {
-                 "answerable": False, "score": 0.42, "threshold": 0.55}})]
-    calibrated = record_of(Answer(**base, abstention="model", trace=trace, evidence="fast",
-                                  conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50,
-                                                            coverage=0.9)),
-                           index="i", surface="ask", at=0, latency_s=0)
+    trace = [
+        TraceEvent(step="conformal", outcome="next", summary={"status": "applied", "best": 0.31, "qhat": 0.4}),
+        TraceEvent(
+            step="answer", outcome="next", summary={"answerability": {"answerable": False, "score": 0.42, "threshold": 0.55}}
+        ),
+    ]
+    calibrated = record_of(
+        Answer(
+            **base,
+            abstention="model",
+            trace=trace,
+            evidence="fast",
+            conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50, coverage=0.9),
+        ),
+        index="i",
+        surface="ask",
+        at=0,
+        latency_s=0,
+    )
     assert (calibrated.score, calibrated.threshold, calibrated.conformal_best, calibrated.qhat) == (0.42, 0.55, 0.31, 0.4)
-    weak = record_of(Answer(**base, evidence="fast", conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4,
-                                                                               calibration_n=50, coverage=0.9)),
-                     index="i", surface="ask", at=0, latency_s=0)
+    weak = record_of(
+        Answer(
+            **base, evidence="fast", conformal=ConformalRecord(kind="raw", alpha=0.1, qhat=0.4, calibration_n=50, coverage=0.9)
+        ),
+        index="i",
+        surface="ask",
+        at=0,
+        latency_s=0,
+    )
     assert weak.outcome is Outcome.ANSWERED and weak.low_confidence  # answered without passing the cutoff
 
 

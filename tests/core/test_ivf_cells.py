@@ -4,6 +4,7 @@ The IVF threshold (`sparse.APPROXIMATE_ABOVE`, 50k rows) is lowered so that a 15
 approximate path; with `ann.NPROBE` at or above the number of cells the search is exhaustive, so the entries an
 incremental publish writes must equal an exact full build's; with few probes they must stay lower bounds.
 """
+
 from __future__ import annotations
 
 import json

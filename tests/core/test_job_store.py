@@ -1,4 +1,5 @@
 """`<data-dir>/jobs.sqlite`: job state any process reads, jobs of dead processes, one claimant per key."""
+
 from __future__ import annotations
 
 import subprocess
@@ -9,8 +10,16 @@ from ragsieve.service.documents.job_store import JobStore
 
 
 def _job(job_id: str, status: str) -> dict:
-    return {"id": job_id, "object": "job", "kind": "crawl", "index": "docs", "status": status, "error": None,
-            "progress": {"pages_done": 3}, "params": {"url": "http://127.0.0.1/"}}
+    return {
+        "id": job_id,
+        "object": "job",
+        "kind": "crawl",
+        "index": "docs",
+        "status": status,
+        "error": None,
+        "progress": {"pages_done": 3},
+        "params": {"url": "http://127.0.0.1/"},
+    }
 
 
 def _in_another_process(folder, body: str, *, wait: bool = True):
@@ -30,11 +39,14 @@ def _in_another_process(folder, body: str, *, wait: bool = True):
 def test_state_written_by_one_process_is_read_by_another(tmp_path):
     store = JobStore(tmp_path)
     store.put(_job("job_a", "completed"))
-    out = _in_another_process(tmp_path, """
+    out = _in_another_process(
+        tmp_path,
+        """
         job = store.get("job_a")
         print(job["status"], job["progress"]["pages_done"])
         store.put({**job, "id": "job_b", "status": "running"})
-    """)
+    """,
+    )
     assert out.split() == ["completed", "3"]
     orphan = store.get("job_b")  # running in a process that has exited
     assert orphan["status"] == "failed" and "stopped before it finished" in orphan["error"]
@@ -45,10 +57,14 @@ def test_state_written_by_one_process_is_read_by_another(tmp_path):
 
 def test_a_claim_held_by_a_live_process_is_refused_then_freed_by_its_exit(tmp_path):
     store = JobStore(tmp_path)
-    holder = _in_another_process(tmp_path, """
+    holder = _in_another_process(
+        tmp_path,
+        """
         print(store.claim("vs_1/file-1/1.0"), flush=True)
         sys.stdin.readline()
-    """, wait=False)
+    """,
+        wait=False,
+    )
     try:
         assert holder.stdout.readline().strip() == "True"
         assert not store.claim("vs_1/file-1/1.0")  # the other worker ingests it

@@ -5,6 +5,7 @@ Calibration hides the loop's decoys among each question's pool and counts the on
 exceeds `loop.trust_decoy_rate`. Logic on scripted judges; the plan on a real index of examples/ with the
 offline MiniLM embeddings and the scripted fake model, whose calls are recorded: a barred judge is never asked.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -28,8 +29,18 @@ ANSWER = "Rotate the key in the workspace settings [1]."
 
 
 def _measured(called: int, shown: int = 180, model: str = "fake") -> JudgeReliability:
-    return JudgeReliability(model=model, n=60, questions=60, judge_recall=1.0, false_positive_rate=0.0, pool=20,
-                            fast_recall=0.9, pool_recall=0.98, decoys=shown, decoys_relevant=called)
+    return JudgeReliability(
+        model=model,
+        n=60,
+        questions=60,
+        judge_recall=1.0,
+        false_positive_rate=0.0,
+        pool=20,
+        fast_recall=0.9,
+        pool_recall=0.98,
+        decoys=shown,
+        decoys_relevant=called,
+    )
 
 
 def test_a_judge_is_barred_when_its_decoy_rate_bounded_below_exceeds_the_setting():
@@ -65,8 +76,7 @@ def test_measure_judge_hides_decoys_in_the_pool_and_counts_them_apart():
         shown[question] = [h.chunk_id for h in hits]
         return {h.chunk_id: h.chunk_id in ("d1#0", "x1#0") for h in hits}  # gold, and one decoy on q1
 
-    got = measure_judge([("q1", {"d1#0"}, pool), ("q2", {"d1#0"}, pool)], judge, model="m", pool=6, top_k=2,
-                        decoys=decoys)
+    got = measure_judge([("q1", {"d1#0"}, pool), ("q2", {"d1#0"}, pool)], judge, model="m", pool=6, top_k=2, decoys=decoys)
     assert sorted(shown["q1"]) == sorted([h.chunk_id for h in pool] + ["x1#0", "x2#0"])
     from ragsieve.agent.judging.checks import interleave  # the loop's own placement, seeded by the question
 
@@ -126,4 +136,3 @@ def test_a_judge_under_the_line_and_explicit_rules_are_asked(calibrated_index, t
         script = Script(judge=lambda q, t: "key" in t.lower(), answer=ANSWER, validate=True)
         answer = _ask(barred, script, **settings)
         assert "judge" in script.kinds and answer.loop.barred is None, settings
-

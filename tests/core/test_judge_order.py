@@ -1,4 +1,5 @@
 """Check (c): the first round judged again in reversed order; position bias is not relevance."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,14 @@ from tests.support.loop_fakes import Script, decoy_deps, judge_chunks, run
 
 def positional(script: Script, favoured=("1", "2")):
     """A judge that says "relevant" to whatever sits first in a batch, whatever its text."""
+
     def reply(messages):
         prompt = messages[0]["content"]
         if "mapping an index to the chunk's text" not in prompt:
             return script(messages)
         script.kinds.append("judge")
         return json.dumps({k: k in favoured for k in judge_chunks(prompt)})
+
     return reply
 
 
@@ -29,8 +32,14 @@ def test_order_agreement_keeps_agreed_verdicts_and_lists_changed_ones():
 
 
 def test_a_consistent_judge_passes_and_pays_one_more_pass_in_round_one_only():
-    deps, script = decoy_deps(lambda q, t: "number1" in t or "number5" in t, candidates=4, expand_k=2,
-                              max_iterations=2, judge_order_check=True, anchor_k=0)
+    deps, script = decoy_deps(
+        lambda q, t: "number1" in t or "number5" in t,
+        candidates=4,
+        expand_k=2,
+        max_iterations=2,
+        judge_order_check=True,
+        anchor_k=0,
+    )
     chat = deps.llm.chat
     state = run(deps, "alpha topic item")
     rounds = state.loop.rounds
@@ -70,8 +79,15 @@ def test_without_the_check_the_same_biased_judge_is_trusted():
 
 def test_few_changed_verdicts_are_decided_by_retrieval_score():
     # the reversed pass changes exactly one of 8 verdicts (12.5 % <= 20 %): that chunk falls back to score
-    deps, script = decoy_deps(lambda q, t: "number1" in t, candidates=8, judge_decoys=0, judge_batch_size=10,
-                              judge_order_check=True, anchor_k=0, final_k=3)
+    deps, script = decoy_deps(
+        lambda q, t: "number1" in t,
+        candidates=8,
+        judge_decoys=0,
+        judge_batch_size=10,
+        judge_order_check=True,
+        anchor_k=0,
+        final_k=3,
+    )
     chat = deps.llm.chat
 
     def second_pass_differs(messages):

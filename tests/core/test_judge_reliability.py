@@ -1,6 +1,7 @@
 """`loop.combine = auto`: the judge's recall is measured, and the measurement decides between the
 relevant set alone and relevant set + conformal set (+ the fast context when it is the stronger
 statistic). Scripted judges for the logic; the real CLI over a real index for `calibrate --judge`."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,24 @@ from tests.core.test_full_plan import FACTS, TinyIndex, calibrate, hits_for, mak
 
 
 def _reliability(recall, n=40, fast=0.8, pool=0.95):
-    return JudgeReliability(model="m", n=n, questions=n, judge_recall=recall, false_positive_rate=0.1, pool=20,
-                            fast_recall=fast, pool_recall=pool, near_misses=19 * n, near_misses_relevant=0,
-                            answer_called=round(recall * n))  # a precise judge: every pick bears the answer
+    return JudgeReliability(
+        model="m",
+        n=n,
+        questions=n,
+        judge_recall=recall,
+        false_positive_rate=0.1,
+        pool=20,
+        fast_recall=fast,
+        pool_recall=pool,
+        near_misses=19 * n,
+        near_misses_relevant=0,
+        answer_called=round(recall * n),
+    )  # a precise judge: every pick bears the answer
 
 
 def test_explicit_rules_are_applied_as_configured():
     for rule in ("relevant", "union", "anchored"):
-        got, with_fast, why = decide_rule(rule, _reliability(0.1), None, top_k=5, pool=20, margin=0.02, min_n=20,
-                                          coverage=0.5)
+        got, with_fast, why = decide_rule(rule, _reliability(0.1), None, top_k=5, pool=20, margin=0.02, min_n=20, coverage=0.5)
         assert got is ContextRule(rule) and not with_fast and rule in why
 
 
@@ -76,8 +86,11 @@ def test_measure_judge_counts_recall_false_positives_and_the_retrievers_own_reca
         "q3": [_hit("g#0", 0), _hit("h#0", 1)],  # answer not in the pool
     }
     positives = {"q1": {"a#0"}, "q2": {"f#0"}, "q3": {"zz#0"}}
-    verdicts = {"q1": {"a#0": True, "b#0": True, "c#0": False}, "q2": {"d#0": False, "e#0": False, "f#0": False},
-                "q3": {"g#0": False, "h#0": False}}
+    verdicts = {
+        "q1": {"a#0": True, "b#0": True, "c#0": False},
+        "q2": {"d#0": False, "e#0": False, "f#0": False},
+        "q3": {"g#0": False, "h#0": False},
+    }
     items = [(q, positives[q], pools[q]) for q in pools]
     got = measure_judge(items, lambda q, hits: verdicts[q], model="m", pool=3, top_k=2)
     assert (got.n, got.questions, got.judge_recall) == (2, 3, 0.5)  # q1 found, q2 missed, q3 not in the pool
@@ -87,18 +100,17 @@ def test_measure_judge_counts_recall_false_positives_and_the_retrievers_own_reca
     assert failed.failed == 3 and failed.judge_recall is None
 
 
-@pytest.mark.parametrize("recall,alone_allowed,expected", [(1.0, True, "relevant"), (1.0, False, "relevant"),
-                                                            (0.5, True, "union")])
+@pytest.mark.parametrize(
+    "recall,alone_allowed,expected", [(1.0, True, "relevant"), (1.0, False, "relevant"), (0.5, True, "union")]
+)
 def test_conformal_step_applies_the_rule_the_measurement_chose(tmp_path, recall, alone_allowed, expected):
     index = TinyIndex(tmp_path, FACTS)
     cal = calibrate(index)
     saved = json.loads((tmp_path / "calibration.json").read_text())
     saved["qhat"]["raw"] = 2.0  # every pool chunk passes: union = the whole pool
-    saved["judges"] = {"judge-x": _reliability(recall, fast=0.9, pool=1.0).model_copy(
-        update={"model": "judge-x"}).model_dump()}
+    saved["judges"] = {"judge-x": _reliability(recall, fast=0.9, pool=1.0).model_copy(update={"model": "judge-x"}).model_dump()}
     (tmp_path / "calibration.json").write_text(json.dumps(saved))
-    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"},
-                       loop={"relevant_alone": alone_allowed})
+    state, deps = make(index, "beta bridge toll", conformal={"score_kind": "raw"}, loop={"relevant_alone": alone_allowed})
     deps.llm = LLM(FakeChat(model_name="judge-x"))
     state.loop.rounds.append(JudgeRoundReport(round=1, judged=6, mode="judge", reason=""))
     state.loop.trusted.update({"gamma.md#1": True, "beta.md#1": False})
@@ -131,8 +143,17 @@ def test_recall_lower_bound_is_clopper_pearson():
         assert 0 < p < k / n + 1e-12 and binom.sf(k - 1, n, p) == pytest.approx(0.05, abs=1e-9)
     assert recall_lower_bound(0, 10, 0.95) == 0.0 and recall_lower_bound(3, 0, 0.95) == 0.0
     assert recall_lower_bound(60, 60, 0.95) == pytest.approx(0.05 ** (1 / 60))
-    oracle = JudgeReliability(model="m", n=59, questions=60, judge_recall=1.0, false_positive_rate=0.0, pool=20,
-                              near_misses=1121, near_misses_relevant=0, answer_called=59)
+    oracle = JudgeReliability(
+        model="m",
+        n=59,
+        questions=60,
+        judge_recall=1.0,
+        false_positive_rate=0.0,
+        pool=20,
+        near_misses=1121,
+        near_misses_relevant=0,
+        answer_called=59,
+    )
     noisy = oracle.model_copy(update={"judge_recall": round(53 / 59, 4)})
     assert relevant_alone(oracle, 0.9, 0.95)[0] is True  # 59 of 60: bound 0.922 >= 0.9
     assert relevant_alone(noisy, 0.9, 0.95)[0] is False  # 53 of 60: bound 0.79
@@ -145,7 +166,8 @@ def test_recall_lower_bound_is_clopper_pearson():
     alone, why = relevant_alone(imprecise, 0.9, 0.95)
     assert alone is False and "59 of its 66 calibration picks" in why
     assert float(why.split("precision lower bound ")[1].split(" ")[0]) == pytest.approx(
-        recall_lower_bound(59, 66, 0.95), abs=5e-4)
+        recall_lower_bound(59, 66, 0.95), abs=5e-4
+    )
 
 
 def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_index, tmp_path):
@@ -177,12 +199,18 @@ def test_calibrate_judge_measures_the_configured_model_and_keeps_it(examples_ind
     with Orchestrator.open(folder, Config()) as orch:  # a qrels calibration of two documents' first chunks
         chunks = [orch.index.store.get(r) for r in range(orch.index.store.count())]
     firsts = list({c.doc_id: c for c in reversed(chunks)}.values())[:3]
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\t{c.doc_id}\t1\n" for i, c in enumerate(firsts)), encoding="utf-8")
-    (tmp_path / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": c.text[:200]}) + "\n" for i, c in enumerate(firsts)), encoding="utf-8")
-    again = subprocess.run(cli + ["--qrels", str(tmp_path / "qrels.tsv"), "--queries", str(tmp_path / "queries.jsonl")],
-                           capture_output=True, text=True, timeout=300)
+    (tmp_path / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{c.doc_id}\t1\n" for i, c in enumerate(firsts)), encoding="utf-8"
+    )
+    (tmp_path / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": c.text[:200]}) + "\n" for i, c in enumerate(firsts)), encoding="utf-8"
+    )
+    again = subprocess.run(
+        cli + ["--qrels", str(tmp_path / "qrels.tsv"), "--queries", str(tmp_path / "queries.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr
     assert "judge judge-all: recall 1.000" in again.stdout  # kept from the previous calibration, and shown
     assert "decoys called relevant 18 of 18" in again.stdout

@@ -1,4 +1,5 @@
 """When the judge is no judge: malformed replies, endpoint faults, uninformative or decoy-calling judges."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ from tests.support.loop_fakes import CHAIN, Script, chain_judge, decoy_deps, mak
 
 
 def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():
-    chat = FakeChat(["definitely not json", "{\"1\": true}"], default=Script())  # 2nd misses key "2"
+    chat = FakeChat(["definitely not json", '{"1": true}'], default=Script())  # 2nd misses key "2"
     deps = make_deps(CHAIN, chat, candidates=2, final_k=1, neighbours=False)
     state = run(deps, "Where was the alpha project leader born?")
     judge = state.trace[1]
@@ -29,8 +30,9 @@ def test_malformed_judge_json_reasks_once_then_falls_back_to_scores():
 def test_endpoint_error_in_one_batch_is_recorded_and_the_rest_is_trusted():
     script = Script(judge=chain_judge)
     chat = FakeChat([EndpointError("down after 5 attempts")], default=script)
-    deps = make_deps(CHAIN, chat, candidates=4, judge_batch_size=2, final_k=2, neighbours=False,
-                     max_iterations=1, uninformative_min_n=10)
+    deps = make_deps(
+        CHAIN, chat, candidates=4, judge_batch_size=2, final_k=2, neighbours=False, max_iterations=1, uninformative_min_n=10
+    )
     state = run(deps, "alpha project leader born bravo")
     report = state.loop.rounds[0]
     assert report.batches[0]["failed"].startswith("EndpointError")
@@ -89,8 +91,9 @@ def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
 def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
     # anchor_k=0 (the judge-first rule): with final_k=3 the default anchor would keep the fast context
     # combine = relevant (a judge measured to be trusted): under `union` the fast context would stay beside it
-    deps, script = decoy_deps(lambda q, t: "number5" in t or "number1" in t, candidates=4, expand_k=2,
-                              max_iterations=2, anchor_k=0, combine="relevant")
+    deps, script = decoy_deps(
+        lambda q, t: "number5" in t or "number1" in t, candidates=4, expand_k=2, max_iterations=2, anchor_k=0, combine="relevant"
+    )
     state = run(deps, "alpha topic item")
     rounds = state.loop.rounds
     assert [r.mode for r in rounds] == ["judge", "judge"]

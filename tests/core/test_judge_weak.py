@@ -7,6 +7,7 @@ the pool's non-answer chunks with recall 1.0; the strict one had recall 0.73); t
 reader and validator, and its calls are recorded. Both fail on the code before issue 56: there the eager judge's
 relevant set stood alone on its recall bound, and the strict judge's trusted empty verdict abstained.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -40,9 +41,21 @@ def eager(question: str, text: str) -> bool:
 
 
 def _record(model: str, *, k: int, near: int, near_called: int, answer_called: int, n: int = 60) -> JudgeReliability:
-    return JudgeReliability(model=model, n=n, questions=n, judge_recall=round(k / n, 4), false_positive_rate=round(
-        near_called / near, 4), pool=20, fast_recall=0.9, pool_recall=1.0, decoys=3 * n, decoys_relevant=0,
-        near_misses=near, near_misses_relevant=near_called, answer_called=answer_called)
+    return JudgeReliability(
+        model=model,
+        n=n,
+        questions=n,
+        judge_recall=round(k / n, 4),
+        false_positive_rate=round(near_called / near, 4),
+        pool=20,
+        fast_recall=0.9,
+        pool_recall=1.0,
+        decoys=3 * n,
+        decoys_relevant=0,
+        near_misses=near,
+        near_misses_relevant=near_called,
+        answer_called=answer_called,
+    )
 
 
 EAGER = _record("eager", k=60, near=1140, near_called=889, answer_called=60)  # recall 1.0, 78 % of near misses
@@ -73,8 +86,7 @@ def _fast(index, script: Script) -> set[str]:
 def test_near_misses_and_precision_are_measured_and_bounded():
     from ragsieve.agent.judging.reliability import abstention_supported
 
-    pool = [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"d{i}", source="s"), row=i, score=1.0)
-            for i in range(5)]
+    pool = [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"d{i}", source="s"), row=i, score=1.0) for i in range(5)]
     verdicts = {"d0#0": True, "d1#0": True, "d2#0": True, "d3#0": False, "d4#0": True}
     got = measure_judge([("q", {"d0#0"}, pool, {"d1#0"})], lambda q, hits: verdicts, model="m", pool=5, top_k=2)
     # d1 bears the answer too (a second hop): neither a near miss nor a miss; d2, d3, d4 are near misses
@@ -127,10 +139,10 @@ def test_a_strict_judges_empty_verdict_does_not_abstain_when_its_recall_is_low(c
     assert "answer" in script.kinds
     conformal = [e.summary for e in answer.trace if e.step == "conformal"][-1]
     assert conformal["passing"] and set(conformal["passing"]) <= {h.chunk_id for h in answer.context} | set(
-        c for s in answer.segments for c in s.chunk_ids)
+        c for s in answer.segments for c in s.chunk_ids
+    )
     # the same verdict from a judge whose recall bound reaches 1 - alpha still abstains (the promise of issue 46)
-    good = _planted(calibrated_index, tmp_path / "good", _record("strict", k=60, near=1140, near_called=0,
-                                                                  answer_called=60))
+    good = _planted(calibrated_index, tmp_path / "good", _record("strict", k=60, near=1140, near_called=0, answer_called=60))
     script = Script(judge=lambda q, t: False, answer=ANSWER, validate=True)
     answer = _ask(good, script, "strict")
     assert answer.abstention == "no_evidence" and "answer" not in script.kinds

@@ -1,4 +1,5 @@
 """ragsieve.agent.judging.rounds: batching, per-batch schema, concurrency, and the trust checks."""
+
 from __future__ import annotations
 
 import itertools
@@ -20,8 +21,9 @@ from ragsieve.tools.types import Chunk, Hit
 
 
 def hit(i: int, text: str = "") -> Hit:
-    return Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=text or f"text {i}", source="s"), row=i,
-               score=1.0 / (i + 1), rank=i + 1)
+    return Hit(
+        chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=text or f"text {i}", source="s"), row=i, score=1.0 / (i + 1), rank=i + 1
+    )
 
 
 def test_make_batches_respects_count_and_character_budget():
@@ -113,8 +115,9 @@ def test_batches_run_concurrently_but_bounded():
     hits = [hit(i, "relevant" if i % 3 == 0 else "other") for i in range(12)]
     loop = LoopConfig(judge_batch_size=2, judge_concurrency=3)
     llm = LLM(FakeChat(default=reply))
-    result = judge_candidates("q", hits, llm=llm, prompts=PromptRenderer(), loop=loop,
-                              ranked_ids=[h.chunk_id for h in hits], first_round=True)
+    result = judge_candidates(
+        "q", hits, llm=llm, prompts=PromptRenderer(), loop=loop, ranked_ids=[h.chunk_id for h in hits], first_round=True
+    )
     assert len(result.batches) == 6 and llm.meter.snapshot().calls == 6
     assert 2 <= state["peak"] <= 3
     assert result.mode == "judge"
@@ -125,8 +128,9 @@ def test_every_batch_failing_is_mode_failed():
     llm = LLM(FakeChat(default="no json here"))
     loop = LoopConfig(judge_batch_size=2, judge_concurrency=2)
     hits = [hit(i) for i in range(4)]
-    result = judge_candidates("q", hits, llm=llm, prompts=PromptRenderer(), loop=loop,
-                              ranked_ids=[h.chunk_id for h in hits], first_round=True)
+    result = judge_candidates(
+        "q", hits, llm=llm, prompts=PromptRenderer(), loop=loop, ranked_ids=[h.chunk_id for h in hits], first_round=True
+    )
     assert result.mode == "failed" and result.trusted == {}
     assert result.failed == [h.chunk_id for h in hits]
     assert llm.meter.snapshot().calls == 4  # ask + one re-ask per batch, nothing more
@@ -140,8 +144,7 @@ def test_interleave_keeps_order_and_is_seeded():
     assert len(a) == 9
     assert [h for h in a if h.row < 100] == hits and [h for h in a if h.row >= 100] == decoys
     assert [h.row for h in interleave(hits, decoys, "q\n1")] == [h.row for h in a]
-    positions = {tuple(i for i, h in enumerate(interleave(hits, decoys, f"q\n{s}")) if h.row >= 100)
-                 for s in range(20)}
+    positions = {tuple(i for i, h in enumerate(interleave(hits, decoys, f"q\n{s}")) if h.row >= 100) for s in range(20)}
     assert len(positions) > 5  # not always at the same places
     assert interleave(hits, [], "x") == hits
 
@@ -190,8 +193,9 @@ def test_a_refusal_fails_only_its_batch():
     llm = LLM(FakeChat([LLMError("model m refused: I cannot help with that")], default=yes_to_first))
     loop = LoopConfig(judge_batch_size=3, judge_concurrency=1, uninformative_min_n=10)
     hits = [hit(i) for i in range(6)]
-    result = judge_candidates("q", hits, llm=llm, prompts=PromptRenderer(), loop=loop,
-                              ranked_ids=[h.chunk_id for h in hits], first_round=True)
+    result = judge_candidates(
+        "q", hits, llm=llm, prompts=PromptRenderer(), loop=loop, ranked_ids=[h.chunk_id for h in hits], first_round=True
+    )
     assert result.batches[0].error.startswith("LLMError: model m refused")
     assert result.failed == ["d0#0", "d1#0", "d2#0"]
     assert result.verdicts == {"d3#0": True, "d4#0": False, "d5#0": False}

@@ -1,4 +1,5 @@
 """Live indexes on the Milvus backend: a served index follows `ragsieve migrate`'s pointer switch (milvus-lite)."""
+
 from __future__ import annotations
 
 import shutil
@@ -25,8 +26,7 @@ def test_a_served_milvus_index_switches_to_the_new_collection(examples_index, tm
         assert not any("heliograph" in h.chunk.text for h in live.retrieve("heliograph signalling tower", top_k=5))
         docs = tmp_path / "extra"
         docs.mkdir()
-        (docs / "tower.md").write_text("# Tower\n\nThe heliograph signalling tower is on the north ridge.\n",
-                                       encoding="utf-8")
+        (docs / "tower.md").write_text("# Tower\n\nThe heliograph signalling tower is on the north ridge.\n", encoding="utf-8")
         IndexBuilder(folder, embedder=embedder, progress=False).build([docs])
         assert not live.refresh(force=True)  # a local generation alone does not move a Milvus-served index
         publish(folder)

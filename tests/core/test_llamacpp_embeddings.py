@@ -5,6 +5,7 @@ embeddings on (mean pooling) and serves both /v1/embeddings and the chat calls
 of `ask`. Slow (a real model on the CPU): one server for the module, three short
 documents, one short answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,7 @@ def llamacpp():
     from ragsieve.agent.llm.local_server import LocalLLMServer
     from ragsieve.agent.llm.model_packages import resolve_local_model
 
-    with LocalLLMServer(resolve_local_model("qwen2.5-coder-0.5b"), n_ctx=2048, n_parallel=1,
-                        embeddings=True) as server:
+    with LocalLLMServer(resolve_local_model("qwen2.5-coder-0.5b"), n_ctx=2048, n_parallel=1, embeddings=True) as server:
         yield server
 
 
@@ -32,14 +32,31 @@ def test_index_search_and_ask_with_llamacpp_embeddings(llamacpp, tmp_path, capsy
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "keys.md").write_text("# API keys\n\nRotate a workspace API key with `lumen keys rotate`. The old key "
-                                  "keeps working for 24 hours, then it expires.\n")
-    (docs / "hooks.md").write_text("# Webhooks\n\nEvery webhook request carries an X-Lumen-Signature header, an "
-                                   "HMAC-SHA256 of the body.\n")
+    (docs / "keys.md").write_text(
+        "# API keys\n\nRotate a workspace API key with `lumen keys rotate`. The old key "
+        "keeps working for 24 hours, then it expires.\n"
+    )
+    (docs / "hooks.md").write_text(
+        "# Webhooks\n\nEvery webhook request carries an X-Lumen-Signature header, an HMAC-SHA256 of the body.\n"
+    )
     (docs / "tea.md").write_text("# Tea\n\nThe office tea ceremony starts at four o'clock in the garden.\n")
     folder = tmp_path / "index"
-    assert main(["index", str(docs), "--index", str(folder), "--embed-base-url", llamacpp.base_url,
-                 "--embed-model", "qwen2.5-coder-0.5b", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                str(docs),
+                "--index",
+                str(folder),
+                "--embed-base-url",
+                llamacpp.base_url,
+                "--embed-model",
+                "qwen2.5-coder-0.5b",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     gen = (folder / "CURRENT").read_text().strip()
     record = json.loads((folder / gen / "manifest.json").read_text())["embedding"]
     assert record["provider"] == "openai" and record["base_url"] == llamacpp.base_url

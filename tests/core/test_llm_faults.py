@@ -1,5 +1,6 @@
 """Issue 10, the LLM side: deadline, budgets, reply size, malformed bodies, cache key, secrets,
 complete plan validation, fenced data, terminal output. Endpoint faults on a loopback stub."""
+
 from __future__ import annotations
 
 import logging
@@ -144,15 +145,27 @@ def _plan(transitions, start="retrieve"):
     return Config(plans={"p": PlanSpec(start=start, transitions=transitions)})
 
 
-@pytest.mark.parametrize("transitions, message", [
-    ({"retrieve": {"next": "answer"}, "answer": {}}, "no transition for outcome"),
-    ({"retrieve": {"next": "end"}}, "without the 'answer' step"),
-    ({"retrieve": {"next": "answer"}, "answer": {"next": "end"}, "judge": {"next": "answer"}}, "cannot be reached"),
-    ({"retrieve": {"next": "judge"}, "judge": {"next": "expand"}, "expand": {"grew": "judge", "converged": "judge"},
-      "answer": {"next": "end"}}, "cannot be reached"),
-    ({"retrieve": {"next": "judge"}, "judge": {"next": "expand"}, "expand": {"grew": "judge", "converged": "judge"}},
-     "can never reach"),
-])
+@pytest.mark.parametrize(
+    "transitions, message",
+    [
+        ({"retrieve": {"next": "answer"}, "answer": {}}, "no transition for outcome"),
+        ({"retrieve": {"next": "end"}}, "without the 'answer' step"),
+        ({"retrieve": {"next": "answer"}, "answer": {"next": "end"}, "judge": {"next": "answer"}}, "cannot be reached"),
+        (
+            {
+                "retrieve": {"next": "judge"},
+                "judge": {"next": "expand"},
+                "expand": {"grew": "judge", "converged": "judge"},
+                "answer": {"next": "end"},
+            },
+            "cannot be reached",
+        ),
+        (
+            {"retrieve": {"next": "judge"}, "judge": {"next": "expand"}, "expand": {"grew": "judge", "converged": "judge"}},
+            "can never reach",
+        ),
+    ],
+)
 def test_incomplete_plans_are_refused_before_any_call(transitions, message):
     with pytest.raises(UsageError, match=message):
         get_plan("p", _plan(transitions))
@@ -201,8 +214,7 @@ def test_forged_source_header_in_a_document_cannot_become_a_source():
 def test_refusal_gets_no_inferred_citation():
     hits = [_hit(0, "The context does not contain the answer about keys.", "docs/a.md")]
     for refusal in ("The context does not contain the answer", "I don't know the answer about keys."):
-        deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(FakeChat([refusal])),
-                    prompts=PromptRenderer())
+        deps = Deps(config=Config(), retriever=None, index=None, llm=LLM(FakeChat([refusal])), prompts=PromptRenderer())
         report: dict = {}
         _, citations = answer_from_context("q?", hits, deps, report=report)
         assert citations == [] and report["citations_inferred"] is False

@@ -1,4 +1,5 @@
 """LLM.structured over the real openai client against the stub: re-ask on bad JSON, usage metering."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def llm_for(stub: StubOpenAI, mode: str = "json_schema") -> LLM:
 
 
 def test_malformed_json_is_reasked_once_with_the_error():
-    with StubOpenAI([ok('{"relevant": tru', prompt_tokens=20, completion_tokens=5),
-                     ok('{"relevant": true, "reason": "mentions keys"}', prompt_tokens=40, completion_tokens=9)]) as stub:
+    with StubOpenAI(
+        [
+            ok('{"relevant": tru', prompt_tokens=20, completion_tokens=5),
+            ok('{"relevant": true, "reason": "mentions keys"}', prompt_tokens=40, completion_tokens=9),
+        ]
+    ) as stub:
         llm = llm_for(stub)
         verdict = llm.structured(MSGS, Verdict)
         reqs = stub.chat_requests()

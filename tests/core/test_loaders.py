@@ -1,4 +1,5 @@
 """Loading files, folders and BEIR corpora: gitignore, HTML text, skip counters, ids."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,36 +31,40 @@ def write(path: Path, content: str | bytes) -> Path:
 def loaded_names(result, root: Path) -> set[str]:
     """Ids are the indexed folder's name, then the path below it."""
     assert all(d.doc_id.startswith(root.name + "/") for d in result.documents)
-    return {d.doc_id[len(root.name) + 1:] for d in result.documents}
+    return {d.doc_id[len(root.name) + 1 :] for d in result.documents}
 
 
 # --- gitignore patterns ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("pattern, path, is_dir, expected", [
-    ("*.log", "a.log", False, True),
-    ("*.log", "deep/er/a.log", False, True),
-    ("*.log", "a.log.txt", False, False),
-    ("/build", "build", True, True),
-    ("/build", "sub/build", True, False),        # leading slash anchors
-    ("doc/frotz", "doc/frotz", False, True),
-    ("doc/frotz", "a/doc/frotz", False, False),  # inner slash anchors too
-    ("frotz/", "frotz", True, True),
-    ("frotz/", "frotz", False, False),           # trailing slash: directories only
-    ("**/logs", "a/b/logs", True, True),
-    ("a/**/b", "a/b", False, True),
-    ("a/**/b", "a/x/y/b", False, True),
-    ("a/**/b", "a/x/c", False, False),
-    ("abc/**", "abc/x/y.txt", False, True),
-    ("abc/**", "abc", True, False),
-    ("file?.txt", "file1.txt", False, True),
-    ("file?.txt", "file12.txt", False, False),
-    ("file[0-2].txt", "file2.txt", False, True),
-    ("file[0-2].txt", "file3.txt", False, False),
-    ("file[!0-2].txt", "file3.txt", False, True),
-    ("*.txt", "dir/a.txt", False, True),
-    ("dir/*.txt", "dir/sub/a.txt", False, False),  # * does not cross /
-    ("\\#hash", "#hash", False, True),
-])
+
+@pytest.mark.parametrize(
+    "pattern, path, is_dir, expected",
+    [
+        ("*.log", "a.log", False, True),
+        ("*.log", "deep/er/a.log", False, True),
+        ("*.log", "a.log.txt", False, False),
+        ("/build", "build", True, True),
+        ("/build", "sub/build", True, False),  # leading slash anchors
+        ("doc/frotz", "doc/frotz", False, True),
+        ("doc/frotz", "a/doc/frotz", False, False),  # inner slash anchors too
+        ("frotz/", "frotz", True, True),
+        ("frotz/", "frotz", False, False),  # trailing slash: directories only
+        ("**/logs", "a/b/logs", True, True),
+        ("a/**/b", "a/b", False, True),
+        ("a/**/b", "a/x/y/b", False, True),
+        ("a/**/b", "a/x/c", False, False),
+        ("abc/**", "abc/x/y.txt", False, True),
+        ("abc/**", "abc", True, False),
+        ("file?.txt", "file1.txt", False, True),
+        ("file?.txt", "file12.txt", False, False),
+        ("file[0-2].txt", "file2.txt", False, True),
+        ("file[0-2].txt", "file3.txt", False, False),
+        ("file[!0-2].txt", "file3.txt", False, True),
+        ("*.txt", "dir/a.txt", False, True),
+        ("dir/*.txt", "dir/sub/a.txt", False, False),  # * does not cross /
+        ("\\#hash", "#hash", False, True),
+    ],
+)
 def test_pattern_semantics(pattern, path, is_dir, expected):
     rule = parse_line(pattern)
     assert rule is not None
@@ -81,7 +86,7 @@ def test_last_match_wins_and_nested_files_override(tmp_path):
     assert top.match(tmp_path / "keep.log", False) is None
     assert sub.match(tmp_path / "sub" / "keep.log", False) is not None  # deeper file wins
     assert sub.match(tmp_path / "sub" / "other.log", False) is None
-    assert sub.match(tmp_path / "sub" / "x.log", False) is not None     # parent rule still applies
+    assert sub.match(tmp_path / "sub" / "x.log", False) is not None  # parent rule still applies
 
 
 def test_folder_scan_respects_gitignore(tmp_path):
@@ -129,14 +134,22 @@ HTML = """<!doctype html><html><head><title>  Rotate   keys </title>
 def test_html_keeps_title_and_drops_boilerplate():
     title, text = html_to_text(HTML)
     assert title == "Rotate keys"
-    for boiler in ("SCRIPT_TEXT", "NAV_TEXT", "HEADER_TEXT", "ASIDE_TEXT", "NOSCRIPT_TEXT",
-                   "SVG_TITLE", "FOOTER_TEXT", "color:red"):
+    for boiler in (
+        "SCRIPT_TEXT",
+        "NAV_TEXT",
+        "HEADER_TEXT",
+        "ASIDE_TEXT",
+        "NOSCRIPT_TEXT",
+        "SVG_TITLE",
+        "FOOTER_TEXT",
+        "color:red",
+    ):
         assert boiler not in text
     lines = text.split("\n")
-    assert "Key rotation" in lines                          # block elements become their own lines
-    assert "Run lumen keys rotate to rotate." in lines      # inline whitespace collapsed
+    assert "Key rotation" in lines  # block elements become their own lines
+    assert "Run lumen keys rotate to rotate." in lines  # inline whitespace collapsed
     assert "- one" in lines and "- two" in lines
-    assert "    return 1" in lines                          # <pre> keeps its indentation
+    assert "    return 1" in lines  # <pre> keeps its indentation
 
 
 def test_html_file_document(tmp_path):
@@ -148,6 +161,7 @@ def test_html_file_document(tmp_path):
 
 
 # --- file kinds, ids, counters --------------------------------------------------------------
+
 
 def test_kinds_titles_ids_and_hashes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

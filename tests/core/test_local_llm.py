@@ -1,4 +1,5 @@
 """Packaged-model assembly (fake parts, fast) and the real embedded llama.cpp server (marked llm)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -149,8 +150,7 @@ def test_open_llm_embedded_structured_call(capsys):
     port = urlparse(llm.chat.base_url).port
     try:
         t0 = time.monotonic()
-        answer = llm.structured([{"role": "user", "content": "What is the capital of France? Reply as JSON."}],
-                                Capital)
+        answer = llm.structured([{"role": "user", "content": "What is the capital of France? Reply as JSON."}], Capital)
         latency = time.monotonic() - t0
     finally:
         close()
@@ -179,7 +179,8 @@ def test_two_servers_start_concurrently():
         assert servers[0].n_threads == default_threads() >= 1
         for server in servers:
             reply = OpenAIChat(server.base_url, None, None, timeout_s=60).complete(
-                [{"role": "user", "content": "Say OK."}], max_tokens=4, temperature=0.0)
+                [{"role": "user", "content": "Say OK."}], max_tokens=4, temperature=0.0
+            )
             assert reply.text.strip() and reply.completion_tokens > 0
     finally:
         for server in servers:

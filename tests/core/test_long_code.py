@@ -1,6 +1,7 @@
 """Long code chunks embedded whole (tools/index/building/windows.py), on the CPython standard library: a chunk longer than
 the encoder's window is found by what only its tail says; the setting is recorded, kept by existing indexes,
 and refused where it cannot apply."""
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def test_windows_cover_the_body_once_each_under_the_header_and_within_the_window
         head = text[:header].rstrip("\n")
         assert all(p.startswith(head + "\n") for p in parts)
         assert all(len(tokenizer(p, add_special_tokens=False)["input_ids"]) <= window for p in parts)
-        bodies = "".join(p[len(head) + 1:] for p in parts)
+        bodies = "".join(p[len(head) + 1 :] for p in parts)
         assert "".join(bodies.split()) == "".join(text[header:].split())  # nothing dropped, nothing twice
     short = "stdlib/x.py f\nf\ndef f():\n    return 1\n"
     assert window_texts(tokenizer, short, 14, window) == [short]
@@ -99,8 +100,7 @@ def test_short_chunks_keep_their_vectors_and_the_mean_is_normalised(indexes, emb
 
 
 def test_the_way_is_recorded_and_an_existing_index_keeps_its_own(tmp_path, indexes, embedder):
-    assert read_manifest(current_generation(indexes["windows"]))["settings"]["chunking"]["long_code"] == \
-        LongCode.WINDOWS.value
+    assert read_manifest(current_generation(indexes["windows"]))["settings"]["chunking"]["long_code"] == LongCode.WINDOWS.value
     small = tmp_path / "stdlib" / "json"
     small.mkdir(parents=True)
     shutil.copy(STDLIB / "json" / "decoder.py", small / "decoder.py")

@@ -1,4 +1,5 @@
 """The agentic loop driven by a scripted FakeChat: convergence, budget, neighbours, fallback."""
+
 from __future__ import annotations
 
 import ragsieve.agent.steps.expand  # noqa: F401
@@ -11,13 +12,20 @@ from tests.support.loop_fakes import CHAIN, Script, chain_judge, make_deps, run,
 
 def test_converges_when_relevant_set_stops_growing():
     script = Script(judge=chain_judge)
-    deps = make_deps(CHAIN, FakeChat(default=script), candidates=1, expand_k=1, max_iterations=10, final_k=3,
-                     neighbours=False)
+    deps = make_deps(CHAIN, FakeChat(default=script), candidates=1, expand_k=1, max_iterations=10, final_k=3, neighbours=False)
     state = run(deps, "Where was the alpha project leader born?")
     assert steps(state) == [
-        ("retrieve", "next"), ("judge", "next"), ("expand", "grew"), ("judge", "next"), ("expand", "grew"),
-        ("judge", "next"), ("expand", "grew"), ("judge", "next"), ("expand", "converged"),
-        ("answer", "next"), ("validate", "resolved"),
+        ("retrieve", "next"),
+        ("judge", "next"),
+        ("expand", "grew"),
+        ("judge", "next"),
+        ("expand", "grew"),
+        ("judge", "next"),
+        ("expand", "grew"),
+        ("judge", "next"),
+        ("expand", "converged"),
+        ("answer", "next"),
+        ("validate", "resolved"),
     ]
     assert state.loop.stop_reason == "relevant set did not grow in the last judge round"
     assert state.relevant == ["a#0", "b#0", "c#0"]
@@ -37,8 +45,16 @@ def test_converges_when_relevant_set_stops_growing():
 def test_budget_stop_bounds_the_loop():
     script = Script(judge=lambda q, t: True)  # says yes to everything: would grow forever
     docs = {f"d{i}": [f"alpha word{i} and alpha more{i}"] for i in range(30)}
-    deps = make_deps(docs, FakeChat(default=script), candidates=2, expand_k=2, max_iterations=20,
-                     max_llm_calls=3, uninformative_min_n=10, neighbours=False)
+    deps = make_deps(
+        docs,
+        FakeChat(default=script),
+        candidates=2,
+        expand_k=2,
+        max_iterations=20,
+        max_llm_calls=3,
+        uninformative_min_n=10,
+        neighbours=False,
+    )
     state = run(deps, "alpha?")
     assert "LLM-call budget reached" in state.loop.stop_reason
     assert script.kinds.count("judge") == 3
@@ -48,8 +64,9 @@ def test_budget_stop_bounds_the_loop():
 def test_max_iterations_stop():
     script = Script(judge=lambda q, t: True)
     docs = {f"d{i}": [f"alpha word{i}"] for i in range(30)}
-    deps = make_deps(docs, FakeChat(default=script), candidates=2, expand_k=2, max_iterations=2,
-                     uninformative_min_n=10, neighbours=False)
+    deps = make_deps(
+        docs, FakeChat(default=script), candidates=2, expand_k=2, max_iterations=2, uninformative_min_n=10, neighbours=False
+    )
     state = run(deps, "alpha?")
     assert state.loop.stop_reason == "max_iterations=2 reached"
     assert script.kinds.count("judge") == 2
@@ -57,7 +74,7 @@ def test_max_iterations_stop():
 
 SPLIT = {
     "lumen/keys.py": [
-        "def rotate_api_key(workspace):\n    \"\"\"Rotate the API key of a Lumen workspace.\"\"\"\n    issue_key(workspace)",
+        'def rotate_api_key(workspace):\n    """Rotate the API key of a Lumen workspace."""\n    issue_key(workspace)',
         "    previous.expire_after(hours=24)  # grace period",
         "def list_keys(ws):\n    return ws.keys",
     ],
@@ -67,8 +84,9 @@ SPLIT = {
 
 def test_neighbour_expansion_recovers_a_function_split_across_chunks():
     # the second half of the function shares no word with the question: retrieval alone misses it
-    script = Script(judge=lambda q, t: "rotate_api_key" in t or "previous.expire_after" in t,
-                    answer="The old key expires after 24 hours [1].")
+    script = Script(
+        judge=lambda q, t: "rotate_api_key" in t or "previous.expire_after" in t, answer="The old key expires after 24 hours [1]."
+    )
     # a judge measured to be trusted (`relevant`): the context is its relevant set (under `union` the fast
     # context's other.md#0 would stay beside it)
     deps = make_deps(SPLIT, FakeChat(default=script), candidates=2, expand_k=2, final_k=2, combine="relevant")
@@ -94,22 +112,26 @@ FALLBACK_Q = "What is the alpha code?"
 def fallback_deps(script, tmp_path):
     from ragsieve.tools.filters.rerank import Reranker
 
-    deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2,
-                     max_iterations=1)
+    deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2, max_iterations=1)
     deps.caches.reranker = Reranker(cache_dir=tmp_path)  # offline: embedding order, said so
     return deps
 
 
 def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
-    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True],
-                    answer="The value is 42 [1].")
+    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True], answer="The value is 42 [1].")
     deps = fallback_deps(script, tmp_path)
     # a judge measured to be trusted: the context is its relevant set (under `union` the fast context stays too)
     deps.config.loop = deps.config.loop.model_copy(update={"combine": "relevant"})
     state = run(deps, FALLBACK_Q)
     assert steps(state) == [
-        ("retrieve", "next"), ("judge", "next"), ("expand", "converged"), ("answer", "next"),
-        ("validate", "unresolved"), ("fallback", "next"), ("answer", "next"), ("validate", "resolved"),
+        ("retrieve", "next"),
+        ("judge", "next"),
+        ("expand", "converged"),
+        ("answer", "next"),
+        ("validate", "unresolved"),
+        ("fallback", "next"),
+        ("answer", "next"),
+        ("validate", "resolved"),
     ]
     assert state.loop.stop_reason == "max_iterations=1 reached"
     fb = next(e for e in state.trace if e.step == "fallback").summary
@@ -124,8 +146,7 @@ def test_failed_validation_takes_the_sparse_fallback_then_answers(tmp_path):
 
 
 def test_second_failed_validation_is_exhausted_and_still_answers(tmp_path):
-    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, False],
-                    answer="Not sure [1].")
+    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, False], answer="Not sure [1].")
     deps = fallback_deps(script, tmp_path)
     state = run(deps, FALLBACK_Q)
     tail = steps(state)[-4:]
@@ -165,8 +186,12 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
     from ragsieve.tools.index.sparse.subset import cosmix_scores
     from tests.support.loop_fakes import FakeRetriever, VecIndex
 
-    docs = {"dup1": ["alpha code secret details here"], "dup2": ["alpha code secret details now"],
-            "rare": ["alpha code zeta"], "main": ["beta system overview"]}
+    docs = {
+        "dup1": ["alpha code secret details here"],
+        "dup2": ["alpha code secret details now"],
+        "rare": ["alpha code zeta"],
+        "main": ["beta system overview"],
+    }
     deps = make_deps(docs, FakeChat(default=Script(judge=lambda q, t: "zeta" in t or "now" in t)), sparse_rows=[1, 2])
     deps.index = VecIndex(docs, sparse_rows=[1, 2])
     deps.retriever = FakeRetriever(deps.index)
@@ -175,6 +200,7 @@ def test_fallback_on_an_index_with_vectors_ranks_sparse_chunks_by_our_distance_s
     class ScoreOrder(Reranker):  # a reranker that keeps the candidates' order (what FlashRank would refine)
         def run(self, query, hits):
             return super().run(query, hits).model_copy(update={"hits": hits})
+
     deps.caches.reranker = ScoreOrder(cache_dir=tmp_path)
     question = "alpha code secret"
     state = RunState(question=question, plan="t")

@@ -1,4 +1,5 @@
 """tools.metrics against hand-computed values (and numpy for percentiles)."""
+
 import math
 
 import numpy as np
@@ -87,13 +88,16 @@ def test_gold_passage_recall():
     assert gold_passage_recall(["a"], []) == (True, 1.0)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("The  Quick, brown fox!", "quick brown fox"),
-    ("an apple a day", "apple day"),
-    ("A.B.C.", "abc"),
-    ("Theatre of the Absurd", "theatre of absurd"),  # 'the' only as a whole word
-    ("  \t\n ", ""),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("The  Quick, brown fox!", "quick brown fox"),
+        ("an apple a day", "apple day"),
+        ("A.B.C.", "abc"),
+        ("Theatre of the Absurd", "theatre of absurd"),  # 'the' only as a whole word
+        ("  \t\n ", ""),
+    ],
+)
 def test_squad_normalisation(text, expected):
     assert normalize_answer(text) == expected
 
@@ -119,21 +123,24 @@ def test_strip_citations():
     assert normalize_answer(strip_citations("France [1].")) == "france"
 
 
-@pytest.mark.parametrize("text", [
-    "The context does not contain the answer.",
-    "the context does not contain the answer",
-    "The context doesn't contain the answer.",
-    "The passages do not mention who the Norse leader was.",
-    "This information is not provided in the given context.",
-    "The answer is not stated in the provided passages [1].",
-    "I cannot answer this question from the context.",
-    "There is no information about the duke in the context.",
-    "The provided documents contain no answer to this question.",
-    "I don't know.",
-    "Not enough information to answer.",
-    "The answer is not provided.",
-    "I'm sorry, but the context does not provide information about the population in 2050.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The context does not contain the answer.",
+        "the context does not contain the answer",
+        "The context doesn't contain the answer.",
+        "The passages do not mention who the Norse leader was.",
+        "This information is not provided in the given context.",
+        "The answer is not stated in the provided passages [1].",
+        "I cannot answer this question from the context.",
+        "There is no information about the duke in the context.",
+        "The provided documents contain no answer to this question.",
+        "I don't know.",
+        "Not enough information to answer.",
+        "The answer is not provided.",
+        "I'm sorry, but the context does not provide information about the population in 2050.",
+    ],
+)
 def test_abstention_variants(text):
     assert is_abstention(text)
 
@@ -151,13 +158,16 @@ def test_the_no_evidence_reply_counts_as_an_abstention():
     assert not is_abstention("No passage of the treaty was found invalid, and the answer is yes [1].")
 
 
-@pytest.mark.parametrize("text", [
-    "France [1].",
-    "The Normans lived in Normandy in the 10th and 11th centuries [1].",
-    "No, the treaty was not signed in 1950 [2].",
-    "Rollo did not contain his ambitions and took Rouen [1].",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "France [1].",
+        "The Normans lived in Normandy in the 10th and 11th centuries [1].",
+        "No, the treaty was not signed in 1950 [2].",
+        "Rollo did not contain his ambitions and took Rouen [1].",
+        "",
+    ],
+)
 def test_not_abstention(text):
     assert not is_abstention(text)
 

@@ -1,6 +1,7 @@
 """Incremental publishes on Milvus (milvus-lite) beside the local backend: O(k) rows per change, readers see each
 document all old or all new, the round trips a query makes, a row missing from the collection (issue 22; the
 publish faults are in `test_milvus_publish_faults.py`)."""
+
 from __future__ import annotations
 
 import threading

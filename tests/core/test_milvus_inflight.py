@@ -2,6 +2,7 @@
 seeing G whole while later publishes retire its rows (they are not deleted) and while `--rebuild` replaces the
 collection (it is not dropped); once the reader lets go, the next publish deletes / drops them. The reader may
 be another process (a lease is a file lock): a killed reader's lease goes with it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -87,8 +88,7 @@ def test_a_lease_held_by_another_process_keeps_rows_until_it_dies(tmp_path):
     write_corpus(docs, 40)
     builder(index).build([docs])
     first = publish(index)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(index)], stdout=subprocess.PIPE, text=True,
-                              cwd=REPO)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(index)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert holder.stdout.readline().split() == [str(first["visible"]), "True"]
         change(docs, index, 1)
@@ -148,8 +148,7 @@ def test_a_pointer_from_before_the_born_record_is_looked_up_once_then_never(tmp_
     reads, migrations = [], []
     real_query, real_born = milvus_delta._query_all, milvus_born.born_from_collection
     monkeypatch.setattr(milvus_delta, "_query_all", lambda *a, **k: reads.append(a[2]) or real_query(*a, **k))
-    monkeypatch.setattr(milvus_born, "born_from_collection",
-                        lambda *a: migrations.append(a[2]) or real_born(*a))
+    monkeypatch.setattr(milvus_born, "born_from_collection", lambda *a: migrations.append(a[2]) or real_born(*a))
     migrated = change(docs, index, 2)
     assert len(reads) == 1 and len(migrations) == 1  # looked up, then the record read from the collection
     assert migrated["copy_generation"] == first["visible"]

@@ -3,6 +3,7 @@ released, as in a new `ragsieve index` process) it never loads, queries or scans
 retires and deletes O(k) entities. Checked on a milvus-lite file and on a Milvus server (milvus-lite's own gRPC
 server on loopback, the shape of a Milvus standalone): on the server the engine keeps the collection open, so
 such a publish costs O(k) whatever the corpus size (`benchmarks/scale_publish_milvus.py` (retired; at its result's commit))."""
+
 from __future__ import annotations
 
 import json
@@ -35,9 +36,16 @@ class Counting:
         def call(*args, **kwargs):
             data = kwargs.get("data", args[1] if name in ("insert", "upsert") and len(args) > 1 else None)
             ids = kwargs.get("ids")
-            self._calls.append((name, len(data) if isinstance(data, list) else None,
-                                len(ids) if isinstance(ids, list) else None, kwargs.get("filter")))
+            self._calls.append(
+                (
+                    name,
+                    len(data) if isinstance(data, list) else None,
+                    len(ids) if isinstance(ids, list) else None,
+                    kwargs.get("filter"),
+                )
+            )
             return attr(*args, **kwargs)
+
         return call
 
 

@@ -1,6 +1,7 @@
 """Milvus publishes under faults (milvus-lite): a kill -9 mid-publish leaves the previous state readable and the
 next publish completes it, a killed full publish leaves no collection, a copied index keeps its own Milvus file,
 the process holding the milvus-lite file serves the publish, two publishes take turns (issue 22)."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def test_kill_9_mid_publish_leaves_the_previous_state_and_the_next_publish_compl
     script = tmp_path / "kill.py"
     script.write_text(KILL_DURING, encoding="utf-8")
     stop_lite_server(str(index / "milvus.db"))  # this process lets go of the file (as a CLI run does at exit)
-    out = subprocess.run([sys.executable, str(script), str(index), "delta"], capture_output=True, text=True,
-                         timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, str(script), str(index), "delta"], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
     assert out.returncode == -9, out.stderr[-2000:]
     assert versions_seen(index, list(before)) == before  # the previous generation, whole
     with opened(index) as idx:
@@ -82,8 +84,7 @@ def test_a_killed_full_publish_leaves_no_collection_behind(tmp_path):
     script = tmp_path / "kill.py"
     script.write_text(KILL_DURING, encoding="utf-8")
     stop_lite_server(str(index / "milvus.db"))
-    out = subprocess.run([sys.executable, str(script), str(index), "full"], capture_output=True, text=True,
-                         timeout=300, cwd=REPO)
+    out = subprocess.run([sys.executable, str(script), str(index), "full"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == -9, out.stderr[-2000:]
     abandoned = json.loads((index / "milvus-publishing.json").read_text())["collection"]
     client = MilvusClient(str(index / "milvus.db"))
@@ -131,7 +132,11 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
     builder(index).build([docs])
     publish(index)
     stop_lite_server(str(index / "milvus.db"))
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from tests.core.test_stable_rows import HashEmbedder
@@ -139,7 +144,12 @@ def test_publish_goes_through_the_server_of_the_process_holding_the_milvus_lite_
         idx = open_index({str(index)!r}, embedder=HashEmbedder())
         print("open", flush=True)
         time.sleep(20)
-    """)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         write_corpus(docs, 11)

@@ -1,5 +1,6 @@
 """Queries embedded from an ONNX export without torch (issue 44 item 6): the same vectors as the encoder
 that built the index, and a `ragsieve search` process that never imports torch or sentence-transformers."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,11 @@ from ragsieve.tools.index.embedders.local_embedder import Embedder  # noqa: E402
 from ragsieve.tools.index.embedders.onnx_query import OnnxQueryEmbedder  # noqa: E402
 from ragsieve.tools.index.embedders.providers import open_embedder  # noqa: E402
 
-TEXTS = ["How do I rotate the API key of a Lumen workspace?", "x",
-         "Rate limits apply per workspace, across all of its API keys. " * 60]  # past max_seq_length
+TEXTS = [
+    "How do I rotate the API key of a Lumen workspace?",
+    "x",
+    "Rate limits apply per workspace, across all of its API keys. " * 60,
+]  # past max_seq_length
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +64,22 @@ def test_search_never_imports_torch(int8, tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "keys.md").write_text("# Keys\n\nRotate the API key every ninety days.\n")
     IndexBuilder(tmp_path / "idx", embedder=full, progress=False).build([tmp_path / "docs"])
-    probe = ("import sys, json\nfrom ragsieve.cli.main import main\n"
-             "code = main(['search', 'rotate the key', '--index', sys.argv[1], '--json'])\n"
-             "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules,"
-             " 'st': 'sentence_transformers' in sys.modules}))")
-    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "idx")], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "RAGSIEVE_CACHE": str(cache)})
+    probe = (
+        "import sys, json\nfrom ragsieve.cli.main import main\n"
+        "code = main(['search', 'rotate the key', '--index', sys.argv[1], '--json'])\n"
+        "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules,"
+        " 'st': 'sentence_transformers' in sys.modules}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAGSIEVE_CACHE": str(cache)},
+    )
     assert done.returncode == 0, done.stderr
     last = json.loads(done.stdout.strip().split("\n")[-1])
-    hits = json.loads(done.stdout[:done.stdout.rindex("\n{")])["hits"]
+    hits = json.loads(done.stdout[: done.stdout.rindex("\n{")])["hits"]
     assert last == {"code": 0, "torch": False, "st": False}
     assert hits and "ninety days" in hits[0]["text"]
 

@@ -1,4 +1,5 @@
 """OpenAIChat driven through the real openai client over HTTP against the local stub server."""
+
 from __future__ import annotations
 
 import email.utils
@@ -12,8 +13,11 @@ from ragsieve.agent.llm.openai_chat import OpenAIChat, OutputMode, retry_after_s
 from tests.support.stub_openai import StubOpenAI, StubReply, chat_body, error_body, ok
 
 MSGS = [{"role": "user", "content": "hi"}]
-SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
-          "required": ["relevant"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["relevant"],
+}
 
 
 class Sleeps(list):
@@ -23,8 +27,9 @@ class Sleeps(list):
 
 def make(stub: StubOpenAI, sleeps: Sleeps | None = None, **kwargs) -> OpenAIChat:
     kwargs.setdefault("timeout_s", 5)
-    return OpenAIChat(stub.base_url, "sk-test", kwargs.pop("model", "m"), sleep=sleeps if sleeps is not None else Sleeps(),
-                      **kwargs)
+    return OpenAIChat(
+        stub.base_url, "sk-test", kwargs.pop("model", "m"), sleep=sleeps if sleeps is not None else Sleeps(), **kwargs
+    )
 
 
 def test_429_honours_retry_after_seconds():
@@ -38,8 +43,11 @@ def test_429_honours_retry_after_seconds():
 
 def test_429_retry_after_ms_wins_and_is_capped_by_max_retry_s():
     sleeps = Sleeps()
-    replies = [StubReply(429, error_body("a"), {"retry-after-ms": "250", "Retry-After": "9"}),
-               StubReply(429, error_body("b"), {"Retry-After": "500"}), ok("fine")]
+    replies = [
+        StubReply(429, error_body("a"), {"retry-after-ms": "250", "Retry-After": "9"}),
+        StubReply(429, error_body("b"), {"Retry-After": "500"}),
+        ok("fine"),
+    ]
     with StubOpenAI(replies) as stub:
         assert make(stub, sleeps, max_retry_s=7).complete(MSGS).text == "fine"
     assert sleeps[0] == 0.25 and 6.0 < sleeps[1] <= 7.0  # capped by what is left of max_retry_s
@@ -74,6 +82,7 @@ def test_default_retry_budget_leaves_room_to_retry_a_transport_fault():
     """With the shipped ratio of llm.max_retry_s to llm.timeout_s (scaled down), a call refused by a
     transport fault is asked again."""
     from ragsieve.agent.config import IndexConfig, LLMConfig, RerankConfig
+
     llm, models, rerank = LLMConfig(), IndexConfig(), RerankConfig()
     ratio = llm.max_retry_s / llm.timeout_s
     assert ratio >= 2 and models.embed_max_retry_s >= 2 * models.embed_timeout_s
@@ -148,8 +157,11 @@ def test_json_schema_request_is_strict():
 
 
 def test_strict_schema_closes_nested_objects():
-    nested = {"type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/It"}}},
-              "$defs": {"It": {"type": "object", "properties": {"id": {"type": "integer", "default": 0}}}}}
+    nested = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/It"}}},
+        "$defs": {"It": {"type": "object", "properties": {"id": {"type": "integer", "default": 0}}}},
+    }
     out = strict_schema(nested)
     item = out["$defs"]["It"]
     assert item["additionalProperties"] is False and item["required"] == ["id"]
@@ -157,16 +169,17 @@ def test_strict_schema_closes_nested_objects():
 
 
 def test_strict_schema_keeps_property_named_default_and_maps():
-    schema = {"type": "object", "properties": {"default": {"type": "string"},
-                                               "counts": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+    schema = {
+        "type": "object",
+        "properties": {"default": {"type": "string"}, "counts": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    }
     out = strict_schema(schema)
     assert out["required"] == ["default", "counts"] and "default" in out["properties"]
     assert out["properties"]["counts"]["additionalProperties"] == {"type": "integer"}
 
 
 def test_auto_downgrades_to_json_object_and_remembers():
-    rejection = StubReply(400, error_body("'response_format.type' must be 'json_object' or 'text'",
-                                          param="response_format"))
+    rejection = StubReply(400, error_body("'response_format.type' must be 'json_object' or 'text'", param="response_format"))
     with StubOpenAI([rejection, ok('{"relevant": true}'), ok('{"relevant": false}')]) as stub:
         chat = make(stub)
         assert chat.complete(MSGS, json_schema=SCHEMA).text == '{"relevant": true}'
@@ -178,8 +191,13 @@ def test_auto_downgrades_to_json_object_and_remembers():
 
 
 def test_auto_downgrades_twice_to_text():
-    with StubOpenAI([StubReply(400, error_body("json_schema not supported")),
-                     StubReply(400, error_body("response_format not supported")), ok('{"relevant": true}')]) as stub:
+    with StubOpenAI(
+        [
+            StubReply(400, error_body("json_schema not supported")),
+            StubReply(400, error_body("response_format not supported")),
+            ok('{"relevant": true}'),
+        ]
+    ) as stub:
         chat = make(stub)
         chat.complete([{"role": "system", "content": "Judge."}] + MSGS, json_schema=SCHEMA)
         last = stub.chat_requests()[-1].json
@@ -220,8 +238,13 @@ def test_model_none_with_empty_list_fails():
 def test_empty_choices_and_refusal_are_llm_errors():
     empty = chat_body("x")
     empty["choices"] = []
-    with StubOpenAI([StubReply(200, empty), StubReply(200, chat_body(None, refusal="I can't help with that")),
-                     StubReply(200, chat_body(None))]) as stub:
+    with StubOpenAI(
+        [
+            StubReply(200, empty),
+            StubReply(200, chat_body(None, refusal="I can't help with that")),
+            StubReply(200, chat_body(None)),
+        ]
+    ) as stub:
         chat = make(stub)
         with pytest.raises(LLMError, match="no choices"):
             chat.complete(MSGS)
@@ -231,8 +254,10 @@ def test_empty_choices_and_refusal_are_llm_errors():
             chat.complete(MSGS)
 
 
-@pytest.mark.parametrize("kwargs, word", [({"output_mode": "yaml"}, "output_mode"), ({"max_attempts": 0}, "max_attempts"),
-                                          ({"timeout_s": 0}, "timeout_s")])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"output_mode": "yaml"}, "output_mode"), ({"max_attempts": 0}, "max_attempts"), ({"timeout_s": 0}, "timeout_s")],
+)
 def test_bad_settings_are_refused(kwargs, word):
     with pytest.raises(UsageError, match=word):
         OpenAIChat("http://127.0.0.1:9/v1", None, "m", **kwargs)

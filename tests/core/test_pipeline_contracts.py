@@ -1,5 +1,6 @@
 """Stage contracts of the card's pipeline with a scripted LLM: abstention decided with evidence,
 the final answer validated, the relevant set passed through, RSE and calibration as their methods."""
+
 from __future__ import annotations
 
 import math
@@ -94,8 +95,9 @@ def test_the_final_answer_is_what_is_validated_and_resolved_describes_it():
 
 def test_a_trusted_relevant_set_passes_through_whatever_its_size():
     script = Script(judge=lambda q, t: not t.startswith("unrelated") and not t.startswith("weather"))
-    deps = make_deps(CHAIN, FakeChat(default=script), candidates=6, max_iterations=1, neighbours=False,
-                     uninformative_min_n=10, judge_decoys=0)
+    deps = make_deps(
+        CHAIN, FakeChat(default=script), candidates=6, max_iterations=1, neighbours=False, uninformative_min_n=10, judge_decoys=0
+    )
     state = run(deps, "alpha bravo charlie")
     assert state.loop.distrusted is None
     relevant = {c for c, v in state.loop.trusted.items() if v}
@@ -108,8 +110,17 @@ def test_union_keeps_the_fast_context_a_noisy_judge_dropped(combine):
     judge) the converged context keeps it beside the relevant set; only `relevant` (a judge measured to be
     trusted) narrows to the relevant set."""
     script = Script(judge=lambda q, t: t.startswith(("bravo person", "charlie town")))
-    deps = make_deps(CHAIN, FakeChat(default=script), candidates=6, max_iterations=1, neighbours=False, final_k=1,
-                     uninformative_min_n=10, judge_decoys=0, combine=combine)
+    deps = make_deps(
+        CHAIN,
+        FakeChat(default=script),
+        candidates=6,
+        max_iterations=1,
+        neighbours=False,
+        final_k=1,
+        uninformative_min_n=10,
+        judge_decoys=0,
+        combine=combine,
+    )
     state = run(deps, "alpha project leader bravo person born")
     assert state.first_stage[0] == "a#0" and state.loop.trusted == {"a#0": False, "b#0": True, "n2#0": False}
     context = [h.chunk_id for h in state.context]
@@ -117,8 +128,9 @@ def test_union_keeps_the_fast_context_a_noisy_judge_dropped(combine):
 
 
 def test_an_untrusted_judge_decides_nothing_the_fast_context_stays():
-    deps = make_deps(CHAIN, FakeChat(default=Script(judge=lambda q, t: True)), candidates=6, final_k=2,
-                     uninformative_min_n=4, neighbours=False)
+    deps = make_deps(
+        CHAIN, FakeChat(default=Script(judge=lambda q, t: True)), candidates=6, final_k=2, uninformative_min_n=4, neighbours=False
+    )
     state = run(deps, "alpha bravo charlie")
     assert state.loop.distrusted
     assert [h.chunk_id for h in state.context][:2] == state.first_stage[:2]
@@ -126,6 +138,7 @@ def test_an_untrusted_judge_decides_nothing_the_fast_context_stays():
 
 def test_rse_presets_change_what_is_extracted():
     """Planted values: each preset's length caps and minimum value decide the segments (dsRAG's presets)."""
+
     def spans(values, preset):
         p = preset_params(preset)
         return [(s.start, s.end) for s in best_segments(values, p.max_length, p.overall_max_length, p.minimum_value)]

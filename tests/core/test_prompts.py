@@ -1,4 +1,5 @@
 """Every packaged template renders; missing or unexpected variables fail loudly."""
+
 import re
 
 import pytest
@@ -53,7 +54,7 @@ def test_log_progress_lines(capsys):
     from ragsieve.cli.index import log_progress
 
     report = log_progress(every_s=3600)
-    report("embedding", 0, 40)   # starts the clock, prints nothing
+    report("embedding", 0, 40)  # starts the clock, prints nothing
     report("embedding", 10, 40)  # within every_s: nothing
     report("embedding", 40, 40)
     report("embedding", 40, 40)  # the same final state twice: one line

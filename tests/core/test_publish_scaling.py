@@ -1,6 +1,7 @@
 """A one-document publish of the local incremental layout reads O(changed documents) from the previous
 generation: no listing of its documents, no count of its rows, no fingerprint over the whole corpus
 (`ragsieve.tools.index.building.change_plan`); what it reports and fingerprints is still what a full build gives."""
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ def corpus(tmp_path):
 
 def _forbid_listing(monkeypatch) -> list[str]:
     """Make every O(corpus) read of the previous generation fail, and record the SQL the publish runs."""
+
     def refuse(*_a, **_k):
         raise AssertionError("a one-document publish listed the whole previous generation")
 
@@ -65,8 +67,10 @@ def test_one_document_publish_reads_only_that_document(corpus, monkeypatch):
     assert (report.docs_updated, report.docs_added, report.docs_removed, report.docs_kept) == (1, 0, 0, N - 1)
     assert report.chunks_embedded == 1 and _full_scans(statements) == []
     manifest = read_manifest(current_generation(root))
-    assert manifest["counts"]["documents"] == N and json.loads((current_generation(root) / "changes.json")
-                                                                 .read_text())["changed"] != []
+    assert (
+        manifest["counts"]["documents"] == N
+        and json.loads((current_generation(root) / "changes.json").read_text())["changed"] != []
+    )
 
 
 def test_a_sequence_of_changes_keeps_the_fingerprint_and_counts_of_a_full_build(corpus, monkeypatch, tmp_path):

@@ -1,6 +1,7 @@
 """Ray on GPUs (issue 47), with the Ray boundary faked (no cluster, no GPU): the actor pool asked for from the
 cluster's resources (GPUs per actor, fractions, the tokenizer's CPUs, actor count and batch size), refusals that
 say why, and an actor whose encoder is built on the device it reserved, its vectors reaching the checkpoint."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,16 +15,19 @@ from ragsieve.tools.index.building.embed_cache import EmbeddingCache, text_key
 from ragsieve.tools.index.building.ray_embed import EncoderActor, RayEmbedStage, plan_actors
 
 
-@pytest.mark.parametrize("resources, kwargs, expected", [
-    ({"CPU": 16, "GPU": 4}, {}, (4, 512, 1.0, 1.0, "cuda")),
-    ({"CPU": 16, "GPU": 4}, {"gpus_per_actor": 0.5}, (8, 512, 0.5, 1.0, "cuda")),
-    ({"CPU": 4, "GPU": 2}, {"gpus_per_actor": 0.25, "tokenizer_cpus": 2.0}, (8, 512, 0.25, 0.5, "cuda")),
-    ({"CPU": 16, "GPU": 4}, {"actors": 2, "batch_size": 1024}, (2, 1024, 1.0, 1.0, "cuda")),
-    ({"CPU": 8}, {}, (7, 64, 0.0, 1.0, "cpu")),
-    ({"CPU": 2}, {}, (1, 64, 0.0, 1.0, "cpu")),
-    ({"CPU": 16, "GPU": 4}, {"gpu_encoder": False}, (15, 64, 0.0, 1.0, "cpu")),  # ONNX: the GPUs stay free
-    ({"CPU": 16, "GPU": 4}, {"gpus_per_actor": 0.0}, (15, 64, 0.0, 1.0, "cpu")),
-])
+@pytest.mark.parametrize(
+    "resources, kwargs, expected",
+    [
+        ({"CPU": 16, "GPU": 4}, {}, (4, 512, 1.0, 1.0, "cuda")),
+        ({"CPU": 16, "GPU": 4}, {"gpus_per_actor": 0.5}, (8, 512, 0.5, 1.0, "cuda")),
+        ({"CPU": 4, "GPU": 2}, {"gpus_per_actor": 0.25, "tokenizer_cpus": 2.0}, (8, 512, 0.25, 0.5, "cuda")),
+        ({"CPU": 16, "GPU": 4}, {"actors": 2, "batch_size": 1024}, (2, 1024, 1.0, 1.0, "cuda")),
+        ({"CPU": 8}, {}, (7, 64, 0.0, 1.0, "cpu")),
+        ({"CPU": 2}, {}, (1, 64, 0.0, 1.0, "cpu")),
+        ({"CPU": 16, "GPU": 4}, {"gpu_encoder": False}, (15, 64, 0.0, 1.0, "cpu")),  # ONNX: the GPUs stay free
+        ({"CPU": 16, "GPU": 4}, {"gpus_per_actor": 0.0}, (15, 64, 0.0, 1.0, "cpu")),
+    ],
+)
 def test_the_actor_pool_comes_from_the_cluster_resources(resources, kwargs, expected):
     plan = plan_actors(resources, **kwargs)
     assert (plan.actors, plan.batch_size, plan.num_gpus, plan.num_cpus, plan.device) == expected
@@ -59,13 +63,18 @@ class FakeDataset:
     items: list
 
     def map_batches(self, fn, *, fn_constructor_kwargs, batch_size, num_cpus, compute, num_gpus, batch_format):
-        self.ray.asked = {"batch_size": batch_size, "num_cpus": num_cpus, "num_gpus": num_gpus,
-                          "actors": compute["size"], "batch_format": batch_format}
+        self.ray.asked = {
+            "batch_size": batch_size,
+            "num_cpus": num_cpus,
+            "num_gpus": num_gpus,
+            "actors": compute["size"],
+            "batch_format": batch_format,
+        }
         actor = fn(**fn_constructor_kwargs)
         self.ray.actors.append(actor)
         out = []
         for s in range(0, len(self.items), batch_size):
-            part = self.items[s:s + batch_size]
+            part = self.items[s : s + batch_size]
             out.append(actor({"key": np.asarray([i["key"] for i in part]), "text": np.asarray([i["text"] for i in part])}))
         return FakeDataset(self.ray, out)
 

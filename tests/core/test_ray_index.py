@@ -2,6 +2,7 @@
 float precision), for examples/ with the real MiniLM and for a 2,000-document SciFact slice with a hash encoder
 (bounded: the real model on 2,000 abstracts twice would take minutes on 2 shared cores). Ray start-up is slow,
 so one instance serves the module."""
+
 from __future__ import annotations
 
 import gzip
@@ -97,8 +98,10 @@ def test_missing_ray_gives_a_clear_message(monkeypatch):
     from ragsieve.tools.index.building.ray_embed import import_ray
 
     real = builtins.__import__
-    monkeypatch.setattr(builtins, "__import__",
-                        lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name)) if name.startswith("ray")
-                        else real(name, *a, **kw))
+    monkeypatch.setattr(
+        builtins,
+        "__import__",
+        lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name)) if name.startswith("ray") else real(name, *a, **kw),
+    )
     with pytest.raises(ModelUnavailableError, match=r"ragsieve\[ray\]"):
         import_ray()

@@ -1,4 +1,5 @@
 """Reader leases: a builder's clean-up leaves a generation a reader holds; the last reader's sweep removes it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +8,10 @@ import sys
 from ragsieve.tools.index.local.generations import new_generation, sweep, switch_current
 from ragsieve.tools.index.local.readers import ReaderLease, in_use
 
-HOLD = "import sys, time; from ragsieve.tools.index.local.readers import ReaderLease; ReaderLease(sys.argv[1]); " \
-       "print('held', flush=True); sys.stdin.read()"
+HOLD = (
+    "import sys, time; from ragsieve.tools.index.local.readers import ReaderLease; ReaderLease(sys.argv[1]); "
+    "print('held', flush=True); sys.stdin.read()"
+)
 
 
 def test_a_held_generation_survives_switches_until_released(tmp_path):
@@ -28,8 +31,7 @@ def test_a_held_generation_survives_switches_until_released(tmp_path):
 
 def test_a_lease_of_another_process_is_seen_and_dies_with_it(tmp_path):
     gen = new_generation(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(gen)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(gen)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
         assert in_use(gen)

@@ -1,6 +1,7 @@
 """The Sources list a chat reply's `content` ends with is markdown that shows each file name as it is: Open
 WebUI 0.12.4 showed `examples/code/lumen_client/__init__.py` as "lumen_client/**init**.py" (a run of
 benchmarks/service/frontends.py), naming a file that does not exist."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -14,11 +15,19 @@ from ragsieve.service.chat.render import references
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py renders the markdown (rich brings it)")
 
 CITATIONS = [
-    Citation(number=1, chunk_id="a#0", source="examples/code/lumen_client/__init__.py", title="__init__.py",
-             line_start=1, line_end=7),
+    Citation(
+        number=1, chunk_id="a#0", source="examples/code/lumen_client/__init__.py", title="__init__.py", line_start=1, line_end=7
+    ),
     Citation(number=2, chunk_id="b#0", source="docs/*glob*/[draft] notes.md", title="<b>Notes</b>", line_start=3),
-    Citation(number=3, chunk_id="c#0", source="examples/code/lumen_client/keys.py", symbol="rotate_key",
-             line_start=30, line_end=40, cited=False),
+    Citation(
+        number=3,
+        chunk_id="c#0",
+        source="examples/code/lumen_client/keys.py",
+        symbol="rotate_key",
+        line_start=30,
+        line_end=40,
+        cited=False,
+    ),
 ]
 
 

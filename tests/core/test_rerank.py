@@ -1,4 +1,5 @@
 """ragsieve.tools.filters.rerank: the FlashRank path (with a stand-in Ranker), the explicit embedding fallback, logging."""
+
 from __future__ import annotations
 
 import logging
@@ -13,8 +14,10 @@ from ragsieve.tools.types import Chunk, Hit
 def hits():
     texts = ["cats sleep a lot", "the api key rotates daily", "dogs bark", "keys expire after a day"]
     dense = [0.1, 0.9, None, 0.5]
-    return [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0, rank=i + 1,
-                dense_score=d) for i, (t, d) in enumerate(zip(texts, dense))]
+    return [
+        Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0, rank=i + 1, dense_score=d)
+        for i, (t, d) in enumerate(zip(texts, dense))
+    ]
 
 
 def test_invalid_model_name_is_refused_with_the_valid_ones():
@@ -77,8 +80,7 @@ def test_flashrank_path_scores_with_the_ranker(tmp_path, monkeypatch):
     reranker = Reranker("ms-marco-MiniLM-L-12-v2", cache_dir=tmp_path)
     result = reranker.run("keys expire day", hits())
     assert root.handlers == handlers and root.level == level  # basicConfig was a no-op
-    assert FakeRanker.made == [{"model_name": "ms-marco-MiniLM-L-12-v2", "cache_dir": str(tmp_path),
-                                "max_length": 512}]
+    assert FakeRanker.made == [{"model_name": "ms-marco-MiniLM-L-12-v2", "cache_dir": str(tmp_path), "max_length": 512}]
     assert result.method is RerankMethod.FLASHRANK and result.note == "flashrank ms-marco-MiniLM-L-12-v2"
     assert result.hits[0].chunk_id == "d3#0" and result.hits[0].extra["rerank_score"] == pytest.approx(0.3)
     assert [h.rank for h in result.hits] == [1, 2, 3, 4]

@@ -1,6 +1,7 @@
 """Reranker providers and the `rerank` step: a tiny cross-encoder this test builds (real CrossEncoder path), a fake
 /rerank server on loopback (Cohere and TEI shapes, faults), FlashRank refused offline, plans refused before any
 call when the configured reranker cannot load, and the fallback using the same provider."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,10 @@ from ragsieve.tools.rerankers.http_rerank import HTTPRerankProvider
 from ragsieve.tools.types import Chunk, Hit
 from tests.support.model_endpoints import FakeRerank
 
-WORDS = ("api key rotate rotation old new webhook signature header secret value lumen workspace the a of to is "
-         "how do i what with and for in on expires grace period tea garden").split()
+WORDS = (
+    "api key rotate rotation old new webhook signature header secret value lumen workspace the a of to is "
+    "how do i what with and for in on expires grace period tea garden"
+).split()
 
 
 def build_tiny_cross_encoder(folder) -> None:
@@ -33,8 +36,15 @@ def build_tiny_cross_encoder(folder) -> None:
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
     torch.manual_seed(7)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
@@ -59,8 +69,12 @@ def reference_scores(folder, query: str, texts: list[str]) -> list[float]:
 
 
 def hits(texts):
-    return [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0 - i / 10, rank=i + 1,
-                dense_score=0.5) for i, t in enumerate(texts)]
+    return [
+        Hit(
+            chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=t, source="s"), row=i, score=1.0 - i / 10, rank=i + 1, dense_score=0.5
+        )
+        for i, t in enumerate(texts)
+    ]
 
 
 TEXTS = ["the tea garden", "rotate the api key with lumen", "webhook signature header", "old key expires"]
@@ -97,8 +111,11 @@ def test_flashrank_is_refused_cleanly_offline(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailableError, match=r"no download attempted \(set \[rerank\] allow_download"):
         open_reranker("flashrank", "ms-marco-TinyBERT-L-2-v2", cache_dir=str(tmp_path))
     config = Config(rerank=RerankConfig(provider="flashrank", cache_dir=str(tmp_path)))
-    with pytest.raises(UsageError, match=r"plan 'fast\+rerank': step 'rerank' refuses its settings: the configured "
-                                         r"reranker \(flashrank \) cannot load: FlashRank model"):
+    with pytest.raises(
+        UsageError,
+        match=r"plan 'fast\+rerank': step 'rerank' refuses its settings: the configured "
+        r"reranker \(flashrank \) cannot load: FlashRank model",
+    ):
         get_plan("fast+rerank", config)
     assert "fast+rerank" not in usable_plans(config) and "fast" in usable_plans(config)
 
@@ -108,7 +125,8 @@ def test_http_rerank_endpoint_in_both_shapes(style):
     with FakeRerank(style=style) as server:
         provider = HTTPRerankProvider(server.root, "rr-model", style=style, batch_size=3, sleep=lambda s: None)
         result = open_reranker("http", "rr-model", base_url=server.root, style=style, batch_size=3).run(
-            "rotate the api key", hits(TEXTS))
+            "rotate the api key", hits(TEXTS)
+        )
         scores = provider.score("rotate the api key", TEXTS)
         sent = server.requests[0]["json"]
     assert result.method is RerankMethod.HTTP and result.note == f"http {server.root}/rerank (model rr-model)"
@@ -185,18 +203,15 @@ def test_the_fallback_reranks_with_the_configured_provider(tmp_path):
     from tests.core.test_loop import FALLBACK_DOCS, FALLBACK_Q
     from tests.support.loop_fakes import Script, make_deps, run
 
-    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True],
-                    answer="The value is 42 [1].")
+    script = Script(judge=lambda q, t: "overview" in t or "secret" in t, validate=[False, True], answer="The value is 42 [1].")
     with FakeRerank() as server:
-        deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2,
-                         max_iterations=1)
+        deps = make_deps(FALLBACK_DOCS, FakeChat(default=script), sparse_rows=[2, 3], candidates=2, final_k=2, max_iterations=1)
         deps.config = deps.config.model_copy(update={"rerank": RerankConfig(provider="http", base_url=server.root)})
         state = run(deps, FALLBACK_Q)
         sent = server.requests[-1]["json"]
     fb = next(e for e in state.trace if e.step == "fallback").summary
     assert fb["rerank"] == "http" and fb["rerank_note"] == f"http {server.root}/rerank"
-    assert sent["query"] == FALLBACK_Q and sorted(sent["documents"]) == sorted(
-        FALLBACK_DOCS["noise"] + FALLBACK_DOCS["rare"])
+    assert sent["query"] == FALLBACK_Q and sorted(sent["documents"]) == sorted(FALLBACK_DOCS["noise"] + FALLBACK_DOCS["rare"])
     assert state.fallback.rerank == "http"
 
 

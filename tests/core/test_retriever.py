@@ -1,4 +1,5 @@
 """HybridRetriever on a tiny real index (MiniLM + bm25s)."""
+
 import numpy as np
 import pytest
 
@@ -46,7 +47,7 @@ def test_hits_carry_component_scores_and_ranks(index):
         assert h.bm25_rank == (bm25_list.index(h.row) + 1 if h.row in bm25_list else None)
         expected = 1 / (60 + h.dense_rank) + (1 / (60 + h.bm25_rank) if h.bm25_rank else 0)
         assert h.score == pytest.approx(expected)
-    assert {h.row for h in hits[:2]} == {2, 3}   # the semantic and the lexical match lead
+    assert {h.row for h in hits[:2]} == {2, 3}  # the semantic and the lexical match lead
 
 
 def test_rows_restrict_both_retrievers(index):
@@ -93,8 +94,12 @@ def test_weighted_fusion_and_weights_move_results(index):
 
 
 def test_settings_validated(index):
-    for kwargs, match in (({"fusion": "max"}, "rrf, weighted"), ({"rrf_k": 0}, "rrf_k"),
-                          ({"candidate_k": 0}, "candidate_k"), ({"bm25_weight": -1}, "bm25_weight")):
+    for kwargs, match in (
+        ({"fusion": "max"}, "rrf, weighted"),
+        ({"rrf_k": 0}, "rrf_k"),
+        ({"candidate_k": 0}, "candidate_k"),
+        ({"bm25_weight": -1}, "bm25_weight"),
+    ):
         with pytest.raises(UsageError, match=match):
             HybridRetriever(index, **kwargs)
     with pytest.raises(UsageError):

@@ -1,4 +1,5 @@
 """The state machine: plans as data, traced steps, bounded runs."""
+
 import pytest
 
 from ragsieve.agent.config import Config, PlanSpec
@@ -49,8 +50,9 @@ def test_trace_records_sequence_outcomes_and_usage():
 def test_max_steps_bounds_a_cycle_and_still_answers():
     from ragsieve.agent.llm.templates import PromptRenderer
 
-    cyclic = Plan((_Loop, Answer), PlanSpec(start="test_loop",
-                                            transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}}))
+    cyclic = Plan(
+        (_Loop, Answer), PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "test_loop"}})
+    )
     deps = _deps(FakeChat(default="an answer"))
     deps.prompts = PromptRenderer()
     from ragsieve.tools.types import Chunk, Hit
@@ -100,8 +102,9 @@ def test_a_step_class_without_a_name_is_refused():
 
 def test_a_plan_runs_only_the_steps_it_lists():
     """No global registry: a plan naming a step it does not list is refused, whatever else was imported."""
-    spec = PlanSpec(start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "answer"},
-                                                    "answer": {"next": "end"}})
+    spec = PlanSpec(
+        start="test_loop", transitions={"test_loop": {"again": "test_loop", "done": "answer"}, "answer": {"next": "end"}}
+    )
     with pytest.raises(UsageError, match="leads to unknown step 'answer'"):
         validate_plan("mine", Plan((_Loop,), spec))
     validate_plan("mine", Plan((_Loop, Answer), spec))

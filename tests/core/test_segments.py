@@ -1,4 +1,5 @@
 """Relevant segment extraction (tools.segments): exact DP vs brute force, values, presets, relevance maps."""
+
 from __future__ import annotations
 
 import math
@@ -61,7 +62,7 @@ def test_segments_match_brute_force(seed):
     assert sum(s.end - s.start for s in got) <= overall
     for s in got:
         assert s.end - s.start <= max_length and s.value >= minimum - 1e-12
-        assert s.value == pytest.approx(sum(values[s.start:s.end]))
+        assert s.value == pytest.approx(sum(values[s.start : s.end]))
 
 
 def test_first_segment_is_the_maximum_sum_subarray():

@@ -1,5 +1,6 @@
 """A build given some paths after the chunking settings changed refuses rather than dropping the documents
 indexed from other paths (the previous listing guard never fired: no previous store was opened then)."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,7 +27,8 @@ def test_changed_chunking_settings_refuse_to_drop_documents_from_other_paths(tmp
     with HybridIndex.open(root, embedder=HashEmbedder()) as index:
         assert len(index) == 21  # nothing published
     report = IndexBuilder(root, chunk_tokens=120, embedder=HashEmbedder(), progress=False).build(
-        [notes / "n.md"], sync=True)  # --sync: the user asked for only these paths
+        [notes / "n.md"], sync=True
+    )  # --sync: the user asked for only these paths
     assert report.chunks_total == 1
 
 
@@ -64,5 +66,4 @@ def test_an_index_from_before_header_words_keeps_its_text_on_a_one_file_change(t
     report = IndexBuilder(root, embedder=again, progress=False).build([src / "m1.py"])
     assert report.docs_updated == 1 and report.chunks_total == 3
     assert again.texts and all("parse header line" not in t for t in again.texts)
-    assert "header_words" not in json.loads((current_generation(root) / MANIFEST).read_text())[
-        "settings"]["chunking"]
+    assert "header_words" not in json.loads((current_generation(root) / MANIFEST).read_text())["settings"]["chunking"]

@@ -1,5 +1,6 @@
 """`eval` and `calibrate` survive a call that was only slow: the question is retried once, then skipped and
 counted; any other endpoint fault still stops the run (issue 22: a busy machine aborted `calibrate`)."""
+
 from __future__ import annotations
 
 import types
@@ -11,16 +12,20 @@ from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.eval.data import Question
 from ragsieve.eval.evaluate import Evaluation
 
-SLOW = EndpointError("LLM endpoint http://x (model m) failed after 1 attempt(s) in 120.3s; last error: SlowReply: "
-                     "reply not complete after 120s", base_url="http://x", attempts=1)
+SLOW = EndpointError(
+    "LLM endpoint http://x (model m) failed after 1 attempt(s) in 120.3s; last error: SlowReply: reply not complete after 120s",
+    base_url="http://x",
+    attempts=1,
+)
 
 
 def test_slow_calls_are_told_from_other_faults():
     assert is_slow_call(SLOW)
     assert is_slow_call(BudgetExceeded("deadline per question reached while streaming"))
     assert not is_slow_call(BudgetExceeded("LLM call budget of 3 per question spent"))
-    assert not is_slow_call(EndpointError("failed after 5 attempt(s): APIConnectionError: refused",
-                                          base_url="http://x", attempts=5))
+    assert not is_slow_call(
+        EndpointError("failed after 5 attempt(s): APIConnectionError: refused", base_url="http://x", attempts=5)
+    )
 
 
 def _evaluation(ask):
@@ -36,6 +41,7 @@ def test_eval_retries_a_slow_question_once_then_skips_it_with_a_count():
     def ask(text, plan):
         calls.append(text)
         raise SLOW
+
     ev, orch = _evaluation(ask)
     row = ev._evaluate(orch, "fast", Question(qid="q1", text="slow one?", answers=["x"]))
     assert len(calls) == 2 and row["skipped_slow"] is True and "skipped after 2 slow attempts" in row["error"]
@@ -44,8 +50,8 @@ def test_eval_retries_a_slow_question_once_then_skips_it_with_a_count():
 
 def test_eval_still_stops_on_an_endpoint_that_is_down():
     def ask(text, plan):
-        raise EndpointError("failed after 5 attempt(s): APIConnectionError: refused", base_url="http://x",
-                            attempts=5)
+        raise EndpointError("failed after 5 attempt(s): APIConnectionError: refused", base_url="http://x", attempts=5)
+
     ev, orch = _evaluation(ask)
     with pytest.raises(EndpointError):
         ev._evaluate(orch, "fast", Question(qid="q1", text="q?", answers=["x"]))
@@ -63,7 +69,8 @@ def test_calibrate_counts_a_slow_contains_judge_and_carries_on():
     cal = Calibrator(index, llm=LLM(FakeChat([SLOW])), prompts=PromptRenderer())
     qa = GeneratedQA(question="How long does the old secret stay valid?", answer="24 hours")
     assert cal._contains(qa, 0) is False and cal.counters["judge_errors"] == 1
-    down = Calibrator(index, llm=LLM(FakeChat([EndpointError("refused", base_url="http://x", attempts=5)])),
-                      prompts=PromptRenderer())
+    down = Calibrator(
+        index, llm=LLM(FakeChat([EndpointError("refused", base_url="http://x", attempts=5)])), prompts=PromptRenderer()
+    )
     with pytest.raises(EndpointError):
         down._contains(qa, 0)

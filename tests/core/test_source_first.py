@@ -1,5 +1,6 @@
 """`source-first` ranking: for "where is X implemented", the definition in a source file comes before the tests
 that call it and the prose that describes it (a real index of a tiny repository, the CLI's `search --json`)."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,27 @@ from ragsieve.cli.main import main
 from ragsieve.tools.index.query.source_first import is_test_path
 
 PROSE = "# Rotating keys\n\n" + "To rotate the signing key call rotate signing key; rotate signing key rotates it. " * 8
-TESTS = "\n\n".join(f"def test_rotate_signing_key_{i}():\n    assert rotate_signing_key('k{i}') != 'k{i}'  "
-                    f"# rotate signing key" for i in range(8))
-SOURCE = ('def rotate_signing_key(old):\n    """Return a fresh key replacing `old`."""\n'
-          '    import secrets\n    return secrets.token_hex(16)\n')
+TESTS = "\n\n".join(
+    f"def test_rotate_signing_key_{i}():\n    assert rotate_signing_key('k{i}') != 'k{i}'  # rotate signing key" for i in range(8)
+)
+SOURCE = (
+    'def rotate_signing_key(old):\n    """Return a fresh key replacing `old`."""\n'
+    "    import secrets\n    return secrets.token_hex(16)\n"
+)
 
 
-@pytest.mark.parametrize("path,expected", [
-    ("tests/test_auth.py", True), ("src/pkg/auth_test.go", True), ("web/app.spec.ts", True),
-    ("conftest.py", True), ("src/pkg/auth.py", False), ("docs/testing-guide.md", False), ("src/contest.py", False)])
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("tests/test_auth.py", True),
+        ("src/pkg/auth_test.go", True),
+        ("web/app.spec.ts", True),
+        ("conftest.py", True),
+        ("src/pkg/auth.py", False),
+        ("docs/testing-guide.md", False),
+        ("src/contest.py", False),
+    ],
+)
 def test_test_paths(path, expected):
     assert is_test_path(path) is expected
 
@@ -33,8 +46,7 @@ def test_the_definition_comes_first(tmp_path, capsys, embedder):
     IndexBuilder(tmp_path / "index", embedder=embedder, progress=False).build([str(repo)])
 
     def search(*more: str) -> list[str]:
-        assert main(["search", "rotate signing key", "--index", str(tmp_path / "index"), "--top-k", "3", "--json",
-                     *more]) == 0
+        assert main(["search", "rotate signing key", "--index", str(tmp_path / "index"), "--top-k", "3", "--json", *more]) == 0
         return [h["source"] for h in json.loads(capsys.readouterr().out)["hits"]]
 
     hybrid, first = search(), search("--ranking", "source-first")

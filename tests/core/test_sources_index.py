@@ -1,4 +1,5 @@
 """Any source: include/exclude and default excludes, stable ids, additive indexing, --sync, remove, search."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,11 @@ def write(path: Path, text: str) -> Path:
 
 
 def sphinx_site(root: Path) -> Path:
-    write(root / "html" / "index.html", "<html><body><div role='main'><h1 id='top'>Docs</h1><p>Welcome to the "
-                                         "documentation of the frobnicator.</p></div></body></html>")
+    write(
+        root / "html" / "index.html",
+        "<html><body><div role='main'><h1 id='top'>Docs</h1><p>Welcome to the "
+        "documentation of the frobnicator.</p></div></body></html>",
+    )
     write(root / "html" / "_sources" / "index.rst.txt", "Docs\n====\nWelcome")
     write(root / "html" / "genindex-A.html", "<html><body><h1>Index A</h1><p>frobnicate</p></body></html>")
     write(root / "html" / "_static" / "doctools.js", "function f(){return 1}")
@@ -93,20 +97,29 @@ def test_adding_paths_adds_removal_is_explicit(tmp_path, embedder):
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ragsieve", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "ragsieve", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
 
 
 def test_cli_index_summary_search_and_remove(tmp_path):
     root = sphinx_site(tmp_path / "site")
     filler = " ".join(f"Background sentence number {i} about the history of frobnication." for i in range(40))
-    write(root / "html" / "howto.html", "<html><body><div role='navigation'>Previous topic | Next topic</div>"
-                                         "<div class='body' role='main'>"
-                                         f"<h1 id='howto'>How to frobnicate</h1><p>{filler}</p><section id='steps'>"
-                                         "<h2>Steps<a class='headerlink' href='#steps'>\u00b6</a></h2>"
-                                         "<p>Turn the frobnicator dial to eleven.</p>"
-                                         f"<p>{filler.replace('Background', 'Safety')}</p></section></div>"
-                                         "<div class='footer'>Copyright 2026. Show Source</div></body></html>")
+    write(
+        root / "html" / "howto.html",
+        "<html><body><div role='navigation'>Previous topic | Next topic</div>"
+        "<div class='body' role='main'>"
+        f"<h1 id='howto'>How to frobnicate</h1><p>{filler}</p><section id='steps'>"
+        "<h2>Steps<a class='headerlink' href='#steps'>\u00b6</a></h2>"
+        "<p>Turn the frobnicator dial to eleven.</p>"
+        f"<p>{filler.replace('Background', 'Safety')}</p></section></div>"
+        "<div class='footer'>Copyright 2026. Show Source</div></body></html>",
+    )
     out = cli("index", str(root / "html"), "--index", str(tmp_path / "idx"), "--base-url", "https://docs.example/")
     assert out.returncode == 0, out.stderr
     assert "excluded: " in out.stdout and "default: build output" in out.stdout
@@ -141,7 +154,10 @@ def test_a_killed_first_build_resumes_its_embeddings(tmp_path, embedder, monkeyp
     builder = IndexBuilder(tmp_path / "idx", embedder=embedder, batch_size=1, progress=lambda *a: progress.append(a))
     with pytest.raises(KeyboardInterrupt):
         builder.build([docs])
-    assert progress[:2] == [("embedding", 0, 12), ("embedding", 4, 12)]  # one batch of 4 done and reported  # 4 chunks (one batch) done and reported
+    assert progress[:2] == [
+        ("embedding", 0, 12),
+        ("embedding", 4, 12),
+    ]  # one batch of 4 done and reported  # 4 chunks (one batch) done and reported
     monkeypatch.setattr(embedder, "embed", real)
     calls.clear()
     embedded: list[int] = []

@@ -1,4 +1,5 @@
 """The sparse-information subset against brute-force references."""
+
 import numpy as np
 import pytest
 

@@ -1,6 +1,7 @@
 """The approximate (IVF) nearest-neighbour pass of large indexes (`ragsieve.tools.index.sparse.ann`): it agrees with
 the exact pass on a planted set, never reports a neighbour closer than the exact one, and is used only above
 `sparse.APPROXIMATE_ABOVE` rows (small indexes keep the exact pass)."""
+
 from __future__ import annotations
 
 import numpy as np

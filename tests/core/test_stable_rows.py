@@ -1,6 +1,7 @@
 """Stable rows: a change of k documents rewrites O(k) rows, locally (`changes.json`) and on Milvus (rows written
 and retired), and both backends show the same rows after every kind of change. Vectors come from a hash
 embedder (deterministic, instant): these tests are about rows, not retrieval quality."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,10 @@ class HashEmbedder:
         self.device = device  # a Ray actor builds its encoder on the device it reserved
 
     def embed(self, texts, progress=False):
-        out = np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8) for t in texts],
-                         dtype=np.float32) - 127.5
+        out = (
+            np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8) for t in texts], dtype=np.float32)
+            - 127.5
+        )
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
@@ -35,8 +38,9 @@ def write_corpus(folder: Path, n: int, version: dict[int, int] | None = None, ch
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         v = (version or {}).get(i, 0)
-        paras = "\n\n".join(f"Document {i} part {p} version {v}. " + " ".join(f"w{i}x{p}x{k}" for k in range(40))
-                            for p in range(chunks))
+        paras = "\n\n".join(
+            f"Document {i} part {p} version {v}. " + " ".join(f"w{i}x{p}x{k}" for k in range(40)) for p in range(chunks)
+        )
         (folder / f"doc{i:04d}.md").write_text(f"# Doc {i}\n\n{paras}\n", encoding="utf-8")
 
 
@@ -52,6 +56,7 @@ def snapshot(index) -> list[tuple]:
 
 
 # -- the layout ---------------------------------------------------------------------------------------------
+
 
 def test_plan_rows_keeps_unchanged_rows_and_stays_dense():
     rng = random.Random(7)
@@ -69,6 +74,7 @@ def test_plan_rows_keeps_unchanged_rows_and_stays_dense():
 
 
 # -- local: change one document of 500 ----------------------------------------------------------------------
+
 
 def test_local_change_one_document_of_500_rewrites_only_its_rows(tmp_path):
     docs, index = tmp_path / "docs", tmp_path / "idx"

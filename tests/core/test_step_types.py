@@ -1,4 +1,5 @@
 """Steps' outcomes are types mypy checks, END is its own value, and typed summaries leave the trace's JSON as it was."""
+
 from __future__ import annotations
 
 import json
@@ -40,16 +41,23 @@ def test_typed_summaries_leave_the_trace_json_unchanged(calibrated_index):  # no
         answer = orch.ask(QUESTION, plan="full")
     judged = [e for e in answer.trace if e.step == "judge"]
     assert judged and all(isinstance(e.summary, JudgeRoundReport) for e in judged)
-    as_dicts = answer.model_copy(update={"trace": [
-        TraceEvent(**{**dict(e), "summary": e.summary.model_dump() if isinstance(e.summary, JudgeRoundReport)
-                      else e.summary}) for e in answer.trace]})
+    as_dicts = answer.model_copy(
+        update={
+            "trace": [
+                TraceEvent(
+                    **{**dict(e), "summary": e.summary.model_dump() if isinstance(e.summary, JudgeRoundReport) else e.summary}
+                )
+                for e in answer.trace
+            ]
+        }
+    )
     assert not any(isinstance(e.summary, JudgeRoundReport) for e in as_dicts.trace)
     typed, plain = json.dumps(answer.public(), default=str), json.dumps(as_dicts.public(), default=str)
     assert typed == plain
     assert json.loads(typed)["trace"][1]["summary"]["mode"] == judged[0].summary.mode.value
 
 
-BAD = '''
+BAD = """
 from typing import Literal
 
 from ragsieve.agent.core.step import END, Next, Step, StepResult
@@ -72,7 +80,7 @@ class Finish(Step[Next]):
 GOOD = (Grow.on({"grew": Grow, "converged": Finish}), Finish.on({"next": END}), Expand.on({"grew": Grow, "converged": END}))
 WRONG = Grow.on({"grew": Grow, "stalled": Finish})  # BAD-EDGE
 SHIPPED = Expand.on({"grew": Grow, "stopped": END})  # BAD-SHIPPED
-'''
+"""
 
 
 def _tree(tmp: Path) -> Path:
@@ -92,11 +100,30 @@ def test_mypy_refuses_an_outcome_the_step_does_not_declare(tmp_path):
     pytest.importorskip("mypy")
     snippet = tmp_path / "snippet.py"
     snippet.write_text(textwrap.dedent(BAD), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--follow-imports=silent",
-                           "--ignore-missing-imports", "--cache-dir", str(tmp_path / "cache"), "--config-file", "",
-                           snippet.name], capture_output=True, text=True, cwd=tmp_path,
-                          env={"MYPYPATH": str(_tree(tmp_path)), "PATH": "/usr/bin:/bin"}, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-error-summary",
+            "--follow-imports=silent",
+            "--ignore-missing-imports",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--config-file",
+            "",
+            snippet.name,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"MYPYPATH": str(_tree(tmp_path)), "PATH": "/usr/bin:/bin"},
+        timeout=900,
+    )
     lines = BAD.splitlines()
-    flagged = {lines[int(line.split(":")[1]) - 1].split("# ")[-1] for line in done.stdout.splitlines()
-               if line.startswith(f"{snippet.name}:") and ": error:" in line}
+    flagged = {
+        lines[int(line.split(":")[1]) - 1].split("# ")[-1]
+        for line in done.stdout.splitlines()
+        if line.startswith(f"{snippet.name}:") and ": error:" in line
+    }
     assert flagged == {"BAD-RETURN", "BAD-EDGE", "BAD-SHIPPED"}, done.stdout + done.stderr

@@ -1,4 +1,5 @@
 """ChunkStore round trip and row bookkeeping."""
+
 import pytest
 
 from ragsieve.tools.errors import IndexMissingError, UsageError
@@ -7,8 +8,19 @@ from ragsieve.tools.types import Chunk
 
 
 def _chunks(doc_id, n, source="s"):
-    return [Chunk(doc_id=doc_id, chunk_index=i, text=f"{doc_id} part {i}", source=source, title=f"T {doc_id}",
-                  kind="markdown", line_start=i * 10 + 1, line_end=i * 10 + 9) for i in range(n)]
+    return [
+        Chunk(
+            doc_id=doc_id,
+            chunk_index=i,
+            text=f"{doc_id} part {i}",
+            source=source,
+            title=f"T {doc_id}",
+            kind="markdown",
+            line_start=i * 10 + 1,
+            line_end=i * 10 + 9,
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture()
@@ -38,7 +50,7 @@ def test_round_trip(store_path):
 def test_neighbours_stay_in_the_document(store_path):
     with ChunkStore(store_path, read_only=True) as s:
         assert s.neighbours(1) == [0, 2]
-        assert s.neighbours(2) == [1]          # row 3 belongs to document b
+        assert s.neighbours(2) == [1]  # row 3 belongs to document b
         assert s.neighbours(3, radius=5) == [4]
         assert s.neighbours(0, radius=0) == []
 

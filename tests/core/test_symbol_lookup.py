@@ -1,14 +1,22 @@
 """When a name in the query is a lookup, and how spelled-out definitions are raised (pure functions)."""
+
 from ragsieve.tools.index.query.definitions import SPELLED_BOOST, definitions_first
 from ragsieve.tools.index.search.symbols import Definition, SymbolTable, is_lookup, key, named_identifiers
 
 
 def test_short_questions_about_a_name_are_lookups_and_descriptions_that_mention_one_are_not():
-    for query in ("re.search", "What does functools.lru_cache do?", "how does wait_for cancel the task on timeout",
-                  "HTTPResponse._read_chunked", "`dictConfig`"):
+    for query in (
+        "re.search",
+        "What does functools.lru_cache do?",
+        "how does wait_for cancel the task on timeout",
+        "HTTPResponse._read_chunked",
+        "`dictConfig`",
+    ):
         assert is_lookup(query), query
-    for query in ("Return a ZipInfo object with information about the archive member name.",
-                  "A subclass of HTTPConnection that uses SSL for communication with secure servers."):
+    for query in (
+        "Return a ZipInfo object with information about the archive member name.",
+        "A subclass of HTTPConnection that uses SSL for communication with secure servers.",
+    ):
         assert not is_lookup(query), query
 
 

@@ -1,4 +1,5 @@
 """Syntax-aware code chunks (cAST over tree-sitter) on real code nobody here wrote: CPython's stdlib."""
+
 from __future__ import annotations
 
 import ast
@@ -61,8 +62,11 @@ def _first_code_line(chunk) -> int:
 
 
 def _defs(text: str) -> list[tuple[int, int]]:
-    return [(n.lineno, n.end_lineno) for n in ast.walk(ast.parse(text))
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [
+        (n.lineno, n.end_lineno)
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
 
 
 def test_http_client_chunks_tile_the_file_and_keep_definitions_whole():
@@ -101,8 +105,11 @@ def test_syntax_chunks_start_at_statements_line_chunks_do_not():
 def test_long_function_is_split_in_order_with_its_signature_first():
     body = "\n".join(f"    x{i} = compute({i}, value, other)  # step {i}" for i in range(120))
     text = f"class Big:\n    def run(self, value, other):\n{body.replace(chr(10), chr(10) + '    ')}\n        return x0\n"
-    text = "class Big:\n    def run(self, value, other):\n" + "\n".join(
-        f"        x{i} = compute({i}, value, other)  # step {i}" for i in range(120)) + "\n        return x0\n"
+    text = (
+        "class Big:\n    def run(self, value, other):\n"
+        + "\n".join(f"        x{i} = compute({i}, value, other)  # step {i}" for i in range(120))
+        + "\n        return x0\n"
+    )
     chunks = Chunker(200).run(doc("big.py", text))
     assert len(chunks) >= 3
     assert chunks[0].text.startswith("class Big:\n    def run(self, value, other):")  # the signature leads
@@ -137,8 +144,14 @@ def test_symbols_reach_the_index_text_and_citations(tmp_path, embedder):
         chunks = index.store.get_many(range(len(index)))
         home = next(c for c in chunks if "def _read_chunked(" in c.text)
         assert home.symbol and indexed_text(home).startswith(f"src/http/client.py {home.symbol}\n")
-        label = Citation(number=1, chunk_id=home.chunk_id, source=home.source, line_start=home.line_start,
-                         line_end=home.line_end, symbol=home.symbol).label()
+        label = Citation(
+            number=1,
+            chunk_id=home.chunk_id,
+            source=home.source,
+            line_start=home.line_start,
+            line_end=home.line_end,
+            symbol=home.symbol,
+        ).label()
         assert re.fullmatch(r"src/http/client\.py:\d+-\d+ \(.*HTTPResponse\._read_chunked.*\)", label)
         manifest = json.loads((Path(index.generation) / "manifest.json").read_text()) if hasattr(index, "generation") else None
         assert manifest is None or manifest["settings"]["chunking"]["code"] == "cast-1"

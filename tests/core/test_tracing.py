@@ -1,6 +1,7 @@
 """Tracing: the settings (each applied or refused), spans from the same events as the answer's trace, content
 only when turned on and redacted, the caller's access never widened, and nothing imported while off.
 The OTLP/HTTP path and the service: tests/service/test_tracing_service.py."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,15 @@ from ragsieve.tools.errors import MissingExtraError, UsageError
 from ragsieve.tools.tracing import Defaults, resolve
 from tests.core.test_full_plan import QUESTION, calibrated_index, check_trace, fake_model  # noqa: F401  (fixture)
 
-OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED",
-             "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-             "OTEL_SERVICE_NAME")
+OTEL_VARS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_SERVICE_NAME",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -51,14 +58,19 @@ def test_off_without_an_endpoint_and_on_with_one():
     assert resolve(TracingConfig(), {}) is None
     on = resolve(TracingConfig(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"})
     assert on.endpoint == "http://127.0.0.1:4318/v1/traces" and on.source == "OTEL_EXPORTER_OTLP_ENDPOINT"
-    full = resolve(TracingConfig(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1",
-                                     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:2/custom"})
+    full = resolve(
+        TracingConfig(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:2/custom"}
+    )
     assert full.endpoint == "http://b:2/custom"  # the signal's own variable wins, used as it is
-    assert resolve(TracingConfig(endpoint="http://c:3/v1/traces"), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1"}
-                   ).endpoint == "http://c:3/v1/traces"
+    assert (
+        resolve(TracingConfig(endpoint="http://c:3/v1/traces"), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1"}).endpoint
+        == "http://c:3/v1/traces"
+    )
     assert resolve(TracingConfig(enabled=True), {}).endpoint == "http://localhost:4318/v1/traces"
-    assert resolve(TracingConfig(), {"OTEL_SERVICE_NAME": "docs-bot", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1"}
-                   ).service_name == "docs-bot"
+    assert (
+        resolve(TracingConfig(), {"OTEL_SERVICE_NAME": "docs-bot", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1"}).service_name
+        == "docs-bot"
+    )
 
 
 def test_turned_off_by_config_or_the_standard_variables():
@@ -68,14 +80,17 @@ def test_turned_off_by_config_or_the_standard_variables():
     assert resolve(TracingConfig(), env | {"OTEL_TRACES_EXPORTER": "none"}) is None
 
 
-@pytest.mark.parametrize("env, words", [
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, "not an http(s) URL"),
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:99999"}, "not a valid URL"),
-    ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "grpc://x:4317"}, "not an http(s) URL"),
-    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
-    ({"OTEL_TRACES_EXPORTER": "zipkin"}, "otlp"),
-    ({"OTEL_SDK_DISABLED": "maybe"}, "true or false"),
-])
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, "not an http(s) URL"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:99999"}, "not a valid URL"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "grpc://x:4317"}, "not an http(s) URL"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "otlp"),
+        ({"OTEL_SDK_DISABLED": "maybe"}, "true or false"),
+    ],
+)
 def test_a_bad_setting_is_refused_in_one_line(env, words):
     with pytest.raises(UsageError) as caught:
         resolve(TracingConfig(), env)
@@ -141,8 +156,9 @@ def test_full_plan_spans_follow_the_answer_trace(calibrated_index, memory):  # n
     assert all(s.context.trace_id == trace_id for s in spans)  # one trace, the judge's threads included
     assert answer.trace_id == format(trace_id, "032x") and answer.public()["trace_id"] == answer.trace_id
     steps = _by_name(spans, "ragsieve.step.")
-    assert [s.name.removeprefix("ragsieve.step.") for s in sorted(steps, key=lambda s: s.start_time)] == \
-        [e.step for e in answer.trace]
+    assert [s.name.removeprefix("ragsieve.step.") for s in sorted(steps, key=lambda s: s.start_time)] == [
+        e.step for e in answer.trace
+    ]
     for span, event in zip(sorted(steps, key=lambda s: s.start_time), answer.trace):
         assert span.attributes["openinference.span.kind"] == "CHAIN"
         assert span.attributes["ragsieve.step.outcome"] == event.outcome
@@ -154,8 +170,7 @@ def test_full_plan_spans_follow_the_answer_trace(calibrated_index, memory):  # n
     assert all(s.parent.span_id in step_ids for s in llm)  # each call under the step that made it
     assert sum(s.attributes["llm.token_count.prompt"] for s in llm) == answer.usage.prompt_tokens
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in llm) == answer.usage.completion_tokens
-    assert all(s.attributes["openinference.span.kind"] == "LLM" and s.attributes["gen_ai.request.model"] == "fake"
-               for s in llm)
+    assert all(s.attributes["openinference.span.kind"] == "LLM" and s.attributes["gen_ai.request.model"] == "fake" for s in llm)
     retrievals = _by_name(spans, "ragsieve.retrieve")
     assert retrievals and all(s.attributes["openinference.span.kind"] == "RETRIEVER" for s in retrievals)
     first = answer.first_stage

@@ -3,6 +3,7 @@
 The real `Validate` step, the real prompt renderer and LLM client, a recording fake model: on the code before
 issue 56 the prompt held all eight context passages.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,19 +19,23 @@ from ragsieve.tools.types import Chunk, Hit
 
 
 def _validated_prompt(extra: int | None = None) -> str:
-    context = [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"passage text {i} zq{i}x", source=f"d{i}.md"),
-                   row=i, score=1.0 - i / 10) for i in range(8)]
+    context = [
+        Hit(
+            chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"passage text {i} zq{i}x", source=f"d{i}.md"),
+            row=i,
+            score=1.0 - i / 10,
+        )
+        for i in range(8)
+    ]
     state = RunState(question="What does passage six say?", plan="full")
     state.context = context
     state.answer = "Passage six says zq6x [1], see also [2]."
-    state.citations = [Citation(number=1, chunk_id="d6#0", source="d6.md"),
-                       Citation(number=2, chunk_id="d3#0", source="d3.md")]
+    state.citations = [Citation(number=1, chunk_id="d6#0", source="d6.md"), Citation(number=2, chunk_id="d3#0", source="d3.md")]
     config = Config()
     if extra is not None:
         config.loop = config.loop.model_copy(update={"validate_extra": extra})
     chat = FakeChat(default=lambda messages: json.dumps({"resolved": True, "reason": "ok"}))
-    result = Validate().run(state, Deps(config=config, retriever=None, index=None, llm=LLM(chat),
-                                        prompts=PromptRenderer()))
+    result = Validate().run(state, Deps(config=config, retriever=None, index=None, llm=LLM(chat), prompts=PromptRenderer()))
     assert result.outcome == "resolved"
     return chat.history[-1]["messages"][-1]["content"]
 

@@ -3,6 +3,7 @@
 Real files throughout: odd names, symlink loops, FIFOs, unreadable files (as `nobody`
 when the tests run as root), corrupt archives, deep folders, hostile ignore patterns.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -40,7 +41,7 @@ def test_non_utf8_name_is_skipped_and_named(tmp_path):
     result = load_documents([tmp_path])
     assert [Path(d.doc_id).name for d in result.documents] == ["good.md"]
     assert result.stats.skipped_bad_names == 1
-    (path, reason), = result.stats.problems()
+    ((path, reason),) = result.stats.problems()
     assert path.endswith("bad\\xff.md") and reason == "name is not UTF-8"
     path.encode("utf-8")  # the name is printable and storable
 
@@ -71,8 +72,7 @@ def test_fifo_named_on_the_command_line_does_not_block(tmp_path):
 
 
 def test_corrupt_gzip_corpus_is_skipped(tmp_path):
-    good = b"".join(json.dumps({"_id": str(i), "title": "t", "text": f"record {i}"}).encode() + b"\n"
-                    for i in range(50))
+    good = b"".join(json.dumps({"_id": str(i), "title": "t", "text": f"record {i}"}).encode() + b"\n" for i in range(50))
     (tmp_path / "corpus.jsonl.gz").write_bytes(gzip.compress(good)[:-30] + b"garbage-garbage-garbage-garbage")
     (tmp_path / "notgz.jsonl.gz").write_bytes(b"this is not gzip at all")
     write(tmp_path / "ok.md", "fine")
@@ -129,9 +129,11 @@ def test_unreadable_file_and_folder_are_skipped():
         os.chmod(root / "ok.md", 0o644)
         os.chmod(root / "secret.md", 0o000)
         os.chmod(root / "locked", 0o000)
-        code = ("import json,sys; from ragsieve.tools.ingest.loaders import load_documents; "
-                "r = load_documents([sys.argv[1]]); "
-                "print(json.dumps([[d.doc_id for d in r.documents], r.stats.problems()]))")
+        code = (
+            "import json,sys; from ragsieve.tools.ingest.loaders import load_documents; "
+            "r = load_documents([sys.argv[1]]); "
+            "print(json.dumps([[d.doc_id for d in r.documents], r.stats.problems()]))"
+        )
         command = [sys.executable, "-c", code, str(root)]
         if os.geteuid() == 0:  # root reads everything: drop the capabilities that bypass permissions
             if shutil.which("setpriv") is None:
@@ -151,8 +153,17 @@ def test_unreadable_file_and_folder_are_skipped():
         shutil.rmtree(root)
 
 
-@pytest.mark.parametrize("encoding, bom", [("utf-16", b""), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff"),
-                                           ("utf-16-le", b""), ("utf-16-be", b""), ("utf-32", b"")])
+@pytest.mark.parametrize(
+    "encoding, bom",
+    [
+        ("utf-16", b""),
+        ("utf-16-le", b"\xff\xfe"),
+        ("utf-16-be", b"\xfe\xff"),
+        ("utf-16-le", b""),
+        ("utf-16-be", b""),
+        ("utf-32", b""),
+    ],
+)
 def test_utf16_and_utf32_text_is_decoded_not_skipped(tmp_path, encoding, bom):
     text = "Grüße: the rotation key is in vault/ops.\nSecond line."
     raw = bom + text.encode(encoding)

@@ -3,6 +3,7 @@
 `######`, table-of-contents pages marked at ingest, deferred by the crawler and never ranked, and one hit
 per page section. Pages: a Sphinx-like fixture (tests/fixtures/sphinx), the Python 3.11 `re` page
 (tests/fixtures/pydocs) and, when Debian's python3.11-doc is installed, its library index."""
+
 from __future__ import annotations
 
 import gzip
@@ -35,8 +36,13 @@ def test_a_table_is_one_chunk_of_markdown_rows():
     tables = [c for c in chunks if "| Mode | Meaning |" in c.text]
     assert len(tables) == 1 and tables[0].symbol == "#modes"
     rows = [ln for ln in tables[0].text.split("\n") if ln.startswith("|")]
-    assert rows == ["| Mode | Meaning |", "|---|---|", "| 'r' | read the file (the default) |",
-                    "| 'w' | write \\| truncate the file |", "| 'x' | exclusive creation |"]
+    assert rows == [
+        "| Mode | Meaning |",
+        "|---|---|",
+        "| 'r' | read the file (the default) |",
+        "| 'w' | write \\| truncate the file |",
+        "| 'x' | exclusive creation |",
+    ]
     for chunk in chunks:  # never a line that is only a cell separator
         assert not [ln for ln in chunk.text.split("\n") if re.fullmatch(r"\s*\|\s*", ln)]
 
@@ -51,8 +57,9 @@ def test_a_code_block_within_the_budget_is_one_chunk():
     chunks = frob_chunks()
     spam = [c for c in chunks if "def spam(eggs):" in c.text]
     assert len(spam) == 1 and spam[0].symbol == "#frob.spam"
-    assert ("```\ndef spam(eggs):\n    total = 0\n    for egg in eggs:\n        total += egg.weight\n"
-            "    return total\n```") in spam[0].text
+    assert (
+        "```\ndef spam(eggs):\n    total = 0\n    for egg in eggs:\n        total += egg.weight\n    return total\n```"
+    ) in spam[0].text
 
 
 @pytest.mark.parametrize("budget", [60, 120, 200])
@@ -64,8 +71,9 @@ def test_a_long_code_block_is_cut_between_lines_with_balanced_fences(budget):
     pieces = [c for c in chunks if c.symbol == "#frob.table" and "rows.append" in c.text]
     assert len(pieces) >= 3
     lines = [ln for c in pieces for ln in c.text.split("\n") if ln.startswith(">>> rows.append")]
-    assert lines == [f">>> rows.append({{'name': 'item{i}', 'size': {i * 7}, 'kind': 'widget'}})  # row {i}"
-                     for i in range(60)]  # every line whole, in order, once
+    assert lines == [
+        f">>> rows.append({{'name': 'item{i}', 'size': {i * 7}, 'kind': 'widget'}})  # row {i}" for i in range(60)
+    ]  # every line whole, in order, once
     assert all(c.text.startswith("```\n") for c in pieces[1:])  # re-opened where the cut fell in the block
 
 
@@ -96,17 +104,27 @@ def test_the_crawler_fetches_index_pages_last():
     frontier.append("http://h/py-modindex.html")
     frontier.append("http://h/b.html")
     assert [frontier.popleft() for _ in range(len(frontier))] == [
-        "http://h/a.html", "http://h/b.html", "http://h/genindex.html", "http://h/py-modindex.html"]
+        "http://h/a.html",
+        "http://h/b.html",
+        "http://h/genindex.html",
+        "http://h/py-modindex.html",
+    ]
 
 
 def _hit(doc: str, symbol: str, kind: str = "markdown", index: int = 0) -> Hit:
-    return Hit(chunk=Chunk(doc_id=doc, chunk_index=index, text="t", source=doc, kind=kind, symbol=symbol),
-               row=index, score=1.0)
+    return Hit(chunk=Chunk(doc_id=doc, chunk_index=index, text="t", source=doc, kind=kind, symbol=symbol), row=index, score=1.0)
 
 
 def test_one_hit_per_section_and_no_toc():
-    hits = [_hit("p", "#a", index=0), _hit("p", "#a", index=1), _hit("t", "#top", "toc", 2),
-            _hit("p", "#b", index=3), _hit("q", "#a", index=4), _hit("c", "f", "code", 5), _hit("c", "f", "code", 6)]
+    hits = [
+        _hit("p", "#a", index=0),
+        _hit("p", "#a", index=1),
+        _hit("t", "#top", "toc", 2),
+        _hit("p", "#b", index=3),
+        _hit("q", "#a", index=4),
+        _hit("c", "f", "code", 5),
+        _hit("c", "f", "code", 6),
+    ]
     kept = one_per_section(hits)
     assert [h.row for h in kept] == [0, 3, 4, 5, 6]  # code is left to one_per_definition
     assert [h.row for h in one_per_section(hits, sections=False)] == [0, 1, 3, 4, 5, 6]
@@ -145,18 +163,26 @@ def test_a_crawled_sphinx_site_indexes_tables_and_whole_code_and_fetches_index_p
 
     site = tmp_path / "site"
     (site / "docs").mkdir(parents=True)
-    (site / "docs" / "index.html").write_text(TOC.replace("lib0.html", "genindex.html").replace(
-        "lib1.html", "frob.html"), encoding="utf-8")
+    (site / "docs" / "index.html").write_text(
+        TOC.replace("lib0.html", "genindex.html").replace("lib1.html", "frob.html"), encoding="utf-8"
+    )
     (site / "docs" / "frob.html").write_text(FROB, encoding="utf-8")
     (site / "docs" / "genindex.html").write_text(TOC, encoding="utf-8")
     (site / "docs" / "sitemap.xml").write_text("<urlset></urlset>", encoding="utf-8")
     with serve(site) as (origin, _):
         order: list[str] = []
-        Crawler(origin + "/docs/index.html", state_dir=tmp_path / "state", rate=50, sleep=lambda s: None,
-                workers=1, progress=lambda done, total, url: order.append(url.rsplit("/", 1)[-1])).run()
+        Crawler(
+            origin + "/docs/index.html",
+            state_dir=tmp_path / "state",
+            rate=50,
+            sleep=lambda s: None,
+            workers=1,
+            progress=lambda done, total, url: order.append(url.rsplit("/", 1)[-1]),
+        ).run()
         assert order[0] == "index.html" and order.index("frob.html") < order.index("genindex.html")
         IndexBuilder(tmp_path / "idx", embedder=embedder, progress=False).build(
-            [origin + "/docs/index.html"], crawl={"rate": 50, "sleep": lambda s: None})
+            [origin + "/docs/index.html"], crawl={"rate": 50, "sleep": lambda s: None}
+        )
     with HybridIndex.open(tmp_path / "idx") as index:
         chunks = index.store.get_many(range(len(index)))
     kinds = {c.source.rsplit("/", 1)[-1]: c.kind for c in chunks}
@@ -179,8 +205,10 @@ def test_random_markdown_blocks_keep_balanced_fences_budget_and_text(seed):
     for _ in range(rng.randint(1, 12)):
         kind = rng.random()
         if kind < 0.3:
-            body = [" " * rng.choice([0, 4]) + " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
-                    for _ in range(rng.randint(1, 40))]
+            body = [
+                " " * rng.choice([0, 4]) + " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+                for _ in range(rng.randint(1, 40))
+            ]
             parts.append("```\n" + "\n".join(body) + "\n```")
         elif kind < 0.5:
             rows = ["| " + " | ".join(rng.choice(words[:5]) for _ in range(3)) + " |" for _ in range(rng.randint(1, 30))]

@@ -1,5 +1,6 @@
 """Clean text and per-definition anchors from real documentation pages (Python 3.11 docs, shipped gzipped in
 tests/fixtures/pydocs), identifier-aware BM25, and the site-wide title suffix found from the site."""
+
 from __future__ import annotations
 
 import gzip
@@ -82,15 +83,19 @@ def test_identifier_tokens_whole_and_split():
 def test_bm25_finds_an_identifier_by_its_exact_name_first():
     chunks = [c for name in ("re", "functools", "secrets") for c in chunks_of(name)[1]]
     index = BM25Index().build([c.text for c in chunks])
-    for query, anchor in (("token_urlsafe", "#secrets.token_urlsafe"), ("lru_cache", "#functools.lru_cache"),
-                          ("compare_digest", "#secrets.compare_digest")):
+    for query, anchor in (
+        ("token_urlsafe", "#secrets.token_urlsafe"),
+        ("lru_cache", "#functools.lru_cache"),
+        ("compare_digest", "#secrets.compare_digest"),
+    ):
         best = index.search(query, 1)[0][0]
         assert chunks[best].symbol == anchor, (query, chunks[best].symbol)
     # `re.search` is named on many re.html chunks ("search() vs. match()"): the symbol table knows its definition
     table = SymbolTable.from_chunks(enumerate(chunks))
     assert chunks[index.search("re.search", 1)[0][0]].symbol != "#re.search"
-    assert [(d.name, d.kind, chunks[d.row].symbol) for d in table.lookup("re.search")] == \
-        [("re.search", "function", "#re.search")]
+    assert [(d.name, d.kind, chunks[d.row].symbol) for d in table.lookup("re.search")] == [
+        ("re.search", "function", "#re.search")
+    ]
     assert [d.kind for d in table.lookup("`secrets.SystemRandom`")] == ["class"]
     old = BM25Index(identifiers=False).build([c.text for c in chunks])  # the plain tokenizer: no whole term
     assert "token_urlsafe" not in tokenize("token_urlsafe") and old.params["identifiers"] is False
@@ -107,9 +112,11 @@ def test_site_title_suffix_found_from_the_site_not_hard_coded():
             self.url, self.html, self.content_hash = f"http://h/library/{name}.html", html_of(name), name
 
     docs = site_documents([Page(n) for n in ("re", "functools", "secrets")])
-    assert [d.title for d in docs] == ["re — Regular expression operations",
-                                       "functools — Higher-order functions and operations on callable objects",
-                                       "secrets — Generate secure random numbers for managing secrets"]
+    assert [d.title for d in docs] == [
+        "re — Regular expression operations",
+        "functools — Higher-order functions and operations on callable objects",
+        "secrets — Generate secure random numbers for managing secrets",
+    ]
 
 
 def test_hostile_tag_with_32000_attributes_is_extracted_quickly():

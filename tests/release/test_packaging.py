@@ -7,6 +7,7 @@ dependencies come from this test environment's site-packages through a `.pth` li
 `ragsieve`. Everything then runs from a folder outside the repository, so nothing can be imported from the
 source tree by accident. (`test_release.py` installs the wheel with its real dependencies.)
 """
+
 import re
 import subprocess
 import sysconfig
@@ -29,9 +30,27 @@ from tests.support.dist_build import (
 )
 
 OLD_TOP_LEVEL = re.compile(r"^\s*(from|import)\s+(agent|tools|prompts)(\.|\s|$)", re.MULTILINE)
-SURFACE_PACKAGES = {"fastapi", "uvicorn", "starlette", "mcp", "trafilatura", "matplotlib", "onnx", "onnxruntime",
-                    "python-multipart", "prometheus-client", "pypdf", "python-docx", "tree-sitter-language-pack",
-                    "xllamacpp", "pymilvus", "milvus-lite", "ray", "lxml", "lxml-html-clean"}
+SURFACE_PACKAGES = {
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "trafilatura",
+    "matplotlib",
+    "onnx",
+    "onnxruntime",
+    "python-multipart",
+    "prometheus-client",
+    "pypdf",
+    "python-docx",
+    "tree-sitter-language-pack",
+    "xllamacpp",
+    "pymilvus",
+    "milvus-lite",
+    "ray",
+    "lxml",
+    "lxml-html-clean",
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +82,19 @@ def installed(wheel, tmp_path_factory):
     env_dir = tmp_path_factory.mktemp("fresh-venv")
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return env_dir / "bin"
 
 
@@ -76,8 +103,7 @@ def test_every_package_folder_is_in_both_wheels(tree, wheel, tree_wheel):
     the prompts and web assets: from the tree (`pip wheel .`) and from the sdist (`python -m build`)."""
     assert "ragsieve/service/documents" in package_folders(tree)  # the folder the hand-kept list lacked
     assets = {f"ragsieve/prompts/{p.name}" for p in (tree / "prompts").glob("*.j2")}
-    assets |= {p.relative_to(tree).as_posix() for p in (tree / "ragsieve/service/web/static").rglob("*")
-               if p.is_file()}
+    assets |= {p.relative_to(tree).as_posix() for p in (tree / "ragsieve/service/web/static").rglob("*") if p.is_file()}
     assert len(assets) > 20
     for built_wheel in (tree_wheel, wheel):
         assert folders_missing_from(built_wheel, tree) == []
@@ -106,8 +132,12 @@ def test_sdist_carries_the_sources_prompts_and_web_assets(built, tree):
     sdist, _ = built
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    wanted = {path.relative_to(tree).as_posix() for top in ("agent", "tools", "prompts", "ragsieve")
-              for path in (tree / top).rglob("*") if path.is_file()}
+    wanted = {
+        path.relative_to(tree).as_posix()
+        for top in ("agent", "tools", "prompts", "ragsieve")
+        for path in (tree / top).rglob("*")
+        if path.is_file()
+    }
     wanted = {rel for rel in wanted if rel.endswith((".py", ".j2")) or "/web/static/" in rel}
     assert len(wanted) > 200 and sorted(wanted - names) == []
     assert {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md"} <= names
@@ -126,8 +156,16 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
     assert outside == set()
     for template in (REPO / "prompts").glob("*.j2"):
         assert f"ragsieve/prompts/{template.name}" in names
-    for module in ("__main__.py", "cli/main.py", "service/mcp/server.py", "agent/steps/answer.py", "agent/core/state.py",
-                   "tools/index/query/retriever.py", "tools/ingest/loaders.py", "tools/filters/conformal.py"):
+    for module in (
+        "__main__.py",
+        "cli/main.py",
+        "service/mcp/server.py",
+        "agent/steps/answer.py",
+        "agent/core/state.py",
+        "tools/index/query/retriever.py",
+        "tools/ingest/loaders.py",
+        "tools/filters/conformal.py",
+    ):
         assert f"ragsieve/{module}" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "ragsieve = ragsieve.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -135,30 +173,45 @@ def test_wheel_holds_only_the_ragsieve_package_and_every_prompt(wheel):
 
 def test_installed_wheel_runs_outside_the_repo(installed, tmp_path):
     """`ragsieve --help`, an index build and a retrieval-only call, from a folder outside the repo."""
-    help_out = subprocess.run([str(installed / "ragsieve"), "--help"], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120, check=True).stdout
+    help_out = subprocess.run(
+        [str(installed / "ragsieve"), "--help"], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=True
+    ).stdout
     assert "index" in help_out and "ask" in help_out
-    as_module = subprocess.run([str(installed / "python"), "-m", "ragsieve", "--help"], capture_output=True, text=True,
-                               cwd=tmp_path, timeout=120, check=True).stdout
+    as_module = subprocess.run(
+        [str(installed / "python"), "-m", "ragsieve", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    ).stdout
     assert as_module == help_out
-    old = subprocess.run([str(installed / "python"), "-c", "import agent"], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=60)
+    old = subprocess.run(
+        [str(installed / "python"), "-c", "import agent"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert old.returncode != 0 and "No module named 'agent'" in old.stderr
-    old_tools = subprocess.run([str(installed / "python"), "-c", "import tools"], capture_output=True, text=True,
-                               cwd=tmp_path, timeout=60)
+    old_tools = subprocess.run(
+        [str(installed / "python"), "-c", "import tools"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert old_tools.returncode != 0
-    built = subprocess.run([str(installed / "ragsieve"), "index", str(EXAMPLES / "docs"), "--index", "idx"],
-                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    built = subprocess.run(
+        [str(installed / "ragsieve"), "index", str(EXAMPLES / "docs"), "--index", "idx"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr
-    code = ("import ragsieve, sys; from ragsieve import Orchestrator, Config, Answer; "
-            "from ragsieve.tools.index.local.index import HybridIndex; "
-            "from ragsieve.tools.index.query.retriever import HybridRetriever; "
-            "from ragsieve.agent.llm.templates import PromptRenderer; "
-            "print(ragsieve.__file__); print(' '.join(PromptRenderer().names())); "
-            "ix = HybridIndex.open('idx'); hits = HybridRetriever(ix).run('rotate the API key', top_k=3); "
-            "print(hits[0].chunk.source)")
-    result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=300)
+    code = (
+        "import ragsieve, sys; from ragsieve import Orchestrator, Config, Answer; "
+        "from ragsieve.tools.index.local.index import HybridIndex; "
+        "from ragsieve.tools.index.query.retriever import HybridRetriever; "
+        "from ragsieve.agent.llm.templates import PromptRenderer; "
+        "print(ragsieve.__file__); print(' '.join(PromptRenderer().names())); "
+        "ix = HybridIndex.open('idx'); hits = HybridRetriever(ix).run('rotate the API key', top_k=3); "
+        "print(hits[0].chunk.source)"
+    )
+    result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     where, templates, top_source = result.stdout.splitlines()[-3:]
     assert "site-packages" in where and str(REPO) not in where
@@ -180,15 +233,31 @@ def test_wheel_ships_the_assistant_assets_with_their_licences(wheel, installed, 
     """The chat page and widget need no build step: our scripts and the vendored libraries are in the wheel."""
     names = set(zipfile.ZipFile(wheel).namelist())
     web = "ragsieve/service/web/static/"
-    for asset in ("chat.html", "chat.css", "conversation.css", "source.css", "core.js", "trace.js", "page.js",
-                  "widget.js", "insights.html", "insights.css", "insights.js",
-                  "vendor/purify.min.js", "vendor/marked.umd.js", "vendor/LICENSE-dompurify.txt",
-                  "vendor/LICENSE-dompurify-MPL.txt", "vendor/LICENSE-marked.txt", "vendor/README.md"):
+    for asset in (
+        "chat.html",
+        "chat.css",
+        "conversation.css",
+        "source.css",
+        "core.js",
+        "trace.js",
+        "page.js",
+        "widget.js",
+        "insights.html",
+        "insights.css",
+        "insights.js",
+        "vendor/purify.min.js",
+        "vendor/marked.umd.js",
+        "vendor/LICENSE-dompurify.txt",
+        "vendor/LICENSE-dompurify-MPL.txt",
+        "vendor/LICENSE-marked.txt",
+        "vendor/README.md",
+    ):
         assert web + asset in names
-    code = ("from ragsieve.service.web import assets; b = assets.bundle('widget.js'); "
-            "print(len(b), 'DOMPurify' in b, 'attachShadow' in b, 'MIT' in assets.licenses())")
-    result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=120)
+    code = (
+        "from ragsieve.service.web import assets; b = assets.bundle('widget.js'); "
+        "print(len(b), 'DOMPurify' in b, 'attachShadow' in b, 'MIT' in assets.licenses())"
+    )
+    result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     size, *flags = result.stdout.split()
     assert int(size) > 50_000 and flags == ["True", "True", "True"]

@@ -16,6 +16,7 @@ The tests run in file order (each stage's fixture installs more). pip's cache an
 mirror serve the downloads, so it runs offline. Every server stops by itself: bounded waits, and a kill in
 `finally`.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,12 +45,37 @@ pytestmark = [pytest.mark.release, pytest.mark.timeout(1500)]
 # never in the core install (the wheel alone): the surfaces and heavy parts are extras. ONNX Runtime is not
 # among them: flashrank, a core dependency (the card's reranker), requires it; onnx, the `fast` extra's
 # exporter, stays out, so new indexes use the torch encoder.
-NOT_IN_CORE = {"fastapi", "uvicorn", "starlette", "mcp", "trafilatura", "matplotlib", "onnx",
-               "python-multipart", "prometheus-client", "pypdf", "python-docx", "tree-sitter-language-pack",
-               "xllamacpp", "pymilvus", "milvus-lite", "ray", "lxml"}
+NOT_IN_CORE = {
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "trafilatura",
+    "matplotlib",
+    "onnx",
+    "python-multipart",
+    "prometheus-client",
+    "pypdf",
+    "python-docx",
+    "tree-sitter-language-pack",
+    "xllamacpp",
+    "pymilvus",
+    "milvus-lite",
+    "ray",
+    "lxml",
+}
 # with [server,mcp]: still none of the other extras' packages
-NOT_WITH_SERVER = {"trafilatura", "matplotlib", "onnx", "pypdf", "python-docx", "tree-sitter-language-pack",
-                   "xllamacpp", "pymilvus", "ray"}
+NOT_WITH_SERVER = {
+    "trafilatura",
+    "matplotlib",
+    "onnx",
+    "pypdf",
+    "python-docx",
+    "tree-sitter-language-pack",
+    "xllamacpp",
+    "pymilvus",
+    "ray",
+}
 ANSWER = "Rotate the key with `lumen keys rotate` [1]; the old key keeps working for a 24-hour grace period [1]."
 NOTE = "# Deploy notes\n\nThe zorblax gateway listens on port 7412 and restarts nightly at 03:00.\n"
 
@@ -131,8 +157,10 @@ def test_the_core_library_imports_without_any_extra(fresh):
     assert len(walk["imported"]) > 150 and "site-packages" in walk["file"]
     outside_service = {m: e for m, e in walk["failed"].items() if not m.startswith("ragsieve.service")}
     assert outside_service == {}
-    wanted = re.compile(r"'ragsieve\[(server|mcp)\]'|No module named '(fastapi|starlette|uvicorn|mcp|"
-                        r"prometheus_client|python_multipart|multipart)'")
+    wanted = re.compile(
+        r"'ragsieve\[(server|mcp)\]'|No module named '(fastapi|starlette|uvicorn|mcp|"
+        r"prometheus_client|python_multipart|multipart)'"
+    )
     assert {m: e for m, e in walk["failed"].items() if not wanted.search(e)} == {}
 
 
@@ -142,8 +170,20 @@ def test_index_search_and_ask_outside_the_repository(fresh, index):
     assert found.returncode == 0, found.stderr[-3000:]
     assert "api-keys.md" in found.stdout[:1000]  # among the first hits
     with StubOpenAI([ok(ANSWER)] * 4) as stub:
-        asked = fresh.run(ragsieve, "ask", "How do I rotate the API key?", "--index", str(index), "--plan", "fast",
-                          "--base-url", stub.base_url, "--model", "stub-model", timeout=300)
+        asked = fresh.run(
+            ragsieve,
+            "ask",
+            "How do I rotate the API key?",
+            "--index",
+            str(index),
+            "--plan",
+            "fast",
+            "--base-url",
+            stub.base_url,
+            "--model",
+            "stub-model",
+            timeout=300,
+        )
         assert asked.returncode == 0, asked.stderr[-3000:]
         assert "lumen keys rotate" in asked.stdout and "api-keys.md" in asked.stdout
         prompt = json.dumps(stub.chat_requests()[0].json)
@@ -169,14 +209,15 @@ def test_serve_with_the_server_extra(with_server, index):
                 assert no_mcp.status_code == 501 and "pip install 'ragsieve[mcp]'" in no_mcp.text
             client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
             assert {"docs", "docs:fast"} <= {m.id for m in client.models.list()}
-            reply = client.chat.completions.create(model="docs:fast", messages=[
-                {"role": "user", "content": "How do I rotate the API key?"}])
+            reply = client.chat.completions.create(
+                model="docs:fast", messages=[{"role": "user", "content": "How do I rotate the API key?"}]
+            )
             assert "lumen keys rotate" in (reply.choices[0].message.content or "")
 
             store = client.vector_stores.create(name="notes")
             landed = client.vector_stores.files.upload_and_poll(
-                vector_store_id=store.id, file=("deploy-notes.md", NOTE.encode()), poll_interval_ms=200,
-                max_wait_seconds=240)
+                vector_store_id=store.id, file=("deploy-notes.md", NOTE.encode()), poll_interval_ms=200, max_wait_seconds=240
+            )
             assert landed.status == "completed", landed.last_error
             assert client.files.retrieve(landed.id).filename == "deploy-notes.md"  # POST /v1/files kept it
             hits = list(client.vector_stores.search(store.id, query="which port does the zorblax gateway use"))
@@ -192,10 +233,16 @@ def test_every_module_imports_with_the_extras(with_mcp):
     assert with_mcp.packages() & NOT_WITH_SERVER == set()  # [server,mcp] brings none of the other extras
     assert walk["failed"] == {}
     assert str(REPO) not in walk["file"] and "site-packages" in walk["file"]
-    in_tree = {f"ragsieve.{p.relative_to(REPO).with_suffix('').as_posix().replace('/', '.')}".removesuffix(".__init__")
-               for top in ("agent", "tools", "prompts") for p in (REPO / top).rglob("*.py")}
-    in_tree |= {f"ragsieve.{p.relative_to(REPO / 'ragsieve').with_suffix('').as_posix().replace('/', '.')}"
-                .removesuffix(".__init__") for p in (REPO / "ragsieve").rglob("*.py") if p.parent != REPO / "ragsieve"}
+    in_tree = {
+        f"ragsieve.{p.relative_to(REPO).with_suffix('').as_posix().replace('/', '.')}".removesuffix(".__init__")
+        for top in ("agent", "tools", "prompts")
+        for p in (REPO / top).rglob("*.py")
+    }
+    in_tree |= {
+        f"ragsieve.{p.relative_to(REPO / 'ragsieve').with_suffix('').as_posix().replace('/', '.')}".removesuffix(".__init__")
+        for p in (REPO / "ragsieve").rglob("*.py")
+        if p.parent != REPO / "ragsieve"
+    }
     assert in_tree - set(walk["imported"]) == set()
 
 
@@ -230,9 +277,12 @@ async def exercise_mcp(session: ClientSession) -> None:
 def test_mcp_over_stdio(with_mcp, index):
     fresh = with_mcp
     with StubOpenAI([ok(ANSWER)] * 4) as stub:
-        params = StdioServerParameters(command=str(fresh.bin / "ragsieve"), args=[
-            "mcp", "--index", f"docs={index}", "--base-url", stub.base_url, "--model", "stub-model"],
-            env=fresh.env, cwd=str(fresh.root / "work"))
+        params = StdioServerParameters(
+            command=str(fresh.bin / "ragsieve"),
+            args=["mcp", "--index", f"docs={index}", "--base-url", stub.base_url, "--model", "stub-model"],
+            env=fresh.env,
+            cwd=str(fresh.root / "work"),
+        )
 
         async def main() -> None:
             with anyio.fail_after(300):

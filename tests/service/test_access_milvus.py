@@ -1,5 +1,6 @@
 """Permission-aware retrieval on the Milvus backend (milvus-lite): the caller's access as a Milvus filter
 expression, the same rows as the local backend, and the needle test through the pipeline and the service."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,11 @@ def test_milvus_filters_resolve_from_the_publish_row_file_as_milvus_resolves_the
     _, remote, _ = indexes
     pointer = json.loads((remote / "milvus.json").read_text(encoding="utf-8"))
     assert (remote / pointer["meta_file"]).is_file()
-    wheres = [Where(readers=who) for who in CALLERS] + [Where(readers=("group:finance",), path_prefix="corpus/"),
-                                                        Where(kind="markdown"), Where(tenant="default")]
+    wheres = [Where(readers=who) for who in CALLERS] + [
+        Where(readers=("group:finance",), path_prefix="corpus/"),
+        Where(kind="markdown"),
+        Where(tenant="default"),
+    ]
     with open_index(remote) as there:
         before = thread_round_trips()
         by_file = [there.filter_rows(w) for w in wheres]
@@ -93,6 +97,7 @@ def test_row_metadata_file_round_trips_and_refuses_a_wrong_row_count(tmp_path):
     def admits(source: str, kind: str) -> bool:
         asked.append((source, kind))
         return source != "b.py"
+
     assert meta.rows_where(admits).tolist() == [0, 1, 3]
     assert sorted(asked) == [("a.md", "markdown"), ("b.py", "code"), ("c.md", "markdown")]  # once per pair
     with pytest.raises(ValueError, match="lists 4 rows"):
@@ -117,16 +122,14 @@ def test_milvus_pipeline_and_service_never_hand_the_needle_to_another_user(index
 
     from tests.support.service_fakes import served
 
-    with served({"needle": remote}, FakeChat(default=fake_model), keys=ring(jwks),
-                data_dir=str(tmp_path / "data")) as svc:
+    with served({"needle": remote}, FakeChat(default=fake_model), keys=ring(jwks), data_dir=str(tmp_path / "data")) as svc:
         text, got = everything_received(svc, FIN)
         assert NEEDLE in {c["source"] for c in got["ask"]["citations"]} and NEEDLE_TEXT[:40] in text
         text, got = everything_received(svc, BOB)
         assert leaks(text) == [] and got["ask"]["citations"]
 
         async def read_as(key: str, ref: str = NEEDLE):
-            async with streamablehttp_client(f"{svc.base_url}/mcp", headers={"Authorization": f"Bearer {key}"}) as (
-                    r, w, _):
+            async with streamablehttp_client(f"{svc.base_url}/mcp", headers={"Authorization": f"Bearer {key}"}) as (r, w, _):
                 async with ClientSession(r, w) as session:
                     await session.initialize()
                     return await session.call_tool("read", {"ref": ref})  # the source as cited, or its path's end

@@ -1,6 +1,7 @@
 """A streamed answer is sent once and reads exactly as the non-streamed one: the `openai` SDK over loopback,
 a crawled page whose `#lru` section spans several chunks, and a scripted model citing two of them (which merge
 into one citation), apart and adjacent, with trailing whitespace."""
+
 from __future__ import annotations
 
 import openai
@@ -43,8 +44,9 @@ def test_two_chunks_under_one_anchor_stream_once_and_match_the_json_answer(site_
         streamed, streamed_notes = ask(c, stream=True)
     assert streamed == whole  # byte for byte
     answer = whole.partition("\n\n**Sources**")[0]
-    assert answer == ("The decorator keeps up to maxsize results [1] and evicts the least recently used entry "
-                      "when it is full [1].")
+    assert answer == (
+        "The decorator keeps up to maxsize results [1] and evicts the least recently used entry when it is full [1]."
+    )
     assert whole.count("least recently used") == 1 and whole.count("**Sources**") == 1
     assert len(whole_notes) == len(streamed_notes) == 1  # two chunks, one anchor: one source
     prompts = [h for h in chat.history if "SOURCE [" in h["messages"][-1]["content"]]
@@ -99,7 +101,10 @@ def test_a_validated_plan_streams_only_the_answer_that_stands(examples_index):
         c = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
         messages = [{"role": "user", "content": "How do I rotate the API key?"}]
         whole = c.chat.completions.create(model="demo:agentic", messages=messages).choices[0].message.content
-        streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
-            model="demo:agentic", messages=messages, stream=True) if ch.choices)
+        streamed = "".join(
+            ch.choices[0].delta.content or ""
+            for ch in c.chat.completions.create(model="demo:agentic", messages=messages, stream=True)
+            if ch.choices
+        )
     assert reply.answers == 4 and reply.validations == 4  # each request answered twice
     assert streamed == whole and whole.startswith("Second try, checked [1].") and "First try" not in streamed

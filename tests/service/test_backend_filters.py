@@ -1,4 +1,5 @@
 """Metadata filters (`Where`) and server-side fusion (Milvus `hybrid_search`), on both backends."""
+
 from __future__ import annotations
 
 import json
@@ -61,14 +62,35 @@ def test_retriever_and_pipeline_search_only_what_the_filter_admits(examples_inde
 
 
 def test_cli_search_where(examples_index):
-    out = subprocess.run([sys.executable, "-m", "ragsieve", "search", QUERY, "--index", str(examples_index),
-                          "--json", "--where", "kind=markdown", "--where", "path_prefix=examples/"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragsieve",
+            "search",
+            QUERY,
+            "--index",
+            str(examples_index),
+            "--json",
+            "--where",
+            "kind=markdown",
+            "--where",
+            "path_prefix=examples/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)["hits"]
     assert hits and all(h["source"].startswith("examples/") for h in hits)
-    bad = subprocess.run([sys.executable, "-m", "ragsieve", "search", QUERY, "--index", str(examples_index),
-                          "--where", "colour=red"], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ragsieve", "search", QUERY, "--index", str(examples_index), "--where", "colour=red"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "--where takes FIELD=VALUE" in bad.stderr
 
 
@@ -96,8 +118,12 @@ def test_milvus_filters_evaluate_server_side_like_local(examples_index, milvus_c
     with HybridIndex.open(examples_index) as local, open_index(milvus_copy) as remote:
         chunks = local.store.get_many(range(len(local)))
         prefix = chunks[0].source.rsplit("/", 1)[0] + "/"
-        for where in (Where(path_prefix=prefix), Where(kind="markdown"), Where(language="python"),
-                      Where(source=chunks[-1].source)):
+        for where in (
+            Where(path_prefix=prefix),
+            Where(kind="markdown"),
+            Where(language="python"),
+            Where(source=chunks[-1].source),
+        ):
             assert remote.filter_rows(where) == local.filter_rows(where), where
         assert remote.filter_rows(Where(tenant="acme")) == list(range(len(remote)))
         assert remote.filter_rows(Where(tenant="default")) == []
@@ -139,7 +165,8 @@ def test_service_applies_the_where_filter_and_refuses_a_bad_one(examples_index):
             r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUERY, "where": bad}, timeout=60)
             assert r.status_code == 400 and r.json()["error"]["param"].startswith("where"), (bad, r.text)
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="unused", max_retries=0)
-        reply = client.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUERY}],
-                                               extra_body={"where": {"source": md}})
+        reply = client.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": QUERY}], extra_body={"where": {"source": md}}
+        )
         cited = reply.model_extra["ragsieve"]["citations"]
         assert cited and {c["source"] for c in cited} == {md}

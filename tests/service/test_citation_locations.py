@@ -1,6 +1,7 @@
 """Every citation carries its deepest location (`#anchor`, `#page=N`, `#L10-L24`) on every surface, through
 real clients on loopback: the `openai` SDK (annotations), LangChain's `ChatOpenAI` (the content's sources),
 `/v1/ask`, the `mcp` client, the documents API's search."""
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,9 @@ def test_documents_api_search_results_carry_lines_and_pages(tmp_path):
         store = client.vector_stores.create(name="handbook")
         for name in ("widgets.py", "policy.pdf"):
             with open(folder / name, "rb") as fh:
-                client.vector_stores.files.upload_and_poll(vector_store_id=store.id, file=fh, poll_interval_ms=100,
-                                                           max_wait_seconds=120)
+                client.vector_stores.files.upload_and_poll(
+                    vector_store_id=store.id, file=fh, poll_interval_ms=100, max_wait_seconds=120
+                )
         code = client.vector_stores.search(store.id, query="frobnicate quux widgets").data[0]
         pdf = client.vector_stores.search(store.id, query="vacation days Plumbus").data[0]
     assert code.filename == "widgets.py" and code.model_extra["ragsieve"]["location"] == "widgets.py#L1-L2"

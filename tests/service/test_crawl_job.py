@@ -1,4 +1,5 @@
 """`POST /v1/indexes/{name}/crawl` + `GET /v1/jobs/{id}`: a site on loopback crawled into a served index."""
+
 from __future__ import annotations
 
 import functools
@@ -13,9 +14,9 @@ from tests.support.service_fakes import served
 
 PAGES = {
     "index.html": "<html><head><title>Site</title></head><body><main><h1>Welcome</h1><p>Start here and read "
-                  "<a href='ferries.html'>the ferry timetable</a>.</p></main></body></html>",
+    "<a href='ferries.html'>the ferry timetable</a>.</p></main></body></html>",
     "ferries.html": "<html><head><title>Ferries</title></head><body><main><h1 id='times'>Ferry times</h1><p>The "
-                    "ferry to Skellig leaves at 07:45 from pier nine, every day except Sunday.</p></main></body></html>",
+    "ferry to Skellig leaves at 07:45 from pier nine, every day except Sunday.</p></main></body></html>",
 }
 
 
@@ -47,8 +48,9 @@ def test_crawl_job_into_a_served_index(examples_index, tmp_path):
     try:
         with served({"lumen": index}, keys=keys, data_dir=str(tmp_path / "data")) as svc:
             body = {"url": start, "max_pages": 5, "rate": 20}
-            denied = httpx.post(f"{svc.base_url}/v1/indexes/lumen/crawl", json=body,
-                                headers={"Authorization": "Bearer sk-viewer-0001"})
+            denied = httpx.post(
+                f"{svc.base_url}/v1/indexes/lumen/crawl", json=body, headers={"Authorization": "Bearer sk-viewer-0001"}
+            )
             assert denied.status_code == 403 and denied.json()["error"]["code"] == "read_only_key"
             auth = {"Authorization": "Bearer sk-editor-0001"}
             job = httpx.post(f"{svc.base_url}/v1/indexes/lumen/crawl", json=body, headers=auth)

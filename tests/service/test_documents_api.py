@@ -1,4 +1,5 @@
 """The documents API through the official `openai` SDK: files, vector stores, polling, search, deletion, chat."""
+
 from __future__ import annotations
 
 import httpx
@@ -11,10 +12,13 @@ from tests.core.test_formats import make_pdf
 from tests.support.service_fakes import served
 
 MD = "# Deploying Zorblax\n\nThe zorblax gateway listens on port 7412 and reloads its routes every 90 seconds.\n"
-PY = ("def frobnicate_quux(widgets):\n    \"\"\"Sort the widgets by their quux weight, heaviest first.\"\"\"\n"
-      "    return sorted(widgets, key=lambda w: w.quux, reverse=True)\n")
-PDF_PAGES = ["Vacation policy. Employees of Plumbus Corp accrue 27 vacation days per year, "
-             "carried over up to a maximum of 10 days."]
+PY = (
+    'def frobnicate_quux(widgets):\n    """Sort the widgets by their quux weight, heaviest first."""\n'
+    "    return sorted(widgets, key=lambda w: w.quux, reverse=True)\n"
+)
+PDF_PAGES = [
+    "Vacation policy. Employees of Plumbus Corp accrue 27 vacation days per year, carried over up to a maximum of 10 days."
+]
 ANSWER = "The gateway listens on port 7412 [1]."
 
 
@@ -31,21 +35,29 @@ def corpus(tmp_path):
 
 def test_vector_stores_with_the_openai_sdk(examples_index, corpus, tmp_path):
     keys = KeyRing({"sk-writer-0001": {"*:write"}, "sk-reader-0001": {"*"}})
-    with served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=keys, data_dir=str(tmp_path / "data"),
-                request_timeout_s=120) as svc:
+    with served(
+        {"lumen": examples_index}, FakeChat(default=ANSWER), keys=keys, data_dir=str(tmp_path / "data"), request_timeout_s=120
+    ) as svc:
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="sk-writer-0001", max_retries=0)
         store = client.vector_stores.create(name="handbook", metadata={"team": "platform"})
         assert store.object == "vector_store" and store.name == "handbook" and store.file_counts.total == 0
         landed = {}
-        for name, attributes in [("deploy-notes.md", {"team": "infra", "year": 2024}),
-                                 ("policy.pdf", {"team": "hr", "year": 2023}),
-                                 ("widgets.py", {"team": "infra", "year": 2022}), ("broken.pdf", {})]:
+        for name, attributes in [
+            ("deploy-notes.md", {"team": "infra", "year": 2024}),
+            ("policy.pdf", {"team": "hr", "year": 2023}),
+            ("widgets.py", {"team": "infra", "year": 2022}),
+            ("broken.pdf", {}),
+        ]:
             with open(corpus / name, "rb") as fh:
                 landed[name] = client.vector_stores.files.upload_and_poll(
-                    vector_store_id=store.id, file=fh, attributes=attributes, poll_interval_ms=100,
-                    max_wait_seconds=120)
+                    vector_store_id=store.id, file=fh, attributes=attributes, poll_interval_ms=100, max_wait_seconds=120
+                )
         assert {n: f.status for n, f in landed.items()} == {
-            "deploy-notes.md": "completed", "policy.pdf": "completed", "widgets.py": "completed", "broken.pdf": "failed"}
+            "deploy-notes.md": "completed",
+            "policy.pdf": "completed",
+            "widgets.py": "completed",
+            "broken.pdf": "failed",
+        }
         broken = landed["broken.pdf"]
         assert broken.last_error is not None and broken.last_error.message and "broken.pdf" not in store.id
         counts = client.vector_stores.retrieve(store.id).file_counts
@@ -62,21 +74,30 @@ def test_vector_stores_with_the_openai_sdk(examples_index, corpus, tmp_path):
         assert top("sort widgets by quux weight")[0].filename == "widgets.py"
         infra = top("vacation days", filters={"type": "eq", "key": "team", "value": "infra"})
         assert infra and {h.filename for h in infra} <= {"deploy-notes.md", "widgets.py"}
-        recent = top("anything", filters={"type": "and", "filters": [
-            {"type": "gte", "key": "year", "value": 2023}, {"type": "ne", "key": "team", "value": "hr"}]})
+        recent = top(
+            "anything",
+            filters={
+                "type": "and",
+                "filters": [{"type": "gte", "key": "year", "value": 2023}, {"type": "ne", "key": "team", "value": "hr"}],
+            },
+        )
         assert {h.filename for h in recent} == {"deploy-notes.md"}
         assert len(top("zorblax", max_num_results=1)) == 1
         high = top("zorblax", ranking_options={"score_threshold": 0.99})  # the hybrid score: the best is near 1
         assert high and all(h.score >= 0.99 for h in high) and len(high) < len(top("zorblax"))
 
-        reply = client.chat.completions.create(model=store.id, messages=[
-            {"role": "user", "content": "Which port does the zorblax gateway listen on?"}])
+        reply = client.chat.completions.create(
+            model=store.id, messages=[{"role": "user", "content": "Which port does the zorblax gateway listen on?"}]
+        )
         cited = [c["label"] for c in reply.model_extra["ragsieve"]["citations"]]
         assert cited and cited[0].startswith(landed["deploy-notes.md"].id + "/deploy-notes.md")
         assert "7412" in reply.choices[0].message.content
 
-        hr_only = client.chat.completions.create(model=store.id, extra_body={"where": {"attributes": {"team": "hr"}}},
-                                                 messages=[{"role": "user", "content": "Which port is it?"}])
+        hr_only = client.chat.completions.create(
+            model=store.id,
+            extra_body={"where": {"attributes": {"team": "hr"}}},
+            messages=[{"role": "user", "content": "Which port is it?"}],
+        )
         hr_cited = [c["chunk_id"] for c in hr_only.model_extra["ragsieve"]["citations"]]
         assert hr_cited and all(c.startswith(landed["policy.pdf"].id + "/") for c in hr_cited)  # attributes in `where`
 
@@ -108,8 +129,10 @@ def test_upload_limits_and_bad_requests(examples_index, tmp_path):
         with pytest.raises(openai.BadRequestError, match="empty"):
             client.files.create(file=("empty.md", b""), purpose="assistants")
         with pytest.raises(openai.BadRequestError, match="chunking_strategy"):
-            client.vector_stores.create(name="x", chunking_strategy={"type": "static", "static": {
-                "max_chunk_size_tokens": 100, "chunk_overlap_tokens": 10}})
+            client.vector_stores.create(
+                name="x",
+                chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 10}},
+            )
         with pytest.raises(openai.NotFoundError):
             client.vector_stores.files.create(vector_store_id="vs_nope", file_id="file-nope")
         store = client.vector_stores.create(name="x")
@@ -138,7 +161,6 @@ def test_a_file_a_restart_interrupted_is_ingested_again(examples_index, tmp_path
     catalog.put_entry(store.id, new_entry(store.id, meta, {}))
     with served({"lumen": examples_index}, data_dir=str(data)) as svc:
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="none", max_retries=0)
-        entry = client.vector_stores.files.poll(meta["id"], vector_store_id=store.id, poll_interval_ms=100,
-                                                max_wait_seconds=120)
+        entry = client.vector_stores.files.poll(meta["id"], vector_store_id=store.id, poll_interval_ms=100, max_wait_seconds=120)
         assert entry.status == "completed"
         assert client.vector_stores.search(store.id, query="zorblax port").data[0].file_id == meta["id"]

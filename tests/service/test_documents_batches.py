@@ -1,6 +1,7 @@
 """The rest of OpenAI's documents API through the official `openai` SDK: file batches (upload_and_poll,
 create_and_poll, cancel, list_files), file download and listing, vector store and file attribute updates,
 a store file's parsed content — and malformed requests on each of those routes."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def _client(svc, key="sk-writer-0001"):
 
 def _keyed_service(examples_index, tmp_path):
     """The lumen index with the scripted model, the test keys and a data folder for the documents API."""
-    return served({"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"),
-                  request_timeout_s=120)
+    return served(
+        {"lumen": examples_index}, FakeChat(default=ANSWER), keys=KEYS, data_dir=str(tmp_path / "data"), request_timeout_s=120
+    )
 
 
 def _upload_batch(client, store_name: str, files: list):
@@ -44,12 +46,19 @@ def _files_of(hits):
 def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_path):
     with _keyed_service(examples_index, tmp_path) as svc:
         client = _client(svc)
-        store, batch = _upload_batch(client, "handbook", [("deploy-notes.md", MD.encode()), ("widgets.py", PY.encode()),
-                                                          ("broken.pdf", BROKEN_PDF), ("Brewfile", b"brew 'git'\n")])
+        store, batch = _upload_batch(
+            client,
+            "handbook",
+            [
+                ("deploy-notes.md", MD.encode()),
+                ("widgets.py", PY.encode()),
+                ("broken.pdf", BROKEN_PDF),
+                ("Brewfile", b"brew 'git'\n"),
+            ],
+        )
         assert batch.object == "vector_store.files_batch" and batch.status == "completed"
         assert (batch.file_counts.completed, batch.file_counts.failed, batch.file_counts.total) == (2, 2, 4)
-        failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id,
-                                                                    filter="failed"))
+        failed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id, filter="failed"))
         assert [f.status for f in failed] == ["failed"] * 2 and all(f.last_error.message for f in failed)
         assert sorted(f.last_error.code for f in failed) == ["invalid_file", "unsupported_file"]
         listed = list(client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id, limit=1))
@@ -72,23 +81,26 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
         # a second batch from ids already uploaded, with per-file attributes
         note = client.files.create(file=("ferry.md", NOTE.encode()), purpose="assistants")
         second = client.vector_stores.file_batches.create_and_poll(
-            store.id, files=[{"file_id": note.id, "attributes": {"team": "ops"}}], poll_interval_ms=100)
+            store.id, files=[{"file_id": note.id, "attributes": {"team": "ops"}}], poll_interval_ms=100
+        )
         assert second.status == "completed" and second.file_counts.completed == 1
         assert client.vector_stores.files.retrieve(note.id, vector_store_id=store.id).attributes == {"team": "ops"}
 
         # attributes changed after ingestion are what filters and `where` see from then on
         notes_id = by_name["deploy-notes.md"].id
-        updated = client.vector_stores.files.update(notes_id, vector_store_id=store.id,
-                                                    attributes={"team": "ops", "year": 2025})
+        updated = client.vector_stores.files.update(notes_id, vector_store_id=store.id, attributes={"team": "ops", "year": 2025})
         assert updated.attributes == {"team": "ops", "year": 2025} and updated.status == "completed"
-        ops = client.vector_stores.search(store.id, query="port 7412 ferry",
-                                          filters={"type": "eq", "key": "team", "value": "ops"})
+        ops = client.vector_stores.search(
+            store.id, query="port 7412 ferry", filters={"type": "eq", "key": "team", "value": "ops"}
+        )
         assert _files_of(ops) == {"deploy-notes.md", "ferry.md"}
-        recent = client.vector_stores.search(store.id, query="port", filters={"type": "gte", "key": "year",
-                                                                             "value": 2025})
+        recent = client.vector_stores.search(store.id, query="port", filters={"type": "gte", "key": "year", "value": 2025})
         assert _files_of(recent) == {"deploy-notes.md"}
-        reply = client.chat.completions.create(model=store.id, extra_body={"where": {"attributes": {"year": 2025}}},
-                                               messages=[{"role": "user", "content": "Which port?"}])
+        reply = client.chat.completions.create(
+            model=store.id,
+            extra_body={"where": {"attributes": {"year": 2025}}},
+            messages=[{"role": "user", "content": "Which port?"}],
+        )
         cited = [c["chunk_id"] for c in reply.model_extra["ragsieve"]["citations"]]
         assert cited and all(c.startswith(notes_id + "/") for c in cited)
 
@@ -114,8 +126,9 @@ def test_batches_downloads_and_updates_with_the_openai_sdk(examples_index, tmp_p
 
 
 def test_cancelling_a_batch_keeps_its_files_out_of_the_index(examples_index, tmp_path):
-    with served({"lumen": examples_index}, FakeChat(default=ANSWER), data_dir=str(tmp_path / "data"),
-                request_timeout_s=120) as svc:
+    with served(
+        {"lumen": examples_index}, FakeChat(default=ANSWER), data_dir=str(tmp_path / "data"), request_timeout_s=120
+    ) as svc:
         client = _client(svc, "none")
         docs = svc.app.state.documents
         gate, entered = threading.Event(), threading.Event()
@@ -129,8 +142,10 @@ def test_cancelling_a_batch_keeps_its_files_out_of_the_index(examples_index, tmp
         docs.ingestor._do_add = held
         try:
             store = client.vector_stores.create(name="cancel")
-            ids = [client.files.create(file=(f"{n}.md", text.encode()), purpose="assistants").id
-                   for n, text in [("running", NOTE), ("queued", MD)]]
+            ids = [
+                client.files.create(file=(f"{n}.md", text.encode()), purpose="assistants").id
+                for n, text in [("running", NOTE), ("queued", MD)]
+            ]
             running = client.vector_stores.file_batches.create(store.id, file_ids=[ids[0]])
             assert entered.wait(30)  # its build has started (held)
             queued = client.vector_stores.file_batches.create(store.id, file_ids=[ids[1]])
@@ -148,8 +163,9 @@ def test_cancelling_a_batch_keeps_its_files_out_of_the_index(examples_index, tmp
         for b in (running, queued):
             polled = client.vector_stores.file_batches.poll(b.id, vector_store_id=store.id, poll_interval_ms=50)
             assert polled.status == "cancelled"
-            assert [f.status for f in client.vector_stores.file_batches.list_files(b.id, vector_store_id=store.id)] \
-                == ["cancelled"]
+            assert [f.status for f in client.vector_stores.file_batches.list_files(b.id, vector_store_id=store.id)] == [
+                "cancelled"
+            ]
         # the held build went through, then its cancelled file was taken out; the queued one was never built
         assert client.vector_stores.search(store.id, query="Skellig ferry pier nine").data == []
         assert client.vector_stores.search(store.id, query="zorblax gateway port").data == []
@@ -219,8 +235,9 @@ def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_pa
     with served({"lumen": examples_index}, data_dir=str(tmp_path / "data"), max_files_per_store=2) as svc:
         client = _client(svc, "none")
         store = client.vector_stores.create(name="bodies")
-        ids = [client.files.create(file=(f"n{i}.md", f"# N{i}\n\nnote {i}\n".encode()), purpose="assistants").id
-               for i in range(3)]
+        ids = [
+            client.files.create(file=(f"n{i}.md", f"# N{i}\n\nnote {i}\n".encode()), purpose="assistants").id for i in range(3)
+        ]
         with pytest.raises(openai.BadRequestError, match="at most 2 files"):
             client.vector_stores.file_batches.create(store.id, file_ids=ids)  # over the store's limit: refused whole
         assert list(client.vector_stores.files.list(store.id)) == []
@@ -236,8 +253,10 @@ def test_wrong_content_types_and_bodies_on_the_new_routes(examples_index, tmp_pa
             assert listy.status_code == 400, (url, listy.text)
         upload = svc.base_url + "/v1/files"
         assert httpx.post(upload, json={"file": "x"}).status_code == 400  # not multipart
-        assert httpx.post(upload, content=b"--x\r\n\r\n", headers={
-            "content-type": "multipart/form-data; boundary=x"}).status_code == 400  # a truncated form
+        assert (
+            httpx.post(upload, content=b"--x\r\n\r\n", headers={"content-type": "multipart/form-data; boundary=x"}).status_code
+            == 400
+        )  # a truncated form
         assert httpx.post(upload, files={"purpose": (None, "assistants")}).status_code == 400  # no file part
         assert client.vector_stores.retrieve(store.id).name == "bodies"  # nothing changed
         assert list(client.files.list()) == []
@@ -257,8 +276,7 @@ def test_an_expired_vector_store_is_deleted_and_its_files_kept(examples_index, t
         assert docs.reap() == []  # nothing is due yet
         for store in (short, kept):  # as if last used 36 hours ago
             meta = docs.catalog.store(store.id)
-            write_json(docs.catalog.store_dir(store.id) / "meta.json", meta | {"last_active_at": meta["created_at"]
-                                                                                 - 36 * 3600})
+            write_json(docs.catalog.store_dir(store.id) / "meta.json", meta | {"last_active_at": meta["created_at"] - 36 * 3600})
         assert docs.reap() == [short.id]
         with pytest.raises(openai.NotFoundError):
             client.vector_stores.retrieve(short.id)

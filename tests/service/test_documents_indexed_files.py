@@ -1,6 +1,7 @@
 """A served index's documents are files of its vector store: a search hit's `file_id` is URL-safe and the real
 `openai` client follows it (`files.retrieve`, `vector_stores.files.list/retrieve/content`); a caller reading as
 principals neither lists nor retrieves a document it may not read."""
+
 from __future__ import annotations
 
 import re
@@ -40,19 +41,25 @@ def needle(tmp_path_factory, embedder):
 
 def test_a_restricted_caller_does_not_follow_an_unreadable_document(needle, tmp_path):
     bob, fin = "sk-bob-writer-1", "sk-fin-writer-1"
-    keys = KeyRing({bob: {"needle:write"}, fin: {"needle:write"}},
-                   {bob: KeyIdentity(("user:bob@example.com",)), fin: KeyIdentity(("group:finance",))})
+    keys = KeyRing(
+        {bob: {"needle:write"}, fin: {"needle:write"}},
+        {bob: KeyIdentity(("user:bob@example.com",)), fin: KeyIdentity(("group:finance",))},
+    )
     secret = indexed_id("needle", NEEDLE)
     with served({"needle": needle[0]}, keys=keys, data_dir=str(tmp_path / "data")) as svc:
+
         def client(key):
             return openai.OpenAI(base_url=svc.base_url + "/v1", api_key=key, max_retries=0)
+
         assert secret in {f.id for f in client(fin).vector_stores.files.list(vector_store_id="needle")}
         assert client(fin).files.retrieve(secret).filename == NEEDLE
         listed = client(bob).vector_stores.files.list(vector_store_id="needle")
         assert secret not in {f.id for f in listed} and listed.data
-        for call in (lambda: client(bob).files.retrieve(secret),
-                     lambda: client(bob).vector_stores.files.retrieve(file_id=secret, vector_store_id="needle"),
-                     lambda: list(client(bob).vector_stores.files.content(file_id=secret, vector_store_id="needle"))):
+        for call in (
+            lambda: client(bob).files.retrieve(secret),
+            lambda: client(bob).vector_stores.files.retrieve(file_id=secret, vector_store_id="needle"),
+            lambda: list(client(bob).vector_stores.files.content(file_id=secret, vector_store_id="needle")),
+        ):
             with pytest.raises(openai.NotFoundError):
                 call()
         found = client(bob).vector_stores.search(vector_store_id="needle", query=QUESTION)

@@ -1,6 +1,7 @@
 """The documents API as strict clients see it, through the official `openai` SDK: a file batch larger than the
 ingestion queue goes in whole (a full queue is a 429 with Retry-After), file names are kept as uploaded, `score`
 orders the results so `score_threshold` keeps a top of the list, and response fields have OpenAI's types."""
+
 from __future__ import annotations
 
 import threading
@@ -25,8 +26,9 @@ def test_safe_filename_keeps_the_name_and_drops_only_what_is_unsafe():
 
 
 def test_a_batch_larger_than_the_queue_names_and_scores(examples_index, tmp_path):
-    with served({"lumen": examples_index}, FakeChat(default="x"), data_dir=str(tmp_path / "data"),
-                request_timeout_s=120, ingest_queue=2) as svc:
+    with served(
+        {"lumen": examples_index}, FakeChat(default="x"), data_dir=str(tmp_path / "data"), request_timeout_s=120, ingest_queue=2
+    ) as svc:
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
         docs = svc.app.state.documents
         gate, entered = threading.Event(), threading.Event()
@@ -43,8 +45,12 @@ def test_a_batch_larger_than_the_queue_names_and_scores(examples_index, tmp_path
             first = client.files.create(file=("hold.md", b"# Hold\n\nHeld build.\n"), purpose="assistants")
             client.vector_stores.file_batches.create(store.id, file_ids=[first.id])
             assert entered.wait(60)  # the worker holds the first build: nothing else leaves the queue
-            ids = [client.files.create(file=(n, f"# {n}\n\nThe quokka token {i} rotates nightly.\n".encode()),
-                                       purpose="assistants").id for i, n in enumerate(NAMES)]
+            ids = [
+                client.files.create(
+                    file=(n, f"# {n}\n\nThe quokka token {i} rotates nightly.\n".encode()), purpose="assistants"
+                ).id
+                for i, n in enumerate(NAMES)
+            ]
             big = client.vector_stores.file_batches.create(store.id, file_ids=ids)  # 5 files > a queue of 2
             assert big.file_counts.total == 5
             extra = client.files.create(file=("late.md", b"# Late\n\nLate file.\n"), purpose="assistants")
@@ -64,6 +70,10 @@ def test_a_batch_larger_than_the_queue_names_and_scores(examples_index, tmp_path
         scores = [r.score for r in results]
         assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
         cut = (scores[0] + scores[-1]) / 2
-        kept = client.vector_stores.search(store.id, query="quokka token rotates nightly", max_num_results=6,
-                                           ranking_options={"ranker": "none", "score_threshold": cut}).data
+        kept = client.vector_stores.search(
+            store.id,
+            query="quokka token rotates nightly",
+            max_num_results=6,
+            ranking_options={"ranker": "none", "score_threshold": cut},
+        ).data
         assert [r.score for r in kept] == [s for s in scores if s >= cut] and kept

@@ -6,6 +6,7 @@ dimension are recorded (never the key), queries are embedded by the same
 endpoint, another provider/model/dimension is refused, and re-embedding happens
 only on request (`rebuild=True` / `--rebuild`).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,12 @@ def test_vectors_are_unit_rows_in_input_order_and_the_request_is_openai_shaped(m
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
     assert np.allclose(out[0], out[2]) and not np.allclose(out[0], out[1])  # order kept though the reply was reversed
     assert sent["path"] == "/v1/embeddings" and sent["authorization"] == "Bearer sk-test-secret-123"
-    assert sent["json"] == {"model": "fake-embed", "input": ["api key rotation", "webhook signature"],
-                            "encoding_format": "float", "dimensions": 32}
+    assert sent["json"] == {
+        "model": "fake-embed",
+        "input": ["api key rotation", "webhook signature"],
+        "encoding_format": "float",
+        "dimensions": 32,
+    }
     assert len(server.requests) == 2 and emb.dimension == 32
     assert "sk-test" not in json.dumps(emb.record())
 
@@ -60,8 +65,11 @@ def test_a_timeout_is_retried_then_the_failure_names_the_endpoint_and_limits():
         assert make(server, timeout_s=0.5).embed(["x"]).shape == (1, 8)
         for _ in range(3):
             server.fault(500)
-        with pytest.raises(ModelEndpointError, match=r"embeddings endpoint http://127\.0\.0\.1:\d+/v1/embeddings failed "
-                                                     r"after 3 attempt\(s\).*HTTP 500"):
+        with pytest.raises(
+            ModelEndpointError,
+            match=r"embeddings endpoint http://127\.0\.0\.1:\d+/v1/embeddings failed "
+            r"after 3 attempt\(s\).*HTTP 500",
+        ):
             make(server).embed(["x"])
 
 
@@ -120,9 +128,16 @@ def test_index_records_the_provider_queries_use_it_and_a_mismatch_is_refused(tmp
         assert report.chunks_embedded == 3
         manifest = json.loads((folder / (folder / "CURRENT").read_text().strip() / "manifest.json").read_text())
         record = manifest["embedding"]
-        assert record | {"base_url": None} == {"provider": "openai", "model": "fake-embed", "dimension": 48,
-                                               "encoder": "http", "base_url": None, "api_key_env": "RAGSIEVE_EMBED_API_KEY",
-                                               "dimensions": None, "max_input_tokens": 8191}
+        assert record | {"base_url": None} == {
+            "provider": "openai",
+            "model": "fake-embed",
+            "dimension": 48,
+            "encoder": "http",
+            "base_url": None,
+            "api_key_env": "RAGSIEVE_EMBED_API_KEY",
+            "dimensions": None,
+            "max_input_tokens": 8191,
+        }
         assert record["base_url"] == server.base_url and "sk-secret" not in json.dumps(manifest)
         assert embedding_identity(record) == "openai:fake-embed:48"
 
@@ -157,15 +172,44 @@ def test_cli_index_and_search_through_an_endpoint(tmp_path, capsys, monkeypatch)
     docs = _docs(tmp_path)
     folder = tmp_path / "cli-index"
     with FakeEmbeddings(dimension=24) as server:
-        assert main(["index", str(docs), "--index", str(folder), "--embed-base-url", server.base_url,
-                     "--embed-model", "fake-embed", "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "index",
+                    str(docs),
+                    "--index",
+                    str(folder),
+                    "--embed-base-url",
+                    server.base_url,
+                    "--embed-model",
+                    "fake-embed",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         assert main(["search", "tea ceremony garden", "--index", str(folder), "--json"]) == 0
         embedded = server.embedded_inputs()
         assert main(["index", str(docs), "--index", str(folder), "--embed-model", "fake-embed", "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert "(sentence-transformers)" in err and "--rebuild" in err  # no base URL: another provider, refused
-        assert main(["index", str(docs), "--index", str(folder), "--embed-base-url", server.base_url,
-                     "--embed-model", "fake-embed", "--encoder", "onnx"]) == 2
+        assert (
+            main(
+                [
+                    "index",
+                    str(docs),
+                    "--index",
+                    str(folder),
+                    "--embed-base-url",
+                    server.base_url,
+                    "--embed-model",
+                    "fake-embed",
+                    "--encoder",
+                    "onnx",
+                ]
+            )
+            == 2
+        )
         assert "applies to local models only" in capsys.readouterr().err
     assert embedded == 1 + 3 + 1  # the dimension probe, three chunks, one query
 
@@ -199,8 +243,9 @@ def test_serve_answers_from_an_endpoint_index_with_the_rerank_plan(tmp_path):
         with served({"notes": folder}, config=config) as svc:
             client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
             assert "notes:fast+rerank" in [m.id for m in client.models.list()]
-            reply = client.chat.completions.create(model="notes:fast+rerank",
-                                                   messages=[{"role": "user", "content": "rotate the api key"}])
+            reply = client.chat.completions.create(
+                model="notes:fast+rerank", messages=[{"role": "user", "content": "rotate the api key"}]
+            )
         ext = reply.model_extra["ragsieve"]
         assert [t["step"] for t in ext["trace"]] == ["retrieve", "rerank", "answer"]
         assert emb.requests[-1]["json"]["input"] == ["rotate the api key"]  # the query, embedded at the endpoint

@@ -2,6 +2,7 @@
 previous question is added only when the follow-up refers back to it (issue 55, item 9). The same rule on every
 surface that takes a conversation: the OpenAI API (real `openai` client), `/v1/ask` and the chat page's API.
 MCP's `ask` takes no history, so it has no follow-ups to rewrite."""
+
 from __future__ import annotations
 
 import httpx
@@ -34,8 +35,9 @@ def test_the_same_rule_on_the_openai_api_ask_and_chat_page(examples_index, follo
         ext = out.model_extra["ragsieve"]
         ask = httpx.post(svc.base_url + "/v1/ask", json={"question": follow_up, "history": history}, timeout=60)
         assert ask.status_code == 200, ask.text
-        with httpx.stream("POST", svc.base_url + "/ui/api/ask", json={"question": follow_up, "history": history},
-                          timeout=60) as resp:
+        with httpx.stream(
+            "POST", svc.base_url + "/ui/api/ask", json={"question": follow_up, "history": history}, timeout=60
+        ) as resp:
             done = next(data for kind, data in sse_events(resp) if kind == "done")
         assert ext["trace"][0]["step"] == ask.json()["trace"][0]["step"] == done["trace"][0]["step"] == "rewrite"
         queries = {ext["index_question"], ask.json()["question"], done["question"]}
@@ -53,6 +55,12 @@ def test_the_same_rule_on_the_openai_api_ask_and_chat_page(examples_index, follo
 def test_what_counts_as_depending_on_the_conversation():
     assert not depends_on_history("How do I run several coroutines concurrently with asyncio?")
     assert not depends_on_history(STANDALONE)
-    for dependent in (DEPENDENT, "and for Windows?", "What about the old key?", "Does it work on Windows?", "why?",
-                      "Can those be nested?"):
+    for dependent in (
+        DEPENDENT,
+        "and for Windows?",
+        "What about the old key?",
+        "Does it work on Windows?",
+        "why?",
+        "Can those be nested?",
+    ):
         assert depends_on_history(dependent), dependent

@@ -3,6 +3,7 @@ and their background tasks), LibreChat and the Vercel AI SDK. The fixtures are r
 those clients' source (tests/fixtures/frontends/build_fixtures.py says from which files); each must get
 what its client expects: a streamed answer with citations, a short title, JSON tags... and the background
 tasks no retrieval and no LLM call."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ def post(svc, body: dict) -> httpx.Response:
 
 
 def sse(response: httpx.Response) -> tuple[str, list[dict]]:
-    chunks = [json.loads(line[5:]) for line in response.text.splitlines()
-              if line.startswith("data:") and line.strip() != "data: [DONE]"]
+    chunks = [
+        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line.strip() != "data: [DONE]"
+    ]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
     return text, chunks
 
@@ -45,21 +47,28 @@ def no_retrieval(svc, monkeypatch):
 
     def refuse(*a, **k):
         raise AssertionError("a background task ran retrieval")
+
     monkeypatch.setattr(orch.retriever, "run", refuse)
     return len(svc.chat.history)
 
 
-@pytest.mark.parametrize("name, key, check", [
-    ("openwebui_title", "title", lambda v: isinstance(v, str) and 1 <= len(v.split()) <= 5),
-    ("openwebui_tags", "tags", lambda v: isinstance(v, list) and 1 <= len(v) <= 6),
-    ("openwebui_follow_ups", "follow_ups", lambda v: v == []),
-    ("openwebui_queries", "queries", lambda v: v == ["How do I rotate the API key of a Lumen workspace?"]),
-    ("openwebui_autocomplete", "text", lambda v: v == ""),
-    ("openwebui_tool_selection", "tool_calls", lambda v: v == []),
-    ("openwebui_follow_up_tags", "tags", lambda v: isinstance(v, list) and v),
-    ("openwebui_follow_up_queries", "queries",
-     lambda v: v[0] == "And what happens to the old one after that?" and "rotate" in v[1]),
-])
+@pytest.mark.parametrize(
+    "name, key, check",
+    [
+        ("openwebui_title", "title", lambda v: isinstance(v, str) and 1 <= len(v.split()) <= 5),
+        ("openwebui_tags", "tags", lambda v: isinstance(v, list) and 1 <= len(v) <= 6),
+        ("openwebui_follow_ups", "follow_ups", lambda v: v == []),
+        ("openwebui_queries", "queries", lambda v: v == ["How do I rotate the API key of a Lumen workspace?"]),
+        ("openwebui_autocomplete", "text", lambda v: v == ""),
+        ("openwebui_tool_selection", "tool_calls", lambda v: v == []),
+        ("openwebui_follow_up_tags", "tags", lambda v: isinstance(v, list) and v),
+        (
+            "openwebui_follow_up_queries",
+            "queries",
+            lambda v: v[0] == "And what happens to the old one after that?" and "rotate" in v[1],
+        ),
+    ],
+)
 def test_open_webui_background_tasks_get_their_json_without_retrieval(svc, monkeypatch, name, key, check):
     calls = no_retrieval(svc, monkeypatch)
     r = post(svc, fixture(name))
@@ -78,7 +87,7 @@ def test_open_webui_title_is_short_and_about_the_question(svc, monkeypatch):
 
 def test_open_webui_emoji_and_librechat_title_are_plain_text(svc, monkeypatch):
     no_retrieval(svc, monkeypatch)
-    assert post(svc, fixture("openwebui_emoji")).json()["choices"][0]["message"]["content"] == "\U0001F4AC"
+    assert post(svc, fixture("openwebui_emoji")).json()["choices"][0]["message"]["content"] == "\U0001f4ac"
     r = post(svc, fixture("librechat_title"))
     assert r.headers["x-ragsieve-task"] == "title"
     assert r.json()["choices"][0]["message"]["content"] == "Rotate API Key Lumen Workspace"
@@ -104,7 +113,7 @@ def test_open_webui_follow_up_keeps_the_users_words_for_the_answer(svc):
     assert r.status_code == 200, r.text
     text, chunks = sse(r)
     assert "[1]" in text
-    rewrite, answer = svc.chat.history[before:before + 2]
+    rewrite, answer = svc.chat.history[before : before + 2]
     assert "And what happens to the old one after that?" in rewrite["messages"][-1]["content"]
     sent = answer["messages"]
     assert sent[0] == {"role": "user", "content": "How do I rotate the API key of a Lumen workspace?"}
@@ -121,11 +130,14 @@ def test_librechat_and_ai_sdk_questions_are_answered(svc, name):
     assert text.startswith("Rotate it with") and "[2]" in text
 
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tool_choice": "required"}, "tool_choice"),
-    ({"tool_choice": {"type": "function", "function": {"name": "search_chats"}}}, "tool_choice"),
-    ({"n": 2}, "n"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tool_choice": {"type": "function", "function": {"name": "search_chats"}}}, "tool_choice"),
+        ({"n": 2}, "n"),
+    ],
+)
 def test_what_cannot_be_honoured_is_refused_with_the_field_named(svc, extra, param):
     body = fixture("aisdk_question") | {"stream": False} | extra
     r = post(svc, body)
@@ -133,9 +145,15 @@ def test_what_cannot_be_honoured_is_refused_with_the_field_named(svc, extra, par
 
 
 def test_tool_choice_none_and_functions_are_accepted_and_reported(svc):
-    body = {"model": "demo", "messages": [{"role": "user", "content": "How do I rotate a key?"}],
-            "tools": [], "tool_choice": "none", "functions": [{"name": "f", "parameters": {}}],
-            "function_call": "auto", "parallel_tool_calls": True}
+    body = {
+        "model": "demo",
+        "messages": [{"role": "user", "content": "How do I rotate a key?"}],
+        "tools": [],
+        "tool_choice": "none",
+        "functions": [{"name": "f", "parameters": {}}],
+        "function_call": "auto",
+        "parallel_tool_calls": True,
+    }
     r = post(svc, body)
     assert r.status_code == 200
     assert set(r.json()["ragsieve"]["ignored_fields"]) >= {"tools", "functions", "tool_choice"}

@@ -2,6 +2,7 @@
 (the `openai` SDK, streamed and not; `/v1/ask`; the `mcp` client; the page's and the widget's API), `strict`
 replaces it by the abstention with the closest passages (on by default for the widget), the trace counts only
 the markers the answer contains, and the feedback export keeps only cited passages and no abstention."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,7 @@ def chat_text(c: openai.OpenAI, stream: bool, **extra) -> tuple[str, dict]:
 
 
 def ui_done(url: str, headers: dict, **extra) -> tuple[dict, str]:
-    with httpx.stream("POST", url + "/ui/api/ask", json={"question": QUESTION, **extra}, headers=headers,
-                      timeout=60) as resp:
+    with httpx.stream("POST", url + "/ui/api/ask", json={"question": QUESTION, **extra}, headers=headers, timeout=60) as resp:
         events = sse_events(resp)
     assert events[-1][0] == "done", events[-1]
     return events[-1][1], "".join(e[1]["text"] for e in events if e[0] == "token")
@@ -50,14 +50,14 @@ def ui_done(url: str, headers: dict, **extra) -> tuple[dict, str]:
 @pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 def test_an_answer_citing_nothing_is_marked_on_every_surface(examples_index, tmp_path):
     keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({SITE}), 100, visitor_requests_per_minute=100)])
-    with served_ui({"demo": examples_index}, FakeChat(default=UNCITED, token_delay_s=0.001), tmp_path / "data",
-                   widget_keys=keys) as svc:
+    with served_ui(
+        {"demo": examples_index}, FakeChat(default=UNCITED, token_delay_s=0.001), tmp_path / "data", widget_keys=keys
+    ) as svc:
         c = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
         whole, ext = chat_text(c, stream=False)
         streamed, streamed_ext = chat_text(c, stream=True)
         assert streamed == whole and whole.startswith(UNCITED + f"\n\n*{NOT_GROUNDED_NOTE}*")
-        assert (ext["grounding"], ext["grounded"]) == (streamed_ext["grounding"], streamed_ext["grounded"]) == (
-            "none", False)
+        assert (ext["grounding"], ext["grounded"]) == (streamed_ext["grounding"], streamed_ext["grounded"]) == ("none", False)
         assert all(not x["cited"] for x in ext["citations"])  # listed as retrieved, never as cited
         asked = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=60).json()
         assert (asked["answer"], asked["grounding"], asked["grounded"]) == (UNCITED, "none", False)
@@ -88,8 +88,9 @@ def test_an_answer_citing_nothing_is_marked_on_every_surface(examples_index, tmp
         # the closest passages an abstention lists are not its citations: no `url_citation` annotation (Open WebUI
         # would show them as the answer's sources) and `cited` false on every surface
         assert strict_ext["citations"] and not any(x["cited"] for x in strict_ext["citations"])
-        reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}],
-                                          extra_body={"strict": True})
+        reply = c.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": QUESTION}], extra_body={"strict": True}
+        )
         assert reply.choices[0].message.content.startswith(ABSTAIN) and not reply.choices[0].message.annotations
         assert not any(x["cited"] for x in strict["citations"])
 
@@ -101,12 +102,21 @@ def test_feedback_export_keeps_cited_passages_and_no_abstention(examples_index, 
     cited = {"number": 1, "chunk_id": "examples/docs/api-keys.md#0", "cited": True}
     listed = {"number": 2, "chunk_id": "examples/docs/webhooks.md#0", "cited": False}
     unmarked = {"number": 3, "chunk_id": "examples/docs/configuration.md#0", "cited": True}
-    ids = [store.record_answer(index="demo", plan="fast", asked=q, question=q, answer=a, citations=cs, trace=t,
-                               history=[], via="page") for q, a, cs, t in [
-        ("How do I rotate a key?", "Rotate it [1].", [cited, listed, unmarked], [{"step": "answer", "summary": {}}]),
-        ("What is the tea rota?", f"{ABSTAIN}\n\n{CLOSEST_INTRO}\n[1] ...", [cited],
-         [{"step": "answer", "summary": {"abstention": "model"}}]),
-        ("Who wrote it?", UNCITED, [listed], [{"step": "answer", "summary": {}}])]]
+    ids = [
+        store.record_answer(
+            index="demo", plan="fast", asked=q, question=q, answer=a, citations=cs, trace=t, history=[], via="page"
+        )
+        for q, a, cs, t in [
+            ("How do I rotate a key?", "Rotate it [1].", [cited, listed, unmarked], [{"step": "answer", "summary": {}}]),
+            (
+                "What is the tea rota?",
+                f"{ABSTAIN}\n\n{CLOSEST_INTRO}\n[1] ...",
+                [cited],
+                [{"step": "answer", "summary": {"abstention": "model"}}],
+            ),
+            ("Who wrote it?", UNCITED, [listed], [{"step": "answer", "summary": {}}]),
+        ]
+    ]
     for answer_id in ids:
         store.rate(answer_id, 1, "helpful")
     index = open_index(examples_index)

@@ -2,6 +2,7 @@
 /v1/ask, the chat page's API, MCP), with a fake clock and the scripted model; then the report, its exports and
 the evaluation set and the redaction in the SQLite bytes (records and retention: `test_insights_records.py`;
 key scopes, logging off and the widget: `test_insights_service.py`)."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,6 @@ EMAIL, KEY, PHONE = "jane.roe@example.org", "sk-live-9f8e7d6c5b4a3210XyZqw", "+4
 PLANTED = f"How do I rotate an API key? I am {EMAIL}, call {PHONE}, my key is {KEY}"
 
 
-
-
 def _ask_all(svc, questions, clock) -> dict[str, str]:
     """Each question through one surface in turn; returns the chat page's answer ids by question."""
     from openai import OpenAI
@@ -51,8 +50,9 @@ def _ask_all(svc, questions, clock) -> dict[str, str]:
             r = httpx.post(f"{svc.base_url}/v1/ask", json={"question": question, "index": "lumen"}, timeout=60)
             assert r.status_code == 200, r.text
         else:
-            with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": question, "index": "lumen"},
-                              timeout=60) as r:
+            with httpx.stream(
+                "POST", f"{svc.base_url}/ui/api/ask", json={"question": question, "index": "lumen"}, timeout=60
+            ) as r:
                 done = [d for e, d in sse_events(r) if e == "done"]
             assert done and done[0]["answer_id"], done
             page_ids[question] = done[0]["answer_id"]
@@ -87,16 +87,29 @@ def month(examples_index, tmp_path_factory):
         wrong = next(q for q in page_ids if q in ANSWERED)
         r = httpx.post(f"{svc.base_url}/ui/api/feedback", json={"answer_id": page_ids[wrong], "rating": "down"})
         assert r.status_code == 200, r.text
-        report = httpx.get(f"{svc.base_url}/insights/api/report", params={"index": "lumen", "since": "30d"},
-                           timeout=120)
+        report = httpx.get(f"{svc.base_url}/insights/api/report", params={"index": "lumen", "since": "30d"}, timeout=120)
         assert report.status_code == 200, report.text
         csv_text = httpx.get(f"{svc.base_url}/insights/api/export.csv", params={"index": "lumen"}, timeout=120)
-        exported = httpx.post(f"{svc.base_url}/insights/api/export-eval", timeout=120, json={
-            "index": "lumen", "since": "30d", "group": report.json()["groups"][0]["id"],
-            "label": report.json()["groups"][0]["label"]})
+        exported = httpx.post(
+            f"{svc.base_url}/insights/api/export-eval",
+            timeout=120,
+            json={
+                "index": "lumen",
+                "since": "30d",
+                "group": report.json()["groups"][0]["id"],
+                "label": report.json()["groups"][0]["label"],
+            },
+        )
         rows = svc.registry.insights.log.rows("lumen")
-    return {"data": data, "questions": questions, "report": report.json(), "csv": csv_text, "rows": rows,
-            "wrong": (wrong, page_ids[wrong]), "exported": exported}
+    return {
+        "data": data,
+        "questions": questions,
+        "report": report.json(),
+        "csv": csv_text,
+        "rows": rows,
+        "wrong": (wrong, page_ids[wrong]),
+        "exported": exported,
+    }
 
 
 def test_every_surface_logs_its_questions_with_outcome_and_citations(month):
@@ -191,8 +204,11 @@ def _passage_aware(messages) -> str:
     """Answers only when a passage shown talks about billing; abstains otherwise (as a careful model would)."""
     prompt = messages[-1]["content"]
     passages = prompt.rsplit("Question:", 1)[0].lower()
-    return "See the billing page [1]." if "billing" in passages and "invoice" in passages else \
-        "The context does not contain the answer."
+    return (
+        "See the billing page [1]."
+        if "billing" in passages and "invoice" in passages
+        else "The context does not contain the answer."
+    )
 
 
 def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(month, examples_index, embedder, tmp_path):
@@ -208,8 +224,15 @@ def test_an_exported_group_becomes_answered_once_the_missing_page_is_indexed(mon
     folder = month["exported"].json()["folder"]
 
     def abstention_rate(index_dir) -> float:
-        results = Evaluation(folder, index_dir, plans=["fast"], out=tmp_path / f"eval-{index_dir.name}",
-                             chat=FakeChat(default=_passage_aware), cache=False, progress=False).run()
+        results = Evaluation(
+            folder,
+            index_dir,
+            plans=["fast"],
+            out=tmp_path / f"eval-{index_dir.name}",
+            chat=FakeChat(default=_passage_aware),
+            cache=False,
+            progress=False,
+        ).run()
         return results["plans"]["fast"]["answers"]["abstain_correct"]
 
     assert abstention_rate(examples_index) == 1.0  # every question of the group is abstained on today

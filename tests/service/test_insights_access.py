@@ -1,6 +1,7 @@
 """The insights read as the key's principals: an admin-scoped key with principals gets, in every insights
 surface (report, CSV and JSON exports, the eval-set export), nothing of a document those principals may not
 read; the operator's admin key (no principals) still sees every document."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,10 @@ def needle(tmp_path_factory, embedder):
 
 
 def insights_keys() -> KeyRing:
-    return KeyRing({OPERATOR: {"needle:admin"}, BOB_ADMIN: {"needle:admin"}, FIN: {"needle"}},
-                   {BOB_ADMIN: KeyIdentity(("user:bob@example.com",)), FIN: KeyIdentity(("group:finance",))})
+    return KeyRing(
+        {OPERATOR: {"needle:admin"}, BOB_ADMIN: {"needle:admin"}, FIN: {"needle"}},
+        {BOB_ADMIN: KeyIdentity(("user:bob@example.com",)), FIN: KeyIdentity(("group:finance",))},
+    )
 
 
 def everything(svc, key: str, tmp: Path) -> str:
@@ -42,8 +45,12 @@ def everything(svc, key: str, tmp: Path) -> str:
         assert r.status_code == 200, r.text
         parts.append(r.text)
     for group in report.json()["groups"]:
-        r = httpx.post(svc.base_url + "/insights/api/export-eval", headers=auth, timeout=120,
-                       json={"index": "needle", "since": "30d", "group": group["id"], "label": group["label"]})
+        r = httpx.post(
+            svc.base_url + "/insights/api/export-eval",
+            headers=auth,
+            timeout=120,
+            json={"index": "needle", "since": "30d", "group": group["id"], "label": group["label"]},
+        )
         assert r.status_code == 200, r.text
         parts.append(r.text)
         parts += [f.read_text(encoding="utf-8") for f in Path(r.json()["folder"]).rglob("*") if f.is_file()]
@@ -55,16 +62,18 @@ def test_an_admin_key_with_principals_reads_the_insights_as_them(needle, tmp_pat
     with insights_service({"needle": index}, tmp_path, FakeClock(START), keys=insights_keys()) as svc:
         fin = {"Authorization": f"Bearer {FIN}"}
         for question in (QUESTION, UNANSWERED):
-            r = httpx.post(svc.base_url + "/v1/ask", json={"question": question, "index": "needle"}, headers=fin,
-                           timeout=120)
+            r = httpx.post(svc.base_url + "/v1/ask", json={"question": question, "index": "needle"}, headers=fin, timeout=120)
             assert r.status_code == 200, r.text
         asked = r.json()
-        answered = httpx.post(svc.base_url + "/ui/api/ask", json={"question": QUESTION, "index": "needle"},
-                              headers=fin, timeout=120)
-        answer_id = [json.loads(line[6:]) for line in answered.text.splitlines()
-                     if line.startswith("data: ") and '"answer_id"' in line][-1]["answer_id"]
-        rated = httpx.post(svc.base_url + "/ui/api/feedback", json={"answer_id": answer_id, "rating": "down"},
-                           headers=fin, timeout=30)
+        answered = httpx.post(
+            svc.base_url + "/ui/api/ask", json={"question": QUESTION, "index": "needle"}, headers=fin, timeout=120
+        )
+        answer_id = [
+            json.loads(line[6:]) for line in answered.text.splitlines() if line.startswith("data: ") and '"answer_id"' in line
+        ][-1]["answer_id"]
+        rated = httpx.post(
+            svc.base_url + "/ui/api/feedback", json={"answer_id": answer_id, "rating": "down"}, headers=fin, timeout=30
+        )
         assert rated.status_code == 200, rated.text
         assert asked["abstention"] is not None  # the unanswered question makes a topic group
         svc.registry.insights.log.flush()
@@ -73,9 +82,14 @@ def test_an_admin_key_with_principals_reads_the_insights_as_them(needle, tmp_pat
         assert NEEDLE in operator and NEEDLE_TEXT[:30] in operator  # the operator view: every document
         bob = everything(svc, BOB_ADMIN, tmp_path)
         assert leaks(bob) == [], leaks(bob)
-        report = httpx.get(svc.base_url + "/insights/api/report", params={"index": "needle"},
-                           headers={"Authorization": f"Bearer {BOB_ADMIN}"}, timeout=60).json()
+        report = httpx.get(
+            svc.base_url + "/insights/api/report",
+            params={"index": "needle"},
+            headers={"Authorization": f"Bearer {BOB_ADMIN}"},
+            timeout=60,
+        ).json()
         assert report["totals"]["questions"] == 3  # the questions and counts are the index's, not the documents'
         assert any(g["closest"] for g in report["groups"])  # bob's readable passages are still shown
-        assert "corpus/handbook/holidays.md" in report["unreached"] + [d for d, _ in report["most_cited"]] + \
-            [p["source"] for g in report["groups"] for p in g["closest"]]
+        assert "corpus/handbook/holidays.md" in report["unreached"] + [d for d, _ in report["most_cited"]] + [
+            p["source"] for g in report["groups"] for p in g["closest"]
+        ]

@@ -1,5 +1,6 @@
 """Question logging in the service: who may read insights, logging off, the indexes named, bad settings and
 the widget's questions."""
+
 from __future__ import annotations
 
 import httpx
@@ -19,8 +20,7 @@ def test_admin_scope_is_needed_for_insights(examples_index, tmp_path):
         assert httpx.get(url, params={"index": "lumen"}).status_code == 401
         for key in ("sk-reader-0001", "sk-writer-0001"):
             for path in ("/insights/api/report", "/insights/api/indexes", "/insights/api/export.csv"):
-                r = httpx.get(svc.base_url + path, params={"index": "lumen"},
-                              headers={"Authorization": f"Bearer {key}"})
+                r = httpx.get(svc.base_url + path, params={"index": "lumen"}, headers={"Authorization": f"Bearer {key}"})
                 assert r.status_code == 403, (key, path, r.text)
         owner = httpx.get(url, params={"index": "lumen"}, headers={"Authorization": "Bearer sk-owner-0001"})
         assert owner.status_code == 200 and owner.json()["totals"]["questions"] == 0
@@ -40,11 +40,9 @@ def test_logging_off_writes_nothing(examples_index, tmp_path):
 
 def test_insights_only_for_the_indexes_named(examples_index, second_index, tmp_path):
     config = Config.model_validate({"insights": {"enabled": True, "indexes": ["notes"]}})
-    with insights_service({"lumen": examples_index, "notes": second_index}, tmp_path, FakeClock(START),
-                          config=config) as svc:
+    with insights_service({"lumen": examples_index, "notes": second_index}, tmp_path, FakeClock(START), config=config) as svc:
         httpx.post(f"{svc.base_url}/v1/ask", json={"question": ANSWERED[0], "index": "lumen"}, timeout=60)
-        httpx.post(f"{svc.base_url}/v1/ask", json={"question": "When is the tea ceremony?", "index": "notes"},
-                   timeout=60)
+        httpx.post(f"{svc.base_url}/v1/ask", json={"question": "When is the tea ceremony?", "index": "notes"}, timeout=60)
         svc.registry.insights.log.flush()
         assert [r.index for r in svc.registry.insights.log.rows()] == ["notes"]
 
@@ -53,8 +51,10 @@ def test_insights_refuse_bad_settings(examples_index, tmp_path):
     from ragsieve.agent.errors import UsageError
 
     bad = Config.model_validate({"insights": {"enabled": True, "indexes": ["nope"]}})
-    with pytest.raises(UsageError, match="unknown index"), insights_service({"lumen": examples_index}, tmp_path,
-                                                                             FakeClock(START), config=bad):
+    with (
+        pytest.raises(UsageError, match="unknown index"),
+        insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), config=bad),
+    ):
         pass
 
 
@@ -65,11 +65,11 @@ def test_widget_questions_and_their_feedback_are_logged_as_widget(examples_index
     keys = WidgetKeys([WidgetKey(key, frozenset({"lumen"}), frozenset({site}), 30, visitor_requests_per_minute=30)])
     with insights_service({"lumen": examples_index}, tmp_path, FakeClock(START), widget_keys=keys) as svc:
         headers = {"Authorization": f"Bearer {key}", "Origin": site}
-        with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": BILLING[0]}, headers=headers,
-                          timeout=60) as r:
+        with httpx.stream("POST", f"{svc.base_url}/ui/api/ask", json={"question": BILLING[0]}, headers=headers, timeout=60) as r:
             done = [d for e, d in sse_events(r) if e == "done"][0]
-        rated = httpx.post(f"{svc.base_url}/ui/api/feedback", headers=headers,
-                           json={"answer_id": done["answer_id"], "rating": "up"})
+        rated = httpx.post(
+            f"{svc.base_url}/ui/api/feedback", headers=headers, json={"answer_id": done["answer_id"], "rating": "up"}
+        )
         assert rated.status_code == 200, rated.text
         svc.registry.insights.log.flush()
         (row,) = svc.registry.insights.log.rows("lumen")

@@ -1,5 +1,6 @@
 """Live indexes: a running server follows new generations (its own uploads, `ragsieve index` in another process)
 with no failed request, questions in flight finish on their generation, old generations go when unread."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,7 @@ def _docs(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "gateway.md").write_text("# Gateway\n\nThe gateway listens on port 7412.\n", encoding="utf-8")
-    (docs / "billing.md").write_text("# Billing\n\nInvoices are sent on the first day of the month.\n",
-                                     encoding="utf-8")
+    (docs / "billing.md").write_text("# Billing\n\nInvoices are sent on the first day of the month.\n", encoding="utf-8")
     return docs
 
 
@@ -94,8 +94,9 @@ def test_twenty_cli_publishes_and_twenty_uploads_under_load(tmp_path, embedder):
     IndexBuilder(index, embedder=embedder, progress=False).build([docs])
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    with served({"live": index}, FakeChat(default="An answer [1]."), data_dir=str(tmp_path / "data"),
-                max_concurrent=4, queue_limit=64) as svc:
+    with served(
+        {"live": index}, FakeChat(default="An answer [1]."), data_dir=str(tmp_path / "data"), max_concurrent=4, queue_limit=64
+    ) as svc:
         client = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="none", max_retries=0)
         store = client.vector_stores.create(name="uploads")
         failures: list[str] = []
@@ -116,15 +117,17 @@ def test_twenty_cli_publishes_and_twenty_uploads_under_load(tmp_path, embedder):
         for t in askers:
             t.start()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        cli = subprocess.Popen([sys.executable, "-c", CLI_LOOP, str(docs), str(index)], env=env, cwd=ROOT,
-                               stderr=subprocess.PIPE, text=True)
+        cli = subprocess.Popen(
+            [sys.executable, "-c", CLI_LOOP, str(docs), str(index)], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
+        )
         try:
             for i in range(20):
                 path = uploads / f"upload-{i}.md"
                 path.write_text(f"# Upload {i}\n\nThe upload marker of file {i} is upmark{i}.\n", encoding="utf-8")
                 with open(path, "rb") as fh:
-                    done = client.vector_stores.files.upload_and_poll(vector_store_id=store.id, file=fh,
-                                                                      poll_interval_ms=100, max_wait_seconds=120)
+                    done = client.vector_stores.files.upload_and_poll(
+                        vector_store_id=store.id, file=fh, poll_interval_ms=100, max_wait_seconds=120
+                    )
                 assert done.status == "completed", done.last_error
             _, err = cli.communicate(timeout=240)
             assert cli.returncode == 0, err[-2000:]

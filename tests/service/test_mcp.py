@@ -1,4 +1,5 @@
 """The MCP server through the official `mcp` client: Streamable HTTP at /mcp of `ragsieve serve`, and stdio."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,7 @@ async def exercise(session: ClientSession, index: str, *, with_ask: bool) -> dic
     assert any(c["asked"] and c["chunk_id"] == hits[0]["chunk_id"] for c in read["chunks"])
     by_id = payload(await session.call_tool("read", {"ref": hits[0]["chunk_id"], "index": index}))["chunks"]
     assert [c["chunk_id"] for c in by_id] == [hits[0]["chunk_id"]]
-    filtered = payload(await session.call_tool("search", {"query": "key", "index": index,
-                                                          "where": {"kind": "code"}}))["hits"]
+    filtered = payload(await session.call_tool("search", {"query": "key", "index": index, "where": {"kind": "code"}}))["hits"]
     assert all(not h["source"].endswith(".md") for h in filtered)
     bad = error_text(await session.call_tool("search", {"query": "x", "index": index, "top_k": 0}))
     assert "top_k" in bad
@@ -85,8 +85,11 @@ def test_mcp_over_streamable_http_with_keys(examples_index, second_index):
                     assert payload(await session.call_tool("search", {"query": "notes"}))["index"] == "notes"
 
         anyio.run(main)
-        no_key = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                            headers={"Accept": "application/json, text/event-stream"})
+        no_key = httpx.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         assert no_key.status_code == 401 and no_key.json()["error"]["code"] == "invalid_api_key"
         assert len(svc.chat.history) >= 1  # `ask` reached the (scripted) model
 
@@ -94,10 +97,23 @@ def test_mcp_over_streamable_http_with_keys(examples_index, second_index):
 def test_mcp_over_stdio(examples_index):
     """`ragsieve mcp` as an agent starts it; the model endpoint fails, so `ask` is a tool error, not a crash."""
     with StubOpenAI([StubReply(status=400, body=error_body("no such model"))] * 8, max_requests=40) as stub:
-        params = StdioServerParameters(command=sys.executable, args=[
-            "-m", "ragsieve", "mcp", "--index", f"lumen={examples_index}", "--base-url", stub.base_url,
-            "--model", "stub-model", "--request-timeout", "20"], env={"HF_HUB_OFFLINE": "1",
-                                                                     "TRANSFORMERS_OFFLINE": "1"})
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[
+                "-m",
+                "ragsieve",
+                "mcp",
+                "--index",
+                f"lumen={examples_index}",
+                "--base-url",
+                stub.base_url,
+                "--model",
+                "stub-model",
+                "--request-timeout",
+                "20",
+            ],
+            env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        )
 
         async def main():
             with anyio.fail_after(240):
@@ -115,6 +131,7 @@ def test_mcp_over_stdio(examples_index):
 @pytest.mark.parametrize("plan", ["no-such-plan"])
 def test_mcp_ask_refuses_unknown_plan(examples_index, plan):
     with served({"lumen": examples_index}) as svc:
+
         async def main():
             async with streamablehttp_client(f"{svc.base_url}/mcp") as (r, w, _):
                 async with ClientSession(r, w) as session:

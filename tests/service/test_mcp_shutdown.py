@@ -1,5 +1,6 @@
 """`ragsieve serve` exits within 10 s of SIGTERM while an MCP client (the official `mcp` client) still holds its
 session and streams open."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,24 @@ def test_serve_exits_promptly_after_mcp_streams(examples_index, tmp_path):
         port = probe.getsockname()[1]
     with StubOpenAI([ok("Rotate it [1].")] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen([sys.executable, "-m", "ragsieve", "serve", "--index",
-                                 f"demo={examples_index}", "--port", str(port), "--data-dir", str(tmp_path / "data")], env=env, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragsieve",
+                "serve",
+                "--index",
+                f"demo={examples_index}",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         base = f"http://127.0.0.1:{port}"
         took: dict[str, float] = {}
         try:
@@ -41,13 +57,16 @@ def test_serve_exits_promptly_after_mcp_streams(examples_index, tmp_path):
 
             async def main() -> None:
                 try:
-                    async with streamablehttp_client(f"{base}/mcp") as (r, w, _), \
-                            httpx.AsyncClient(timeout=60) as raw:
+                    async with streamablehttp_client(f"{base}/mcp") as (r, w, _), httpx.AsyncClient(timeout=60) as raw:
                         async with ClientSession(r, w) as session:
                             await session.initialize()
                             assert not (await session.call_tool("search", {"query": "rotate"})).isError
-                            held = await raw.send(raw.build_request(  # a standalone stream, as the Inspector opens
-                                "GET", f"{base}/mcp", headers={"Accept": "text/event-stream"}), stream=True)
+                            held = await raw.send(
+                                raw.build_request(  # a standalone stream, as the Inspector opens
+                                    "GET", f"{base}/mcp", headers={"Accept": "text/event-stream"}
+                                ),
+                                stream=True,
+                            )
                             took["get_status"] = held.status_code
                             started = time.monotonic()
                             proc.send_signal(signal.SIGTERM)  # the session and its streams are still open

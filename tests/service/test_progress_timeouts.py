@@ -2,6 +2,7 @@
 not progress, a cancelled question closes its upstream stream, and the embedded model's calls get the time
 its measured speed predicts (agent/llm/deadlines.py). Timings are scaled down: the same rules with a
 200-token stream at 1 token/s hold because the inactivity timer, not a wall-clock cap, decides."""
+
 from __future__ import annotations
 
 import time
@@ -65,11 +66,16 @@ def test_keep_alive_pings_are_not_progress_and_do_not_bypass_the_deadline():
 
 def test_a_client_leaving_the_service_closes_the_upstream_stream(examples_index):
     # hostile re-run item 5: the upstream stayed open 86 s after the client left
-    with SlowStream(pings=True, interval_s=0.05, max_s=60) as slow, \
-            served({"demo": examples_index}, chat(slow.base_url, timeout_s=60.0)) as svc:
-        with httpx.stream("POST", svc.base_url + "/v1/chat/completions", timeout=10,
-                          json={"model": "demo", "stream": True,
-                                "messages": [{"role": "user", "content": "How do I rotate a key?"}]}) as r:
+    with (
+        SlowStream(pings=True, interval_s=0.05, max_s=60) as slow,
+        served({"demo": examples_index}, chat(slow.base_url, timeout_s=60.0)) as svc,
+    ):
+        with httpx.stream(
+            "POST",
+            svc.base_url + "/v1/chat/completions",
+            timeout=10,
+            json={"model": "demo", "stream": True, "messages": [{"role": "user", "content": "How do I rotate a key?"}]},
+        ) as r:
             lines = r.iter_lines()
             for line in lines:
                 if line.startswith("data:"):
@@ -107,8 +113,9 @@ def test_the_watchdog_reports_why_it_closed():
 
 def test_rates_from_llama_cpp_timings_set_the_call_timeout():
     rates = RateMeter()
-    rates.observe_reply({"timings": {"prompt_n": 1000, "prompt_ms": 10_000, "predicted_n": 50,
-                                     "predicted_ms": 10_000}}, latency_s=20.0)
+    rates.observe_reply(
+        {"timings": {"prompt_n": 1000, "prompt_ms": 10_000, "predicted_n": 50, "predicted_ms": 10_000}}, latency_s=20.0
+    )
     assert rates.prompt_tps == pytest.approx(100.0) and rates.gen_tps == pytest.approx(5.0)
     # 2,000 prompt tokens at 100/s + 100 tokens at 5/s = 40 s predicted, times the margin of 3
     assert rates.call_timeout(2000, 100, floor_s=120) == pytest.approx(120.0)
@@ -124,8 +131,9 @@ def test_the_embedded_model_gets_the_time_its_measured_speed_predicts():
         fixed = OpenAIChat(stub.base_url, None, "m", timeout_s=0.4, max_attempts=1, sleep=lambda s: None)
         with pytest.raises(EndpointError, match="after 1 attempt"):
             fixed.complete(prompt, max_tokens=1)
-        adaptive = OpenAIChat(stub.base_url, None, "m", timeout_s=0.4, max_attempts=1, sleep=lambda s: None,
-                              adaptive_timeouts=True)
+        adaptive = OpenAIChat(
+            stub.base_url, None, "m", timeout_s=0.4, max_attempts=1, sleep=lambda s: None, adaptive_timeouts=True
+        )
         adaptive.rates.observe(prompt_n=100, prompt_s=1.0, gen_n=10, gen_s=1.0)  # measured: 100 prompt tokens/s
         assert adaptive.call_timeout(200, 1) > 1.0
         assert adaptive.complete(prompt, max_tokens=1).text == "done"

@@ -1,5 +1,6 @@
 """A request head over the limit gets a status line the client reads (431), not a reset connection; the server
 goes on answering."""
+
 from __future__ import annotations
 
 import socket

@@ -1,4 +1,5 @@
 """The service end to end with the embedded llama.cpp model: the answer streams token by token."""
+
 from __future__ import annotations
 
 import openai
@@ -14,8 +15,12 @@ def test_embedded_model_streams_through_the_chat_api(examples_index, local_llm):
     with served({"demo": examples_index}, local_llm.chat, llm_parallel=2) as svc:
         c = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0, timeout=900)
         stream = c.chat.completions.create(
-            model="demo", max_tokens=48, stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "How do I rotate the API key of a Lumen workspace?"}])
+            model="demo",
+            max_tokens=48,
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "How do I rotate the API key of a Lumen workspace?"}],
+        )
         deltas, usage, ext = [], None, None
         for chunk in stream:
             usage = chunk.usage or usage

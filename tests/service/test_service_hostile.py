@@ -1,4 +1,5 @@
 """Hostile and broken clients over raw sockets: the server answers each with a clear 4xx and stays up."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,9 @@ def status_of(reply: bytes) -> int:
 
 
 def post(path: str, body: bytes, headers: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def test_bad_content_lengths_bodies_and_json(examples_index):
@@ -55,20 +57,23 @@ def test_bad_content_lengths_bodies_and_json(examples_index):
             reply = raw(p, b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n{}")
             assert status_of(reply) == 400, reply[:200]
         started = time.monotonic()
-        reply = raw(p, b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"question\":")  # lies
+        reply = raw(p, b'POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"question":')  # lies
         assert status_of(reply) == 408 and time.monotonic() - started < 8
         reply = raw(p, post("/v1/ask", b"x" * 5000))
         assert status_of(reply) == 413 and b"over the limit" in reply
         reply = raw(p, post("/v1/ask", b"{not json"))
         assert status_of(reply) == 400 and json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["type"]
         # a lone surrogate in the question: a clear 400, not a crash
-        reply = raw(p, post("/v1/chat/completions", b'{"model": "demo", "messages": [{"role": "user", '
-                                                       b'"content": "key \\ud800 rotate"}]}'))
+        reply = raw(
+            p, post("/v1/chat/completions", b'{"model": "demo", "messages": [{"role": "user", "content": "key \\ud800 rotate"}]}')
+        )
         assert status_of(reply) == 400 and b"lone surrogate" in reply
         # chunked transfer encoding is accepted
         body = json.dumps({"question": QUESTION}).encode()
-        chunked = (b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   b"Transfer-Encoding: chunked\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        chunked = (
+            b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+        )
         reply = raw(p, chunked, read_s=30)
         assert status_of(reply) == 200 and b'"answer"' in reply
         assert httpx.get(svc.base_url + "/healthz").status_code == 200
@@ -116,8 +121,10 @@ def test_fifty_concurrent_clients_no_errors(examples_index):
         def client():
             with httpx.Client(timeout=120) as c:
                 for _ in range(3):
-                    r = c.post(svc.base_url + "/v1/chat/completions",
-                               json={"model": "demo", "messages": [{"role": "user", "content": QUESTION}]})
+                    r = c.post(
+                        svc.base_url + "/v1/chat/completions",
+                        json={"model": "demo", "messages": [{"role": "user", "content": QUESTION}]},
+                    )
                     with lock:
                         codes.append(r.status_code)
 
@@ -131,10 +138,17 @@ def test_fifty_concurrent_clients_no_errors(examples_index):
 
 def test_cors_preflight_for_a_configured_origin(examples_index):
     with served({"demo": examples_index}, cors_origins=["http://localhost:3000"]) as svc:
-        r = httpx.options(svc.base_url + "/v1/chat/completions", headers={
-            "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization,content-type"})
+        r = httpx.options(
+            svc.base_url + "/v1/chat/completions",
+            headers={
+                "Origin": "http://localhost:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://localhost:3000"
-        r = httpx.options(svc.base_url + "/v1/chat/completions", headers={
-            "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+        r = httpx.options(
+            svc.base_url + "/v1/chat/completions",
+            headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"},
+        )
         assert "access-control-allow-origin" not in r.headers

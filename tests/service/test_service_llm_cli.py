@@ -1,4 +1,5 @@
 """A second client nobody here wrote: Simon Willison's `llm` CLI with an OpenAI-compatible model entry."""
+
 from __future__ import annotations
 
 import os
@@ -13,14 +14,13 @@ QUESTION = "How do I rotate the API key of a Lumen workspace?"
 
 def run_llm(svc, tmp_path, *args):
     (tmp_path / "extra-openai-models.yaml").write_text(
-        "- model_id: ragsieve-demo\n"
-        "  model_name: demo\n"
-        f"  api_base: \"{svc.base_url}/v1\"\n"
-        "  api_key_name: ragsieve\n")
+        f'- model_id: ragsieve-demo\n  model_name: demo\n  api_base: "{svc.base_url}/v1"\n  api_key_name: ragsieve\n'
+    )
     (tmp_path / "keys.json").write_text('{"ragsieve": "key-llm-cli-1234"}')
     env = {**os.environ, "LLM_USER_PATH": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "llm", "-m", "ragsieve-demo", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "llm", "-m", "ragsieve-demo", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_llm_cli_streaming_and_not(examples_index, tmp_path):

@@ -1,4 +1,5 @@
 """ragsieve's own routes, health, metrics, load limits, cancellation and the `serve` command."""
+
 from __future__ import annotations
 
 import os
@@ -35,16 +36,21 @@ def test_ask_json_and_progress_stream(examples_index):
         r = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION})
         assert r.status_code == 502 and "endpoint down" in r.json()["error"]["message"]
         assert httpx.post(svc.base_url + "/ask", json={"question": QUESTION}).status_code == 200  # old route
-        with httpx.stream("POST", svc.base_url + "/v1/ask/stream", json={"question": QUESTION, "plan": "fast"},
-                          timeout=60) as resp:
+        with httpx.stream(
+            "POST", svc.base_url + "/v1/ask/stream", json={"question": QUESTION, "plan": "fast"}, timeout=60
+        ) as resp:
             events = sse_events(resp)
         kinds = [k for k, _ in events]
         assert kinds[0] == "step" and events[0][1]["step"] == "retrieve"
         assert kinds.index("answer") < kinds.index("token") < kinds.index("done")
         tokens = "".join(d["text"] for k, d in events if k == "token")
         assert tokens == events[-1][1]["answer"]
-        for bad, what in (({"question": "  "}, "empty"), ({"question": "q", "plan": "nope"}, "does not exist"),
-                          ({"question": 3}, "string"), ({"question": "q", "extra": 1}, "extra")):
+        for bad, what in (
+            ({"question": "  "}, "empty"),
+            ({"question": "q", "plan": "nope"}, "does not exist"),
+            ({"question": 3}, "string"),
+            ({"question": "q", "extra": 1}, "extra"),
+        ):
             r = httpx.post(svc.base_url + "/v1/ask", json=bad)
             assert r.status_code in (400, 404) and what in r.json()["error"]["message"].lower()
 
@@ -98,8 +104,7 @@ def test_client_disconnect_cancels_the_stream(examples_index):
     chat = CountingChat(default=long_answer, token_delay_s=0.01)
     with served({"demo": examples_index}, chat) as svc:
         c = openai.OpenAI(base_url=svc.base_url + "/v1", api_key="x", max_retries=0)
-        stream = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}],
-                                           stream=True)
+        stream = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True)
         got = 0
         for _chunk in stream:
             got += 1
@@ -133,8 +138,7 @@ def test_serve_command_answers_openai_sdk_and_stops_gracefully(examples_index, t
     slow = StubReply(200, ok(ANSWER).body, delay_s=2.0)
     with StubOpenAI([ok(ANSWER), slow]) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen(_serve_cmd(examples_index, "--port", "0"), env=env, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(_serve_cmd(examples_index, "--port", "0"), env=env, stderr=subprocess.PIPE, text=True)
         try:
             line = proc.stderr.readline()
             assert "serving demo at http://127.0.0.1:" in line, line
@@ -146,8 +150,11 @@ def test_serve_command_answers_openai_sdk_and_stops_gracefully(examples_index, t
             reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
             assert "lumen keys rotate" in reply.choices[0].message.content
             in_flight = []
-            asker = threading.Thread(target=lambda: in_flight.append(c.chat.completions.create(
-                model="demo", messages=[{"role": "user", "content": QUESTION}])))
+            asker = threading.Thread(
+                target=lambda: in_flight.append(
+                    c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
+                )
+            )
             asker.start()
             while len(upstream.chat_requests()) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -165,8 +172,7 @@ def test_serve_command_reports_a_busy_loopback_port(examples_index):
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        out = subprocess.run(_serve_cmd(examples_index, "--port", str(port)), capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(_serve_cmd(examples_index, "--port", str(port)), capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 2
 
@@ -203,8 +209,9 @@ def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
     it early on a busy machine); the second is admitted, and once its 1 s deadline has surely passed in the queue
     the first is let go: the second then gets a 504 without running."""
     gate, holding = threading.Event(), threading.Event()
-    with served({"demo": examples_index}, FakeChat(default=ANSWER), max_concurrent=1, queue_limit=4,
-                request_timeout_s=1.0) as svc:
+    with served(
+        {"demo": examples_index}, FakeChat(default=ANSWER), max_concurrent=1, queue_limit=4, request_timeout_s=1.0
+    ) as svc:
         live = svc.registry.orchestrators["demo"]
         real_ask = live.ask
 
@@ -215,12 +222,12 @@ def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
             return real_ask(*args, **kwargs)
 
         live.ask = held_ask
-        first = threading.Thread(target=lambda: httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION},
-                                                           timeout=180))
+        first = threading.Thread(target=lambda: httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=180))
         first.start()
         result: dict = {}
-        second = threading.Thread(target=lambda: result.update(r=httpx.post(
-            svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=180)))
+        second = threading.Thread(
+            target=lambda: result.update(r=httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION}, timeout=180))
+        )
         try:
             assert holding.wait(120)
             second.start()
@@ -246,8 +253,13 @@ def test_several_worker_processes(examples_index):
         port = probe.getsockname()[1]
     with StubOpenAI([ok(ANSWER)] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen(_serve_cmd(examples_index, "--port", str(port), "--workers", "2"), env=env,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # its workers: one group
+        proc = subprocess.Popen(
+            _serve_cmd(examples_index, "--port", str(port), "--workers", "2"),
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # its workers: one group
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 120

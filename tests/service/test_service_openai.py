@@ -1,5 +1,6 @@
 """The service through the official `openai` SDK over loopback: models, chat (JSON and streamed),
 conversations, system messages, errors in OpenAI's shape, keys and tenant isolation."""
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,8 @@ def test_models_and_chat_json(examples_index):
         assert all("not cited" in line for line in refs.splitlines()[2:])
         assert all(label in refs for label in labels)
         assert reply.usage.prompt_tokens > 0 and reply.usage.total_tokens == (
-            reply.usage.prompt_tokens + reply.usage.completion_tokens)
+            reply.usage.prompt_tokens + reply.usage.completion_tokens
+        )
         assert ext["plan"] == "fast" and [t["step"] for t in ext["trace"]] == ["retrieve", "answer"]
         assert reply.object == "chat.completion" and reply.model == "demo"
 
@@ -47,8 +49,8 @@ def test_stream_token_by_token_equals_the_final_answer(examples_index):
     chat = FakeChat(default=ANSWER, token_delay_s=0.005)
     with served({"demo": examples_index}, chat) as svc:
         stream = client(svc).chat.completions.create(
-            model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True,
-            stream_options={"include_usage": True})
+            model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True, stream_options={"include_usage": True}
+        )
         deltas, finish, usage, ext = [], None, None, None
         for chunk in stream:
             if chunk.usage is not None:
@@ -79,10 +81,12 @@ def test_two_turn_conversation_rewrites_the_follow_up(examples_index):
     chat = FakeChat(default=reply)
     with served({"demo": examples_index}, chat) as svc:
         c = client(svc)
-        messages = [{"role": "system", "content": "Answer in French."},
-                    {"role": "user", "content": QUESTION},
-                    {"role": "assistant", "content": "Use lumen keys rotate [1]."},
-                    {"role": "user", "content": "and what about the old key?"}]
+        messages = [
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": QUESTION},
+            {"role": "assistant", "content": "Use lumen keys rotate [1]."},
+            {"role": "user", "content": "and what about the old key?"},
+        ]
         out = c.chat.completions.create(model="demo", messages=messages)
         ext = out.model_extra["ragsieve"]
         assert ext["index_question"] == "What happens to the old API key when a Lumen workspace key is rotated?"
@@ -104,8 +108,10 @@ def test_system_message_never_reaches_the_judge(examples_index):
 
     chat = FakeChat(default=reply)
     with served({"demo": examples_index}, chat) as svc:
-        client(svc).chat.completions.create(model="demo:agentic", messages=[
-            {"role": "system", "content": "SYSTEM-MARKER be brief"}, {"role": "user", "content": QUESTION}])
+        client(svc).chat.completions.create(
+            model="demo:agentic",
+            messages=[{"role": "system", "content": "SYSTEM-MARKER be brief"}, {"role": "user", "content": QUESTION}],
+        )
     answer_calls = [h for h in chat.history if any("SYSTEM-MARKER" in m["content"] for m in h["messages"])]
     assert len(answer_calls) >= 1 and len(chat.history) > len(answer_calls)
     for call in answer_calls:
@@ -133,8 +139,7 @@ def test_errors_in_openai_shape(examples_index):
         with pytest.raises(openai.NotFoundError, match="does not exist"):  # an unknown plan: no such model id
             c.chat.completions.create(model="demo:nope", messages=[{"role": "user", "content": "q"}])
         # an applied setting: max_tokens and temperature reach the answer call
-        c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}], max_tokens=33,
-                                  temperature=0.5)
+        c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}], max_tokens=33, temperature=0.5)
         assert svc.chat.history[-1]["max_tokens"] == 33 and svc.chat.history[-1]["temperature"] == 0.5
         r = httpx.post(svc.base_url + "/v1/chat/completions", json={"model": "demo", "messages": "hi"})
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
@@ -162,24 +167,28 @@ def test_keys_and_tenant_isolation(examples_index, second_index, tmp_path):
             a.chat.completions.create(model="nothere", messages=[{"role": "user", "content": "q"}])
         assert other.value.body["message"].replace("notes", "X") == missing.value.body["message"].replace("nothere", "X")
         r = a.chat.completions.create(model="lumen", messages=[{"role": "user", "content": QUESTION}])
-        assert all(c["source"].startswith("examples") or "lumen" in c["source"]
-                   for c in r.model_extra["ragsieve"]["citations"])
+        assert all(c["source"].startswith("examples") or "lumen" in c["source"] for c in r.model_extra["ragsieve"]["citations"])
         r = b.chat.completions.create(model="notes", messages=[{"role": "user", "content": "tea ceremony?"}])
         assert all("notes" in c["source"] for c in r.model_extra["ragsieve"]["citations"])
-        native = httpx.post(svc.base_url + "/v1/ask", json={"question": "q", "index": "notes"},
-                            headers={"Authorization": "Bearer key-aaaa-1234"})
+        native = httpx.post(
+            svc.base_url + "/v1/ask", json={"question": "q", "index": "notes"}, headers={"Authorization": "Bearer key-aaaa-1234"}
+        )
         assert native.status_code == 404
 
 
 def test_a_streamed_abstention_says_it_once_then_lists_the_closest_passages(examples_index):
     from ragsieve.agent.answer.answering import ABSTAIN, CLOSEST_INTRO
+
     chat = FakeChat(default=ABSTAIN, token_delay_s=0.002)
     with served({"demo": examples_index}, chat) as svc:
-        stream = client(svc).chat.completions.create(
-            model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True)
+        stream = client(svc).chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}], stream=True)
         text = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
-        final = client(svc).chat.completions.create(
-            model="demo", messages=[{"role": "user", "content": QUESTION}]).choices[0].message.content
+        final = (
+            client(svc)
+            .chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
+            .choices[0]
+            .message.content
+        )
     assert text.count(ABSTAIN) == 1 and text.startswith(ABSTAIN)  # streamed once, then continued
     assert CLOSEST_INTRO in text and "[1]" in text
     assert text.strip() == final.strip()  # the stream reads exactly as the non-streamed reply

@@ -2,6 +2,7 @@
 ragsieve server (refused as an LLM), `curl -d` JSON accepted, an oversized system message is the caller's
 fault (4xx), the CLI fails when the budget stopped a question before any answer, idle connections do not
 deny service."""
+
 from __future__ import annotations
 
 import logging
@@ -29,8 +30,7 @@ QUESTION = {"model": "demo", "messages": [{"role": "user", "content": "How do I 
 
 def test_one_access_log_line_per_request_with_model_status_and_stages(examples_index, caplog):
     with served({"demo": examples_index}) as svc, caplog.at_level(logging.INFO, logger="ragsieve.access"):
-        r = httpx.post(svc.base_url + "/v1/chat/completions", json=QUESTION, timeout=60,
-                       headers={"x-request-id": "req-42"})
+        r = httpx.post(svc.base_url + "/v1/chat/completions", json=QUESTION, timeout=60, headers={"x-request-id": "req-42"})
         httpx.get(svc.base_url + "/healthz", timeout=10)
         time.sleep(0.2)
     assert r.status_code == 200 and r.headers["x-request-id"] == "req-42" and r.headers["x-ragsieve-server"]
@@ -56,24 +56,30 @@ def test_a_ragsieve_server_is_refused_as_the_llm(examples_index):
 def test_curl_style_form_content_type_is_read_as_json(examples_index):
     # hostile re-run item 14: `curl -d '{...}'` (form content type) got 400 from /v1/ask
     with served({"demo": examples_index}) as svc:
-        r = httpx.post(svc.base_url + "/v1/ask", content=b'{"question": "How do I rotate the API key?"}',
-                       headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=60)
+        r = httpx.post(
+            svc.base_url + "/v1/ask",
+            content=b'{"question": "How do I rotate the API key?"}',
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            timeout=60,
+        )
         assert r.status_code == 200, r.text
         assert r.json()["answer"]
-        bad = httpx.post(svc.base_url + "/v1/ask", content=b"question=hi",
-                         headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=60)
+        bad = httpx.post(
+            svc.base_url + "/v1/ask",
+            content=b"question=hi",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            timeout=60,
+        )
         assert bad.status_code == 400
 
 
 def test_an_oversized_system_message_is_a_4xx_not_an_upstream_error(examples_index):
     # hostile re-run item 13: 502 upstream_error for the caller's own oversized prompt
-    registry = IndexRegistry({"demo": examples_index}, Config(),
-                             llm=LLM(FakeChat(default="Rotate [1]."), max_prompt_tokens=2000))
+    registry = IndexRegistry({"demo": examples_index}, Config(), llm=LLM(FakeChat(default="Rotate [1]."), max_prompt_tokens=2000))
     app = create_app(registry, ServiceSettings(port=0), preload_model=False)
     try:
         with ServiceThread(app, lifetime_s=120) as svc:
-            body = QUESTION | {"messages": [{"role": "system", "content": "be precise " * 3000}]
-                               + QUESTION["messages"]}
+            body = QUESTION | {"messages": [{"role": "system", "content": "be precise " * 3000}] + QUESTION["messages"]}
             r = httpx.post(svc.base_url + "/v1/chat/completions", json=body, timeout=60)
     finally:
         registry.close()
@@ -83,8 +89,18 @@ def test_an_oversized_system_message_is_a_4xx_not_an_upstream_error(examples_ind
 def test_the_cli_fails_when_the_budget_stops_a_question_before_any_answer(examples_index, capsys):
     # hostile re-run item 12: exit 0 with an empty answer
     with StubOpenAI([StubReply(200, chat_body("late [1]"), delay_s=3.0)]) as stub:
-        code = main(["ask", "How do I rotate the API key?", "--index", str(examples_index), "--base-url",
-                     stub.base_url, "--deadline", "0.5"])
+        code = main(
+            [
+                "ask",
+                "How do I rotate the API key?",
+                "--index",
+                str(examples_index),
+                "--base-url",
+                stub.base_url,
+                "--deadline",
+                "0.5",
+            ]
+        )
     assert code == 3
     out = capsys.readouterr()
     assert "no answer" in out.err and "not an answer" in out.out  # the closest passages, marked, still shown

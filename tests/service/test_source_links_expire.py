@@ -1,5 +1,6 @@
 """A source-view link made for an unrestricted caller is signed with its expiry: it opens (without a key)
 until then, and not after; moving its expiry breaks the signature; a link signed without one never opens."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,9 @@ from tests.support.service_fakes import served, sse_events
 
 def test_source_links_expire(examples_index, tmp_path):
     with served({"demo": examples_index}, data_dir=str(tmp_path / "data")) as svc:
-        with httpx.stream("POST", svc.base_url + "/ui/api/ask", json={"question": "How do I rotate an API key?"},
-                          timeout=60) as r:
+        with httpx.stream(
+            "POST", svc.base_url + "/ui/api/ask", json={"question": "How do I rotate an API key?"}, timeout=60
+        ) as r:
             done = [d for e, d in sse_events(r) if e == "done"][0]
         href = next(c["href"] for c in done["citations"] if c["href"].startswith("/ui/source?"))
         query = {k: v[0] for k, v in parse_qs(urlsplit(href).query).items()}

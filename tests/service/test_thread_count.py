@@ -4,6 +4,7 @@ llama.cpp (prompt and generation threads) or refused; a changing machine load ne
 llama.cpp is replaced by a fake `xllamacpp` whose `Server` records the parameters it was started with and
 answers over HTTP on loopback (health and chat completions), so the whole path runs for real: the config, the
 registry's preload at start, `open_llm`, `LocalLLMServer`, the `openai` client and the service's routes."""
+
 from __future__ import annotations
 
 import threading
@@ -32,8 +33,9 @@ class FakeLlamaServer:
     servers: list[StubOpenAI] = []  # each server's stub: its chat requests are the calls it answered
 
     def __init__(self, params: SimpleNamespace):
-        FakeLlamaServer.started.append({"n_threads": params.cpuparams.n_threads,
-                                        "n_threads_batch": params.cpuparams_batch.n_threads})
+        FakeLlamaServer.started.append(
+            {"n_threads": params.cpuparams.n_threads, "n_threads_batch": params.cpuparams_batch.n_threads}
+        )
         self._stub = StubOpenAI([ok(ANSWER) for _ in range(50)], models=["model.gguf"])
         FakeLlamaServer.servers.append(self._stub)
         self.listening_address = self._stub.base_url.removesuffix("/v1")
@@ -44,11 +46,13 @@ class FakeLlamaServer:
 
 def fake_xllamacpp() -> SimpleNamespace:
     def params() -> SimpleNamespace:
-        return SimpleNamespace(model=SimpleNamespace(path=""), cpuparams=SimpleNamespace(n_threads=-1),
-                               cpuparams_batch=SimpleNamespace(n_threads=-1))
+        return SimpleNamespace(
+            model=SimpleNamespace(path=""), cpuparams=SimpleNamespace(n_threads=-1), cpuparams_batch=SimpleNamespace(n_threads=-1)
+        )
 
-    return SimpleNamespace(CommonParams=params, Server=FakeLlamaServer,
-                           llama_pooling_type=SimpleNamespace(LLAMA_POOLING_TYPE_MEAN=1))
+    return SimpleNamespace(
+        CommonParams=params, Server=FakeLlamaServer, llama_pooling_type=SimpleNamespace(LLAMA_POOLING_TYPE_MEAN=1)
+    )
 
 
 @pytest.fixture
@@ -84,8 +88,10 @@ def ask_three_times_under_changing_load(examples_index: Path, config: Config, mo
                 assert client.get("/readyz").status_code == 200
                 for load in (0.0, 1.4, 16.0):
                     monkeypatch.setattr("os.getloadavg", lambda load=load: (load, load, load))
-                    reply = client.post("/v1/chat/completions", json={
-                        "model": "demo:fast", "messages": [{"role": "user", "content": "How long is the old key valid?"}]})
+                    reply = client.post(
+                        "/v1/chat/completions",
+                        json={"model": "demo:fast", "messages": [{"role": "user", "content": "How long is the old key valid?"}]},
+                    )
                     assert reply.status_code == 200, reply.text
     finally:
         registry.close()
@@ -108,13 +114,16 @@ def test_a_configured_thread_count_is_applied_whatever_the_load(examples_index, 
     assert FakeLlamaServer.started == [{"n_threads": 1, "n_threads_batch": 1}]
 
 
-@pytest.mark.parametrize(("line", "says"), [
-    ("n_threads = 0", "llm.n_threads: Input should be greater than or equal to 1 (got 0)"),
-    ("n_threads = -2", "llm.n_threads: Input should be greater than or equal to 1 (got -2)"),
-    ('n_threads = "four"', "llm.n_threads: Input should be a valid integer"),
-    ("n_threads = 2.5", "llm.n_threads: Input should be a valid integer"),
-    ("n_thread = 2", "llm.n_thread: Extra inputs are not permitted"),  # a misspelling is not ignored
-])
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("n_threads = 0", "llm.n_threads: Input should be greater than or equal to 1 (got 0)"),
+        ("n_threads = -2", "llm.n_threads: Input should be greater than or equal to 1 (got -2)"),
+        ('n_threads = "four"', "llm.n_threads: Input should be a valid integer"),
+        ("n_threads = 2.5", "llm.n_threads: Input should be a valid integer"),
+        ("n_thread = 2", "llm.n_thread: Extra inputs are not permitted"),  # a misspelling is not ignored
+    ],
+)
 def test_a_bad_thread_count_is_refused_in_one_line(fake_llama, tmp_path, line, says):
     with pytest.raises(UsageError) as err:
         Config.load(config_file(tmp_path, fake_llama, line + "\n"))

@@ -2,6 +2,7 @@
 with opentelemetry-proto): a caller's `traceparent` continued into one trace with every step, model call and
 retrieved document; a collector that is down, slow or refusing costing one warning line, never the answer; a
 malformed endpoint a one-line error at start."""
+
 from __future__ import annotations
 
 import logging
@@ -32,23 +33,32 @@ def clean_tracing(monkeypatch):
     tracing.reset()
 
 
-def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_span(calibrated_index,  # noqa: F811
-                                                                                      monkeypatch):
+def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_span(
+    calibrated_index,  # noqa: F811
+    monkeypatch,
+):
     import httpx
 
     with Receiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         with served({"docs": calibrated_index}, FakeChat(default=fake_model)) as svc:
-            reply = httpx.post(f"{svc.base_url}/v1/ask", json={"question": QUESTION, "plan": "full"},
-                               headers={"traceparent": TRACEPARENT}, timeout=120)
+            reply = httpx.post(
+                f"{svc.base_url}/v1/ask",
+                json={"question": QUESTION, "plan": "full"},
+                headers={"traceparent": TRACEPARENT},
+                timeout=120,
+            )
             metrics = httpx.get(f"{svc.base_url}/metrics", timeout=30).text
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert reply.headers["x-trace-id"] == CALLER_TRACE == body["trace_id"]
         assert reply.headers["traceresponse"].startswith(f"00-{CALLER_TRACE}-")
         steps = [e["step"] for e in body["trace"]]
-        spans = receiver.wait_for(lambda got: sum(s.name.startswith("ragsieve.step.") for s in got) >= len(steps)
-                                  and any(s.name == "POST /v1/ask" for s in got))
+        spans = receiver.wait_for(
+            lambda got: (
+                sum(s.name.startswith("ragsieve.step.") for s in got) >= len(steps) and any(s.name == "POST /v1/ask" for s in got)
+            )
+        )
     mine = [s for s in spans if s.trace_id == CALLER_TRACE]
     request = next(s for s in mine if s.name == "POST /v1/ask")
     assert request.parent_id == CALLER_SPAN and request.kind == 2  # SERVER, the caller's span its parent
@@ -63,8 +73,13 @@ def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_s
     assert len(llm) == body["usage"]["calls"] + body["usage"]["cached_calls"]
     assert sum(s.attributes["llm.token_count.prompt"] for s in llm) == body["usage"]["prompt_tokens"] > 0
     assert sum(s.attributes["llm.token_count.completion"] for s in llm) == body["usage"]["completion_tokens"] > 0
-    retrieved = {v for s in mine if s.attributes.get("openinference.span.kind") == "RETRIEVER"
-                 for k, v in s.attributes.items() if k.endswith(".document.id")}
+    retrieved = {
+        v
+        for s in mine
+        if s.attributes.get("openinference.span.kind") == "RETRIEVER"
+        for k, v in s.attributes.items()
+        if k.endswith(".document.id")
+    }
     assert set(body["context"]) & retrieved
     assert 'ragsieve_step_seconds_count{plan="full",step="conformal"} 1.0' in metrics
 
@@ -78,11 +93,13 @@ def test_mcp_call_over_the_service_is_traced(examples_index, monkeypatch):
     with Receiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         with served({"docs": examples_index}, FakeChat(default="Rotate it [1].")) as svc:
+
             async def call():
                 async with streamablehttp_client(f"{svc.base_url}/mcp/") as (read, write, _):
                     async with ClientSession(read, write) as session:
                         await session.initialize()
                         return await session.call_tool("ask", {"question": "How do I rotate the API key?"})
+
             result = anyio.run(call)
         assert not result.isError
         spans = receiver.wait_for(lambda got: any(s.name == "ragsieve.question" for s in got))
@@ -110,13 +127,15 @@ def _answers(index, receiver_mode, monkeypatch, **options):
     return plain, traced
 
 
-@pytest.mark.parametrize("mode, options", [
-    ("down", {"export_timeout_s": 1.0, "batch_delay_s": 0.05}),
-    ("refuse", {"export_timeout_s": 1.0, "batch_delay_s": 0.05}),
-    ("stall", {"export_timeout_s": 0.3, "batch_delay_s": 0.05, "max_queue": 16, "batch_size": 4, "stall_s": 2.0}),
-])
-def test_a_collector_that_is_away_costs_one_warning_never_the_answer(examples_index, monkeypatch, caplog, mode,
-                                                                     options):
+@pytest.mark.parametrize(
+    "mode, options",
+    [
+        ("down", {"export_timeout_s": 1.0, "batch_delay_s": 0.05}),
+        ("refuse", {"export_timeout_s": 1.0, "batch_delay_s": 0.05}),
+        ("stall", {"export_timeout_s": 0.3, "batch_delay_s": 0.05, "max_queue": 16, "batch_size": 4, "stall_s": 2.0}),
+    ],
+)
+def test_a_collector_that_is_away_costs_one_warning_never_the_answer(examples_index, monkeypatch, caplog, mode, options):
     caplog.set_level(logging.INFO)
     plain, traced = _answers(examples_index, mode, monkeypatch, **options)
     for answer in traced:  # the same answer, steps and citations as untraced
@@ -135,8 +154,11 @@ def test_queue_is_bounded(examples_index):
     from ragsieve.agent.config import TracingConfig
 
     with Receiver(mode="stall", stall_s=3.0) as receiver:
-        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces", max_queue=16, batch_size=16,
-                                        batch_delay_s=0.05, export_timeout_s=0.5))
+        tracing.configure(
+            TracingConfig(
+                endpoint=receiver.endpoint + "/v1/traces", max_queue=16, batch_size=16, batch_delay_s=0.05, export_timeout_s=0.5
+            )
+        )
         for n in range(200):
             with tracing.span(f"s{n}"):
                 pass
@@ -149,8 +171,7 @@ def test_malformed_endpoint_is_a_one_line_error_at_start(examples_index, monkeyp
     from ragsieve.cli.main import main
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
-    code = main(["ask", "How do I rotate the API key?", "--index", str(examples_index),
-                 "--base-url", "http://127.0.0.1:9/v1"])
+    code = main(["ask", "How do I rotate the API key?", "--index", str(examples_index), "--base-url", "http://127.0.0.1:9/v1"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "OTEL_EXPORTER_OTLP_ENDPOINT='localhost:4318'" in err
@@ -165,8 +186,10 @@ def test_cli_ask_is_one_trace_with_retries_counted(examples_index, tmp_path, mon
     replies = [StubReply(500, error_body("boom", type_="server_error")), ok("Fine [1].")]
     with Receiver() as receiver, StubOpenAI(replies) as stub:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-        assert main(["ask", "rate limits", "--index", str(examples_index), "--config", str(config),
-                     "--base-url", stub.base_url]) == 0
+        assert (
+            main(["ask", "rate limits", "--index", str(examples_index), "--config", str(config), "--base-url", stub.base_url])
+            == 0
+        )
         spans = receiver.wait_for(lambda got: any(s.name == "ragsieve.question" for s in got))
     assert capsys.readouterr().out.startswith("Fine [1].")
     question = next(s for s in spans if s.name == "ragsieve.question")

@@ -1,5 +1,6 @@
 """The assistant's API without a browser: widget keys (file, origin, rate, scope), the page's origin check,
 feedback (store, refusal, export read by `ragsieve eval`), signed source links, the source view of pages."""
+
 from __future__ import annotations
 
 import json
@@ -28,19 +29,22 @@ SITE = "https://docs.example.com"
 
 def test_widget_keys_file_is_checked_and_sits_beside_api_keys(tmp_path):
     path = tmp_path / "keys.toml"
-    path.write_text(f'[widget_keys."{KEY}"]\nindexes = ["demo"]\norigins = ["HTTPS://Docs.Example.com:443/"]\n'
-                    'requests_per_minute = 5\n')
+    path.write_text(
+        f'[widget_keys."{KEY}"]\nindexes = ["demo"]\norigins = ["HTTPS://Docs.Example.com:443/"]\nrequests_per_minute = 5\n'
+    )
     keys = WidgetKeys.load(str(path))
     assert keys.find(KEY).origins == {SITE} and keys.find(KEY).requests_per_minute == 5
     assert keys.find("pk-site-widget-2") is None and not KeyRing.load(str(path), environ={}).enabled
     keys.check_names({"demo"})
     with pytest.raises(UsageError, match="unknown index"):
         keys.check_names({"docs"})
-    for bad, message in (('indexes = ["*"]\norigins = ["https://a.b"]', "never global"),
-                         ('indexes = ["demo"]\norigins = ["https://a.b/path"]', "not an origin"),
-                         ('indexes = ["demo"]\norigins = ["*"]', "not an origin"),
-                         ('indexes = ["demo"]\norigins = ["https://a.b"]\nrequests_per_minute = 0', "1 to 100000"),
-                         ('indexes = ["demo"]\norigins = ["https://a.b"]\nwrite = true', "unknown setting")):
+    for bad, message in (
+        ('indexes = ["*"]\norigins = ["https://a.b"]', "never global"),
+        ('indexes = ["demo"]\norigins = ["https://a.b/path"]', "not an origin"),
+        ('indexes = ["demo"]\norigins = ["*"]', "not an origin"),
+        ('indexes = ["demo"]\norigins = ["https://a.b"]\nrequests_per_minute = 0', "1 to 100000"),
+        ('indexes = ["demo"]\norigins = ["https://a.b"]\nwrite = true', "unknown setting"),
+    ):
         path.write_text(f'[widget_keys."{KEY}"]\n{bad}\n')
         with pytest.raises(UsageError, match=message):
             WidgetKeys.load(str(path))
@@ -71,8 +75,7 @@ def test_widget_key_origin_rate_scope_and_no_v1_access(examples_index, second_in
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
 
-    registry = IndexRegistry({"demo": examples_index, "notes": second_index}, __import__("ragsieve").Config(),
-                             llm=LLM(chat))
+    registry = IndexRegistry({"demo": examples_index, "notes": second_index}, __import__("ragsieve").Config(), llm=LLM(chat))
     settings = ServiceSettings(port=0, data_dir=str(tmp_path / "data"))
     app = create_app(registry, settings, ring, preload_model=False, widget_keys=keys)
     try:
@@ -138,8 +141,17 @@ def test_signed_links_and_the_source_view_of_pages(tmp_path):
     assert citation_href(secret, "docs", web) == ("https://docs.example.com/a#setup", "web")
     script = Citation(number=3, chunk_id="x#0", source="javascript:alert(1)", line_start=4, line_end=6)
     assert citation_href(secret, "docs", script)[0].startswith("/ui/source?")  # never a javascript: link
-    chunks = [Chunk(doc_id="manual.pdf", chunk_index=i, text=f"text {i} <script>x()</script>", source="manual.pdf",
-                    title="Manual", symbol=s) for i, s in enumerate(["p. 1", "p. 2", "pp. 2-3", "p. 3"])]
+    chunks = [
+        Chunk(
+            doc_id="manual.pdf",
+            chunk_index=i,
+            text=f"text {i} <script>x()</script>",
+            source="manual.pdf",
+            title="Manual",
+            symbol=s,
+        )
+        for i, s in enumerate(["p. 1", "p. 2", "pp. 2-3", "p. 3"])
+    ]
     html = source_view.render("docs", chunks, 2)
     assert html.count('<h2 id="page-') == 3 and 'id="page-2"' in html
     assert "<script>" not in html and "&lt;script&gt;" in html
@@ -149,28 +161,54 @@ def test_signed_links_and_the_source_view_of_pages(tmp_path):
 def test_feedback_export_is_a_dataset_ragsieve_eval_reads(examples_index, tmp_path, capsys):
     store = FeedbackStore.in_folder(tmp_path / "data")
     cite = {"number": 1, "chunk_id": "examples/docs/api-keys.md#0", "label": "examples/docs/api-keys.md:1-9"}
-    good = store.record_answer(index="demo", plan="fast", asked="and then?", question=QUESTION, answer="Rotate it [1].",
-                               citations=[cite], trace=[{"step": "retrieve"}], history=[], via="page")
-    wrong = store.record_answer(index="demo", plan="fast", asked="q2", question="What is a webhook?", answer="No.",
-                                citations=[cite], trace=[], history=[], via="page")
-    store.record_answer(index="demo", plan="fast", asked="q3", question="unrated", answer="x", citations=[],
-                        trace=[], history=[], via="page")
+    good = store.record_answer(
+        index="demo",
+        plan="fast",
+        asked="and then?",
+        question=QUESTION,
+        answer="Rotate it [1].",
+        citations=[cite],
+        trace=[{"step": "retrieve"}],
+        history=[],
+        via="page",
+    )
+    wrong = store.record_answer(
+        index="demo",
+        plan="fast",
+        asked="q2",
+        question="What is a webhook?",
+        answer="No.",
+        citations=[cite],
+        trace=[],
+        history=[],
+        via="page",
+    )
+    store.record_answer(
+        index="demo", plan="fast", asked="q3", question="unrated", answer="x", citations=[], trace=[], history=[], via="page"
+    )
     store.rate(good, 1, "good")
     store.rate(wrong, -1, "wrong document")
     out = tmp_path / "dataset"
-    code = main(["feedback", "export", "--data-dir", str(tmp_path / "data"), "--index", f"demo={examples_index}",
-                 "--out", str(out)])
+    code = main(
+        ["feedback", "export", "--data-dir", str(tmp_path / "data"), "--index", f"demo={examples_index}", "--out", str(out)]
+    )
     assert code == 0 and "1 approved questions over 1 documents" in capsys.readouterr().err
     ds = load_dataset(out)
-    assert [(q.text, q.qrels, q.answers) for q in ds.questions] == [(QUESTION, {"examples/docs/api-keys.md": 1},
-                                                                     ["Rotate it [1]."])]
+    assert [(q.text, q.qrels, q.answers) for q in ds.questions] == [
+        (QUESTION, {"examples/docs/api-keys.md": 1}, ["Rotate it [1]."])
+    ]
     kept = [json.loads(line) for line in (out / "feedback.jsonl").read_text().splitlines()]
     assert [(k["rating"], k["comment"]) for k in kept] == [(1, "good"), (-1, "wrong document")]
-    code = main(["eval", str(out), "--index", str(examples_index), "--retrieval-only", "--out", str(tmp_path / "ev"),
-                 "--no-progress"])
+    code = main(
+        ["eval", str(out), "--index", str(examples_index), "--retrieval-only", "--out", str(tmp_path / "ev"), "--no-progress"]
+    )
     assert code == 0 and json.loads((tmp_path / "ev" / "results.json").read_text())["dataset"]["evaluated"] == 1
     empty = tmp_path / "empty"
     FeedbackStore.in_folder(empty)
-    assert main(["feedback", "export", "--data-dir", str(empty), "--index", f"demo={examples_index}",
-                 "--out", str(tmp_path / "none")]) == 2
+    assert (
+        main(
+            ["feedback", "export", "--data-dir", str(empty), "--index", f"demo={examples_index}", "--out", str(tmp_path / "none")]
+        )
+        == 2
+    )
     assert "no rated answer" in capsys.readouterr().err

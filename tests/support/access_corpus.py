@@ -1,4 +1,5 @@
 """A corpus with a "needle": a document only `group:finance` may read, and the strings that must not leak."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,9 +14,9 @@ DOCS = {
     "handbook/holidays.md": "# Holidays\n\nStaff take 25 days of paid holiday a year; request them in the HR portal.\n",
     "handbook/laptops.md": "# Laptops\n\nNew laptops are ordered through the IT desk and arrive within five days.\n",
     "handbook/acquisitions.md": "# Acquisitions policy\n\nEvery acquisition is announced to staff by the board "
-                                "after it closes; prices are not shared before then.\n",
+    "after it closes; prices are not shared before then.\n",
     "notes/alice.md": "---\ntitle: Alice's notes\naccess: user:alice@example.com\n---\n\n"
-                      "Alice keeps her parking space number, 17B, in these notes.\n",
+    "Alice keeps her parking space number, 17B, in these notes.\n",
 }
 
 
@@ -62,12 +63,24 @@ def make_jwks(folder: Path, kid: str = "k1"):
     return key, path
 
 
-def token(key, *, user: str, groups: list[str], exp_in_s: float = 300, kid: str = "k1",
-          issuer: str = "https://idp.test", audience: str = "ragsieve") -> str:
+def token(
+    key,
+    *,
+    user: str,
+    groups: list[str],
+    exp_in_s: float = 300,
+    kid: str = "k1",
+    issuer: str = "https://idp.test",
+    audience: str = "ragsieve",
+) -> str:
     import time
 
     import jwt
 
     now = int(time.time())
-    return jwt.encode({"iss": issuer, "aud": audience, "email": user, "groups": groups, "iat": now,
-                       "exp": now + int(exp_in_s)}, key, algorithm="RS256", headers={"kid": kid})
+    return jwt.encode(
+        {"iss": issuer, "aud": audience, "email": user, "groups": groups, "iat": now, "exp": now + int(exp_in_s)},
+        key,
+        algorithm="RS256",
+        headers={"kid": kid},
+    )

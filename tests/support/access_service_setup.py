@@ -1,5 +1,6 @@
 """Shared by the test_access_service* files: the needle index (each test module's `needle` fixture builds it once), the service's keys
 (a finance key, bob's, an asserting proxy key, a plain one, an admin), and every HTTP surface asked as one caller."""
+
 from __future__ import annotations
 
 import httpx
@@ -28,41 +29,44 @@ def needle_index(tmp_path_factory, embedder):
 def ring(jwks, proxies=("127.0.0.1/32",)) -> KeyRing:
     import ipaddress
 
-    identity = IdentitySettings(tuple(ipaddress.ip_network(p) for p in proxies),
-                                JwtSettings(issuer="https://idp.test", audience="ragsieve", jwks=str(jwks),
-                                            indexes=("needle",)))
-    return KeyRing({ADMIN: {"*"}, FIN: {"needle"}, BOB: {"needle"}, PROXY: {"needle"}, PLAIN: {"needle"}},
-                   {FIN: KeyIdentity(("group:finance",)), BOB: KeyIdentity(("user:bob@example.com",)),
-                    PROXY: KeyIdentity((), assert_identity=True)}, identity)
+    identity = IdentitySettings(
+        tuple(ipaddress.ip_network(p) for p in proxies),
+        JwtSettings(issuer="https://idp.test", audience="ragsieve", jwks=str(jwks), indexes=("needle",)),
+    )
+    return KeyRing(
+        {ADMIN: {"*"}, FIN: {"needle"}, BOB: {"needle"}, PROXY: {"needle"}, PLAIN: {"needle"}},
+        {
+            FIN: KeyIdentity(("group:finance",)),
+            BOB: KeyIdentity(("user:bob@example.com",)),
+            PROXY: KeyIdentity((), assert_identity=True),
+        },
+        identity,
+    )
 
 
 def client(svc, key: str, headers: dict | None = None) -> openai.OpenAI:
-    return openai.OpenAI(base_url=svc.base_url + "/v1", api_key=key, max_retries=0, timeout=120,
-                         default_headers=headers or {})
+    return openai.OpenAI(base_url=svc.base_url + "/v1", api_key=key, max_retries=0, timeout=120, default_headers=headers or {})
 
 
 def everything_received(svc, key: str, headers: dict | None = None) -> tuple[str, dict]:
     """Ask the needle's question on every HTTP surface as one caller: all the text received, and the answers."""
     auth = {"Authorization": f"Bearer {key}", **(headers or {})}
     got, parts = {}, []
-    ask = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION, "index": "needle"}, headers=auth,
-                     timeout=120)
+    ask = httpx.post(svc.base_url + "/v1/ask", json={"question": QUESTION, "index": "needle"}, headers=auth, timeout=120)
     assert ask.status_code == 200, ask.text
     got["ask"] = ask.json()
     parts.append(ask.text)
-    chat = client(svc, key, headers).chat.completions.create(
-        model="needle", messages=[{"role": "user", "content": QUESTION}])
+    chat = client(svc, key, headers).chat.completions.create(model="needle", messages=[{"role": "user", "content": QUESTION}])
     got["chat"] = chat.model_dump()
     parts.append(chat.model_dump_json())
     stream = client(svc, key, headers).chat.completions.create(
-        model="needle", messages=[{"role": "user", "content": QUESTION}], stream=True)
+        model="needle", messages=[{"role": "user", "content": QUESTION}], stream=True
+    )
     parts.extend(c.model_dump_json() for c in stream)
-    page = httpx.post(svc.base_url + "/ui/api/ask", json={"question": QUESTION, "index": "needle"}, headers=auth,
-                      timeout=120)
+    page = httpx.post(svc.base_url + "/ui/api/ask", json={"question": QUESTION, "index": "needle"}, headers=auth, timeout=120)
     assert page.status_code == 200, page.text
     parts.append(page.text)
-    found = httpx.post(svc.base_url + "/v1/vector_stores/needle/search", json={"query": QUESTION}, headers=auth,
-                       timeout=120)
+    found = httpx.post(svc.base_url + "/v1/vector_stores/needle/search", json={"query": QUESTION}, headers=auth, timeout=120)
     assert found.status_code == 200, found.text
     got["store_search"] = found.json()
     parts.append(found.text)

@@ -1,13 +1,17 @@
 """Helpers for the grounding and citation tests (a helper module, not a test file): a crawled page whose
 `#lru` section is long enough for several chunks (one anchor, one citation label), and scripted models that
 cite two of those chunks, or nothing."""
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-LRU = " ".join(f"The lru cache decorator keeps up to maxsize results of calls, detail number {i}, "
-               f"and evicts the least recently used entry when it is full." for i in range(40))
+LRU = " ".join(
+    f"The lru cache decorator keeps up to maxsize results of calls, detail number {i}, "
+    f"and evicts the least recently used entry when it is full."
+    for i in range(40)
+)
 PAGE = f"""<!doctype html><html><head><title>functools</title></head><body><main>
 <h1 id="functools">functools: higher-order functions</h1>
 <p>The functools module is for higher-order functions that act on or return other functions.</p>
@@ -46,8 +50,9 @@ def citing_twice(messages) -> str:
         return '{"resolved": true, "reason": "scripted"}'
     lru = lru_numbers(prompt)
     a, b = (lru + lru)[:2]
-    return (f"The decorator keeps up to maxsize results [{b}] and evicts the least recently used entry "
-            f"when it is full [{a}][{b}].  ")
+    return (
+        f"The decorator keeps up to maxsize results [{b}] and evicts the least recently used entry when it is full [{a}][{b}].  "
+    )
 
 
 def every_chunk_config():

@@ -1,4 +1,5 @@
 """A tiny in-memory index (bag-of-words vectors, real BM25) and a scripted LLM for the calibrate workflow."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,11 @@ class TinyIndex:
     model_name = "bow-test"
 
     def __init__(self, root, texts_by_doc: dict[str, list[str]], fingerprint="fp-1", bm25=True):
-        chunks = [Chunk(doc_id=d, chunk_index=i, text=t, source=d, title=d)
-                  for d, texts in texts_by_doc.items() for i, t in enumerate(texts)]
+        chunks = [
+            Chunk(doc_id=d, chunk_index=i, text=t, source=d, title=d)
+            for d, texts in texts_by_doc.items()
+            for i, t in enumerate(texts)
+        ]
         self.root = root
         self.manifest = {"corpus_fingerprint": fingerprint, "embedding": {"model": self.model_name}}
         self.store = TinyStore(chunks)
@@ -65,12 +69,18 @@ class TinyIndex:
 
 
 FACTS = {
-    "alpha.md": ["The alpha reactor runs on molten salt and produces heat for the northern city of Norvik.",
-                 "Alpha reactor maintenance happens every spring when the turbines are inspected by engineers from Norvik."],
-    "beta.md": ["Beta bridges are painted orange because orange paint resists the coastal salt air best.",
-                "The beta bridge toll is seven coins for carts and two coins for walkers crossing the river."],
-    "gamma.md": ["Gamma gardens grow blue tulips that bloom only during the cold winter month of Frost.",
-                 "Gamma gardeners water the blue tulips with rain collected in copper barrels on the garden roofs."],
+    "alpha.md": [
+        "The alpha reactor runs on molten salt and produces heat for the northern city of Norvik.",
+        "Alpha reactor maintenance happens every spring when the turbines are inspected by engineers from Norvik.",
+    ],
+    "beta.md": [
+        "Beta bridges are painted orange because orange paint resists the coastal salt air best.",
+        "The beta bridge toll is seven coins for carts and two coins for walkers crossing the river.",
+    ],
+    "gamma.md": [
+        "Gamma gardens grow blue tulips that bloom only during the cold winter month of Frost.",
+        "Gamma gardeners water the blue tulips with rain collected in copper barrels on the garden roofs.",
+    ],
 }
 
 

@@ -4,6 +4,7 @@ The copy holds only what a build reads (the packages, pyproject.toml, setup.py, 
 stale `build/lib` of the checkout can never fill in a package the configuration leaves out. Builds run without
 isolation (offline): the dev extra's `build` and `setuptools` are the backend.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -32,16 +33,24 @@ def copy_tree(dest: Path, source: Path = REPO) -> Path:
 
 def build_sdist_and_wheel(source: Path, out: Path) -> tuple[Path, Path]:
     """`python -m build`: the sdist, then the wheel built from that sdist (not from the tree)."""
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(source)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (sdist,), (wheel,) = list(out.glob("ragsieve-*.tar.gz")), list(out.glob("ragsieve-*.whl"))
     return sdist, wheel
 
 
 def pip_wheel(source: Path, out: Path) -> Path:
     """`pip wheel .`: the wheel built from the tree, as a user does in a checkout."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(source)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = list(out.glob("ragsieve-*.whl"))
     return wheel
 
@@ -78,5 +87,4 @@ def requires_dist(wheel: Path) -> list[str]:
     archive = zipfile.ZipFile(wheel)
     metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
     lines = archive.read(metadata).decode().splitlines()
-    return [line.split(":", 1)[1].strip() for line in lines
-            if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    return [line.split(":", 1)[1].strip() for line in lines if line.startswith("Requires-Dist:") and "extra ==" not in line]

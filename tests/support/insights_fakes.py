@@ -1,4 +1,5 @@
 """Helpers for the insights tests: a scripted month of traffic over the examples index (fake clock, fake LLM)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -21,13 +22,22 @@ DAY = 86400.0
 START = float(int(time.time() - 31 * DAY))  # the scripted month ends a day ago (the CLI reads with the real clock)
 ABSTAIN = "The context does not contain the answer."
 MISSING = ("refund", "invoice", "billing", "credit card", "vat", "receipt", "iphone", "android", "mobile app")
-BILLING = ["How do I get a refund for my subscription?", "Where can I download my invoices?",
-           "Can I pay by credit card instead of invoice?", "How do I change my billing address on invoices?",
-           "Why was my credit card charged twice this month?", "Can I get a VAT receipt for my payment?"]
+BILLING = [
+    "How do I get a refund for my subscription?",
+    "Where can I download my invoices?",
+    "Can I pay by credit card instead of invoice?",
+    "How do I change my billing address on invoices?",
+    "Why was my credit card charged twice this month?",
+    "Can I get a VAT receipt for my payment?",
+]
 MOBILE = ["Is there a Lumen app for iPhone?", "Does Lumen have an Android mobile app?"]
-ANSWERED = ["How do I rotate an API key?", "How long does Lumen retry a failed webhook delivery?",
-            "What is the rate limit per workspace?", "How do I install the Lumen CLI?",
-            "How do I configure the default workspace?"]
+ANSWERED = [
+    "How do I rotate an API key?",
+    "How long does Lumen retry a failed webhook delivery?",
+    "What is the rate limit per workspace?",
+    "How do I install the Lumen CLI?",
+    "How do I configure the default workspace?",
+]
 
 
 def scripted(messages) -> str:
@@ -51,8 +61,17 @@ class FakeClock:
 
 
 @contextlib.contextmanager
-def insights_service(indexes: dict[str, Path], data_dir: Path, clock, *, config: Config | None = None,
-                     keys: KeyRing | None = None, lifetime_s: float = 300.0, widget_keys=None, reply=scripted):
+def insights_service(
+    indexes: dict[str, Path],
+    data_dir: Path,
+    clock,
+    *,
+    config: Config | None = None,
+    keys: KeyRing | None = None,
+    lifetime_s: float = 300.0,
+    widget_keys=None,
+    reply=scripted,
+):
     config = config or Config.model_validate({"insights": {"enabled": True}})
     registry = IndexRegistry(indexes, config, llm=LLM(FakeChat(default=reply)))
     try:

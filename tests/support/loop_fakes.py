@@ -1,4 +1,5 @@
 """Fakes for the agentic-loop tests: a word-overlap retriever over an in-memory store, a scripted judge."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ class FakeStore:
 
     def neighbours(self, row, radius=1):
         doc = self.chunks[row].doc_id
-        return [r for r in range(row - radius, row + radius + 1)
-                if r != row and 0 <= r < len(self.chunks) and self.chunks[r].doc_id == doc]
+        return [
+            r
+            for r in range(row - radius, row + radius + 1)
+            if r != row and 0 <= r < len(self.chunks) and self.chunks[r].doc_id == doc
+        ]
 
 
 class FakeIndex:
@@ -43,8 +47,9 @@ class FakeIndex:
     the steps score the hits they have) and no folder (`root` does not exist: no calibration)."""
 
     def __init__(self, docs: dict[str, list[str]], sparse_rows=()):
-        chunks = [Chunk(doc_id=d, chunk_index=i, text=t, source=f"{d}.txt")
-                  for d, parts in docs.items() for i, t in enumerate(parts)]
+        chunks = [
+            Chunk(doc_id=d, chunk_index=i, text=t, source=f"{d}.txt") for d, parts in docs.items() for i, t in enumerate(parts)
+        ]
         self.store = FakeStore(chunks)
         self.sparse_rows = list(sparse_rows)
         self.vectors = None
@@ -91,8 +96,10 @@ class FakeRetriever:
             if overlap:
                 scored.append((overlap, row, overlap / max(1, len(cw))))
         scored.sort(key=lambda t: (-t[0], t[1]))
-        return [Hit(chunk=self.index.store.chunks[row], row=row, score=float(s), rank=i, dense_score=d)
-                for i, (s, row, d) in enumerate(scored[:top_k], start=1)]
+        return [
+            Hit(chunk=self.index.store.chunks[row], row=row, score=float(s), rank=i, dense_score=d)
+            for i, (s, row, d) in enumerate(scored[:top_k], start=1)
+        ]
 
 
 # -- a scripted model that reads the prompts --------------------------------------------
@@ -103,7 +110,7 @@ def fenced_text(prompt: str) -> str:
     """The quoted document text of a calibration prompt: between its two bare fence lines."""
     first = _FENCE_LINE.search(prompt)
     end = prompt.index("\n" + first.group(1), first.end())
-    return prompt[first.end():end].strip("\n")
+    return prompt[first.end() : end].strip("\n")
 
 
 def judge_chunks(prompt: str) -> dict[str, str]:
@@ -209,8 +216,9 @@ DECOY_DOCS = {
 
 def decoy_deps(judge, **loop):
     script = Script(judge=judge)
-    deps = make_deps({}, FakeChat(default=script), **{"candidates": 6, "final_k": 3, "judge_decoys": 3,
-                                                      "judge_batch_size": 10, **loop})
+    deps = make_deps(
+        {}, FakeChat(default=script), **{"candidates": 6, "final_k": 3, "judge_decoys": 3, "judge_batch_size": 10, **loop}
+    )
     deps.index = VecIndex(DECOY_DOCS)
     deps.retriever = FakeRetriever(deps.index)
     return deps, script

@@ -1,5 +1,6 @@
 """How the Milvus publish tests read an index: opened with the hash embedder, a local snapshot, the `version N`
 marks each document shows a reader, and its document ids."""
+
 from __future__ import annotations
 
 from ragsieve.tools.index.engines.open import open_index

@@ -10,6 +10,7 @@ Cohere shape (or TEI's with `style="tei"`) scoring by shared words. Both bind
 127.0.0.1 on a free port, record every request, refuse more than
 `max_requests` and stop when closed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,8 +52,9 @@ class _Server:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def fault(self, status: int, body: Any = None, headers: dict | None = None, delay_s: float = 0.0) -> None:
-        self.faults.append((status, body if body is not None else {"error": {"message": f"fault {status}"}},
-                            headers or {}, delay_s))
+        self.faults.append(
+            (status, body if body is not None else {"error": {"message": f"fault {status}"}}, headers or {}, delay_s)
+        )
 
     def close(self) -> None:
         self._closing.set()
@@ -85,8 +87,14 @@ class _Server:
                 except json.JSONDecodeError:
                     payload = None
                 with server._lock:
-                    server.requests.append({"path": self.path, "json": payload, "at": time.monotonic(),
-                                            "authorization": self.headers.get("Authorization")})
+                    server.requests.append(
+                        {
+                            "path": self.path,
+                            "json": payload,
+                            "at": time.monotonic(),
+                            "authorization": self.headers.get("Authorization"),
+                        }
+                    )
                     over = len(server.requests) > server.max_requests
                     fault = server.faults.popleft() if server.faults and not over else None
                 if over:
@@ -117,9 +125,18 @@ class FakeEmbeddings(_Server):
     sees its concurrency without timing; `fail_requests`: request numbers (1-based) answered 503; `in_flight`
     and `peak_in_flight` count the requests being answered."""
 
-    def __init__(self, dimension: int = 64, *, max_inputs: int | None = None, max_chars: int | None = None,
-                 nan_at: int | None = None, reply_dimension: int | None = None, max_requests: int = 500,
-                 gate: int = 0, fail_requests: set[int] | None = None):
+    def __init__(
+        self,
+        dimension: int = 64,
+        *,
+        max_inputs: int | None = None,
+        max_chars: int | None = None,
+        nan_at: int | None = None,
+        reply_dimension: int | None = None,
+        max_requests: int = 500,
+        gate: int = 0,
+        fail_requests: set[int] | None = None,
+    ):
         self.dimension, self.max_inputs, self.max_chars = dimension, max_inputs, max_chars
         self.nan_at, self.reply_dimension = nan_at, reply_dimension
         self.answered = 0
@@ -163,8 +180,7 @@ class FakeEmbeddings(_Server):
         texts = payload.get("input")
         texts = [texts] if isinstance(texts, str) else texts
         if self.max_inputs is not None and len(texts) > self.max_inputs:
-            return 413, {"error": {"message": f"batch size {len(texts)} > maximum allowed batch size "
-                                              f"{self.max_inputs}"}}, {}
+            return 413, {"error": {"message": f"batch size {len(texts)} > maximum allowed batch size {self.max_inputs}"}}, {}
         if self.max_chars is not None and any(len(t) > self.max_chars for t in texts):
             return 400, {"error": {"message": "input is too long: maximum context length exceeded"}}, {}
         dim = self.reply_dimension or payload.get("dimensions") or self.dimension
@@ -174,8 +190,11 @@ class FakeEmbeddings(_Server):
         with self._count_lock:
             self.answered += len(texts)
         data.reverse()  # servers may answer out of order: `index` says which is which
-        return 200, {"object": "list", "data": data, "model": payload.get("model"),
-                     "usage": {"prompt_tokens": 1, "total_tokens": 1}}, {}
+        return (
+            200,
+            {"object": "list", "data": data, "model": payload.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}},
+            {},
+        )
 
 
 class FakeRerank(_Server):

@@ -1,6 +1,7 @@
 """An OTLP/HTTP trace receiver on 127.0.0.1 for the tracing tests (a helper module, not a test file): it
 decodes each `ExportTraceServiceRequest` with opentelemetry-proto and keeps the spans, or refuses (503) or
 stalls, as a down or slow collector would. It stops by itself after `lifetime_s`."""
+
 from __future__ import annotations
 
 import threading
@@ -56,10 +57,21 @@ class Receiver:
                     time.sleep(owner.stall_s)
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
-                got = [Received(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.kind,
-                                {a.key: _value(a.value) for a in s.attributes}, [e.name for e in s.events],
-                                s.status.code)
-                       for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+                got = [
+                    Received(
+                        s.name,
+                        s.trace_id.hex(),
+                        s.span_id.hex(),
+                        s.parent_span_id.hex(),
+                        s.kind,
+                        {a.key: _value(a.value) for a in s.attributes},
+                        [e.name for e in s.events],
+                        s.status.code,
+                    )
+                    for rs in request.resource_spans
+                    for ss in rs.scope_spans
+                    for s in ss.spans
+                ]
                 with owner.lock:
                     owner.spans.extend(got)
                 self.send_response(200)

@@ -1,5 +1,6 @@
 """The release test's fresh venv outside the repository (`Fresh`: pip, package list, the import walk) and
 `ragsieve serve` run from it as a child process (`Server`)."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,9 @@ class Fresh:
     core_walk: dict = field(default_factory=dict)
 
     def run(self, *args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd or self.root / "work",
-                              env=self.env, timeout=timeout)
+        return subprocess.run(
+            list(args), capture_output=True, text=True, cwd=cwd or self.root / "work", env=self.env, timeout=timeout
+        )
 
     def pip(self, *args: str, step: str) -> None:
         started = time.monotonic()
@@ -67,11 +69,29 @@ class Fresh:
 
 
 def clean_env(venv_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "OPENAI_BASE_URL", "OPENAI_API_KEY",
-                        "OPENAI_MODEL", "RAGSIEVE_BASE_URL", "RAGSIEVE_MODEL")}
-    env.update({"PATH": f"{venv_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "VIRTUAL_ENV",
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "OPENAI_MODEL",
+            "RAGSIEVE_BASE_URL",
+            "RAGSIEVE_MODEL",
+        )
+    }
+    env.update(
+        {
+            "PATH": f"{venv_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
     return env
 
 
@@ -80,9 +100,14 @@ class Server:
 
     def __init__(self, fresh: Fresh, *args: str):
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([str(fresh.bin / "ragsieve"), "serve", *args, "--port", "0"],
-                                     cwd=fresh.root / "work", env=fresh.env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [str(fresh.bin / "ragsieve"), "serve", *args, "--port", "0"],
+            cwd=fresh.root / "work",
+            env=fresh.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 

@@ -1,4 +1,5 @@
 """Helpers for the service tests (a helper module, not a test file): served apps over scripted models."""
+
 from __future__ import annotations
 
 import contextlib
@@ -42,12 +43,20 @@ class CountingChat(FakeChat):
             on_token(token)
             with self.lock:
                 self.delivered += 1
+
         return super().stream(messages, on_token=counted, max_tokens=max_tokens, temperature=temperature)
 
 
 @contextlib.contextmanager
-def served(indexes: dict[str, Path], chat=None, *, config: Config | None = None, keys: KeyRing | None = None,
-           lifetime_s: float = 300.0, **settings):
+def served(
+    indexes: dict[str, Path],
+    chat=None,
+    *,
+    config: Config | None = None,
+    keys: KeyRing | None = None,
+    lifetime_s: float = 300.0,
+    **settings,
+):
     if settings.get("host", "127.0.0.1") != "127.0.0.1":  # a server started by a test listens on loopback only
         raise ValueError(f"tests serve on 127.0.0.1 only, not {settings['host']!r}")
     chat = chat if chat is not None else FakeChat(default=ANSWER)

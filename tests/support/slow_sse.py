@@ -10,6 +10,7 @@ Request bodies are kept in `bodies`. It records when each response
 ended and whether the client went away first. Everything it does is bounded
 by `max_s`, and it stops when closed.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,7 @@ class SlowStream:
         self._closing = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     @property
@@ -80,8 +80,7 @@ class SlowStream:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
-                owner.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                                               or b"{}"))
+                owner.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"))
                 record = Served(started=time.monotonic())
                 owner.served.append(record)
                 self.send_response(200)
@@ -93,13 +92,15 @@ class SlowStream:
                 try:
                     self.wfile.flush()
                     if owner.role_first:
-                        self._event({"role": "assistant", "content": None},
-                                    {"total": 900, "cache": 0, "processed": 0, "time_ms": 0})
+                        self._event(
+                            {"role": "assistant", "content": None}, {"total": 900, "cache": 0, "processed": 0, "time_ms": 0}
+                        )
                     if owner.silence_s and owner._closing.wait(owner.silence_s):
                         return
                     for step in range(owner.progress):
-                        self._event({}, {"total": 900, "cache": 0, "processed": (step + 1) * 900 // owner.progress,
-                                         "time_ms": step})
+                        self._event(
+                            {}, {"total": 900, "cache": 0, "processed": (step + 1) * 900 // owner.progress, "time_ms": step}
+                        )
                         if owner._closing.wait(owner.interval_s):
                             return
                     sent = 0
@@ -107,9 +108,13 @@ class SlowStream:
                         if owner.pings:
                             self.wfile.write(b": ping\n\n")
                         else:
-                            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "slow",
-                                     "choices": [{"index": 0, "delta": {"content": f"t{sent} "},
-                                                  "finish_reason": None}]}
+                            chunk = {
+                                "id": "c",
+                                "object": "chat.completion.chunk",
+                                "created": 0,
+                                "model": "slow",
+                                "choices": [{"index": 0, "delta": {"content": f"t{sent} "}, "finish_reason": None}],
+                            }
                             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                             sent += 1
                         self.wfile.flush()
@@ -117,8 +122,13 @@ class SlowStream:
                         if owner._closing.wait(owner.interval_s):
                             return
                     if not owner.pings:
-                        end = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "slow",
-                               "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                        end = {
+                            "id": "c",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": "slow",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        }
                         self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
@@ -127,9 +137,14 @@ class SlowStream:
                     record.ended = time.monotonic()
 
             def _event(self, delta: dict, progress: dict) -> None:
-                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "slow",
-                         "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-                         "prompt_progress": progress}
+                chunk = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "slow",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                    "prompt_progress": progress,
+                }
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
 

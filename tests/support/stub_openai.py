@@ -6,6 +6,7 @@ its model list and POST /v1/chat/completions with the next scripted
 every request it received. Use it as a context manager; it refuses to serve
 more than `max_requests` requests and its delays end when it closes.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,17 +37,31 @@ class RecordedRequest:
     at: float
 
 
-def chat_body(content: str | None, *, prompt_tokens: int = 7, completion_tokens: int = 3,
-              refusal: str | None = None, model: str = "stub-model", usage: bool = True) -> dict[str, Any]:
+def chat_body(
+    content: str | None,
+    *,
+    prompt_tokens: int = 7,
+    completion_tokens: int = 3,
+    refusal: str | None = None,
+    model: str = "stub-model",
+    usage: bool = True,
+) -> dict[str, Any]:
     """A chat.completion response body with one choice."""
     body: dict[str, Any] = {
-        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content, "refusal": refusal}}],
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content, "refusal": refusal}}
+        ],
     }
     if usage:
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                         "total_tokens": prompt_tokens + completion_tokens}
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
     return body
 
 
@@ -61,8 +76,7 @@ def ok(content: str, **kwargs: Any) -> StubReply:
 class StubOpenAI:
     """Scripted OpenAI-compatible server. `base_url` ends in /v1 like the real thing."""
 
-    def __init__(self, replies: list[StubReply] | None = None, *, models: list[str] | None = None,
-                 max_requests: int = 100):
+    def __init__(self, replies: list[StubReply] | None = None, *, models: list[str] | None = None, max_requests: int = 100):
         self.queue: deque[StubReply] = deque(replies or [])
         self.models = ["stub-model"] if models is None else list(models)
         self.max_requests = max_requests
@@ -71,8 +85,9 @@ class StubOpenAI:
         self._closing = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="stub-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="stub-openai", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -122,8 +137,9 @@ class StubOpenAI:
                 return
 
             def _record(self, payload: Any) -> RecordedRequest:
-                return RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                                       payload, time.monotonic())
+                return RecordedRequest(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, payload, time.monotonic()
+                )
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/health":  # llama.cpp's server: up and its model loaded
@@ -169,7 +185,7 @@ class StubOpenAI:
                     for i in range(len(data) if reply.trickle_s > 0 else 0):
                         if stub._closing.wait(reply.trickle_s):
                             return
-                        self.wfile.write(data[i:i + 1])
+                        self.wfile.write(data[i : i + 1])
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)

@@ -1,6 +1,7 @@
 """Shared by the test_web_browser* files (a helper module, not a test file): the guide page served on its own
 loopback origin, the index built over the small corpus and that crawled page, asking on the chat page, and a
 question the widget refuses."""
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,8 @@ def build_ui_index(tmp_path_factory, port: int, embedder) -> Path:
     docs = write_corpus(folder)
     index = tmp_path_factory.mktemp("ui-index")
     IndexBuilder(index, embedder=embedder, progress=False).build(
-        [str(docs), f"http://127.0.0.1:{port}/docs/guide.html"], crawl={"max_pages": 3, "rate": 50})
+        [str(docs), f"http://127.0.0.1:{port}/docs/guide.html"], crawl={"max_pages": 3, "rate": 50}
+    )
     return index
 
 

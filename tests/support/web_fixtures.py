@@ -1,5 +1,6 @@
 """Helpers for the chat page and widget tests (a helper module, not a test file): a small corpus with a code
 file, a hostile document and a crawled web page; a static loopback site; the served app; the browser."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,11 +21,21 @@ from ragsieve.service.server import ServiceThread
 from ragsieve.service.settings import ServiceSettings
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_MISSING = ("no chromium at /usr/bin/chromium: `sudo apt-get install chromium`, or `make test` as root "
-                    "(it installs it unless RAGSIEVE_INSTALL_CHROMIUM=0)")
+CHROMIUM_MISSING = (
+    "no chromium at /usr/bin/chromium: `sudo apt-get install chromium`, or `make test` as root "
+    "(it installs it unless RAGSIEVE_INSTALL_CHROMIUM=0)"
+)
 PLAYWRIGHT_MISSING = "no playwright: pip install -e '.[browser-test]' (make test installs it)"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
 REWRITTEN = "How long does the old Lumen API key stay valid after it is rotated?"
 
@@ -43,20 +54,29 @@ def write_corpus(folder: Path) -> Path:
     (docs / "keys.md").write_text(
         "# API keys\n\nEvery Lumen workspace has API keys.\n\n## Rotating a key\n\n"
         "Run `lumen keys rotate` to rotate the workspace API key.\n"
-        "The old key stays valid for 24 hours after rotation, then it is revoked.\n", encoding="utf-8")
+        "The old key stays valid for 24 hours after rotation, then it is revoked.\n",
+        encoding="utf-8",
+    )
     (docs / "hostile.md").write_text(
         f"# Hostile page\n\nThis page carries an image tag: {HOSTILE} inside its text.\n"
-        "It also says [click me](javascript:window.__pwned=2) to test links.\n", encoding="utf-8")
+        "It also says [click me](javascript:window.__pwned=2) to test links.\n",
+        encoding="utf-8",
+    )
     (docs / "client.py").write_text(
         '"""The Lumen client."""\n\n\nclass Client:\n    def rotate_key(self, workspace):\n'
         '        """Rotate the API key of a workspace."""\n'
         '        return self.post(f"/workspaces/{workspace}/keys/rotate")\n',
-        encoding="utf-8")
-    billing = " ".join(f"Invoices for the billing period number {i} are issued on the first working day."
-                       for i in range(30))
+        encoding="utf-8",
+    )
+    billing = " ".join(f"Invoices for the billing period number {i} are issued on the first working day." for i in range(30))
     hooks = " ".join(f"Webhook endpoint {i} receives events signed with the workspace secret." for i in range(12))
-    write_pdf(docs / "handbook.pdf", [billing, hooks + " Webhook retries: a failed delivery is retried five times "
-                                      "with exponential backoff, then dropped. " + hooks])
+    write_pdf(
+        docs / "handbook.pdf",
+        [
+            billing,
+            hooks + " Webhook retries: a failed delivery is retried five times with exponential backoff, then dropped. " + hooks,
+        ],
+    )
     return docs
 
 
@@ -79,12 +99,16 @@ def scripted_reply(messages) -> str:
     if "webhook" in question.lower():
         return f"A failed delivery is retried five times with exponential backoff [{numbers.get('retries', 1)}]."
     if "hostile" in question.lower():
-        return (f"The page shows {HOSTILE} and a [click me](javascript:window.__pwned=2) link "
-                f"[{numbers.get('hostile.md', 1)}]. See also [the site](https://evil.example/steal).")
+        return (
+            f"The page shows {HOSTILE} and a [click me](javascript:window.__pwned=2) link "
+            f"[{numbers.get('hostile.md', 1)}]. See also [the site](https://evil.example/steal)."
+        )
     if "old" in question.lower():
         return f"The old key stays valid for **24 hours** after rotation [{numbers.get('keys.md', 1)}]."
-    return (f"Run `lumen keys rotate` [{numbers.get('keys.md', 1)}]. The dashboard can rotate it too "
-            f"[{numbers.get('web', 1)}], and the client has `rotate_key` [{numbers.get('client.py', 1)}].")
+    return (
+        f"Run `lumen keys rotate` [{numbers.get('keys.md', 1)}]. The dashboard can rotate it too "
+        f"[{numbers.get('web', 1)}], and the client has `rotate_key` [{numbers.get('client.py', 1)}]."
+    )
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -112,8 +136,17 @@ def static_site(root: Path, lifetime_s: float = 300.0):
 
 
 @contextlib.contextmanager
-def served_ui(indexes, chat, data_dir: Path, *, widget_keys=None, config: Config | None = None,
-              lifetime_s: float = 300.0, llm=None, keys=None):
+def served_ui(
+    indexes,
+    chat,
+    data_dir: Path,
+    *,
+    widget_keys=None,
+    config: Config | None = None,
+    lifetime_s: float = 300.0,
+    llm=None,
+    keys=None,
+):
     registry = IndexRegistry(indexes, config or Config(), llm=llm or LLM(chat))
     settings = ServiceSettings(port=0, data_dir=str(data_dir))
     app = create_app(registry, settings, keys, preload_model=False, widget_keys=widget_keys)
@@ -149,12 +182,17 @@ def write_pdf(path: Path, pages: list[str]) -> None:
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for text in pages:
-        lines = [text[i:i + 90] for i in range(0, len(text), 90)]
-        body = "BT /F1 10 Tf 40 800 Td 12 TL " + " ".join(
-            "(" + ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ") '" for ln in lines) + " ET"
+        lines = [text[i : i + 90] for i in range(0, len(text), 90)]
+        body = (
+            "BT /F1 10 Tf 40 800 Td 12 TL "
+            + " ".join("(" + ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ") '" for ln in lines)
+            + " ET"
+        )
         objects.append(f"<< /Length {len(body)} >>\nstream\n{body}\nendstream")
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {len(objects)} 0 R "
-                       f"/Resources << /Font << /F1 3 0 R >> >> >>")
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {len(objects)} 0 R "
+            f"/Resources << /Font << /F1 3 0 R >> >> >>"
+        )
         kids.append(f"{len(objects)} 0 R")
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
     out, offsets = b"%PDF-1.4\n", []

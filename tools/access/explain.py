@@ -1,5 +1,6 @@
 """Why a caller can or cannot read a document, and how an index's documents are labelled (build summary).
 The caller opens the index (`ragsieve.tools.index.engines.open`); this module asks it, whatever its engine."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -47,8 +48,7 @@ def explain(index: Listed, caller: list[str] | str, document: str) -> Explanatio
     API: the document whose source starts with `<id>/`); UsageError when the index has no such document."""
     held = principals(caller)
     sources = index_sources(index)
-    found = document if document in sources else next((s for s in sources if s.startswith(document.rstrip("/") + "/")),
-                                                       None)
+    found = document if document in sources else next((s for s in sources if s.startswith(document.rstrip("/") + "/")), None)
     if found is None:
         raise UsageError(f"no document {document!r} in the index {index.root}")
     decision = load(index.root).decide(found)
@@ -61,6 +61,6 @@ def summary(labels: AccessLabels, sources: list[str]) -> str:
     counts = Counter(labels.decide(s).origin.split(" line ")[0].split(" (")[0] for s in sources)
     unlabelled = counts.pop("default", 0)
     named = "; ".join(f"{n} by {origin}" for origin, n in sorted(counts.items())) or "none labelled"
-    return (f"access: {named}; {unlabelled} unlabelled -> {labels.default.value}"
-            + ("" if labels.default.value == PUBLIC else " (readable only without an identity: the CLI, an "
-               "unrestricted key)"))
+    return f"access: {named}; {unlabelled} unlabelled -> {labels.default.value}" + (
+        "" if labels.default.value == PUBLIC else " (readable only without an identity: the CLI, an unrestricted key)"
+    )

@@ -8,6 +8,7 @@ Either inline (`access: group:finance, user:bob` or `access: [group:finance, use
       - group:finance
     ---
 """
+
 from __future__ import annotations
 
 import re

@@ -11,6 +11,7 @@ table of documents, so changing only the rules re-labels every document without 
 search reads the new file (`load` re-reads it when it changes). Every write is atomic (a temporary file
 renamed over it) under a lock, so readers never see half a file and writers never lose each other's layer.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -79,20 +80,25 @@ class AccessLabels:
         return lambda source: may_read(self.decide(source).readers, held)
 
     def to_json(self) -> dict:
-        return {"version": 1, "default": self.default.value,
-                "rules": None if self.rules is None else {"file": self.rules_file, "text": self.rules.text},
-                "front_matter": {k: list(v) for k, v in sorted(self.front_matter.items())},
-                "attributes": {k: list(v) for k, v in sorted(self.attributes.items())}}
+        return {
+            "version": 1,
+            "default": self.default.value,
+            "rules": None if self.rules is None else {"file": self.rules_file, "text": self.rules.text},
+            "front_matter": {k: list(v) for k, v in sorted(self.front_matter.items())},
+            "attributes": {k: list(v) for k, v in sorted(self.attributes.items())},
+        }
 
     @classmethod
     def from_json(cls, data: dict, version: str = "none") -> "AccessLabels":
         rules = data.get("rules")
-        return cls(default=AccessDefault(data.get("default", "public")),
-                   rules=AccessRules.parse(rules["text"], rules.get("file") or "access rules") if rules else None,
-                   rules_file=rules.get("file") if rules else None,
-                   front_matter={k: principals(v) for k, v in (data.get("front_matter") or {}).items()},
-                   attributes={k: principals(v) for k, v in (data.get("attributes") or {}).items()},
-                   version=version)
+        return cls(
+            default=AccessDefault(data.get("default", "public")),
+            rules=AccessRules.parse(rules["text"], rules.get("file") or "access rules") if rules else None,
+            rules_file=rules.get("file") if rules else None,
+            front_matter={k: principals(v) for k, v in (data.get("front_matter") or {}).items()},
+            attributes={k: principals(v) for k, v in (data.get("attributes") or {}).items()},
+            version=version,
+        )
 
 
 def load(root: str | Path) -> AccessLabels:
@@ -143,12 +149,14 @@ def update(root: str | Path, change: Callable[[AccessLabels], None]) -> AccessLa
     return load(root)
 
 
-def set_rules(root: str | Path, rules: AccessRules | None, rules_file: str | None = None,
-              default: AccessDefault | None = None) -> AccessLabels:
+def set_rules(
+    root: str | Path, rules: AccessRules | None, rules_file: str | None = None, default: AccessDefault | None = None
+) -> AccessLabels:
     def change(labels: AccessLabels) -> None:
         labels.rules, labels.rules_file = rules, rules_file
         if default is not None:
             labels.default = default
+
     return update(root, change)
 
 
@@ -164,14 +172,17 @@ def set_front_matter(root: str | Path, found: dict[str, tuple[str, ...]], read: 
         for source in read:
             labels.front_matter.pop(source, None)
         labels.front_matter.update(found)
+
     return update(root, change)
 
 
 def set_attribute(root: str | Path, prefix: str, readers: tuple[str, ...] | None) -> AccessLabels:
     """A documents-API file's access list (None: the file has none, the other layers decide)."""
+
     def change(labels: AccessLabels) -> None:
         if readers is None:
             labels.attributes.pop(prefix, None)
         else:
             labels.attributes[prefix] = readers
+
     return update(root, change)

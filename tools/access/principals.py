@@ -4,6 +4,7 @@ A document's access list and a caller's identity are both sets of principals; a 
 when the document is `public` or the two sets meet. Principals compare case-insensitively (an e-mail from a
 proxy and one written in a rules file may differ in case), so they are kept lower-cased.
 """
+
 from __future__ import annotations
 
 import re

@@ -13,6 +13,7 @@ leading or inner `/`, a trailing `/` for a folder's contents) or, when it starts
 `https://`, a URL prefix. As in `.gitignore`, the last rule that matches a document decides; its
 principals replace (never add to) those of earlier rules. A bad line is refused with its line number.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -69,8 +70,10 @@ class AccessRules:
             if not rest.strip():
                 raise UsageError(f"{name} line {number}: expected PATTERN PRINCIPAL[, PRINCIPAL...], got {line[:80]!r}")
             if pattern.startswith("!"):
-                raise UsageError(f"{name} line {number}: negated patterns are not access rules; give the "
-                                 "principals the matching documents get instead")
+                raise UsageError(
+                    f"{name} line {number}: negated patterns are not access rules; give the "
+                    "principals the matching documents get instead"
+                )
             try:
                 readers = principals(rest)
                 if not pattern.startswith(("http://", "https://")):

@@ -3,6 +3,7 @@
 One place parses them for `ragsieve eval`, `ragsieve calibrate --qrels` and the
 benchmarks; every malformed line is refused with its file and line number.
 """
+
 from __future__ import annotations
 
 import json

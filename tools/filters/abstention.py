@@ -12,6 +12,7 @@ only, so its cutoff admits chunks for every question. This score is ours (no pap
 an abstention rule for this pipeline); its error rates are measured on held-out questions
 (`abstention_rates`) and stored with the calibration.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,16 +39,20 @@ def says_answerable(score: float | None, threshold: float) -> bool:
     return score is not None and not math.isinf(threshold) and float(score) > threshold
 
 
-def abstention_rates(answerable_scores: Sequence[float], unanswerable_scores: Sequence[float],
-                     threshold: float) -> dict[str, float | int | None]:
+def abstention_rates(
+    answerable_scores: Sequence[float], unanswerable_scores: Sequence[float], threshold: float
+) -> dict[str, float | int | None]:
     """Held-out error rates of the rule "overrule an abstention when score > threshold":
     `false_answerable` (unanswerable questions it would overrule: its error) and
     `answerable_detected` (answerable questions it would overrule: its power)."""
     ans = np.asarray([s for s in answerable_scores if s is not None], dtype=float)
     una = np.asarray([s for s in unanswerable_scores if s is not None], dtype=float)
-    return {"n_answerable": int(ans.size), "n_unanswerable": int(una.size),
-            "false_answerable": float(np.mean(una > threshold)) if una.size else None,
-            "answerable_detected": float(np.mean(ans > threshold)) if ans.size else None}
+    return {
+        "n_answerable": int(ans.size),
+        "n_unanswerable": int(una.size),
+        "false_answerable": float(np.mean(una > threshold)) if una.size else None,
+        "answerable_detected": float(np.mean(ans > threshold)) if ans.size else None,
+    }
 
 
 def top1_excluding(similarities: np.ndarray, excluded_rows: Sequence[int]) -> float | None:

@@ -25,6 +25,7 @@ rank and BM25 rank over the whole corpus, the same fusion first-stage retrieval 
 hybrid ranking places answers higher than the dense one (on HotpotQA's second hops and
 SciFact's claims especially), so at equal coverage its conformal set is smaller.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,11 +43,11 @@ RATIO_EPS = 1e-6
 class ScoreKind(str, Enum):
     """Nonconformity of a chunk with similarity s, query top-1 similarity t and rank r (1-based)."""
 
-    RAW = "raw"      # 1 - s                (CONFLARE: one global similarity threshold)
-    GAP = "gap"      # t - s                (distance below the query's best chunk)
+    RAW = "raw"  # 1 - s                (CONFLARE: one global similarity threshold)
+    GAP = "gap"  # t - s                (distance below the query's best chunk)
     RATIO = "ratio"  # 1 - s / max(t, eps)  (relative shortfall from the best chunk)
-    RANK = "rank"    # r                    (conformal top-k)
-    HYBRID_RANK = "hybrid-rank"    # rank by the hybrid signal h (conformal top-k of hybrid retrieval)
+    RANK = "rank"  # r                    (conformal top-k)
+    HYBRID_RANK = "hybrid-rank"  # rank by the hybrid signal h (conformal top-k of hybrid retrieval)
     HYBRID_RATIO = "hybrid-ratio"  # 1 - h / max(h_top1, eps)
 
     @property
@@ -187,8 +188,13 @@ class KindReport:
     median_set_size: float
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind.value, "qhat": _num(self.qhat), "coverage": round(self.coverage, 4),
-                "mean_set_size": round(self.mean_set_size, 3), "median_set_size": self.median_set_size}
+        return {
+            "kind": self.kind.value,
+            "qhat": _num(self.qhat),
+            "coverage": round(self.coverage, 4),
+            "mean_set_size": round(self.mean_set_size, 3),
+            "median_set_size": self.median_set_size,
+        }
 
 
 @dataclass
@@ -203,18 +209,26 @@ class CalibrationReport:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"alpha": self.alpha, "target_coverage": round(1 - self.alpha, 4), "n_calibration": self.n_calibration,
-                "n_heldout": self.n_heldout, "tolerance": round(self.tolerance, 4), "chosen": self.chosen.value,
-                "kinds": [k.as_dict() for k in self.kinds], "fixed_top_k_at_equal_coverage": _num(self.fixed_k),
-                "notes": list(self.notes)}
+        return {
+            "alpha": self.alpha,
+            "target_coverage": round(1 - self.alpha, 4),
+            "n_calibration": self.n_calibration,
+            "n_heldout": self.n_heldout,
+            "tolerance": round(self.tolerance, 4),
+            "chosen": self.chosen.value,
+            "kinds": [k.as_dict() for k in self.kinds],
+            "fixed_top_k_at_equal_coverage": _num(self.fixed_k),
+            "notes": list(self.notes),
+        }
 
 
 def _num(x: float):
     return None if x is None or math.isinf(x) or math.isnan(x) else round(float(x), 6)
 
 
-def positive_scores(kind: ScoreKind, similarity, top1, rank, found, hybrid=None, hybrid_top1=None,
-                    hybrid_rank=None, hybrid_found=None) -> np.ndarray:
+def positive_scores(
+    kind: ScoreKind, similarity, top1, rank, found, hybrid=None, hybrid_top1=None, hybrid_rank=None, hybrid_found=None
+) -> np.ndarray:
     """Scores of the positives; a question whose answer was not found gets +inf.
 
     The hybrid kinds read the positive's hybrid signal, its query's top-1 and its hybrid
@@ -222,8 +236,10 @@ def positive_scores(kind: ScoreKind, similarity, top1, rank, found, hybrid=None,
     """
     if kind.hybrid:
         if hybrid is None or np.isnan(np.asarray(hybrid_top1, dtype=float)).any():
-            raise UsageError(f"score kind {kind.value!r} needs a calibration with hybrid scores "
-                             f"(made by this version of `ragsieve calibrate` on an index with BM25): calibrate again")
+            raise UsageError(
+                f"score kind {kind.value!r} needs a calibration with hybrid scores "
+                f"(made by this version of `ragsieve calibrate` on an index with BM25): calibrate again"
+            )
         similarity, top1, rank, found = hybrid, hybrid_top1, hybrid_rank, hybrid_found
     scores = nonconformity(kind, np.nan_to_num(np.asarray(similarity, dtype=float)), top1, rank)
     return np.where(np.asarray(found, dtype=bool), scores, math.inf)
@@ -235,8 +251,9 @@ def has_hybrid(arrays: dict) -> bool:
     return top1 is not None and len(top1) > 0 and not np.isnan(np.asarray(top1, dtype=float)).any()
 
 
-def evaluate_kinds(cal: dict, held: dict, held_similarities: Sequence, alpha: float,
-                   kinds: Sequence[ScoreKind] | None = None) -> list[KindReport]:
+def evaluate_kinds(
+    cal: dict, held: dict, held_similarities: Sequence, alpha: float, kinds: Sequence[ScoreKind] | None = None
+) -> list[KindReport]:
     """Per score kind: q from the calibration split, coverage and set size on the held-out split.
 
     `cal` / `held` hold equal-length arrays "similarity", "top1", "rank", "found" of the
@@ -252,8 +269,11 @@ def evaluate_kinds(cal: dict, held: dict, held_similarities: Sequence, alpha: fl
         qhat = conformal_quantile(positive_scores(kind, **cal), alpha)
         cov = empirical_coverage(positive_scores(kind, **held), qhat)
         sizes = [int(keep_mask(kind, _signal(kind, sims), qhat).sum()) for sims in held_similarities]
-        reports.append(KindReport(kind, qhat, cov, float(np.mean(sizes)) if sizes else math.nan,
-                                  float(np.median(sizes)) if sizes else math.nan))
+        reports.append(
+            KindReport(
+                kind, qhat, cov, float(np.mean(sizes)) if sizes else math.nan, float(np.median(sizes)) if sizes else math.nan
+            )
+        )
     return reports
 
 
@@ -278,8 +298,10 @@ def choose_kind(reports: Sequence[KindReport], alpha: float, n_heldout: int, z: 
     ok = [r for r in reports if r.coverage >= floor]
     if not ok:
         best = max(reports, key=lambda r: (r.coverage, -r.mean_set_size))
-        notes.append(f"no score kind reached coverage {floor:.3f} on held-out data; chose the best covering "
-                     f"({best.kind.value}, {best.coverage:.3f})")
+        notes.append(
+            f"no score kind reached coverage {floor:.3f} on held-out data; chose the best covering "
+            f"({best.kind.value}, {best.coverage:.3f})"
+        )
         return best.kind, notes
     # equal sets: the better held-out coverage, then the simpler (earlier) kind
     return min(ok, key=lambda r: (r.mean_set_size, -r.coverage, list(ScoreKind).index(r.kind))).kind, notes

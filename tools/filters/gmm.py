@@ -34,6 +34,7 @@ min_outlier_freq 2 flagged the planted chunk on 3 of 60 questions, and an on-top
 17; one component flagged the planted chunk on 60 of 60 and the on-topic one on 9
 (benchmarks/results/filters-gmm-planted.json, benchmarks/gmm_planted.py; tests/core/test_gmm.py, synthetic).
 """
+
 from __future__ import annotations
 
 import logging
@@ -77,12 +78,18 @@ def weighted_distances(vectors: np.ndarray, query: np.ndarray, alpha: float) -> 
 
 
 def _polynomial(d_c: np.ndarray, d_q: np.ndarray, degree: int) -> np.ndarray:
-    cols = [d_c ** (total - j) * d_q ** j for total in range(1, degree + 1) for j in range(total + 1)]
+    cols = [d_c ** (total - j) * d_q**j for total in range(1, degree + 1) for j in range(total + 1)]
     return np.column_stack(cols)
 
 
-def distance_features(vectors: np.ndarray, query: np.ndarray, method: "FeatureMethod | str" = FeatureMethod.INTERACTION,
-                      alpha: float = 0.5, degree: int = 2, eps: float = EPS) -> np.ndarray:
+def distance_features(
+    vectors: np.ndarray,
+    query: np.ndarray,
+    method: "FeatureMethod | str" = FeatureMethod.INTERACTION,
+    alpha: float = 0.5,
+    degree: int = 2,
+    eps: float = EPS,
+) -> np.ndarray:
     """The paper's feature matrix (n x f) for one feature method."""
     method = parse_enum(FeatureMethod, method, "feature method")
     d_c, d_q = weighted_distances(vectors, query, alpha)
@@ -105,9 +112,14 @@ class GMMRun:
     threshold: float | None = None
 
     def as_dict(self) -> dict:
-        return {"k": self.n_components, "pca": self.pca_dim, "skipped": self.skipped, "note": self.note,
-                "flagged": list(self.flagged),
-                "threshold": None if self.threshold is None else round(self.threshold, 4)}
+        return {
+            "k": self.n_components,
+            "pca": self.pca_dim,
+            "skipped": self.skipped,
+            "note": self.note,
+            "flagged": list(self.flagged),
+            "threshold": None if self.threshold is None else round(self.threshold, 4),
+        }
 
 
 @dataclass
@@ -127,10 +139,19 @@ class OutlierResult:
 class GMMOutlierFilter:
     """Configured once, then `run(vectors, query)` per question."""
 
-    def __init__(self, method: "FeatureMethod | str" = FeatureMethod.INTERACTION, alpha: float = 0.5,
-                 pca_dims: tuple[int, ...] | list[int] = (2, 3), n_components: tuple[int, ...] | list[int] = (4, 5, 6),
-                 percentile: float = 15.0, min_outlier_freq: int = 2, degree: int = 2, seed: int = 0,
-                 protect_top: int = 0, standardize: bool = False) -> None:
+    def __init__(
+        self,
+        method: "FeatureMethod | str" = FeatureMethod.INTERACTION,
+        alpha: float = 0.5,
+        pca_dims: tuple[int, ...] | list[int] = (2, 3),
+        n_components: tuple[int, ...] | list[int] = (4, 5, 6),
+        percentile: float = 15.0,
+        min_outlier_freq: int = 2,
+        degree: int = 2,
+        seed: int = 0,
+        protect_top: int = 0,
+        standardize: bool = False,
+    ) -> None:
         self.method = parse_enum(FeatureMethod, method, "feature method")
         if not 0.0 <= alpha <= 1.0:
             raise UsageError(f"GMM feature alpha must be in [0, 1], got {alpha}")
@@ -144,8 +165,10 @@ class GMMOutlierFilter:
             raise UsageError(f"min_outlier_freq must be >= 1, got {min_outlier_freq}")
         runs = len(pca_dims) * len(n_components)
         if min_outlier_freq > runs:  # refused, not silently a filter that never flags
-            raise UsageError(f"min_outlier_freq {min_outlier_freq} exceeds the {runs} runs (pca_dims x n_components "
-                             f"= {len(pca_dims)} x {len(n_components)}): no chunk could be flagged")
+            raise UsageError(
+                f"min_outlier_freq {min_outlier_freq} exceeds the {runs} runs (pca_dims x n_components "
+                f"= {len(pca_dims)} x {len(n_components)}): no chunk could be flagged"
+            )
         if degree < 1:
             raise UsageError(f"polynomial degree must be >= 1, got {degree}")
         if protect_top < 0:
@@ -213,8 +236,16 @@ class GMMOutlierFilter:
         return outliers
 
 
-def plot_outliers(vectors: np.ndarray, query: np.ndarray, outliers: list[bool], path: str | Path,
-                  *, flt: GMMOutlierFilter | None = None, labels: list[str] | None = None, title: str = "") -> Path:
+def plot_outliers(
+    vectors: np.ndarray,
+    query: np.ndarray,
+    outliers: list[bool],
+    path: str | Path,
+    *,
+    flt: GMMOutlierFilter | None = None,
+    labels: list[str] | None = None,
+    title: str = "",
+) -> Path:
     """PNG of the first two principal components of the features, coloured by GMM cluster
     (the smallest configured component count), outliers circled in red (the paper's Figure 2)."""
     matplotlib = require(Extra.EVAL, "matplotlib", "the outlier plot (outliers.plot)")
@@ -233,8 +264,11 @@ def plot_outliers(vectors: np.ndarray, query: np.ndarray, outliers: list[bool], 
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
-        clusters = (GaussianMixture(n_components=k, random_state=flt.seed).fit_predict(x)
-                    if len(x) >= MIN_SAMPLES_PER_COMPONENT * k else np.zeros(len(x), dtype=int))
+        clusters = (
+            GaussianMixture(n_components=k, random_state=flt.seed).fit_predict(x)
+            if len(x) >= MIN_SAMPLES_PER_COMPONENT * k
+            else np.zeros(len(x), dtype=int)
+        )
     mask = np.asarray(outliers, dtype=bool)
     fig, ax = plt.subplots(figsize=(6, 5))
     ax.scatter(x[:, 0], x[:, 1], c=clusters, cmap="tab10", s=36)

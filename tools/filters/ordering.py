@@ -6,6 +6,7 @@ best. COS-Mix reorders hybrid-retrieval results accordingly. `edges` puts the
 1st, 3rd, 5th... most relevant items at the front and the 2nd, 4th, ... at the
 back (reversed), so the least relevant end up in the middle.
 """
+
 from __future__ import annotations
 
 from typing import TypeVar

@@ -11,6 +11,7 @@ embeddings) instead, and the result says so: `method="embedding"` and a
 no reranker is configured; a configured one (`[rerank] provider`,
 `ragsieve.tools.rerankers`) must load or the plan is refused.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,18 +31,27 @@ log = logging.getLogger(__name__)
 class Reranker:
     """Reorders hits for a query. `cache_dir=None` uses FlashRank's default folder."""
 
-    def __init__(self, model_name: str = "ms-marco-TinyBERT-L-2-v2", cache_dir: str | Path | None = None,
-                 max_length: int = 512, allow_download: bool = False) -> None:
-        self.provider = FlashRankProvider(model_name, cache_dir=cache_dir, max_length=max_length,
-                                          allow_download=allow_download, download_setting="fallback.rerank_download")
+    def __init__(
+        self,
+        model_name: str = "ms-marco-TinyBERT-L-2-v2",
+        cache_dir: str | Path | None = None,
+        max_length: int = 512,
+        allow_download: bool = False,
+    ) -> None:
+        self.provider = FlashRankProvider(
+            model_name,
+            cache_dir=cache_dir,
+            max_length=max_length,
+            allow_download=allow_download,
+            download_setting="fallback.rerank_download",
+        )
         self.model_name = model_name
         self._lock = threading.Lock()
         self._unavailable: str | None = None
 
     def run(self, query: str, hits: list[Hit]) -> RerankResult:
         if not self._available():
-            return self._by_embedding(hits, f"reranker unavailable ({self._unavailable}); ordered by embedding "
-                                            f"similarity")
+            return self._by_embedding(hits, f"reranker unavailable ({self._unavailable}); ordered by embedding similarity")
         return ProviderReranker(self.provider).run(query, hits)
 
     def _available(self) -> bool:
@@ -59,7 +69,6 @@ class Reranker:
         missing = sum(1 for h in hits if h.dense_score is None)
         if missing:
             note += f"; {missing} hit(s) without dense_score placed last"
-        order = sorted(range(len(hits)), key=lambda i: (hits[i].dense_score is None,
-                                                         -(hits[i].dense_score or 0.0), i))
+        order = sorted(range(len(hits)), key=lambda i: (hits[i].dense_score is None, -(hits[i].dense_score or 0.0), i))
         out = [restamp(hits[i], rank, hits[i].dense_score) for rank, i in enumerate(order, start=1)]
         return RerankResult(hits=out, method=RerankMethod.EMBEDDING, note=note)

@@ -7,6 +7,7 @@ each (document, `#anchor`) section, as `stitch.one_per_definition` does for the 
 definition. A chunk of a table-of-contents or index page (`kind == "toc"`, marked at ingest by
 `web_text.is_toc_page`) is never a passage: it is dropped unless the search asks for that kind.
 """
+
 from __future__ import annotations
 
 from ragsieve.tools.types import Hit
@@ -22,8 +23,9 @@ def section_key(hit: Hit) -> tuple[str, str] | None:
     return chunk.doc_id, chunk.symbol
 
 
-def one_per_section(hits: list[Hit], seen: set[tuple[str, str]] | None = None, sections: bool = True,
-                    keep_toc: bool = False) -> list[Hit]:
+def one_per_section(
+    hits: list[Hit], seen: set[tuple[str, str]] | None = None, sections: bool = True, keep_toc: bool = False
+) -> list[Hit]:
     """`hits` (order and fields kept) without table-of-contents chunks (unless `keep_toc`) and, with
     `sections`, without a later chunk of a section already in the list; `seen` carries the sections of
     earlier parts of the same list (updated)."""

@@ -23,6 +23,7 @@ the best is worth less than `minimum_value`. Greedy on purpose: the best single
 segment is kept whole (sandwiched chunks included) rather than split into pieces that
 sum a little higher.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,9 @@ class RSEParams:
 
     def __post_init__(self):
         if self.max_length < 1 or self.overall_max_length < 1:
-            raise UsageError(f"RSE lengths must be >= 1, got max_length={self.max_length}, "
-                             f"overall_max_length={self.overall_max_length}")
+            raise UsageError(
+                f"RSE lengths must be >= 1, got max_length={self.max_length}, overall_max_length={self.overall_max_length}"
+            )
         if self.decay_rate <= 0:
             raise UsageError(f"RSE decay_rate must be > 0, got {self.decay_rate}")
         if self.irrelevant_chunk_penalty < 0:
@@ -126,12 +128,13 @@ def adjust_for_chunk_length(values, chunk_chars, reference: int = REFERENCE_CHUN
 @dataclass(frozen=True)
 class Segment:
     start: int  # inclusive, position in the value array
-    end: int    # exclusive
+    end: int  # exclusive
     value: float
 
 
-def best_segments(values: Sequence[float], max_length: int, overall_max_length: int, minimum_value: float,
-                  splits: Sequence[int] = ()) -> list[Segment]:
+def best_segments(
+    values: Sequence[float], max_length: int, overall_max_length: int, minimum_value: float, splits: Sequence[int] = ()
+) -> list[Segment]:
     """dsRAG's segment search: repeatedly take the maximum-sum subarray that fits, in position order.
 
     Each round picks the highest-value segment of at most `max_length` chunks that overlaps

@@ -16,6 +16,7 @@ piece of each split definition (stitching reads it whole), so a top-k holds k di
 two pieces of one function (on the code benchmark's 539 docstring queries, 201 top-5 lists held such a
 pair; benchmarks/results/sources.json).
 """
+
 from __future__ import annotations
 
 import threading
@@ -43,18 +44,27 @@ def stitch_definitions(hits: list[Hit], store, budget_tokens: int) -> list[Hit]:
         if doc_key in covered:  # another piece of a definition already stitched: one passage
             continue
         lines, _ = files[hit.chunk.doc_id]
-        text = "".join(lines[span[0] - 1: span[1]]).rstrip()
+        text = "".join(lines[span[0] - 1 : span[1]]).rstrip()
         added = count_tokens(text) - count_tokens(hit.chunk.text)
         if used + added > budget_tokens:
             out.append(hit)
             continue
         used += added
-        chunk = Chunk(doc_id=hit.chunk.doc_id, chunk_index=hit.chunk.chunk_index, text=text,
-                      source=hit.chunk.source, title=hit.chunk.title, kind=hit.chunk.kind,
-                      line_start=span[0], line_end=span[1], symbol=span[2])
+        chunk = Chunk(
+            doc_id=hit.chunk.doc_id,
+            chunk_index=hit.chunk.chunk_index,
+            text=text,
+            source=hit.chunk.source,
+            title=hit.chunk.title,
+            kind=hit.chunk.kind,
+            line_start=span[0],
+            line_end=span[1],
+            symbol=span[2],
+        )
         covered[doc_key] = len(out)
-        out.append(hit.model_copy(update={"chunk": chunk, "extra": {**hit.extra, "stitched_lines": float(
-            span[1] - span[0] + 1)}}))
+        out.append(
+            hit.model_copy(update={"chunk": chunk, "extra": {**hit.extra, "stitched_lines": float(span[1] - span[0] + 1)}})
+        )
     return out
 
 

@@ -7,6 +7,7 @@ and evaluation use; `HybridIndex` (SQLite + bm25s + FAISS in one process,
 opens either. This module is the contract only: it imports no engine. Rows are
 integers 0..N-1 in both: a document's chunks occupy consecutive rows.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -138,6 +139,14 @@ class RoundTrips(Protocol):
 class ServerFusion(Protocol):
     """A backend whose engine fuses BM25 and dense lists itself (Milvus `hybrid_search`)."""
 
-    def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
-                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
-                      payload: bool = False) -> list[tuple]: ...
+    def hybrid_search(
+        self,
+        bm25_query: str,
+        vector: np.ndarray,
+        k: int,
+        fusion: str,
+        rrf_k: int = 60,
+        weights: tuple[float, float] = (1.0, 1.0),
+        candidate_k: int = 100,
+        payload: bool = False,
+    ) -> list[tuple]: ...

@@ -1,4 +1,5 @@
 """BEIR corpora (`corpus.jsonl`, `corpus.jsonl.gz`) as `Document`s, streamed record by record."""
+
 from __future__ import annotations
 
 import gzip
@@ -49,8 +50,7 @@ def load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
             if not checked:
                 checked = True
                 if not has_keys:
-                    stats._skip("skipped_unsupported", shown,
-                                f"JSON lines without the BEIR keys {', '.join(BEIR_KEYS)}")
+                    stats._skip("skipped_unsupported", shown, f"JSON lines without the BEIR keys {', '.join(BEIR_KEYS)}")
                     return []
             if not has_keys:
                 stats._skip("skipped_records", f"{shown}:{number}", "record lacks a BEIR key")
@@ -65,11 +65,23 @@ def load_beir(path: Path, stats: LoadStats, ids: set[str]) -> list[Document]:
             ids.add(doc_id)
             text = text if text.strip() else title  # a title-only record still gets searched
             digest = hashlib.sha256(f"{title}\n{text}".encode("utf-8")).hexdigest()
-            docs.append(Document(doc_id=doc_id, source=f"{shown}#{doc_id}", title=title, text=text,
-                                 kind="beir", content_hash=digest, line_start=None))
+            docs.append(
+                Document(
+                    doc_id=doc_id,
+                    source=f"{shown}#{doc_id}",
+                    title=title,
+                    text=text,
+                    kind="beir",
+                    content_hash=digest,
+                    line_start=None,
+                )
+            )
     except (OSError, EOFError, zlib.error) as exc:
-        stats._skip("skipped_unreadable", shown, f"corrupt or unreadable archive after {len(docs)} records "
-                                                 f"(none kept): {type(exc).__name__}: {exc}")
+        stats._skip(
+            "skipped_unreadable",
+            shown,
+            f"corrupt or unreadable archive after {len(docs)} records (none kept): {type(exc).__name__}: {exc}",
+        )
         for doc in docs:
             ids.discard(doc.doc_id)
         return []

@@ -21,6 +21,7 @@ closed (after it) so that every chunk has balanced fences; a document with
 such a block is packed `FENCE_RESERVE` tokens under the budget to leave room.
 Those added fences are the only text of a chunk that is not in the document.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -70,8 +71,10 @@ FENCE_RESERVE = 8  # tokens (and 16x characters) kept free in a document whose c
 
 def _long_fenced_block(text: str, fences: list[int], budget: int) -> bool:
     """Whether a fenced block of `text` (fence line starts `fences`) is over `budget` tokens."""
-    return any(count_tokens(text[a:b]) > budget or b - a > budget * MAX_CHARS_PER_TOKEN
-               for a, b in zip(fences[::2], fences[1::2] + [len(text)]))
+    return any(
+        count_tokens(text[a:b]) > budget or b - a > budget * MAX_CHARS_PER_TOKEN
+        for a, b in zip(fences[::2], fences[1::2] + [len(text)])
+    )
 
 
 def _balanced_fences(body: str, fences: list[int], start: int, end: int) -> str:
@@ -103,8 +106,7 @@ def locator_for(locators: list[tuple[int, str]], first: int, end: int) -> str:
     return label
 
 
-def anchor_sections(units: list[Unit], weights: list[int], locators: list[tuple[int, str]],
-                    budget: int) -> list[tuple[int, int]]:
+def anchor_sections(units: list[Unit], weights: list[int], locators: list[tuple[int, str]], budget: int) -> list[tuple[int, int]]:
     """[a, b) unit ranges cut at every `#anchor` locator (a web page's definitions and headings), so a
     chunk never runs across two definitions and cites the one it holds; a section that is only its
     heading (`## Functions` right above a definition) joins the next. One range when the document has
@@ -142,8 +144,9 @@ class Chunker:
         if self.syntax and doc.kind == "code":
             language = language_of(doc.source)
             if language is not None:
-                require(Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree",
-                        "or --no-syntax: cut by lines")
+                require(
+                    Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree", "or --no-syntax: cut by lines"
+                )
             if available(language):
                 return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
         return self._by_lines(doc)
@@ -154,7 +157,7 @@ class Chunker:
         chunks: list[Chunk] = []
         first = doc.line_start if doc.line_start is not None else 1
         for span in spans:
-            piece = "".join(lines[span.start_line:span.end_line + 1])
+            piece = "".join(lines[span.start_line : span.end_line + 1])
             part = doc.model_copy(update={"text": piece, "line_start": first + span.start_line})
             for chunk in self._by_lines(part):
                 chunks.append(chunk.model_copy(update={"chunk_index": len(chunks), "symbol": span.symbol()}))
@@ -162,8 +165,7 @@ class Chunker:
 
     def _by_lines(self, doc: Document) -> list[Chunk]:
         text = doc.text
-        fences = [start for start, end in lines(text) if FENCE.match(text, start)] \
-            if doc.kind in _MARKDOWN_KINDS else []
+        fences = [start for start, end in lines(text) if FENCE.match(text, start)] if doc.kind in _MARKDOWN_KINDS else []
         budget = self.chunk_tokens
         if fences and _long_fenced_block(text, fences, budget):  # room to re-open and close a cut block
             budget = max(1, budget - FENCE_RESERVE)
@@ -195,8 +197,17 @@ class Chunker:
             symbol = ""
             if doc.locators:  # a page, cell or section: see `locator_for`
                 symbol = locator_for(doc.locators, start + len(piece) - len(piece.lstrip()), end)
-            chunks.append(Chunk(
-                doc_id=doc.doc_id, chunk_index=len(chunks), text=body, source=doc.source,
-                title=doc.title, kind=doc.kind, line_start=line_start, line_end=line_end, symbol=symbol,
-            ))
+            chunks.append(
+                Chunk(
+                    doc_id=doc.doc_id,
+                    chunk_index=len(chunks),
+                    text=body,
+                    source=doc.source,
+                    title=doc.title,
+                    kind=doc.kind,
+                    line_start=line_start,
+                    line_end=line_end,
+                    symbol=symbol,
+                )
+            )
         return chunks

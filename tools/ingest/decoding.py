@@ -1,11 +1,17 @@
 """Bytes to text for the loaders: byte-order marks, BOM-less UTF-16, and telling binary from text."""
+
 from __future__ import annotations
 
 import codecs
 
 _SNIFF_BYTES = 8192
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
-         (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
 
 
 def sniff_encoding(raw: bytes) -> tuple[str | None, int]:
@@ -18,7 +24,7 @@ def sniff_encoding(raw: bytes) -> tuple[str | None, int]:
     for bom, name in _BOMS:
         if raw.startswith(bom):
             return name, len(bom)
-    sample = raw[:_SNIFF_BYTES - _SNIFF_BYTES % 2]
+    sample = raw[: _SNIFF_BYTES - _SNIFF_BYTES % 2]
     if len(sample) >= 4:
         even, odd = sample[0::2], sample[1::2]
         share = lambda part: part.count(0) / len(part)  # noqa: E731

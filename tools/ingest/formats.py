@@ -8,6 +8,7 @@ DOCX from `python-docx` (headings become markdown headings, tables rows of
 cells); a notebook's markdown cells are kept and its code cells fenced, its
 outputs left out (they are results, often huge, rarely the answer).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,7 @@ def read_pdf(path: Path) -> Extracted:
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError
     except ImportError as exc:
-        raise missing(Extra.DOCUMENTS, f"reading PDF files ({path.name})", exc.name or "pypdf",
-                      "or --exclude '*.pdf'") from None
+        raise missing(Extra.DOCUMENTS, f"reading PDF files ({path.name})", exc.name or "pypdf", "or --exclude '*.pdf'") from None
     try:
         reader = PdfReader(str(path))
         if reader.is_encrypted:
@@ -66,8 +66,7 @@ def read_docx(path: Path) -> Extracted:
     try:
         import docx
     except ImportError as exc:
-        raise missing(Extra.DOCUMENTS, f"reading DOCX files ({path.name})", exc.name or "docx",
-                      "or --exclude '*.docx'") from None
+        raise missing(Extra.DOCUMENTS, f"reading DOCX files ({path.name})", exc.name or "docx", "or --exclude '*.docx'") from None
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
@@ -141,4 +140,4 @@ def split_front_matter(text: str) -> tuple[str, str, int]:
         return "", text, 0
     title = _FRONT_TITLE.search(m.group(1))
     value = title.group(1).strip().strip("'\"") if title else ""
-    return value, text[m.end():], m.group(0).count("\n")
+    return value, text[m.end() :], m.group(0).count("\n")

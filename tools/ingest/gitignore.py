@@ -11,6 +11,7 @@ parents; within one file the last matching pattern wins. As in git, a file
 below an ignored directory cannot be re-included: the scanner never descends
 into ignored directories.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,8 +62,9 @@ def parse_line(line: str, origin: str = "") -> IgnoreRule | None:
     if compiled.include is None:
         return None
     shown = line.rstrip(" ")
-    return IgnoreRule(pattern=shown, compiled=compiled, negated=compiled.include is False,
-                      dir_only=shown.endswith("/"), origin=origin)
+    return IgnoreRule(
+        pattern=shown, compiled=compiled, negated=compiled.include is False, dir_only=shown.endswith("/"), origin=origin
+    )
 
 
 def parse_gitignore(text: str, origin: str = "", bad: list[tuple[str, str]] | None = None) -> list[IgnoreRule]:

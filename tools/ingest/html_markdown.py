@@ -19,16 +19,62 @@ Anchors: every `<dt id>` (a definition: `#re.search`, `#functools.lru_cache`), e
 (its own, its `<section id>`'s when it opens the section, or its permalink's `#fragment`) gives a
 locator (offset in the text, `#id`), so a chunk is cited at the definition it sits under.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-SKIPPED = frozenset({"script", "style", "nav", "header", "footer", "aside", "noscript", "svg", "template",
-                     "iframe", "head", "button", "form", "select", "textarea", "object", "canvas"})
-BLOCKS = frozenset({"p", "div", "section", "article", "main", "blockquote", "figure", "figcaption", "table",
-                    "ul", "ol", "dl", "details", "summary", "fieldset", "hr", "body", "html", "dd", "center",
-                    "address", "caption", "thead", "tbody", "tfoot"})
+SKIPPED = frozenset(
+    {
+        "script",
+        "style",
+        "nav",
+        "header",
+        "footer",
+        "aside",
+        "noscript",
+        "svg",
+        "template",
+        "iframe",
+        "head",
+        "button",
+        "form",
+        "select",
+        "textarea",
+        "object",
+        "canvas",
+    }
+)
+BLOCKS = frozenset(
+    {
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "blockquote",
+        "figure",
+        "figcaption",
+        "table",
+        "ul",
+        "ol",
+        "dl",
+        "details",
+        "summary",
+        "fieldset",
+        "hr",
+        "body",
+        "html",
+        "dd",
+        "center",
+        "address",
+        "caption",
+        "thead",
+        "tbody",
+        "tfoot",
+    }
+)
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _MARK = "\ue001"
 _MARKER = re.compile(_MARK + r"(\d+)" + _MARK)
@@ -57,8 +103,12 @@ def _heading_anchor(el) -> str | None:
     parent = el.getparent()
     if parent is not None and parent.tag in ("section", "div") and parent.get("id"):
         first = next((c for c in parent if isinstance(c.tag, str)), None)
-        if first is el or (first is not None and first.tag not in HEADINGS and first.get("id") is None
-                           and not (first.text_content() or "").strip()):
+        if first is el or (
+            first is not None
+            and first.tag not in HEADINGS
+            and first.get("id") is None
+            and not (first.text_content() or "").strip()
+        ):
             return parent.get("id")
     for a in el.iter("a"):
         href = a.get("href") or ""
@@ -106,8 +156,11 @@ def _cell(el) -> str:
 def _table(table) -> str:
     """A table as a markdown table (the first row its header), or the code blocks of a layout table that
     holds code; "" for a table with no text."""
-    code = [p for p in table.iter("pre") if "linenos" not in _classes(p) and
-            not any("linenos" in _classes(a) for a in p.iterancestors("td", "div"))]
+    code = [
+        p
+        for p in table.iter("pre")
+        if "linenos" not in _classes(p) and not any("linenos" in _classes(a) for a in p.iterancestors("td", "div"))
+    ]
     if code:
         return "".join(_fenced(p) for p in code)
     rows = []
@@ -210,7 +263,7 @@ def _finish(raw: str, anchors: list[str]) -> Markdown:
     locators: list[tuple[int, str]] = []
     out, last, length = [], 0, 0
     for m in _MARKER.finditer(text):
-        out.append(text[last:m.start()])
+        out.append(text[last : m.start()])
         length += m.start() - last
         locators.append((length, anchors[int(m.group(1))]))
         last = m.end()

@@ -1,14 +1,41 @@
 """Readable text from HTML with the stdlib parser: boilerplate dropped, blocks on their own lines."""
+
 from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
 
-SKIPPED_TAGS = frozenset({"script", "style", "nav", "header", "footer", "aside", "noscript", "svg",
-                          "template", "iframe", "head"})
-PARAGRAPH_TAGS = frozenset({"p", "div", "section", "article", "main", "h1", "h2", "h3", "h4", "h5", "h6",
-                            "pre", "blockquote", "table", "ul", "ol", "dl", "figure", "figcaption",
-                            "form", "fieldset", "details", "summary", "hr", "body", "html"})
+SKIPPED_TAGS = frozenset({"script", "style", "nav", "header", "footer", "aside", "noscript", "svg", "template", "iframe", "head"})
+PARAGRAPH_TAGS = frozenset(
+    {
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "blockquote",
+        "table",
+        "ul",
+        "ol",
+        "dl",
+        "figure",
+        "figcaption",
+        "form",
+        "fieldset",
+        "details",
+        "summary",
+        "hr",
+        "body",
+        "html",
+    }
+)
 LINE_TAGS = frozenset({"li", "tr", "br", "dt", "dd", "caption", "option"})
 CELL_TAGS = frozenset({"td", "th"})
 _SPACES = re.compile(r"[ \t\r\f\v\n]+")

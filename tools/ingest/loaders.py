@@ -6,6 +6,7 @@ and the path below it in posix form (`examples/docs/api-keys.md`), whatever
 the working directory, so re-indexing the same tree from anywhere gives the
 same ids.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,11 +31,19 @@ from ragsieve.tools.types import Document
 
 logger = logging.getLogger(__name__)
 
-TEXT_SUFFIXES = {".txt": "text", ".rst": "text", ".md": "markdown", ".markdown": "markdown",
-                 ".html": "html", ".htm": "html", ".ipynb": "notebook", ".pdf": "pdf", ".docx": "docx"}
+TEXT_SUFFIXES = {
+    ".txt": "text",
+    ".rst": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".ipynb": "notebook",
+    ".pdf": "pdf",
+    ".docx": "docx",
+}
 CODE_SUFFIXES = frozenset(
-    ".py .js .ts .tsx .jsx .java .go .rs .c .h .cpp .hpp .cs .rb .php .sh .sql .kt .swift .scala"
-    " .yaml .yml .toml".split()
+    ".py .js .ts .tsx .jsx .java .go .rs .c .h .cpp .hpp .cs .rb .php .sh .sql .kt .swift .scala .yaml .yml .toml".split()
 )
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a text or code file larger than this is skipped, named (BEIR corpora stream)
 _MD_TITLE = re.compile(r"^#[ \t]+(.+?)[ \t#]*$")
@@ -69,8 +78,7 @@ def markdown_title(text: str) -> str | None:
     return None
 
 
-def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = None,
-               source: str | None = None) -> Document | None:
+def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = None, source: str | None = None) -> Document | None:
     doc_id = doc_id or display_path(path)
     with open(path, "rb") as fh:
         raw = fh.read(MAX_FILE_BYTES + 1)
@@ -114,8 +122,15 @@ def _load_file(path: Path, kind: str, stats: LoadStats, doc_id: str | None = Non
     if replaced:
         stats.decoded_with_replacement += 1
     return Document(
-        doc_id=doc_id, source=source or doc_id, title=title or path.name, text=text, kind=kind,
-        content_hash=hashlib.sha256(raw).hexdigest(), line_start=line_start, locators=locators, access=access,
+        doc_id=doc_id,
+        source=source or doc_id,
+        title=title or path.name,
+        text=text,
+        kind=kind,
+        content_hash=hashlib.sha256(raw).hexdigest(),
+        line_start=line_start,
+        locators=locators,
+        access=access,
     )
 
 
@@ -135,12 +150,19 @@ def _load_binary_format(path: Path, kind: str, stats: LoadStats, doc_id: str, so
     if not got.text.strip():
         stats._skip("skipped_empty", doc_id, "no extractable text (a scanned PDF needs OCR first)")
         return None
-    return Document(doc_id=doc_id, source=source or doc_id, title=got.title or path.name, text=got.text,
-                    kind=got.kind, content_hash=digest, line_start=None, locators=got.locators)
+    return Document(
+        doc_id=doc_id,
+        source=source or doc_id,
+        title=got.title or path.name,
+        text=got.text,
+        kind=got.kind,
+        content_hash=digest,
+        line_start=None,
+        locators=got.locators,
+    )
 
 
-def read_one(path: Path, stats: LoadStats, doc_id: str, url: str | None, ids: set[str], *,
-             syntax: bool = True) -> list[Document]:
+def read_one(path: Path, stats: LoadStats, doc_id: str, url: str | None, ids: set[str], *, syntax: bool = True) -> list[Document]:
     """The documents of one file, counted in `stats` (`files_seen`, `files_loaded`); a file that cannot be read
     is skipped and named there with its reason, never raised: a missing reader extra (`skipped_missing_extra`,
     naming the `pip install` that reads it) or any reader error (`skipped_unreadable`). `syntax`: code is cut by
@@ -158,8 +180,9 @@ def read_one(path: Path, stats: LoadStats, doc_id: str, url: str | None, ids: se
             new = [doc] if doc is not None else []
         else:
             if kind == "code" and syntax and language_of(path.name) is not None:
-                require(Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree",
-                        "or --no-syntax: cut by lines")
+                require(
+                    Extra.CODE, "tree_sitter_language_pack", "cutting code by its syntax tree", "or --no-syntax: cut by lines"
+                )
             doc = _load_file(path, kind, stats, doc_id, url)
             new = [doc] if doc is not None else []
     except MissingExtraError as exc:
@@ -178,8 +201,15 @@ def read_one(path: Path, stats: LoadStats, doc_id: str, url: str | None, ids: se
     return new
 
 
-def load_documents(paths: list[str | Path], *, progress: bool = False, selection=None,
-                   base: Path | None = None, base_url: str | None = None, syntax: bool = True) -> LoadResult:
+def load_documents(
+    paths: list[str | Path],
+    *,
+    progress: bool = False,
+    selection=None,
+    base: Path | None = None,
+    base_url: str | None = None,
+    syntax: bool = True,
+) -> LoadResult:
     """Load every supported file under `paths` (files or folders) as Documents.
 
     Raises `UsageError` naming any path that does not exist. Skipped files (unreadable ones included: see

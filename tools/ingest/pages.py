@@ -1,4 +1,5 @@
 """Web pages (crawled, or HTML files in a folder) as `Document`s: main text, kind, anchors, titles."""
+
 from __future__ import annotations
 
 from ragsieve.tools.ingest.web_text import PageText, extract_page, is_toc_url, page_locators
@@ -10,9 +11,16 @@ def page_document(url: str, html: str, content_hash: str) -> Document | None:
     page = extract_page(html)
     if not page.text.strip():
         return None
-    return Document(doc_id=url, source=url, title=page.title or url, text=page.text,
-                    kind="toc" if is_toc_url(url) else page_kind(page), content_hash=content_hash, line_start=None,
-                    locators=page_locators(page))
+    return Document(
+        doc_id=url,
+        source=url,
+        title=page.title or url,
+        text=page.text,
+        kind="toc" if is_toc_url(url) else page_kind(page),
+        content_hash=content_hash,
+        line_start=None,
+        locators=page_locators(page),
+    )
 
 
 def page_kind(page: PageText) -> str:

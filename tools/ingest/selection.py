@@ -7,6 +7,7 @@ folder. Defaults skip what is almost never an answer: build output (Sphinx
 files, lock files and vendored folders. `--no-default-excludes` turns them off;
 a file matching an `--include` pattern is read even when a default would skip it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,14 +17,43 @@ import pathspec
 from ragsieve.tools.errors import UsageError
 
 DEFAULT_EXCLUDES: dict[str, list[str]] = {
-    "build output": ["_sources/", "_static/", "_images/", ".doctrees/", "genindex*.html", "searchindex.js",
-                     "search.html", "py-modindex.html", "objects.inv", ".buildinfo", "_build/doctrees/"],
-    "minified or generated": ["*.min.js", "*.min.css", "*.js.map", "*.css.map", "*.bundle.js", "*_pb2.py",
-                              "*_pb2_grpc.py", "*.pb.go", "*.generated.*"],
-    "lock file": ["package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Pipfile.lock", "Cargo.lock",
-                  "go.sum", "composer.lock", "Gemfile.lock", "uv.lock"],
-    "vendored": ["vendor/", "third_party/", "site-packages/", ".tox/", ".mypy_cache/", ".pytest_cache/",
-                 ".ragsieve*/"],
+    "build output": [
+        "_sources/",
+        "_static/",
+        "_images/",
+        ".doctrees/",
+        "genindex*.html",
+        "searchindex.js",
+        "search.html",
+        "py-modindex.html",
+        "objects.inv",
+        ".buildinfo",
+        "_build/doctrees/",
+    ],
+    "minified or generated": [
+        "*.min.js",
+        "*.min.css",
+        "*.js.map",
+        "*.css.map",
+        "*.bundle.js",
+        "*_pb2.py",
+        "*_pb2_grpc.py",
+        "*.pb.go",
+        "*.generated.*",
+    ],
+    "lock file": [
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "poetry.lock",
+        "Pipfile.lock",
+        "Cargo.lock",
+        "go.sum",
+        "composer.lock",
+        "Gemfile.lock",
+        "uv.lock",
+    ],
+    "vendored": ["vendor/", "third_party/", "site-packages/", ".tox/", ".mypy_cache/", ".pytest_cache/", ".ragsieve*/"],
 }
 
 
@@ -43,8 +73,7 @@ class Selection:
     def __post_init__(self) -> None:
         self._include = _spec(self.include, "--include") if self.include else None
         self._exclude = _spec(self.exclude, "--exclude") if self.exclude else None
-        self._defaults = [(why, _spec(p, "default")) for why, p in DEFAULT_EXCLUDES.items()] \
-            if self.default_excludes else []
+        self._defaults = [(why, _spec(p, "default")) for why, p in DEFAULT_EXCLUDES.items()] if self.default_excludes else []
 
     def skip_folder(self, rel: str) -> str | None:
         """Why the folder `rel` (relative to the indexed folder) is not entered, or None."""

@@ -4,6 +4,7 @@ A suffix (or prefix) is site-wide when the same separated part ends (or starts) 
 half of a crawl's pages, and of at least 3 of them: it names the site, not the page, so it is dropped
 from every title that carries it (a title is never emptied). Nothing is hard-coded for one generator.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,7 @@ def _ends(title: str) -> tuple[list[str], list[str]]:
             if at > 0:
                 suffixes.append(title[at:])
             if at + len(sep) < len(title):
-                prefixes.append(title[:at + len(sep)])
+                prefixes.append(title[: at + len(sep)])
             start = at + 1
     return suffixes, prefixes
 
@@ -53,6 +54,6 @@ def strip_site_affixes(titles: list[str]) -> list[str]:
         if suffix and new.endswith(suffix) and len(new) > len(suffix):
             new = new[: -len(suffix)]
         if prefix and new.startswith(prefix) and len(new) > len(prefix):
-            new = new[len(prefix):]
+            new = new[len(prefix) :]
         out.append(re.sub(r"\s+", " ", new).strip() or title)
     return out

@@ -18,6 +18,7 @@ definitions enclosing it (`Session > request`) and those it contains.
 Grammars come from `tree-sitter-language-pack` (0.x: prebuilt grammars in the
 wheel; 1.x downloads grammars at run time, which ragsieve never does).
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,26 +29,80 @@ from typing import TypeGuard
 from ragsieve.tools.ingest.units import MAX_CHARS_PER_TOKEN, count_tokens
 
 LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
-    ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript", ".tsx": "tsx", ".go": "go", ".java": "java",
-    ".rs": "rust", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
-    ".hxx": "cpp", ".cs": "csharp", ".rb": "ruby", ".php": "php", ".kt": "kotlin", ".swift": "swift",
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".java": "java",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".kt": "kotlin",
+    ".swift": "swift",
     ".scala": "scala",
 }
 
 # Node types that define a named symbol, across the grammars above.
 DEFINITIONS = {
-    "function_definition", "class_definition", "function_declaration", "generator_function_declaration",
-    "class_declaration", "method_definition", "method_declaration", "constructor_declaration",
-    "interface_declaration", "enum_declaration", "type_alias_declaration", "abstract_class_declaration",
-    "function_item", "impl_item", "struct_item", "enum_item", "trait_item", "mod_item", "type_spec",
-    "struct_specifier", "class_specifier", "namespace_definition", "record_declaration", "module",
-    "method", "class", "singleton_method", "object_declaration", "protocol_declaration",
+    "function_definition",
+    "class_definition",
+    "function_declaration",
+    "generator_function_declaration",
+    "class_declaration",
+    "method_definition",
+    "method_declaration",
+    "constructor_declaration",
+    "interface_declaration",
+    "enum_declaration",
+    "type_alias_declaration",
+    "abstract_class_declaration",
+    "function_item",
+    "impl_item",
+    "struct_item",
+    "enum_item",
+    "trait_item",
+    "mod_item",
+    "type_spec",
+    "struct_specifier",
+    "class_specifier",
+    "namespace_definition",
+    "record_declaration",
+    "module",
+    "method",
+    "class",
+    "singleton_method",
+    "object_declaration",
+    "protocol_declaration",
 }
 _NAME_FIELDS = ("name", "type", "declarator")
 # never split inside these: a long string or comment is cut by lines afterwards, not into its quote tokens
-_NO_SPLIT = {"string", "comment", "block_comment", "line_comment", "string_literal", "raw_string_literal",
-             "template_string", "concatenated_string", "heredoc_body", "interpreted_string_literal"}
+_NO_SPLIT = {
+    "string",
+    "comment",
+    "block_comment",
+    "line_comment",
+    "string_literal",
+    "raw_string_literal",
+    "template_string",
+    "concatenated_string",
+    "heredoc_body",
+    "interpreted_string_literal",
+}
 _lock = threading.Lock()
 
 
@@ -114,8 +169,9 @@ class _Sizer:
         key = (start, end)
         if key not in self.cache:  # the line packer's weight: per line, tokens or characters / 16
             text = self.source[start:end].decode("utf-8", "replace")
-            self.cache[key] = sum(max(count_tokens(line), -(-len(line) // MAX_CHARS_PER_TOKEN))
-                                  for line in text.splitlines(keepends=True))
+            self.cache[key] = sum(
+                max(count_tokens(line), -(-len(line) // MAX_CHARS_PER_TOKEN)) for line in text.splitlines(keepends=True)
+            )
         return self.cache[key]
 
 
@@ -174,14 +230,22 @@ def cast_spans(text: str, language: str, budget: int) -> list[CodeSpan]:
     return spans
 
 
-_WRAPPERS = {"decorated_definition", "export_statement", "template_declaration", "package_clause",
-             "namespace_definition", "declaration_list", "linkage_specification"}
+_WRAPPERS = {
+    "decorated_definition",
+    "export_statement",
+    "template_declaration",
+    "package_clause",
+    "namespace_definition",
+    "declaration_list",
+    "linkage_specification",
+}
 
 
 def _splittable(node) -> bool:
     """Worth splitting on syntax: not a string/comment, over several lines, with named children."""
-    if node.type in _NO_SPLIT or (node.type == "expression_statement" and node.named_child_count == 1
-                                  and node.named_children[0].type in _NO_SPLIT):
+    if node.type in _NO_SPLIT or (
+        node.type == "expression_statement" and node.named_child_count == 1 and node.named_children[0].type in _NO_SPLIT
+    ):
         return False
     return node.named_child_count >= 1 and node.end_point[0] > node.start_point[0]
 
@@ -206,8 +270,13 @@ def _defined(nodes, enclosing: list[str]) -> list[str]:
     todo = [(n, 0) for n in nodes]
     for node in nodes:
         parent = node.parent
-        if parent is not None and parent.type in DEFINITIONS and parent.is_named and \
-                parent.start_byte == node.start_byte and parent.parent is not None:
+        if (
+            parent is not None
+            and parent.type in DEFINITIONS
+            and parent.is_named
+            and parent.start_byte == node.start_byte
+            and parent.parent is not None
+        ):
             found.append((parent.start_byte, qualified_name(parent)))
     while todo and len(found) < 50:
         node, depth = todo.pop(0)

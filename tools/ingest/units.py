@@ -8,6 +8,7 @@ and blank lines. `ragsieve.tools.ingest.chunking` packs them into chunks.
 Every unit is at most `budget` tokens and `budget * MAX_CHARS_PER_TOKEN`
 characters once `bounded`.
 """
+
 from __future__ import annotations
 
 import re

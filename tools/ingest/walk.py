@@ -12,6 +12,7 @@ or looping symlink, an unreadable file or folder, a FIFO, socket or device,
 a folder deeper than `MAX_DEPTH` or an invalid ignore pattern is counted,
 named with its reason in `LoadStats.skipped`, and skipped.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,15 @@ class LoadStats:
     decoded_with_replacement: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
-    PROBLEMS = ("skipped_missing_extra", "skipped_unreadable", "skipped_special", "skipped_bad_names", "skipped_too_deep",
-                "skipped_too_large", "bad_ignore_patterns")
+    PROBLEMS = (
+        "skipped_missing_extra",
+        "skipped_unreadable",
+        "skipped_special",
+        "skipped_bad_names",
+        "skipped_too_deep",
+        "skipped_too_large",
+        "bad_ignore_patterns",
+    )
 
     def summary(self) -> str:
         """One line for humans."""
@@ -63,8 +71,11 @@ class LoadStats:
             f"{self.skipped_records} bad records; "
             f"{self.decoded_with_replacement} decoded with replacement characters"
         )
-        problems = [f"{getattr(self, name)} {name.replace('skipped_', '').replace('_', ' ')}"
-                    for name in self.PROBLEMS if getattr(self, name)]
+        problems = [
+            f"{getattr(self, name)} {name.replace('skipped_', '').replace('_', ' ')}"
+            for name in self.PROBLEMS
+            if getattr(self, name)
+        ]
         return line + (f"; problems: {', '.join(problems)}" if problems else "")
 
     def problems(self) -> list[tuple[str, str]]:
@@ -76,8 +87,17 @@ class LoadStats:
         self.skipped.append((path, reason))
 
 
-_PROBLEM_PREFIXES = ("needs the", "unreadable", "special file", "name is not UTF-8", "too deep", "too large", "bad ignore pattern",
-                     "symlink", "corrupt")
+_PROBLEM_PREFIXES = (
+    "needs the",
+    "unreadable",
+    "special file",
+    "name is not UTF-8",
+    "too deep",
+    "too large",
+    "bad ignore pattern",
+    "symlink",
+    "corrupt",
+)
 
 
 def printable(path: str | Path) -> str:
@@ -123,8 +143,13 @@ def check_regular(path: Path, stats: LoadStats) -> bool:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder")):
+    for test, name in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "folder"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -217,8 +242,9 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection=No
             yield path
 
 
-def collect_files(paths: list[str | Path], stats: LoadStats, selection=None,
-                  base: Path | None = None) -> list[tuple[Path, str, str]]:
+def collect_files(
+    paths: list[str | Path], stats: LoadStats, selection=None, base: Path | None = None
+) -> list[tuple[Path, str, str]]:
     """(file, doc id, path below the folder given) for every file to read under `paths`."""
     missing = [printable(p) for p in paths if not os.path.lexists(p)]
     if missing:
@@ -235,7 +261,8 @@ def collect_files(paths: list[str | Path], stats: LoadStats, selection=None,
             key = os.path.abspath(file)
             if key not in seen:
                 seen.add(key)
-                below = file.name if file == path else \
-                    Path(os.path.abspath(file)).relative_to(Path(os.path.abspath(path))).as_posix()
+                below = (
+                    file.name if file == path else Path(os.path.abspath(file)).relative_to(Path(os.path.abspath(path))).as_posix()
+                )
                 files.append((file, doc_id_for(path, file, base), below))
     return files

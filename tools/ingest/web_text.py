@@ -9,6 +9,7 @@ banners; its markdown escapes and empty bullets are removed, and anchors come fr
 no main text, the plain-text extractor (`html_text`) is the fallback. Tags are first cut to
 MAX_ATTRIBUTES attributes (a hostile page's attribute bomb).
 """
+
 from __future__ import annotations
 
 import re
@@ -55,8 +56,9 @@ def heading_anchors(html: str, levels: dict[str, int] | None = None) -> dict[str
             anchor = parent.get("id")  # Sphinx: <section id="..."><h2>
         if not anchor:  # a permalink inside the heading (not a back-link to a table of contents)
             links = [a for a in h.iter("a") if (a.get("href") or "").startswith("#")]
-            link = next((a for a in links if "headerlink" in (a.get("class") or "")), None) or \
-                next((a for a in links if "backref" not in (a.get("class") or "")), None)
+            link = next((a for a in links if "headerlink" in (a.get("class") or "")), None) or next(
+                (a for a in links if "backref" not in (a.get("class") or "")), None
+            )
             anchor = link.get("href")[1:] if link is not None else None
         text = norm(h.text_content())
         if levels is not None and text:
@@ -80,9 +82,18 @@ def extract_page(html: str) -> PageText:
         if got.text.strip():
             return PageText(title or "", got.text, markdown=True, locators=got.locators, toc=toc)
     trafilatura = require(Extra.CRAWL, "trafilatura", "reading HTML pages", "or --exclude '*.html'")
-    text = trafilatura.extract(_without_boilerplate_tags(root, html), output_format="markdown", include_formatting=True, include_tables=True,
-                               include_comments=False, include_links=False, include_images=False,
-                               favor_recall=True, with_metadata=False, deduplicate=False)
+    text = trafilatura.extract(
+        _without_boilerplate_tags(root, html),
+        output_format="markdown",
+        include_formatting=True,
+        include_tables=True,
+        include_comments=False,
+        include_links=False,
+        include_images=False,
+        favor_recall=True,
+        with_metadata=False,
+        deduplicate=False,
+    )
     if not text or not text.strip():
         plain_title, plain = html_to_text(html)
         return PageText(title or plain_title or "", plain, markdown=False, toc=toc)
@@ -97,8 +108,11 @@ MIN_TOC_LINKS = 10
 _TOC_CLASSES = {"toctree-wrapper", "genindextable", "modindextable", "indextable", "toc", "table-of-contents"}
 
 
-_TOC_URL = re.compile(r"(?:^|/)(?:genindex(?:-[^/]*)?|py-modindex|modindex|search|contents|sitemap)"
-                      r"(?:\.html?)?/?$", re.I)
+_TOC_URL = re.compile(
+    r"(?:^|/)(?:genindex(?:-[^/]*)?|py-modindex|modindex|search|contents|sitemap)"
+    r"(?:\.html?)?/?$",
+    re.I,
+)
 
 
 def is_toc_url(url: str) -> bool:
@@ -118,9 +132,13 @@ def is_toc_page(element) -> bool:
     linked = sum(len(_SPACE.sub("", a.text_content())) for a in links)
     if len(links) >= MIN_TOC_LINKS and linked >= TOC_LINK_SHARE * len(text):
         return True
-    listed = sum(len(_SPACE.sub("", el.text_content())) for el in element.iter()
-                 if isinstance(el.tag, str) and set((el.get("class") or "").split()) & _TOC_CLASSES
-                 and not any(set((a.get("class") or "").split()) & _TOC_CLASSES for a in el.iterancestors()))
+    listed = sum(
+        len(_SPACE.sub("", el.text_content()))
+        for el in element.iter()
+        if isinstance(el.tag, str)
+        and set((el.get("class") or "").split()) & _TOC_CLASSES
+        and not any(set((a.get("class") or "").split()) & _TOC_CLASSES for a in el.iterancestors())
+    )
     return listed >= 0.5 * len(text)
 
 
@@ -147,6 +165,7 @@ def bound_attributes(html: str) -> str:
     """The page with every tag cut to its first MAX_ATTRIBUTES attributes, in one linear pass: libxml2 and
     trafilatura take quadratic time in a tag's attribute count (a hostile page's tag with 32,000
     attributes cost 73 s of extraction)."""
+
     def cut(match: re.Match) -> str:
         attrs = _ATTRIBUTE.findall(match.group(2))
         if len(attrs) <= MAX_ATTRIBUTES:
@@ -194,8 +213,13 @@ def _main_container(root):
     return None
 
 
-_MAIN_XPATH = ("//main", "//*[@role='main']", "//article", "//div[contains(concat(' ', @class, ' '), ' body ')]",
-               "//div[@id='content']")
+_MAIN_XPATH = (
+    "//main",
+    "//*[@role='main']",
+    "//article",
+    "//div[contains(concat(' ', @class, ' '), ' body ')]",
+    "//div[@id='content']",
+)
 
 
 def restore_headings(text: str, levels: dict[str, int]) -> str:
@@ -215,8 +239,7 @@ def restore_headings(text: str, levels: dict[str, int]) -> str:
 
 def heading_locators(text: str, anchors: dict[str, str]) -> list[tuple[int, str]]:
     """(offset, `#anchor`) of every markdown heading of `text` whose anchor the page gives."""
-    return [(m.start(), f"#{anchors[norm(m.group(2))]}") for m in _HEADING.finditer(text)
-            if norm(m.group(2)) in anchors]
+    return [(m.start(), f"#{anchors[norm(m.group(2))]}") for m in _HEADING.finditer(text) if norm(m.group(2)) in anchors]
 
 
 def page_locators(page: PageText) -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ turns those scores into reordered hits whose `rank` is the new position and
 whose `extra` keeps `rerank_score` and `rank_before` (the rank the hit came
 with), so a trace can show what moved. Ties keep the incoming order.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,12 @@ class ProviderReranker:
             return RerankResult(hits=[], method=method, note="no hits to rerank")
         scores = [float(s) for s in self.provider.score(query, [passage_text(h) for h in hits])]
         if len(scores) != len(hits) or not all(math.isfinite(s) for s in scores):
-            raise ModelEndpointError(f"reranker {self.description} returned {len(scores)} scores for {len(hits)} "
-                                     f"passages, or a non-finite score")
+            raise ModelEndpointError(
+                f"reranker {self.description} returned {len(scores)} scores for {len(hits)} passages, or a non-finite score"
+            )
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
-        return RerankResult(hits=[restamp(hits[i], rank, scores[i]) for rank, i in enumerate(order, start=1)],
-                            method=method, note=self.description)
+        return RerankResult(
+            hits=[restamp(hits[i], rank, scores[i]) for rank, i in enumerate(order, start=1)],
+            method=method,
+            note=self.description,
+        )

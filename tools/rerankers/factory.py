@@ -1,4 +1,5 @@
 """Open a reranker provider by kind, once per process and settings (a loaded model is reused across questions)."""
+
 from __future__ import annotations
 
 import threading

@@ -8,6 +8,7 @@ is set (and never while HF_HUB_OFFLINE is set): an uncached model raises
 root logger during construction makes that a no-op (basicConfig does nothing
 when the root logger has a handler), so the application's logging is untouched.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,15 @@ from ragsieve.tools.modes import FLASHRANK_MODELS
 class FlashRankProvider:
     kind = "flashrank"
 
-    def __init__(self, model: str = "ms-marco-TinyBERT-L-2-v2", *, cache_dir: str | Path | None = None,
-                 max_length: int = 512, allow_download: bool = False, download_setting: str = "[rerank] allow_download") -> None:
+    def __init__(
+        self,
+        model: str = "ms-marco-TinyBERT-L-2-v2",
+        *,
+        cache_dir: str | Path | None = None,
+        max_length: int = 512,
+        allow_download: bool = False,
+        download_setting: str = "[rerank] allow_download",
+    ) -> None:
         if model not in FLASHRANK_MODELS:
             raise UsageError(f"invalid rerank model {model!r}: choose one of {', '.join(FLASHRANK_MODELS)}")
         if not 16 <= max_length <= 4096:
@@ -50,8 +58,9 @@ class FlashRankProvider:
             except ImportError as exc:
                 raise ModelUnavailableError(f"flashrank is not installed ({exc}); pip install flashrank") from None
             except (OSError, RuntimeError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-                raise ModelUnavailableError(f"FlashRank model {self.model} unavailable: {type(exc).__name__}: "
-                                            f"{str(exc)[:300]}") from None
+                raise ModelUnavailableError(
+                    f"FlashRank model {self.model} unavailable: {type(exc).__name__}: {str(exc)[:300]}"
+                ) from None
 
     def _build(self) -> Any:
         from flashrank import Ranker
@@ -62,8 +71,10 @@ class FlashRankProvider:
         if not model_file.is_file() and os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
             raise OSError(f"not cached at {model_file} and HF_HUB_OFFLINE is set (no download attempted)")
         if not model_file.is_file() and not self.allow_download:
-            raise OSError(f"not cached at {model_file}; no download attempted (set {self.download_setting} = "
-                          f"true to fetch it from FlashRank's hub once)")
+            raise OSError(
+                f"not cached at {model_file}; no download attempted (set {self.download_setting} = "
+                f"true to fetch it from FlashRank's hub once)"
+            )
         root = logging.getLogger()
         guard = logging.NullHandler()
         root.addHandler(guard)  # makes flashrank's logging.basicConfig a no-op
@@ -78,7 +89,6 @@ class FlashRankProvider:
             return []
         from flashrank import RerankRequest
 
-        ranked = self._ranker.rerank(RerankRequest(query=query, passages=[{"id": i, "text": t}
-                                                                          for i, t in enumerate(texts)]))
+        ranked = self._ranker.rerank(RerankRequest(query=query, passages=[{"id": i, "text": t} for i, t in enumerate(texts)]))
         scores = {int(p["id"]): float(p["score"]) for p in ranked}
         return [scores[i] for i in range(len(texts))]

@@ -9,6 +9,7 @@ Embeddings Inference) sends `{"query", "texts", "truncate": true}` and reads
 calls' retry and timeout rules), `batch_size` passages at a time; a reply must
 score every passage once, with finite numbers, or it is refused.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,20 @@ DEFAULT_KEY_ENV = "RAGSIEVE_RERANK_API_KEY"
 class HTTPRerankProvider:
     kind = "http"
 
-    def __init__(self, base_url: str, model: str | None = None, *, style: str = "cohere", api_key: str | None = None,
-                 api_key_env: str | None = DEFAULT_KEY_ENV, batch_size: int = 32, timeout_s: float = 60.0,
-                 max_attempts: int = 5, max_retry_s: float = 150.0, sleep=None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        style: str = "cohere",
+        api_key: str | None = None,
+        api_key_env: str | None = DEFAULT_KEY_ENV,
+        batch_size: int = 32,
+        timeout_s: float = 60.0,
+        max_attempts: int = 5,
+        max_retry_s: float = 150.0,
+        sleep=None,
+    ) -> None:
         if style not in STYLES:
             raise UsageError(f"invalid rerank style {style!r}: choose one of {', '.join(STYLES)}")
         if batch_size < 1:
@@ -34,8 +46,15 @@ class HTTPRerankProvider:
         root = str(base_url or "").rstrip("/")
         url = root if root.endswith("/rerank") else f"{root}/rerank"
         key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
-        self._endpoint = JsonEndpoint(url, api_key=key, timeout_s=timeout_s, max_attempts=max_attempts,
-                                      max_retry_s=max_retry_s, what="rerank endpoint", sleep=sleep)
+        self._endpoint = JsonEndpoint(
+            url,
+            api_key=key,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            max_retry_s=max_retry_s,
+            what="rerank endpoint",
+            sleep=sleep,
+        )
         self.model = model or ""
         self.style, self.batch_size = style, int(batch_size)
 
@@ -48,7 +67,7 @@ class HTTPRerankProvider:
     def score(self, query: str, texts: list[str]) -> list[float]:
         out: list[float] = []
         for start in range(0, len(texts), self.batch_size):
-            out.extend(self._batch(query, texts[start:start + self.batch_size]))
+            out.extend(self._batch(query, texts[start : start + self.batch_size]))
         return out
 
     def _batch(self, query: str, texts: list[str]) -> list[float]:
@@ -71,11 +90,14 @@ class HTTPRerankProvider:
                 index = int(item["index"])
                 value = float(item["relevance_score"] if "relevance_score" in item else item["score"])
             except (KeyError, TypeError, ValueError):
-                raise ModelEndpointError(f"rerank endpoint {where} returned a malformed result {str(item)[:200]!r}; "
-                                         f"expected {{index, relevance_score | score}}") from None
+                raise ModelEndpointError(
+                    f"rerank endpoint {where} returned a malformed result {str(item)[:200]!r}; "
+                    f"expected {{index, relevance_score | score}}"
+                ) from None
             if not 0 <= index < n or index in scores or not math.isfinite(value):
-                raise ModelEndpointError(f"rerank endpoint {where} returned index {index} (of {n} passages), "
-                                         f"a repeated index or a non-finite score")
+                raise ModelEndpointError(
+                    f"rerank endpoint {where} returned index {index} (of {n} passages), a repeated index or a non-finite score"
+                )
             scores[index] = value
         if len(scores) != n:
             raise ModelEndpointError(f"rerank endpoint {where} scored {len(scores)} of {n} passages")

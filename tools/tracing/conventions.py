@@ -6,6 +6,7 @@ References: OpenInference semantic conventions (github.com/Arize-ai/openinferenc
 OpenTelemetry semantic conventions for generative AI (`gen_ai.operation.name`, `gen_ai.request.model`,
 `gen_ai.usage.input_tokens` / `output_tokens`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -41,8 +42,9 @@ def document_attributes(prefix: str, ids: Sequence[str], scores: Sequence[float]
     return out
 
 
-def retrieval_before(retriever: Any, query: str, top_k: int = 10, *, rows: Sequence[int] | None = None,
-                     **_: Any) -> dict[str, Any]:
+def retrieval_before(
+    retriever: Any, query: str, top_k: int = 10, *, rows: Sequence[int] | None = None, **_: Any
+) -> dict[str, Any]:
     """The retrieval's settings: the index folder, backend, metadata filter (its fields, never the caller's
     principals), k and whether rows restrict it."""
     index = getattr(retriever, "index", None)
@@ -51,15 +53,17 @@ def retrieval_before(retriever: Any, query: str, top_k: int = 10, *, rows: Seque
     if where is not None and hasattr(where, "model_dump"):
         fields = where.model_dump(exclude_none=True, exclude={"readers"})
         shown = ", ".join(f"{k}={v}" for k, v in sorted(fields.items())) or None
-    return {"ragsieve.retrieval.index": str(getattr(index, "root", "") or type(index).__name__),
-            "ragsieve.retrieval.backend": type(index).__name__, "ragsieve.retrieval.k": int(top_k),
-            "ragsieve.retrieval.filter": shown,
-            "ragsieve.retrieval.access_filtered": bool(where is not None and getattr(where, "readers", None)),
-            "ragsieve.retrieval.rows": None if rows is None else len(rows)}
+    return {
+        "ragsieve.retrieval.index": str(getattr(index, "root", "") or type(index).__name__),
+        "ragsieve.retrieval.backend": type(index).__name__,
+        "ragsieve.retrieval.k": int(top_k),
+        "ragsieve.retrieval.filter": shown,
+        "ragsieve.retrieval.access_filtered": bool(where is not None and getattr(where, "readers", None)),
+        "ragsieve.retrieval.rows": None if rows is None else len(rows),
+    }
 
 
-def retrieval_after(span: Any, hits: Sequence[Any], retriever: Any = None, query: str | None = None, *_: Any,
-                    **__: Any) -> None:
+def retrieval_after(span: Any, hits: Sequence[Any], retriever: Any = None, query: str | None = None, *_: Any, **__: Any) -> None:
     """Ids and scores of the hits (already narrowed to what the caller may read); the query and their text
     with content on."""
     span.text(INPUT_VALUE, query)
@@ -72,8 +76,11 @@ def retrieval_after(span: Any, hits: Sequence[Any], retriever: Any = None, query
 
 def embedding_before(embedder: Any, texts: Sequence[str], *_: Any, **__: Any) -> dict[str, Any]:
     name = getattr(embedder, "name", None) or getattr(embedder, "model", None) or type(embedder).__name__
-    return {EMBEDDING_MODEL: str(name), "ragsieve.embedding.texts": len(texts),
-            "ragsieve.embedding.chars": sum(len(t) for t in texts)}
+    return {
+        EMBEDDING_MODEL: str(name),
+        "ragsieve.embedding.texts": len(texts),
+        "ragsieve.embedding.chars": sum(len(t) for t in texts),
+    }
 
 
 def embedding_after(span: Any, vectors: Any, *_: Any, **__: Any) -> None:
@@ -84,6 +91,19 @@ def embedding_after(span: Any, vectors: Any, *_: Any, **__: Any) -> None:
 
 def build_after(span: Any, report: Any, *_: Any, **__: Any) -> None:
     """An index build's report on its span: generation, whether one was written, counts and seconds."""
-    span.update({f"ragsieve.build.{key}": getattr(report, key, None) for key in (
-        "generation", "written", "docs_added", "docs_updated", "docs_removed", "docs_unchanged", "chunks_total",
-        "chunks_embedded", "seconds")})
+    span.update(
+        {
+            f"ragsieve.build.{key}": getattr(report, key, None)
+            for key in (
+                "generation",
+                "written",
+                "docs_added",
+                "docs_updated",
+                "docs_removed",
+                "docs_unchanged",
+                "chunks_total",
+                "chunks_embedded",
+                "seconds",
+            )
+        }
+    )

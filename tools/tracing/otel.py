@@ -8,6 +8,7 @@ private (never installed as the global one), with a `BatchSpanProcessor`: spans 
 `export_timeout_s`. A collector that is down, slow or refusing costs the queue and one warning line
 (`GuardedExporter`); the SDK's own per-batch error lines are folded into it.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,14 +76,17 @@ class GuardedExporter(SpanExporter):
             self.failures += 1
             self.dropped += len(spans)
             if not self._warned:
-                log.warning("tracing: the collector at %s is not taking spans (%s); answers are unaffected, spans "
-                            "wait in a queue of at most %d and are dropped while it stays away (said once)",
-                            self.endpoint, self.fold.last or "export failed", self.max_queue)
+                log.warning(
+                    "tracing: the collector at %s is not taking spans (%s); answers are unaffected, spans "
+                    "wait in a queue of at most %d and are dropped while it stays away (said once)",
+                    self.endpoint,
+                    self.fold.last or "export failed",
+                    self.max_queue,
+                )
                 self._warned = True
             self._failing = True
         elif self._failing:
-            log.info("tracing: the collector at %s takes spans again (%d spans were dropped)", self.endpoint,
-                     self.dropped)
+            log.info("tracing: the collector at %s takes spans again (%d spans were dropped)", self.endpoint, self.dropped)
             self._failing = False
         return result
 
@@ -163,8 +167,9 @@ class LiveSpan:
 class OtelTracer:
     """Spans on the application's provider, or on ragsieve's own exporting one (`own` is then set)."""
 
-    def __init__(self, resolved: Resolved, redact: Callable[[str], str] | None,
-                 provider: trace.TracerProvider | None = None) -> None:
+    def __init__(
+        self, resolved: Resolved, redact: Callable[[str], str] | None, provider: trace.TracerProvider | None = None
+    ) -> None:
         self.resolved = resolved
         self.own: TracerProvider | None = None
         self.exporter: GuardedExporter | None = None
@@ -175,14 +180,21 @@ class OtelTracer:
         if provider is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            self.exporter = GuardedExporter(OTLPSpanExporter(endpoint=resolved.endpoint,
-                                                             timeout=resolved.export_timeout_s),
-                                            resolved.endpoint, resolved.max_queue)
+            self.exporter = GuardedExporter(
+                OTLPSpanExporter(endpoint=resolved.endpoint, timeout=resolved.export_timeout_s),
+                resolved.endpoint,
+                resolved.max_queue,
+            )
             self.own = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}))
-            self.own.add_span_processor(BatchSpanProcessor(
-                self.exporter, max_queue_size=resolved.max_queue, max_export_batch_size=resolved.batch_size,
-                schedule_delay_millis=resolved.batch_delay_s * 1000,
-                export_timeout_millis=resolved.export_timeout_s * 1000))
+            self.own.add_span_processor(
+                BatchSpanProcessor(
+                    self.exporter,
+                    max_queue_size=resolved.max_queue,
+                    max_export_batch_size=resolved.batch_size,
+                    schedule_delay_millis=resolved.batch_delay_s * 1000,
+                    export_timeout_millis=resolved.export_timeout_s * 1000,
+                )
+            )
             provider = self.own
         self.provider = provider
         self.tracer = provider.get_tracer(SCOPE)
@@ -209,8 +221,7 @@ class OtelTracer:
             value = attribute(value)
             if value is not None:
                 cleaned[key] = value
-        return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
-                                                     attributes=cleaned))
+        return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=cleaned))
 
     def trace_id(self) -> str | None:
         ctx = trace.get_current_span().get_span_context()

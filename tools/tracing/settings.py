@@ -12,6 +12,7 @@ Resolution (`resolve`), each input applied or refused, never ignored:
 Headers (`OTEL_EXPORTER_OTLP_HEADERS`, e.g. Langfuse's `Authorization`), timeouts and certificates are read by
 the OTLP exporter itself, as every OTel SDK does. Nothing here imports OpenTelemetry.
 """
+
 from __future__ import annotations
 
 import os
@@ -93,8 +94,10 @@ def check_endpoint(url: str, name: str) -> str:
     except ValueError as exc:
         raise UsageError(f"{name}={url!r} is not a valid URL ({exc}): expected e.g. http://127.0.0.1:4318") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{name}={url!r} is not an http(s) URL with a host: expected e.g. http://127.0.0.1:4318 "
-                         f"(the [otel] extra exports OTLP over HTTP)")
+        raise UsageError(
+            f"{name}={url!r} is not an http(s) URL with a host: expected e.g. http://127.0.0.1:4318 "
+            f"(the [otel] extra exports OTLP over HTTP)"
+        )
     del port
     return url.strip()
 
@@ -118,13 +121,14 @@ def resolve(config: TracingSection | None = None, environ: Mapping[str, str] | N
     env = os.environ if environ is None else environ
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if exporter not in ("", "otlp", "none"):
-        raise UsageError(f"OTEL_TRACES_EXPORTER={exporter!r}: ragsieve exports spans with OTLP (otlp) or not at "
-                         f"all (none)")
+        raise UsageError(f"OTEL_TRACES_EXPORTER={exporter!r}: ragsieve exports spans with OTLP (otlp) or not at all (none)")
     for name in _PROTOCOL_VARS:
         protocol = env.get(name, "").strip().lower()
         if protocol and protocol != "http/protobuf":
-            raise UsageError(f"{name}={protocol!r}: the [otel] extra exports OTLP over HTTP (http/protobuf); "
-                             f"point the endpoint at the collector's HTTP port (4318)")
+            raise UsageError(
+                f"{name}={protocol!r}: the [otel] extra exports OTLP over HTTP (http/protobuf); "
+                f"point the endpoint at the collector's HTTP port (4318)"
+            )
     disabled = _flag(env, "OTEL_SDK_DISABLED")
     found = _endpoint(section, env)  # checked even when off: a malformed endpoint is an error, not a silent off
     if section.enabled is False or disabled or exporter == "none":
@@ -132,8 +136,14 @@ def resolve(config: TracingSection | None = None, environ: Mapping[str, str] | N
     if found is None and not section.enabled:
         return None
     endpoint, source = found if found is not None else (DEFAULT_ENDPOINT, "[tracing] enabled")
-    return Resolved(endpoint=endpoint, source=source,
-                    service_name=section.service_name or env.get("OTEL_SERVICE_NAME", "").strip() or "ragsieve",
-                    capture_content=section.capture_content, content_chars=section.content_chars,
-                    max_queue=section.max_queue, batch_size=min(section.batch_size, section.max_queue),
-                    batch_delay_s=section.batch_delay_s, export_timeout_s=section.export_timeout_s)
+    return Resolved(
+        endpoint=endpoint,
+        source=source,
+        service_name=section.service_name or env.get("OTEL_SERVICE_NAME", "").strip() or "ragsieve",
+        capture_content=section.capture_content,
+        content_chars=section.content_chars,
+        max_queue=section.max_queue,
+        batch_size=min(section.batch_size, section.max_queue),
+        batch_delay_s=section.batch_delay_s,
+        export_timeout_s=section.export_timeout_s,
+    )

@@ -1,5 +1,6 @@
 """Turning tracing on or off: `configure` (front ends call it at start; the first span calls it with the
 environment alone when nobody did)."""
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,13 @@ _running: tuple[Resolved, Any, Any] | None = None  # (settings, redact, provider
 _by_caller = False  # configure was called by a front end or the application (not only the first span's decision)
 
 
-def configure(config: TracingSection | None = None, *, redact: Callable[[str], str] | None = None,
-              tracer_provider: Any = None, environ: dict[str, str] | None = None) -> bool:
+def configure(
+    config: TracingSection | None = None,
+    *,
+    redact: Callable[[str], str] | None = None,
+    tracer_provider: Any = None,
+    environ: dict[str, str] | None = None,
+) -> bool:
     """Tracing as `config` and the environment say (see `settings.resolve`); True when on.
 
     `redact` (text -> text) is applied to every captured text; `capture_content` is refused without one.
@@ -35,8 +41,10 @@ def configure(config: TracingSection | None = None, *, redact: Callable[[str], s
             spans.install(None)
             return False
         if resolved.capture_content and redact is None:
-            raise UsageError("[tracing] capture_content needs a redaction function: ragsieve's front ends pass the "
-                             "question log's; an application calling configure() passes redact=...")
+            raise UsageError(
+                "[tracing] capture_content needs a redaction function: ragsieve's front ends pass the "
+                "question log's; an application calling configure() passes redact=..."
+            )
         if _running is not None and _running == (resolved, redact, tracer_provider):
             return True
         require(Extra.OTEL, "opentelemetry.sdk", f"tracing (turned on by {resolved.source})")
@@ -48,8 +56,9 @@ def configure(config: TracingSection | None = None, *, redact: Callable[[str], s
         spans.install(tracer)
         _running = (resolved, redact, tracer_provider)
         where = resolved.endpoint if tracer.own is not None else "the application's tracer provider"
-        log.info("tracing on (%s): spans to %s%s", resolved.source, where,
-                 ", with redacted text" if tracer.content is not None else "")
+        log.info(
+            "tracing on (%s): spans to %s%s", resolved.source, where, ", with redacted text" if tracer.content is not None else ""
+        )
         return True
 
 

@@ -7,6 +7,7 @@ with it unset OpenTelemetry is never imported. `traced(...)` wraps a function in
 from its arguments and its result. Text (questions, prompts, replies, documents) goes in only through
 `Span.text`, which drops it unless the operator turned `capture_content` on, and redacts it otherwise.
 """
+
 from __future__ import annotations
 
 import functools
@@ -161,11 +162,15 @@ def trace_id() -> str | None:
     return None if tracer is None or tracer is _UNSET else tracer.trace_id()
 
 
-def traced(name: str | Callable[..., str], kind: Kind = Kind.CHAIN,
-           before: Callable[..., Mapping[str, Any]] | None = None,
-           after: Callable[..., None] | None = None) -> Callable[[F], F]:
+def traced(
+    name: str | Callable[..., str],
+    kind: Kind = Kind.CHAIN,
+    before: Callable[..., Mapping[str, Any]] | None = None,
+    after: Callable[..., None] | None = None,
+) -> Callable[[F], F]:
     """`fn` run inside a span: `name` (or `name(*args, **kwargs)`), attributes `before(*args, **kwargs)`,
     then `after(span, result, *args, **kwargs)` while the span is still open. Off: `fn` itself, at once."""
+
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
@@ -177,5 +182,7 @@ def traced(name: str | Callable[..., str], kind: Kind = Kind.CHAIN,
                 if after is not None and opened.recording:
                     after(opened, result, *args, **kwargs)
                 return result
+
         return inner  # type: ignore[return-value]
+
     return wrap

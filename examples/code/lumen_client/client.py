@@ -1,4 +1,5 @@
 """HTTP client for the Lumen API with retries: honours Retry-After on 429, backs off on 5xx."""
+
 from __future__ import annotations
 
 import json
@@ -42,9 +43,16 @@ def backoff_delay(attempt: int, base: float = 0.5, cap: float = 30.0, retry_afte
 class LumenClient:
     """Minimal JSON client: `client.request("GET", "/v1/whoami")`."""
 
-    def __init__(self, api_key: str, *, region: str = "us-east", timeout: float = 30.0,
-                 max_retries: int = 4, sleep: Callable[[float], None] = time.sleep,
-                 opener: Callable[..., Any] = urllib.request.urlopen):
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        region: str = "us-east",
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+        opener: Callable[..., Any] = urllib.request.urlopen,
+    ):
         if not api_key.startswith(("lk_live_", "lk_test_")):
             raise ValueError("api_key must start with 'lk_live_' or 'lk_test_'")
         if region not in REGION_HOSTS:
@@ -78,8 +86,7 @@ class LumenClient:
                 if err.code in RETRY_STATUSES and attempt <= self.max_retries:
                     self._sleep(backoff_delay(attempt, retry_after=err.headers.get("Retry-After")))
                     continue
-                raise LumenError(f"{method} {path} failed with HTTP {err.code}", err.code,
-                                 _error_code(err)) from err
+                raise LumenError(f"{method} {path} failed with HTTP {err.code}", err.code, _error_code(err)) from err
             except urllib.error.URLError as err:
                 if attempt <= self.max_retries:
                     self._sleep(backoff_delay(attempt))

@@ -1,4 +1,5 @@
 """Rotate a workspace API key and report when the old secret stops working."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,14 +28,12 @@ def _hours(grace: timedelta) -> str:
     return f"{int(grace.total_seconds() // 3600)}h"
 
 
-def rotate_key(client: LumenClient, workspace: str, key_id: str,
-               grace: timedelta = DEFAULT_GRACE) -> RotatedKey:
+def rotate_key(client: LumenClient, workspace: str, key_id: str, grace: timedelta = DEFAULT_GRACE) -> RotatedKey:
     """Call `POST /v1/workspaces/{workspace}/keys/{key_id}/rotate`.
 
     The old secret stays valid until `old_secret_expires_at` (24 hours by
     default) and is then revoked; use `grace=timedelta(0)` after a leak.
     """
-    reply = client.request("POST", f"/v1/workspaces/{workspace}/keys/{key_id}/rotate",
-                           {"grace_period": _hours(grace)})
+    reply = client.request("POST", f"/v1/workspaces/{workspace}/keys/{key_id}/rotate", {"grace_period": _hours(grace)})
     expires = datetime.fromisoformat(reply["old_secret_expires_at"].replace("Z", "+00:00"))
     return RotatedKey(key_id=reply["key_id"], new_secret=reply["secret"], old_secret_expires_at=expires)

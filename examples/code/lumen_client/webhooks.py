@@ -1,4 +1,5 @@
 """Verify Lumen webhook signatures: `Lumen-Signature: v1=<hex HMAC-SHA256 of "{timestamp}.{body}">`."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,15 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return "v1=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
 
-def verify_signature(secret: str, body: bytes, signature_header: str, timestamp_header: str,
-                     *, now: float | None = None, tolerance: int = TOLERANCE_SECONDS) -> None:
+def verify_signature(
+    secret: str,
+    body: bytes,
+    signature_header: str,
+    timestamp_header: str,
+    *,
+    now: float | None = None,
+    tolerance: int = TOLERANCE_SECONDS,
+) -> None:
     """Raise SignatureError unless one `v1=` signature in the header matches the raw body.
 
     During a signing-secret rotation the header holds two comma-separated

@@ -14,6 +14,7 @@ In order of precedence:
 A key with none of these reads unrestricted, as before. Identity headers from anyone else, and a bad, expired
 or wrongly signed token, are refused with one line (403 / 401), never ignored.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -68,16 +69,23 @@ class JwtSettings:
         try:
             header = jwt.get_unverified_header(token)
             key = self._signing_key(jwt, header.get("kid"))
-            claims = jwt.decode(token, key, algorithms=list(self.algorithms), audience=self.audience,
-                                issuer=self.issuer, leeway=self.leeway_s,
-                                options={"require": ["exp", "iss", "aud"]})
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=list(self.algorithms),
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.leeway_s,
+                options={"require": ["exp", "iss", "aud"]},
+            )
         except jwt.PyJWTError as exc:
             raise IdentityRefused(401, f"user token refused: {exc}") from None
         user = claims.get(self.user_claim) or claims.get("sub")
         groups = claims.get(self.groups_claim) or []
         if not isinstance(user, str) or not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-            raise IdentityRefused(401, f"user token refused: it needs a string {self.user_claim!r} (or 'sub') and "
-                                       f"a list {self.groups_claim!r}")
+            raise IdentityRefused(
+                401, f"user token refused: it needs a string {self.user_claim!r} (or 'sub') and a list {self.groups_claim!r}"
+            )
         try:
             return principals([f"user:{user}"] + [f"group:{g}" for g in groups])
         except UsageError as exc:
@@ -106,8 +114,7 @@ class IdentitySettings:
         if table is None:
             return cls()
         if not isinstance(table, dict) or set(table) - {"trusted_proxies", "jwt"}:
-            raise UsageError("keys file [identity] takes trusted_proxies = [\"10.0.0.5/32\", ...] and a [identity.jwt] "
-                             "table")
+            raise UsageError('keys file [identity] takes trusted_proxies = ["10.0.0.5/32", ...] and a [identity.jwt] table')
         try:
             proxies = tuple(ipaddress.ip_network(p, strict=False) for p in table.get("trusted_proxies", []))
         except (TypeError, ValueError) as exc:
@@ -118,8 +125,10 @@ class IdentitySettings:
             allowed = {"issuer", "audience", "jwks", "user_claim", "groups_claim", "indexes", "algorithms", "leeway_s"}
             missing = {"issuer", "audience", "jwks"} - set(jwt_table)
             if not isinstance(jwt_table, dict) or set(jwt_table) - allowed or missing:
-                raise UsageError(f"keys file [identity.jwt] needs issuer, audience and jwks (a file or https URL); "
-                                 f"it may also set {', '.join(sorted(allowed - {'issuer', 'audience', 'jwks'}))}")
+                raise UsageError(
+                    f"keys file [identity.jwt] needs issuer, audience and jwks (a file or https URL); "
+                    f"it may also set {', '.join(sorted(allowed - {'issuer', 'audience', 'jwks'}))}"
+                )
             jwks = str(jwt_table["jwks"])
             if jwks.startswith("http://"):
                 raise UsageError("keys file [identity.jwt] jwks must be a file or an https:// URL")
@@ -128,12 +137,15 @@ class IdentitySettings:
                 if not Path(jwks).is_file():
                     raise UsageError(f"keys file [identity.jwt] jwks file not found: {jwks}")
             jwt_settings = JwtSettings(
-                issuer=str(jwt_table["issuer"]), audience=str(jwt_table["audience"]), jwks=jwks,
+                issuer=str(jwt_table["issuer"]),
+                audience=str(jwt_table["audience"]),
+                jwks=jwks,
                 user_claim=str(jwt_table.get("user_claim", "email")),
                 groups_claim=str(jwt_table.get("groups_claim", "groups")),
-                indexes=tuple(jwt_table.get("indexes", ["*"])), algorithms=tuple(jwt_table.get("algorithms",
-                                                                                              ["RS256", "ES256"])),
-                leeway_s=float(jwt_table.get("leeway_s", 30.0)))
+                indexes=tuple(jwt_table.get("indexes", ["*"])),
+                algorithms=tuple(jwt_table.get("algorithms", ["RS256", "ES256"])),
+                leeway_s=float(jwt_table.get("leeway_s", 30.0)),
+            )
         return cls(proxies, jwt_settings)
 
     def trusted(self, host: str | None) -> bool:
@@ -172,8 +184,7 @@ def proxy_principals(headers: Any) -> tuple[str, ...] | None:
         raise IdentityRefused(403, f"identity headers refused: {exc}") from None
 
 
-def resolve(settings: IdentitySettings, key: KeyIdentity | None, headers: Any,
-            client_host: str | None) -> tuple[str, ...] | None:
+def resolve(settings: IdentitySettings, key: KeyIdentity | None, headers: Any, client_host: str | None) -> tuple[str, ...] | None:
     """The caller's principals (None: unrestricted) for a request whose API key said `key`."""
     token = headers.get(USER_TOKEN, "").strip()
     if token:
@@ -183,7 +194,8 @@ def resolve(settings: IdentitySettings, key: KeyIdentity | None, headers: Any,
     forwarded = proxy_principals(headers)
     if forwarded is not None:
         if not settings.trusted(client_host) or key is None or not key.assert_identity:
-            raise IdentityRefused(403, "identity headers are accepted only from a trusted proxy with a key that "
-                                       "may assert identities")
+            raise IdentityRefused(
+                403, "identity headers are accepted only from a trusted proxy with a key that may assert identities"
+            )
         return forwarded
     return None if key is None else key.principals

@@ -27,6 +27,7 @@ address only (or with `--allow-public-without-keys`). A request whose index is
 outside its key's scope is answered exactly like an unknown index (404), so a
 key never learns that another tenant's index exists.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -50,7 +51,6 @@ ADMIN = ":admin"
 OPERATOR = {ALL, ALL + WRITE, ALL + ADMIN}
 
 
-
 def read_keys_file(path: Path) -> dict:
     """The keys file's TOML (API keys and widget keys), or a UsageError that says what is wrong with it."""
     try:
@@ -60,9 +60,14 @@ def read_keys_file(path: Path) -> dict:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"keys file {path} is not valid TOML: {exc}") from None
 
+
 class KeyRing:
-    def __init__(self, scopes: dict[str, set[str]] | None = None,
-                 identities: dict[str, KeyIdentity] | None = None, identity: IdentitySettings | None = None):
+    def __init__(
+        self,
+        scopes: dict[str, set[str]] | None = None,
+        identities: dict[str, KeyIdentity] | None = None,
+        identity: IdentitySettings | None = None,
+    ):
         self.scopes = {k: set(v) for k, v in (scopes or {}).items()}
         self.identities = dict(identities or {})  # keys that read as principals or may assert identities
         self.identity = identity or IdentitySettings()
@@ -70,8 +75,10 @@ class KeyRing:
             if len(key) < 8 or any(c.isspace() for c in key):
                 spaced = ", with a space" if any(c.isspace() for c in key) else ""
                 named = f"the API key starting {key[:2]!r}" if len(key) > 2 else "an API key"  # never all of it
-                raise UsageError(f"{named} ({len(key)} characters{spaced}) is refused: every API key must be at "
-                                 "least 8 characters without spaces (RAGSIEVE_API_KEYS or the keys file)")
+                raise UsageError(
+                    f"{named} ({len(key)} characters{spaced}) is refused: every API key must be at "
+                    "least 8 characters without spaces (RAGSIEVE_API_KEYS or the keys file)"
+                )
 
     @classmethod
     def load(cls, keys_file: str | None = None, environ: dict[str, str] | None = None) -> "KeyRing":
@@ -87,7 +94,7 @@ class KeyRing:
             data = read_keys_file(path)
             table = data.get("keys", {} if "widget_keys" in data else None)  # widget keys: widget_keys.py
             if not isinstance(table, dict) or (not table and "widget_keys" not in data):
-                raise UsageError(f"keys file {path} needs a [keys] table: \"key\" = [\"index\", ...]")
+                raise UsageError(f'keys file {path} needs a [keys] table: "key" = ["index", ...]')
             identity = IdentitySettings.from_toml(data.get("identity"), path.parent)
             for key, indexes in table.items():
                 if isinstance(indexes, dict):
@@ -130,8 +137,10 @@ def key_entry(path: Path, entry: dict) -> tuple[list, KeyIdentity]:
     """A key written as a table: (its indexes, its identity)."""
     unknown = set(entry) - {"indexes", "principals", "assert_identity"}
     if unknown or not isinstance(entry.get("assert_identity", False), bool):
-        raise UsageError(f"keys file {path}: a key table takes indexes = [...], principals = [...] and "
-                         f"assert_identity = true|false (got {sorted(unknown) or 'a non-boolean assert_identity'})")
+        raise UsageError(
+            f"keys file {path}: a key table takes indexes = [...], principals = [...] and "
+            f"assert_identity = true|false (got {sorted(unknown) or 'a non-boolean assert_identity'})"
+        )
     listed = entry.get("principals")
     try:
         readers = None if listed is None else principals(listed)

@@ -1,4 +1,5 @@
 """Who is calling: the API key's scope, checked on every route that touches an index."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,9 @@ class Caller:
         except KeyError:
             name, plan = None, None
         if name is None or not allows(self.scope, name):
-            raise ApiError(404, f"the model {model!r} does not exist or you do not have access to it",
-                           code="model_not_found", param="model")
+            raise ApiError(
+                404, f"the model {model!r} does not exist or you do not have access to it", code="model_not_found", param="model"
+            )
         return name, plan
 
 
@@ -64,9 +66,14 @@ def identify(keys, headers, host: str | None) -> Caller:
         if scope is None and key and settings.jwt is not None and looks_like_jwt(key):
             return Caller(set(settings.jwt.indexes), settings.jwt.verify(key))  # a user's own signed token
         if scope is None:
-            raise ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'",
-                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "missing or invalid API key: send 'Authorization: Bearer <key>'",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         return Caller(scope, resolve(settings, keys.identity_of(key), headers, host))
     except IdentityRefused as exc:
-        raise ApiError(exc.status, str(exc), code="identity_refused",
-                       headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None) from None
+        raise ApiError(
+            exc.status, str(exc), code="identity_refused", headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        ) from None

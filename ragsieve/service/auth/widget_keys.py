@@ -15,6 +15,7 @@ another index. They live in the keys file beside the API keys:
     visitor_requests_per_minute = 10  # optional: one client address (default 10, at most the key's rate)
     plans = ["fast"]                   # optional: plans the widget may ask for (default: the index's own)
 """
+
 from __future__ import annotations
 
 import hmac
@@ -34,8 +35,14 @@ MAX_VISITORS = 10_000
 def normal_origin(origin: str) -> str | None:
     """`scheme://host[:port]` in lower case, or None when `origin` is not an http(s) origin."""
     parts = urlsplit(origin.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
-            or parts.query or parts.fragment or parts.username:
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or parts.username
+    ):
         return None
     default = {"http": 80, "https": 443}[parts.scheme]
     port = f":{parts.port}" if parts.port and parts.port != default else ""
@@ -131,8 +138,7 @@ class WidgetKeys:
         for k in self.keys:
             unknown = sorted(k.indexes - names)
             if unknown:
-                raise UsageError(f"widget key {k.label} is scoped to unknown index(es) {unknown}; "
-                                 f"served: {sorted(names)}")
+                raise UsageError(f"widget key {k.label} is scoped to unknown index(es) {unknown}; served: {sorted(names)}")
 
     def check_plans(self, plans: set[str]) -> None:
         for k in self.keys:
@@ -149,8 +155,10 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
         raise UsageError(f"{where}: expected a table with indexes, origins, requests_per_minute")
     unknown = sorted(set(spec) - {"indexes", "origins", "requests_per_minute", "visitor_requests_per_minute", "plans"})
     if unknown:
-        raise UsageError(f"{where}: unknown setting(s) {unknown}; "
-                         f"allowed: indexes, origins, requests_per_minute, visitor_requests_per_minute, plans")
+        raise UsageError(
+            f"{where}: unknown setting(s) {unknown}; "
+            f"allowed: indexes, origins, requests_per_minute, visitor_requests_per_minute, plans"
+        )
     plans = spec.get("plans", [])
     if not isinstance(plans, list) or not all(isinstance(p, str) and p for p in plans):
         raise UsageError(f"{where}: plans must be a list of plan names")
@@ -158,8 +166,7 @@ def _parse(path: Path, key: str, spec) -> WidgetKey:
     if not isinstance(indexes, list) or not indexes or not all(isinstance(i, str) and i and i != "*" for i in indexes):
         raise UsageError(f"{where}: indexes must name one or more indexes (no '*': a public key is never global)")
     if not isinstance(origins, list) or not origins or not all(isinstance(o, str) for o in origins):
-        raise UsageError(f"{where}: origins must list the sites allowed to embed it, "
-                         f"e.g. [\"https://docs.example.com\"]")
+        raise UsageError(f'{where}: origins must list the sites allowed to embed it, e.g. ["https://docs.example.com"]')
     normal = []
     for o in origins:
         n = normal_origin(o)

@@ -7,6 +7,7 @@ the same admission limits and per-request deadline as a question. Both answer
 in OpenAI's chat completion shape (JSON or server-sent events) and say what
 they were in the `x-ragsieve-task` header and the `ragsieve` field.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,14 +31,23 @@ from ragsieve.service.common.requests import check_text
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None, **more) -> str:
-    data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **more}
+    data = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **more,
+    }
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def task_reply(body, task: TaskRequest, headers: dict[str, str]):
@@ -48,10 +58,18 @@ def task_reply(body, task: TaskRequest, headers: dict[str, str]):
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     usage = _usage(0, 0)
     if not body.stream:
-        return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": body.model,
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": text}}],
-                             "usage": usage, "ragsieve": ext}, headers=headers)
+        return JSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": body.model,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": usage,
+                "ragsieve": ext,
+            },
+            headers=headers,
+        )
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     async def events():
@@ -61,8 +79,9 @@ def task_reply(body, task: TaskRequest, headers: dict[str, str]):
             yield f"data: {json.dumps({'id': cid, 'object': 'chat.completion.chunk', 'created': created, 'model': body.model, 'choices': [], 'usage': usage})}\n\n"
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers}
+    )
 
 
 def passthrough_messages(messages: list[dict], settings) -> list[dict[str, str]]:
@@ -70,14 +89,17 @@ def passthrough_messages(messages: list[dict], settings) -> list[dict[str, str]]
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
         if role not in ("system", "developer", "user", "assistant"):
-            raise ApiError(400, f"messages[{i}]: role {role!r} is not supported by the passthrough model",
-                           param="messages")
+            raise ApiError(400, f"messages[{i}]: role {role!r} is not supported by the passthrough model", param="messages")
         try:
             text = message_text(m.get("content"), f"messages[{i}]")
         except UsageError as exc:
             raise ApiError(400, str(exc), param="messages") from None
-        out.append({"role": "system" if role == "developer" else role,
-                    "content": check_text(text or " ", settings.max_body_bytes, "message")})
+        out.append(
+            {
+                "role": "system" if role == "developer" else role,
+                "content": check_text(text or " ", settings.max_body_bytes, "message"),
+            }
+        )
     if out[-1]["role"] != "user":
         raise ApiError(400, "the last message must be the user's (role 'user')", param="messages")
     return out
@@ -96,8 +118,7 @@ async def passthrough(request: Request, body, headers: dict[str, str]):
 
     def run(on_token=None):
         llm = app.registry.shared_llm().fork(budget=budget)
-        text = llm.text(messages, max_tokens=options.get("max_tokens"), temperature=options.get("temperature"),
-                        on_token=on_token)
+        text = llm.text(messages, max_tokens=options.get("max_tokens"), temperature=options.get("temperature"), on_token=on_token)
         u = llm.meter.snapshot()
         return text, _usage(u.prompt_tokens, u.completion_tokens)
 
@@ -108,18 +129,29 @@ async def passthrough(request: Request, body, headers: dict[str, str]):
             raise as_api_error(exc) from None
         finally:
             ticket.release()
-        return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": body.model,
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": text}}],
-                             "usage": usage, "ragsieve": ext}, headers=headers)
+        return JSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": body.model,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": usage,
+                "ragsieve": ext,
+            },
+            headers=headers,
+        )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
     async def events():
-        task = asyncio.ensure_future(anyio.to_thread.run_sync(
-            lambda: run(lambda t: loop.call_soon_threadsafe(queue.put_nowait, ("token", t))), limiter=ticket.limiter))
+        task = asyncio.ensure_future(
+            anyio.to_thread.run_sync(
+                lambda: run(lambda t: loop.call_soon_threadsafe(queue.put_nowait, ("token", t))), limiter=ticket.limiter
+            )
+        )
         task.add_done_callback(lambda _t: queue.put_nowait(("finished", None)))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # read: no "never retrieved" log
         unwatch = shutdown.watch(lambda: queue.put_nowait(("shutdown", None)))
@@ -153,5 +185,9 @@ async def passthrough(request: Request, body, headers: dict[str, str]):
                 budget.cancel("the client disconnected")
             ticket.release()
 
-    return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        background=BackgroundTask(ticket.release),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
+    )

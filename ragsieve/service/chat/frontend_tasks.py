@@ -12,6 +12,7 @@ when its prompt keeps the JSON key the front end parses (`"title"`, `"tags"`,
 `"follow_ups"`, `"queries"`); for anything else the passthrough model id
 (`PASSTHROUGH_MODEL`) sends a "task model" straight to the LLM.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,10 +63,24 @@ _PATTERNS: list[tuple[Task, str, tuple[str, ...]]] = [
 ]
 # Open WebUI's templates name several keys in their guidelines; the first key named in the output
 # section decides between them (a title template never names "follow_ups", a tags one names "tags").
-_ORDER = (Task.TOOL_SELECTION, Task.AUTOCOMPLETE, Task.FOLLOW_UPS, Task.QUERIES, Task.TAGS, Task.IMAGE_PROMPT,
-          Task.TITLE, Task.EMOJI)
-_KEY = {Task.TITLE: '"title"', Task.TAGS: '"tags"', Task.FOLLOW_UPS: '"follow_ups"', Task.QUERIES: '"queries"',
-        Task.AUTOCOMPLETE: '"text"', Task.IMAGE_PROMPT: '"prompt"'}
+_ORDER = (
+    Task.TOOL_SELECTION,
+    Task.AUTOCOMPLETE,
+    Task.FOLLOW_UPS,
+    Task.QUERIES,
+    Task.TAGS,
+    Task.IMAGE_PROMPT,
+    Task.TITLE,
+    Task.EMOJI,
+)
+_KEY = {
+    Task.TITLE: '"title"',
+    Task.TAGS: '"tags"',
+    Task.FOLLOW_UPS: '"follow_ups"',
+    Task.QUERIES: '"queries"',
+    Task.AUTOCOMPLETE: '"text"',
+    Task.IMAGE_PROMPT: '"prompt"',
+}
 
 
 def detect(messages: list[dict]) -> TaskRequest | None:
@@ -95,11 +110,13 @@ def detect(messages: list[dict]) -> TaskRequest | None:
 
 
 # --------------------------------------------------------------------- replies
-_STOP = set("""a an the of to in on for and or but with without by from at as is are was were be been being do does did
+_STOP = set(
+    """a an the of to in on for and or but with without by from at as is are was were be been being do does did
 how what which who whom whose when where why can could should would will shall may might must i me my we our you your
 it its this that these those there here about into over under than then so if not no yes please tell explain show
 give list describe between any some all each every more most much many other such only also just get got have has
-had make makes made let lets using use used via vs versus able need needs want wants like""".split())
+had make makes made let lets using use used via vs versus able need needs want wants like""".split()
+)
 _WORDS = re.compile(r"[^\W_][\w'.-]*", re.UNICODE)
 _ROLE_LINE = re.compile(r"^\s*(user|assistant|ai|human)\s*:\s?", re.IGNORECASE)
 
@@ -116,7 +133,7 @@ def user_turns(prompt: str) -> list[str]:
         if role:
             if current is not None:
                 turns.append(current)
-            current = [role.group(1).lower(), line[role.end():]]
+            current = [role.group(1).lower(), line[role.end() :]]
         elif current is not None:
             current[1] += "\n" + line
     if current is not None:
@@ -174,4 +191,4 @@ def reply_text(req: TaskRequest, history_question: str | None = None) -> str:
         return json.dumps({"tool_calls": []})
     if req.task is Task.IMAGE_PROMPT:
         return json.dumps({"prompt": last}, ensure_ascii=False)
-    return "\U0001F4AC"  # emoji: a speech balloon
+    return "\U0001f4ac"  # emoji: a speech balloon

@@ -15,6 +15,7 @@ The Vercel AI SDK drops unknown fields but keeps OpenAI `annotations` of type `u
 (`#anchor`, `#page=N`, `#L10-L24`); the `[n]` marker is the annotation's title prefix. LangChain's
 `ChatOpenAI` keeps neither: the **Sources** list in `content` is what reaches it.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,8 +73,11 @@ def extension(answer, *, ignored: list[str] | None = None, first_token_s: float 
 
 def usage(answer) -> dict[str, int]:
     u = answer.usage
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-            "total_tokens": u.prompt_tokens + u.completion_tokens}
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    }
 
 
 def finish_reason(answer) -> str:
@@ -92,7 +96,15 @@ def url_annotations(answer) -> list[dict[str, Any]]:
         start = answer.answer.find(marker)
         if not c.cited or start < 0:
             continue
-        out.append({"type": "url_citation", "url_citation": {
-            "url": c.location(), "title": f"{marker} {c.label()}" + (f" ({c.title})" if c.title else ""),
-            "start_index": max(start, 0), "end_index": max(start, 0) + (len(marker) if start >= 0 else 0)}})
+        out.append(
+            {
+                "type": "url_citation",
+                "url_citation": {
+                    "url": c.location(),
+                    "title": f"{marker} {c.label()}" + (f" ({c.title})" if c.title else ""),
+                    "start_index": max(start, 0),
+                    "end_index": max(start, 0) + (len(marker) if start >= 0 else 0),
+                },
+            }
+        )
     return out

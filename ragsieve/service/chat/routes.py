@@ -1,4 +1,5 @@
 """OpenAI-compatible routes: `GET /v1/models`, `POST /v1/chat/completions` (JSON or server-sent events)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,7 @@ async def list_models(request: Request, who: Caller = Depends(caller)):
     ids = registry.model_ids(who.visible(list(registry.orchestrators)))
     if _passthrough_allowed(request, who):
         ids.append(frontend_tasks.PASSTHROUGH_MODEL)
-    return {"object": "list", "data": [{"id": mid, "object": "model", "created": created, "owned_by": "ragsieve"}
-                                       for mid in ids]}
+    return {"object": "list", "data": [{"id": mid, "object": "model", "created": created, "owned_by": "ragsieve"} for mid in ids]}
 
 
 def prepare(request: Request, body: ChatRequest, who: Caller):
@@ -49,8 +49,15 @@ def prepare(request: Request, body: ChatRequest, who: Caller):
     if conv.instructions:
         check_text(conv.instructions, app.settings.max_body_bytes, "system message")
     overrides = question_overrides(body.top_k, body.strict)
-    req = QuestionRequest(question=question, plan=plan, history=conv.history, instructions=conv.instructions,
-                          overrides=overrides, answer_options=body.answer_options(), where=who.where(body.where))
+    req = QuestionRequest(
+        question=question,
+        plan=plan,
+        history=conv.history,
+        instructions=conv.instructions,
+        overrides=overrides,
+        answer_options=body.answer_options(),
+        where=who.where(body.where),
+    )
     orch = app.registry.orchestrators[name]
     return orch, req, ignored, app.registry.logged(name, Surface.CHAT_COMPLETIONS)
 
@@ -86,19 +93,40 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
             ticket.release()
         app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
         request.state.access_stages = stages(answer)
-        return JSONResponse({
-            "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
-            "choices": [{"index": 0, "finish_reason": finish_reason(answer),
-                         "message": {"role": "assistant", "content": answer.answer + references(answer),
-                                     "annotations": url_annotations(answer)}}],
-            "usage": usage(answer), "ragsieve": extension(answer, ignored=ignored),
-        }, headers=headers)
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": body.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": finish_reason(answer),
+                        "message": {
+                            "role": "assistant",
+                            "content": answer.answer + references(answer),
+                            "annotations": url_annotations(answer),
+                        },
+                    }
+                ],
+                "usage": usage(answer),
+                "ragsieve": extension(answer, ignored=ignored),
+            },
+            headers=headers,
+        )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     def chunk(delta: dict, finish: str | None = None, **more) -> str:
-        data = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": body.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **more}
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **more,
+        }
         return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
     revisable = validates_answers(orch, req.plan)
@@ -116,15 +144,20 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                     yield chunk({"content": item[1]})
                 elif item[0] == "event" and item[1] == "answer" and item[2].get("attempt", 1) > 1:
                     held = []  # the earlier attempt was never sent: nothing to take back
-                elif item[0] == "event" and item[1] == "step" and item[2].get("step") == "validate" and held \
-                        and item[2].get("outcome") in FINAL_VALIDATIONS:
+                elif (
+                    item[0] == "event"
+                    and item[1] == "step"
+                    and item[2].get("step") == "validate"
+                    and held
+                    and item[2].get("outcome") in FINAL_VALIDATIONS
+                ):
                     streamed.extend(held)
                     yield chunk({"content": "".join(held)})
                     held = []
                 elif item[0] == "done":
                     answer = item[1]
                     sent = "".join(streamed)  # the answer step streams the answer text once, as it is final
-                    rest = answer.answer[len(sent):]
+                    rest = answer.answer[len(sent) :]
                     if not answer.answer.startswith(sent):  # cut short mid-stream (budget): what replaced it
                         rest = "\n\n" + answer.answer
                     yield chunk({"content": rest + references(answer), "annotations": url_annotations(answer)})
@@ -133,8 +166,7 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
                         app.metrics.ttft.labels(answer.plan).observe(ttft)
                     app.metrics.observe_answer(answer.plan, time.monotonic() - job.started, answer.usage, answer.trace)
                     request.state.access_stages = stages(answer)
-                    yield chunk({}, finish_reason(answer),
-                                ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
+                    yield chunk({}, finish_reason(answer), ragsieve=extension(answer, ignored=ignored, first_token_s=ttft))
                     if include_usage:
                         yield f"data: {json.dumps({'id': completion_id, 'object': 'chat.completion.chunk', 'created': created, 'model': body.model, 'choices': [], 'usage': usage(answer)})}\n\n"
                 elif item[0] == "error":
@@ -145,8 +177,12 @@ async def chat_completions(request: Request, body: ChatRequest, who: Caller = De
         finally:
             ticket.release()
 
-    return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        background=BackgroundTask(ticket.release),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
+    )
 
 
 FINAL_VALIDATIONS = ("resolved", "exhausted")  # validate outcomes that end the plan (agent/plan/plans.py)

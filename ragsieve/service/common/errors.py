@@ -1,4 +1,5 @@
 """Errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}` with the right status."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,15 +9,34 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-         404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 413: "invalid_request_error",
-         415: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error",
-         500: "server_error", 502: "upstream_error", 503: "overloaded_error", 504: "timeout_error"}
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "upstream_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.code, self.param = status, message, code, param
         self.headers = headers or {}
@@ -26,13 +46,19 @@ class ApiError(Exception):
 
 
 def error_body(status: int, message: str, *, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": TYPES.get(status, "server_error" if status >= 500
-                                                             else "invalid_request_error"),
-                      "param": param, "code": code}}
+    return {
+        "error": {
+            "message": message,
+            "type": TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+            "param": param,
+            "code": code,
+        }
+    }
 
 
-def error_response(status: int, message: str, *, code: str | None = None, param: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, *, code: str | None = None, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse(error_body(status, message, code=code, param=param), status_code=status, headers=headers)
 
 

@@ -7,6 +7,7 @@ plan returns; MCP's `ask` calls it the same way. The hook builds the record
 on the log's writer thread, off the request's path. Indexes not switched on in
 `[insights]` are not logged at all.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,17 +25,27 @@ class InsightsHook:
     def __init__(self, log: QuestionLog, config: Config, names: set[str]):
         self.log, self.settings = log, config.insights
         self.names = {n for n in names if self.settings.logs(n)}
-        self.reports: dict[tuple[str, str, tuple[str, ...] | None], tuple[float, Report, list[QuestionRecord]]] = {}  # the insights routes' recent reports (web/insights.py)
+        self.reports: dict[
+            tuple[str, str, tuple[str, ...] | None], tuple[float, Report, list[QuestionRecord]]
+        ] = {}  # the insights routes' recent reports (web/insights.py)
 
     def logs(self, index: str) -> bool:
         return index in self.names
 
-    def asked(self, index: str, surface: Surface, answer: AnswerLike, latency_s: float,
-              answer_id: str | None = None) -> None:
+    def asked(self, index: str, surface: Surface, answer: AnswerLike, latency_s: float, answer_id: str | None = None) -> None:
         if index not in self.names:
             return
-        self.log.submit(record_of(answer, index=index, surface=surface, at=self.log.clock(), latency_s=latency_s,
-                                  answer_id=answer_id, keep_answer=self.settings.store_answers))
+        self.log.submit(
+            record_of(
+                answer,
+                index=index,
+                surface=surface,
+                at=self.log.clock(),
+                latency_s=latency_s,
+                answer_id=answer_id,
+                keep_answer=self.settings.store_answers,
+            )
+        )
 
     def rated(self, answer_id: str, rating: int) -> None:
         self.log.rate(answer_id, rating)
@@ -54,18 +65,22 @@ def open_insights(registry: Any, data_dir: str | None, *, clock: Any = time.time
         raise UsageError(f"[insights] indexes names unknown index(es) {unknown}; served: {sorted(served)}")
     folder = cfg.dir or data_dir
     if not folder:
-        raise UsageError("[insights] enabled needs a place for the question log: set [insights] dir, or give "
-                         "`ragsieve serve` a --data-dir")
+        raise UsageError(
+            "[insights] enabled needs a place for the question log: set [insights] dir, or give `ragsieve serve` a --data-dir"
+        )
     embedders: dict[str, Embed] = {name: _embedder(live) for name, live in registry.orchestrators.items()}
-    log = QuestionLog(Path(folder) / FILE_NAME, retention_days=cfg.retention_days, clock=clock, embedders=embedders,
-                      max_rows=cfg.max_rows)
+    log = QuestionLog(
+        Path(folder) / FILE_NAME, retention_days=cfg.retention_days, clock=clock, embedders=embedders, max_rows=cfg.max_rows
+    )
     return InsightsHook(log, registry.config, served)
 
 
 def _embedder(live: Any) -> Embed:
     """The index's own encoder (of its current generation), as the question log's writer calls it."""
+
     def embed(texts: list[str]):
         return live.index.embedder.embed(texts)
+
     return embed
 
 

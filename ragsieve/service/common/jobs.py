@@ -6,6 +6,7 @@ client that goes away cancels the question's budget, so the thread stops at
 its next LLM call, streamed token or step boundary instead of finishing work
 nobody will read.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -92,12 +93,22 @@ class QuestionJob:
 
     def _ask(self, on_event=None, on_token=None):
         r = self.request
-        answer = self.orch.ask(r.question, plan=r.plan, history=r.history or None, instructions=r.instructions,
-                               overrides=r.overrides or None, budget=self.budget, on_event=on_event,
-                               on_token=on_token, answer_options=r.answer_options, where=r.where)
+        answer = self.orch.ask(
+            r.question,
+            plan=r.plan,
+            history=r.history or None,
+            instructions=r.instructions,
+            overrides=r.overrides or None,
+            budget=self.budget,
+            on_event=on_event,
+            on_token=on_token,
+            answer_options=r.answer_options,
+            where=r.where,
+        )
         if self.logged is not None and not (answer.stopped and not (answer.answer or "").strip()):
-            self.logged.hook.asked(self.logged.index, self.logged.surface, answer,
-                                   time.monotonic() - self.started, self.answer_id)
+            self.logged.hook.asked(
+                self.logged.index, self.logged.surface, answer, time.monotonic() - self.started, self.answer_id
+            )
         return answer
 
     async def result(self, limiter, is_disconnected) -> Any:

@@ -1,4 +1,5 @@
 """Request bodies of the service, validated; what a body asks that ragsieve cannot do is refused (400)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,15 +41,23 @@ class ChatRequest(BaseModel):
     def checked(self, max_messages: int, *, json_ok: bool = False) -> list[str]:
         """Refuse what cannot be applied; return the names of unknown fields (reported, not applied)."""
         if len(self.messages) > max_messages:
-            raise ApiError(400, f"too many messages ({len(self.messages)}); the limit is {max_messages}",
-                           code="too_many_messages", param="messages")
+            raise ApiError(
+                400,
+                f"too many messages ({len(self.messages)}); the limit is {max_messages}",
+                code="too_many_messages",
+                param="messages",
+            )
         extra = dict(self.model_extra or {})
         for name, neutral in NEUTRAL.items():
             if name in extra:
                 value = extra.pop(name)
                 if value is not None and value != neutral:
-                    raise ApiError(400, f"{name}={value!r} is not supported (ragsieve answers with one choice "
-                                        f"from its own sampling); omit it or send {neutral!r}", param=name)
+                    raise ApiError(
+                        400,
+                        f"{name}={value!r} is not supported (ragsieve answers with one choice "
+                        f"from its own sampling); omit it or send {neutral!r}",
+                        param=name,
+                    )
         ignored = _tool_fields(extra)
         for name in REFUSED_WHEN_SET:
             if name in extra:
@@ -57,10 +66,11 @@ class ChatRequest(BaseModel):
                     raise ApiError(400, f"{name} is not supported by ragsieve; omit it", param=name)
         modalities = extra.pop("modalities", None)
         if modalities not in (None, [], ["text"]):
-            raise ApiError(400, "modalities other than [\"text\"] are not supported", param="modalities")
+            raise ApiError(400, 'modalities other than ["text"] are not supported', param="modalities")
         fmt = extra.pop("response_format", None)
-        if fmt not in (None, {"type": "text"}) and not (json_ok and isinstance(fmt, dict)
-                                                        and fmt.get("type") in ("json_object", "json_schema")):
+        if fmt not in (None, {"type": "text"}) and not (
+            json_ok and isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+        ):
             raise ApiError(400, "response_format other than text is not supported", param="response_format")
         for name in LABELS:
             extra.pop(name, None)
@@ -79,14 +89,17 @@ class ChatRequest(BaseModel):
 def _tool_fields(extra: dict[str, Any]) -> list[str]:
     """Offered tools are accepted (the model declines them); a forced call (`tool_choice` "required" or a
     named function, `function_call` naming one) is refused. Returns the tool fields that were present."""
-    present = [name for name in (*OFFERED_TOOLS, "tool_choice", "function_call", "parallel_tool_calls")
-               if name in extra]
+    present = [name for name in (*OFFERED_TOOLS, "tool_choice", "function_call", "parallel_tool_calls") if name in extra]
     for name in ("tool_choice", "function_call"):
         value = extra.get(name)
         if value not in FREE_CHOICE:
             shown = value if isinstance(value, str) else "a named function"
-            raise ApiError(400, f"{name}={shown!r} forces a tool call, which ragsieve cannot make (it answers from "
-                                f"its index and calls no tools); send \"auto\" or \"none\", or omit it", param=name)
+            raise ApiError(
+                400,
+                f"{name}={shown!r} forces a tool call, which ragsieve cannot make (it answers from "
+                f'its index and calls no tools); send "auto" or "none", or omit it',
+                param=name,
+            )
     for name in present:
         extra.pop(name)
     return present
@@ -111,13 +124,13 @@ def check_text(text: str, limit: int, what: str = "question") -> str:
     if not text.strip():
         raise ApiError(400, f"the {what} is empty", code="empty_question", param=what)
     if len(text) > limit:
-        raise ApiError(400, f"the {what} is {len(text)} characters; the limit is {limit}", code="question_too_long",
-                       param=what)
+        raise ApiError(400, f"the {what} is {len(text)} characters; the limit is {limit}", code="question_too_long", param=what)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ApiError(400, f"the {what} holds invalid Unicode (a lone surrogate such as \\ud800)",
-                       code="invalid_unicode", param=what) from None
+        raise ApiError(
+            400, f"the {what} holds invalid Unicode (a lone surrogate such as \\ud800)", code="invalid_unicode", param=what
+        ) from None
     return text
 
 

@@ -1,4 +1,5 @@
 """Who may do what in the documents API: the data folder on, the store visible to the key, write scopes."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,7 @@ from ragsieve.service.documents.ingest import QueueFull
 def docs_of(request: Request):
     docs = request.app.state.documents
     if docs is None:
-        raise ApiError(400, "the documents API is off: start `ragsieve serve` with --data-dir DIR",
-                       code="documents_disabled")
+        raise ApiError(400, "the documents API is off: start `ragsieve serve` with --data-dir DIR", code="documents_disabled")
     return docs
 
 
@@ -29,8 +29,7 @@ def readable_store(request: Request, who: Caller, store_id: str) -> dict:
 def writable(who: Caller, index: str) -> None:
     if not may_write(who.scope, index):
         what = "every index (create vector stores)" if index == ALL else f"{index!r}"
-        raise ApiError(403, f"this API key may read but not change {what}: its scope needs "
-                            f"'{index}:write'", code="read_only_key")
+        raise ApiError(403, f"this API key may read but not change {what}: its scope needs '{index}:write'", code="read_only_key")
 
 
 def writable_store(request: Request, who: Caller, store_id: str):
@@ -45,9 +44,12 @@ def any_write(who: Caller, doing: str = "uploading or deleting files") -> None:
     """403 unless the key writes somewhere: uploaded files (`/v1/files`) are the writers' own, so `doing`
     (what the route does: listing, reading, uploading) says what the key was refused."""
     if not any(s.endswith(":write") for s in who.scope):
-        raise ApiError(403, f"this API key is read-only: {doing} needs a key with ':write' in its scope "
-                            f"(uploaded files are listed and read by the keys that may upload them)",
-                       code="read_only_key")
+        raise ApiError(
+            403,
+            f"this API key is read-only: {doing} needs a key with ':write' in its scope "
+            f"(uploaded files are listed and read by the keys that may upload them)",
+            code="read_only_key",
+        )
 
 
 def submit(docs, kind: str, store_id: str, **params) -> dict:
@@ -61,7 +63,10 @@ async def finished(job: dict, timeout_s: float) -> dict:
     ends = asyncio.get_running_loop().time() + timeout_s
     while job["status"] in ("queued", "running"):
         if asyncio.get_running_loop().time() > ends:
-            raise ApiError(504, f"job {job['id']} did not finish within {timeout_s:g}s; it goes on in the "
-                                f"background (GET /v1/jobs/{job['id']})", code="timeout")
+            raise ApiError(
+                504,
+                f"job {job['id']} did not finish within {timeout_s:g}s; it goes on in the background (GET /v1/jobs/{job['id']})",
+                code="timeout",
+            )
         await asyncio.sleep(0.05)
     return job

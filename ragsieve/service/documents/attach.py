@@ -1,4 +1,5 @@
 """Putting a file into a vector store (a queued ingestion job) and taking it out again."""
+
 from __future__ import annotations
 
 from fastapi import Request
@@ -14,18 +15,22 @@ AUTO = {"type": "auto"}
 
 def check_chunking(value: dict | None) -> None:
     if value not in (None, AUTO):
-        raise ApiError(400, "only chunking_strategy {\"type\": \"auto\"} is supported: ragsieve chunks code by syntax "
-                            "and text by tokens (index.chunk_tokens in the server's config)", param="chunking_strategy")
+        raise ApiError(
+            400,
+            'only chunking_strategy {"type": "auto"} is supported: ragsieve chunks code by syntax '
+            "and text by tokens (index.chunk_tokens in the server's config)",
+            param="chunking_strategy",
+        )
 
 
 def check_room(docs, store_id: str, adding: int = 1) -> None:
     """Refuse (400) before anything is written: a Milvus-served index, or a store past its file limit."""
     if store_id in docs.catalog.served and (docs.catalog.index_dir(store_id) / "milvus.json").is_file():
-        raise ApiError(400, f"{store_id!r} is served by Milvus: add files with `ragsieve index` then "
-                            f"`ragsieve migrate`", code="milvus_index")
+        raise ApiError(
+            400, f"{store_id!r} is served by Milvus: add files with `ragsieve index` then `ragsieve migrate`", code="milvus_index"
+        )
     if len(docs.catalog.entries(store_id)) + adding > docs.settings.max_files_per_store:
-        raise ApiError(400, f"the vector store holds at most {docs.settings.max_files_per_store} files",
-                       code="too_many_files")
+        raise ApiError(400, f"the vector store holds at most {docs.settings.max_files_per_store} files", code="too_many_files")
 
 
 def attach(docs, store_id: str, meta: dict, attributes: dict, *, batch_member: bool = False) -> dict:

@@ -8,6 +8,7 @@ batch is `in_progress` while one of its files is, then `completed` (even with
 failed files, as OpenAI's) or `cancelled`. Cancelling marks its waiting files
 `cancelled`: they are not built, or taken out again if their build had begun.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,14 @@ def batch_object(docs, batch: dict) -> dict:
     entries = [e for e in entries if e is not None]  # a file detached since is no longer counted
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in STATUSES} | {"total": len(batch["file_ids"])}
     status = "cancelled" if batch["cancelled"] else "in_progress" if counts["in_progress"] else "completed"
-    return {"id": batch["id"], "object": "vector_store.files_batch", "created_at": batch["created_at"],
-            "vector_store_id": batch["vector_store_id"], "status": status, "file_counts": counts}
+    return {
+        "id": batch["id"],
+        "object": "vector_store.files_batch",
+        "created_at": batch["created_at"],
+        "vector_store_id": batch["vector_store_id"],
+        "status": status,
+        "file_counts": counts,
+    }
 
 
 def _batch(request: Request, who: Caller, store_id: str, batch_id: str) -> tuple[Any, dict]:
@@ -73,9 +80,11 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
         raise ApiError(400, "give either file_ids or files (not both, not neither)", param="file_ids")
     check_chunking(body.chunking_strategy)
     common = check_attributes(body.attributes)
-    wanted = ([(f, common) for f in body.file_ids] if body.file_ids is not None else
-              [(f.file_id, check_attributes(f.attributes) if f.attributes is not None else common)
-               for f in body.files or []])
+    wanted = (
+        [(f, common) for f in body.file_ids]
+        if body.file_ids is not None
+        else [(f.file_id, check_attributes(f.attributes) if f.attributes is not None else common) for f in body.files or []]
+    )
     for f in body.files or []:
         check_chunking(f.chunking_strategy)
     if not wanted:
@@ -83,11 +92,18 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
     if len({f for f, _ in wanted}) != len(wanted):
         raise ApiError(400, "a file appears twice in the batch", param="file_ids")
     metas = [visible_file(docs, who, f, "file_ids") for f, _ in wanted]  # a hidden file reads as missing
-    fresh = [(m, a) for m, (_, a) in zip(metas, wanted)
-             if (e := docs.catalog.entry(store_id, m["id"])) is None or e["status"] in ("failed", "cancelled")]
+    fresh = [
+        (m, a)
+        for m, (_, a) in zip(metas, wanted)
+        if (e := docs.catalog.entry(store_id, m["id"])) is None or e["status"] in ("failed", "cancelled")
+    ]
     if fresh and docs.ingestor.pending() >= docs.ingestor.limit:  # a batch goes in whole, while the queue has room
-        raise ApiError(429, f"the ingestion queue is full ({docs.ingestor.limit} jobs waiting); retry later",
-                       code="ingest_queue_full", headers={"Retry-After": "5"})
+        raise ApiError(
+            429,
+            f"the ingestion queue is full ({docs.ingestor.limit} jobs waiting); retry later",
+            code="ingest_queue_full",
+            headers={"Retry-After": "5"},
+        )
     check_room(docs, store_id, sum(1 for m, _ in fresh if docs.catalog.entry(store_id, m["id"]) is None))
     batch = docs.catalog.add_batch(store_id, [m["id"] for m in metas])
     for meta, attributes in fresh:
@@ -100,8 +116,7 @@ async def create_batch(request: Request, store_id: str, body: BatchCreate, who: 
 async def get_batch(request: Request, store_id: str, batch_id: str, who: Caller = Depends(caller)):
     docs, batch = _batch(request, who, store_id, batch_id)
     out = batch_object(docs, batch)
-    headers = {WORKER_HEADER: str(os.getpid())} | ({"openai-poll-after-ms": "200"} if out["status"] == "in_progress"
-                                                   else {})
+    headers = {WORKER_HEADER: str(os.getpid())} | ({"openai-poll-after-ms": "200"} if out["status"] == "in_progress" else {})
     return JSONResponse(out, headers=headers)
 
 
@@ -125,14 +140,26 @@ async def cancel_batch(request: Request, store_id: str, batch_id: str, who: Call
 
 
 @router.get("/v1/vector_stores/{store_id}/file_batches/{batch_id}/files")
-async def list_batch_files(request: Request, store_id: str, batch_id: str, who: Caller = Depends(caller),
-                           limit: int = 20, order: str = "desc", after: str | None = None,
-                           before: str | None = None, filter: str | None = None):
+async def list_batch_files(
+    request: Request,
+    store_id: str,
+    batch_id: str,
+    who: Caller = Depends(caller),
+    limit: int = 20,
+    order: str = "desc",
+    after: str | None = None,
+    before: str | None = None,
+    filter: str | None = None,
+):
     docs, batch = _batch(request, who, store_id, batch_id)
     if filter is not None and filter not in STATUSES:
         raise ApiError(400, f"filter must be one of {', '.join(STATUSES)}", param="filter")
-    entries = [e for f in batch["file_ids"] if (e := docs.catalog.entry(store_id, f)) is not None
-               and entry_readable(docs, who, store_id, f)]
+    entries = [
+        e
+        for f in batch["file_ids"]
+        if (e := docs.catalog.entry(store_id, f)) is not None and entry_readable(docs, who, store_id, f)
+    ]
     entries.sort(key=lambda e: (e["created_at"], e["id"]))
-    return views.page([views.public_entry(e) for e in entries if filter is None or e["status"] == filter], limit,
-                      order, after, before)
+    return views.page(
+        [views.public_entry(e) for e in entries if filter is None or e["status"] == filter], limit, order, after, before
+    )

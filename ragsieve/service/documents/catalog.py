@@ -17,6 +17,7 @@ source starts with `<file-id>/`. Every record is written atomically, and a
 record's read-modify-write (`update_entry`) holds `.lock`, so the worker
 processes of `serve --workers N` never lose each other's changes.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -49,7 +50,7 @@ def safe_filename(name: str) -> str:
         return base
     stem, dot, ext = base.rpartition(".")
     ext = (dot + ext) if dot and stem and len(ext.encode("utf-8")) <= 20 else ""
-    stem = base[:len(base) - len(ext)] if ext else base
+    stem = base[: len(base) - len(ext)] if ext else base
     room = MAX_NAME_BYTES - len(ext.encode("utf-8"))
     return stem.encode("utf-8")[:room].decode("utf-8", "ignore") + ext
 
@@ -95,8 +96,16 @@ class Catalog:
         folder = self.root / "files" / file_id
         folder.mkdir(parents=True)
         (folder / name).write_bytes(data)
-        meta = {"id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
-                "filename": name, "purpose": purpose, "status": "processed", "status_details": None}
+        meta = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": name,
+            "purpose": purpose,
+            "status": "processed",
+            "status_details": None,
+        }
         write_json(folder / "meta.json", meta)
         return meta
 
@@ -124,15 +133,24 @@ class Catalog:
 
     def add_store(self, name: str, metadata: dict, expires_after: dict | None = None) -> dict:
         store_id = new_id("vs_")
-        meta = {"id": store_id, "name": name, "metadata": metadata, "created_at": int(time.time()),
-                "expires_after": expires_after}
+        meta = {
+            "id": store_id,
+            "name": name,
+            "metadata": metadata,
+            "created_at": int(time.time()),
+            "expires_after": expires_after,
+        }
         write_json(self.store_dir(store_id) / "meta.json", meta)
         return meta
 
     def store(self, store_id: str) -> dict | None:
         if store_id in self.served:
             return read_json(self.store_dir(store_id) / "meta.json") or {
-                "id": store_id, "name": store_id, "metadata": {"served": "true"}, "created_at": None}
+                "id": store_id,
+                "name": store_id,
+                "metadata": {"served": "true"},
+                "created_at": None,
+            }
         if not store_id.startswith("vs_") or not SAFE_ID.fullmatch(store_id):
             return None
         return read_json(self.store_dir(store_id) / "meta.json")
@@ -197,8 +215,13 @@ class Catalog:
 
     # -- file batches ---------------------------------------------------------------------
     def add_batch(self, store_id: str, file_ids: list[str]) -> dict:
-        batch = {"id": new_id("vsfb_"), "created_at": int(time.time()), "vector_store_id": store_id,
-                 "file_ids": file_ids, "cancelled": False}
+        batch = {
+            "id": new_id("vsfb_"),
+            "created_at": int(time.time()),
+            "vector_store_id": store_id,
+            "file_ids": file_ids,
+            "cancelled": False,
+        }
         write_json(self.store_dir(store_id) / "batches" / f"{batch['id']}.json", batch)
         return batch
 

@@ -5,6 +5,7 @@
 `GET /v1/files/{id}/content` (the bytes as uploaded), `GET /v1/vector_stores/{id}/files/{file_id}/content`
 (the text ragsieve extracted and indexed, chunk by chunk).
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -41,8 +42,9 @@ async def update_store(request: Request, store_id: str, body: StoreUpdate, who: 
     expiry = check_expires_after(body.expires_after)
     if "expires_after" in body.model_fields_set and store_id in docs.catalog.served:
         raise ApiError(400, f"{store_id!r} is served with --index: it does not expire", param="expires_after")
-    if body.metadata is not None and (len(body.metadata) > MAX_ATTRIBUTES or any(
-            len(k) > 64 or len(v) > 512 for k, v in body.metadata.items())):
+    if body.metadata is not None and (
+        len(body.metadata) > MAX_ATTRIBUTES or any(len(k) > 64 or len(v) > 512 for k, v in body.metadata.items())
+    ):
         raise ApiError(400, "metadata holds at most 16 keys of up to 64 characters, values up to 512", param="metadata")
     with docs.catalog.locked():
         meta = readable_store(request, who, store_id)
@@ -63,8 +65,7 @@ class StoreFileUpdate(BaseModel):
 
 
 @router.post("/v1/vector_stores/{store_id}/files/{file_id}")
-async def update_store_file(request: Request, store_id: str, file_id: str, body: StoreFileUpdate,
-                            who: Caller = Depends(caller)):
+async def update_store_file(request: Request, store_id: str, file_id: str, body: StoreFileUpdate, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
     attributes = check_attributes(body.attributes)  # bad input first: a 400 says nothing of the file
     visible_entry(docs, who, store_id, file_id)  # a file the caller may not read is missing: nothing changes
@@ -99,16 +100,23 @@ async def store_file_content(request: Request, store_id: str, file_id: str, who:
     found = indexed.find(docs, who, store_id, file_id)  # a served index's document (indexed.py)
     if found is not None:
         texts = await anyio.to_thread.run_sync(indexed.texts, docs, store_id, found[0])
-        return {"object": "vector_store.file_content.page", "data": [{"type": "text", "text": t} for t in texts],
-                "has_more": False, "next_page": None}
+        return {
+            "object": "vector_store.file_content.page",
+            "data": [{"type": "text", "text": t} for t in texts],
+            "has_more": False,
+            "next_page": None,
+        }
     entry = docs.catalog.entry(store_id, file_id)
     meta = docs.catalog.file(file_id)
     if entry is None or meta is None or not entry_readable(docs, who, store_id, file_id):
         raise ApiError(404, f"no file {file_id!r} in vector store {store_id!r}", code="not_found")
     if entry["status"] != "completed":
-        raise ApiError(409, f"file {file_id!r} is {entry['status']}: its content is there once it is completed",
-                       code="not_ready")
+        raise ApiError(409, f"file {file_id!r} is {entry['status']}: its content is there once it is completed", code="not_ready")
     live = docs.registry.orchestrators.get(store_id)
     texts = [] if live is None else await anyio.to_thread.run_sync(_indexed_text, live, f"{file_id}/{meta['filename']}")
-    return {"object": "vector_store.file_content.page", "data": [{"type": "text", "text": t} for t in texts],
-            "has_more": False, "next_page": None}
+    return {
+        "object": "vector_store.file_content.page",
+        "data": [{"type": "text", "text": t} for t in texts],
+        "has_more": False,
+        "next_page": None,
+    }

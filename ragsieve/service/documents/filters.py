@@ -4,6 +4,7 @@ A comparison filter is `{"type": "eq"|"ne"|"gt"|"gte"|"lt"|"lte"|"in"|"nin", "ke
 compound one `{"type": "and"|"or", "filters": [...]}` (nested up to `MAX_DEPTH`). A filter selects
 files; the search then runs over their chunks only (a `Where` with the files' source prefixes).
 """
+
 from __future__ import annotations
 
 import operator
@@ -26,8 +27,9 @@ def check_attributes(attributes: Any) -> dict:
         if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
             raise ApiError(400, f"attribute keys are 1..{MAX_KEY} characters", param="attributes")
         if not isinstance(value, (str, int, float, bool)) or (isinstance(value, str) and len(value) > MAX_VALUE):
-            raise ApiError(400, f"attribute {key!r} must be a string (up to {MAX_VALUE} characters), number or "
-                                f"boolean", param="attributes")
+            raise ApiError(
+                400, f"attribute {key!r} must be a string (up to {MAX_VALUE} characters), number or boolean", param="attributes"
+            )
     return attributes
 
 

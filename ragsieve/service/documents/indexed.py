@@ -8,6 +8,7 @@ parameter). `GET /v1/vector_stores/NAME/files` lists them after the uploaded fil
 read-only here: `ragsieve index` / `ragsieve remove` change them. A caller reading as principals sees only
 those its principals may read. The id table is computed once per index generation.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,9 +76,17 @@ def find(docs, who: Caller, store_id: str, file_id: str) -> tuple[str, str] | No
 
 def entry(docs, store_id: str, file_id: str) -> dict:
     live = docs.registry.orchestrators[store_id]
-    return {"id": file_id, "object": "vector_store.file", "created_at": int(live.opened), "vector_store_id": store_id,
-            "status": "completed", "last_error": None, "usage_bytes": 0, "attributes": {},
-            "chunking_strategy": {"type": "other"}}
+    return {
+        "id": file_id,
+        "object": "vector_store.file",
+        "created_at": int(live.opened),
+        "vector_store_id": store_id,
+        "status": "completed",
+        "last_error": None,
+        "usage_bytes": 0,
+        "attributes": {},
+        "chunking_strategy": {"type": "other"},
+    }
 
 
 def file_object(docs, who: Caller, file_id: str) -> dict | None:
@@ -86,12 +95,19 @@ def file_object(docs, who: Caller, file_id: str) -> dict | None:
         found = find(docs, who, store_id, file_id) if allows(who.scope, store_id) else None
         if found is not None:
             live = docs.registry.orchestrators[store_id]
-            return {"id": file_id, "object": "file", "bytes": 0, "created_at": int(live.opened),
-                    "filename": found[1], "purpose": "assistants", "status": "processed", "status_details": None}
+            return {
+                "id": file_id,
+                "object": "file",
+                "bytes": 0,
+                "created_at": int(live.opened),
+                "filename": found[1],
+                "purpose": "assistants",
+                "status": "processed",
+                "status_details": None,
+            }
     return None
 
 
 def texts(docs, store_id: str, doc_id: str) -> list[str]:
     with docs.registry.orchestrators[store_id].pinned() as orch:
         return [c.text for c in orch.index.store.chunks_of(doc_id)]
-

@@ -8,6 +8,7 @@ At most `limit` jobs wait; more are refused (429). A file that cannot be read
 ends `failed` with its reason; the others still land. Each change of a job's
 state is written to the `JobStore`, so any worker process reports it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,7 +57,8 @@ class StoreBuilder(IndexBuilder):
 def job_view(job: dict) -> dict:
     """The job as `GET /v1/jobs/{id}` shows it (no callbacks)."""
     return {k: v for k, v in job.items() if k != "params"} | {
-        "params": {k: v for k, v in job["params"].items() if not callable(v)}}
+        "params": {k: v for k, v in job["params"].items() if not callable(v)}
+    }
 
 
 def why_missing(folder: Path) -> str:
@@ -64,8 +66,10 @@ def why_missing(folder: Path) -> str:
     without a problem line), or nothing extractable in it."""
     names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     if names and kind_of(folder / names[0]) is None:
-        return (f"unsupported file type {Path(names[0]).suffix or names[0]!r}: ragsieve reads text, Markdown, HTML, "
-                f"PDF, DOCX, notebooks, JSON lines and source code")
+        return (
+            f"unsupported file type {Path(names[0]).suffix or names[0]!r}: ragsieve reads text, Markdown, HTML, "
+            f"PDF, DOCX, notebooks, JSON lines and source code"
+        )
     return "no text could be extracted from the file"
 
 
@@ -104,9 +108,20 @@ class Ingestor:
         with self._cv:
             if not batch_member and len(self._queue) >= self.limit:
                 raise QueueFull(f"{self.limit} ingestion jobs are already waiting; retry later")
-            job: dict[str, Any] = {"id": new_id("job_"), "object": "job", "kind": kind, "index": store_id, "status": "queued",
-                   "created_at": int(time.time()), "started_at": None, "finished_at": None, "progress": {},
-                   "error": None, "result": None, "params": params}
+            job: dict[str, Any] = {
+                "id": new_id("job_"),
+                "object": "job",
+                "kind": kind,
+                "index": store_id,
+                "status": "queued",
+                "created_at": int(time.time()),
+                "started_at": None,
+                "finished_at": None,
+                "progress": {},
+                "error": None,
+                "result": None,
+                "params": params,
+            }
             self.jobs[job["id"]] = job
             self._record(job)
             self._queue.append(job)
@@ -208,16 +223,24 @@ class Ingestor:
         gen = current_generation(index_dir) if index_dir.is_dir() else None
         manifest = read_manifest(gen) if gen is not None else {}
         model = manifest.get("embedding", {}).get("model") or ic.embedding_model
-        return StoreBuilder(index_dir, docs_root=self.catalog.docs_dir(store_id),
-                            chunk_tokens=manifest.get("chunk_tokens") or ic.chunk_tokens, embedding_model=model,
-                            faiss_index=ic.faiss_index, bm25_engine=ic.bm25_engine, batch_size=ic.embed_batch_size,
-                            sparse_percentile=ic.sparse_percentile, progress=False, lock_wait_s=ic.lock_wait_s,
-                            embedder=self.embedder_for(store_id, model), encoder=ic.encoder)
+        return StoreBuilder(
+            index_dir,
+            docs_root=self.catalog.docs_dir(store_id),
+            chunk_tokens=manifest.get("chunk_tokens") or ic.chunk_tokens,
+            embedding_model=model,
+            faiss_index=ic.faiss_index,
+            bm25_engine=ic.bm25_engine,
+            batch_size=ic.embed_batch_size,
+            sparse_percentile=ic.sparse_percentile,
+            progress=False,
+            lock_wait_s=ic.lock_wait_s,
+            embedder=self.embedder_for(store_id, model),
+            encoder=ic.encoder,
+        )
 
     def _do_add(self, batch: list[dict]) -> None:
         store_id = batch[0]["index"]
-        folders = {job["params"]["file_id"]: self.catalog.docs_dir(store_id) / job["params"]["file_id"]
-                   for job in batch}
+        folders = {job["params"]["file_id"]: self.catalog.docs_dir(store_id) / job["params"]["file_id"] for job in batch}
         problems: dict[str, str] = {}
         try:
             report = self.builder(store_id).build([str(f) for f in folders.values()])
@@ -269,9 +292,14 @@ class Ingestor:
         except RagsieveError as exc:
             job["error"] = str(exc)
             return
-        job["result"] = {"generation": report.generation, "chunks_total": report.chunks_total,
-                         "docs_added": report.docs_added, "docs_updated": report.docs_updated,
-                         "docs_removed": report.docs_removed, "problems": report.problems[:50]}
+        job["result"] = {
+            "generation": report.generation,
+            "chunks_total": report.chunks_total,
+            "docs_added": report.docs_added,
+            "docs_updated": report.docs_updated,
+            "docs_removed": report.docs_removed,
+            "problems": report.problems[:50],
+        }
         self.on_built(job["index"])
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ REPLACE`). A job whose process is gone (a restart, a crash) is reported as
 every worker sees the files a restart interrupted, and only the first to claim
 one ingests it again.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,10 @@ class JobStore:
     def put(self, job: dict) -> None:
         body = json.dumps(job, ensure_ascii=False, default=str)
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO jobs (id, owner, status, updated, body) VALUES (?, ?, ?, ?, ?)",
-                             (job["id"], os.getpid(), job["status"], time.time(), body))
+            self._db.execute(
+                "INSERT OR REPLACE INTO jobs (id, owner, status, updated, body) VALUES (?, ?, ?, ?, ?)",
+                (job["id"], os.getpid(), job["status"], time.time(), body),
+            )
 
     def get(self, job_id: str) -> dict | None:
         with self._lock:
@@ -70,15 +73,21 @@ class JobStore:
         owner, status, body = row
         job = json.loads(body)
         if status in UNFINISHED and not alive(owner):
-            job |= {"status": "failed", "error": f"the server process that ran this job ({owner}) stopped before "
-                                                 f"it finished; files in vector stores are ingested again at start-up"}
+            job |= {
+                "status": "failed",
+                "error": f"the server process that ran this job ({owner}) stopped before "
+                f"it finished; files in vector stores are ingested again at start-up",
+            }
         return job
 
     def prune(self, keep: int = KEEP_JOBS) -> None:
         """Forget the oldest finished jobs beyond `keep`."""
         with self._lock:
-            self._db.execute("DELETE FROM jobs WHERE status NOT IN ('queued', 'running') AND id NOT IN "
-                             "(SELECT id FROM jobs ORDER BY updated DESC LIMIT ?)", (keep,))
+            self._db.execute(
+                "DELETE FROM jobs WHERE status NOT IN ('queued', 'running') AND id NOT IN "
+                "(SELECT id FROM jobs ORDER BY updated DESC LIMIT ?)",
+                (keep,),
+            )
 
     def claim(self, key: str) -> bool:
         """True when this process now owns `key`: nobody had it, or its owner's process is gone."""

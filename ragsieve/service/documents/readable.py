@@ -5,6 +5,7 @@ routes show a caller only what it may read (a forbidden file reads exactly as a 
 (`ragsieve.tools.access.labels`, the `attributes` layer, which wins over rules and front matter); without
 the attribute the index's rules, front matter or default decide.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -45,8 +46,12 @@ def file_readable(docs, who: Caller, file_id: str) -> bool:
     """Whether the caller may read an uploaded file: readable in some store its key reaches."""
     if who.readers is None:
         return True
-    return any(allows(who.scope, s["id"]) and docs.catalog.entry(s["id"], file_id) is not None
-               and entry_readable(docs, who, s["id"], file_id) for s in docs.catalog.stores())
+    return any(
+        allows(who.scope, s["id"])
+        and docs.catalog.entry(s["id"], file_id) is not None
+        and entry_readable(docs, who, s["id"], file_id)
+        for s in docs.catalog.stores()
+    )
 
 
 def visible_file(docs, who: Caller, file_id: str, param: str | None = None) -> dict:

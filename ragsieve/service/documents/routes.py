@@ -9,6 +9,7 @@ Reads need a key whose scope reaches the store (else 404, like a missing one);
 writes need `:write` in it (else 403). Deleting a file returns once its
 chunks are out of the served generation.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,8 +37,9 @@ router.include_router(edit_routes.router)  # updates, file contents
 
 # -- files ---------------------------------------------------------------------
 @router.post("/v1/files")
-async def upload(request: Request, file: UploadFile = File(...), purpose: str = Form("assistants"),
-                 who: Caller = Depends(caller)):
+async def upload(
+    request: Request, file: UploadFile = File(...), purpose: str = Form("assistants"), who: Caller = Depends(caller)
+):
     docs = docs_of(request)
     any_write(who, "uploading files")
     limit = request.app.state.settings.max_file_bytes
@@ -47,18 +49,28 @@ async def upload(request: Request, file: UploadFile = File(...), purpose: str = 
     if not data:
         raise ApiError(400, "the file is empty", code="empty_file", param="file")
     if len(docs.catalog.files()) >= request.app.state.settings.max_files:
-        raise ApiError(400, f"this server holds {request.app.state.settings.max_files} files, its limit: delete some "
-                            f"first", code="too_many_files")
+        raise ApiError(
+            400,
+            f"this server holds {request.app.state.settings.max_files} files, its limit: delete some first",
+            code="too_many_files",
+        )
     return docs.catalog.add_file(file.filename or "upload", data, purpose[:64])
 
 
 @router.get("/v1/files")
-async def list_files(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
-                     after: str | None = None, purpose: str | None = None):
+async def list_files(
+    request: Request,
+    who: Caller = Depends(caller),
+    limit: int = 20,
+    order: str = "desc",
+    after: str | None = None,
+    purpose: str | None = None,
+):
     any_write(who, "listing uploaded files")
     docs = docs_of(request)
-    files = [f for f in docs.catalog.files() if (purpose is None or f["purpose"] == purpose)
-             and file_readable(docs, who, f["id"])]
+    files = [
+        f for f in docs.catalog.files() if (purpose is None or f["purpose"] == purpose) and file_readable(docs, who, f["id"])
+    ]
     return views.page(files, limit, order, after)
 
 
@@ -113,19 +125,29 @@ async def create_store(request: Request, body: StoreCreate, who: Caller = Depend
     if len(docs.catalog.stores()) >= limit:
         raise ApiError(400, f"this server holds {limit} vector stores, its limit", code="too_many_vector_stores")
     files = [visible_file(docs, who, f, "file_ids") for f in body.file_ids]
-    meta = docs.catalog.add_store(body.name or "", dict(body.metadata or {}) | (
-        {"description": body.description} if body.description else {}), expires_after=expiry)
+    meta = docs.catalog.add_store(
+        body.name or "",
+        dict(body.metadata or {}) | ({"description": body.description} if body.description else {}),
+        expires_after=expiry,
+    )
     for f in files:
         attach(docs, meta["id"], f, {})
     return views.store_object(docs, meta)
 
 
 @router.get("/v1/vector_stores")
-async def list_stores(request: Request, who: Caller = Depends(caller), limit: int = 20, order: str = "desc",
-                      after: str | None = None, before: str | None = None):
+async def list_stores(
+    request: Request,
+    who: Caller = Depends(caller),
+    limit: int = 20,
+    order: str = "desc",
+    after: str | None = None,
+    before: str | None = None,
+):
     docs = docs_of(request)
-    stores = [views.store_object(docs, m, readable_for(docs, who, m["id"])) for m in docs.catalog.stores()
-              if allows(who.scope, m["id"])]
+    stores = [
+        views.store_object(docs, m, readable_for(docs, who, m["id"])) for m in docs.catalog.stores() if allows(who.scope, m["id"])
+    ]
     return views.page(stores, limit, order, after, before)
 
 
@@ -139,8 +161,7 @@ async def get_store(request: Request, store_id: str, who: Caller = Depends(calle
 async def delete_store(request: Request, store_id: str, who: Caller = Depends(caller)):
     docs = writable_store(request, who, store_id)
     if store_id in docs.catalog.served:
-        raise ApiError(400, f"{store_id!r} is served with --index: stop serving it instead of deleting it",
-                       code="served_index")
+        raise ApiError(400, f"{store_id!r} is served with --index: stop serving it instead of deleting it", code="served_index")
     docs.registry.remove(store_id)
     docs.catalog.delete_store(store_id)
     return {"id": store_id, "object": "vector_store.deleted", "deleted": True}
@@ -167,15 +188,25 @@ async def add_store_file(request: Request, store_id: str, body: StoreFileCreate,
 
 
 @router.get("/v1/vector_stores/{store_id}/files")
-async def list_store_files(request: Request, store_id: str, who: Caller = Depends(caller), limit: int = 20,
-                           order: str = "desc", after: str | None = None, before: str | None = None,
-                           filter: str | None = None):
+async def list_store_files(
+    request: Request,
+    store_id: str,
+    who: Caller = Depends(caller),
+    limit: int = 20,
+    order: str = "desc",
+    after: str | None = None,
+    before: str | None = None,
+    filter: str | None = None,
+):
     docs = docs_of(request)
     readable_store(request, who, store_id)
     if filter is not None and filter not in views.FILE_STATUSES:
         raise ApiError(400, f"filter must be one of {', '.join(views.FILE_STATUSES)}", param="filter")
-    entries = [views.public_entry(e) for e in docs.catalog.entries(store_id) if (filter is None or e["status"] == filter)
-               and entry_readable(docs, who, store_id, e["id"])]
+    entries = [
+        views.public_entry(e)
+        for e in docs.catalog.entries(store_id)
+        if (filter is None or e["status"] == filter) and entry_readable(docs, who, store_id, e["id"])
+    ]
     if filter in (None, "completed"):  # a served index's own documents, after the uploads
         entries += await anyio.to_thread.run_sync(indexed.entries, docs, who, store_id)
     return views.page(entries, limit, order, after, before)

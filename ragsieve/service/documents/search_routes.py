@@ -1,5 +1,6 @@
 """`POST /v1/vector_stores/{id}/search` (OpenAI's shape) and the native jobs: `POST /v1/indexes/{name}/crawl`,
 `GET /v1/jobs/{id}`."""
+
 from __future__ import annotations
 
 import os
@@ -51,14 +52,16 @@ async def search_store(request: Request, store_id: str, body: StoreSearch, who: 
     readable_store(request, who, store_id)
     queries = [body.query] if isinstance(body.query, str) else list(body.query)
     if not queries or not all(isinstance(q, str) and q.strip() for q in queries) or len(" ".join(queries)) > 8000:
-        raise ApiError(400, "query must be a non-empty string (or list of strings), up to 8,000 characters",
-                       param="query")
+        raise ApiError(400, "query must be a non-empty string (or list of strings), up to 8,000 characters", param="query")
     if body.rewrite_query:
         raise ApiError(400, "rewrite_query is not supported: send the query to search for", param="rewrite_query")
     ranking = body.ranking_options or RankingOptions()
     if ranking.ranker not in RANKERS:  # search never reranks: every accepted ranker is ragsieve's hybrid ranking
-        raise ApiError(400, f"ranking_options.ranker: one of {', '.join(RANKERS)} (all mean ragsieve's hybrid "
-                            f"ranking, no reranker)", param="ranking_options.ranker")
+        raise ApiError(
+            400,
+            f"ranking_options.ranker: one of {', '.join(RANKERS)} (all mean ragsieve's hybrid ranking, no reranker)",
+            param="ranking_options.ranker",
+        )
     where = None
     if body.filters is not None:
         matches(body.filters, {})  # a malformed filter is refused even on an empty store
@@ -68,10 +71,20 @@ async def search_store(request: Request, store_id: str, body: StoreSearch, who: 
     where = who.where(where)  # the caller's access, inside the search
     docs.touch(store_id)
     live = docs.registry.orchestrators.get(store_id)
-    data = [] if live is None else await anyio.to_thread.run_sync(
-        views.search, docs, live, store_id, " ".join(queries), body.max_num_results, where, ranking.score_threshold)
-    return {"object": "vector_store.search_results.page", "search_query": queries, "data": data,
-            "has_more": False, "next_page": None}
+    data = (
+        []
+        if live is None
+        else await anyio.to_thread.run_sync(
+            views.search, docs, live, store_id, " ".join(queries), body.max_num_results, where, ranking.score_threshold
+        )
+    )
+    return {
+        "object": "vector_store.search_results.page",
+        "search_query": queries,
+        "data": data,
+        "has_more": False,
+        "next_page": None,
+    }
 
 
 # -- native jobs ---------------------------------------------------------------------------
@@ -99,6 +112,5 @@ async def crawl(request: Request, name: str, body: CrawlRequest, who: Caller = D
 async def get_job(request: Request, job_id: str, who: Caller = Depends(caller)):
     job = docs_of(request).ingestor.get(job_id) if job_id.startswith("job_") and len(job_id) <= 64 else None
     if job is None or not allows(who.scope, job["index"]):
-        raise ApiError(404, f"no job {job_id!r} (the last {KEEP_JOBS} finished jobs are remembered)",
-                       code="not_found")
+        raise ApiError(404, f"no job {job_id!r} (the last {KEEP_JOBS} finished jobs are remembered)", code="not_found")
     return JSONResponse(job, headers={WORKER_HEADER: str(os.getpid())})

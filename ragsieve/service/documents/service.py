@@ -1,4 +1,5 @@
 """The documents API's state: the catalog, the ingestion queue, and the registry it keeps serving."""
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,7 @@ class Documents:
         self._lock = threading.Lock()
         self._serving = threading.RLock()  # the ingestion worker and the sync thread add and remove stores
         self.jobs = JobStore(settings.data_dir)
-        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue,
-                                 store=self.jobs)
+        self.ingestor = Ingestor(self.catalog, config, self._built, self._embedder_for, settings.ingest_queue, store=self.jobs)
         registry.store_name = lambda store_id: (self.catalog.store(store_id) or {}).get("name")
         self.sync()  # stores created before a restart are served again
         for name, live in registry.orchestrators.items():
@@ -81,8 +81,7 @@ class Documents:
                 self.jobs.release(key)
 
         try:
-            return self.ingestor.submit("add", store_id, batch_member=batch_member, file_id=entry["id"], done=done,
-                                        wanted=wanted)
+            return self.ingestor.submit("add", store_id, batch_member=batch_member, file_id=entry["id"], done=done, wanted=wanted)
         except Exception:
             self.jobs.release(key)
             raise
@@ -158,8 +157,11 @@ class Documents:
 
     # -- attributes as metadata ------------------------------------------------------------
     def file_prefixes(self, store_id: str, keep) -> tuple[str, ...]:
-        return tuple(f"{e['id']}/" for e in self.catalog.entries(store_id)
-                     if e["status"] == "completed" and keep(e.get("attributes") or {}))
+        return tuple(
+            f"{e['id']}/"
+            for e in self.catalog.entries(store_id)
+            if e["status"] == "completed" and keep(e.get("attributes") or {})
+        )
 
     def resolve_where(self, store_id: str, where: Where | None) -> Where | None:
         """`where.attributes` (equality on file attributes) becomes the prefixes of the files that match."""

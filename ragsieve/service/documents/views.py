@@ -1,4 +1,5 @@
 """The documents API's objects in OpenAI's shapes: lists, vector stores, their files, search results, jobs."""
+
 from __future__ import annotations
 
 import secrets
@@ -23,13 +24,18 @@ def page(items: list[dict], limit: int, order: str, after: str | None, before: s
     items = items if order == "asc" else list(reversed(items))
     if after is not None:
         ids = [i["id"] for i in items]
-        items = items[ids.index(after) + 1:] if after in ids else []
+        items = items[ids.index(after) + 1 :] if after in ids else []
     if before is not None:
         ids = [i["id"] for i in items]
-        items = items[:ids.index(before)][-limit:] if before in ids else []
+        items = items[: ids.index(before)][-limit:] if before in ids else []
     chunk = items[:limit]
-    return {"object": "list", "data": chunk, "first_id": chunk[0]["id"] if chunk else None,
-            "last_id": chunk[-1]["id"] if chunk else None, "has_more": len(items) > limit}
+    return {
+        "object": "list",
+        "data": chunk,
+        "first_id": chunk[0]["id"] if chunk else None,
+        "last_id": chunk[-1]["id"] if chunk else None,
+        "has_more": len(items) > limit,
+    }
 
 
 def served_bytes(folder) -> int:
@@ -60,23 +66,36 @@ def store_object(docs, meta: dict, readable: Callable[[str], bool] | None = None
         counts["completed"] += indexed
         counts["total"] += indexed
         usage += served_bytes(docs.catalog.index_dir(meta["id"]))
-    return {"id": meta["id"], "object": "vector_store", "created_at": meta["created_at"] or int(live.opened if live
-                                                                                               else time.time()),
-            "name": meta["name"], "usage_bytes": usage, "file_counts": counts,
-            "status": "in_progress" if counts["in_progress"] else "completed",
-            "last_active_at": docs.last_active(meta["id"]), "metadata": meta.get("metadata") or {},
-            "expires_after": meta.get("expires_after"),
-            "expires_at": expires_at(meta | {"last_active_at": docs.last_active(meta["id"])})}
+    return {
+        "id": meta["id"],
+        "object": "vector_store",
+        "created_at": meta["created_at"] or int(live.opened if live else time.time()),
+        "name": meta["name"],
+        "usage_bytes": usage,
+        "file_counts": counts,
+        "status": "in_progress" if counts["in_progress"] else "completed",
+        "last_active_at": docs.last_active(meta["id"]),
+        "metadata": meta.get("metadata") or {},
+        "expires_after": meta.get("expires_after"),
+        "expires_at": expires_at(meta | {"last_active_at": docs.last_active(meta["id"])}),
+    }
 
 
 def new_entry(store_id: str, meta: dict, attributes: dict) -> dict:
     """A store file's record; `_attached` (private, never returned) tells this attachment from a later one of
     the same file, as `created_at` (whole seconds, as OpenAI's) cannot."""
-    return {"id": meta["id"], "object": "vector_store.file", "created_at": int(time.time()),
-            "_attached": secrets.token_hex(8),
-            "vector_store_id": store_id, "status": "in_progress", "last_error": None,
-            "usage_bytes": meta["bytes"], "attributes": attributes,
-            "chunking_strategy": {"type": "other"}}  # OpenAI's type for a strategy it does not describe
+    return {
+        "id": meta["id"],
+        "object": "vector_store.file",
+        "created_at": int(time.time()),
+        "_attached": secrets.token_hex(8),
+        "vector_store_id": store_id,
+        "status": "in_progress",
+        "last_error": None,
+        "usage_bytes": meta["bytes"],
+        "attributes": attributes,
+        "chunking_strategy": {"type": "other"},
+    }  # OpenAI's type for a strategy it does not describe
 
 
 def public_entry(entry: dict) -> dict:
@@ -130,11 +149,19 @@ def search(docs, live, store_id: str, query: str, k: int, where, threshold: floa
         entry = entries.get(file_id)
         if entry is None:  # a document indexed by `ragsieve index`, not uploaded: its URL-safe id (indexed.py)
             file_id, filename = indexed_id(store_id, hit.chunk.doc_id), source
-        out.append({"file_id": file_id, "filename": filename, "score": round(float(score), 6),
-                    "attributes": (entry or {}).get("attributes") or {},
-                    "content": [{"type": "text", "text": hit.chunk.text}],
-                    "ragsieve": {"location": deepest_location(filename, hit.chunk.symbol, hit.chunk.line_start,
-                                                              hit.chunk.line_end),
-                                 "line_start": hit.chunk.line_start, "line_end": hit.chunk.line_end,
-                                 "symbol": hit.chunk.symbol}})
+        out.append(
+            {
+                "file_id": file_id,
+                "filename": filename,
+                "score": round(float(score), 6),
+                "attributes": (entry or {}).get("attributes") or {},
+                "content": [{"type": "text", "text": hit.chunk.text}],
+                "ragsieve": {
+                    "location": deepest_location(filename, hit.chunk.symbol, hit.chunk.line_start, hit.chunk.line_end),
+                    "line_start": hit.chunk.line_start,
+                    "line_end": hit.chunk.line_end,
+                    "symbol": hit.chunk.symbol,
+                },
+            }
+        )
     return out

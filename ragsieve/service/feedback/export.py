@@ -14,6 +14,7 @@
   citations, trace, conversation): thumbs-down answers are there for review,
   not in the qrels (a wrong answer's citations are no relevance judgement).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,7 @@ def export(rated: list[dict], store, out: str | Path) -> dict[str, int]:
             if doc_id not in docs:
                 chunks = store.chunks_of(doc_id)
                 if chunks:
-                    docs[doc_id] = {"_id": doc_id, "title": chunks[0].title,
-                                    "text": "\n".join(ch.text for ch in chunks)}
+                    docs[doc_id] = {"_id": doc_id, "title": chunks[0].title, "text": "\n".join(ch.text for ch in chunks)}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -56,8 +56,10 @@ def export(rated: list[dict], store, out: str | Path) -> dict[str, int]:
     kept = [r for r in approved if any(doc_of(c["chunk_id"]) in docs for c in r["citations"])]
     _jsonl(tmp / "corpus.jsonl", docs.values())
     _jsonl(tmp / "queries.jsonl", ({"_id": r["id"], "text": r["question"]} for r in kept))
-    _jsonl(tmp / "qa.jsonl", ({"id": r["id"], "question": r["question"], "answers": [r["answer"]],
-                               "is_impossible": False} for r in kept))
+    _jsonl(
+        tmp / "qa.jsonl",
+        ({"id": r["id"], "question": r["question"], "answers": [r["answer"]], "is_impossible": False} for r in kept),
+    )
     with open(tmp / "qrels" / "test.tsv", "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
         for r in kept:
@@ -74,9 +76,13 @@ def export(rated: list[dict], store, out: str | Path) -> dict[str, int]:
         shutil.rmtree(old)
     else:
         tmp.rename(out)
-    return {"rated": len(rated), "questions": len(kept), "documents": len(docs),
-            "thumbs_down": sum(r["rating"] < 0 for r in rated),
-            "abstentions": sum(r["rating"] > 0 and abstained(r) for r in rated)}
+    return {
+        "rated": len(rated),
+        "questions": len(kept),
+        "documents": len(docs),
+        "thumbs_down": sum(r["rating"] < 0 for r in rated),
+        "abstentions": sum(r["rating"] > 0 and abstained(r) for r in rated),
+    }
 
 
 def cited(record: dict) -> list[dict]:

@@ -13,6 +13,7 @@ wrote (question, searched question, answer, history, comment, the trace's
 texts) is redacted (`ragsieve.insights.redact`) before it is written;
 document ids and sources are kept as they are.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,20 +68,47 @@ class FeedbackStore:
         db.execute("PRAGMA busy_timeout = 10000")
         return db
 
-    def record_answer(self, *, index: str, plan: str, asked: str, question: str, answer: str,
-                      citations: list[dict], trace: list[dict], history: list[dict], via: str,
-                      answer_id: str | None = None) -> str:
+    def record_answer(
+        self,
+        *,
+        index: str,
+        plan: str,
+        asked: str,
+        question: str,
+        answer: str,
+        citations: list[dict],
+        trace: list[dict],
+        history: list[dict],
+        via: str,
+        answer_id: str | None = None,
+    ) -> str:
         """Store an answer under `answer_id` (the question log's id for it; a new one when None)."""
         answer_id = answer_id or uuid.uuid4().hex
         now = time.time()
         with closing(self._connect()) as db, db:
-            db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (answer_id, now, index, plan, redact(asked), redact(question), redact(answer),
-                        _dump(citations), _dump(_redacted(trace)), _dump(_redacted(history)), via))
+            db.execute(
+                "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    answer_id,
+                    now,
+                    index,
+                    plan,
+                    redact(asked),
+                    redact(question),
+                    redact(answer),
+                    _dump(citations),
+                    _dump(_redacted(trace)),
+                    _dump(_redacted(history)),
+                    via,
+                ),
+            )
             unrated = "id NOT IN (SELECT answer_id FROM feedback)"
             db.execute(f"DELETE FROM answers WHERE {unrated} AND created < ?", (now - self.keep_days * 86400,))
-            db.execute(f"DELETE FROM answers WHERE {unrated} AND id IN (SELECT id FROM answers WHERE {unrated} "
-                       f"ORDER BY created DESC LIMIT -1 OFFSET ?)", (self.max_unrated,))
+            db.execute(
+                f"DELETE FROM answers WHERE {unrated} AND id IN (SELECT id FROM answers WHERE {unrated} "
+                f"ORDER BY created DESC LIMIT -1 OFFSET ?)",
+                (self.max_unrated,),
+            )
         return answer_id
 
     def answer_index(self, answer_id: str) -> str | None:
@@ -95,18 +123,34 @@ class FeedbackStore:
         if len(comment) > MAX_COMMENT_CHARS:
             raise UsageError(f"the comment is {len(comment)} characters; the limit is {MAX_COMMENT_CHARS}")
         with closing(self._connect()) as db, db:
-            db.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?, ?, ?)",
-                       (answer_id, time.time(), rating, redact(comment)))
+            db.execute("INSERT OR REPLACE INTO feedback VALUES (?, ?, ?, ?)", (answer_id, time.time(), rating, redact(comment)))
 
     def rated(self, index: str | None = None) -> list[dict[str, Any]]:
         """Every rated answer (oldest first) with its feedback: what `ragsieve feedback export` writes."""
-        query = ("SELECT a.id, a.created, a.index_name, a.plan, a.asked, a.question, a.answer, a.citations, a.trace, "
-                 "a.history, a.via, f.created, f.rating, f.comment FROM answers a JOIN feedback f ON f.answer_id = a.id"
-                 + (" WHERE a.index_name = ?" if index else "") + " ORDER BY a.created")
+        query = (
+            "SELECT a.id, a.created, a.index_name, a.plan, a.asked, a.question, a.answer, a.citations, a.trace, "
+            "a.history, a.via, f.created, f.rating, f.comment FROM answers a JOIN feedback f ON f.answer_id = a.id"
+            + (" WHERE a.index_name = ?" if index else "")
+            + " ORDER BY a.created"
+        )
         with closing(self._connect()) as db:
             rows = db.execute(query, (index,) if index else ()).fetchall()
-        keys = ("id", "created", "index", "plan", "asked", "question", "answer", "citations", "trace", "history",
-                "via", "rated_at", "rating", "comment")
+        keys = (
+            "id",
+            "created",
+            "index",
+            "plan",
+            "asked",
+            "question",
+            "answer",
+            "citations",
+            "trace",
+            "history",
+            "via",
+            "rated_at",
+            "rating",
+            "comment",
+        )
         out = []
         for row in rows:
             item = dict(zip(keys, row))

@@ -1,5 +1,6 @@
 """What the app, MCP, the documents API and the routes ask of the served indexes: `Registry`, a protocol that
 `IndexRegistry` implements, so a front end types its `registry` and never probes it (`hasattr`)."""
+
 from __future__ import annotations
 
 from pathlib import Path

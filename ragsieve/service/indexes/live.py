@@ -10,6 +10,7 @@ folder deleted then if no reader anywhere still holds it (`readers`). What
 announces a new generation: `CURRENT` (local) or `milvus.json` (the Milvus
 pointer, switched by `ragsieve migrate`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,8 +93,9 @@ class LiveOrchestrator:
                 new = self._load(getattr(old.orch.index, "_embedder", None))  # the loaded model is shared
             except Exception as exc:  # a broken or half-deleted generation: keep answering from the old one
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("index %s: the new generation did not open (%s); still serving the previous one",
-                            self.folder, self.last_error)
+                log.warning(
+                    "index %s: the new generation did not open (%s); still serving the previous one", self.folder, self.last_error
+                )
                 return False
             with self._lock:
                 self._current, old.retired = new, True

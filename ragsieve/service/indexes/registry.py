@@ -1,4 +1,5 @@
 """The indexes one server answers from, sharing one LLM; model ids `index` and `index:plan`."""
+
 from __future__ import annotations
 
 import logging
@@ -62,8 +63,9 @@ class IndexRegistry:
         self.warming = False  # `warm_indexes` runs at start-up: /readyz waits for it (else every index is ready)
         self.warmed: set[str] = set()
         self.insights: InsightsHook | None = None  # the question log's hook (`ragsieve.service.common.insights_hook`), when on
-        self._opener = lambda folder: LiveOrchestrator(folder, lambda embedder: Orchestrator.open(
-            folder, config, llm_factory=self.shared_llm, embedder=embedder))
+        self._opener = lambda folder: LiveOrchestrator(
+            folder, lambda embedder: Orchestrator.open(folder, config, llm_factory=self.shared_llm, embedder=embedder)
+        )
         try:
             for name, folder in indexes.items():
                 try:

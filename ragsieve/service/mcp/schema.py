@@ -6,6 +6,7 @@ unknown argument is refused (the tool's input schema says
 naming the argument. Results are TypedDicts, so every tool has an
 `outputSchema` and answers with `structuredContent` (and the same JSON as text).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -120,10 +121,18 @@ def make_strict(server) -> None:
     """Every tool of the FastMCP `server` takes its arguments strictly (see the module docstring)."""
     for tool in server._tool_manager.list_tools():
         base = tool.fn_metadata.arg_model
-        strict = type(f"{base.__name__}Strict", (base,), {
-            "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid", strict=True),
-            "__module__": base.__module__})
-        tool.fn_metadata = StrictArguments(arg_model=strict, output_schema=tool.fn_metadata.output_schema,
-                                           output_model=tool.fn_metadata.output_model,
-                                           wrap_output=tool.fn_metadata.wrap_output)
+        strict = type(
+            f"{base.__name__}Strict",
+            (base,),
+            {
+                "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid", strict=True),
+                "__module__": base.__module__,
+            },
+        )
+        tool.fn_metadata = StrictArguments(
+            arg_model=strict,
+            output_schema=tool.fn_metadata.output_schema,
+            output_model=tool.fn_metadata.output_model,
+            wrap_output=tool.fn_metadata.wrap_output,
+        )
         tool.parameters = {**tool.parameters, "additionalProperties": False}

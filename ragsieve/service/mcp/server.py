@@ -41,21 +41,31 @@ PROGRESS_EVERY_S = 10.0  # `ask` sends a progress notification at least this oft
 SCOPE_KEY = "ragsieve_scope"  # where the HTTP wrapper leaves the key's scope in the ASGI scope's state
 READERS_KEY = "ragsieve_readers"  # ... and the caller's principals (None: unrestricted; `identity`)
 
-INSTRUCTIONS = ("ragsieve answers questions over indexed code repositories, documents and websites. Use `search` "
-                "to find passages (cheap, no LLM), `read` to open a hit or citation with line numbers, and `ask` for "
-                "an answer with citations (slower: runs an LLM). `indexes` lists what is served.")
-IndexArg = Annotated[str | None, Field(None, description="the index to use (see the `indexes` tool); may be omitted "
-                                                         "when the server has only one")]
-WhereArg = Annotated[Where | None, Field(None, description="metadata filter, every field given must match: source "
-                                                           "(exact path or URL), path_prefix (e.g. `src/http/`), "
-                                                           "language (e.g. `python`), kind (`code`, `markdown`, "
-                                                           "`html`, `text`, `pdf`...), tenant, symbol_kind "
-                                                           "(`function`, `class`...: definitions only), attributes "
-                                                           "(an uploaded file's attributes, all equal)")]
+INSTRUCTIONS = (
+    "ragsieve answers questions over indexed code repositories, documents and websites. Use `search` "
+    "to find passages (cheap, no LLM), `read` to open a hit or citation with line numbers, and `ask` for "
+    "an answer with citations (slower: runs an LLM). `indexes` lists what is served."
+)
+IndexArg = Annotated[
+    str | None, Field(None, description="the index to use (see the `indexes` tool); may be omitted when the server has only one")
+]
+WhereArg = Annotated[
+    Where | None,
+    Field(
+        None,
+        description="metadata filter, every field given must match: source "
+        "(exact path or URL), path_prefix (e.g. `src/http/`), "
+        "language (e.g. `python`), kind (`code`, `markdown`, "
+        "`html`, `text`, `pdf`...), tenant, symbol_kind "
+        "(`function`, `class`...: definitions only), attributes "
+        "(an uploaded file's attributes, all equal)",
+    ),
+]
 
 
-def build_mcp(registry: Registry, *, limiter: anyio.CapacityLimiter | None = None, timeout_s: float = 120.0,
-              host: str = "127.0.0.1") -> FastMCP:
+def build_mcp(
+    registry: Registry, *, limiter: anyio.CapacityLimiter | None = None, timeout_s: float = 120.0, host: str = "127.0.0.1"
+) -> FastMCP:
     """A FastMCP server over `registry`; `limiter` bounds the `ask` calls running at once."""
     server = _server(host)
     calls = _Calls(registry, limiter or anyio.CapacityLimiter(4), timeout_s)
@@ -72,11 +82,19 @@ def _server(host: str) -> FastMCP:
     loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=loopback,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"] if loopback else [])
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"] if loopback else [],
+    )
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    server = FastMCP("ragsieve", instructions=INSTRUCTIONS, stateless_http=True, json_response=False,
-                     streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+    server = FastMCP(
+        "ragsieve",
+        instructions=INSTRUCTIONS,
+        stateless_http=True,
+        json_response=False,
+        streamable_http_path="/mcp",
+        transport_security=security,
+        log_level="WARNING",
+    )
     root.handlers[:] = handlers  # FastMCP calls logging.basicConfig; a library must not configure logging
     root.setLevel(level)
     return server
@@ -128,49 +146,66 @@ LOOKS = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint
 
 
 def _add_search(server: FastMCP, calls: _Calls) -> None:
-    @server.tool(description="Search an index (BM25 + dense hybrid, no LLM): ranked passages, each with a citation "
-                             "label (`path:start-end (Symbol)` for code, `URL#anchor` for web pages), its deepest "
-                             "`location`, chunk_id, score (the hybrid score, 0..1, in result order) and a snippet. "
-                             "Pass a label, chunk_id or path to `read` for the full text.",
-                 annotations=LOOKS)
-    async def search(query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
-                     ctx: Context, index: IndexArg = None,
-                     top_k: Annotated[int, Field(ge=1, le=50, description="hits to return")] = 8,
-                     where: WhereArg = None,
-                     ranking: Annotated[Literal["hybrid", "source-first"] | None, Field(
-                         None, description="source-first: definitions in source files before other code, tests "
-                                           "and prose (for 'where is X implemented'); default: hybrid")] = None
-                     ) -> mcp_schema.SearchResult:
-        return await calls.run(mcp_tools.search, calls.registry, scope_of(ctx), query, index, top_k,
-                               read_as(ctx, where), ranking)
+    @server.tool(
+        description="Search an index (BM25 + dense hybrid, no LLM): ranked passages, each with a citation "
+        "label (`path:start-end (Symbol)` for code, `URL#anchor` for web pages), its deepest "
+        "`location`, chunk_id, score (the hybrid score, 0..1, in result order) and a snippet. "
+        "Pass a label, chunk_id or path to `read` for the full text.",
+        annotations=LOOKS,
+    )
+    async def search(
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
+        ctx: Context,
+        index: IndexArg = None,
+        top_k: Annotated[int, Field(ge=1, le=50, description="hits to return")] = 8,
+        where: WhereArg = None,
+        ranking: Annotated[
+            Literal["hybrid", "source-first"] | None,
+            Field(
+                None,
+                description="source-first: definitions in source files before other code, tests "
+                "and prose (for 'where is X implemented'); default: hybrid",
+            ),
+        ] = None,
+    ) -> mcp_schema.SearchResult:
+        return await calls.run(mcp_tools.search, calls.registry, scope_of(ctx), query, index, top_k, read_as(ctx, where), ranking)
 
 
 def _add_ask(server: FastMCP, calls: _Calls) -> None:
     plans, default_plan = ", ".join(calls.registry.plans), calls.default_plan
 
-    @server.tool(description=f"Answer a question from an index with cited passages, by an LLM (seconds to "
-                             f"minutes: it sends progress notifications every {PROGRESS_EVERY_S:.0f} s while it "
-                             f"works; the server stops it at its request timeout, {calls.timeout_s:.0f} s). Runs "
-                             f"the plan `plan`, by default {default_plan} (plans: {plans}). Returns the "
-                             f"answer, its citations (labels and locations to `read`), `grounding` (`none`: the "
-                             f"answer cites no passage, so it is not grounded in the documents), `resolved` and "
-                             f"`abstention` (why it declined).",
-                 annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=False,
-                                             openWorldHint=False))
-    async def ask(question: Annotated[str, Field(min_length=1, max_length=8000)], ctx: Context,
-                  index: IndexArg = None,
-                  plan: Annotated[str | None, Field(None, description=f"plan name: {plans}; "
-                                                                      f"default: {default_plan}")] = None,
-                  where: WhereArg = None,
-                  strict: Annotated[bool | None, Field(None, description="replace an answer that cites none of the "
-                                                                         "passages with the abstention and the "
-                                                                         "closest passages; default: the server's")]
-                  = None) -> mcp_schema.AskResult:
+    @server.tool(
+        description=f"Answer a question from an index with cited passages, by an LLM (seconds to "
+        f"minutes: it sends progress notifications every {PROGRESS_EVERY_S:.0f} s while it "
+        f"works; the server stops it at its request timeout, {calls.timeout_s:.0f} s). Runs "
+        f"the plan `plan`, by default {default_plan} (plans: {plans}). Returns the "
+        f"answer, its citations (labels and locations to `read`), `grounding` (`none`: the "
+        f"answer cites no passage, so it is not grounded in the documents), `resolved` and "
+        f"`abstention` (why it declined).",
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=False, openWorldHint=False),
+    )
+    async def ask(
+        question: Annotated[str, Field(min_length=1, max_length=8000)],
+        ctx: Context,
+        index: IndexArg = None,
+        plan: Annotated[str | None, Field(None, description=f"plan name: {plans}; default: {default_plan}")] = None,
+        where: WhereArg = None,
+        strict: Annotated[
+            bool | None,
+            Field(
+                None,
+                description="replace an answer that cites none of the "
+                "passages with the abstention and the "
+                "closest passages; default: the server's",
+            ),
+        ] = None,
+    ) -> mcp_schema.AskResult:
         return await _answer(calls, ctx, question, index, plan, read_as(ctx, where), strict)
 
 
-async def _answer(calls: _Calls, ctx: Context, question: str, index: str | None, plan: str | None,
-                  where: Where | None, strict: bool | None) -> Any:
+async def _answer(
+    calls: _Calls, ctx: Context, question: str, index: str | None, plan: str | None, where: Where | None, strict: bool | None
+) -> Any:
     """Run the plan in a worker thread, sending a progress notification per step and at least every
     `PROGRESS_EVERY_S` (clients that reset their timeout on progress wait for the answer)."""
     from ragsieve.service.common.jobs import question_budget
@@ -216,29 +251,41 @@ async def _answer(calls: _Calls, ctx: Context, question: str, index: str | None,
 
 
 def _add_read(server: FastMCP, calls: _Calls) -> None:
-    @server.tool(description="Read the source text behind a citation label, chunk_id or path (as `search`/`ask` "
-                             "return them; a path suffix such as `httpx/_auth.py` finds the file), with line "
-                             "numbers; `neighbours` adds that many chunks before and after.",
-                 annotations=LOOKS)
-    async def read(ref: Annotated[str, Field(min_length=1, max_length=4096,
-                                             description="a citation label (`src/app.py:10-42 (App.run)`, "
-                                                         "`https://site/page#section`), a chunk_id (`doc#3`) or a "
-                                                         "path or its last parts (`http/_auth.py:20-40`)")],
-                   ctx: Context, index: IndexArg = None,
-                   neighbours: Annotated[int, Field(ge=0, le=5, description="surrounding chunks to add")] = 0
-                   ) -> mcp_schema.ReadResult:
-        return await calls.run(mcp_tools.read, calls.registry, scope_of(ctx), ref, index, neighbours,
-                               readers_of(ctx))
+    @server.tool(
+        description="Read the source text behind a citation label, chunk_id or path (as `search`/`ask` "
+        "return them; a path suffix such as `httpx/_auth.py` finds the file), with line "
+        "numbers; `neighbours` adds that many chunks before and after.",
+        annotations=LOOKS,
+    )
+    async def read(
+        ref: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=4096,
+                description="a citation label (`src/app.py:10-42 (App.run)`, "
+                "`https://site/page#section`), a chunk_id (`doc#3`) or a "
+                "path or its last parts (`http/_auth.py:20-40`)",
+            ),
+        ],
+        ctx: Context,
+        index: IndexArg = None,
+        neighbours: Annotated[int, Field(ge=0, le=5, description="surrounding chunks to add")] = 0,
+    ) -> mcp_schema.ReadResult:
+        return await calls.run(mcp_tools.read, calls.registry, scope_of(ctx), ref, index, neighbours, readers_of(ctx))
 
 
 def _add_indexes(server: FastMCP, calls: _Calls) -> None:
-    @server.tool(description="List the indexes this server answers from: name, backend, chunk and document "
-                             "counts, live generation and when it was built, embedding model, plans and the "
-                             "default plan. Vector stores made over the documents API are listed only with "
-                             "`include_stores` (their `name` is the id; their store name also works as `index`).",
-                 annotations=LOOKS)
-    async def indexes(ctx: Context, include_stores: Annotated[bool, Field(description="list vector stores too")]
-                      = False) -> mcp_schema.IndexesResult:
+    @server.tool(
+        description="List the indexes this server answers from: name, backend, chunk and document "
+        "counts, live generation and when it was built, embedding model, plans and the "
+        "default plan. Vector stores made over the documents API are listed only with "
+        "`include_stores` (their `name` is the id; their store name also works as `index`).",
+        annotations=LOOKS,
+    )
+    async def indexes(
+        ctx: Context, include_stores: Annotated[bool, Field(description="list vector stores too")] = False
+    ) -> mcp_schema.IndexesResult:
         return await calls.run(mcp_tools.indexes, calls.registry, scope_of(ctx), include_stores, readers_of(ctx))
 
 
@@ -273,10 +320,12 @@ def mount(app, registry: Registry, keys, settings):
     from mcp.server.fastmcp.server import StreamableHTTPASGIApp
     from starlette.routing import Route
 
-    server = build_mcp(registry, limiter=anyio.CapacityLimiter(settings.max_concurrent),
-                       timeout_s=settings.request_timeout_s, host=settings.host)
+    server = build_mcp(
+        registry, limiter=anyio.CapacityLimiter(settings.max_concurrent), timeout_s=settings.request_timeout_s, host=settings.host
+    )
     server.streamable_http_app()  # creates the session manager
     manager = server.session_manager
-    app.router.routes.append(Route("/mcp", endpoint=KeyedMCP(StreamableHTTPASGIApp(manager), keys),
-                                   methods=["GET", "POST", "DELETE"]))
+    app.router.routes.append(
+        Route("/mcp", endpoint=KeyedMCP(StreamableHTTPASGIApp(manager), keys), methods=["GET", "POST", "DELETE"])
+    )
     return manager

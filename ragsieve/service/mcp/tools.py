@@ -3,6 +3,7 @@
 `ragsieve.service.mcp.server` turns them into MCP tools; every failure a
 caller can fix is a `ToolFault` with one line saying what to send instead.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,10 @@ def pick_index(registry: Registry, scope: set[str], index: str | None) -> tuple[
         default = registry.default_index(allowed)  # the rule /v1/ask follows too
         if default is not None:
             return default, registry.orchestrators[default]
-        raise ToolFault(f"name the index: this server has {len(served)} ({', '.join(served) or 'none you may read'}); "
-                        f"call the `indexes` tool to list them")
+        raise ToolFault(
+            f"name the index: this server has {len(served)} ({', '.join(served) or 'none you may read'}); "
+            f"call the `indexes` tool to list them"
+        )
     if index in allowed:
         return index, registry.orchestrators[index]
     named = [n for n in allowed if n not in registry.served and registry.store_name(n) == index]
@@ -41,8 +44,10 @@ def pick_index(registry: Registry, scope: set[str], index: str | None) -> tuple[
         return named[0], registry.orchestrators[named[0]]
     if named:
         raise ToolFault(f"{len(named)} vector stores are named {index!r}: use one's id ({', '.join(named)})")
-    raise ToolFault(f"no index named {index!r} (or not for this key); available: {', '.join(served) or 'none'}"
-                    + ("; vector stores: call `indexes` with include_stores" if len(served) < len(allowed) else ""))
+    raise ToolFault(
+        f"no index named {index!r} (or not for this key); available: {', '.join(served) or 'none'}"
+        + ("; vector stores: call `indexes` with include_stores" if len(served) < len(allowed) else "")
+    )
 
 
 def chunk_location(chunk) -> str:
@@ -50,27 +55,47 @@ def chunk_location(chunk) -> str:
 
 
 def hit_record(hit) -> dict:
-    return {"rank": hit.rank, "label": label(hit.chunk), "chunk_id": hit.chunk_id, "score": round(float(hit.score), 6),
-            "source": hit.chunk.source, "location": chunk_location(hit.chunk), "snippet": snippet(hit.chunk.text)}
+    return {
+        "rank": hit.rank,
+        "label": label(hit.chunk),
+        "chunk_id": hit.chunk_id,
+        "score": round(float(hit.score), 6),
+        "source": hit.chunk.source,
+        "location": chunk_location(hit.chunk),
+        "snippet": snippet(hit.chunk.text),
+    }
 
 
-def search(registry: Registry, scope, query: str, index: str | None, top_k: int, where: Where | None,
-           ranking: str | None = None) -> dict:
+def search(
+    registry: Registry, scope, query: str, index: str | None, top_k: int, where: Where | None, ranking: str | None = None
+) -> dict:
     if not query.strip():
         raise ToolFault("the query is empty: send the words or question to search for")
     name, live = pick_index(registry, scope, index)
     hits = live.retrieve(query, top_k=top_k, where=where, ranking=ranking)
-    return {"index": name, "query": query, "hits": [hit_record(h) for h in hits],
-            "note": None if hits else "no hits: try other words, a wider `where` filter, or another index"}
+    return {
+        "index": name,
+        "query": query,
+        "hits": [hit_record(h) for h in hits],
+        "note": None if hits else "no hits: try other words, a wider `where` filter, or another index",
+    }
 
 
 def answer_record(name: str, answer) -> dict:
-    return {"index": name, "answer": answer.answer, "plan": answer.plan, "resolved": answer.resolved,
-            "abstention": answer.abstention, "stopped": answer.stopped, "grounding": answer.grounding.value,
-            "grounded": answer.grounded,
-            "citations": [{"number": c.number, "label": c.label(), "location": c.location(), "chunk_id": c.chunk_id,
-                           "cited": c.cited}
-                          for c in answer.citations]}
+    return {
+        "index": name,
+        "answer": answer.answer,
+        "plan": answer.plan,
+        "resolved": answer.resolved,
+        "abstention": answer.abstention,
+        "stopped": answer.stopped,
+        "grounding": answer.grounding.value,
+        "grounded": answer.grounded,
+        "citations": [
+            {"number": c.number, "label": c.label(), "location": c.location(), "chunk_id": c.chunk_id, "cited": c.cited}
+            for c in answer.citations
+        ],
+    }
 
 
 def _numbered(chunk) -> str:
@@ -90,8 +115,10 @@ def by_suffix(store: ChunkSource, path: str) -> str | None:
         return None
     found = [d for d in store.documents() if d.endswith(tail)]
     if len(found) > 1:
-        raise ToolFault(f"{len(found)} documents end with {path!r} ({', '.join(sorted(found)[:5])}"
-                        f"{', ...' if len(found) > 5 else ''}): give more of the path")
+        raise ToolFault(
+            f"{len(found)} documents end with {path!r} ({', '.join(sorted(found)[:5])}"
+            f"{', ...' if len(found) > 5 else ''}): give more of the path"
+        )
     if not found:
         return None
     chunks = store.chunks_of(found[0])  # the protocol's way to a document's source (both backends)
@@ -128,8 +155,12 @@ def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
     for row, chunk in zip(rows, chunks):
         if anchor is not None and chunk.symbol != anchor:
             continue
-        if start is not None and end is not None and chunk.line_start is not None and \
-                ((chunk.line_end or chunk.line_start) < start or chunk.line_start > end):
+        if (
+            start is not None
+            and end is not None
+            and chunk.line_start is not None
+            and ((chunk.line_end or chunk.line_start) < start or chunk.line_start > end)
+        ):
             continue
         if symbol and chunk.symbol and symbol not in chunk.symbol and chunk.symbol not in symbol:
             continue
@@ -137,8 +168,7 @@ def resolve_ref(index: IndexBackend, ref: str) -> list[int]:
     return picked
 
 
-def read(registry: Registry, scope, ref: str, index: str | None, neighbours: int,
-         readers: tuple[str, ...] | None = None) -> dict:
+def read(registry: Registry, scope, ref: str, index: str | None, neighbours: int, readers: tuple[str, ...] | None = None) -> dict:
     if not ref.strip():
         raise ToolFault("send a citation label (`path:10-20 (Symbol)`, `URL#anchor`) or a chunk id (`doc#3`)")
     name, live = pick_index(registry, scope, index)
@@ -148,18 +178,24 @@ def read(registry: Registry, scope, ref: str, index: str | None, neighbours: int
         if readable is not None:  # a document the caller may not read reads as one that is not there
             rows = [r for r in rows if r in readable]
         if not rows:
-            raise ToolFault(f"nothing in index {name!r} matches {ref!r}: pass a label or chunk_id exactly as "
-                            f"`search` or `ask` returned it")
+            raise ToolFault(
+                f"nothing in index {name!r} matches {ref!r}: pass a label or chunk_id exactly as `search` or `ask` returned it"
+            )
         wanted = sorted(set(rows[:MAX_READ_CHUNKS]))
         if neighbours:
             for row in list(wanted):
-                wanted.extend(r for r in orch.index.store.neighbours(row, neighbours)
-                              if readable is None or r in readable)
+                wanted.extend(r for r in orch.index.store.neighbours(row, neighbours) if readable is None or r in readable)
             wanted = sorted(set(wanted))[:MAX_READ_CHUNKS]
         chunks = orch.index.store.get_many(wanted)
-    return {"index": name, "ref": ref, "truncated": len(rows) > MAX_READ_CHUNKS,
-            "chunks": [{"label": label(c), "chunk_id": c.chunk_id, "source": c.source, "asked": r in rows,
-                        "text": _numbered(c)} for r, c in zip(wanted, chunks)]}
+    return {
+        "index": name,
+        "ref": ref,
+        "truncated": len(rows) > MAX_READ_CHUNKS,
+        "chunks": [
+            {"label": label(c), "chunk_id": c.chunk_id, "source": c.source, "asked": r in rows, "text": _numbered(c)}
+            for r, c in zip(wanted, chunks)
+        ],
+    }
 
 
 def indexes(registry: Registry, scope, include_stores: bool = False, readers: tuple[str, ...] | None = None) -> dict:
@@ -175,11 +211,19 @@ def indexes(registry: Registry, scope, include_stores: bool = False, readers: tu
         if readers is not None:  # counts of what the caller may read: a forbidden document is not counted
             rows = live.index.filter_rows(Where(readers=readers))
             chunks, documents = len(rows), len({c.doc_id for c in live.index.store.get_many(rows)})
-        out.append({"name": name, "kind": "vector_store" if store else "index",
-                    "title": (registry.store_name(name) or name) if store else name,
-                    "backend": getattr(live.index.backend, "value", str(live.index.backend)),
-                    "chunks": chunks, "documents": documents,
-                    "generation": manifest.get("generation"), "last_build": manifest.get("created"),
-                    "embedding_model": manifest.get("embedding", {}).get("model"),
-                    "plans": list(registry.plans), "default_plan": live.config.plan})
+        out.append(
+            {
+                "name": name,
+                "kind": "vector_store" if store else "index",
+                "title": (registry.store_name(name) or name) if store else name,
+                "backend": getattr(live.index.backend, "value", str(live.index.backend)),
+                "chunks": chunks,
+                "documents": documents,
+                "generation": manifest.get("generation"),
+                "last_build": manifest.get("created"),
+                "embedding_model": manifest.get("embedding", {}).get("model"),
+                "plans": list(registry.plans),
+                "default_plan": live.config.plan,
+            }
+        )
     return {"indexes": out}

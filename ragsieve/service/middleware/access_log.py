@@ -12,6 +12,7 @@ Routes add what they know to `request.state` (`access_model`, `access_task`,
 `access_stages`: {step: seconds}). The library only logs; `ragsieve serve`
 (and each of its `--workers` processes) sends the lines to stderr with `to_stderr`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,17 +68,23 @@ class AccessLog:
             state = scope.get("state") or {}
             stages = state.get("access_stages") or {}
             route = scope.get("route")
-            log.info("id=%s %s %s model=%s status=%s total_ms=%d task=%s stages=%s", rid.decode(), scope.get("method"),
-                     getattr(route, "path", scope.get("path")), state.get("access_model") or "-", seen["status"],
-                     (time.monotonic() - started) * 1000, state.get("access_task") or "-",
-                     ",".join(f"{k}:{int(v * 1000)}" for k, v in stages.items()) or "-")
+            log.info(
+                "id=%s %s %s model=%s status=%s total_ms=%d task=%s stages=%s",
+                rid.decode(),
+                scope.get("method"),
+                getattr(route, "path", scope.get("path")),
+                state.get("access_model") or "-",
+                seen["status"],
+                (time.monotonic() - started) * 1000,
+                state.get("access_task") or "-",
+                ",".join(f"{k}:{int(v * 1000)}" for k, v in stages.items()) or "-",
+            )
 
         async def sending(message):
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
                 message = dict(message)
-                message["headers"] = list(message.get("headers") or []) + [
-                    (SERVER_HEADER, self.version), (b"x-request-id", rid)]
+                message["headers"] = list(message.get("headers") or []) + [(SERVER_HEADER, self.version), (b"x-request-id", rid)]
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 finish()

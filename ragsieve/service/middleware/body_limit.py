@@ -5,6 +5,7 @@ sent) or a body trickled byte by byte costs one timer, not a worker, and gets
 408; an oversized one gets 413 without being read to the end. Malformed or
 negative `Content-Length` headers are refused by uvicorn's HTTP parser (400).
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -19,6 +19,7 @@ sends nothing (or a byte now and then) holds the server's capacity forever.
   the socket closes; closing at once, with the client's bytes unread, made the
   kernel reset the connection and the client never saw the status line.
 """
+
 from __future__ import annotations
 
 import os
@@ -78,11 +79,15 @@ class GuardedH11Protocol(H11Protocol):
         """uvicorn's reply to a head h11 refused: 431 when it was too large, readable by the client."""
         limit = self.config.h11_max_incomplete_event_size or 16 * 1024  # uvicorn's (h11's) default when unset
         too_big = len(self.conn.trailing_data[0]) >= limit
-        status, reason, body = ((431, "Request Header Fields Too Large",
-                                 f"the request head is over {limit} bytes: "
-                                 f"send smaller headers\n") if too_big else (400, "Bad Request", msg + "\n"))
-        self.transport.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                             f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode("ascii"))
+        status, reason, body = (
+            (431, "Request Header Fields Too Large", f"the request head is over {limit} bytes: send smaller headers\n")
+            if too_big
+            else (400, "Bad Request", msg + "\n")
+        )
+        self.transport.write(
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode("ascii")
+        )
         self._disarm()
         self._drained = 0
         if self.transport.can_write_eof():

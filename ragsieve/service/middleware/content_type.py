@@ -6,6 +6,7 @@ ragsieve POST route takes JSON only, so such a body is relabelled
 `application/json` before routing (a body that is not JSON still gets a 400
 saying so). Other content types are left as they are.
 """
+
 from __future__ import annotations
 
 FORM = b"application/x-www-form-urlencoded"
@@ -20,6 +21,5 @@ class FormAsJson:
             headers = scope.get("headers") or []
             if any(k == b"content-type" and v.split(b";")[0].strip().lower() == FORM for k, v in headers):
                 scope = dict(scope)
-                scope["headers"] = [(k, b"application/json") if k == b"content-type" else (k, v)
-                                    for k, v in headers]
+                scope["headers"] = [(k, b"application/json") if k == b"content-type" else (k, v) for k, v in headers]
         await self.app(scope, receive, send)

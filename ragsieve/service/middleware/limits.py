@@ -1,4 +1,5 @@
 """Admission control: at most `max_concurrent` questions run, `queue_limit` wait; the rest get 429."""
+
 from __future__ import annotations
 
 import threading
@@ -28,8 +29,12 @@ class Admission:
         with self._lock:
             if self._admitted >= self.capacity:
                 self.metrics.rejected.inc()
-                raise ApiError(429, f"the server is busy ({self.capacity} questions admitted); retry later",
-                               code="queue_full", headers={"Retry-After": str(self.retry_after_s)})
+                raise ApiError(
+                    429,
+                    f"the server is busy ({self.capacity} questions admitted); retry later",
+                    code="queue_full",
+                    headers={"Retry-After": str(self.retry_after_s)},
+                )
             self._admitted += 1
         self._update()
         return Ticket(self)

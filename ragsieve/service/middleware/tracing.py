@@ -5,6 +5,7 @@ captured text), and `TraceRequests`, one span per HTTP request continuing the ca
 headers. A question asked in the request is a child of this span (`ragsieve.agent.plan.traced`), so a caller's
 trace holds the whole answer. Pure ASGI (streams pass through untouched); while tracing is off it only calls
 the app. The spans themselves: `ragsieve.tools.tracing`; docs/tracing.md."""
+
 from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
@@ -38,8 +39,12 @@ class TraceRequests:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ()) if k in _PROPAGATED}
         method = scope.get("method", "GET")
-        attributes = {"http.request.method": method, "url.path": scope.get("path", ""),
-                      "url.scheme": scope.get("scheme", "http"), "ragsieve.caller_trace": "traceparent" in headers}
+        attributes = {
+            "http.request.method": method,
+            "url.path": scope.get("path", ""),
+            "url.scheme": scope.get("scheme", "http"),
+            "ragsieve.caller_trace": "traceparent" in headers,
+        }
         with tracing.request_span(f"{method} {scope.get('path', '')}", headers, attributes) as span:
             ids = span.ids()
 
@@ -48,9 +53,11 @@ class TraceRequests:
                     span.set("http.response.status_code", message.get("status"))
                     if ids is not None:
                         message = dict(message)
-                        message["headers"] = [*message.get("headers", ()),
-                                              (b"traceresponse", f"00-{ids[0]}-{ids[1]}-01".encode()),
-                                              (b"x-trace-id", ids[0].encode())]
+                        message["headers"] = [
+                            *message.get("headers", ()),
+                            (b"traceresponse", f"00-{ids[0]}-{ids[1]}-01".encode()),
+                            (b"x-trace-id", ids[0].encode()),
+                        ]
                 await send(message)
 
             await self.app(scope, receive, send_traced)

@@ -12,6 +12,7 @@ headers, so a widget on a site its key does not allow can say "origin not
 allowed" instead of "cannot be reached"; every call from such an origin is
 refused by `ui_caller`, so all it can read is that refusal.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ class UiCaller:
                 raise ApiError(400, "name the index: several are served", param="index")
             return default
         if wanted not in visible:
-            raise ApiError(404, f"the index {wanted!r} does not exist or you do not have access to it",
-                           code="model_not_found", param="index")
+            raise ApiError(
+                404, f"the index {wanted!r} does not exist or you do not have access to it", code="model_not_found", param="index"
+            )
         return wanted
 
 
@@ -79,23 +81,37 @@ def ui_caller(request: Request) -> UiCaller:
     origin = normal_origin(raw_origin) if raw_origin else None
     bearer = _bearer(request)
     key = web.widget_keys.find(bearer)
-    if key is None and bearer is not None and bearer.startswith(WIDGET_KEY_PREFIX) and \
-            raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
-        raise ApiError(401, "this widget key is not known to the server: check data-key in the page's <script> tag",
-                       code="invalid_api_key")
+    if (
+        key is None
+        and bearer is not None
+        and bearer.startswith(WIDGET_KEY_PREFIX)
+        and raw_origin is not None
+        and not same_site(request, origin)
+        and origin not in web.page_origins
+    ):
+        raise ApiError(
+            401, "this widget key is not known to the server: check data-key in the page's <script> tag", code="invalid_api_key"
+        )
     if key is not None:
         if origin is None or origin not in key.origins:
-            raise ApiError(403, f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
-                                f"add the site to the key's origins", code="origin_not_allowed")
+            raise ApiError(
+                403,
+                f"this widget key is not allowed on {raw_origin or 'a page without an Origin'}: "
+                f"add the site to the key's origins",
+                code="origin_not_allowed",
+            )
         wait = key.take(visitor(request))
         if wait > 0:
-            raise ApiError(429, f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
-                                f"minute per visitor, {key.requests_per_minute} in all); retry later",
-                           code="rate_limited", headers={"Retry-After": str(math.ceil(wait))})
+            raise ApiError(
+                429,
+                f"too many questions from this widget (up to {key.visitor_requests_per_minute} per "
+                f"minute per visitor, {key.requests_per_minute} in all); retry later",
+                code="rate_limited",
+                headers={"Retry-After": str(math.ceil(wait))},
+            )
         return UiCaller(set(key.indexes), key.label, key, widget_reader(request))
     if raw_origin is not None and not same_site(request, origin) and origin not in web.page_origins:
-        raise ApiError(403, f"calls from {raw_origin} need a widget key that allows that origin",
-                       code="origin_not_allowed")
+        raise ApiError(403, f"calls from {raw_origin} need a widget key that allows that origin", code="origin_not_allowed")
     who = caller(request)
     return UiCaller(who.scope, "page", readers=who.readers)
 
@@ -120,8 +136,7 @@ def widget_reader(request: Request) -> tuple[str, ...]:
         return ()
     settings = request.app.state.keys.identity
     if settings.jwt is None:
-        raise ApiError(403, "user tokens are not accepted: the keys file has no [identity.jwt]",
-                       code="identity_refused")
+        raise ApiError(403, "user tokens are not accepted: the keys file has no [identity.jwt]", code="identity_refused")
     try:
         return settings.jwt.verify(token)
     except IdentityRefused as exc:
@@ -174,8 +189,16 @@ class WidgetCors:
 
 async def _preflight(send, cors: list, max_age_s: int) -> None:
     """A granted CORS preflight: the methods and headers the page and widget send, cached `max_age_s`."""
-    await send({"type": "http.response.start", "status": 204, "headers": cors + [
-        (b"access-control-allow-methods", b"GET, POST"),
-        (b"access-control-allow-headers", b"Authorization, Content-Type, X-Ragsieve-User-Token"),
-        (b"access-control-max-age", str(max_age_s).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 204,
+            "headers": cors
+            + [
+                (b"access-control-allow-methods", b"GET, POST"),
+                (b"access-control-allow-headers", b"Authorization, Content-Type, X-Ragsieve-User-Token"),
+                (b"access-control-max-age", str(max_age_s).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})

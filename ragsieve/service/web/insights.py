@@ -10,6 +10,7 @@ scope says `:admin` for the index (403 otherwise; 401 without a valid key). A ke
 report as them: no text, title or path of a document they may not read (`ragsieve.insights.compute`). A report is kept REPORT_TTL_S
 seconds, so the page's downloads and its export click reuse it (a large log takes seconds to group).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -49,32 +50,36 @@ class EvalExport(BaseModel):
 
 @router.get("/insights", include_in_schema=False)
 async def insights_page():
-    return HTMLResponse(assets.read("insights.html"), headers={"Content-Security-Policy": PAGE_CSP,
-                                                               "Cache-Control": "no-cache", **SAFE})
+    return HTMLResponse(
+        assets.read("insights.html"), headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache", **SAFE}
+    )
 
 
 @router.get("/insights/app.js", include_in_schema=False)
 async def insights_script():
-    return Response(assets.read("insights.js"), media_type="text/javascript; charset=utf-8",
-                    headers={"Cache-Control": "no-cache", **SAFE})
+    return Response(
+        assets.read("insights.js"), media_type="text/javascript; charset=utf-8", headers={"Cache-Control": "no-cache", **SAFE}
+    )
 
 
 def _hook(request: Request):
     hook = request.app.state.registry.insights
     if hook is None:
-        raise ApiError(404, "insights are off on this server: set [insights] enabled = true in the config",
-                       code="insights_off")
+        raise ApiError(404, "insights are off on this server: set [insights] enabled = true in the config", code="insights_off")
     return hook
 
 
 def _admin(request: Request, who: Caller, index: str) -> None:
     hook = _hook(request)
     if not may_administer(who.scope, index):
-        raise ApiError(403, "insights need an admin-scoped key for this index (scope \"INDEX:admin\")",
-                       code="forbidden")
+        raise ApiError(403, 'insights need an admin-scoped key for this index (scope "INDEX:admin")', code="forbidden")
     if index not in request.app.state.registry.orchestrators or not hook.logs(index):
-        raise ApiError(404, f"no insights for index {index!r}: it is not served or not logged ([insights] indexes)",
-                       code="index_not_logged", param="index")
+        raise ApiError(
+            404,
+            f"no insights for index {index!r}: it is not served or not logged ([insights] indexes)",
+            code="index_not_logged",
+            param="index",
+        )
 
 
 @router.get("/insights/api/indexes")
@@ -82,9 +87,8 @@ async def indexes(request: Request, who: Caller = Depends(caller)):
     hook = _hook(request)
     names = [n for n in sorted(hook.names) if may_administer(who.scope, n)]
     if not names:
-        raise ApiError(403, "insights need an admin-scoped key (scope \"INDEX:admin\")", code="forbidden")
-    return {"indexes": names, "store_answers": hook.settings.store_answers,
-            "retention_days": hook.settings.retention_days}
+        raise ApiError(403, 'insights need an admin-scoped key (scope "INDEX:admin")', code="forbidden")
+    return {"indexes": names, "store_answers": hook.settings.store_answers, "retention_days": hook.settings.retention_days}
 
 
 async def _report(request: Request, who: Caller, index: str, since: str) -> tuple[Report, list[QuestionRecord]]:
@@ -104,8 +108,9 @@ async def _report(request: Request, who: Caller, index: str, since: str) -> tupl
 
     def compute() -> tuple[Report, list[QuestionRecord]]:
         hook.log.flush(5.0)  # what was just asked is in the report
-        return insights_for(hook.log, index, live, since=start, until=now, distance=hook.settings.group_distance,
-                            readers=who.readers)
+        return insights_for(
+            hook.log, index, live, since=start, until=now, distance=hook.settings.group_distance, readers=who.readers
+        )
 
     result, records = await anyio.to_thread.run_sync(compute)
     for old in [k for k, v in cache.items() if time.monotonic() - v[0] >= REPORT_TTL_S]:
@@ -122,8 +127,11 @@ async def report(request: Request, index: str = IndexArg, since: str = SinceArg,
 
 def _attachment(index: str, ext: str) -> dict[str, str]:
     day = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d")
-    return {"Content-Disposition": f'attachment; filename="insights-{_safe(index)}-{day}.{ext}"',
-            "Cache-Control": "no-store", **SAFE}
+    return {
+        "Content-Disposition": f'attachment; filename="insights-{_safe(index)}-{day}.{ext}"',
+        "Cache-Control": "no-store",
+        **SAFE,
+    }
 
 
 @router.get("/insights/api/export.csv")
@@ -135,8 +143,7 @@ async def export_csv(request: Request, index: str = IndexArg, since: str = Since
 @router.get("/insights/api/export.json")
 async def export_json(request: Request, index: str = IndexArg, since: str = SinceArg, who: Caller = Depends(caller)):
     result, _ = await _report(request, who, index, since)
-    return Response(result.model_dump_json(indent=2), media_type="application/json",
-                    headers=_attachment(index, "json"))
+    return Response(result.model_dump_json(indent=2), media_type="application/json", headers=_attachment(index, "json"))
 
 
 @router.post("/insights/api/export-eval")
@@ -144,8 +151,12 @@ async def export_eval(request: Request, body: EvalExport, who: Caller = Depends(
     result, records = await _report(request, who, body.index, body.since)
     group = next((g for g in result.groups if g.label == body.label), None)
     if group is None:
-        raise ApiError(409, "that group is no longer in the report (new questions regrouped it): reload the page",
-                       code="group_changed", param="group")
+        raise ApiError(
+            409,
+            "that group is no longer in the report (new questions regrouped it): reload the page",
+            code="group_changed",
+            param="group",
+        )
     folder = _hook(request).settings.dir or request.app.state.settings.data_dir
     out = Path(folder) / "insights-eval" / f"{_safe(body.index)}-{body.group}-{time.strftime('%Y%m%d-%H%M%S')}"
     texts = {r.id: r.question for r in records}
@@ -155,8 +166,14 @@ async def export_eval(request: Request, body: EvalExport, who: Caller = Depends(
         counts = await anyio.to_thread.run_sync(lambda: write_eval_set(group, texts, store, out, body.index))
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
-    return {"status": "written", "folder": str(out), "group": group.id, "label": group.label, **counts,
-            "command": eval_command(out, live.folder, live.config.llm)}
+    return {
+        "status": "written",
+        "folder": str(out),
+        "group": group.id,
+        "label": group.label,
+        **counts,
+        "command": eval_command(out, live.folder, live.config.llm),
+    }
 
 
 def _safe(name: str) -> str:

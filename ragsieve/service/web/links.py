@@ -6,6 +6,7 @@ widget on another site cannot send one), but only for chunks this server
 cited, and only until the link expires (LINK_TTL_S after the answer: a link
 that was copied or leaked does not open the document for ever).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -90,9 +91,22 @@ def public_citations(secret: bytes, index: str, citations, readers: tuple[str, .
     out = []
     for c in citations:
         href, kind = citation_href(secret, index, c, readers)
-        out.append({"number": c.number, "label": c.label(), "title": c.title, "source": c.source,
-                    "chunk_id": c.chunk_id, "line_start": c.line_start, "line_end": c.line_end,
-                    "symbol": c.symbol, "href": href, "kind": kind, "cited": c.cited, "origin": c.origin,
-                    "heading": c.heading,
-                    "location": c.location()})
+        out.append(
+            {
+                "number": c.number,
+                "label": c.label(),
+                "title": c.title,
+                "source": c.source,
+                "chunk_id": c.chunk_id,
+                "line_start": c.line_start,
+                "line_end": c.line_end,
+                "symbol": c.symbol,
+                "href": href,
+                "kind": kind,
+                "cited": c.cited,
+                "origin": c.origin,
+                "heading": c.heading,
+                "location": c.location(),
+            }
+        )
     return out

@@ -1,4 +1,5 @@
 """What the assistant's routes share (link secret, widget keys, feedback store) and how they join the app."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,9 +25,12 @@ def install(app, settings, widget_keys: WidgetKeys | None = None) -> None:
     widget_keys.check_names(set(app.state.registry.orchestrators))
     widget_keys.check_plans(set(app.state.registry.plans))
     data_dir = settings.data_dir
-    app.state.web = WebState(secret=load_secret(data_dir), widget_keys=widget_keys,
-                             feedback=FeedbackStore.in_folder(data_dir) if data_dir else None,
-                             page_origins={o for o in map(normal_origin, settings.cors_origins) if o})
+    app.state.web = WebState(
+        secret=load_secret(data_dir),
+        widget_keys=widget_keys,
+        feedback=FeedbackStore.in_folder(data_dir) if data_dir else None,
+        page_origins={o for o in map(normal_origin, settings.cors_origins) if o},
+    )
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(insights.router)

@@ -5,6 +5,7 @@ text, served without script. Code and text files show numbered lines with
 `#L<n>` anchors; PDFs and other line-less documents show their chunks under
 page headings with `#page-<n>` anchors; the cited part has `id="cited"`.
 """
+
 from __future__ import annotations
 
 from html import escape
@@ -39,8 +40,10 @@ def render(index: str, chunks: list, cited_index: int) -> str:
             for offset, line in enumerate(lines):
                 n = c.line_start + offset
                 hl = is_cited and (c.line_end is None or n <= c.line_end)
-                rows.append(f'<span class="line{" hl" if hl else ""}" id="L{n}"><a class="n" href="#L{n}">{n}</a>'
-                            f'<span class="t">{escape(line) or " "}</span></span>')
+                rows.append(
+                    f'<span class="line{" hl" if hl else ""}" id="L{n}"><a class="n" href="#L{n}">{n}</a>'
+                    f'<span class="t">{escape(line) or " "}</span></span>'
+                )
             next_line = c.line_start + len(lines)
             body.append(f'<pre class="code"{" id=cited" if is_cited else ""}>' + "".join(rows) + "</pre>")
         else:
@@ -49,18 +52,25 @@ def render(index: str, chunks: list, cited_index: int) -> str:
                 seen_pages.add(page)
                 body.append(f'<h2 id="page-{page}">Page {page}</h2>')
             elif c.symbol and not c.symbol.startswith(("p. ", "pp. ")):
-                body.append(f'<h2>{escape(c.symbol)}</h2>')
-            body.append(f'<div class="chunk{" hl" if is_cited else ""}"{" id=cited" if is_cited else ""}>'
-                        f'{escape(c.text)}</div>')
-    head = (f'<header><h1>{escape(title)}</h1><p class="meta">{escape(chunks[0].source)} · index '
-            f'<code>{escape(index)}</code>' + (f' · cited: {escape(cited.symbol or "")} lines {cited.line_start}–'
-                                                f'{cited.line_end}' if cited and cited.line_start else "")
-            + "</p></header>")
+                body.append(f"<h2>{escape(c.symbol)}</h2>")
+            body.append(f'<div class="chunk{" hl" if is_cited else ""}"{" id=cited" if is_cited else ""}>{escape(c.text)}</div>')
+    head = (
+        f'<header><h1>{escape(title)}</h1><p class="meta">{escape(chunks[0].source)} · index '
+        f"<code>{escape(index)}</code>"
+        + (
+            f" · cited: {escape(cited.symbol or '')} lines {cited.line_start}–{cited.line_end}"
+            if cited and cited.line_start
+            else ""
+        )
+        + "</p></header>"
+    )
     return _page(title, head + "<main>" + "".join(body) + "</main>")
 
 
 def _page(title: str, body: str) -> str:
-    return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{escape(title)} · ragsieve source</title><link rel="stylesheet" href="/ui/static/source.css">'
-            f'</head><body>{body}</body></html>')
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{escape(title)} · ragsieve source</title><link rel="stylesheet" href="/ui/static/source.css">'
+        f"</head><body>{body}</body></html>"
+    )

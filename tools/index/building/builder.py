@@ -17,6 +17,7 @@ build covers (scopes, kept, removed documents: `ragsieve.tools.index.building.ch
 finds them without listing the corpus); the report and helpers live in
 `ragsieve.tools.index.building.report`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -64,21 +65,44 @@ log = logging.getLogger(__name__)
 
 
 STREAM_MIN_DOCS = 256  # below this, chunking is instant and the serial path is as fast
-UPGRADED_CELLS = ("index upgraded once: IVF cells stored so that later changes search only the cells they touch "
-                  "(this build rewrote the base segment; docs/local-layout.md)")
+UPGRADED_CELLS = (
+    "index upgraded once: IVF cells stored so that later changes search only the cells they touch "
+    "(this build rewrote the base segment; docs/local-layout.md)"
+)
 
 
 class IndexBuilder:
     """Index files and folders into `index_dir`; one public method, `build(paths)`."""
 
-    def __init__(self, index_dir: str | Path, *, chunk_tokens: int = 200, embedding_model: str | None = None,
-                 faiss_index: str | FaissKind = FaissKind.FLAT, bm25_engine: str | BM25Engine = BM25Engine.BM25S,
-                 batch_size: int | None = None, sparse_percentile: float = 10.0,
-                 progress: bool = True, embedder: Embedder | None = None, bm25_k1: float = 0.9,
-                 bm25_b: float = 0.4, bm25_stem: bool = True, bm25_identifiers: bool = True, hnsw_m: int = 32, hnsw_ef_search: int = 128,
-                 index_titles: bool = True, lock_wait_s: float | None = 300.0, syntax_chunks: bool = True,
-                 symbol_headers: bool = True, encoder: str | None = None, overlap: bool = True,
-                 ray=None, segments: bool = True, long_code: str | None = None, device: str = "auto") -> None:
+    def __init__(
+        self,
+        index_dir: str | Path,
+        *,
+        chunk_tokens: int = 200,
+        embedding_model: str | None = None,
+        faiss_index: str | FaissKind = FaissKind.FLAT,
+        bm25_engine: str | BM25Engine = BM25Engine.BM25S,
+        batch_size: int | None = None,
+        sparse_percentile: float = 10.0,
+        progress: bool = True,
+        embedder: Embedder | None = None,
+        bm25_k1: float = 0.9,
+        bm25_b: float = 0.4,
+        bm25_stem: bool = True,
+        bm25_identifiers: bool = True,
+        hnsw_m: int = 32,
+        hnsw_ef_search: int = 128,
+        index_titles: bool = True,
+        lock_wait_s: float | None = 300.0,
+        syntax_chunks: bool = True,
+        symbol_headers: bool = True,
+        encoder: str | None = None,
+        overlap: bool = True,
+        ray=None,
+        segments: bool = True,
+        long_code: str | None = None,
+        device: str = "auto",
+    ) -> None:
         self.root = Path(index_dir)
         self.segments = bool(segments)  # False: whole-generation files (format 1), as before incremental layouts
         self.ray = ray  # a `ragsieve.tools.index.building.ray_embed.RayEmbedStage`: embed on a Ray cluster
@@ -97,10 +121,14 @@ class IndexBuilder:
         # long code chunks: the mean of their windows' vectors (`windows.py`); None: the index's recorded way
         # (`head` for an index built before), `windows` for a new one
         self.long_code = None if long_code is None else LongCode.parse(long_code)
-        self.device, self.encoder = choose_encoder(self.root, embedder, encoder, device,
-                                                   on_cluster_gpus=ray is not None and ray.wants_gpus())
-        if embedder is not None and embedding_model is not None and \
-                canonical_model_name(embedding_model) != canonical_model_name(embedder.name):
+        self.device, self.encoder = choose_encoder(
+            self.root, embedder, encoder, device, on_cluster_gpus=ray is not None and ray.wants_gpus()
+        )
+        if (
+            embedder is not None
+            and embedding_model is not None
+            and canonical_model_name(embedding_model) != canonical_model_name(embedder.name)
+        ):
             raise UsageError(f"embedding_model {embedding_model!r} differs from the given embedder {embedder.name!r}")
         self.model = canonical_model_name(embedding_model or (embedder.name if embedder else DEFAULT_MODEL))
         self.provider = provider_of(embedder)  # any provider of ragsieve.tools.index.embedders, given as `embedder`
@@ -119,18 +147,24 @@ class IndexBuilder:
     def _settings(self) -> dict:
         """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
         assert self.long_code is not None, "_resolve_long_code runs first"
-        return {"chunking": {"model": self.model, "chunk_tokens": self.chunker.chunk_tokens,
-                             "index_titles": self.index_titles,
-                             "code": "cast-1" if self.chunker.syntax else "lines",
-                             "symbol_headers": self.symbol_headers,
-                             **({"header_words": self.header_words} if self._record_header_words else {}),
-                             **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
-                             # torch and onnx agree to float precision (one embedding space); int8 does not;
-                             # fp16 is within 0.9996 cosine of fp32 (a fp16 index extended on a CPU keeps it)
-                             "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder or "", "fp32")}
-                | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
-                "faiss": self.dense_proto.params, "bm25": self.bm25_proto.params,
-                "sparse": {"percentile": self.sparse_percentile}}
+        return {
+            "chunking": {
+                "model": self.model,
+                "chunk_tokens": self.chunker.chunk_tokens,
+                "index_titles": self.index_titles,
+                "code": "cast-1" if self.chunker.syntax else "lines",
+                "symbol_headers": self.symbol_headers,
+                **({"header_words": self.header_words} if self._record_header_words else {}),
+                **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
+                # torch and onnx agree to float precision (one embedding space); int8 does not;
+                # fp16 is within 0.9996 cosine of fp32 (a fp16 index extended on a CPU keeps it)
+                "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder or "", "fp32"),
+            }
+            | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
+            "faiss": self.dense_proto.params,
+            "bm25": self.bm25_proto.params,
+            "sparse": {"percentile": self.sparse_percentile},
+        }
 
     def _resolve_long_code(self, prev: dict | None) -> None:
         """`long_code` as given, else as the previous generation recorded it (absent: `head`), else `windows`;
@@ -139,8 +173,10 @@ class IndexBuilder:
             self.long_code = LongCode(prev["settings"]["chunking"].get("long_code", LongCode.HEAD.value))
         if self.provider != "sentence-transformers":
             if self.long_code is LongCode.WINDOWS:
-                raise UsageError(f"long_code 'windows' needs the local encoder's tokenizer; the {self.provider!r} "
-                                 "embedding provider embeds each chunk as the endpoint cuts it (long_code 'head')")
+                raise UsageError(
+                    f"long_code 'windows' needs the local encoder's tokenizer; the {self.provider!r} "
+                    "embedding provider embeds each chunk as the endpoint cuts it (long_code 'head')"
+                )
             self.long_code = LongCode.HEAD
         elif self.long_code is None:
             self.long_code = LongCode.WINDOWS
@@ -153,15 +189,33 @@ class IndexBuilder:
 
     def context(self) -> BuildContext:
         """What the build's helpers read: these settings as they are now, the embedder, the figures so far."""
-        return BuildContext(root=self.root, chunker=self.chunker, model=self.model, provider=self.provider,
-                            encoder=self.encoder, device=self.device, batch_size=self.batch_size, progress=self.progress,
-                            bm25_proto=self.bm25_proto, dense_proto=self.dense_proto,
-                            sparse_percentile=self.sparse_percentile, index_titles=self.index_titles,
-                            symbol_headers=self.symbol_headers, header_words=self.header_words,
-                            long_code=self.long_code, ray=self.ray, overlap=self.overlap, stream=self.stream,
-                            stream_min_docs=self.stream_min_docs, segments=self.segments, embedder=self._embedder,
-                            new_root=getattr(self, "_new_root", None), streamed=self._streamed,
-                            stream_seconds=self._stream_seconds, bm25_tokens=self._bm25_tokens)
+        return BuildContext(
+            root=self.root,
+            chunker=self.chunker,
+            model=self.model,
+            provider=self.provider,
+            encoder=self.encoder,
+            device=self.device,
+            batch_size=self.batch_size,
+            progress=self.progress,
+            bm25_proto=self.bm25_proto,
+            dense_proto=self.dense_proto,
+            sparse_percentile=self.sparse_percentile,
+            index_titles=self.index_titles,
+            symbol_headers=self.symbol_headers,
+            header_words=self.header_words,
+            long_code=self.long_code,
+            ray=self.ray,
+            overlap=self.overlap,
+            stream=self.stream,
+            stream_min_docs=self.stream_min_docs,
+            segments=self.segments,
+            embedder=self._embedder,
+            new_root=getattr(self, "_new_root", None),
+            streamed=self._streamed,
+            stream_seconds=self._stream_seconds,
+            bm25_tokens=self._bm25_tokens,
+        )
 
     def _absorb(self, ctx: BuildContext) -> None:
         """Keep what a build's helpers loaded and counted (the embedder serves the next build too)."""
@@ -171,24 +225,35 @@ class IndexBuilder:
             self.resumed_embeddings = ctx.resumed_embeddings
 
     @tracing.traced("ragsieve.build", after=build_after)  # the build's span, its phases below (docs/tracing.md)
-    def build(self, paths: list[str | Path], rebuild: bool = False, *, sync: bool = False,
-              selection=None, base_url: str | None = None, crawl: dict | None = None) -> BuildReport:
+    def build(
+        self,
+        paths: list[str | Path],
+        rebuild: bool = False,
+        *,
+        sync: bool = False,
+        selection=None,
+        base_url: str | None = None,
+        crawl: dict | None = None,
+    ) -> BuildReport:
         """Index `paths`, adding to the index: documents indexed before from other paths stay
         (`docs_kept`). `sync=True` makes the index exactly `paths` (the others are removed);
         `rebuild=True` ignores the previous generation (required to change model)."""
         start = time.perf_counter()
         files = [p for p in paths if not str(p).startswith(("http://", "https://"))]
         base = self._source_root(files, rebuild) if files else None
-        load = functools.partial(load_documents, syntax=self.chunker.syntax) if self.ray is None \
+        load = (
+            functools.partial(load_documents, syntax=self.chunker.syntax)
+            if self.ray is None
             else functools.partial(self.ray.load, chunker=self.chunker)
-        found = gather(paths, load, self.root, base=base, progress=self.progress is True, selection=selection,
-                       base_url=base_url, crawl=crawl)
+        )
+        found = gather(
+            paths, load, self.root, base=base, progress=self.progress is True, selection=selection, base_url=base_url, crawl=crawl
+        )
         docs, loaded, scopes, self.crawl_reports = found.documents, found.loaded, found.scopes, found.crawl_reports
         with IndexLock(self.root, self.lock_wait_s):
             # the documents' own access lists (front matter) beside the chunks, recorded before the new
             # generation goes live so no new chunk is ever served unlabelled (`ragsieve.tools.access.labels`)
-            set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None},
-                             [d.source for d in docs])
+            set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None}, [d.source for d in docs])
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
     def _source_root(self, paths, rebuild: bool) -> Path | None:
@@ -217,8 +282,17 @@ class IndexBuilder:
             loaded = LoadResult(documents=[], stats=LoadStats())
             return self._build_locked([], loaded, [], False, start, False, remove=hit)
 
-    def _build_locked(self, docs: list[Document], loaded, paths, rebuild: bool, start: float, sync: bool = False,
-                      remove: set[str] | None = None, scopes: Sequence[str] = ()) -> BuildReport:
+    def _build_locked(
+        self,
+        docs: list[Document],
+        loaded,
+        paths,
+        rebuild: bool,
+        start: float,
+        sync: bool = False,
+        remove: set[str] | None = None,
+        scopes: Sequence[str] = (),
+    ) -> BuildReport:
         busy_before = self._busy_s()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
@@ -229,35 +303,58 @@ class IndexBuilder:
         self._record_header_words = recorded is None or "header_words" in recorded  # the same settings dict
         settings = self._settings()
         ctx = self.context()
-        why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model,
-                                                 known_dimension(self._embedder))
+        why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model, known_dimension(self._embedder))
         if why:
-            raise UsageError(f"index {self.root}: {why}; refusing to mix two embedding spaces in one index "
-                             f"(re-embed everything with rebuild=True / --rebuild)")
+            raise UsageError(
+                f"index {self.root}: {why}; refusing to mix two embedding spaces in one index "
+                f"(re-embed everything with rebuild=True / --rebuild)"
+            )
         reuse = prev is not None and prev["settings"]["chunking"] == settings["chunking"]
         prev_store = ChunkStore(prev_gen / "chunks.sqlite", read_only=True) if reuse and prev_gen else None
         try:
-            plan = plan_change(prev_store, prev, docs, scopes, remove) \
-                if reuse and prev is not None and not sync and incremental_applies(ctx, prev, settings) else None
+            plan = (
+                plan_change(prev_store, prev, docs, scopes, remove)
+                if reuse and prev is not None and not sync and incremental_applies(ctx, prev, settings)
+                else None
+            )
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
-                prev_docs, unchanged, kept, counts = listed_change(prev_store, docs, scopes, remove, sync, reuse,
-                                                                   prev_gen if prev is not None else None)
-            common = {"index_dir": str(self.root), "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
-                      "load_summary": loaded.stats.summary(), "problems": loaded.stats.problems(),
-                      "excluded": excluded_counts(loaded.stats), **counts}
-            if prev is not None and prev_gen is not None and reuse and prev["settings"] == settings \
-                    and len(unchanged) == len(docs) and counts["docs_removed"] == 0 and not remove:
-                return BuildReport(generation=prev_gen.name, written=False, chunks_total=prev["counts"]["chunks"],
-                                   chunks_embedded=0, sparse_rows=prev["sparse"]["rows"],
-                                   seconds=time.perf_counter() - start, **common)
+                prev_docs, unchanged, kept, counts = listed_change(
+                    prev_store, docs, scopes, remove, sync, reuse, prev_gen if prev is not None else None
+                )
+            common = {
+                "index_dir": str(self.root),
+                "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
+                "load_summary": loaded.stats.summary(),
+                "problems": loaded.stats.problems(),
+                "excluded": excluded_counts(loaded.stats),
+                **counts,
+            }
+            if (
+                prev is not None
+                and prev_gen is not None
+                and reuse
+                and prev["settings"] == settings
+                and len(unchanged) == len(docs)
+                and counts["docs_removed"] == 0
+                and not remove
+            ):
+                return BuildReport(
+                    generation=prev_gen.name,
+                    written=False,
+                    chunks_total=prev["counts"]["chunks"],
+                    chunks_embedded=0,
+                    sparse_rows=prev["sparse"]["rows"],
+                    seconds=time.perf_counter() - start,
+                    **common,
+                )
             gen = new_generation(self.root)
             try:
-                hashes = {} if prev_docs is None else \
-                    {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
-                manifest = write_generation(ctx, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept,
-                                            prev_docs=prev_docs, plan=plan)
+                hashes = {} if prev_docs is None else {d.doc_id: d.content_hash for d in docs} | {i: prev_docs[i] for i in kept}
+                manifest = write_generation(
+                    ctx, gen, docs, unchanged, prev_store, prev_gen, settings, hashes, kept, prev_docs=prev_docs, plan=plan
+                )
             except BaseException:
                 shutil.rmtree(gen, ignore_errors=True)
                 raise
@@ -276,13 +373,19 @@ class IndexBuilder:
                     cache.prune(ctx.last_keys)
             finally:
                 cache.close()
-        return BuildReport(generation=gen.name, written=True, chunks_total=manifest["counts"]["chunks"],
-                           chunks_embedded=manifest["counts"]["embedded_this_run"],
-                           embed_seconds=manifest["counts"]["embed_seconds"],
-                           embed_inputs_cut=manifest["counts"]["inputs_cut"],
-                           sparse_rows=manifest["sparse"]["rows"], seconds=time.perf_counter() - start,
-                           upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
-                           **embed_figures(ctx, manifest["counts"], busy_before), **common)
+        return BuildReport(
+            generation=gen.name,
+            written=True,
+            chunks_total=manifest["counts"]["chunks"],
+            chunks_embedded=manifest["counts"]["embedded_this_run"],
+            embed_seconds=manifest["counts"]["embed_seconds"],
+            embed_inputs_cut=manifest["counts"]["inputs_cut"],
+            sparse_rows=manifest["sparse"]["rows"],
+            seconds=time.perf_counter() - start,
+            upgraded=UPGRADED_CELLS if manifest.get("io", {}).get("ivf_cells_added") else "",
+            **embed_figures(ctx, manifest["counts"], busy_before),
+            **common,
+        )
 
     def _busy_s(self) -> float:
         return self._embedder.busy_s if isinstance(self._embedder, Embedder) else 0.0

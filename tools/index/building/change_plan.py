@@ -14,6 +14,7 @@ hash) over the documents, so a change adds the new pairs and subtracts the old o
 where a build needs the whole list anyway (`sync`: every document not given is removed; changed chunking
 settings: every kept document must be listed in the refusal) and the builder lists it as before.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,7 @@ def fingerprint_of(doc_hashes: dict[str, str]) -> str:
 
 
 def updated_fingerprint(previous: str, removed: dict[str, str], added: dict[str, str]) -> str:
-    total = int(previous, 16) - sum(pair_hash(i, h) for i, h in removed.items()) \
-        + sum(pair_hash(i, h) for i, h in added.items())
+    total = int(previous, 16) - sum(pair_hash(i, h) for i, h in removed.items()) + sum(pair_hash(i, h) for i, h in added.items())
     return format(total % _MOD, "064x")
 
 
@@ -48,10 +48,9 @@ def hashes_of(store, doc_ids, part: int = 500) -> dict[str, str]:
     ids = list(doc_ids)
     out: dict[str, str] = {}
     for start in range(0, len(ids), part):
-        chunk = ids[start:start + part]
+        chunk = ids[start : start + part]
         marks = ",".join("?" * len(chunk))
-        out.update(store._db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})"
-                                     f"{store._vis}", chunk))
+        out.update(store._db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks}){store._vis}", chunk))
     return out
 
 
@@ -71,21 +70,28 @@ def ids_in_scopes(store, scopes) -> dict[str, str]:
             out.update(store._db.execute(sql, (s, _after(s))))
         else:
             out.update(store._db.execute(sql, (s + "#", _after(s + "#"))))
-            out.update(store._db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id = ?{store._vis}",
-                                         (s,)))
+            out.update(store._db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id = ?{store._vis}", (s,)))
     return out
 
 
 def has_prefix(store, prefix: str) -> bool:
     """Whether any document's id starts with `prefix` (non-empty): one range probe on the doc_id index."""
-    return store._db.execute(f"SELECT 1 FROM documents WHERE doc_id >= ? AND doc_id < ?{store._vis} LIMIT 1",
-                             (prefix, _after(prefix))).fetchone() is not None
+    return (
+        store._db.execute(
+            f"SELECT 1 FROM documents WHERE doc_id >= ? AND doc_id < ?{store._vis} LIMIT 1", (prefix, _after(prefix))
+        ).fetchone()
+        is not None
+    )
 
 
 def has_outside(store, prefix: str) -> bool:
     """Whether any document's id does not start with `prefix` (non-empty): two range probes."""
-    return store._db.execute(f"SELECT 1 FROM documents WHERE (doc_id < ? OR doc_id >= ?){store._vis} LIMIT 1",
-                             (prefix, _after(prefix))).fetchone() is not None
+    return (
+        store._db.execute(
+            f"SELECT 1 FROM documents WHERE (doc_id < ? OR doc_id >= ?){store._vis} LIMIT 1", (prefix, _after(prefix))
+        ).fetchone()
+        is not None
+    )
 
 
 def any_document(store) -> str | None:
@@ -109,10 +115,13 @@ class ChangePlan:
         return [i for i in self.new_hashes if i in self.before and i not in self.unchanged] + self.removed
 
     def counts(self) -> dict[str, int]:
-        return {"docs_added": sum(1 for i in self.new_hashes if i not in self.before),
-                "docs_updated": sum(1 for i in self.new_hashes if i in self.before and i not in self.unchanged),
-                "docs_removed": len(self.removed), "docs_unchanged": len(self.unchanged),
-                "docs_kept": self.kept_count}
+        return {
+            "docs_added": sum(1 for i in self.new_hashes if i not in self.before),
+            "docs_updated": sum(1 for i in self.new_hashes if i in self.before and i not in self.unchanged),
+            "docs_removed": len(self.removed),
+            "docs_unchanged": len(self.unchanged),
+            "docs_kept": self.kept_count,
+        }
 
     def fingerprint(self, previous: str) -> str:
         changed = {i: h for i, h in self.new_hashes.items() if i not in self.unchanged}
@@ -132,9 +141,15 @@ def plan_change(prev_store, prev_manifest: dict, docs, scopes, remove: set[str] 
     if previous < len(given) + len(removed):  # a manifest that miscounts: count the store's records instead
         previous = prev_store._db.execute(f"SELECT COUNT(*) FROM documents WHERE 1{prev_store._vis}").fetchone()[0]
     kept = previous - len(given) - len(removed)
-    return ChangePlan(new_hashes=new_hashes, before=before, unchanged=unchanged, removed=removed, kept_count=kept,
-                      documents=kept + len(new_hashes),
-                      stats={"documents_read": len(given) + len(in_scope) + len(named)})
+    return ChangePlan(
+        new_hashes=new_hashes,
+        before=before,
+        unchanged=unchanged,
+        removed=removed,
+        kept_count=kept,
+        documents=kept + len(new_hashes),
+        stats={"documents_read": len(given) + len(in_scope) + len(named)},
+    )
 
 
 def scope_test(scopes):
@@ -159,20 +174,32 @@ def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool, pre
         scoped = scope_test(scopes)
         if any(i not in new_hashes and i not in (remove or set()) and not scoped(i) for i in before):
             others = sum(1 for i in before if i not in new_hashes and not scoped(i))
-            raise UsageError(f"{others} documents indexed before are not in these paths and the chunking "
-                             f"settings changed: index them again too, or pass --sync to keep only these paths")
+            raise UsageError(
+                f"{others} documents indexed before are not in these paths and the chunking "
+                f"settings changed: index them again too, or pass --sync to keep only these paths"
+            )
     unchanged = {i for i, h in new_hashes.items() if prev_docs.get(i) == h}
     gone = [i for i in prev_docs if i not in new_hashes]
     # gone from a path indexed now: removed; indexed before from another path: kept (unless sync)
     scoped = scope_test(scopes)  # `in_scope` with one C-level startswith per document
     kept = [] if sync else [i for i in gone if i not in (remove or set()) and not scoped(i)]
     if kept and not reuse:
-        raise UsageError(f"{len(kept)} documents indexed before are not in these paths and the chunking "
-                         f"settings changed: index them again too, or pass --sync to keep only these paths")
-    return prev_docs, unchanged, kept, {
-        "docs_added": sum(1 for i in new_hashes if i not in prev_docs),
-        "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
-        "docs_removed": len(gone) - len(kept), "docs_unchanged": len(unchanged), "docs_kept": len(kept)}
+        raise UsageError(
+            f"{len(kept)} documents indexed before are not in these paths and the chunking "
+            f"settings changed: index them again too, or pass --sync to keep only these paths"
+        )
+    return (
+        prev_docs,
+        unchanged,
+        kept,
+        {
+            "docs_added": sum(1 for i in new_hashes if i not in prev_docs),
+            "docs_updated": sum(1 for i in new_hashes if i in prev_docs and i not in unchanged),
+            "docs_removed": len(gone) - len(kept),
+            "docs_unchanged": len(unchanged),
+            "docs_kept": len(kept),
+        },
+    )
 
 
 def ids_to_remove(gen: Path, prefixes: list[str], documents: int) -> set[str]:

@@ -4,6 +4,7 @@ encoder, and the figures the writers record for the report.
 `IndexBuilder.context()` makes one per build; the helpers (`embedding`, `generation_writer`, `incremental`,
 `report`) take it and never the builder, so they depend on this module alone and the builder on them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -59,8 +60,9 @@ class BuildContext:
     def embedder_for(self) -> Any:
         """The embedder, the local model loaded on first use."""
         if self.embedder is None:
-            self.embedder = Embedder(self.model, batch_size=self.batch_size, encoder=self.encoder,
-                                     device=str(self.device or "cpu"))
+            self.embedder = Embedder(
+                self.model, batch_size=self.batch_size, encoder=self.encoder, device=str(self.device or "cpu")
+            )
         return self.embedder
 
     def document_embed(self, texts: list[str], headers: list[int | None]) -> tuple[Callable, set[int]]:
@@ -73,11 +75,13 @@ class BuildContext:
         if tok is None or all(h is None for h in headers):
             return embedder.embed, set()
         by_text = dict(zip(texts, headers))
-        local = {i for i, (t, h) in enumerate(zip(texts, headers)) if h is not None and len(window_texts(
-            tok[0], t, h, tok[1])) > 1} if self.ray is not None else set()
+        local = (
+            {i for i, (t, h) in enumerate(zip(texts, headers)) if h is not None and len(window_texts(tok[0], t, h, tok[1])) > 1}
+            if self.ray is not None
+            else set()
+        )
         tokenizer, window = tok
-        return (lambda batch: embed_windowed(embedder.embed, tokenizer, window, batch,
-                                             [by_text.get(t) for t in batch])), local
+        return (lambda batch: embed_windowed(embedder.embed, tokenizer, window, batch, [by_text.get(t) for t in batch])), local
 
     def cache_model(self) -> str:
         """The embedding checkpoint's key for this encoder (`embed_cache.cache_model`)."""
@@ -96,8 +100,12 @@ class BuildContext:
         if self.embedder is not None:
             return embedding_record(self.embedder, dimension)
         prev = read_manifest(prev_gen)["embedding"] if prev_gen is not None and (prev_gen / MANIFEST).is_file() else {}
-        return prev | {"provider": prev.get("provider", self.provider), "model": self.model, "dimension": dimension,
-                       "encoder": self.encoder}
+        return prev | {
+            "provider": prev.get("provider", self.provider),
+            "model": self.model,
+            "dimension": dimension,
+            "encoder": self.encoder,
+        }
 
     def recorded_root(self, prev_gen: Path | None) -> Path | None:
         """The source root the index records: the previous generation's, else the one this build chose."""

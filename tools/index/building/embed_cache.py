@@ -8,6 +8,7 @@ every text up before embedding, embeds only the missing ones and commits each
 batch as it is done. After a successful build the cache keeps only the texts
 of the published generation (`prune`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,9 @@ import numpy as np
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, " \
-          "PRIMARY KEY (model, key))"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, key))"
+)
 
 
 def cache_model(model: str, encoder: str | None) -> str:
@@ -47,18 +49,21 @@ class EmbeddingCache:
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(keys), 500):
-            part = keys[start:start + 500]
+            part = keys[start : start + 500]
             marks = ",".join("?" * len(part))
             for key, blob in self._db.execute(
-                    f"SELECT key, vector FROM vectors WHERE model = ? AND key IN ({marks})", [self.model, *part]):
+                f"SELECT key, vector FROM vectors WHERE model = ? AND key IN ({marks})", [self.model, *part]
+            ):
                 vector = np.frombuffer(blob, dtype=np.float32)
                 if self.dimension is None or vector.shape[0] == self.dimension:
                     found[key] = vector
         return found
 
     def put_many(self, keys: list[str], vectors: np.ndarray) -> None:
-        self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                             [(self.model, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors)])
+        self._db.executemany(
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+            [(self.model, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors)],
+        )
         self._db.commit()
 
     def prune(self, keep: set[str]) -> int:
@@ -88,8 +93,9 @@ def step_factor(embedder) -> int:
     return 4 if isinstance(embedder, Embedder) and embedder.placed.gpu else 1
 
 
-def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed,
-                    step: int, reporter) -> int:
+def embed_resumable(
+    cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed, step: int, reporter
+) -> int:
     """Fill `vectors[rows]` with the embeddings of `texts[rows]`: those in `cache` (embedded by a build that
     was stopped) are not embedded again; the rest go to `embed` longest first (less padding per batch), `step`
     at a time, each batch checkpointed in `cache` as it is done. `reporter(total)` gives the progress callback.
@@ -103,7 +109,7 @@ def embed_resumable(cache: EmbeddingCache, texts: list[str], rows: list[int], ve
     report = reporter(len(missing))
     report(0)
     for s in range(0, len(missing), step):
-        batch = missing[s:s + step]
+        batch = missing[s : s + step]
         vectors[batch] = embed([texts[r] for r in batch])
         cache.put_many([keys[r] for r in batch], vectors[batch])  # the checkpoint
         report(min(s + step, len(missing)))

@@ -19,6 +19,7 @@ its windows, `windows.py`). Below `stream_min_docs` fresh documents chunking is
 instant and the serial path is used; so it is for a local model on the CPU
 (`embedding.streams`), which keeps the cores busy by itself.
 """
+
 from __future__ import annotations
 
 import queue
@@ -67,10 +68,16 @@ class ChunkEmbedStream:
     `chunk(doc)` cuts a document, `text(chunk)` is what the encoder reads, `embed(texts)` the encoder,
     `window` texts per checkpointed step, `report(done, seen)` the progress (chunks embedded, chunks seen)."""
 
-    def __init__(self, chunk: Callable[[Document], list[Chunk]], text: Callable[[Chunk], str],
-                 embed: Callable[[list[str]], np.ndarray], cache: EmbeddingCache, window: int,
-                 report: Callable[[int, int], None] | None = None,
-                 analyse: Callable[[Chunk, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        chunk: Callable[[Document], list[Chunk]],
+        text: Callable[[Chunk], str],
+        embed: Callable[[list[str]], np.ndarray],
+        cache: EmbeddingCache,
+        window: int,
+        report: Callable[[int, int], None] | None = None,
+        analyse: Callable[[Chunk, str], None] | None = None,
+    ) -> None:
         self.chunk, self.text, self.embed, self.cache = chunk, text, embed, cache
         self.analyse = analyse  # more work per chunk in the producer (the BM25 tokens), while the encoder runs
         self.window = max(1, int(window))
@@ -108,9 +115,9 @@ class ChunkEmbedStream:
                             pending.append(text)
                     seen[0] += len(chunks)
                     while len(pending) >= self.window:
-                        if not put(pending[:self.window]):
+                        if not put(pending[: self.window]):
                             return
-                        pending = pending[self.window:]
+                        pending = pending[self.window :]
                 if pending:
                     put(pending)
             except BaseException as exc:  # handed to the caller's thread, raised there

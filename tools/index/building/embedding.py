@@ -1,5 +1,6 @@
 """Embedding a generation's texts: chunked while the encoder embeds (`embed_stream`), resumed from the
 embedding checkpoint (`embed_cache`), or embedded on a Ray cluster first (`ray_embed`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,9 +33,9 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
     """The chunks of `fresh`, cut in a thread while the encoder embeds their texts into the checkpoint
     (`ragsieve.tools.index.building.embed_stream`); `ctx.streamed` counts the texts embedded meanwhile.
     With `analyse_tokens` (the incremental layout), BM25's tokens are made in that thread too."""
+
     def text(chunk) -> str:
-        return indexed_text(chunk, ctx.symbol_headers, ctx.header_words) if ctx.index_titles \
-            else chunk.text
+        return indexed_text(chunk, ctx.symbol_headers, ctx.header_words) if ctx.index_titles else chunk.text
 
     proto, memo = ctx.bm25_proto, ctx.bm25_tokens
 
@@ -45,8 +46,15 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
     cache = EmbeddingCache(ctx.root / "embeddings.sqlite", ctx.cache_model())
     report = stream_reporter(ctx.progress)
     try:
-        stream = ChunkEmbedStream(ctx.chunker.run, text, lambda batch: ctx.embedder_for().embed(batch),
-                                  cache, ctx.step(), report, analyse if analyse_tokens else None)
+        stream = ChunkEmbedStream(
+            ctx.chunker.run,
+            text,
+            lambda batch: ctx.embedder_for().embed(batch),
+            cache,
+            ctx.step(),
+            report,
+            analyse if analyse_tokens else None,
+        )
         chunked = stream.run(fresh)
     finally:
         cache.close()
@@ -56,16 +64,19 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
 
 
 @tracing.traced("ragsieve.build.embed")  # a build phase's span (docs/tracing.md)
-def embed_vectors(ctx: BuildContext, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors,
-                  headers: list[int | None]) -> np.ndarray:
+def embed_vectors(
+    ctx: BuildContext, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors, headers: list[int | None]
+) -> np.ndarray:
     """The generation's vectors in row order: kept rows copied from `prev_vectors`, the rest embedded
     (on Ray first where the build has a cluster) into the checkpoint and read back from it."""
     dim = prev_vectors.shape[1] if prev_vectors is not None else None
     if to_embed:
         dim = ctx.embedder_for().dimension
         if prev_vectors is not None and layout.n_base and prev_vectors.shape[1] != dim:
-            raise UsageError(f"index {ctx.root} holds {prev_vectors.shape[1]}-d vectors; {ctx.model!r} gives "
-                             f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)")
+            raise UsageError(
+                f"index {ctx.root} holds {prev_vectors.shape[1]}-d vectors; {ctx.model!r} gives "
+                f"{dim}-d vectors (re-embed everything with rebuild=True / --rebuild)"
+            )
     if dim is None:
         raise UsageError(f"index {ctx.root}: nothing to embed and no previous vectors")
     n = layout.n
@@ -81,15 +92,20 @@ def embed_vectors(ctx: BuildContext, layout: Layout, texts: list[str], to_embed:
         try:
             embed, local = ctx.document_embed([texts[r] for r in to_embed], [headers[r] for r in to_embed])
             if ctx.ray is not None and ctx.provider != "sentence-transformers":
-                raise UsageError(f"--ray runs the local encoder on the cluster; the {ctx.provider!r} embedding "
-                                 "provider is an endpoint already: index without --ray")
+                raise UsageError(
+                    f"--ray runs the local encoder on the cluster; the {ctx.provider!r} embedding "
+                    "provider is an endpoint already: index without --ray"
+                )
             if ctx.ray is not None:  # embedded on a Ray cluster into the checkpoint first
                 ctx.ray.for_model(ctx.model, ctx.encoder, ctx.batch_size).fill(
-                    cache, texts, [r for i, r in enumerate(to_embed) if i not in local])  # windowed ones: here
-            ctx.resumed_embeddings = embed_resumable(
-                cache, texts, to_embed, vectors, embed,
-                ctx.step(),
-                lambda total: progress_reporter(ctx.progress, total)) - ctx.streamed
+                    cache, texts, [r for i, r in enumerate(to_embed) if i not in local]
+                )  # windowed ones: here
+            ctx.resumed_embeddings = (
+                embed_resumable(
+                    cache, texts, to_embed, vectors, embed, ctx.step(), lambda total: progress_reporter(ctx.progress, total)
+                )
+                - ctx.streamed
+            )
         finally:
             cache.close()
     return vectors

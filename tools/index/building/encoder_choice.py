@@ -1,5 +1,6 @@
 """Which sentence-transformers encoder a build uses, on which device: the one an existing index records, else
 the default for the device."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,9 @@ def recorded_encoder(root: Path) -> str | None:
     return embedding.get("encoder", "torch")
 
 
-def choose_encoder(root: Path, embedder, encoder: str | None, device: str,
-                   on_cluster_gpus: bool = False) -> tuple[Device | None, str]:
+def choose_encoder(
+    root: Path, embedder, encoder: str | None, device: str, on_cluster_gpus: bool = False
+) -> tuple[Device | None, str]:
     """(device, encoder) of a build: a given `embedder` brings its own (no device); else `encoder` as given,
     or the one the index records, or the device's default. A GPU asked for but absent is refused (the driver
     of a GPU cluster needs none: `auto` for it); `torch-fp16` without a GPU is refused for a new index."""
@@ -38,6 +40,8 @@ def choose_encoder(root: Path, embedder, encoder: str | None, device: str,
     if placed is not None:
         placed = place_encoder(str(encoder), placed)  # an ONNX index stays on the CPU under auto
         if encoder == "torch-fp16" and not placed.gpu and recorded != "torch-fp16" and not on_cluster_gpus:
-            raise UsageError(f"encoder 'torch-fp16' runs on a GPU and there is none here ({placed}); "
-                             "use --encoder onnx-int8 or torch on the CPU")
+            raise UsageError(
+                f"encoder 'torch-fp16' runs on a GPU and there is none here ({placed}); "
+                "use --encoder onnx-int8 or torch on the CPU"
+            )
     return placed, embedder.encoder if embedder is not None else str(encoder)

@@ -10,6 +10,7 @@ changed chunking settings) there is no change list and publishers copy it all.
 Only added or changed documents are chunked and embedded; the chunk store of
 an incremental generation is the previous file copied and edited in place.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,23 +56,36 @@ def read_changes(gen: Path) -> dict | None:
 def segments_wanted(ctx: BuildContext) -> bool:
     """New generations use the incremental layout (`ragsieve.tools.index.building.incremental`) with a flat dense index
     and the bm25s engine (the defaults); HNSW and rank_bm25 keep whole-generation files."""
-    return ctx.segments and ctx.dense_proto.kind is FaissKind.FLAT \
-        and ctx.bm25_proto.engine is BM25Engine.BM25S
+    return ctx.segments and ctx.dense_proto.kind is FaissKind.FLAT and ctx.bm25_proto.engine is BM25Engine.BM25S
 
 
 def incremental_applies(ctx: BuildContext, prev: dict | None, settings: dict) -> bool:
     """True when the next generation appends a delta to `prev` (`ragsieve.tools.index.building.incremental`) and its
     corpus fingerprint can be updated in place: then a build need not list the previous documents."""
-    return prev is not None and segments_wanted(ctx) and prev.get("layout") == LAYOUT \
-        and prev.get("corpus_fingerprint_kind") == FINGERPRINT_KIND and \
-        {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")} == \
-        {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}
+    return (
+        prev is not None
+        and segments_wanted(ctx)
+        and prev.get("layout") == LAYOUT
+        and prev.get("corpus_fingerprint_kind") == FINGERPRINT_KIND
+        and {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers")}
+        == {k: settings["bm25"].get(k) for k in ("stem", "identifiers")}
+    )
 
 
 @tracing.traced("ragsieve.build.write")  # a build phase's span (docs/tracing.md)
-def write_generation(ctx: BuildContext, gen: Path, docs: list[Document], unchanged: set[str], prev_store: ChunkStore | None,
-                     prev_gen: Path | None, settings: dict, hashes: dict[str, str], kept: Sequence[str] = (),
-                     prev_docs: dict[str, str] | None = None, plan: ChangePlan | None = None) -> dict:
+def write_generation(
+    ctx: BuildContext,
+    gen: Path,
+    docs: list[Document],
+    unchanged: set[str],
+    prev_store: ChunkStore | None,
+    prev_gen: Path | None,
+    settings: dict,
+    hashes: dict[str, str],
+    kept: Sequence[str] = (),
+    prev_docs: dict[str, str] | None = None,
+    plan: ChangePlan | None = None,
+) -> dict:
     """Write generation `gen` of `ctx`'s index; returns its manifest (`prev_docs`: the previous
     generation's documents, when the caller has listed them already; `plan`: the change found without listing
     them, `ragsieve.tools.index.building.change_plan`, then `hashes` and `kept` are not used)."""
@@ -83,17 +97,34 @@ def write_generation(ctx: BuildContext, gen: Path, docs: list[Document], unchang
     if ctx.overlap and ray is None and len(fresh) >= ctx.stream_min_docs and streams(ctx):
         chunked = chunk_while_embedding(ctx, fresh, segments_wanted(ctx))  # the encoder busy while documents are cut
     else:
-        chunked = [(d, ray.chunks_of(d, ctx.chunker) if ray is not None else ctx.chunker.run(d))
-                   for d in fresh]
+        chunked = [(d, ray.chunks_of(d, ctx.chunker) if ray is not None else ctx.chunker.run(d)) for d in fresh]
     ctx.stream_seconds = time.perf_counter() - t_stream if ctx.streamed else 0.0
     segmented = segments_wanted(ctx)
     prev = read_manifest(prev_gen) if prev_store is not None and prev_gen is not None else None
-    if segmented and prev is not None and prev.get("layout") == LAYOUT and \
-            {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")} == \
-            {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}:
+    if (
+        segmented
+        and prev is not None
+        and prev.get("layout") == LAYOUT
+        and {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}
+        == {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}
+    ):
         ctx.bm25_tokens = {}  # the incremental writer tokenizes the delta itself
-        return _write_incremental(ctx, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked,
-                                  set(unchanged) | set(kept), cut_before, prev_docs, plan)
+        return _write_incremental(
+            ctx,
+            gen,
+            docs,
+            prev_store,
+            prev_gen,
+            prev,
+            settings,
+            hashes,
+            kept,
+            chunked,
+            set(unchanged) | set(kept),
+            cut_before,
+            prev_docs,
+            plan,
+        )
     if prev_store is not None and prev_gen is not None:
         layout = _incremental_store(gen, prev_store, prev_gen, chunked, set(unchanged) | set(kept))
     else:
@@ -118,8 +149,11 @@ def write_generation(ctx: BuildContext, gen: Path, docs: list[Document], unchang
     to_embed = sorted(r for rows in layout.new_rows.values() for r in rows)
     prev_vectors = None
     if prev_store is not None and prev_gen is not None and prev is not None:
-        prev_vectors = SegmentView(prev_gen, prev["segments"], prev["counts"]["chunks"]).vectors \
-            if prev.get("layout") == LAYOUT else npy.load(prev_gen / "vectors.npy", mmap_mode="r")
+        prev_vectors = (
+            SegmentView(prev_gen, prev["segments"], prev["counts"]["chunks"]).vectors
+            if prev.get("layout") == LAYOUT
+            else npy.load(prev_gen / "vectors.npy", mmap_mode="r")
+        )
     t0 = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ragsieve-bm25") as pool:
         # BM25 tokenising and indexing is Python work; the encoder spends its time in native code that
@@ -145,52 +179,113 @@ def write_generation(ctx: BuildContext, gen: Path, docs: list[Document], unchang
         sparse = find_sparse_rows(vectors, ctx.sparse_percentile)
         (gen / "sparse.json").write_text(sparse.model_dump_json(), encoding="utf-8")
     if prev_store is not None and prev_gen is not None:
-        (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": n,
-                                               "changed": layout.changed}), encoding="utf-8")
-    counts = {"documents": len(docs) + len(kept), "chunks": n, "embedded_this_run": len(to_embed),
-              "embed_seconds": embed_seconds, "rows_changed": len(layout.changed),
-              "inputs_cut": getattr(ctx.embedder, "inputs_cut", 0) - cut_before}
-    return _finish(ctx, gen, prev_gen, settings, fingerprint_of(hashes), int(vectors.shape[1]), counts,
-                   {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
+        (gen / CHANGES).write_text(
+            json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": n, "changed": layout.changed}),
+            encoding="utf-8",
+        )
+    counts = {
+        "documents": len(docs) + len(kept),
+        "chunks": n,
+        "embedded_this_run": len(to_embed),
+        "embed_seconds": embed_seconds,
+        "rows_changed": len(layout.changed),
+        "inputs_cut": getattr(ctx.embedder, "inputs_cut", 0) - cut_before,
+    }
+    return _finish(
+        ctx,
+        gen,
+        prev_gen,
+        settings,
+        fingerprint_of(hashes),
+        int(vectors.shape[1]),
+        counts,
+        {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
+        extra,
+    )
 
 
-def _write_incremental(ctx: BuildContext, gen, docs, prev_store, prev_gen, prev, settings, hashes, kept, chunked, keep,
-                       cut_before, prev_docs=None, plan: ChangePlan | None = None) -> dict:
+def _write_incremental(
+    ctx: BuildContext,
+    gen,
+    docs,
+    prev_store,
+    prev_gen,
+    prev,
+    settings,
+    hashes,
+    kept,
+    chunked,
+    keep,
+    cut_before,
+    prev_docs=None,
+    plan: ChangePlan | None = None,
+) -> dict:
     t0 = time.perf_counter()
-    part = write_incremental(ctx, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs,
-                             dropped=plan.dropped if plan is not None else None)
+    part = write_incremental(
+        ctx, gen, prev_gen, prev, prev_store, chunked, keep, prev_docs, dropped=plan.dropped if plan is not None else None
+    )
     layout = part["layout"]
     if layout.n == 0:
         raise UsageError("the documents produced no chunks to index")
     sparse = part["sparse"]
     (gen / "sparse.json").write_text(sparse_record(sparse.percentile, sparse.cutoff), encoding="utf-8")
-    (gen / CHANGES).write_text(json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": layout.n,
-                                           "changed": layout.changed}), encoding="utf-8")
+    (gen / CHANGES).write_text(
+        json.dumps({"base": prev_gen.name, "base_rows": layout.n_base, "rows": layout.n, "changed": layout.changed}),
+        encoding="utf-8",
+    )
     ctx.last_keys = None
     ctx.gone_keys = {text_key(t) for t in part["keys_gone"]} - {text_key(t) for t in part["keys_new"]}
-    counts = {"documents": plan.documents if plan is not None else len(docs) + len(kept), "chunks": layout.n,
-              "embedded_this_run": part["embedded"],
-              "embed_seconds": round(time.perf_counter() - t0 + ctx.stream_seconds, 3),
-              "rows_changed": len(layout.changed),
-              "inputs_cut": getattr(ctx.embedder, "inputs_cut", 0) - cut_before}
-    extra = {"layout": LAYOUT, "store": part["store"], "segments": part["segments"],
-             "bm25_total_len": part["total_len"],
-             "io": {"segment_bytes": part["bytes_written"], "store_rows_written": part["store_rows_written"],
-                    "compacted": part["compacted"], **({"ivf_cells_added": True} if part["cells_added"] else {})}}
+    counts = {
+        "documents": plan.documents if plan is not None else len(docs) + len(kept),
+        "chunks": layout.n,
+        "embedded_this_run": part["embedded"],
+        "embed_seconds": round(time.perf_counter() - t0 + ctx.stream_seconds, 3),
+        "rows_changed": len(layout.changed),
+        "inputs_cut": getattr(ctx.embedder, "inputs_cut", 0) - cut_before,
+    }
+    extra = {
+        "layout": LAYOUT,
+        "store": part["store"],
+        "segments": part["segments"],
+        "bm25_total_len": part["total_len"],
+        "io": {
+            "segment_bytes": part["bytes_written"],
+            "store_rows_written": part["store_rows_written"],
+            "compacted": part["compacted"],
+            **({"ivf_cells_added": True} if part["cells_added"] else {}),
+        },
+    }
     fingerprint = plan.fingerprint(prev["corpus_fingerprint"]) if plan is not None else fingerprint_of(hashes)
-    return _finish(ctx, gen, prev_gen, settings, fingerprint, int(part["vectors"].shape[1]), counts,
-                   {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff}, extra)
+    return _finish(
+        ctx,
+        gen,
+        prev_gen,
+        settings,
+        fingerprint,
+        int(part["vectors"].shape[1]),
+        counts,
+        {"rows": len(sparse.rows), "percentile": sparse.percentile, "cutoff": sparse.cutoff},
+        extra,
+    )
 
 
 def _finish(ctx: BuildContext, gen, prev_gen, settings, fingerprint: str, dim, counts, sparse, extra) -> dict:
     root = ctx.recorded_root(prev_gen)
     manifest = {
-        "format_version": FORMAT_VERSION if not extra else SEGMENTS_FORMAT, "ragsieve_version": package_version("ragsieve"),
-        "generation": gen.name, "embedding": ctx.embedding_section(dim, prev_gen),
-        "faiss": settings["faiss"], "bm25": settings["bm25"], "tokenizer": settings["bm25"]["tokenizer"],
-        "chunk_tokens": ctx.chunker.chunk_tokens, "index_titles": ctx.index_titles, "settings": settings,
-        "counts": counts, "sparse": sparse,
-        "corpus_fingerprint": fingerprint, "corpus_fingerprint_kind": FINGERPRINT_KIND,
+        "format_version": FORMAT_VERSION if not extra else SEGMENTS_FORMAT,
+        "ragsieve_version": package_version("ragsieve"),
+        "generation": gen.name,
+        "embedding": ctx.embedding_section(dim, prev_gen),
+        "faiss": settings["faiss"],
+        "bm25": settings["bm25"],
+        "tokenizer": settings["bm25"]["tokenizer"],
+        "chunk_tokens": ctx.chunker.chunk_tokens,
+        "index_titles": ctx.index_titles,
+        "settings": settings,
+        "counts": counts,
+        "sparse": sparse,
+        "corpus_fingerprint": fingerprint,
+        "corpus_fingerprint_kind": FINGERPRINT_KIND,
         "source_root": str(root) if root else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": {d: package_version(d) for d in ("faiss-cpu", "bm25s", "rank-bm25", "sentence-transformers")},
@@ -233,10 +328,14 @@ def _export_visible(prev_store: ChunkStore, path: Path) -> None:
     dcols = "doc_id, source, content_hash, n_chunks, first_row"
     out = __import__("sqlite3").connect(path)
     try:
-        out.executemany(f"INSERT INTO chunks ({cols}) VALUES ({','.join('?' * 11)})",
-                        db.execute(f"SELECT {cols} FROM chunks WHERE 1{prev_store._vis}"))
-        out.executemany(f"INSERT INTO documents ({dcols}) VALUES (?, ?, ?, ?, ?)",
-                        db.execute(f"SELECT {dcols} FROM documents WHERE 1{prev_store._vis}"))
+        out.executemany(
+            f"INSERT INTO chunks ({cols}) VALUES ({','.join('?' * 11)})",
+            db.execute(f"SELECT {cols} FROM chunks WHERE 1{prev_store._vis}"),
+        )
+        out.executemany(
+            f"INSERT INTO documents ({dcols}) VALUES (?, ?, ?, ?, ?)",
+            db.execute(f"SELECT {dcols} FROM documents WHERE 1{prev_store._vis}"),
+        )
         out.commit()
     finally:
         out.close()
@@ -247,11 +346,14 @@ def _tokens(ctx: BuildContext, texts: list[str], gen: Path, kinds: list[str]) ->
     proto, memo = ctx.bm25_proto, ctx.bm25_tokens
     out = [memo.get((t, k == "code")) for t, k in zip(texts, kinds)]
     memo.clear()
-    return [tokens if tokens is not None else tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code")
-            for tokens, t, k in zip(out, texts, kinds)]
+    return [
+        tokens if tokens is not None else tokenize(t, proto.stem, proto.identifiers, proto.compounds and k == "code")
+        for tokens, t, k in zip(out, texts, kinds)
+    ]
 
 
 def _build_bm25(ctx: BuildContext, texts: list[str], gen: Path, kinds: list[str]) -> None:
     proto = ctx.bm25_proto
-    BM25Index(proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers,
-              compounds=proto.compounds).build(texts, kinds).save(gen / "bm25")
+    BM25Index(
+        proto.engine, k1=proto.k1, b=proto.b, stem=proto.stem, identifiers=proto.identifiers, compounds=proto.compounds
+    ).build(texts, kinds).save(gen / "bm25")

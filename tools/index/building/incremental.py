@@ -20,6 +20,7 @@ Compaction: a change appends one delta segment; when there are more than MAX_SEG
 more than a quarter of the rows, or the rows outgrow the base's spare capacity, the generation is written with
 one new base segment instead (O(N), no O(N^2): the nearest-neighbour entries are carried, not recomputed).
 """
+
 from __future__ import annotations
 
 import json
@@ -90,21 +91,29 @@ def write_base(ctx: BuildContext, gen: Path, tokens: list[list[str]], vectors: n
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     centroids = cell = None
     if nn is None and n > sparse_filter.APPROXIMATE_ABOVE:  # IVF: its cells are kept for later changes
-
         sim, row, centroids, cell = ivf_partition(vectors)
     else:
         sim, row = nearest_neighbours(vectors) if nn is None else nn
     padded = np.zeros((capacity(n), vectors.shape[1]), dtype=np.float32)
     padded[:n] = vectors
     name = f"seg-{generation_number(gen)}"
-    written = write_segment(gen / SEGMENTS / name, np.arange(n), padded, dl, (vocab, indptr, docs, tf),
-                            np.arange(n), sim, row, cell, centroids)
+    written = write_segment(
+        gen / SEGMENTS / name, np.arange(n), padded, dl, (vocab, indptr, docs, tf), np.arange(n), sim, row, cell, centroids
+    )
     return {"segments": [name], "total_len": int(dl.sum()), "bytes_written": written}
 
 
-def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, prev_store: ChunkStore, chunked,
-                      keep: set[str], prev_docs: dict[str, str] | None = None,
-                      dropped: list[str] | None = None) -> dict:
+def write_incremental(
+    ctx: BuildContext,
+    gen: Path,
+    prev_gen: Path,
+    prev: dict,
+    prev_store: ChunkStore,
+    chunked,
+    keep: set[str],
+    prev_docs: dict[str, str] | None = None,
+    dropped: list[str] | None = None,
+) -> dict:
     """A generation that appends one delta segment to `prev_gen`'s (or compacts). Returns its parts:
     layout, vectors view, sparse, store record, segments, bytes written, embedding counts. `dropped`: the
     previous documents that go (changed or removed), when known; else those of `prev_docs` not in `keep`."""
@@ -131,8 +140,10 @@ def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, 
         rows_written += len(freed) + 2 * len(layout.moved) + len(changed)
     finally:
         store.close()
-    texts = {r: (indexed_text(c, ctx.symbol_headers, ctx.header_words) if ctx.index_titles else c.text)
-             for r, c in zip(changed, chunks_changed)}
+    texts = {
+        r: (indexed_text(c, ctx.symbol_headers, ctx.header_words) if ctx.index_titles else c.text)
+        for r, c in zip(changed, chunks_changed)
+    }
     new_rows = sorted(r for rows in layout.new_rows.values() for r in rows)
     view = SegmentView(prev_gen, prev["segments"], n_base)
     dim = view.vectors.shape[1]
@@ -148,7 +159,7 @@ def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, 
             vectors[rows[keep_rows]] = np.asarray(seg.vectors)[keep_rows]
     else:  # outgrew the base: this generation compacts (below)
         vectors = np.zeros((n, dim), dtype=np.float32)
-        vectors[:min(n, n_base)] = view.vectors[:min(n, n_base)]
+        vectors[: min(n, n_base)] = view.vectors[: min(n, n_base)]
     if layout.moved:
         old, new = zip(*sorted(layout.moved.items()))
         vectors[list(new)] = np.asarray(view.vectors[list(old)])
@@ -160,19 +171,28 @@ def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, 
         cells, upgraded = cells_for(view.vectors), True
     cell = None if cells is None else carry_cells(cells[1], n, n_base, layout.moved, new_rows, vectors, cells[0])
     if cells is not None and cell is not None and n > sparse_filter.APPROXIMATE_ABOVE:
-        sim, row, touched = nearest_update_cells(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows,
-                                                 cells[0], cell)
+        sim, row, touched = nearest_update_cells(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows, cells[0], cell)
     else:  # exact against all rows
         sim, row, touched = nearest_update(vectors, old_sim, old_row, n_base, freed, layout.moved, new_rows)
     kinds = {r: c.kind for r, c in zip(changed, chunks_changed)}  # compound words: code chunks only
-    tokens = [tokenize(texts[r], ctx.bm25_proto.stem, ctx.bm25_proto.identifiers,
-                       ctx.bm25_proto.compounds and kinds[r] == "code") for r in changed]
+    tokens = [
+        tokenize(texts[r], ctx.bm25_proto.stem, ctx.bm25_proto.identifiers, ctx.bm25_proto.compounds and kinds[r] == "code")
+        for r in changed
+    ]
     vocab, indptr, docs, tf, dl = postings_of(tokens)
     name = f"seg-{g}"
     link_segments(prev_gen, gen, prev["segments"])
-    written = write_segment(gen / SEGMENTS / name, changed, vectors[changed] if changed else np.zeros((0, dim)),
-                            dl, (vocab, indptr, docs, tf), touched, sim[touched], row[touched],
-                            None if cell is None else cell[changed])
+    written = write_segment(
+        gen / SEGMENTS / name,
+        changed,
+        vectors[changed] if changed else np.zeros((0, dim)),
+        dl,
+        (vocab, indptr, docs, tf),
+        touched,
+        sim[touched],
+        row[touched],
+        None if cell is None else cell[changed],
+    )
     segments = list(prev["segments"]) + [name]
     total_len = int(prev["bm25_total_len"]) + int(dl.sum()) - view.dl_of(freed + list(layout.moved))
     delta_rows = sum(int((np.asarray(s.rows) < n).sum()) for s in view.segments[1:]) + len(changed)
@@ -184,14 +204,35 @@ def write_incremental(ctx: BuildContext, gen: Path, prev_gen: Path, prev: dict, 
         padded[:n] = vectors
         shutil.rmtree(gen / SEGMENTS)
         name = f"seg-{g}"
-        written = write_segment(gen / SEGMENTS / name, np.arange(n), padded, dl_all, (vocab, indptr, docs, tf),
-                                np.arange(n), sim, row, cell, None if cells is None else cells[0])
+        written = write_segment(
+            gen / SEGMENTS / name,
+            np.arange(n),
+            padded,
+            dl_all,
+            (vocab, indptr, docs, tf),
+            np.arange(n),
+            sim,
+            row,
+            cell,
+            None if cells is None else cells[0],
+        )
         segments, total_len = [name], int(dl_all.sum())
-    return {"layout": layout, "vectors": vectors, "segments": segments, "total_len": total_len,
-            "store": prev["store"], "bytes_written": written, "store_rows_written": rows_written,
-            "compacted": compacted, "cells_added": upgraded, "embedded": len(new_rows), "from_cache": cached,
-            "sparse": sparse_subset(sim, ctx.sparse_percentile), "keys_gone": old_texts,
-            "keys_new": [texts[r] for r in new_rows]}
+    return {
+        "layout": layout,
+        "vectors": vectors,
+        "segments": segments,
+        "total_len": total_len,
+        "store": prev["store"],
+        "bytes_written": written,
+        "store_rows_written": rows_written,
+        "compacted": compacted,
+        "cells_added": upgraded,
+        "embedded": len(new_rows),
+        "from_cache": cached,
+        "sparse": sparse_subset(sim, ctx.sparse_percentile),
+        "keys_gone": old_texts,
+        "keys_new": [texts[r] for r in new_rows],
+    }
 
 
 def _embed(ctx: BuildContext, texts: list[str], dim: int, headers: list[int | None]) -> tuple[np.ndarray, int]:
@@ -200,17 +241,17 @@ def _embed(ctx: BuildContext, texts: list[str], dim: int, headers: list[int | No
     if not texts:
         return out, 0
     if ctx.embedder_for().dimension != dim:
-        raise UsageError(f"index {ctx.root} holds {dim}-d vectors; {ctx.model!r} gives "
-                         f"{ctx.embedder_for().dimension}-d vectors (re-embed everything with --rebuild)")
+        raise UsageError(
+            f"index {ctx.root} holds {dim}-d vectors; {ctx.model!r} gives "
+            f"{ctx.embedder_for().dimension}-d vectors (re-embed everything with --rebuild)"
+        )
     cache = EmbeddingCache(ctx.root / "embeddings.sqlite", ctx.cache_model(), dim)
     try:
         rows = list(range(len(texts)))
         embed, local = ctx.document_embed(texts, headers)  # long code chunks: mean of windows (windows.py)
         if ctx.ray is not None:
-            ctx.ray.for_model(ctx.model, ctx.encoder, ctx.batch_size).fill(
-                cache, texts, [r for r in rows if r not in local])
-        cached = embed_resumable(cache, texts, rows, out, embed, ctx.step(),
-                                 lambda total: progress_reporter(ctx.progress, total))
+            ctx.ray.for_model(ctx.model, ctx.encoder, ctx.batch_size).fill(cache, texts, [r for r in rows if r not in local])
+        cached = embed_resumable(cache, texts, rows, out, embed, ctx.step(), lambda total: progress_reporter(ctx.progress, total))
     finally:
         cache.close()
     ctx.resumed_embeddings = cached - ctx.streamed  # embedded while chunking: not resumed

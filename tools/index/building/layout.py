@@ -14,6 +14,7 @@ in a fresh build but need not stay so; readers order them by `chunk_index`.
 end are gone. The Milvus publisher writes and deletes exactly these
 (`ragsieve.tools.index.milvus.delta`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

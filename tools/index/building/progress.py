@@ -1,4 +1,5 @@
 """Embedding progress for a build: a tqdm bar, a caller's callback, or nothing."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -10,8 +11,10 @@ def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
     """`progress=True`: a tqdm bar; a callable gets ("embedding", done, total); else nothing.
     The reporter takes the chunks done so far, and None when the work is over."""
     if callable(progress):
+
         def call(done) -> None:
             progress("embedding", total if done is None else done, total)
+
         return call
     if progress and total:
         bar = tqdm(total=total, desc="embedding", unit="chunk")
@@ -23,6 +26,7 @@ def progress_reporter(progress, total: int) -> Callable[[int | None], None]:
                 return
             bar.update(done - last[0])
             last[0] = done
+
         return tick
     return lambda done: None
 
@@ -31,9 +35,11 @@ def stream_reporter(progress) -> Callable[[int | None, int | None], None]:
     """Progress of embedding while chunking goes on: (chunks embedded, chunks seen so far); (None, None) ends it.
     A callable gets ("embedding", done, seen); `progress=True` a tqdm bar whose total grows."""
     if callable(progress):
+
         def call(done, seen) -> None:
             if done is not None:
                 progress("embedding", done, seen)
+
         return call
     if progress:
         bar = tqdm(total=0, desc="embedding", unit="chunk")
@@ -44,5 +50,6 @@ def stream_reporter(progress) -> Callable[[int | None, int | None], None]:
                 return
             bar.total = seen
             bar.update(done - bar.n)
+
         return tick
     return lambda done, seen: None

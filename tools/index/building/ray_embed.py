@@ -26,6 +26,7 @@ ragsieve and the model installed (`pip install 'ragsieve[ray]'` on every node)
 and the indexed paths visible (a shared file system). `address="auto"` starts a local Ray instance; any other address is
 an existing cluster (`ray://head:10001`, or `auto-cluster` for `ray.init("auto")`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -68,9 +69,15 @@ class ActorPlan:
         return "cuda" if self.num_gpus > 0 else "cpu"
 
 
-def plan_actors(resources: dict, *, actors: int | None = None, batch_size: int | None = None,
-                gpus_per_actor: float | None = None, tokenizer_cpus: float = 1.0,
-                gpu_encoder: bool = True) -> ActorPlan:
+def plan_actors(
+    resources: dict,
+    *,
+    actors: int | None = None,
+    batch_size: int | None = None,
+    gpus_per_actor: float | None = None,
+    tokenizer_cpus: float = 1.0,
+    gpu_encoder: bool = True,
+) -> ActorPlan:
     """The actor pool for a cluster offering `resources` (`ray.cluster_resources()`): GPUs go to the actors
     when there are any and the encoder runs on one (`gpu_encoder`), unless `gpus_per_actor` says otherwise."""
     gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
@@ -80,8 +87,10 @@ def plan_actors(resources: dict, *, actors: int | None = None, batch_size: int |
     if share > gpus:
         raise UsageError(f"--ray-gpus-per-actor {share:g}: the Ray cluster offers {gpus:g} GPU(s)")
     if share > 0 and not gpu_encoder:
-        raise UsageError("the index's encoder (ONNX Runtime) runs on CPUs only: use --encoder torch-fp16 to encode "
-                         "on the cluster's GPUs, or --ray-gpus-per-actor 0")
+        raise UsageError(
+            "the index's encoder (ONNX Runtime) runs on CPUs only: use --encoder torch-fp16 to encode "
+            "on the cluster's GPUs, or --ray-gpus-per-actor 0"
+        )
     if share > 0:
         count = actors or max(1, int(gpus / share + 1e-9))
         cpu_each = min(tokenizer_cpus, max(cpus / count, 0.0))  # the tokenizer's share, never more than there is
@@ -149,11 +158,18 @@ class RayEmbedStage:
     def plan(self, resources: dict) -> ActorPlan:
         """The actor pool for `resources`; a GPU device asked for on a cluster without GPUs is refused."""
         if self.require_gpus and float(resources.get("GPU", 0)) <= 0 and not self.gpus_per_actor:
-            raise UsageError("a GPU device was asked for, but the Ray cluster offers no GPU "
-                             f"(resources: {resources.get('CPU', 0):g} CPU); use --device cpu")
-        return plan_actors(resources, actors=self.actors, batch_size=self.batch_size,
-                           gpus_per_actor=self.gpus_per_actor, tokenizer_cpus=self.tokenizer_cpus,
-                           gpu_encoder=self.gpu_encoder)
+            raise UsageError(
+                "a GPU device was asked for, but the Ray cluster offers no GPU "
+                f"(resources: {resources.get('CPU', 0):g} CPU); use --device cpu"
+            )
+        return plan_actors(
+            resources,
+            actors=self.actors,
+            batch_size=self.batch_size,
+            gpus_per_actor=self.gpus_per_actor,
+            tokenizer_cpus=self.tokenizer_cpus,
+            gpu_encoder=self.gpu_encoder,
+        )
 
     def load(self, paths, *, chunker, progress: bool = False, selection=None, base=None, base_url=None):
         """`load_documents` on Ray: the documents of `paths` (a `LoadResult`), their chunks kept in
@@ -163,13 +179,18 @@ class RayEmbedStage:
         t0 = time.perf_counter()
         parallelism = self.load_parallelism or max(1, int(ray.cluster_resources().get("CPU", 1)))
         try:
-            loaded, self.prechunked = load_and_chunk(ray, paths, chunker, selection=selection, base=base,
-                                                     base_url=base_url, parallelism=parallelism)
+            loaded, self.prechunked = load_and_chunk(
+                ray, paths, chunker, selection=selection, base=base, base_url=base_url, parallelism=parallelism
+            )
         except BaseException:
             self.close()
             raise
-        self.load_stats = {"documents": len(loaded.documents), "prechunked": len(self.prechunked),
-                           "blocks": parallelism, "seconds": round(time.perf_counter() - t0, 3)}
+        self.load_stats = {
+            "documents": len(loaded.documents),
+            "prechunked": len(self.prechunked),
+            "blocks": parallelism,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
         return loaded
 
     def chunks_of(self, doc, chunker) -> list:
@@ -206,24 +227,31 @@ class RayEmbedStage:
         try:
             t0 = time.perf_counter()
             plan = self.plan(ray.cluster_resources())
-            self.stats |= {"actors": plan.actors, "batch_size": plan.batch_size, "gpus_per_actor": plan.num_gpus,
-                           "cpus_per_actor": plan.num_cpus, "device": plan.device}
+            self.stats |= {
+                "actors": plan.actors,
+                "batch_size": plan.batch_size,
+                "gpus_per_actor": plan.num_gpus,
+                "cpus_per_actor": plan.num_cpus,
+                "device": plan.device,
+            }
             context = ray.data.DataContext.get_current()
             context.enable_progress_bars = False  # the library prints nothing (the CLI reports)
-            ds = ray.data.from_items(missing, override_num_blocks=max(1, min(len(missing) // plan.batch_size,
-                                                                               8 * plan.actors)))
-            ds = ds.map_batches(EncoderActor, fn_constructor_kwargs={"make": self.make_embedder,
-                                                                     "device": plan.device},
-                                batch_size=plan.batch_size, num_cpus=plan.num_cpus,
-                                compute=ray.data.ActorPoolStrategy(size=plan.actors),
-                                num_gpus=plan.num_gpus, batch_format="numpy")
+            ds = ray.data.from_items(missing, override_num_blocks=max(1, min(len(missing) // plan.batch_size, 8 * plan.actors)))
+            ds = ds.map_batches(
+                EncoderActor,
+                fn_constructor_kwargs={"make": self.make_embedder, "device": plan.device},
+                batch_size=plan.batch_size,
+                num_cpus=plan.num_cpus,
+                compute=ray.data.ActorPoolStrategy(size=plan.actors),
+                num_gpus=plan.num_gpus,
+                batch_format="numpy",
+            )
             done = 0
             for batch in ds.iter_batches(batch_size=4 * plan.batch_size, batch_format="numpy"):
                 cache.put_many([str(k) for k in batch["key"]], np.asarray(batch["vector"], dtype=np.float32))
                 done += len(batch["key"])  # checkpointed: a killed run resumes from here
             self.stats.update(embedded=done, seconds=round(time.perf_counter() - t0, 3))
-            log.info("ray: %d texts embedded by %d actors on %s in %.1fs", done, plan.actors, plan.device,
-                     self.stats["seconds"])
+            log.info("ray: %d texts embedded by %d actors on %s in %.1fs", done, plan.actors, plan.device, self.stats["seconds"])
             return done
         finally:
             self.close()

@@ -16,6 +16,7 @@ whose chunks are therefore cut in the driver after it.
 Workers read the files themselves: on a cluster the paths must be visible on
 every node (a shared file system), as `docs/scaling.md` says.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,12 +37,9 @@ def load_one(item: dict) -> list[dict]:
     """Rows for one file: one per document (`doc`, with `j` its position in the file) and one for the file's
     load statistics (`j = -1`), as `load_documents`' loop body does for that file."""
     stats, path = LoadStats(), Path(item["path"])
-    found = loaders.read_one(path, stats, item["doc_id"], item["url"] or None, set(item["other_ids"]),
-                             syntax=item["syntax"])
-    rows = [{"i": item["i"], "j": j, "doc": d.model_dump_json(), "stats": "", "chunks": ""}
-            for j, d in enumerate(found)]
-    return rows + [{"i": item["i"], "j": -1, "doc": "", "stats": json.dumps(dataclasses.asdict(stats)),
-                    "chunks": ""}]
+    found = loaders.read_one(path, stats, item["doc_id"], item["url"] or None, set(item["other_ids"]), syntax=item["syntax"])
+    rows = [{"i": item["i"], "j": j, "doc": d.model_dump_json(), "stats": "", "chunks": ""} for j, d in enumerate(found)]
+    return rows + [{"i": item["i"], "j": -1, "doc": "", "stats": json.dumps(dataclasses.asdict(stats)), "chunks": ""}]
 
 
 def chunk_batch(batch: dict, chunker) -> dict:
@@ -71,20 +69,30 @@ def load_and_chunk(ray, paths, chunker, *, selection=None, base=None, base_url=N
     stats = LoadStats()
     refs = collect_files(list(paths), stats, selection, base)
     ids = sorted({i for _, i, _ in refs})
-    items = [{"i": n, "path": os.path.abspath(f), "doc_id": i,
-              "url": f"{base_url.rstrip('/')}/{below}" if base_url else "", "other_ids": ids,
-              "syntax": chunker.syntax}
-             for n, (f, i, below) in enumerate(refs)]
+    items = [
+        {
+            "i": n,
+            "path": os.path.abspath(f),
+            "doc_id": i,
+            "url": f"{base_url.rstrip('/')}/{below}" if base_url else "",
+            "other_ids": ids,
+            "syntax": chunker.syntax,
+        }
+        for n, (f, i, below) in enumerate(refs)
+    ]
     if not items:
         return loaders.LoadResult(documents=[], stats=stats), {}
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the library prints nothing
     blocks = max(1, min(len(items), parallelism))
     ds = ray.data.from_items(items, override_num_blocks=blocks).flat_map(load_one)
-    ds = ds.repartition(max(1, parallelism)).map_batches(chunk_batch, fn_kwargs={"chunker": chunker}, batch_size=64,
-                                                         batch_format="numpy")
-    rows = sorted(((int(r["i"]), int(r["j"]), r["doc"], r["stats"], r["chunks"]) for r in ds.iter_rows()),
-                  key=lambda r: (r[0], r[1] if r[1] >= 0 else 1 << 40))
+    ds = ds.repartition(max(1, parallelism)).map_batches(
+        chunk_batch, fn_kwargs={"chunker": chunker}, batch_size=64, batch_format="numpy"
+    )
+    rows = sorted(
+        ((int(r["i"]), int(r["j"]), r["doc"], r["stats"], r["chunks"]) for r in ds.iter_rows()),
+        key=lambda r: (r[0], r[1] if r[1] >= 0 else 1 << 40),
+    )
     documents, prechunked, seen = [], {}, set()
     for _, j, doc_json, stats_json, chunks_json in rows:
         if j < 0:

@@ -1,4 +1,5 @@
 """What a build reports, what text it indexes, and which ids a build covers (pure helpers over a `BuildContext`)."""
+
 from __future__ import annotations
 
 import functools
@@ -43,14 +44,16 @@ class BuildReport(BaseModel):
 
     def summary(self) -> str:
         state = f"wrote {self.generation}" if self.written else f"unchanged ({self.generation})"
-        return (f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
-                f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
-                f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
-                + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else "")
-                + (f"; embedded by {self.device}" if self.device and self.chunks_embedded else "")
-                + (f" at {self.embed_rate:.1f} chunks/s" if self.embed_rate else "")
-                + (f", encoder busy {self.encoder_busy:.0%}" if self.encoder_busy is not None else "")
-                + (f"; {self.upgraded}" if self.upgraded else ""))
+        return (
+            f"{state}: {self.docs_added} added, {self.docs_updated} updated, {self.docs_removed} removed, "
+            f"{self.docs_unchanged} unchanged, {self.docs_kept} kept documents; {self.chunks_total} chunks, "
+            f"{self.chunks_embedded} embedded; {self.sparse_rows} sparse; {self.seconds:.1f}s"
+            + (f"; {self.embed_inputs_cut} inputs cut to the embedding model's limit" if self.embed_inputs_cut else "")
+            + (f"; embedded by {self.device}" if self.device and self.chunks_embedded else "")
+            + (f" at {self.embed_rate:.1f} chunks/s" if self.embed_rate else "")
+            + (f", encoder busy {self.encoder_busy:.0%}" if self.encoder_busy is not None else "")
+            + (f"; {self.upgraded}" if self.upgraded else "")
+        )
 
 
 def indexed_text(chunk: Chunk, symbol_headers: bool = True, header_words: bool = False) -> str:
@@ -90,8 +93,7 @@ def build_scopes(paths, base) -> list[str]:
 
 
 def in_scope(doc_id: str, scopes) -> bool:
-    return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#"))
-               for s in scopes)
+    return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#")) for s in scopes)
 
 
 def excluded_counts(stats) -> dict[str, int]:

@@ -1,5 +1,6 @@
 """What a build reads: files and folders (loaded here, or on a Ray cluster by the loader it is given) and
 websites (crawled politely, each page a document cited by its URL), checked for a usable, duplicate-free set."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,17 @@ def crawler_for(root: Path, url: str, options: dict) -> Crawler:
 
 
 @tracing.traced("ragsieve.build.load")  # a build phase's span (docs/tracing.md)
-def gather(paths: Sequence[str | Path], load: Callable[..., LoadResult], root: Path, *, base: Path | None,
-           progress: bool, selection=None, base_url: str | None = None, crawl: dict | None = None) -> Gathered:
+def gather(
+    paths: Sequence[str | Path],
+    load: Callable[..., LoadResult],
+    root: Path,
+    *,
+    base: Path | None,
+    progress: bool,
+    selection=None,
+    base_url: str | None = None,
+    crawl: dict | None = None,
+) -> Gathered:
     """Load the files and folders of `paths` with `load` and crawl its http(s) URLs; nothing to index, or two
     documents with one id, is refused."""
     urls = [str(p) for p in paths if str(p).startswith(("http://", "https://"))]

@@ -13,6 +13,7 @@ keeps the index's one-row-per-chunk shape). A chunk that fits the window gets ex
 Recorded in the manifest (`settings.chunking.long_code`): `windows` for new indexes, `head` (the
 encoder's truncation) for indexes built before; measured in `benchmarks/sources.py` (docs/sources.md).
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -31,8 +32,7 @@ class LongCode(str, Enum):
         try:
             return cls(value)
         except ValueError:
-            raise UsageError(f"invalid long_code {value!r}: choose one of "
-                             f"{', '.join(m.value for m in cls)}") from None
+            raise UsageError(f"invalid long_code {value!r}: choose one of {', '.join(m.value for m in cls)}") from None
 
 
 def tokenizer_of(embedder):
@@ -50,8 +50,9 @@ def window_texts(tokenizer, text: str, header: int, window: int) -> list[str]:
     """The texts to embed for `text`, whose first `header` characters are its header: `[text]` when it
     fits `window` wordpieces; else consecutive slices of the body (by the tokenizer's offsets, nothing
     dropped or repeated), each prefixed by the header, each within the window."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
-                        verbose=False)["offset_mapping"]  # longer than the model's limit on purpose: no warning
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)[
+        "offset_mapping"
+    ]  # longer than the model's limit on purpose: no warning
     if len(offsets) <= window:
         return [text]
     head = text[:header].rstrip("\n")
@@ -61,8 +62,8 @@ def window_texts(tokenizer, text: str, header: int, window: int) -> list[str]:
         head, body, room = "", offsets, window
     out = []
     for s in range(0, len(body), room):
-        part = body[s:s + room]
-        piece = text[part[0][0]:part[-1][1]]
+        part = body[s : s + room]
+        piece = text[part[0][0] : part[-1][1]]
         out.append(f"{head}\n{piece}" if head else piece)
     return out
 
@@ -96,5 +97,8 @@ def windowed_rows(embedder, chunks, texts: list[str]) -> list[int]:
     tok = tokenizer_of(embedder)
     if tok is None:
         return []
-    return [i for i, (t, h) in enumerate(zip(texts, code_headers(chunks, texts)))
-            if h is not None and len(window_texts(tok[0], t, h, tok[1])) > 1]
+    return [
+        i
+        for i, (t, h) in enumerate(zip(texts, code_headers(chunks, texts)))
+        if h is not None and len(window_texts(tok[0], t, h, tok[1])) > 1
+    ]

@@ -14,6 +14,7 @@ summary) and is refused under an explicit GPU; one embedded with `torch-fp16`
 is queried (or extended) on a CPU-only machine in fp32, within that tolerance
 (`placement_note`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -90,17 +91,20 @@ def resolve_device(spec: str = "auto", probe: Accelerators | None = None) -> Dev
     if kind is DeviceKind.AUTO:
         if probe.cuda_count() > 0:
             return Device(DeviceKind.CUDA, 0, requested=text)
-        return Device(DeviceKind.MPS, requested=text) if probe.mps_available() else Device(DeviceKind.CPU,
-                                                                                               requested=text)
+        return Device(DeviceKind.MPS, requested=text) if probe.mps_available() else Device(DeviceKind.CPU, requested=text)
     if kind is DeviceKind.MPS:
         if not probe.mps_available():
-            raise UsageError("device 'mps' asked for, but torch sees no Apple GPU here "
-                             "(torch.backends.mps.is_available() is False); use --device cpu or auto")
+            raise UsageError(
+                "device 'mps' asked for, but torch sees no Apple GPU here "
+                "(torch.backends.mps.is_available() is False); use --device cpu or auto"
+            )
         return Device(DeviceKind.MPS, requested=text)
     count, index = probe.cuda_count(), int(number or 0)
     if count == 0:
-        raise UsageError(f"device {text!r} asked for, but torch sees no CUDA GPU on this machine "
-                         "(torch.cuda.is_available() is False); use --device cpu or auto")
+        raise UsageError(
+            f"device {text!r} asked for, but torch sees no CUDA GPU on this machine "
+            "(torch.cuda.is_available() is False); use --device cpu or auto"
+        )
     if index >= count:
         raise UsageError(f"device {text!r} asked for, but torch sees {count} CUDA GPU(s) (cuda:0..cuda:{count - 1})")
     return Device(DeviceKind.CUDA, index, requested=text)
@@ -119,8 +123,10 @@ def place_encoder(encoder: str, device: Device) -> Device:
     if not device.gpu or encoder in GPU_ENCODERS:
         return device
     if device.explicit:
-        raise UsageError(f"encoder {encoder!r} runs on the CPU only (ONNX Runtime); on {device} use --encoder "
-                         "torch-fp16 (a new index, or --rebuild) or --device cpu")
+        raise UsageError(
+            f"encoder {encoder!r} runs on the CPU only (ONNX Runtime); on {device} use --encoder "
+            "torch-fp16 (a new index, or --rebuild) or --device cpu"
+        )
     return Device(DeviceKind.CPU, requested=device.requested)
 
 

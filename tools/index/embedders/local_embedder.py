@@ -5,6 +5,7 @@ any other name or local folder goes through `SentenceTransformer`. Where it runs
 is `ragsieve.tools.index.embedders.device`; the encoders that run it are
 `torch_encoder` and `onnx_encoder` beside this module.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -45,8 +46,9 @@ class Embedder:
 
     ENCODERS = ("torch", "torch-fp16", "onnx", "onnx-int8")
 
-    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 64, device: str = "cpu",
-                 encoder: str = "torch") -> None:
+    def __init__(
+        self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 64, device: str = "cpu", encoder: str = "torch"
+    ) -> None:
         if encoder not in self.ENCODERS:
             raise UsageError(f"invalid encoder {encoder!r}: choose one of {', '.join(self.ENCODERS)}")
         self.encoder = encoder
@@ -58,13 +60,11 @@ class Embedder:
         self.batch_size = batch_size
         self.placed = place_encoder(encoder, resolve_device(device))
         self.device = str(self.placed)
-        self.precision = "int8" if encoder == "onnx-int8" else \
-            "fp16" if encoder == "torch-fp16" and self.placed.gpu else "fp32"
+        self.precision = "int8" if encoder == "onnx-int8" else "fp16" if encoder == "torch-fp16" and self.placed.gpu else "fp32"
         self._model = self._load()
         if self.precision == "fp16":
             self._model.half()
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimension = int(get_dim())
         self._fast: OnnxEncoder | TorchEncoder
         if encoder.startswith("onnx"):  # same model, run by ONNX Runtime (ragsieve.tools.index.embedders.onnx_encoder)
@@ -86,8 +86,7 @@ class Embedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelUnavailableError(
-                "dense retrieval needs sentence-transformers: pip install sentence-transformers") from exc
+            raise ModelUnavailableError("dense retrieval needs sentence-transformers: pip install sentence-transformers") from exc
         tried: list[str] = []
         package = _PACKAGED.get(self.name)
         if package is not None:

@@ -1,4 +1,5 @@
 """The names an embedding model is recorded under (manifests, caches, ONNX export pointers)."""
+
 from __future__ import annotations
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -28,6 +28,7 @@ ahead of the pool left the cores idle meanwhile); the pool lives as long as the
 encoder. `busy_s` adds up the seconds the model ran, divided by the number of
 workers: over a stage's wall time, the share of the encoder's capacity in use.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,8 +73,9 @@ class OnnxEncoder:
 
     def _export(self, st_model, name: str, quantized: bool) -> Path:
         transformer = st_model[0].auto_model
-        digest = hashlib.sha1(f"{name}|{sum(p.numel() for p in transformer.parameters())}|"
-                              f"{self.max_length}".encode()).hexdigest()[:12]
+        digest = hashlib.sha1(
+            f"{name}|{sum(p.numel() for p in transformer.parameters())}|{self.max_length}".encode()
+        ).hexdigest()[:12]
         folder = cache_dir() / f"{Path(name).name}-{digest}"
         fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
         with _lock:
@@ -101,10 +103,14 @@ class OnnxEncoder:
             tmp = tokenizer_file.with_suffix(".tmp")
             backend.save(str(tmp))
             os.replace(tmp, tokenizer_file)
-        write_pointer(canonical_model_name(name), folder, max_length=self.max_length,
-                      dimension=int((getattr(st_model, "get_embedding_dimension", None)
-                                     or st_model.get_sentence_embedding_dimension)()),
-                      pad_id=int(self.tokenizer.pad_token_id or 0), pad_token=str(self.tokenizer.pad_token or "[PAD]"))
+        write_pointer(
+            canonical_model_name(name),
+            folder,
+            max_length=self.max_length,
+            dimension=int((getattr(st_model, "get_embedding_dimension", None) or st_model.get_sentence_embedding_dimension)()),
+            pad_id=int(self.tokenizer.pad_token_id or 0),
+            pad_token=str(self.tokenizer.pad_token or "[PAD]"),
+        )
 
     def _to_onnx(self, transformer, target: Path) -> None:
         import torch
@@ -117,15 +123,15 @@ class OnnxEncoder:
                 self.model = model
 
             def forward(self, input_ids, attention_mask, token_type_ids):
-                hidden = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
+                hidden = self.model(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                ).last_hidden_state
                 mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 return torch.nn.functional.normalize(pooled, dim=-1)
 
         target.parent.mkdir(parents=True, exist_ok=True)
-        sample = self.tokenizer(["an example", "a second, longer example sentence"], padding=True,
-                                return_tensors="pt")
+        sample = self.tokenizer(["an example", "a second, longer example sentence"], padding=True, return_tensors="pt")
         names = ["input_ids", "attention_mask", "token_type_ids"]
         axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
         tmp = target.with_suffix(".tmp.onnx")
@@ -133,12 +139,21 @@ class OnnxEncoder:
             # the exporter's TracerWarnings and opset notes are about its tracing, not the user's data: not shown
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.onnx.export(Pooled(transformer.eval()), tuple(sample[n] for n in names), str(tmp),
-                                  input_names=names, output_names=["embedding"], dynamic_axes=axes,
-                                  opset_version=17, dynamo=False)
+                torch.onnx.export(
+                    Pooled(transformer.eval()),
+                    tuple(sample[n] for n in names),
+                    str(tmp),
+                    input_names=names,
+                    output_names=["embedding"],
+                    dynamic_axes=axes,
+                    opset_version=17,
+                    dynamo=False,
+                )
         except Exception as exc:  # torch raises OnnxExporterError (onnx missing) and others
-            raise ModelUnavailableError(f"could not export the encoder to ONNX ({type(exc).__name__}: "
-                                        f"{str(exc)[:200]}); pip install onnx, or use encoder = \"torch\"") from None
+            raise ModelUnavailableError(
+                f"could not export the encoder to ONNX ({type(exc).__name__}: "
+                f'{str(exc)[:200]}); pip install onnx, or use encoder = "torch"'
+            ) from None
         os.replace(tmp, target)
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -9,6 +9,7 @@ to the folder (`write_pointer`). `OnnxQueryEmbedder.find` opens them with `token
 only; it gives the same vectors as the `Embedder` that built the index (the same graph and tokenizer
 settings: truncation at the model's `max_seq_length`, each text run alone without padding).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,14 @@ def write_pointer(name: str, folder: Path, *, max_length: int, dimension: int, p
     """Record (atomically) that model `name` is exported in `folder`, with its tokenizer settings."""
     path = _pointer_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"name": name, "folder": folder.name, "max_length": max_length, "dimension": dimension,
-              "pad_id": pad_id, "pad_token": pad_token}
+    record = {
+        "name": name,
+        "folder": folder.name,
+        "max_length": max_length,
+        "dimension": dimension,
+        "pad_id": pad_id,
+        "pad_token": pad_token,
+    }
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record), encoding="utf-8")
     os.replace(tmp, path)
@@ -63,8 +70,7 @@ class OnnxQueryEmbedder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = 1  # one short query: threads cost more than they save
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(folder / ENCODERS[encoder]), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(folder / ENCODERS[encoder]), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
     @classmethod
@@ -78,8 +84,7 @@ class OnnxQueryEmbedder:
         except (OSError, ValueError):
             return None
         folder = cache_dir() / str(record.get("folder", ""))
-        if record.get("name") != name or not (folder / ENCODERS[encoder]).is_file() or \
-                not (folder / "tokenizer.json").is_file():
+        if record.get("name") != name or not (folder / ENCODERS[encoder]).is_file() or not (folder / "tokenizer.json").is_file():
             return None
         try:
             return cls(name, encoder, folder, record)
@@ -93,9 +98,11 @@ class OnnxQueryEmbedder:
         vector must not depend on the texts beside it (`tests/core/test_encoder_determinism.py`)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, encoding in enumerate(self.tokenizer.encode_batch(list(texts))):
-            feed = {"input_ids": np.asarray([encoding.ids], dtype=np.int64),
-                    "attention_mask": np.asarray([encoding.attention_mask], dtype=np.int64),
-                    "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64)}
+            feed = {
+                "input_ids": np.asarray([encoding.ids], dtype=np.int64),
+                "attention_mask": np.asarray([encoding.attention_mask], dtype=np.int64),
+                "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64),
+            }
             out[i] = self.session.run(None, {n: feed[n] for n in self.inputs})[0][0]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1, norms)

@@ -22,6 +22,7 @@ Each request keeps the rules above (retries of 429/5xx/timeouts by the
 endpoint, the 413 split, the cut); a smaller batch size learnt by one request
 applies to every batch sent after it. `stats` holds the rate reached.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,8 +50,11 @@ CHARS_PER_TOKEN = 3
 MAX_CUTS = 4
 DEFAULT_KEY_ENV = "RAGSIEVE_EMBED_API_KEY"
 _TOO_MANY = re.compile(r"batch|too many|inputs? (?:size|count|length) .*(?:exceed|maximum)|array too long|max_client", re.I)
-_TOO_LONG = re.compile(r"too long|too large|maximum context|context length|tokens?\b.*(?:exceed|limit|maximum)|"
-                       r"exceeds? .*tokens?|input length", re.I)
+_TOO_LONG = re.compile(
+    r"too long|too large|maximum context|context length|tokens?\b.*(?:exceed|limit|maximum)|"
+    r"exceeds? .*tokens?|input length",
+    re.I,
+)
 
 
 def api_key_from_env(key_env: str | None, base_url: str) -> str | None:
@@ -82,10 +86,22 @@ class OpenAIEmbedder:
     provider: ClassVar[str] = "openai"
     encoder: ClassVar[str] = "http"
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, api_key_env: str | None = DEFAULT_KEY_ENV,
-                 batch_size: int = 64, dimensions: int | None = None, max_input_tokens: int | None = 8191,
-                 timeout_s: float = 120.0, max_attempts: int = 5, max_retry_s: float = 300.0, sleep=None,
-                 concurrency: int = 1) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        api_key_env: str | None = DEFAULT_KEY_ENV,
+        batch_size: int = 64,
+        dimensions: int | None = None,
+        max_input_tokens: int | None = 8191,
+        timeout_s: float = 120.0,
+        max_attempts: int = 5,
+        max_retry_s: float = 300.0,
+        sleep=None,
+        concurrency: int = 1,
+    ) -> None:
         if not model or not str(model).strip():
             raise UsageError("the openai embedding provider needs a model name (--embed-model / [index] embedding_model)")
         if batch_size < 1:
@@ -100,9 +116,15 @@ class OpenAIEmbedder:
         self.name = str(model)
         self.api_key_env = api_key_env
         key = api_key if api_key is not None else api_key_from_env(api_key_env, self.base_url or "http://x")
-        self._endpoint = JsonEndpoint(f"{self.base_url}/embeddings", api_key=key, timeout_s=timeout_s,
-                                      max_attempts=max_attempts, max_retry_s=max_retry_s,
-                                      what="embeddings endpoint", sleep=sleep)
+        self._endpoint = JsonEndpoint(
+            f"{self.base_url}/embeddings",
+            api_key=key,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            max_retry_s=max_retry_s,
+            what="embeddings endpoint",
+            sleep=sleep,
+        )
         self.batch_size = int(batch_size)
         self.dimensions = dimensions
         self.max_input_tokens = max_input_tokens
@@ -131,8 +153,10 @@ class OpenAIEmbedder:
     def expect_dimension(self, dimension: int) -> None:
         """Refuse from now on any reply whose vectors are not `dimension` long (the index's)."""
         if self._dimension is not None and self._dimension != dimension:
-            raise UsageError(f"embedding model {self.name!r} at {self._endpoint.shown} gives {self._dimension}-d "
-                             f"vectors; the index holds {dimension}-d vectors")
+            raise UsageError(
+                f"embedding model {self.name!r} at {self._endpoint.shown} gives {self._dimension}-d "
+                f"vectors; the index holds {dimension}-d vectors"
+            )
         self._dimension = int(dimension)
 
     @property
@@ -142,8 +166,13 @@ class OpenAIEmbedder:
 
     def record(self) -> dict:
         """What the index manifest records about this provider (never the key itself)."""
-        return {"provider": self.provider, "base_url": self.base_url, "api_key_env": self.api_key_env,
-                "dimensions": self.dimensions, "max_input_tokens": self.max_input_tokens}
+        return {
+            "provider": self.provider,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "dimensions": self.dimensions,
+            "max_input_tokens": self.max_input_tokens,
+        }
 
     @tracing.traced("ragsieve.embed", tracing.Kind.EMBEDDING, embedding_before, embedding_after)  # docs/tracing.md
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
@@ -153,7 +182,7 @@ class OpenAIEmbedder:
         t0 = time.perf_counter()
         limit = self.max_chars
         size = self.batch_size
-        batches = [texts[s:s + size] for s in range(0, len(texts), size)]
+        batches = [texts[s : s + size] for s in range(0, len(texts), size)]
         out: list[np.ndarray] = []
         if self.concurrency == 1:
             out = [self._send(b, limit) for b in batches]
@@ -180,7 +209,7 @@ class OpenAIEmbedder:
         with self._lock:
             size = self.batch_size
         if len(originals) > size:
-            return np.concatenate([self._send(originals[s:s + size], limit) for s in range(0, len(originals), size)])
+            return np.concatenate([self._send(originals[s : s + size], limit) for s in range(0, len(originals), size)])
         vectors, sent = self._embed_batch([t[:limit] if limit is not None else t for t in originals])
         cut = sum(1 for a, b in zip(originals, sent) if len(b) < len(a))
         with self._lock:
@@ -197,11 +226,15 @@ class OpenAIEmbedder:
                 if len(batch) > 1 and (exc.status == 413 or _TOO_MANY.search(exc.detail)):
                     with self._lock:
                         self.batch_size = size = max(1, min(self.batch_size, len(batch) // 2))
-                    log.warning("embeddings endpoint %s refused %d inputs at once; sending %d per request from now on",
-                                self._endpoint.shown, len(batch), size)
+                    log.warning(
+                        "embeddings endpoint %s refused %d inputs at once; sending %d per request from now on",
+                        self._endpoint.shown,
+                        len(batch),
+                        size,
+                    )
                     parts, sent, start = [], [], 0
                     while start < len(batch):  # the size may shrink again on the way
-                        vectors, part = self._embed_batch(batch[start:start + max(1, self.batch_size)])
+                        vectors, part = self._embed_batch(batch[start : start + max(1, self.batch_size)])
                         parts.append(vectors)
                         sent.extend(part)
                         start += len(part)
@@ -210,8 +243,9 @@ class OpenAIEmbedder:
                     cuts += 1
                     limit = max(1, max(len(t) for t in batch) // 2)
                     batch = [t[:limit] for t in batch]
-                    log.warning("embeddings endpoint %s refused an input as too long; cut to %d characters",
-                                self._endpoint.shown, limit)
+                    log.warning(
+                        "embeddings endpoint %s refused an input as too long; cut to %d characters", self._endpoint.shown, limit
+                    )
                     continue
                 raise
 
@@ -243,20 +277,25 @@ class OpenAIEmbedder:
             items = sorted(data, key=lambda d: int(d.get("index", 0))) if all("index" in d for d in data) else data
             vectors = np.asarray([d["embedding"] for d in items], dtype=np.float64)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise ModelEndpointError(f"{where} returned malformed embeddings ({type(exc).__name__}: "
-                                     f"{str(exc)[:200]}); expected lists of numbers") from None
+            raise ModelEndpointError(
+                f"{where} returned malformed embeddings ({type(exc).__name__}: {str(exc)[:200]}); expected lists of numbers"
+            ) from None
         if vectors.ndim != 2 or vectors.shape[1] == 0:
             raise ModelEndpointError(f"{where} returned embeddings of uneven or zero length")
         bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
         if bad.size:
-            raise ModelEndpointError(f"{where} returned non-finite values (NaN or inf) for {bad.size} of {n} inputs "
-                                     f"(first: input {int(bad[0])}); refusing to index them")
+            raise ModelEndpointError(
+                f"{where} returned non-finite values (NaN or inf) for {bad.size} of {n} inputs "
+                f"(first: input {int(bad[0])}); refusing to index them"
+            )
         dim = int(vectors.shape[1])
         if self._dimension is None:
             self._dimension = dim
         elif dim != self._dimension:
-            raise ModelEndpointError(f"{where} returned {dim}-d vectors; expected {self._dimension}-d "
-                                     f"(the dimension asked for or recorded in the index)")
+            raise ModelEndpointError(
+                f"{where} returned {dim}-d vectors; expected {self._dimension}-d "
+                f"(the dimension asked for or recorded in the index)"
+            )
         return vectors.astype(np.float32)
 
     def close(self) -> None:

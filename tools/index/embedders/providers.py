@@ -10,6 +10,7 @@ endpoint, its base URL and the *name* of the variable holding the key); the
 index then embeds queries the same way, and a different provider, model or
 dimension is refused, never mixed into one index.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,8 +50,12 @@ def provider_of(embedder) -> str:
 
 def embedding_record(embedder, dimension: int) -> dict:
     """The manifest's `embedding` section for vectors of `dimension` made by `embedder`."""
-    record = {"provider": provider_of(embedder), "model": canonical_model_name(embedder.name),
-              "dimension": int(dimension), "encoder": embedder.encoder}
+    record = {
+        "provider": provider_of(embedder),
+        "model": canonical_model_name(embedder.name),
+        "dimension": int(dimension),
+        "encoder": embedder.encoder,
+    }
     extra = getattr(embedder, "record", None)
     return record | (extra() if callable(extra) else {})
 
@@ -101,14 +106,21 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
         base_url = os.environ.get(BASE_URL_ENV) or record.get("base_url")
         if not base_url:
             raise UsageError(f"the index was embedded by an endpoint whose URL it does not record; set {BASE_URL_ENV}")
-        embedder = OpenAIEmbedder(base_url, record["model"], api_key_env=record.get("api_key_env", DEFAULT_KEY_ENV),
-                                  batch_size=batch_size, dimensions=record.get("dimensions"),
-                                  max_input_tokens=record.get("max_input_tokens"), **endpoint)
+        embedder = OpenAIEmbedder(
+            base_url,
+            record["model"],
+            api_key_env=record.get("api_key_env", DEFAULT_KEY_ENV),
+            batch_size=batch_size,
+            dimensions=record.get("dimensions"),
+            max_input_tokens=record.get("max_input_tokens"),
+            **endpoint,
+        )
         if record.get("dimension"):
             embedder.expect_dimension(int(record["dimension"]))
         return embedder
-    raise UsageError(f"the index was embedded by provider {provider!r}, which this ragsieve does not know "
-                     f"(known: {', '.join(PROVIDERS)})")
+    raise UsageError(
+        f"the index was embedded by provider {provider!r}, which this ragsieve does not know (known: {', '.join(PROVIDERS)})"
+    )
 
 
 def placement_of(embedder) -> str:

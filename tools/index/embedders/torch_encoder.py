@@ -12,6 +12,7 @@ does, and the model is the whole sentence-transformers pipeline (transformer,
 pooling, normalisation), so the vectors equal `encode`'s to float precision
 (`tests/core/test_device.py`). `busy_s` adds up the seconds the model ran.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,9 @@ import numpy as np
 
 
 class TorchEncoder:
-    def __init__(self, st_model: Any, device: str, batch_size: int = 64, tokenizers: int | None = None,
-                 prefetch: int = 4) -> None:
+    def __init__(
+        self, st_model: Any, device: str, batch_size: int = 64, tokenizers: int | None = None, prefetch: int = 4
+    ) -> None:
         self.model = st_model
         self.device = device
         self.tokenizer = st_model[0].tokenizer
@@ -42,8 +44,9 @@ class TorchEncoder:
         tokenizer = getattr(self._local, "tokenizer", None)
         if tokenizer is None:
             tokenizer = self._local.tokenizer = copy.deepcopy(self.tokenizer)
-        return dict(tokenizer([t.strip() for t in texts], padding=True, truncation=True, max_length=self.max_length,
-                              return_tensors="pt"))
+        return dict(
+            tokenizer([t.strip() for t in texts], padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        )
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit float32 rows of `texts`, in their order."""
@@ -52,7 +55,7 @@ class TorchEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        batches = [order[s:s + self.batch_size] for s in range(0, len(texts), self.batch_size)]
+        batches = [order[s : s + self.batch_size] for s in range(0, len(texts), self.batch_size)]
         pending: list[Future] = []
         out: np.ndarray | None = None
         with torch.inference_mode():

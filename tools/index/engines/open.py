@@ -1,5 +1,6 @@
 """Open an index folder with the backend it was published to: `milvus` where `<index>/milvus.json` says so,
 else `local`. The one place that knows both engines; the contract is `ragsieve.tools.index.backend`."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -6,6 +6,7 @@ deletes the generations other than the new one and the one it replaced, so a
 reader that read the old `CURRENT` just before the switch still finds its files;
 a generation a running server still reads is left to it (`ragsieve.tools.index.local.readers`).
 """
+
 from __future__ import annotations
 
 import json

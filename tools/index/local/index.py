@@ -12,6 +12,7 @@ opens), `open` re-reads `CURRENT` and tries the new generation, a bounded
 number of times. A damaged file gives one `IndexMissingError` line naming
 the file, never a raw exception from the library that reads it.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,17 +55,28 @@ def _load_part(gen: Path, name: str, loader):
     except (IndexMissingError, UsageError):
         raise
     except Exception as exc:  # faiss, numpy, bm25s, json and sqlite each raise their own types
-        raise IndexMissingError(f"index generation {gen}: {name} is damaged ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0][:200] if str(exc) else 'unreadable'}); "
-                                f"rebuild with `ragsieve index ... --rebuild`") from None
+        raise IndexMissingError(
+            f"index generation {gen}: {name} is damaged ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else 'unreadable'}); "
+            f"rebuild with `ragsieve index ... --rebuild`"
+        ) from None
 
 
 class HybridIndex:
     """Chunk store + BM25 + FAISS + vectors of one generation; open with `HybridIndex.open`."""
 
-    def __init__(self, root: Path, path: Path, manifest: dict, store: ChunkStore, bm25: BM25Index,
-                 dense: DenseIndex, sparse_rows: list[int], embedder: Embedder | None = None,
-                 batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        root: Path,
+        path: Path,
+        manifest: dict,
+        store: ChunkStore,
+        bm25: BM25Index,
+        dense: DenseIndex,
+        sparse_rows: list[int],
+        embedder: Embedder | None = None,
+        batch_size: int = 64,
+    ) -> None:
         self.backend = Backend.LOCAL
         self.root, self.path, self.manifest = root, path, manifest
         self.store, self.bm25, self.dense = store, bm25, dense
@@ -83,8 +95,9 @@ class HybridIndex:
         self.segments: SegmentView | None = None  # the incremental layout's composed segments
 
     @classmethod
-    def open(cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64,
-             device: str = "auto") -> "HybridIndex":
+    def open(
+        cls, index_dir: str | Path, embedder: Embedder | None = None, batch_size: int = 64, device: str = "auto"
+    ) -> "HybridIndex":
         """Open the live generation of `index_dir`; queries are embedded on `device` (`auto`: a GPU torch sees).
 
         `embedder` (optional) shares an already loaded model; it must be the
@@ -116,8 +129,11 @@ class HybridIndex:
         if missing:
             raise IndexMissingError(f"index generation {gen} is incomplete: missing {', '.join(missing)}")
         manifest = read_manifest(gen)
-        why = None if embedder is None else mismatch(manifest["embedding"], provider_of(embedder), embedder.name,
-                                                     known_dimension(embedder))
+        why = (
+            None
+            if embedder is None
+            else mismatch(manifest["embedding"], provider_of(embedder), embedder.name, known_dimension(embedder))
+        )
         if why:
             raise UsageError(f"index {root}: {why}; queries must be embedded like the index (given embedder refused)")
         store = _load_part(gen, "chunks.sqlite", lambda: ChunkStore(gen / "chunks.sqlite", read_only=True))
@@ -131,11 +147,16 @@ class HybridIndex:
             n = _load_part(gen, "chunks.sqlite", store.count)
             bm25 = _load_part(gen, "bm25/", lambda: BM25Index.load(gen / "bm25"))
             dense = _load_part(gen, "dense.faiss / vectors.npy", lambda: DenseIndex.load(gen))
-            sparse = _load_part(gen, "sparse.json", lambda: [int(r) for r in json.loads(
-                (gen / "sparse.json").read_text(encoding="utf-8"))["rows"]])
+            sparse = _load_part(
+                gen,
+                "sparse.json",
+                lambda: [int(r) for r in json.loads((gen / "sparse.json").read_text(encoding="utf-8"))["rows"]],
+            )
             if bm25.n_docs != n or len(dense) != n or dense.vectors.ndim != 2:
-                raise IndexMissingError(f"index generation {gen} is inconsistent: {n} chunks, "
-                                        f"{bm25.n_docs} BM25 rows, {len(dense)} vectors; rebuild with --rebuild")
+                raise IndexMissingError(
+                    f"index generation {gen} is inconsistent: {n} chunks, "
+                    f"{bm25.n_docs} BM25 rows, {len(dense)} vectors; rebuild with --rebuild"
+                )
             if any(not 0 <= r < n for r in sparse):
                 raise IndexMissingError(f"index generation {gen}: sparse.json names rows outside 0..{n - 1}")
         except BaseException:
@@ -144,8 +165,7 @@ class HybridIndex:
         return cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
 
     @classmethod
-    def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
-                       batch_size: int) -> "HybridIndex":
+    def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder, batch_size: int) -> "HybridIndex":
         """An incremental generation (`ragsieve.tools.index.building.incremental`): segments composed at open."""
         lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation
         if not lease.held or not (gen / MANIFEST).is_file():
@@ -160,16 +180,16 @@ class HybridIndex:
         return index
 
     @classmethod
-    def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder,
-                 batch_size: int) -> "HybridIndex":
+    def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder, batch_size: int) -> "HybridIndex":
         n = int(manifest["counts"]["chunks"])
         view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
         vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)
         dense = DenseIndex("flat")
         dense._set(NumpyFlat(vectors), vectors)
         bm25 = SegmentBM25(view, manifest["bm25"])
-        cut = _load_part(gen, "sparse.json", lambda: float(json.loads(
-            (gen / "sparse.json").read_text(encoding="utf-8"))["cutoff"]))
+        cut = _load_part(
+            gen, "sparse.json", lambda: float(json.loads((gen / "sparse.json").read_text(encoding="utf-8"))["cutoff"])
+        )
         sim = _load_part(gen, "segments/ nearest", lambda: view.nearest()[0])
         sparse = [] if n < 2 else np.flatnonzero(sim < cut).tolist()
         index = cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
@@ -183,8 +203,7 @@ class HybridIndex:
     def embedder(self) -> Embedder:
         """The manifest's embedding provider and model (`ragsieve.tools.index.embedders`), opened on first use."""
         if self._embedder is None:
-            self._embedder = open_embedder(self.manifest["embedding"], batch_size=self._batch_size,
-                                           device=self.device)
+            self._embedder = open_embedder(self.manifest["embedding"], batch_size=self._batch_size, device=self.device)
         return self._embedder
 
     def embedding_placement(self) -> str:
@@ -233,13 +252,13 @@ class HybridIndex:
         grant = None
         key = where.model_dump_json()
         if where.readers is not None:  # the caller's principals against the index's access labels
-
             labels = load(self.root)
             grant, key = labels.grant(where.readers), f"{key} {labels.version}"
         cached = self._filter_cache.get(key)
         if cached is None:
             rows = self.row_metadata().rows_where(  # one check per (source, kind), not per chunk
-                lambda source, kind: where.matches(source, kind, "default") and (grant is None or grant(source)))
+                lambda source, kind: where.matches(source, kind, "default") and (grant is None or grant(source))
+            )
             if where.symbol_kind:  # rows defining a symbol of that kind
                 defining = self.symbols.rows_of_kind(where.symbol_kind)
                 rows = rows[np.isin(rows, np.fromiter(defining, dtype=np.int64, count=len(defining)))]

@@ -5,6 +5,7 @@ process (two threads) exclude each other as two processes do, and the kernel
 releases the lock when its holder dies (kill -9 leaves no stale lock). The
 holder's pid and start time are written into the file for the error message.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -52,8 +53,7 @@ class IndexLock:
                     ) from None
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
-                  .encode(), 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:

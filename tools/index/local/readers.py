@@ -8,6 +8,7 @@ a build's `generations.sweep`).
 `flock` locks belong to the open file, so they work across processes and the
 kernel drops them when a reader dies (no stale lease survives a kill -9).
 """
+
 from __future__ import annotations
 
 import fcntl

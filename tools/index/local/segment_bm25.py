@@ -11,6 +11,7 @@ and a query computes Lucene's BM25 (Robertson & Zaragoza 2009; Lucene variant, K
 with N, avgdl and df taken over the live rows of this generation (each row's postings from the segment that
 owns it), so an incremental generation scores exactly like a full rebuild of the same corpus.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -22,8 +23,7 @@ from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
 from ragsieve.tools.modes import BM25Engine
 
 
-def lucene_term_scores(tf: np.ndarray, dl: np.ndarray, df: int, n_docs: int, avgdl: float,
-                       k1: float, b: float) -> np.ndarray:
+def lucene_term_scores(tf: np.ndarray, dl: np.ndarray, df: int, n_docs: int, avgdl: float, k1: float, b: float) -> np.ndarray:
     """Lucene BM25 contribution of one term to the documents holding it (see the module docstring)."""
     idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
     tf = tf.astype(np.float64)
@@ -34,8 +34,14 @@ class SegmentBM25(BM25Index):
     """The `BM25Index` surface (`scores`, `search`, `score_rows`) over a `SegmentView`."""
 
     def __init__(self, view, params: dict) -> None:
-        super().__init__(BM25Engine.BM25S, k1=params["k1"], b=params["b"], stem=params["stem"],
-                         identifiers=params.get("identifiers", False), compounds=params.get("compounds", False))
+        super().__init__(
+            BM25Engine.BM25S,
+            k1=params["k1"],
+            b=params["b"],
+            stem=params["stem"],
+            identifiers=params.get("identifiers", False),
+            compounds=params.get("compounds", False),
+        )
         self.view = view
         self.n_docs = view.n
         self._model = self  # built: `scores` never reaches the bm25s branch
@@ -58,6 +64,5 @@ class SegmentBM25(BM25Index):
         for term, count in Counter(tokenize(query, self.stem, self.identifiers)).items():
             rows, tf = self.view.postings(term)
             if rows.size:
-                out[rows] += count * lucene_term_scores(tf, dl[rows], rows.size, self.n_docs, self._avgdl,
-                                                        self.k1, self.b)
+                out[rows] += count * lucene_term_scores(tf, dl[rows], rows.size, self.n_docs, self._avgdl, self.k1, self.b)
         return out

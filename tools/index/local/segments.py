@@ -17,6 +17,7 @@ the generation's row count on are gone. The base is the first segment: rows 0..n
 wrote it, its vectors padded with spare rows so the reader maps it copy-on-write (`np.load(mmap_mode="c")`)
 and applies the deltas in memory without touching the file.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ _OPTIONAL = ("cell", "centroids")
 @dataclass
 class Segment:
     """The arrays of one segment (memory-mapped when read)."""
+
     name: str
     rows: np.ndarray
     vectors: np.ndarray
@@ -76,8 +78,9 @@ def postings_of(token_lists: list[list[str]]) -> tuple[list[str], np.ndarray, np
             terms.append(vocab.setdefault(term, len(vocab)))
             docs.append(i)
             tfs.append(tf)
-    return _csr(list(vocab), np.asarray(terms, dtype=np.int64), np.asarray(docs, dtype=np.int64),
-                np.asarray(tfs, dtype=np.int32)) + (np.asarray([len(t) for t in token_lists], dtype=np.int32),)
+    return _csr(
+        list(vocab), np.asarray(terms, dtype=np.int64), np.asarray(docs, dtype=np.int64), np.asarray(tfs, dtype=np.int32)
+    ) + (np.asarray([len(t) for t in token_lists], dtype=np.int32),)
 
 
 def _csr(vocab: list[str], terms: np.ndarray, docs: np.ndarray, tf: np.ndarray):
@@ -87,16 +90,22 @@ def _csr(vocab: list[str], terms: np.ndarray, docs: np.ndarray, tf: np.ndarray):
     return vocab, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32)
 
 
-def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn_row, cell=None,
-                  centroids=None) -> int:
+def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn_row, cell=None, centroids=None) -> int:
     """Write one segment folder; `postings` = (vocab, indptr, docs, tf); `cell`: the IVF cell of each of
     `rows` (and, in a base, the `centroids`), or None. Returns the bytes written."""
     folder.mkdir(parents=True)
     vocab, indptr, docs, tf = postings
-    arrays = {"rows": np.asarray(rows, dtype=np.int64), "vectors": np.asarray(vectors, dtype=np.float32),
-              "dl": np.asarray(dl, dtype=np.int32), "indptr": indptr, "docs": docs, "tf": tf,
-              "nn_rows": np.asarray(nn_rows, dtype=np.int64), "nn_sim": np.asarray(nn_sim, dtype=np.float32),
-              "nn_row": np.asarray(nn_row, dtype=np.int64)}
+    arrays = {
+        "rows": np.asarray(rows, dtype=np.int64),
+        "vectors": np.asarray(vectors, dtype=np.float32),
+        "dl": np.asarray(dl, dtype=np.int32),
+        "indptr": indptr,
+        "docs": docs,
+        "tf": tf,
+        "nn_rows": np.asarray(nn_rows, dtype=np.int64),
+        "nn_sim": np.asarray(nn_sim, dtype=np.float32),
+        "nn_row": np.asarray(nn_row, dtype=np.int64),
+    }
     if cell is not None:
         arrays["cell"] = np.asarray(cell, dtype=np.int32)
     if centroids is not None:
@@ -156,7 +165,7 @@ class SegmentView:
             base = npy.load(self.gen / SEGMENTS / self.names[0] / "vectors.npy", mmap_mode="c")
             if len(base) < self.n:
                 raise ValueError(f"{self.gen}: base holds {len(base)} rows, the generation {self.n}")
-            self._vectors = self._overlay(base[:self.n], lambda s: (s.rows, s.vectors))
+            self._vectors = self._overlay(base[: self.n], lambda s: (s.rows, s.vectors))
         return self._vectors
 
     @property
@@ -235,8 +244,7 @@ class SegmentView:
             seg = self.segments[i]
             if not seg.vocab:
                 continue
-            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in seg.vocab), dtype=np.int64,
-                              count=len(seg.vocab))
+            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in seg.vocab), dtype=np.int64, count=len(seg.vocab))
             counts = np.diff(np.asarray(seg.indptr))
             seg_terms = np.repeat(ids, counts)
             seg_rows = np.asarray(seg.rows)[np.asarray(seg.docs, dtype=np.int64)]
@@ -245,7 +253,7 @@ class SegmentView:
             terms.append(seg_terms[keep])
             docs.append(local[seg_rows[keep]])
             tfs.append(np.asarray(seg.tf)[keep])
-        cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt))
+        cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt)
         postings = _csr(list(vocab), cat(terms, np.int64), cat(docs, np.int64), cat(tfs, np.int32))
         return postings, rows, self.dl[rows]
 
@@ -261,7 +269,7 @@ class NumpyFlat:
         n = len(self.vectors)
         sims = np.empty(n, dtype=np.float32)
         for start in range(0, n, self.block):
-            sims[start:start + self.block] = self.vectors[start:start + self.block] @ q[0]
+            sims[start : start + self.block] = self.vectors[start : start + self.block] @ q[0]
         k = min(k, n)
         top = np.argpartition(-sims, k - 1)[:k] if k < n else np.arange(n)
         top = top[np.lexsort((top, -sims[top]))]

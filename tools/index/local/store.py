@@ -6,6 +6,7 @@ document's chunks in consecutive rows, an incremental one keeps unchanged rows
 where they were (`ragsieve.tools.index.building.layout`), so readers order a document's
 chunks by `chunk_index`, never by row; `documents.first_row` is its lowest row.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,17 @@ def shared_store_of(gen: Path) -> tuple[Path, int, int] | None:
 
 
 def _to_chunk(r: tuple) -> Chunk:
-    return Chunk(doc_id=r[0], chunk_index=r[1], text=r[2], source=r[3], title=r[4], kind=r[5],
-                 line_start=r[6], line_end=r[7], symbol=r[8] or "")
+    return Chunk(
+        doc_id=r[0],
+        chunk_index=r[1],
+        text=r[2],
+        source=r[3],
+        title=r[4],
+        kind=r[5],
+        line_start=r[6],
+        line_end=r[7],
+        symbol=r[8] or "",
+    )
 
 
 class ChunkStore:
@@ -53,8 +63,9 @@ class ChunkStore:
     not a readable chunk store (checked on open, one line naming the file).
     """
 
-    def __init__(self, path: str | Path, read_only: bool = False, generation: int | None = None,
-                 count: int | None = None) -> None:
+    def __init__(
+        self, path: str | Path, read_only: bool = False, generation: int | None = None, count: int | None = None
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         if generation is None and read_only and not self.path.is_file():
@@ -64,23 +75,25 @@ class ChunkStore:
         self.generation = generation
         # shared store (`ragsieve.tools.index.local.segments` layout): rows carry the generations that added and
         # retired them; generation G sees born <= G and not retired by G
-        self._vis = "" if generation is None else \
-            f" AND born <= {int(generation)} AND (retired = 0 OR retired > {int(generation)})"
+        self._vis = (
+            "" if generation is None else f" AND born <= {int(generation)} AND (retired = 0 OR retired > {int(generation)})"
+        )
         if read_only:
             if not self.path.is_file():
                 raise IndexMissingError(f"chunk store not found: {self.path}")
             try:
                 if generation is None:
-                    self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                               check_same_thread=False)
+                    self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
                 else:  # WAL readers need the shared-memory file; `query_only` keeps them readers
                     self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
                     self._db.execute("PRAGMA query_only = 1")
                 self._db.execute("SELECT doc_id, chunk_index, row, text FROM chunks LIMIT 1").fetchall()
                 self._db.execute("SELECT doc_id, content_hash, first_row FROM documents LIMIT 1").fetchall()
             except sqlite3.Error as exc:
-                raise IndexMissingError(f"chunk store {self.path} is damaged or not a ragsieve chunk store "
-                                        f"({exc}); rebuild with `ragsieve index ... --rebuild`") from None
+                raise IndexMissingError(
+                    f"chunk store {self.path} is damaged or not a ragsieve chunk store "
+                    f"({exc}); rebuild with `ragsieve index ... --rebuild`"
+                ) from None
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
@@ -96,8 +109,9 @@ class ChunkStore:
             raise IndexMissingError(f"chunk store {self.path} is shared by generations: open it with one")
 
     # -- writing -----------------------------------------------------------
-    def add_document(self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk],
-                     rows: Sequence[int] | None = None) -> list[int]:
+    def add_document(
+        self, doc_id: str, source: str, content_hash: str, chunks: Sequence[Chunk], rows: Sequence[int] | None = None
+    ) -> list[int]:
         """Store one document's chunks at `rows` (default: the next rows); returns those rows."""
         if self.read_only:
             raise UsageError(f"chunk store {self.path} is open read-only")
@@ -108,14 +122,31 @@ class ChunkStore:
             raise UsageError(f"{len(chunks)} chunks of {doc_id} but {len(rows)} rows")
         born = () if self.generation is None else (self.generation,)
         extra, marks = ("", "") if self.generation is None else (", born", ", ?")
-        self._db.execute(f"INSERT INTO documents (doc_id, source, content_hash, n_chunks, first_row{extra}) "
-                         f"VALUES (?, ?, ?, ?, ?{marks})",
-                         (doc_id, source, content_hash, len(chunks), min(rows, default=first), *born))
+        self._db.execute(
+            f"INSERT INTO documents (doc_id, source, content_hash, n_chunks, first_row{extra}) VALUES (?, ?, ?, ?, ?{marks})",
+            (doc_id, source, content_hash, len(chunks), min(rows, default=first), *born),
+        )
         self._db.executemany(
             f"INSERT INTO chunks (doc_id, chunk_index, row, text, text_hash, source, title, kind, line_start, "
             f"line_end, symbol{extra}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{marks})",
-            [(c.doc_id, c.chunk_index, r, c.text, text_hash(c.text), c.source, c.title, c.kind,
-              c.line_start, c.line_end, c.symbol, *born) for r, c in zip(rows, chunks)])
+            [
+                (
+                    c.doc_id,
+                    c.chunk_index,
+                    r,
+                    c.text,
+                    text_hash(c.text),
+                    c.source,
+                    c.title,
+                    c.kind,
+                    c.line_start,
+                    c.line_end,
+                    c.symbol,
+                    *born,
+                )
+                for r, c in zip(rows, chunks)
+            ],
+        )
         self._count = None if given else first + len(chunks)
         return rows
 
@@ -123,14 +154,15 @@ class ChunkStore:
         """Delete these documents and their chunks (a shared store retires them in this generation instead:
         older generations still see them)."""
         for start in range(0, len(doc_ids), 500):
-            part = list(doc_ids[start:start + 500])
+            part = list(doc_ids[start : start + 500])
             marks = ",".join("?" * len(part))
             for table in ("chunks", "documents"):
                 if self.generation is None:
                     self._db.execute(f"DELETE FROM {table} WHERE doc_id IN ({marks})", part)
                 else:
-                    self._db.execute(f"UPDATE {table} SET retired = {int(self.generation)} "
-                                     f"WHERE doc_id IN ({marks}){self._vis}", part)
+                    self._db.execute(
+                        f"UPDATE {table} SET retired = {int(self.generation)} WHERE doc_id IN ({marks}){self._vis}", part
+                    )
         self._count = None
 
     def move_rows(self, moves: dict[int, int]) -> None:
@@ -141,10 +173,19 @@ class ChunkStore:
             self._move_shared(moves, self.generation)
             return
         self._db.executemany("UPDATE chunks SET row = ? WHERE row = ?", [(n, o) for o, n in moves.items()])
-        docs = sorted({d for (d,) in self._db.execute(
-            f"SELECT DISTINCT doc_id FROM chunks WHERE row IN ({','.join(str(int(n)) for n in moves.values())})")})
-        self._db.executemany("UPDATE documents SET first_row = (SELECT MIN(row) FROM chunks "
-                             "WHERE chunks.doc_id = documents.doc_id) WHERE doc_id = ?", [(d,) for d in docs])
+        docs = sorted(
+            {
+                d
+                for (d,) in self._db.execute(
+                    f"SELECT DISTINCT doc_id FROM chunks WHERE row IN ({','.join(str(int(n)) for n in moves.values())})"
+                )
+            }
+        )
+        self._db.executemany(
+            "UPDATE documents SET first_row = (SELECT MIN(row) FROM chunks "
+            "WHERE chunks.doc_id = documents.doc_id) WHERE doc_id = ?",
+            [(d,) for d in docs],
+        )
 
     def _move_shared(self, moves: dict[int, int], generation: int) -> None:
         """A shared store moves a chunk by retiring its record and adding a copy at the new row."""
@@ -153,15 +194,20 @@ class ChunkStore:
         docs = set()
         for old, new in moves.items():
             doc = self._db.execute(f"SELECT doc_id FROM chunks WHERE row = ?{self._vis}", (int(old),)).fetchone()
-            self._db.execute(f"INSERT INTO chunks ({cols}, row, born) SELECT {cols}, ?, ? FROM chunks "
-                             f"WHERE row = ?{self._vis}", (int(new), g, int(old)))
+            self._db.execute(
+                f"INSERT INTO chunks ({cols}, row, born) SELECT {cols}, ?, ? FROM chunks WHERE row = ?{self._vis}",
+                (int(new), g, int(old)),
+            )
             self._db.execute(f"UPDATE chunks SET retired = ? WHERE row = ? AND born < ?{self._vis}", (g, int(old), g))
             docs.add(doc[0])
         for d in sorted(docs):
             first = self._db.execute(f"SELECT MIN(row) FROM chunks WHERE doc_id = ?{self._vis}", (d,)).fetchone()[0]
-            self._db.execute("INSERT INTO documents (doc_id, source, content_hash, n_chunks, first_row, born) "
-                             f"SELECT doc_id, source, content_hash, n_chunks, ?, ? FROM documents WHERE doc_id = ?"
-                             f"{self._vis}", (first, g, d))
+            self._db.execute(
+                "INSERT INTO documents (doc_id, source, content_hash, n_chunks, first_row, born) "
+                f"SELECT doc_id, source, content_hash, n_chunks, ?, ? FROM documents WHERE doc_id = ?"
+                f"{self._vis}",
+                (first, g, d),
+            )
             self._db.execute(f"UPDATE documents SET retired = ? WHERE doc_id = ? AND born < ?{self._vis}", (g, d, g))
 
     def forget_after(self, generation: int) -> int:
@@ -177,8 +223,10 @@ class ChunkStore:
 
     def collect(self, oldest: int) -> int:
         """Delete the records no generation from `oldest` on sees (retired at or before it)."""
-        done = sum(self._db.execute(f"DELETE FROM {t} WHERE retired > 0 AND retired <= ?", (int(oldest),)).rowcount
-                   for t in ("chunks", "documents"))
+        done = sum(
+            self._db.execute(f"DELETE FROM {t} WHERE retired > 0 AND retired <= ?", (int(oldest),)).rowcount
+            for t in ("chunks", "documents")
+        )
         self._db.commit()
         return done
 
@@ -203,7 +251,7 @@ class ChunkStore:
         found: dict[int, Chunk] = {}
         unique = sorted(set(wanted))
         for start in range(0, len(unique), 500):
-            part = unique[start:start + 500]
+            part = unique[start : start + 500]
             marks = ",".join("?" * len(part))
             for r in self._db.execute(f"SELECT row, {self._cols} FROM chunks WHERE row IN ({marks}){self._vis}", part):
                 found[r[0]] = _to_chunk(r[1:])
@@ -213,14 +261,16 @@ class ChunkStore:
         return [found[r] for r in wanted]
 
     def row_of(self, doc_id: str, chunk_index: int) -> int | None:
-        r = self._db.execute(f"SELECT row FROM chunks WHERE doc_id = ? AND chunk_index = ?{self._vis}",
-                             (doc_id, int(chunk_index))).fetchone()
+        r = self._db.execute(
+            f"SELECT row FROM chunks WHERE doc_id = ? AND chunk_index = ?{self._vis}", (doc_id, int(chunk_index))
+        ).fetchone()
         return None if r is None else r[0]
 
     def row_of_text(self, text: str) -> int | None:
         """Lowest row whose chunk text equals `text` exactly, or None."""
-        r = self._db.execute(f"SELECT MIN(row) FROM chunks WHERE text_hash = ? AND text = ?{self._vis}",
-                             (text_hash(text), text)).fetchone()
+        r = self._db.execute(
+            f"SELECT MIN(row) FROM chunks WHERE text_hash = ? AND text = ?{self._vis}", (text_hash(text), text)
+        ).fetchone()
         return None if r is None else r[0]
 
     def neighbours(self, row: int, radius: int = 1) -> list[int]:
@@ -231,13 +281,19 @@ class ChunkStore:
         r = self._db.execute(f"SELECT doc_id, chunk_index FROM chunks WHERE row = ?{self._vis}", (int(row),)).fetchone()
         if r is None:
             raise UsageError(f"row {row} not in the chunk store")
-        return [x[0] for x in self._db.execute(
-            f"SELECT row FROM chunks WHERE doc_id = ? AND chunk_index BETWEEN ? AND ? AND row != ?{self._vis} "
-            "ORDER BY chunk_index", (r[0], r[1] - radius, r[1] + radius, int(row)))]
+        return [
+            x[0]
+            for x in self._db.execute(
+                f"SELECT row FROM chunks WHERE doc_id = ? AND chunk_index BETWEEN ? AND ? AND row != ?{self._vis} "
+                "ORDER BY chunk_index",
+                (r[0], r[1] - radius, r[1] + radius, int(row)),
+            )
+        ]
 
     def doc_rows(self, doc_id: str) -> list[int]:
-        return [x[0] for x in self._db.execute(
-            f"SELECT row FROM chunks WHERE doc_id = ?{self._vis} ORDER BY chunk_index", (doc_id,))]
+        return [
+            x[0] for x in self._db.execute(f"SELECT row FROM chunks WHERE doc_id = ?{self._vis} ORDER BY chunk_index", (doc_id,))
+        ]
 
     def texts(self) -> list[str]:
         return [x[0] for x in self._db.execute(f"SELECT text FROM chunks WHERE 1{self._vis} ORDER BY row")]
@@ -248,27 +304,40 @@ class ChunkStore:
 
     def document_rows(self) -> dict[str, tuple[int, int]]:
         """doc_id -> (first_row, n_chunks)."""
-        return {d: (f, n) for d, f, n in self._db.execute(
-            f"SELECT doc_id, first_row, n_chunks FROM documents WHERE 1{self._vis} ORDER BY first_row")}
+        return {
+            d: (f, n)
+            for d, f, n in self._db.execute(
+                f"SELECT doc_id, first_row, n_chunks FROM documents WHERE 1{self._vis} ORDER BY first_row"
+            )
+        }
 
     def row_metadata(self) -> list[tuple[int, str, str]]:
         """(row, source, kind) of every chunk, in row order: what metadata filters read."""
-        return [(int(r), s, k) for r, s, k in self._db.execute(f"SELECT row, source, kind FROM chunks WHERE 1{self._vis} ORDER BY row")]
+        return [
+            (int(r), s, k)
+            for r, s, k in self._db.execute(f"SELECT row, source, kind FROM chunks WHERE 1{self._vis} ORDER BY row")
+        ]
 
     def symbol_chunks(self) -> list[tuple[int, Chunk]]:
         """(row, chunk) of the chunks that can define a symbol (`ragsieve.tools.index.search.symbols.definitions_in`:
         code, or a page section labelled `#anchor`), in row order; a prose corpus reads none."""
         which = "(kind = 'code' OR symbol LIKE '#%')" if self._cols == COLS else "kind = 'code'"
-        return [(r[0], _to_chunk(r[1:])) for r in self._db.execute(
-            f"SELECT row, {self._cols} FROM chunks WHERE {which}{self._vis} ORDER BY row")]
+        return [
+            (r[0], _to_chunk(r[1:]))
+            for r in self._db.execute(f"SELECT row, {self._cols} FROM chunks WHERE {which}{self._vis} ORDER BY row")
+        ]
 
     def source_of(self, doc_id: str) -> str:
         r = self._db.execute(f"SELECT source FROM documents WHERE doc_id = ?{self._vis}", (doc_id,)).fetchone()
         return r[0] if r else doc_id
 
     def chunks_of(self, doc_id: str) -> list[Chunk]:
-        return [_to_chunk(r) for r in self._db.execute(
-            f"SELECT {self._cols} FROM chunks WHERE doc_id = ?{self._vis} ORDER BY chunk_index", (doc_id,))]
+        return [
+            _to_chunk(r)
+            for r in self._db.execute(
+                f"SELECT {self._cols} FROM chunks WHERE doc_id = ?{self._vis} ORDER BY chunk_index", (doc_id,)
+            )
+        ]
 
     def close(self) -> None:
         self._db.close()

@@ -4,6 +4,7 @@
 incremental generations share, where each row version records the generation
 it was born in and the one that retired it (0: alive).
 """
+
 from __future__ import annotations
 
 _CHUNK_COLUMNS = """
@@ -17,12 +18,15 @@ _CHUNK_COLUMNS = """
     symbol TEXT NOT NULL DEFAULT '',
 """  # a chunk's own columns, after its key and row, in both schemas
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS chunks (
     doc_id TEXT NOT NULL,
     chunk_index INTEGER NOT NULL,
     row INTEGER NOT NULL UNIQUE,
-""" + _CHUNK_COLUMNS + """    PRIMARY KEY (doc_id, chunk_index)
+"""
+    + _CHUNK_COLUMNS
+    + """    PRIMARY KEY (doc_id, chunk_index)
 );
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS documents (
@@ -33,12 +37,16 @@ CREATE TABLE IF NOT EXISTS documents (
     first_row INTEGER NOT NULL
 );
 """
-SHARED_SCHEMA = """
+)
+SHARED_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS chunks (
     doc_id TEXT NOT NULL,
     chunk_index INTEGER NOT NULL,
     row INTEGER NOT NULL,
-""" + _CHUNK_COLUMNS + """    born INTEGER NOT NULL,
+"""
+    + _CHUNK_COLUMNS
+    + """    born INTEGER NOT NULL,
     retired INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS chunks_row ON chunks(row, born);
@@ -59,5 +67,6 @@ CREATE INDEX IF NOT EXISTS documents_doc ON documents(doc_id);
 CREATE INDEX IF NOT EXISTS documents_born ON documents(born);
 CREATE INDEX IF NOT EXISTS documents_retired ON documents(retired);
 """
+)
 COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, symbol"
 OLD_COLS = "doc_id, chunk_index, text, source, title, kind, line_start, line_end, '' AS symbol"  # before `symbol`

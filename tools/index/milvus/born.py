@@ -14,6 +14,7 @@ publish looks the rows up; a pointer written before the record (or with its
 file unreadable) is looked up once and the record read from the collection
 (`born_from_collection`), so the publishes after it read nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,8 +65,9 @@ def write_born(root: Path, gen: str, born: dict[int, int]) -> str | None:
     return f"{SPARSE_DIR}/born-{gen}.npy"
 
 
-def live_entities(root: Path, pointer: dict, born: dict[int, int] | None, rows: set[int], tenant: str,
-                  stem: bool) -> list[dict] | None:
+def live_entities(
+    root: Path, pointer: dict, born: dict[int, int] | None, rows: set[int], tenant: str, stem: bool
+) -> list[dict] | None:
     """The entities the collection shows for `rows` at the pointer's generation, rebuilt from the local
     generation it was published from; None when that cannot be done (then query them)."""
     base = Path(root) / str(pointer.get("generation", ""))

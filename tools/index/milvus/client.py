@@ -14,6 +14,7 @@ cannot be reached, `client_for` waits up to `wait_s` for the file, then fails
 with `IndexBusyError` saying so (a CLI process releases the file when it exits;
 `stop_lite_server` releases it from a long-lived one).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -51,17 +52,18 @@ def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
             return shared
         waited = time.monotonic() - started
         if wait_s is not None and waited >= wait_s:
-            raise IndexBusyError(f"the milvus-lite file {uri} is open in another process (a build, `ragsieve "
-                                 f"serve` or a reader); waited {waited:.1f}s. milvus-lite serves one process at a "
-                                 f"time: stop the other one, or publish to a Milvus server") from None
+            raise IndexBusyError(
+                f"the milvus-lite file {uri} is open in another process (a build, `ragsieve "
+                f"serve` or a reader); waited {waited:.1f}s. milvus-lite serves one process at a "
+                f"time: stop the other one, or publish to a Milvus server"
+            ) from None
         time.sleep(POLL_S)
     key = os.path.abspath(uri)
     with _guard:  # counted before it opens: a concurrent release cannot stop the server under it
         try:
             client = MilvusClient(uri=uri, token=token or "")
         except Exception as exc:  # pymilvus raises MilvusException / ConnectionError variants
-            raise IndexMissingError(f"cannot reach Milvus at {uri}: {type(exc).__name__}: "
-                                    f"{str(exc)[:200]}") from None
+            raise IndexMissingError(f"cannot reach Milvus at {uri}: {type(exc).__name__}: {str(exc)[:200]}") from None
         if is_lite(uri):
             _users[key] = _users.get(key, 0) + 1
             _record_endpoint(uri)
@@ -116,8 +118,7 @@ def _holder_client(uri: str, token: str | None):
         log.debug("milvus-lite server of process %s for %s unreachable: %s", found["pid"], uri, exc)
         return None
     client._ragsieve_shared = True  # another process's server: release_client counts nothing down
-    log.info("milvus-lite file %s is open in process %s: using its server on 127.0.0.1:%s", uri, found["pid"],
-             found["port"])
+    log.info("milvus-lite file %s is open in process %s: using its server on 127.0.0.1:%s", uri, found["pid"], found["port"])
     return client
 
 
@@ -206,4 +207,5 @@ class Reloading:
                     raise
                 self._client.load_collection(collection)
                 return attr(collection, *args, **kwargs)
+
         return call

@@ -15,6 +15,7 @@ two links long), then, under the visibility rule of
 
 Until step 4 every reader filters by B and sees B whole; after it, G whole.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,26 @@ from ragsieve.tools.index.milvus.rows import ALIVE, entities, visible_at
 log = logging.getLogger(__name__)
 
 BATCH = 1000  # rows per query/insert (Milvus caps a query at 16,384 results)
-ALL_FIELDS = ["pk", "row", "born", "died", "doc_id", "chunk_index", "text", "search_text", "source", "title", "kind",
-              "symbol", "line_start", "line_end", "text_hash", "doc_hash", "tenant", "dense"]
+ALL_FIELDS = [
+    "pk",
+    "row",
+    "born",
+    "died",
+    "doc_id",
+    "chunk_index",
+    "text",
+    "search_text",
+    "source",
+    "title",
+    "kind",
+    "symbol",
+    "line_start",
+    "line_end",
+    "text_hash",
+    "doc_hash",
+    "tenant",
+    "dense",
+]
 
 
 def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int]] | None:
@@ -52,8 +71,9 @@ def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int
     return write, retire
 
 
-def recover(client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None,
-            oldest_held: int | None = None) -> dict:
+def recover(
+    client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None, oldest_held: int | None = None
+) -> dict:
     """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
     pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
     `expired`; else by filter, a scan on engines without scalar indexes) that no reader still shows: with
@@ -67,21 +87,30 @@ def recover(client, collection: str, base: int, undo: bool = True, expired: list
             client.delete(collection, filter=f"born > {base}")
         marked = _query_all(client, collection, f"died > {base} and died < {ALIVE}")
         for start in range(0, len(marked), BATCH):
-            client.upsert(collection, [_with(e, died=ALIVE) for e in marked[start:start + BATCH]])
+            client.upsert(collection, [_with(e, died=ALIVE) for e in marked[start : start + BATCH]])
         restored = len(marked)
         if undone or marked:
-            log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)",
-                        collection, undone, restored)
+            log.warning("Milvus %s: undid an interrupted publish (%d rows removed, %d restored)", collection, undone, restored)
     if expired is None:
         client.delete(collection, filter=f"died <= {min(base, oldest_held) if oldest_held is not None else base}")
     else:
         for start in range(0, len(expired), BATCH):
-            client.delete(collection, ids=expired[start:start + BATCH])
+            client.delete(collection, ids=expired[start : start + BATCH])
     return {"undone": undone, "restored": restored, "expired": None if expired is None else len(expired)}
 
 
-def apply_delta(client, collection: str, local, base: int, generation: int, write: set[int], retire: set[int],
-                tenant: str, stem: bool, known: list[dict] | None = None) -> dict:
+def apply_delta(
+    client,
+    collection: str,
+    local,
+    base: int,
+    generation: int,
+    write: set[int],
+    retire: set[int],
+    tenant: str,
+    stem: bool,
+    known: list[dict] | None = None,
+) -> dict:
     """Steps 2 and 3 of the module doc; returns the counts written and retired. `known`: the live entities of
     the `retire` rows, rebuilt without reading the collection (`milvus.born`); else they are queried."""
     old = list(known) if known is not None else []
@@ -89,14 +118,14 @@ def apply_delta(client, collection: str, local, base: int, generation: int, writ
     if wanted:
         client.load_collection(collection)  # (a restarted milvus-lite server has it released)
     for start in range(0, len(wanted), BATCH):
-        part = wanted[start:start + BATCH]
+        part = wanted[start : start + BATCH]
         old.extend(_query_all(client, collection, f"{visible_at(base)} and row in {part}"))
     for start in range(0, len(old), BATCH):
-        client.upsert(collection, [_with(e, died=generation) for e in old[start:start + BATCH]])
+        client.upsert(collection, [_with(e, died=generation) for e in old[start : start + BATCH]])
     retired_ids = [int(e["pk"]) for e in old]
     rows = sorted(write)
     for start in range(0, len(rows), BATCH):
-        client.insert(collection, entities(local, rows[start:start + BATCH], tenant, stem, generation))
+        client.insert(collection, entities(local, rows[start : start + BATCH], tenant, stem, generation))
     client.flush(collection)
     return {"rows_written": len(rows), "rows_retired": len(old), "retired_ids": retired_ids}
 

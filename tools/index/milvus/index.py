@@ -8,6 +8,7 @@ the retriever uses it when `retrieval.fusion_site` says so (see
 `ragsieve.tools.index.query.retriever`). Metadata filters (`Where`) are evaluated by
 Milvus as boolean expressions.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,15 +50,17 @@ class MilvusIndex:
         self.visible = visible = pointer_filter(pointer)
         self.store = MilvusStore(client, collection, n, visible)
         stem = pointer.get("bm25", {}).get("stem", True) if pointer.get("bm25_input") == "pretokenized" else None
-        self.bm25 = MilvusBM25(client, collection, stem, visible,
-                               identifiers=bool(pointer.get("bm25", {}).get("identifiers", False)))
+        self.bm25 = MilvusBM25(
+            client, collection, stem, visible, identifiers=bool(pointer.get("bm25", {}).get("identifiers", False))
+        )
         self.dense = MilvusDense(client, collection, visible)
         self.vectors = MilvusVectors(client, collection, n, int(pointer["dimension"]), visible)
         if pointer.get("sparse_file"):  # stable-rows collections: the generation's subset beside the pointer
             self.sparse_rows = npy.load(root / pointer["sparse_file"]).astype(int).tolist()
         else:  # collections published before: a flag per entity
-            self.sparse_rows = sorted(r["row"] for r in client.query(collection, filter="sparse_flag == true",
-                                                                       output_fields=["row"], limit=16384))
+            self.sparse_rows = sorted(
+                r["row"] for r in client.query(collection, filter="sparse_flag == true", output_fields=["row"], limit=16384)
+            )
         self.model_name: str = manifest["embedding"]["model"]
         self._embedder = embedder
         self.device = "auto"  # where a local model embeds queries (`open.open_index(device=...)`)
@@ -75,11 +78,12 @@ class MilvusIndex:
         gen = current_generation(root)
         manifest = read_manifest(gen) if gen is not None else {"embedding": {"model": ""}}
         try:
-            client = client_for(resolve_uri(root, pointer["uri"]), token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"),
-                                wait_s=10.0)
+            client = client_for(resolve_uri(root, pointer["uri"]), token or os.environ.get("RAGSIEVE_MILVUS_TOKEN"), wait_s=10.0)
             if not client.has_collection(pointer["collection"]):
-                raise IndexMissingError(f"index {root}: Milvus collection {pointer['collection']} not found at "
-                                        f"{pointer['uri']}; publish again with `ragsieve migrate`")
+                raise IndexMissingError(
+                    f"index {root}: Milvus collection {pointer['collection']} not found at "
+                    f"{pointer['uri']}; publish again with `ragsieve migrate`"
+                )
             client.load_collection(pointer["collection"])
             index = cls(root, pointer, manifest, Reloading(client), embedder)
         except BaseException:
@@ -95,8 +99,10 @@ class MilvusIndex:
     def _model(self):
         with self._lock:
             if self._embedder is None:
-                self._embedder = open_embedder(self.manifest["embedding"],  # the provider that built the index
-                                               device=self.device)
+                self._embedder = open_embedder(
+                    self.manifest["embedding"],  # the provider that built the index
+                    device=self.device,
+                )
             return self._embedder
 
     def embedding_placement(self) -> str:
@@ -121,8 +127,7 @@ class MilvusIndex:
                     try:
                         self._meta = RowMetadata.load(self.root / name, int(self.pointer["rows"]))
                     except (OSError, ValueError, KeyError) as exc:
-                        log.warning("index %s: %s unreadable (%s): filters are resolved by Milvus", self.root,
-                                    name, exc)
+                        log.warning("index %s: %s unreadable (%s): filters are resolved by Milvus", self.root, name, exc)
                 self._meta_read = True
             return self._meta
 
@@ -149,13 +154,24 @@ class MilvusIndex:
         meta = self.row_metadata() if expr else None
         if meta is not None:  # resolved from the publish's row file, as a local index resolves it
             tenant = str(self.pointer.get("tenant", "default"))
-            return self._filter_cache.put(key, Admitted(meta.rows_where(
-                lambda source, kind: where.matches(source, kind, tenant) and (grant is None or grant(source))), n, expr))
+            return self._filter_cache.put(
+                key,
+                Admitted(
+                    meta.rows_where(
+                        lambda source, kind: where.matches(source, kind, tenant) and (grant is None or grant(source))
+                    ),
+                    n,
+                    expr,
+                ),
+            )
         rows: list[int] = []
         for start in range(0, n, PAGE) if expr else ():
-            found = self.client.query(self.pointer["collection"], output_fields=["row"], limit=PAGE,
-                                      filter=and_visible(f"row >= {start} and row < {start + PAGE} and ({expr})",
-                                                  self.visible))
+            found = self.client.query(
+                self.pointer["collection"],
+                output_fields=["row"],
+                limit=PAGE,
+                filter=and_visible(f"row >= {start} and row < {start + PAGE} and ({expr})", self.visible),
+            )
             rows.extend(int(r["row"]) for r in found)
         return self._filter_cache.put(key, Admitted(rows if expr else range(n), n, expr or None))
 
@@ -176,15 +192,27 @@ class MilvusIndex:
         if cached is None:
             found: set[str] = set()
             for start in range(0, len(self), PAGE):
-                page = self.client.query(self.pointer["collection"], output_fields=["source"], limit=PAGE,
-                                         filter=and_visible(f"row >= {start} and row < {start + PAGE}", self.visible))
+                page = self.client.query(
+                    self.pointer["collection"],
+                    output_fields=["source"],
+                    limit=PAGE,
+                    filter=and_visible(f"row >= {start} and row < {start + PAGE}", self.visible),
+                )
                 found.update(str(r["source"]) for r in page)
             cached = self._sources = sorted(found)
         return list(cached)
 
-    def hybrid_search(self, bm25_query: str, vector: np.ndarray, k: int, fusion: str, rrf_k: int = 60,
-                      weights: tuple[float, float] = (1.0, 1.0), candidate_k: int = 100,
-                      payload: bool = False) -> list[tuple]:
+    def hybrid_search(
+        self,
+        bm25_query: str,
+        vector: np.ndarray,
+        k: int,
+        fusion: str,
+        rrf_k: int = 60,
+        weights: tuple[float, float] = (1.0, 1.0),
+        candidate_k: int = 100,
+        payload: bool = False,
+    ) -> list[tuple]:
         """BM25 top `candidate_k` and dense top `candidate_k` fused by Milvus (one `hybrid_search` call):
         (row, score) pairs, or with `payload` (row, score, chunk, vector), all from that one request.
 
@@ -195,29 +223,42 @@ class MilvusIndex:
 
         w_bm25, w_dense = weights
         if fusion == "rrf" and w_bm25 != w_dense:
-            raise UsageError("Milvus' RRF ranker has no per-list weights: use equal bm25/dense weights, "
-                             "weighted fusion, or retrieval.fusion_site = \"client\"")
+            raise UsageError(
+                "Milvus' RRF ranker has no per-list weights: use equal bm25/dense weights, "
+                'weighted fusion, or retrieval.fusion_site = "client"'
+            )
         text = self.bm25.query_text(bm25_query)
         vec = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
         limit = min(candidate_k, 16384)
         vis = {"expr": self.visible} if self.visible else {}
         reqs = [AnnSearchRequest(data=[vec], anns_field="dense", param={"metric_type": "IP"}, limit=limit, **vis)]
         if text.strip():
-            reqs.insert(0, AnnSearchRequest(data=[text], anns_field="bm25", param={"metric_type": "BM25"},
-                                            limit=limit, **vis))
+            reqs.insert(0, AnnSearchRequest(data=[text], anns_field="bm25", param={"metric_type": "BM25"}, limit=limit, **vis))
         if fusion == "rrf":
             ranker = RRFRanker(rrf_k)
         elif len(reqs) == 2:
             ranker = WeightedRanker(w_bm25, w_dense)
         else:
             ranker = WeightedRanker(w_dense)
-        found = self.client.hybrid_search(self.pointer["collection"], reqs, ranker, limit=min(k, 16384),
-                                          output_fields=FIELDS + ["dense"] if payload else ["row"])
+        found = self.client.hybrid_search(
+            self.pointer["collection"],
+            reqs,
+            ranker,
+            limit=min(k, 16384),
+            output_fields=FIELDS + ["dense"] if payload else ["row"],
+        )
         hits = found[0] if found else []
         out: list[tuple]
         if payload:
-            out = [(int(h["entity"]["row"]), float(h["distance"]), MilvusStore._chunk(h["entity"]),
-                    np.asarray(h["entity"]["dense"], dtype=np.float32)) for h in hits]
+            out = [
+                (
+                    int(h["entity"]["row"]),
+                    float(h["distance"]),
+                    MilvusStore._chunk(h["entity"]),
+                    np.asarray(h["entity"]["dense"], dtype=np.float32),
+                )
+                for h in hits
+            ]
         else:
             out = [(int(h["entity"]["row"]), float(h["distance"])) for h in hits]
         return sorted(out, key=lambda p: (-p[1], p[0]))

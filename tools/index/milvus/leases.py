@@ -20,6 +20,7 @@ showed after the lock was taken, which no publish can have expired yet. Lease
 folders of generations below the shown one that nobody holds are removed by the
 publisher (`sweep`); the kernel drops a killed reader's lock.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,7 @@ def hold(root: Path, read_pointer) -> tuple[dict, ReaderLease | None]:
             return again, lease
         lease.release()
         pointer = again
-    log.warning("index %s: the Milvus pointer kept moving; reading generation %s without a lease", root,
-                pointer.get("visible"))
+    log.warning("index %s: the Milvus pointer kept moving; reading generation %s without a lease", root, pointer.get("visible"))
     return pointer, None
 
 

@@ -7,6 +7,7 @@ whole `HybridIndex` also loads the BM25 index and the FAISS graph, O(corpus) wor
 (seconds at 1M chunks) a one-document publish does not need. A generation whose
 layout this view does not know is opened as a `HybridIndex`.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,10 @@ class LocalView:
             raise
         if self.store.count() != len(self.vectors) or self.vectors.ndim != 2:
             self.store.close()
-            raise IndexMissingError(f"index generation {gen} is inconsistent: {self.store.count()} chunks, "
-                                    f"{len(self.vectors)} vectors; rebuild with --rebuild")
+            raise IndexMissingError(
+                f"index generation {gen} is inconsistent: {self.store.count()} chunks, "
+                f"{len(self.vectors)} vectors; rebuild with --rebuild"
+            )
 
     def __len__(self) -> int:
         return self.store.count()

@@ -1,5 +1,6 @@
 """The files beside a Milvus-backed index: the pointer `milvus.json` (its atomic rewrite is the publish's
 switch), the publish intent, the per-generation row files under `milvus-sparse/`, and the stored URI."""
+
 from __future__ import annotations
 
 import json

@@ -31,6 +31,7 @@ Two ways to publish, both switched by rewriting `<index>/milvus.json` atomically
 Publishing runs under the index's write lock; `migrate` is a publish of an
 existing local index: nothing is embedded again.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,9 +70,17 @@ log = logging.getLogger(__name__)
 BATCH = 2000
 
 
-def publish(root: str | Path, *, uri: str | None = None, token: str | None = None, name: str | None = None,
-            tenant: str = "default", index_type: str = "FLAT", rebuild: bool = False,
-            lock_wait_s: float | None = 300.0) -> dict:
+def publish(
+    root: str | Path,
+    *,
+    uri: str | None = None,
+    token: str | None = None,
+    name: str | None = None,
+    tenant: str = "default",
+    index_type: str = "FLAT",
+    rebuild: bool = False,
+    lock_wait_s: float | None = 300.0,
+) -> dict:
     """Publish the live local generation of `root` to Milvus, under the index's write lock.
 
     Incremental when the collection shows a generation the local change lists lead back to (O(k) rows,
@@ -80,8 +89,9 @@ def publish(root: str | Path, *, uri: str | None = None, token: str | None = Non
     interrupted publish)."""
     root = Path(root)
     with IndexLock(root, lock_wait_s):
-        return _publish_locked(root, uri=uri, token=token, name=name, tenant=tenant, index_type=index_type,
-                               rebuild=rebuild, wait_s=lock_wait_s)
+        return _publish_locked(
+            root, uri=uri, token=token, name=name, tenant=tenant, index_type=index_type, rebuild=rebuild, wait_s=lock_wait_s
+        )
 
 
 def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
@@ -98,28 +108,47 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             interrupted = _drop_abandoned(client, root, previous.get("collection"))
             held = leases.held(root)  # generations readers (any process) still show: kept whole
             pending_drop = _drop_unread(client, previous.get("pending_drop", []), held)
-            same = (not rebuild and previous.get("layout") == LAYOUT and previous.get("uri") == stored
-                    and previous.get("name") == name and previous.get("tenant", "default") == tenant
-                    and previous.get("dimension") == dim and previous.get("index_type") == index_type
-                    and {k: previous.get("bm25", {}).get(k, False) for k in ("k1", "b", "stem", "identifiers", "compounds")}
-                    == {k: bm25[k] for k in ("k1", "b", "stem", "identifiers", "compounds")}
-                    and client.has_collection(previous["collection"]))
+            same = (
+                not rebuild
+                and previous.get("layout") == LAYOUT
+                and previous.get("uri") == stored
+                and previous.get("name") == name
+                and previous.get("tenant", "default") == tenant
+                and previous.get("dimension") == dim
+                and previous.get("index_type") == index_type
+                and {k: previous.get("bm25", {}).get(k, False) for k in ("k1", "b", "stem", "identifiers", "compounds")}
+                == {k: bm25[k] for k in ("k1", "b", "stem", "identifiers", "compounds")}
+                and client.has_collection(previous["collection"])
+            )
             delta = delta_since(root, previous["generation"], local.path) if same else None
             if delta is not None:
                 collection = previous["collection"]
                 expire_now, pending = leases.expirable(_pending_expiry(previous), collection, held)
-                recovery = recover(client, collection, int(previous["visible"]),
-                                   undo=interrupted.get("mode") == "incremental",
-                                   expired=_expired_ids(root, expire_now, pending),
-                                   oldest_held=min([g for c, g in held if c == collection], default=None))
+                recovery = recover(
+                    client,
+                    collection,
+                    int(previous["visible"]),
+                    undo=interrupted.get("mode") == "incremental",
+                    expired=_expired_ids(root, expire_now, pending),
+                    oldest_held=min([g for c, g in held if c == collection], default=None),
+                )
                 write, retire = delta
                 counts: dict[str, Any] = {"rows_written": 0, "rows_retired": 0}
                 born = read_born(root, previous)
                 if previous["generation"] != gen:
                     write_intent(root, {"mode": "incremental", "collection": collection, "target": gen})
-                    counts = apply_delta(client, collection, local, int(previous["visible"]), number, write,
-                                         retire, tenant, bm25["stem"],
-                                         known=live_entities(root, previous, born, retire, tenant, bm25["stem"]))
+                    counts = apply_delta(
+                        client,
+                        collection,
+                        local,
+                        int(previous["visible"]),
+                        number,
+                        write,
+                        retire,
+                        tenant,
+                        bm25["stem"],
+                        known=live_entities(root, previous, born, retire, tenant, bm25["stem"]),
+                    )
                     born = None if born is None else next_born(born, write, len(local), number)
                 copy_generation = previous.get("copy_generation")
                 if born is None:  # a pointer from before the born record: read it from the collection, once
@@ -142,32 +171,50 @@ def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild
             release_client(client, resolve_uri(root, stored))
             if isinstance(exc, (UsageError, IndexMissingError)):
                 raise
-            raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: "
-                                    f"{str(exc)[:300]}") from None
+            raise IndexMissingError(f"publishing to Milvus at {stored} failed: {type(exc).__name__}: {str(exc)[:300]}") from None
         sparse_file = write_sparse(root, gen, local.sparse_rows)
         meta_file = write_row_metadata(root, gen, local.store.row_metadata())  # filters resolved without Milvus
         retired_file = write_sparse(root, f"retired-{gen}", retired_ids)  # deleted by id at the next publish
         born_file = write_born(root, gen, born) if born is not None else None
-        pointer = {"uri": stored, "name": name, "collection": collection, "generation": gen, "visible": number,
-                   "sparse_file": sparse_file, "meta_file": meta_file, "retired_file": retired_file, "pending_expiry": pending,
-                   "pending_drop": pending_drop, "born_file": born_file,
-                   **({"copy_generation": copy_generation} if born is not None else {}),
-                   "layout": LAYOUT, "tenant": tenant, "alias": name, "rows": len(local), "dimension": dim,
-                   "index_type": index_type, "bm25_input": BM25_INPUT, "bm25": bm25,
-                   "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
-                   "last_publish": {"mode": mode, **counts, **recovery}}
+        pointer = {
+            "uri": stored,
+            "name": name,
+            "collection": collection,
+            "generation": gen,
+            "visible": number,
+            "sparse_file": sparse_file,
+            "meta_file": meta_file,
+            "retired_file": retired_file,
+            "pending_expiry": pending,
+            "pending_drop": pending_drop,
+            "born_file": born_file,
+            **({"copy_generation": copy_generation} if born is not None else {}),
+            "layout": LAYOUT,
+            "tenant": tenant,
+            "alias": name,
+            "rows": len(local),
+            "dimension": dim,
+            "index_type": index_type,
+            "bm25_input": BM25_INPUT,
+            "bm25": bm25,
+            "token_env": "RAGSIEVE_MILVUS_TOKEN" if token else None,
+            "last_publish": {"mode": mode, **counts, **recovery},
+        }
         write_pointer(root, pointer)  # the switch: readers now show the new generation
         (root / INTENT).unlink(missing_ok=True)
-        keep = {Path(str(f)).name for f in (sparse_file, meta_file, retired_file, born_file,
-                                            previous.get("sparse_file"), previous.get("meta_file"))} | \
-            {Path(e["file"]).name for e in pending}
-        for stale in [*(root / SPARSE_DIR).glob("*.npy"), *(root / SPARSE_DIR).glob("*.npz")]:  # the previous generation's subset stays for its readers
+        keep = {
+            Path(str(f)).name
+            for f in (sparse_file, meta_file, retired_file, born_file, previous.get("sparse_file"), previous.get("meta_file"))
+        } | {Path(e["file"]).name for e in pending}
+        for stale in [
+            *(root / SPARSE_DIR).glob("*.npy"),
+            *(root / SPARSE_DIR).glob("*.npz"),
+        ]:  # the previous generation's subset stays for its readers
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
         old = previous.get("collection")
         try:
-            if mode == "full" and old and old != collection and previous.get("uri") == stored \
-                    and client.has_collection(old):
+            if mode == "full" and old and old != collection and previous.get("uri") == stored and client.has_collection(old):
                 if any(c == old for c, _ in leases.held(root)):  # a reader still shows it: dropped later
                     pointer["pending_drop"] = pending_drop + [old]
                     write_pointer(root, pointer)
@@ -245,12 +292,12 @@ def _point_alias(client, alias: str, collection: str) -> None:
         elif alias not in (client.list_aliases(collection).get("aliases") or []):
             client.alter_alias(collection, alias)
     except Exception as exc:  # an engine without aliases: the pointer file alone switches
-        log.warning("Milvus alias %s not set (%s: %s); readers still switch by %s", alias, type(exc).__name__,
-                    str(exc)[:120], POINTER)
+        log.warning(
+            "Milvus alias %s not set (%s: %s); readers still switch by %s", alias, type(exc).__name__, str(exc)[:120], POINTER
+        )
 
 
 def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:
     n = len(local)
     for start in range(0, n, BATCH):
-        client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem,
-                                           generation))
+        client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem, generation))

@@ -8,6 +8,7 @@ local generation's chunk store), so it writes them here once, and the filter is 
 per distinct (source, kind), then a gather over the rows (`ragsieve.tools.index.row_meta.RowMetadata`, which
 the local index uses too). A pointer published before this file falls back to reading the collection.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,13 @@ def write_row_metadata(root: Path, gen: str, rows: Iterable[tuple[int, str, str]
     name = f"meta-{gen}.npz"
     tmp = folder / f".{name}.tmp"
     with open(tmp, "wb") as fh:
-        np.savez(fh, sources=np.asarray(meta.sources, dtype=str), kinds=np.asarray(meta.kinds, dtype=str),
-                 source_of_row=meta.source_of_row.astype(np.int32), kind_of_row=meta.kind_of_row.astype(np.int32))
+        np.savez(
+            fh,
+            sources=np.asarray(meta.sources, dtype=str),
+            kinds=np.asarray(meta.kinds, dtype=str),
+            source_of_row=meta.source_of_row.astype(np.int32),
+            kind_of_row=meta.kind_of_row.astype(np.int32),
+        )
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, folder / name)

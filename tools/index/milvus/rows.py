@@ -11,6 +11,7 @@ whole of G or the whole of G+1, never part of a change. Rows dead before the
 previous generation are deleted at the next publish; a killed publish's rows
 (`born > G`, or `died` set but not yet reached) are undone first.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.local.store import text_hash
 from ragsieve.tools.index.milvus.schema import analysed
 
-ALIVE = 2 ** 62  # `died` of an entity still current
+ALIVE = 2**62  # `died` of an entity still current
 ROW_BITS = 36  # primary key = generation << 36 | row: 68 billion rows per generation
 LAYOUT = "stable-rows-1"  # pointer marker: collections with born/died/pk (older ones have none)
 
@@ -59,16 +60,31 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
     compounds = bool((local.manifest.get("bm25") or {}).get("compounds", False))
     words = bool(local.manifest.get("settings", {}).get("chunking", {}).get("header_words", False))
     vectors = np.asarray(local.vectors[rows], dtype=np.float32).reshape(len(rows), -1)
-    return [{
-        "pk": primary_key(generation, r), "row": r, "born": int(generation), "died": ALIVE,
-        "doc_id": c.doc_id, "chunk_index": c.chunk_index, "text": c.text[:65000],
-        "search_text": analysed(indexed_text(c, headers, words) if titles else c.text, stem, identifiers,
-                                compounds and c.kind == "code")[:65000],
-        "source": c.source[:4000], "title": c.title[:1000],
-        "kind": c.kind, "symbol": c.symbol[:1000], "line_start": -1 if c.line_start is None else c.line_start,
-        "line_end": -1 if c.line_end is None else c.line_end, "text_hash": text_hash(c.text),
-        "doc_hash": hashes.get(c.doc_id, ""), "tenant": tenant,
-        "dense": v.tolist()} for r, c, v in zip(rows, chunks, vectors)]
+    return [
+        {
+            "pk": primary_key(generation, r),
+            "row": r,
+            "born": int(generation),
+            "died": ALIVE,
+            "doc_id": c.doc_id,
+            "chunk_index": c.chunk_index,
+            "text": c.text[:65000],
+            "search_text": analysed(
+                indexed_text(c, headers, words) if titles else c.text, stem, identifiers, compounds and c.kind == "code"
+            )[:65000],
+            "source": c.source[:4000],
+            "title": c.title[:1000],
+            "kind": c.kind,
+            "symbol": c.symbol[:1000],
+            "line_start": -1 if c.line_start is None else c.line_start,
+            "line_end": -1 if c.line_end is None else c.line_end,
+            "text_hash": text_hash(c.text),
+            "doc_hash": hashes.get(c.doc_id, ""),
+            "tenant": tenant,
+            "dense": v.tolist(),
+        }
+        for r, c, v in zip(rows, chunks, vectors)
+    ]
 
 
 def doc_hashes(store, doc_ids: set[str]) -> dict[str, str]:
@@ -80,7 +96,7 @@ def doc_hashes(store, doc_ids: set[str]) -> dict[str, str]:
         return {d: every.get(d, "") for d in doc_ids}
     ids, out = sorted(doc_ids), {}
     for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
+        part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
         out.update(db.execute(f"SELECT doc_id, content_hash FROM documents WHERE doc_id IN ({marks})", part))
     return out

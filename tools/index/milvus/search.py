@@ -1,4 +1,5 @@
 """Server-side BM25 and dense search over a Milvus-served index (see `ragsieve.tools.index.milvus.index`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,9 @@ from ragsieve.tools.index.search.admitted import Admitted
 class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
-    def __init__(self, client, collection: str, stem: bool | None = True, visible: str | None = None,
-                 identifiers: bool = False) -> None:
+    def __init__(
+        self, client, collection: str, stem: bool | None = True, visible: str | None = None, identifiers: bool = False
+    ) -> None:
         self.client, self.collection, self.visible = client, collection, visible
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
         self.identifiers = identifiers  # the collection holds identifier terms (milvus_schema.analysed)
@@ -37,7 +39,7 @@ class MilvusBM25:
         floor = min((s for _, s in deep), default=1.0)
         rest = [p for p in self._search(query, k, sorted(wanted)) if p[0] not in {r for r, _ in deep}]
         top = max((s for _, s in rest), default=1.0)
-        return deep + [(r, 0.5 * floor * s / top) for r, s in rest][:k - len(deep)]
+        return deep + [(r, 0.5 * floor * s / top) for r, s in rest][: k - len(deep)]
 
     def _search(self, query: str, k: int, rows: list[int] | None) -> list[tuple[int, float]]:
         expr = and_visible(rows_in(rows) if rows is not None else None, self.visible)
@@ -45,8 +47,15 @@ class MilvusBM25:
         text = self.query_text(query)
         if not text.strip():  # only stopwords: no BM25 match anywhere (as locally)
             return []
-        found = self.client.search(self.collection, data=[text], anns_field="bm25", limit=min(k, 16384),
-                                   output_fields=["row"], search_params={"metric_type": "BM25"}, **kwargs)
+        found = self.client.search(
+            self.collection,
+            data=[text],
+            anns_field="bm25",
+            limit=min(k, 16384),
+            output_fields=["row"],
+            search_params={"metric_type": "BM25"},
+            **kwargs,
+        )
         # milvus-lite reports the BM25 score negated; the order is best first either way
         pairs = [(int(h["entity"]["row"]), abs(float(h["distance"]))) for h in (found[0] if found else [])]
         ranked = sorted((p for p in pairs if p[1] > 0), key=lambda p: (-p[1], p[0]))
@@ -94,8 +103,9 @@ class MilvusDense:
         return self._search(vector, k, None, admitted.expr, admitted.fraction)
 
     def _exact(self, vector, k: int, rows: list[int]) -> list[tuple[int, float]]:
-        found = self.client.query(self.collection, filter=and_visible(rows_in(rows), self.visible),
-                                  output_fields=["row", "dense"], limit=len(rows))
+        found = self.client.query(
+            self.collection, filter=and_visible(rows_in(rows), self.visible), output_fields=["row", "dense"], limit=len(rows)
+        )
         if not found:
             return []
         ids = np.asarray([int(f["row"]) for f in found], dtype=np.int64)
@@ -106,9 +116,15 @@ class MilvusDense:
     def _search(self, vector, k, rows, where: str | None = None, share: float = 1.0):
         expr = and_visible(rows_in(rows) if rows is not None else where, self.visible)
         kwargs = {"filter": expr} if expr else {}
-        found = self.client.search(self.collection, data=[np.asarray(vector, dtype=np.float32).reshape(-1).tolist()],
-                                   anns_field="dense", limit=min(k, 16384), output_fields=["row"],
-                                   search_params=dense_params(k, rows, filtered=where is not None, share=share), **kwargs)
+        found = self.client.search(
+            self.collection,
+            data=[np.asarray(vector, dtype=np.float32).reshape(-1).tolist()],
+            anns_field="dense",
+            limit=min(k, 16384),
+            output_fields=["row"],
+            search_params=dense_params(k, rows, filtered=where is not None, share=share),
+            **kwargs,
+        )
         pairs = [(int(h["entity"]["row"]), float(h["distance"])) for h in (found[0] if found else [])]
         return sorted(pairs, key=lambda p: (-p[1], p[0]))
 

@@ -1,5 +1,6 @@
 """Rows of a Milvus-served index read back by row number: chunks, documents, neighbours and dense vectors,
 each restricted to the published generation (see `ragsieve.tools.index.milvus.index`)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,20 @@ from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.store import text_hash
 from ragsieve.tools.types import Chunk
 
-FIELDS = ["row", "doc_id", "chunk_index", "text", "source", "title", "kind", "line_start", "line_end", "symbol",
-           "text_hash", "doc_hash"]
+FIELDS = [
+    "row",
+    "doc_id",
+    "chunk_index",
+    "text",
+    "source",
+    "title",
+    "kind",
+    "line_start",
+    "line_end",
+    "symbol",
+    "text_hash",
+    "doc_hash",
+]
 PAGE = 16000  # rows per query page (Milvus caps a query's limit at 16,384)
 
 
@@ -36,15 +49,21 @@ class MilvusStore:
 
     def _query(self, expr: str, limit: int | None = None, fields: list[str] = FIELDS) -> list[dict]:
         kwargs = {"limit": limit} if limit else {}
-        return self.client.query(self.collection, filter=and_visible(expr, self.visible), output_fields=fields,
-                                 **kwargs)
+        return self.client.query(self.collection, filter=and_visible(expr, self.visible), output_fields=fields, **kwargs)
 
     @staticmethod
     def _chunk(r: dict) -> Chunk:
-        return Chunk(doc_id=r["doc_id"], chunk_index=r["chunk_index"], text=r["text"], source=r["source"],
-                     title=r["title"], kind=r["kind"], symbol=r["symbol"],
-                     line_start=None if r["line_start"] < 0 else r["line_start"],
-                     line_end=None if r["line_end"] < 0 else r["line_end"])
+        return Chunk(
+            doc_id=r["doc_id"],
+            chunk_index=r["chunk_index"],
+            text=r["text"],
+            source=r["source"],
+            title=r["title"],
+            kind=r["kind"],
+            symbol=r["symbol"],
+            line_start=None if r["line_start"] < 0 else r["line_start"],
+            line_end=None if r["line_end"] < 0 else r["line_end"],
+        )
 
     def count(self) -> int:
         return self._count
@@ -57,7 +76,7 @@ class MilvusStore:
         found: dict[int, Chunk] = {}
         unique = sorted(set(wanted))
         for start in range(0, len(unique), 1000):
-            for r in self._query(rows_in(unique[start:start + 1000]), limit=1000):
+            for r in self._query(rows_in(unique[start : start + 1000]), limit=1000):
                 found[r["row"]] = self._chunk(r)
         missing = [r for r in unique if r not in found]
         if missing:
@@ -76,9 +95,12 @@ class MilvusStore:
         if not doc:
             return []
         at = int(doc[0]["chunk_index"])
-        near = self._query(f"doc_id == {_quote(doc[0]['doc_id'])} and chunk_index >= {at - radius} "
-                           f"and chunk_index <= {at + radius} and row != {int(row)}", 2 * radius + 1,
-                           ["row", "chunk_index"])
+        near = self._query(
+            f"doc_id == {_quote(doc[0]['doc_id'])} and chunk_index >= {at - radius} "
+            f"and chunk_index <= {at + radius} and row != {int(row)}",
+            2 * radius + 1,
+            ["row", "chunk_index"],
+        )
         return [r["row"] for r in sorted(near, key=lambda r: r["chunk_index"])]
 
     def row_of_text(self, text: str) -> int | None:
@@ -89,8 +111,10 @@ class MilvusStore:
     def documents(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for start in range(0, self._count, 16000):
-            for r in sorted(self._query(f"row >= {start} and row < {start + 16000}", 16000,
-                                        ["row", "doc_id", "doc_hash"]), key=lambda r: r["row"]):
+            for r in sorted(
+                self._query(f"row >= {start} and row < {start + 16000}", 16000, ["row", "doc_id", "doc_hash"]),
+                key=lambda r: r["row"],
+            ):
                 out.setdefault(r["doc_id"], r["doc_hash"])
         return out
 
@@ -122,8 +146,7 @@ class MilvusVectors:
         found: dict[int, list[float]] = {}
         unique = sorted(set(rows))
         for start in range(0, len(unique), 1000):
-            expr = and_visible(rows_in(unique[start:start + 1000]), self.visible)
-            for r in self.client.query(self.collection, filter=expr,
-                                       output_fields=["row", "dense"], limit=1000):
+            expr = and_visible(rows_in(unique[start : start + 1000]), self.visible)
+            for r in self.client.query(self.collection, filter=expr, output_fields=["row", "dense"], limit=1000):
                 found[r["row"]] = r["dense"]
         return np.asarray([found[r] for r in rows], dtype=np.float32).reshape(len(rows), self.shape[1])

@@ -6,6 +6,7 @@ chunks defining it lead the fused list (marked `extra["symbol"]`), as a code sea
 definition" would; the rest keeps its fused order. A definition the query spells out in words is raised,
 not moved (`definitions_first`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,8 +17,7 @@ from ragsieve.tools.index.search.symbols import SymbolTable, is_lookup
 SPELLED_BOOST = 0.3  # a definition spelled out in the query's words gains this share of the top fused score
 
 
-def definitions_first(fused: list[tuple[int, float]], named: list[int],
-                      spelled: Sequence[int] = ()) -> list[tuple[int, float]]:
+def definitions_first(fused: list[tuple[int, float]], named: list[int], spelled: Sequence[int] = ()) -> list[tuple[int, float]]:
     """The fused (row, score) list with the `named` rows moved to the front in their order, and the `spelled`
     rows raised by SPELLED_BOOST x the top score: a definition whose name the query spells in words
     (`read a chunked response` -> `_read_chunked`) is likely its subject, but unlike a named one it keeps
@@ -37,10 +37,7 @@ def definitions_first(fused: list[tuple[int, float]], named: list[int],
     return front + [(r, s) for r, s in fused if r not in chosen]
 
 
-
-
-def named_rows(table: SymbolTable | None, query: str,
-               rows: list[int] | Admitted | None) -> tuple[list[int], list[int]]:
+def named_rows(table: SymbolTable | None, query: str, rows: list[int] | Admitted | None) -> tuple[list[int], list[int]]:
     """(rows defining a symbol the query names, rows defining one it spells out in words), within `rows`
     (all rows when None); nothing without a symbol `table`."""
     if table is None:

@@ -3,6 +3,7 @@
 Items are any hashable ids (the retriever uses index rows). Every function is
 deterministic: ties are broken by first appearance across the input lists.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -32,8 +33,7 @@ def _ordered(scores: dict[K, float], first_seen: dict[K, int]) -> list[tuple[K, 
     return sorted(scores.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
 
 
-def rrf(ranked_lists: Sequence[Sequence[K]], k: int = 60,
-        weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
+def rrf(ranked_lists: Sequence[Sequence[K]], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
     """Reciprocal Rank Fusion, best first.
 
     score(d) = sum_i w_i / (k + rank_i(d)), rank 1-based, summed over the lists
@@ -77,8 +77,7 @@ def minmax_normalise(scores: Sequence[float]) -> list[float]:
     return [(v - lo) / (hi - lo) for v in values]
 
 
-def weighted_fusion(score_lists: Sequence[Mapping[K, float]],
-                    weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
+def weighted_fusion(score_lists: Sequence[Mapping[K, float]], weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
     """Weighted sum of min-max normalised scores (CombSUM with weights), best first.
 
     score(d) = sum_i w_i * minmax_i(s_i(d)) / sum_i w_i, where an item missing

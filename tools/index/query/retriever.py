@@ -24,6 +24,7 @@ so the top k are k different passages once stitching reads each definition whole
 (`ragsieve.tools.filters.sections.one_per_section`). A table-of-contents page's chunks (`kind == "toc"`)
 are never returned, unless the filter asks for `kind="toc"`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -48,17 +49,29 @@ from ragsieve.tools.types import Hit
 class HybridRetriever:
     """BM25 top `candidate_k` + dense top `candidate_k`, fused by RRF or weighted min-max sum."""
 
-    def __init__(self, index: IndexBackend, fusion: str | FusionMode = FusionMode.RRF, rrf_k: int = 60,
-                 bm25_weight: float = 1.0, dense_weight: float = 1.0, candidate_k: int = 100,
-                 fusion_site: str | FusionSite = FusionSite.AUTO, where=None, symbols: bool = True,
-                 collapse: bool = True, sections: bool = True,
-                 ranking: str | RankingMode = RankingMode.HYBRID) -> None:
+    def __init__(
+        self,
+        index: IndexBackend,
+        fusion: str | FusionMode = FusionMode.RRF,
+        rrf_k: int = 60,
+        bm25_weight: float = 1.0,
+        dense_weight: float = 1.0,
+        candidate_k: int = 100,
+        fusion_site: str | FusionSite = FusionSite.AUTO,
+        where=None,
+        symbols: bool = True,
+        collapse: bool = True,
+        sections: bool = True,
+        ranking: str | RankingMode = RankingMode.HYBRID,
+    ) -> None:
         self.index = index
         self.fusion = parse_enum(FusionMode, fusion, "fusion mode")
         self.fusion_site = parse_enum(FusionSite, fusion_site, "fusion site")
         if self.fusion_site is FusionSite.SERVER and not isinstance(index, ServerFusion):
-            raise UsageError("retrieval.fusion_site = \"server\" needs a backend that fuses (milvus); "
-                             "this index is local: use \"client\" or \"auto\"")
+            raise UsageError(
+                'retrieval.fusion_site = "server" needs a backend that fuses (milvus); '
+                'this index is local: use "client" or "auto"'
+            )
         self.where = None if where is None or where.empty() else where
         if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
             raise UsageError(f"rrf_k must be an integer >= 1, got {rrf_k!r}")
@@ -71,10 +84,11 @@ class HybridRetriever:
         self.ranking = parse_enum(RankingMode, ranking, "ranking")
         self._parsed = ParsedFiles()  # documents parsed by `collapse`, shared with the clones of `with_filter`
         self.weights = check_weights(bm25_weight, dense_weight)
-        if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and \
-                self.weights[0] != self.weights[1]:
-            raise UsageError("retrieval.fusion_site = \"server\": Milvus' RRF ranker has no per-list weights; "
-                             "use equal bm25/dense weights, weighted fusion, or fusion_site \"client\"")
+        if self.fusion_site is FusionSite.SERVER and self.fusion is FusionMode.RRF and self.weights[0] != self.weights[1]:
+            raise UsageError(
+                'retrieval.fusion_site = "server": Milvus\' RRF ranker has no per-list weights; '
+                'use equal bm25/dense weights, weighted fusion, or fusion_site "client"'
+            )
 
     def with_filter(self, where) -> "HybridRetriever":
         """The same retriever restricted by a metadata filter (None: unrestricted)."""
@@ -113,9 +127,16 @@ class HybridRetriever:
         return l2_normalise((q + np.mean(parts, axis=0)) / 2.0)
 
     @tracing.traced("ragsieve.retrieve", tracing.Kind.RETRIEVER, retrieval_before, retrieval_after)  # docs/tracing.md
-    def run(self, query: str, top_k: int = 10, *, rows: list[int] | None = None,
-            extra_texts: list[str] | None = None, weights: tuple[float, float] | None = None,
-            query_vector: np.ndarray | None = None) -> list[Hit]:
+    def run(
+        self,
+        query: str,
+        top_k: int = 10,
+        *,
+        rows: list[int] | None = None,
+        extra_texts: list[str] | None = None,
+        weights: tuple[float, float] | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> list[Hit]:
         """The `top_k` fused hits for `query`, best first.
 
         `rows` restricts both retrievers to those index rows; `extra_texts`
@@ -137,8 +158,7 @@ class HybridRetriever:
                 return []
         elif self.where is not None:
             allowed = self.index.filter_rows(self.where)  # sorted rows of the index: no second check
-            rows, checked = (allowed, True) if rows is None else (sorted(set(int(r) for r in rows) & set(allowed)),
-                                                                  False)
+            rows, checked = (allowed, True) if rows is None else (sorted(set(int(r) for r in rows) & set(allowed)), False)
         if rows is not None and not checked:
             rows = sorted({int(r) for r in rows})
             bad = [r for r in rows if not 0 <= r < n]
@@ -163,8 +183,7 @@ class HybridRetriever:
                 lists.append(lst)
                 ws.append(w)
         fused = fuse(self.fusion, lists, ws, self.rrf_k)
-        named, spelled = named_rows(self.index.symbols if self.symbols else None, query,
-                                    rows if admitted is None else admitted)
+        named, spelled = named_rows(self.index.symbols if self.symbols else None, query, rows if admitted is None else admitted)
         if named or spelled:
             fused = definitions_first(fused, named, spelled)
         if not fused:
@@ -177,23 +196,35 @@ class HybridRetriever:
             dense_scores = np.asarray(vectors_of(self.index)[hit_rows], dtype=np.float32) @ qvec
             bm25_hit = self.index.bm25.score_rows(bm25_query, hit_rows)
             chunks = self.index.store.get_many(hit_rows)
-            return [Hit(chunk=c, row=r, score=float(s), bm25_score=float(b), bm25_rank=bm25_rank.get(r),
-                        dense_score=float(d), dense_rank=dense_rank.get(r),
-                        extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {})
-                    for c, r, (_, s), d, b in zip(chunks, hit_rows, part, dense_scores, bm25_hit)]
+            return [
+                Hit(
+                    chunk=c,
+                    row=r,
+                    score=float(s),
+                    bm25_score=float(b),
+                    bm25_rank=bm25_rank.get(r),
+                    dense_score=float(d),
+                    dense_rank=dense_rank.get(r),
+                    extra={"symbol": 1.0} if r in named else {"symbol_spelled": 1.0} if r in spelled else {},
+                )
+                for c, r, (_, s), d, b in zip(chunks, hit_rows, part, dense_scores, bm25_hit)
+            ]
 
         if self.ranking is RankingMode.SOURCE_FIRST:  # a deeper window, definitions in source files first
             deep = self._top(lambda start, end: build(fused[start:end]), max(top_k * DEPTH, MIN_DEPTH), len(fused))
             return source_first(deep, top_k)
         return self._top(lambda start, end: build(fused[start:end]), top_k, len(fused))
 
-    def _candidates(self, bm25_query: str, qvec: np.ndarray, rows: list[int] | None, admitted: Admitted | None,
-                    lexical: bool, dense: bool) -> tuple[Ranked, Ranked]:
+    def _candidates(
+        self, bm25_query: str, qvec: np.ndarray, rows: list[int] | None, admitted: Admitted | None, lexical: bool, dense: bool
+    ) -> tuple[Ranked, Ranked]:
         """The BM25 and dense top `candidate_k` lists, each within `admitted` or `rows` when given."""
         index, k = self.index, self.candidate_k
         if admitted is not None and isinstance(index, AdmittedSearch):
-            return (index.lexical_within(bm25_query, admitted, k) if lexical else [],
-                    index.dense_within(qvec, admitted, k) if dense else [])
+            return (
+                index.lexical_within(bm25_query, admitted, k) if lexical else [],
+                index.dense_within(qvec, admitted, k) if dense else [],
+            )
         bm25_list = index.bm25.search(bm25_query, k, rows) if lexical else []
         dense_list: Ranked = []
         if dense:
@@ -231,11 +262,11 @@ class HybridRetriever:
         def build(start: int, end: int) -> list[Hit]:
             # the first `end` fused hits, chunks and vectors in one request; asked again (deeper) only when
             # collapse dropped pieces and the list must be read further
-            fused = index.hybrid_search(bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights,
-                                             self.candidate_k, payload=True)
+            fused = index.hybrid_search(
+                bm25_query, qvec, end, self.fusion.value, self.rrf_k, weights, self.candidate_k, payload=True
+            )
             part = fused[start:end]
             dense_scores = np.asarray([v for *_, v in part], dtype=np.float32) @ qvec if part else []
-            return [Hit(chunk=c, row=r, score=float(s), dense_score=float(d))
-                    for (r, s, c, _), d in zip(part, dense_scores)]
+            return [Hit(chunk=c, row=r, score=float(s), dense_score=float(d)) for (r, s, c, _), d in zip(part, dense_scores)]
 
         return self._top(build, top_k, 2 * self.candidate_k)  # a fused list holds at most both lists

@@ -11,6 +11,7 @@ rank within a class (a stable sort), and keeps the top k:
 2. code in a test file (`tests/`, `test_*.py`, `*_test.go`, `*.spec.ts`, `conftest.py`...),
 3. everything else (prose, web pages, PDFs).
 """
+
 from __future__ import annotations
 
 import re

@@ -13,6 +13,7 @@ A metadata or access filter (`ragsieve.tools.index.search.where.Where`) admits a
 The filter stays inside retrieval: a search restricted to an `Admitted` returns k admitted rows, never k rows
 of which some are then dropped.
 """
+
 from __future__ import annotations
 
 import threading

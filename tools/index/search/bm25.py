@@ -21,6 +21,7 @@ stems vs 0.666 / 0.665 without (measured with benchmarks/retrieval.py's
 metric functions; 2026-11-21, a one-off decision run with no result file kept). The current
 default index's BM25-alone figure is 0.683 (200-token chunks, `benchmarks/results/retrieval_scifact.json`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -92,9 +93,12 @@ def _tokenize(text: str, stem: bool, identifiers: bool) -> list[str]:
 
 
 def tokenizer_description(stem: bool, identifiers: bool = False, compounds: bool = False) -> str:
-    return ("lowercase \\w+, bm25s English stopwords removed" + (", Snowball English stems (PyStemmer)" if stem else "")
-            + ("; identifiers kept whole and split" if identifiers else "")
-            + ("; documents: lower-case compounds split into words" if compounds else ""))
+    return (
+        "lowercase \\w+, bm25s English stopwords removed"
+        + (", Snowball English stems (PyStemmer)" if stem else "")
+        + ("; identifiers kept whole and split" if identifiers else "")
+        + ("; documents: lower-case compounds split into words" if compounds else "")
+    )
 
 
 def lucene_idf(df: int, n_docs: int) -> float:
@@ -102,8 +106,7 @@ def lucene_idf(df: int, n_docs: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def lucene_bm25_scores(corpus_tokens: list[list[str]], query_tokens: list[str],
-                       k1: float = 0.9, b: float = 0.4) -> list[float]:
+def lucene_bm25_scores(corpus_tokens: list[list[str]], query_tokens: list[str], k1: float = 0.9, b: float = 0.4) -> list[float]:
     """Reference Lucene BM25 score of every document for one query (brute force).
 
     score(d, q) = sum over query tokens t (repeats count again) of
@@ -148,8 +151,15 @@ def _lucene_okapi_class():
 class BM25Index:
     """Keyword index whose document i is chunk row i."""
 
-    def __init__(self, engine: str | BM25Engine = BM25Engine.BM25S, k1: float = 0.9, b: float = 0.4,
-                 stem: bool = True, identifiers: bool = True, compounds: bool = True) -> None:
+    def __init__(
+        self,
+        engine: str | BM25Engine = BM25Engine.BM25S,
+        k1: float = 0.9,
+        b: float = 0.4,
+        stem: bool = True,
+        identifiers: bool = True,
+        compounds: bool = True,
+    ) -> None:
         self.engine = parse_enum(BM25Engine, engine, "bm25 engine")
         if not k1 > 0:
             raise UsageError(f"bm25 k1 must be > 0, got {k1}")
@@ -164,9 +174,16 @@ class BM25Index:
 
     @property
     def params(self) -> dict:
-        return {"engine": self.engine.value, "k1": self.k1, "b": self.b, "method": "lucene",
-                "stem": self.stem, "identifiers": self.identifiers, "compounds": self.compounds,
-                "tokenizer": tokenizer_description(self.stem, self.identifiers, self.compounds)}
+        return {
+            "engine": self.engine.value,
+            "k1": self.k1,
+            "b": self.b,
+            "method": "lucene",
+            "stem": self.stem,
+            "identifiers": self.identifiers,
+            "compounds": self.compounds,
+            "tokenizer": tokenizer_description(self.stem, self.identifiers, self.compounds),
+        }
 
     def build(self, texts: list[str], kinds: list[str] | None = None) -> "BM25Index":
         """Index `texts` (row i = texts[i]); with `kinds` (the chunks' kinds), compound words are added to code
@@ -208,8 +225,9 @@ class BM25Index:
         if not (d / _META).is_file():
             raise IndexMissingError(f"BM25 index not found in {d} (no {_META})")
         meta = json.loads((d / _META).read_text(encoding="utf-8"))
-        index = cls(meta["engine"], meta["k1"], meta["b"], meta["stem"], meta.get("identifiers", False),
-                    meta.get("compounds", False))
+        index = cls(
+            meta["engine"], meta["k1"], meta["b"], meta["stem"], meta.get("identifiers", False), meta.get("compounds", False)
+        )
         if index.engine is BM25Engine.BM25S:
             import bm25s
 

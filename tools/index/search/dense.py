@@ -5,6 +5,7 @@ model that embeds them is `ragsieve.tools.index.embedders.local_embedder`). The 
 vectors are kept next to the FAISS file (`vectors.npy`, row order = chunk
 rows) so that incremental re-indexing reuses them and subset search is exact.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,7 +35,7 @@ def corpus_similarities(vectors, query: np.ndarray, block: int = 65536) -> np.nd
     n = len(vectors)
     out = np.empty(n, dtype=np.float64)
     for start in range(0, n, block):
-        out[start:start + block] = np.asarray(vectors[start:start + block], dtype=np.float64) @ q
+        out[start : start + block] = np.asarray(vectors[start : start + block], dtype=np.float64) @ q
     return out
 
 
@@ -49,8 +50,9 @@ def _faiss():
 class DenseIndex:
     """FAISS inner-product index over normalised vectors (row i = chunk row i)."""
 
-    def __init__(self, kind: str | FaissKind = FaissKind.FLAT, hnsw_m: int = 32, ef_search: int = 128,
-                 ef_construction: int = 200) -> None:
+    def __init__(
+        self, kind: str | FaissKind = FaissKind.FLAT, hnsw_m: int = 32, ef_search: int = 128, ef_construction: int = 200
+    ) -> None:
         self.kind = parse_enum(FaissKind, kind, "faiss index")
         for name, value in (("hnsw_m", hnsw_m), ("ef_search", ef_search), ("ef_construction", ef_construction)):
             if value < 1:

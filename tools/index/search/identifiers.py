@@ -9,6 +9,7 @@ This is the identifier splitting of code search engines (e.g. Sourcegraph's and 
 tokenisers; Lawrie & Binkley 2011, "Expanding identifiers to normalize source code vocabulary") applied
 to prose and code alike.
 """
+
 from __future__ import annotations
 
 import re

@@ -5,6 +5,7 @@ Reading a `.npy` header calls `ast.literal_eval`; CPython 3.11 (3.11.7 here) can
 live server does: a question opens a generation while a publish reads another (seen in
 `tests/core/test_milvus_incremental.py`'s reader loop). Loading is header parsing plus a memory map, so the lock costs nothing.
 """
+
 from __future__ import annotations
 
 import threading

@@ -15,6 +15,7 @@ definition whose name is spelled out in the query's words (`spelled`: "read a ch
 `_read_chunked`) is raised by a share of the top score (`definitions.definitions_first`). And
 `Where(symbol_kind=...)` admits only chunks defining a symbol of that kind.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,8 @@ KINDS = ("function", "method", "class", "attribute")
 _CODE_DEF = re.compile(
     r"^[ \t]*(?:(?:export|public|private|protected|internal|static|async|pub|abstract|final|default|override)\s+)*"
     r"(def|class|function|func|fn|interface|struct|enum|trait|type|impl)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _CLASSLIKE = {"class", "interface", "struct", "enum", "trait", "type", "impl"}
 _SIGNATURE = re.compile(r"^###### (.+)$", re.MULTILINE)  # indexes built before signatures were inline code
 _CODE_SIGNATURE = re.compile(r"\A`([^`\n]+)`[ \t]*(?:\n|\Z)")
@@ -40,8 +42,10 @@ MAX_PER_TERM = 2
 def key(name: str) -> str:
     """Lower case, surrounding underscores of each part dropped (`_read_chunked` meets `read_chunked`), except
     a dunder's (`__str__` is not `str`)."""
-    return ".".join(part if part.startswith("__") and part.endswith("__") and len(part) > 4 else part.strip("_")
-                    for part in name.lower().split("."))
+    return ".".join(
+        part if part.startswith("__") and part.endswith("__") and len(part) > 4 else part.strip("_")
+        for part in name.lower().split(".")
+    )
 
 
 @dataclass
@@ -114,8 +118,9 @@ class SymbolTable:
 
 LOOKUP_WORDS = 3  # a query naming a definition with at most this many other content words looks it up
 # question and auxiliary words (as `bm25.tokenize` stems them), which say nothing about the subject
-_QUESTION_WORDS = frozenset("how what where which why when who whi doe do did is are was can could should "
-                            "would i we you use".split())
+_QUESTION_WORDS = frozenset(
+    "how what where which why when who whi doe do did is are was can could should would i we you use".split()
+)
 
 
 def is_lookup(query: str) -> bool:
@@ -168,7 +173,7 @@ def _page_definitions(text: str, anchor: str) -> list[tuple[str, str]]:
     out = []
     first_line = _CODE_SIGNATURE.match(text)
     names_anchor = first_line is not None and anchor.rsplit(".", 1)[-1] in first_line.group(1)
-    for match in ([first_line] if first_line is not None and names_anchor else _SIGNATURE.finditer(text)):
+    for match in [first_line] if first_line is not None and names_anchor else _SIGNATURE.finditer(text):
         signature = match.group(1).strip().lstrip("@")
         first = signature.split(" ", 1)[0]
         if first in ("class", "exception"):

@@ -16,6 +16,7 @@ identity, replacing whatever a request sent. None: no access check (a local, unr
 The local backend turns a filter into the set of rows it admits; Milvus evaluates
 it server-side as a boolean expression (`milvus_expr`).
 """
+
 from __future__ import annotations
 
 import json
@@ -107,42 +108,53 @@ class Where(BaseModel):
             raise UsageError(f"--where: {exc}") from None
 
     def empty(self) -> bool:
-        return (not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes
-                and self.readers is None)
+        return (
+            not any(getattr(self, f) for f in FIELDS) and self.prefixes is None and not self.attributes and self.readers is None
+        )
 
     def _resolved(self) -> None:
         if self.attributes:
-            raise UsageError("attribute filters are resolved by the server that holds the files' attributes "
-                             "(ragsieve serve's documents API); this index alone cannot evaluate them")
+            raise UsageError(
+                "attribute filters are resolved by the server that holds the files' attributes "
+                "(ragsieve serve's documents API); this index alone cannot evaluate them"
+            )
 
     def matches(self, source: str, kind: str, tenant: str = "default") -> bool:
         self._resolved()
-        return ((self.prefixes is None or source.startswith(self.prefixes))
-                and (self.source is None or source == self.source)
-                and (self.path_prefix is None or source.startswith(self.path_prefix))
-                and (self.language is None or language_of(source) == self.language)
-                and (self.kind is None or kind == self.kind)
-                and (self.tenant is None or tenant == self.tenant))
+        return (
+            (self.prefixes is None or source.startswith(self.prefixes))
+            and (self.source is None or source == self.source)
+            and (self.path_prefix is None or source.startswith(self.path_prefix))
+            and (self.language is None or language_of(source) == self.language)
+            and (self.kind is None or kind == self.kind)
+            and (self.tenant is None or tenant == self.tenant)
+        )
 
     def milvus_expr(self, readable: list[str] | None = None) -> str:
         """The same filter as a Milvus boolean expression over the collection's fields; with `readers`,
         `readable` are the sources the caller may read (the index's access labels resolved)."""
         if self.symbol_kind is not None:
-            raise UsageError("where symbol_kind needs the index's symbol table, which the Milvus backend does "
-                             "not have: use a local index, or filter by path_prefix/language")
+            raise UsageError(
+                "where symbol_kind needs the index's symbol table, which the Milvus backend does "
+                "not have: use a local index, or filter by path_prefix/language"
+            )
         self._resolved()
         parts = []
         if self.prefixes is not None:
-            parts.append("(" + " or ".join(f"source like {json.dumps(_like_escape(p) + '%')}" for p in self.prefixes)
-                         + ")" if self.prefixes else "false")
+            parts.append(
+                "(" + " or ".join(f"source like {json.dumps(_like_escape(p) + '%')}" for p in self.prefixes) + ")"
+                if self.prefixes
+                else "false"
+            )
         if self.source is not None:
             parts.append(f"source == {json.dumps(self.source)}")
         if self.path_prefix is not None:
             parts.append(f"source like {json.dumps(_like_escape(self.path_prefix) + '%')}")
         if self.language is not None:
             exts = [e for e, lang in _extension_map().items() if lang == self.language]
-            parts.append("(" + " or ".join(f"source like {json.dumps('%' + _like_escape(e))}" for e in exts) + ")"
-                         if exts else "false")
+            parts.append(
+                "(" + " or ".join(f"source like {json.dumps('%' + _like_escape(e))}" for e in exts) + ")" if exts else "false"
+            )
         if self.kind is not None:
             parts.append(f"kind == {json.dumps(self.kind)}")
         if self.tenant is not None:

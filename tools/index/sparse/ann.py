@@ -16,6 +16,7 @@ only look sparser than it is: the percentile cut-off moves down slightly and the
 few rows whose neighbour was missed in place of rows just above the cut. `benchmarks/sparse_ann.py` measures
 the share of the exact subset that the approximate one keeps. The search is deterministic (seeded k-means).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,7 @@ def default_nlist(n: int) -> int:
     return max(16, int(np.sqrt(n)))
 
 
-def kmeans(vectors: np.ndarray, k: int, iterations: int = 10, sample: int | None = None,
-           seed: int = 0) -> np.ndarray:
+def kmeans(vectors: np.ndarray, k: int, iterations: int = 10, sample: int | None = None, seed: int = 0) -> np.ndarray:
     """(k, d) unit centroids of spherical k-means (inner product) on a seeded sample of `vectors`."""
     rng = np.random.default_rng(seed)
     n = len(vectors)
@@ -50,13 +50,13 @@ def top_cells(x: np.ndarray, centroids: np.ndarray, p: int, block: int = 16384) 
     """(len(x), p) indices of the p centroids with the largest inner product with each row, best first."""
     out = np.empty((len(x), p), dtype=np.int64)
     for start in range(0, len(x), block):
-        s = np.asarray(x[start:start + block], dtype=np.float32) @ centroids.T
+        s = np.asarray(x[start : start + block], dtype=np.float32) @ centroids.T
         if p == 1:
-            out[start:start + block, 0] = s.argmax(axis=1)
+            out[start : start + block, 0] = s.argmax(axis=1)
             continue
         part = np.argpartition(-s, p - 1, axis=1)[:, :p]
         order = np.argsort(-np.take_along_axis(s, part, axis=1), axis=1)
-        out[start:start + block] = np.take_along_axis(part, order, axis=1)
+        out[start : start + block] = np.take_along_axis(part, order, axis=1)
     return out
 
 
@@ -65,15 +65,26 @@ REFINE_SHARE = 0.2  # the lowest share of similarities searched again ...
 REFINE_PROBES = 32  # ... in this many cells
 
 
-def ivf_nearest_neighbours(vectors: np.ndarray, nlist: int | None = None, nprobe: int | None = None, seed: int = 0,
-                           refine_share: float | None = None,
-                           refine_probes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def ivf_nearest_neighbours(
+    vectors: np.ndarray,
+    nlist: int | None = None,
+    nprobe: int | None = None,
+    seed: int = 0,
+    refine_share: float | None = None,
+    refine_probes: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(similarity, row) of `ivf_partition`, without the cells."""
     return ivf_partition(vectors, nlist, nprobe, seed, refine_share, refine_probes)[:2]
 
 
-def ivf_partition(vectors: np.ndarray, nlist: int | None = None, nprobe: int | None = None, seed: int = 0,
-                  refine_share: float | None = None, refine_probes: int | None = None):
+def ivf_partition(
+    vectors: np.ndarray,
+    nlist: int | None = None,
+    nprobe: int | None = None,
+    seed: int = 0,
+    refine_share: float | None = None,
+    refine_probes: int | None = None,
+):
     """(similarity, row, centroids, cell): centroids (nlist, d) and each row's cell are what an index keeps so
     that a later change searches only the cells it touches (`ragsieve.tools.index.sparse.cells`). (similarity, row) of each row's nearest other row among the members of its `nprobe` nearest cells
     (see the module docstring); -inf and -1 for a row that finds no other row there. The rows whose similarity
@@ -101,8 +112,9 @@ def ivf_partition(vectors: np.ndarray, nlist: int | None = None, nprobe: int | N
     return sim, row, centroids, probes[:, 0].astype(np.int32)
 
 
-def _search(v: np.ndarray, queries: np.ndarray, probes: np.ndarray, members: list[np.ndarray],
-            sim: np.ndarray, row: np.ndarray) -> None:
+def _search(
+    v: np.ndarray, queries: np.ndarray, probes: np.ndarray, members: list[np.ndarray], sim: np.ndarray, row: np.ndarray
+) -> None:
     """Update sim/row of rows `queries` (probes[i]: the cells of queries[i]) with their best member of those cells."""
     probers = _groups(probes.ravel(), len(members), repeat=probes.shape[1])
     position = np.full(len(v), -1, dtype=np.int64)
@@ -112,7 +124,7 @@ def _search(v: np.ndarray, queries: np.ndarray, probes: np.ndarray, members: lis
             continue
         position[m] = np.arange(m.size)
         for start in range(0, q.size, 4096):
-            qs = q[start:start + 4096]
+            qs = q[start : start + 4096]
             s = v[qs] @ v[m].T
             own = position[qs]
             mine = np.flatnonzero(own >= 0)
@@ -129,4 +141,4 @@ def _groups(labels: np.ndarray, k: int, repeat: int = 1) -> list[np.ndarray]:
     order = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[order], np.arange(k + 1))
     rows = order // repeat
-    return [rows[bounds[c]:bounds[c + 1]] for c in range(k)]
+    return [rows[bounds[c] : bounds[c + 1]] for c in range(k)]

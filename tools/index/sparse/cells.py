@@ -21,6 +21,7 @@ would beat, so every entry stays a lower bound of the exact similarity, as in th
 (`ragsieve.tools.index.sparse.nearest`); an index written before cells were stored gets them once, at its first
 change above that size (`cells_for`: k-means and one assignment pass, then a compacted base).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,15 @@ def cells_for(vectors: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarra
     return centroids, ann.top_cells(v, centroids, 1)[:, 0].astype(np.int32)
 
 
-def carry_cells(old_cell: np.ndarray, n: int, n_base: int, moved: dict[int, int], new_rows: list[int],
-                vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+def carry_cells(
+    old_cell: np.ndarray,
+    n: int,
+    n_base: int,
+    moved: dict[int, int],
+    new_rows: list[int],
+    vectors: np.ndarray,
+    centroids: np.ndarray,
+) -> np.ndarray:
     """The cell of every row of the new generation: kept rows keep theirs, moved rows take theirs along,
     added rows go to their nearest centroid."""
     cell = np.full(n, -1, dtype=np.int32)
@@ -51,9 +59,17 @@ def carry_cells(old_cell: np.ndarray, n: int, n_base: int, moved: dict[int, int]
     return cell
 
 
-def nearest_update_cells(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray, n_base: int,
-                         freed: list[int], moved: dict[int, int], new_rows: list[int], centroids: np.ndarray,
-                         cell: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nearest_update_cells(
+    vectors: np.ndarray,
+    old_sim: np.ndarray,
+    old_row: np.ndarray,
+    n_base: int,
+    freed: list[int],
+    moved: dict[int, int],
+    new_rows: list[int],
+    centroids: np.ndarray,
+    cell: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`nearest.nearest_update`'s result computed inside the cells (see the module docstring); `cell`: the new
     generation's cells (`carry_cells`). Returns (sim, row, touched)."""
     n = len(vectors)
@@ -91,11 +107,12 @@ def _members(cell: np.ndarray, wanted: np.ndarray) -> dict[int, np.ndarray]:
         return {int(c): np.flatnonzero(cell == c) for c in wanted}
     order = np.argsort(cell, kind="stable")
     bounds = np.searchsorted(cell[order], np.concatenate([wanted, wanted + 1]))
-    return {int(c): order[bounds[i]:bounds[i + wanted.size]] for i, c in enumerate(wanted)}
+    return {int(c): order[bounds[i] : bounds[i + wanted.size]] for i, c in enumerate(wanted)}
 
 
-def _search(v, queries: np.ndarray, probes: np.ndarray, cell: np.ndarray, sim: np.ndarray, row: np.ndarray,
-            added: set[int]) -> set[int]:
+def _search(
+    v, queries: np.ndarray, probes: np.ndarray, cell: np.ndarray, sim: np.ndarray, row: np.ndarray, added: set[int]
+) -> set[int]:
     """Each query's best other row among the members of its probed cells (improving sim/row); members for which
     an added query is closer than their entry take it. Returns the rows whose entry changed besides queries."""
     changed: set[int] = set()

@@ -17,6 +17,7 @@ exact update serves indexes up to `sparse.APPROXIMATE_ABOVE` rows; above it the 
 search (`ragsieve.tools.index.sparse.ann`) and a change searches only inside the cells kept with the index
 (`ragsieve.tools.index.sparse.cells`, which shares `relocate`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,9 +25,16 @@ import numpy as np
 from ragsieve.tools.index.sparse.subset import similarities_to_all
 
 
-def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray, n_base: int,
-                   freed: list[int], moved: dict[int, int], new_rows: list[int],
-                   block: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nearest_update(
+    vectors: np.ndarray,
+    old_sim: np.ndarray,
+    old_row: np.ndarray,
+    n_base: int,
+    freed: list[int],
+    moved: dict[int, int],
+    new_rows: list[int],
+    block: int = 1024,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The nearest-neighbour arrays of the new generation from those of the base one.
 
     `vectors`: the new generation's (n, d) vectors; `old_sim` / `old_row`: the base generation's arrays
@@ -42,7 +50,7 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     is_added[added] = True
     queries = np.concatenate([added, redo])  # one pass over the vectors for both (the product is memory-bound)
     for start in range(0, queries.size, block):
-        part = queries[start:start + block]
+        part = queries[start : start + block]
         s = similarities_to_all(v, part)
         best = s.argmax(axis=1)
         sim[part], row[part] = s[np.arange(part.size), best], best
@@ -63,9 +71,9 @@ def nearest_update(vectors: np.ndarray, old_sim: np.ndarray, old_row: np.ndarray
     return sim, row, np.asarray(sorted(r for r in touched if r < n), dtype=np.int64)
 
 
-
-def relocate(old_sim: np.ndarray, old_row: np.ndarray, n: int, n_base: int, freed: list[int],
-             moved: dict[int, int]) -> tuple[np.ndarray, np.ndarray, set[int]]:
+def relocate(
+    old_sim: np.ndarray, old_row: np.ndarray, n: int, n_base: int, freed: list[int], moved: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray, set[int]]:
     """The base generation's entries carried to the new rows (length n): gone rows and entries naming a gone row
     are (-inf, -1); moved rows take their entries along and entries naming them are renamed. Returns
     (sim, row, touched rows so far)."""

@@ -15,6 +15,7 @@ The subset is a pure function of the vectors, rebuilt with every index generatio
 The fallback's score over S (`cosmix_scores`) uses both the cosine similarity to
 the question and the chunk's cosine *distance* to its nearest neighbour.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,7 @@ def similarities_to_all(v: np.ndarray, rows: np.ndarray) -> np.ndarray:
 APPROXIMATE_ABOVE = 50_000  # rows: above this the nearest-neighbour pass is the IVF search of `ann`
 
 
-def nearest_neighbours(vectors: np.ndarray, block: int = 1024,
-                       exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def nearest_neighbours(vectors: np.ndarray, block: int = 1024, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(similarity, row) of each row's nearest other row (-inf and -1 below 2 rows): exact and blockwise up to
     `APPROXIMATE_ABOVE` rows (or always with `exact`), above it the approximate IVF search of
     `ragsieve.tools.index.sparse.ann` (O(N^1.5) instead of O(N^2); its similarity is a lower bound of the exact one)."""

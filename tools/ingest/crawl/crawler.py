@@ -21,6 +21,7 @@
   returned, so the index removes them. The state file is rewritten (atomically)
   after every page: a killed crawl resumes its frontier.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,18 +49,37 @@ DEFAULT_RATE = 2.0  # requests per second on a site that is not on loopback, whe
 
 
 class Crawler:
-    def __init__(self, start: str, *, state_dir: Path, max_pages: int = 200, rate: float | None = None,
-                 same_domain: bool = False, scope_prefix: str | None = None, timeout_s: float = 15.0,
-                 max_attempts: int = 3, max_page_bytes: int = 5_000_000, user_agent: str = USER_AGENT,
-                 client: httpx.Client | None = None, sleep: Callable[[float], None] = time.sleep,
-                 progress: Callable[[int, int, str], None] | None = None, page_deadline_s: float = 60.0,
-                 workers: int = 4) -> None:
+    def __init__(
+        self,
+        start: str,
+        *,
+        state_dir: Path,
+        max_pages: int = 200,
+        rate: float | None = None,
+        same_domain: bool = False,
+        scope_prefix: str | None = None,
+        timeout_s: float = 15.0,
+        max_attempts: int = 3,
+        max_page_bytes: int = 5_000_000,
+        user_agent: str = USER_AGENT,
+        client: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        progress: Callable[[int, int, str], None] | None = None,
+        page_deadline_s: float = 60.0,
+        workers: int = 4,
+    ) -> None:
         if not start.startswith(("http://", "https://")):
             raise UsageError(f"a crawl starts at an http:// or https:// URL, got {start!r}")
-        if max_pages < 1 or (rate is not None and rate <= 0) or max_attempts < 1 or page_deadline_s <= 0 \
-                or not 1 <= workers <= 32:
-            raise UsageError("max_pages >= 1, rate > 0, max_attempts >= 1, page_deadline_s > 0 and "
-                             "1 <= workers <= 32 are required")
+        if (
+            max_pages < 1
+            or (rate is not None and rate <= 0)
+            or max_attempts < 1
+            or page_deadline_s <= 0
+            or not 1 <= workers <= 32
+        ):
+            raise UsageError(
+                "max_pages >= 1, rate > 0, max_attempts >= 1, page_deadline_s > 0 and 1 <= workers <= 32 are required"
+            )
         if rate is None:
             rate = float("inf") if is_loopback(start) else DEFAULT_RATE
         self.start = normalise(start)
@@ -67,15 +87,18 @@ class Crawler:
         self.origin = f"{parts.scheme}://{parts.netloc}"
         folder = parts.path if parts.path.endswith("/") else parts.path.rsplit("/", 1)[0] + "/"
         # scope: the start URL's folder; `same_domain` widens it to the whole host (never another host)
-        self.scope = scope_prefix if scope_prefix is not None else (
-            self.origin + "/" if same_domain else self.origin + folder)
+        self.scope = scope_prefix if scope_prefix is not None else (self.origin + "/" if same_domain else self.origin + folder)
         self.same_domain = same_domain
         self.max_pages, self.delay, self.max_attempts = max_pages, 1.0 / rate, max_attempts
         self.max_page_bytes, self.user_agent = max_page_bytes, user_agent
         self.page_deadline_s, self.workers = page_deadline_s, workers
-        self.client = client or httpx.Client(timeout=timeout_s, follow_redirects=False,
-                                             headers={"User-Agent": user_agent}, trust_env=False,
-                                             limits=httpx.Limits(max_connections=workers))
+        self.client = client or httpx.Client(
+            timeout=timeout_s,
+            follow_redirects=False,
+            headers={"User-Agent": user_agent},
+            trust_env=False,
+            limits=httpx.Limits(max_connections=workers),
+        )
         self.sleep, self.progress = sleep, progress
         self.state_dir = Path(state_dir)
         self._state = CrawlState(self.state_dir)
@@ -87,9 +110,15 @@ class Crawler:
     def _make_fetcher(self, robots) -> Fetcher:
         allowed = (lambda url: robots.can_fetch(self.user_agent, url)) if robots is not None else (lambda url: True)
         self._limiter.delay = self.delay
-        return Fetcher(self.client, self._limiter, max_attempts=self.max_attempts,
-                       max_page_bytes=self.max_page_bytes, page_deadline_s=self.page_deadline_s,
-                       sleep=self.sleep, allowed=allowed)
+        return Fetcher(
+            self.client,
+            self._limiter,
+            max_attempts=self.max_attempts,
+            max_page_bytes=self.max_page_bytes,
+            page_deadline_s=self.page_deadline_s,
+            sleep=self.sleep,
+            allowed=allowed,
+        )
 
     # ------------------------------------------------------------------ public
     def run(self) -> CrawlReport:
@@ -123,16 +152,27 @@ class Crawler:
                     self._record(url, outcome, done, seen, frontier)
                     if self.progress:
                         self.progress(len(done), len(done) + len(frontier), url)
-                self._state.save({"start": self.start, "frontier": frontier.urls(), "seen": sorted(seen),
-                                  "done": done, "pages": pages_meta, "lastmod": self.lastmod})
+                self._state.save(
+                    {
+                        "start": self.start,
+                        "frontier": frontier.urls(),
+                        "seen": sorted(seen),
+                        "done": done,
+                        "pages": pages_meta,
+                        "lastmod": self.lastmod,
+                    }
+                )
         for url, meta in done.items():
             if meta.get("gone") or meta.get("alias_of"):
                 continue
             html = self._state.cached(meta["content_hash"])
             if html is not None:
                 report.pages.append(CrawledPage(url, html, meta["content_hash"], meta.get("changed", True)))
-        new_meta = {u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of", "lastmod") if k in m}
-                    for u, m in done.items() if not m.get("gone")}
+        new_meta = {
+            u: {k: m[k] for k in ("etag", "last_modified", "content_hash", "alias_of", "lastmod") if k in m}
+            for u, m in done.items()
+            if not m.get("gone")
+        }
         self._state.save({"start": self.start, "frontier": [], "seen": [], "done": {}, "pages": new_meta})
         report.seconds = time.monotonic() - started
         return report
@@ -172,7 +212,7 @@ class Crawler:
         if self.start.endswith(".xml"):
             return self._sitemap_urls([self.start])
         seeds = [self.start]
-        for sitemap in (robots.site_maps() or []):
+        for sitemap in robots.site_maps() or []:
             seeds += self._sitemap_urls([normalise(sitemap)])
         return list(dict.fromkeys(seeds))  # de-duplicated in linear time (a sitemap may list 100,000 URLs)
 
@@ -229,8 +269,13 @@ class Crawler:
         if response.status_code == 304 and previous and (html := self._state.cached(previous["content_hash"])) is not None:
             self._count(report, "not_modified")
             final = normalise(str(response.url))
-            return {**previous, "changed": False, "links": page_links(final, html), "final": final,
-                    **({"lastmod": lastmod} if lastmod else {})}
+            return {
+                **previous,
+                "changed": False,
+                "links": page_links(final, html),
+                "final": final,
+                **({"lastmod": lastmod} if lastmod else {}),
+            }
         if response.status_code in (404, 410):
             report.skipped.append((url, f"HTTP {response.status_code} (gone: removed from the index)"))
             return None
@@ -253,9 +298,13 @@ class Crawler:
                 return {"alias_of": canonical, "links": [canonical]}
         digest = hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest()
         self._state.store(digest, html)
-        meta = {"content_hash": digest, "changed": not previous or previous.get("content_hash") != digest,
-                "etag": response.headers.get("etag"), "last_modified": response.headers.get("last-modified"),
-                "lastmod": lastmod}
+        meta = {
+            "content_hash": digest,
+            "changed": not previous or previous.get("content_hash") != digest,
+            "etag": response.headers.get("etag"),
+            "last_modified": response.headers.get("last-modified"),
+            "lastmod": lastmod,
+        }
         return {k: v for k, v in meta.items() if v is not None} | {"links": page_links(final, html), "final": final}
 
     def _get(self, url: str, headers: dict) -> Fetched | None:

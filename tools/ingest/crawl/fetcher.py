@@ -8,6 +8,7 @@
   the request to another host is never sent (its robots.txt was never read), the page is reported as
   redirected off-site. `allowed(url)` (robots.txt) is asked for every hop on the host as well.
 """
+
 from __future__ import annotations
 
 import threading
@@ -64,10 +65,18 @@ class RateLimiter:
 
 
 class Fetcher:
-    def __init__(self, client: httpx.Client, limiter: RateLimiter, *, max_attempts: int = 3,
-                 max_page_bytes: int = 5_000_000, page_deadline_s: float = 60.0, max_redirects: int = 5,
-                 sleep: Callable[[float], None] = time.sleep,
-                 allowed: Callable[[str], bool] = lambda url: True) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        limiter: RateLimiter,
+        *,
+        max_attempts: int = 3,
+        max_page_bytes: int = 5_000_000,
+        page_deadline_s: float = 60.0,
+        max_redirects: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+        allowed: Callable[[str], bool] = lambda url: True,
+    ) -> None:
         self.client, self.limiter, self.sleep, self.allowed = client, limiter, sleep, allowed
         self.max_attempts, self.max_page_bytes = max_attempts, max_page_bytes
         self.page_deadline_s, self.max_redirects = page_deadline_s, max_redirects
@@ -81,11 +90,17 @@ class Fetcher:
                 return response
             target = urljoin(url, response.headers["location"])
             if _origin(target) != origin:
-                return Fetched(response.status_code, response.headers, target, b"",
-                               refused=f"redirected to another host ({_origin(target)}): not followed")
+                return Fetched(
+                    response.status_code,
+                    response.headers,
+                    target,
+                    b"",
+                    refused=f"redirected to another host ({_origin(target)}): not followed",
+                )
             if not self.allowed(target):
-                return Fetched(response.status_code, response.headers, target, b"",
-                               refused="redirected to a page disallowed by robots.txt")
+                return Fetched(
+                    response.status_code, response.headers, target, b"", refused="redirected to a page disallowed by robots.txt"
+                )
             url = target
         return Fetched(310, httpx.Headers(), url, b"", refused=f"more than {self.max_redirects} redirects")
 
@@ -97,7 +112,7 @@ class Fetcher:
             except httpx.HTTPError:
                 if attempt == self.max_attempts:
                     return None
-                self.sleep(min(30.0, 2.0 ** attempt))
+                self.sleep(min(30.0, 2.0**attempt))
                 continue
             if response.refused:
                 return response
@@ -105,7 +120,7 @@ class Fetcher:
                 if attempt == self.max_attempts:
                     return response
                 retry_after = response.headers.get("retry-after", "")
-                self.sleep(min(60.0, float(retry_after)) if retry_after.isdigit() else min(30.0, 2.0 ** attempt))
+                self.sleep(min(60.0, float(retry_after)) if retry_after.isdigit() else min(30.0, 2.0**attempt))
                 continue
             return response
         return None
@@ -122,8 +137,9 @@ class Fetcher:
                 if time.monotonic() > deadline:
                     refused = f"slower than the page deadline ({self.page_deadline_s:g}s): dropped"
                     break
-            return Fetched(streamed.status_code, streamed.headers, str(streamed.url), b"".join(body),
-                           streamed.encoding or "utf-8", refused)
+            return Fetched(
+                streamed.status_code, streamed.headers, str(streamed.url), b"".join(body), streamed.encoding or "utf-8", refused
+            )
 
 
 def _origin(url: str) -> str:

@@ -1,4 +1,5 @@
 """The URLs a crawl has yet to fetch."""
+
 from __future__ import annotations
 
 from collections import deque

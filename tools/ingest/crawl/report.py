@@ -1,4 +1,5 @@
 """What a crawl returns: its pages and its counts."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class CrawlReport:
 
     def summary(self) -> str:
         changed = sum(1 for p in self.pages if p.changed)
-        return (f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified, "
-                f"{self.reused_by_lastmod} unchanged by sitemap lastmod; {self.fetched} downloaded) "
-                f"in {self.seconds:.1f}s; skipped {len(self.skipped)}")
+        return (
+            f"crawled {len(self.pages)} pages ({changed} new or changed, {self.not_modified} not modified, "
+            f"{self.reused_by_lastmod} unchanged by sitemap lastmod; {self.fetched} downloaded) "
+            f"in {self.seconds:.1f}s; skipped {len(self.skipped)}"
+        )

@@ -2,6 +2,7 @@
 
 Every write is atomic (a temporary file, then `os.replace`): a killed crawl resumes from the last state.
 """
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 De-duplication: fragments and tracking parameters (`utm_*`, `gclid`, `fbclid`, ...) dropped, query sorted,
 default ports removed; a page's `<link rel="canonical">` names it.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,7 @@ TRACKING = re.compile(r"^(utm_\w+|gclid|fbclid|mc_cid|mc_eid|_hsenc|_hsmi|ref_sr
 _HREF = re.compile(r"""<a\s[^>]*?href\s*=\s*["']([^"'#][^"']*|#[^"']*)["']""", re.I)
 _CANONICAL = re.compile(r"""<link\s[^>]*rel\s*=\s*["']canonical["'][^>]*>""", re.I)
 _HREF_ATTR = re.compile(r"""href\s*=\s*["']([^"']+)["']""", re.I)
-_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>(?:(?:(?!</url>|<loc>).){0,400}?<lastmod>\s*([^<\s]+)\s*</lastmod>)?",
-                  re.I | re.S)
+_LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>(?:(?:(?!</url>|<loc>).){0,400}?<lastmod>\s*([^<\s]+)\s*</lastmod>)?", re.I | re.S)
 
 
 def normalise(url: str) -> str:
