@@ -12,7 +12,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.plan.state import Citation, RunState
+from ragsieve.agent.core.state import Citation, RunState
 from ragsieve.agent.steps.validate import Validate
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
