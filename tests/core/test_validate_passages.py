@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 
 from ragsieve.agent.config import Config
+from ragsieve.agent.core.state import Citation, RunState
+from ragsieve.agent.core.step import Deps
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
-from ragsieve.agent.plan.runner import Deps
-from ragsieve.agent.core.state import Citation, RunState
 from ragsieve.agent.steps.validate import Validate
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
