@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
         except UsageError as exc:  # e.g. a +rerank plan without a reranker: listed with the reason
             print(f"{name}: not usable with this configuration: {exc}")
             continue
-        edges = "; ".join(f"{s} -> " + ", ".join(f"{o}:{t}" for o, t in e.items()) for s, e in spec.transitions.items())
+        edges = "; ".join(
+            f"{s} -> " + ", ".join(f"{o}:{getattr(t, 'value', t)}" for o, t in e.items()) for s, e in spec.transitions.items()
+        )
         print(f"{name}: start {spec.start}; {edges}")
     return 0

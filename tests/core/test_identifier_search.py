@@ -124,7 +124,7 @@ def test_milvus_server_fusion_collapses_the_same_way(sources_index, tmp_path):
     publish(folder)
     spans = {rel: _function_spans(rel) for rel in ("http/client.py", "asyncio/tasks.py")}
     query = "send the request headers and body"
-    server = {"fusion": "rrf", "fusion_site": "server"}
+    server = {"fusion": "rrf", "fusion_site": "server", "bm25_weight": 0.5, "dense_weight": 0.5}  # Milvus RRF: equal
     with Orchestrator.open(folder, Config.model_validate({"retrieval": {**server, "collapse": False}})) as orch:
         every = orch.retrieve(query, top_k=30)
     assert sum(1 for h in every[:10] if (_piece_of(h, spans) or ("",))[0] == "_send_request") >= 2

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_outcomes_are_read_from_each_steps_type():
     assert STEPS["expand"].outcomes == ("grew", "converged")
     assert STEPS["validate"].outcomes == ("resolved", "unresolved", "exhausted")
-    assert {STEPS[n].outcomes for n in ("retrieve", "judge", "answer", "fallback")} == {("next",)}
+    assert {STEPS[n].outcomes for n in ("retrieve", "judge", "answer")} == {("next",)}
+    assert STEPS["fallback"].outcomes == ("next", "unchanged")  # unchanged: nothing added, the run ends (issue 56)
 
 
 def test_end_is_a_value_of_its_own():
