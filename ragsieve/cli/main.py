@@ -26,6 +26,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the library logs its slow one-time steps at INFO; the CLI shows them without -v (with -v they come as any record)
+PROGRESS_LOGGER = "ragsieve.tools.index.embedders.onnx_encoder"
+
+
+def _show_progress(logger: logging.Logger, secrets: tuple[str, ...]) -> None:
+    for old in [h for h in logger.handlers if getattr(h, "ragsieve_progress", False)]:  # main() called again
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.ragsieve_progress = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("ragsieve: %(message)s"))
+    handler.addFilter(RedactingFilter(secrets))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     # The application (not the library) quiets third-party download/loading bars.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -43,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     # milvus-lite's in-process gRPC server logs a traceback for every RPC it lacks (AllocTimestamp, asked by
     # pymilvus on connect, which then carries on): not a fault of the user's, so not shown
     logging.getLogger("grpc._server").addFilter(lambda r: "Method not implemented" not in r.getMessage())
+    if not args.verbose:  # the one-time encoder export takes seconds: say so, as a progress line, on stderr
+        _show_progress(logging.getLogger(PROGRESS_LOGGER), secrets)
     try:
         return args.func(args)
     except RagsieveError as exc:

@@ -87,3 +87,37 @@ def test_device_auto_says_what_it_chose_first(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     first = out.stdout.splitlines()[0]
     assert first.startswith("device auto: embedding on ") and first.split()[-1] in ("cpu", "mps", "cuda:0"), first
+
+
+def test_the_first_onnx_export_is_a_progress_line_without_verbose(tmp_path):
+    """The ~10 s one-time export (and its int8 step) is said on stderr as it starts, not only with -v."""
+    pytest.importorskip("onnxruntime")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nThe zorblax gateway listens on port 7412.\n", encoding="utf-8")
+    env = {**os.environ, "RAGSIEVE_CACHE": str(tmp_path / "cache")}  # no export there yet
+    args = [sys.executable, "-m", "ragsieve", "index", str(docs), "--index", str(tmp_path / "idx")]
+    out = subprocess.run(
+        [*args, "--encoder", "onnx-int8", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stderr.splitlines()
+    assert any(ln.startswith("ragsieve: exporting ") and "ONNX once" in ln for ln in lines), out.stderr[-2000:]
+    assert "ragsieve: quantizing the ONNX export to int8 once" in lines, out.stderr[-2000:]
+    assert "pre-processing" not in out.stderr  # onnxruntime's hint stays dropped
+    again = subprocess.run(
+        [*args[:-1], str(tmp_path / "idx2"), "--encoder", "onnx-int8", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert again.returncode == 0 and "exporting" not in again.stderr, again.stderr[-2000:]  # once: cached

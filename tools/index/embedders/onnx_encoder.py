@@ -80,11 +80,12 @@ class OnnxEncoder:
         fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
         with _lock:
             if not fp32.is_file():
-                log.info("exporting %s to ONNX once (cached in %s)", name, folder)
+                log.info("exporting %s to ONNX once, about 10 s (cached in %s)", name, folder)
                 self._to_onnx(transformer, fp32)
             if quantized and not int8.is_file():
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
+                log.info("quantizing the ONNX export to int8 once")
                 tmp = int8.with_suffix(".tmp.onnx")
                 with _without_preprocessing_hint():
                     quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
