@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 import anyio
@@ -16,44 +13,16 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 
+from tests.support.serve_process import serve_process
 from tests.support.stub_openai import StubOpenAI, ok
 
 
 @pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")
 def test_serve_exits_promptly_after_mcp_streams(examples_index, tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     with StubOpenAI([ok("Rotate it [1].")] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ragsieve",
-                "serve",
-                "--index",
-                f"demo={examples_index}",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(tmp_path / "data"),
-            ],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        base = f"http://127.0.0.1:{port}"
         took: dict[str, float] = {}
-        try:
-            for _ in range(400):
-                try:
-                    if httpx.get(base + "/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.3)
+        with serve_process(examples_index, "--data-dir", str(tmp_path / "data"), env=env) as (proc, base):
 
             async def main() -> None:
                 try:
@@ -76,10 +45,4 @@ def test_serve_exits_promptly_after_mcp_streams(examples_index, tmp_path):
                     pass
 
             anyio.run(main)
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(10)
     assert proc.returncode == 0 and took["exit_s"] < 10, (took, proc.returncode)

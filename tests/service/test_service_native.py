@@ -19,6 +19,7 @@ from ragsieve.service.auth.keys import KeyRing
 from ragsieve.service.server import check_exposure
 from ragsieve.service.settings import ServiceSettings
 from ragsieve.testing import FakeChat
+from tests.support.serve_process import serve_process
 from tests.support.service_fakes import ANSWER, CountingChat, served, sse_events
 from tests.support.stub_openai import StubOpenAI, StubReply, ok
 
@@ -248,37 +249,12 @@ def test_a_question_past_its_deadline_in_the_queue_gets_504(examples_index):
 
 
 def test_several_worker_processes(examples_index):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     with StubOpenAI([ok(ANSWER)] * 4) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen(
-            _serve_cmd(examples_index, "--port", str(port), "--workers", "2"),
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # its workers: one group
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(base + "/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.3)
+        with serve_process(examples_index, "--workers", "2", env=env) as (proc, base):  # its workers: one group
             c = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=60)
             for _ in range(2):
                 reply = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": QUESTION}])
                 assert "lumen keys rotate" in reply.choices[0].message.content
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
-        finally:
-            try:  # the server and its worker processes, also when a failed check skipped the SIGTERM
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(10)

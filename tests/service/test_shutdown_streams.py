@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 
+from tests.support.serve_process import serve_process
 from tests.support.slow_sse import SlowStream
 
 QUESTION = "How do I rotate the API key of a Lumen workspace?"
@@ -63,37 +62,11 @@ def _sse(text: str) -> list[tuple[str, str]]:
 def test_sigterm_ends_open_streams_with_error_events(examples_index, tmp_path):
     with ShortThenLong(tokens=2000, interval_s=0.05, max_s=60) as upstream:
         env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "up"}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ragsieve",
-                "serve",
-                "--index",
-                f"demo={examples_index}",
-                "--port",
-                "0",
-                "--max-concurrent",
-                "2",
-                "--shutdown-grace",
-                str(GRACE_S),
-                "--data-dir",
-                str(tmp_path / "data"),
-            ],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
         out: dict[str, tuple] = {}
-        try:
-            line = proc.stderr.readline()
-            assert "serving demo at http://127.0.0.1:" in line, line
-            base = line.split(" at ")[1].split(" ")[0].removesuffix("/v1")
-            deadline = time.monotonic() + 60
-            while httpx.get(base + "/readyz").status_code != 200 and time.monotonic() < deadline:
-                time.sleep(0.2)
+        args = ("--max-concurrent", "2", "--shutdown-grace", str(GRACE_S), "--data-dir", str(tmp_path / "data"))
+        with serve_process(examples_index, *args, env=env) as (proc, base):
             client = httpx.Client(base_url=base, timeout=60)
+            deadline = time.monotonic() + 60
             chat = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
             ask = {"question": QUESTION, "index": "demo"}
             askers = []
@@ -113,10 +86,6 @@ def test_sigterm_ends_open_streams_with_error_events(examples_index, tmp_path):
                 t.join(30)
             assert proc.wait(30) == 0
             stderr = proc.stderr.read()
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
     assert len(upstream.served) == 3  # one queued question never reached the model
     status, text = out["short"]
     events = _sse(text)
@@ -132,5 +101,6 @@ def test_sigterm_ends_open_streams_with_error_events(examples_index, tmp_path):
         events = _sse(text)
         assert status == 200 and events and events[-1][0] == "error", (key, text[-500:])
         assert json.loads(events[-1][1])["error"]["code"] == "server_shutting_down"
+    assert "serving demo at http://127.0.0.1:" in stderr, stderr
     assert "Traceback" not in stderr and "Cancel" not in stderr, stderr
     assert stderr.count("graceful-shutdown grace ran out") == 3, stderr
