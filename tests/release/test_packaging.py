@@ -28,29 +28,9 @@ from tests.support.dist_build import (
     pip_wheel,
     requires_dist,
 )
+from tests.support.release_venv import SURFACE_PACKAGES
 
 OLD_TOP_LEVEL = re.compile(r"^\s*(from|import)\s+(agent|tools|prompts)(\.|\s|$)", re.MULTILINE)
-SURFACE_PACKAGES = {
-    "fastapi",
-    "uvicorn",
-    "starlette",
-    "mcp",
-    "trafilatura",
-    "matplotlib",
-    "onnx",
-    "onnxruntime",
-    "python-multipart",
-    "prometheus-client",
-    "pypdf",
-    "python-docx",
-    "tree-sitter-language-pack",
-    "xllamacpp",
-    "pymilvus",
-    "milvus-lite",
-    "ray",
-    "lxml",
-    "lxml-html-clean",
-}
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ from mcp.client.streamable_http import streamablehttp_client
 
 from tests.conftest import EXAMPLES, REPO
 from tests.support.dist_build import build_sdist_and_wheel, copy_tree
-from tests.support.release_venv import EXTRAS, TORCH, Fresh, Server, clean_env
+from tests.support.release_venv import EXTRAS, SURFACE_PACKAGES, TORCH, Fresh, Server, clean_env
 from tests.support.stub_openai import StubOpenAI, ok
 
 pytestmark = [pytest.mark.release, pytest.mark.timeout(1500)]
@@ -45,25 +45,7 @@ pytestmark = [pytest.mark.release, pytest.mark.timeout(1500)]
 # never in the core install (the wheel alone): the surfaces and heavy parts are extras. ONNX Runtime is not
 # among them: flashrank, a core dependency (the card's reranker), requires it; onnx, the `fast` extra's
 # exporter, stays out, so new indexes use the torch encoder.
-NOT_IN_CORE = {
-    "fastapi",
-    "uvicorn",
-    "starlette",
-    "mcp",
-    "trafilatura",
-    "matplotlib",
-    "onnx",
-    "python-multipart",
-    "prometheus-client",
-    "pypdf",
-    "python-docx",
-    "tree-sitter-language-pack",
-    "xllamacpp",
-    "pymilvus",
-    "milvus-lite",
-    "ray",
-    "lxml",
-}
+NOT_IN_CORE = SURFACE_PACKAGES - {"onnxruntime"}
 # with [server,mcp]: still none of the other extras' packages
 NOT_WITH_SERVER = {
     "trafilatura",

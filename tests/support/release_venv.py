@@ -14,6 +14,12 @@ from pathlib import Path
 
 TORCH = "torch==2.13.0"  # the CPU wheel (the pip constraints of this machine cap torch at a CPU build)
 EXTRAS = "server,mcp"  # what the last stage installs
+# the surfaces' and heavy parts' packages: never a requirement of the core install (they are extras)
+SURFACE_PACKAGES = frozenset(
+    {"fastapi", "uvicorn", "starlette", "mcp", "trafilatura", "matplotlib", "onnx", "onnxruntime", "python-multipart"}
+    | {"prometheus-client", "pypdf", "python-docx", "tree-sitter-language-pack", "xllamacpp", "pymilvus"}
+    | {"milvus-lite", "ray", "lxml", "lxml-html-clean"}
+)
 WALK = """
 import importlib, importlib.util, json, pkgutil, ragsieve
 imported, failed = [], {}
