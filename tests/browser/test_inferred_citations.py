@@ -11,10 +11,10 @@ import httpx
 import openai
 import pytest
 
-from ragsieve.service.auth.widget_keys import WidgetKey, WidgetKeys
 from ragsieve.testing import FakeChat
 from tests.support.service_fakes import served
-from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING, browser, served_ui, static_site
+from tests.support.web_fixtures import CHROMIUM, CHROMIUM_MISSING, PLAYWRIGHT_MISSING
+from tests.support.widget_site import TIMEOUT_MS, WIDGET_ROOT, settled, widget_site
 
 # shares most of its words with the rotation passage of examples/docs/api-keys.md, and cites nothing
 UNMARKED = (
@@ -24,7 +24,6 @@ UNMARKED = (
 CITED = "The old secret stays valid for a 24-hour grace period [1]."
 QUESTION = "How long does the old secret stay valid after rotation?"
 KEY = "pk-inferred-browser-1"
-TIMEOUT_MS = 60_000
 
 
 def scripted(messages) -> str:
@@ -65,54 +64,25 @@ def test_native_json_and_the_openai_reply_say_who_cited(examples_index):
             assert annotations == []  # no url_citation claims a citation the model did not make
 
 
-def _settled(page, root_js: str) -> None:
-    page.wait_for_function(
-        f"() => {{ const a = {root_js}.querySelector('article.rs-answer'); "
-        "return a && a.getAttribute('aria-busy') === 'false'; }",
-        timeout=TIMEOUT_MS,
-    )
-
-
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=CHROMIUM_MISSING)
 def test_page_and_widget_show_inferred_citations_as_suggested(examples_index, tmp_path):
     pytest.importorskip("playwright", reason=PLAYWRIGHT_MISSING)
-    root = tmp_path / "site"
-    root.mkdir()
-    with static_site(root) as port, browser() as b:
-        origin = f"http://127.0.0.1:{port}"
-        keys = WidgetKeys([WidgetKey(KEY, frozenset({"demo"}), frozenset({origin}), 60)])
-        with served_ui({"demo": examples_index}, FakeChat(default=scripted), tmp_path / "data", widget_keys=keys) as svc:
-            page = b.new_page()
-            page.goto(svc.base_url + "/")
-            page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
-            page.fill("textarea.rs-input", QUESTION)
-            page.keyboard.press("Enter")
-            answer = page.locator("article.rs-answer").first
-            answer.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
-            _settled(page, "document")
-            check_suggested(answer)
-            page.reload()  # a citation the model made: no such marker
-            page.wait_for_selector("body[data-ready=true]", timeout=TIMEOUT_MS)
-            page.fill("textarea.rs-input", QUESTION + " please")
-            page.keyboard.press("Enter")
-            cited = page.locator("article.rs-answer").first
-            cited.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
-            _settled(page, "document")
-            assert cited.locator(".rs-inferred").count() == 0 and cited.locator(".rs-md a.rs-cite").count() == 1
-            (root / "host.html").write_text(
-                f"""<!doctype html><html><head><title>Host</title></head><body><h1>Docs</h1><script
-src="{svc.base_url}/widget.js" data-index="demo" data-key="{KEY}" data-strict="false"></script></body></html>""",
-                encoding="utf-8",
-            )
-            host = b.new_page()
-            host.goto(f"{origin}/host.html")
-            host.locator("button.launch").click(timeout=TIMEOUT_MS)
-            host.locator("textarea.rs-input").fill(QUESTION)
-            host.keyboard.press("Enter")
-            widget = host.locator("article.rs-answer").first
-            widget.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
-            _settled(host, "document.querySelector('[data-ragsieve-widget]').shadowRoot")
-            check_suggested(widget)
+    with widget_site(examples_index, tmp_path, FakeChat(default=scripted), KEY) as site:
+        page = site.chat(QUESTION)
+        answer = page.locator("article.rs-answer").first
+        answer.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
+        settled(page)
+        check_suggested(answer)
+        site.chat(QUESTION + " please", page)  # a citation the model made: no such marker
+        cited = page.locator("article.rs-answer").first
+        cited.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
+        settled(page)
+        assert cited.locator(".rs-inferred").count() == 0 and cited.locator(".rs-md a.rs-cite").count() == 1
+        host = site.widget("host.html", QUESTION, ' data-strict="false"')
+        widget = host.locator("article.rs-answer").first
+        widget.locator(".rs-sources li").first.wait_for(timeout=TIMEOUT_MS)
+        settled(host, WIDGET_ROOT)
+        check_suggested(widget)
 
 
 def check_suggested(answer) -> None:
