@@ -74,8 +74,11 @@ check: $(VENV)/.installed-check typecheck-tree
 
 lint: check
 
+# The suite in two processes (pytest-xdist), a test file to each at a time: most of its time is servers,
+# subprocesses and browsers waiting. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 test: $(VENV)/.installed-browser chromium check
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=20 tests
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks.retrieval.main
