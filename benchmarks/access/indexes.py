@@ -10,9 +10,30 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.scale.main import synthetic
-
 CHUNKS_PER_DOC = 10
+NOISE = 0.6  # norm of the noise added to a real vector: a copy keeps cosine ~0.86 to its source
+
+
+def synthetic(n: int, dim: int, seed: int = 0, base: np.ndarray | None = None):
+    """n unit vectors and generated texts. With `base` (real embeddings), vector i is base[i % len(base)] plus
+    isotropic noise of norm NOISE, renormalised: the clustered geometry of real text, unlike random vectors
+    (on which HNSW recall is at its worst)."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(20000)]
+    vectors = rng.standard_normal((n, dim), dtype=np.float32)
+    if base is not None:
+        vectors *= NOISE / np.sqrt(dim)
+        for start in range(0, n, 100_000):
+            rows = np.arange(start, min(n, start + 100_000))
+            vectors[rows] += base[rows % len(base)]
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    lengths = rng.integers(8, 40, n)
+    words = rng.zipf(1.3, int(lengths.sum())) % len(vocab)
+    texts, at = [], 0
+    for length in lengths:
+        texts.append(" ".join(vocab[w] for w in words[at : at + length]))
+        at += length
+    return vectors, texts
 
 
 def local_parts(n: int, texts, work: Path):
@@ -113,7 +134,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
     client.flush("synthetic")
     client.load_collection("synthetic")
 
-    class Synthetic:  # the backend surface the retriever and the access filter use (as benchmarks/scale/main.py)
+    class Synthetic:  # the backend surface the retriever and the access filter use
         filter_rows, sources, admitted = MilvusIndex.filter_rows, MilvusIndex.sources, MilvusIndex.admitted
         row_metadata = MilvusIndex.row_metadata
         lexical_within, dense_within = MilvusIndex.lexical_within, MilvusIndex.dense_within
@@ -139,7 +160,7 @@ def milvus_index(n: int, vectors, texts, work: Path):
 
 
 def clustered(n: int, seed: int = 0):
-    """`scale.synthetic` vectors around n / 50 random unit centres (a vector keeps cosine ~0.86 to its centre):
+    """`synthetic` vectors around n / 50 random unit centres (a vector keeps cosine ~0.86 to its centre):
     clustered like text embeddings, where isotropic random vectors are an ANN index's worst case."""
     centres = np.random.default_rng(seed + 1).standard_normal((max(1, n // 50), 384)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)

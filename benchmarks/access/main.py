@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             "device": "CPU only (no accelerator used)",
             "rows": [],
             "setup": f"synthetic 384-d vectors clustered around n/50 random centres and synthetic texts "
-            f"(benchmarks/scale/main.py synthetic): a proxy, the cost measured is the filter's, not "
+            f"(benchmarks/access/indexes.py synthetic): a proxy, the cost measured is the filter's, not "
             f"the embedding's; {CHUNKS_PER_DOC} chunks per document, a fraction of documents "
             f"readable by the caller; hybrid RRF top-10, candidate_k 100; local: the filter "
             f"resolved once per labels version into an admitted-row set (sorted rows, mask, FAISS "
