@@ -44,6 +44,7 @@ RETIRED: dict[str, str] = {
     "sources": "sources-answers.json",
     "scale": "scale.json|scale_cpu_ray.json|scale_publish_milvus.json|sparse-ann.json",
     "access": "access-openwebui.json",
+    "insights": "insights.json",
 }
 # A change to a benchmark file that only touches these lines (imports, paths from the module's own location, a
 # path naming a benchmark module) does not change what it measures: the package moves of issue 59 leave results current.
