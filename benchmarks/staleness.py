@@ -29,8 +29,6 @@ MEASURES: list[tuple[str, str, list[str]]] = [
     ("sources*.json", "sources", ["benchmarks/sources/", "tools/ingest/", "tools/index/", "agent/"]),
     ("indexing-*.json", "gpu", ["benchmarks/gpu/", "ragsieve/cli/", "tools/index/", "tools/ingest/"]),
     ("scale*.json", "scale", ["benchmarks/scale/", "tools/index/", "tools/ingest/"]),
-    ("access*.json", "access", ["benchmarks/access/", "tools/access/", "tools/index/", "ragsieve/service/"]),
-    ("insights*.json", "insights", ["benchmarks/insights/", "ragsieve/insights/"]),
     ("install-size.json", "install", ["benchmarks/install/", "pyproject.toml"]),
     ("*", "other", ["benchmarks/", *PRODUCT]),
 ]
@@ -43,7 +41,7 @@ RETIRED: dict[str, str] = {
     "service": "service_live.json|frontends_*.json",
     "sources": "sources-answers.json",
     "scale": "scale.json|scale_cpu_ray.json|scale_publish_milvus.json|sparse-ann.json",
-    "access": "access-openwebui.json",
+    "access": "access*.json",
     "insights": "insights.json",
 }
 # A change to a benchmark file that only touches these lines (imports, paths from the module's own location, a
