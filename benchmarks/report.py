@@ -199,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.readme}: its table disagrees with {args.results}: run `python -m benchmarks.report`", file=sys.stderr)
     if args.check:
         return int(text != wanted)
-    args.report.write_text(render(results, Git(args.repo)), encoding="utf-8")
+    git = Git(args.repo)
+    try:
+        args.report.write_text(render(results, git), encoding="utf-8")
+    finally:
+        git.close()
     print(f"wrote {args.report}")
     if text != wanted:
         args.readme.write_text(wanted, encoding="utf-8")

@@ -1,12 +1,14 @@
 """Whether a result is current: none of the files it measures changed since the commit it ran at.
 
 What a result measures is its header's `measures` (`bench_io.header`), else its family's paths (`MEASURES`, for
-files written before headers had it); `Git.changed` lists the measured files changed since a commit. Staleness
-comes from the code, never from a hand-set commit. Retired results (`RETIRED`) keep their file and command.
+files written before headers had it); `Git.changed` lists the measured files changed since a commit, leaving out
+renames, Python files whose syntax tree is unchanged (a `ruff format` pass) and benchmark files whose change only
+moves imports and paths. Staleness comes from the code, never from a hand-set commit. Retired results (`RETIRED`) keep their file and command.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import re
 import subprocess
@@ -68,17 +70,42 @@ class Git:
 
     def __init__(self, repo: Path = REPO) -> None:
         self.repo = repo
+        self._blobs: subprocess.Popen[bytes] | None = None  # one `git cat-file --batch` for every blob read
+
+    def close(self) -> None:
+        if self._blobs is not None:
+            self._blobs.communicate()
+            self._blobs = None
 
     def _git(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=self.repo, capture_output=True, text=True, timeout=120)
 
     @lru_cache(maxsize=512)  # noqa: B019 (one Git per report run)
     def _entries(self, sha: str) -> tuple[tuple[str, ...], ...] | None:
-        """(status, path[, new path]) of every file that differs between `sha` and HEAD; None: git knows no `sha`."""
+        """(status, old blob, new blob, path[, new path]) of every file that differs between `sha` and HEAD; None:
+        git knows no `sha`."""
         if not re.fullmatch(r"[0-9a-f]{7,40}", sha) or self._git("cat-file", "-e", f"{sha}^{{commit}}").returncode:
             return None
-        out = self._git("diff", "-M", "--name-status", sha, "HEAD").stdout
-        return tuple(tuple(line.split("\t")) for line in out.splitlines() if "\t" in line)
+        out = self._git("diff", "-M", "--raw", "--no-abbrev", sha, "HEAD").stdout
+        rows = (line.split("\t") for line in out.splitlines() if line.startswith(":"))
+        return tuple((meta.split()[4], meta.split()[2], meta.split()[3], *paths) for meta, *paths in rows)
+
+    @lru_cache(maxsize=8192)  # noqa: B019
+    def _tree(self, blob: str) -> str | None:
+        """The syntax tree of a Python blob (`ast.dump`), None when it does not parse."""
+        if self._blobs is None:
+            self._blobs = subprocess.Popen(
+                ["git", "cat-file", "--batch"], cwd=self.repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+        assert self._blobs.stdin and self._blobs.stdout
+        self._blobs.stdin.write(blob.encode() + b"\n")
+        self._blobs.stdin.flush()
+        size = int(self._blobs.stdout.readline().split()[2])
+        text = self._blobs.stdout.read(size + 1)[:size].decode("utf-8", "replace")
+        try:
+            return ast.dump(ast.parse(text))
+        except SyntaxError:
+            return None
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def _mechanical(self, sha: str, paths: tuple[str, ...]) -> bool:
@@ -90,20 +117,22 @@ class Git:
         )
 
     def changed(self, commit: str, measures: list[str]) -> list[str] | None:
-        """The measured files changed since `commit` ("+dirty" ignored), renames without edits excepted; None when
-        git does not know the commit."""
+        """The measured files changed since `commit` ("+dirty" ignored), renames and reformatting without edits
+        excepted; None when git does not know the commit."""
         sha = commit.split("+", 1)[0]
         entries = self._entries(sha)
         if entries is None:
             return None
         hits = []
-        for status, *paths in entries:
+        for status, old, new, *paths in entries:
             if status == "R100" or not any(_under(p, m) for p in paths for m in measures):
                 continue
             if paths[-1].startswith("benchmarks/") and (
                 paths[-1].endswith("/__init__.py") and status == "A" or status[0] in "MR" and self._mechanical(sha, tuple(paths))
             ):
                 continue  # a package marker, or imports and paths only
+            if status[0] in "MR" and paths[-1].endswith(".py") and self._tree(old) == self._tree(new) is not None:
+                continue  # reformatted only (`ruff format`): the same syntax tree
             hits.append(paths[-1])
         return hits
 

@@ -111,6 +111,23 @@ def test_a_result_is_stale_once_a_file_it_measures_changed_and_current_otherwise
     assert staleness.Git(repo).changed(first, ["benchmarks/"]) == ["benchmarks/other/m.py"]
 
 
+def test_a_reformatted_file_is_not_a_change_and_an_edit_is(tmp_path):
+    repo = tmp_path / "repo"
+    _write(repo / "tools" / "z.py", "x = [1, 2]\ny = 'a'\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "first")
+    first = _git(repo, "rev-parse", "HEAD")
+    _write(repo / "tools" / "z.py", 'x = [\n    1,\n    2,\n]\ny = "a"\n')  # what `ruff format` does: the same tree
+    _git(repo, "commit", "-qam", "format")
+    git = staleness.Git(repo)
+    assert git.changed(first, ["tools/"]) == []
+    git.close()
+    _write(repo / "tools" / "z.py", 'x = [1, 3]\ny = "a"\n')
+    _git(repo, "commit", "-qam", "edit")
+    assert staleness.Git(repo).changed(first, ["tools/"]) == ["tools/z.py"]
+
+
 def test_the_report_shows_stale_and_current_rows_from_headers_or_family_defaults(history, tmp_path):
     repo, first = history
     results = tmp_path / "results"
