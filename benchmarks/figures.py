@@ -20,13 +20,12 @@ Data = dict[str, Any]
 @dataclass(frozen=True)
 class Figure:
     """One row: what is measured, ragsieve's figure, what it stands beside (a published baseline, a peer
-    library, a target or the simpler plan), the result files it comes from, and its id (REPORT.md's anchor)."""
+    library, a target or the simpler plan), and the result files it comes from (`table` sets them)."""
 
     measure: str
     ours: str
     beside: str
-    files: tuple[str, ...]
-    id: str = ""
+    files: tuple[str, ...] = ()
 
 
 def _pct(value: float) -> str:
@@ -42,7 +41,6 @@ def _retrieval(d: Data) -> list[Figure]:
             f"**{m['hybrid_weighted']['ndcg@10']:.3f}** hybrid (default); BM25 alone "
             f"{m['bm25s']['ndcg@10']:.3f}, dense alone {m['dense']['ndcg@10']:.3f}",
             f"BM25 published: {published}; rank-bm25 on the same chunks {m['rank_bm25']['ndcg@10']:.3f}",
-            ("retrieval_scifact.json",),
         )
     ]
 
@@ -55,7 +53,6 @@ def _retrieval_speed(d: Data) -> list[Figure]:
             f"{m['hybrid_weighted']['latency_ms_p50']:.1f} ms + {d['query_embedding_ms']['p50']:.1f} ms query embedding",
             f"peers on the same chunks: bm25s {m['bm25s']['latency_ms_p50']:.1f} ms, rank-bm25 "
             f"{m['rank_bm25']['latency_ms_p50']:.1f} ms (BM25 only)",
-            ("retrieval_scifact.json",),
         )
     ]
 
@@ -72,7 +69,6 @@ def _hotpot_oracle(d: Data) -> list[Figure]:
             f"**{full['both_gold_recall']:.3f}** at {full['context_tokens'] / fast['context_tokens']:.2f}× "
             "`fast`'s context tokens",
             f"`fast` (hybrid top 5): {fast['both_gold_recall']:.3f}",
-            ("pipeline-ablation-hotpotqa-oracle.json",),
         )
     ]
 
@@ -84,40 +80,26 @@ def _hotpot_embedded(d: Data) -> list[Figure]:
             f"The same, embedded Qwen 0.5B as judge and reader (a sample, {full['n']} questions)",
             f"{full['both_gold_recall']:.2f}, {full['seconds']:.0f} s a question",
             f"`fast`: {fast['both_gold_recall']:.2f}, {fast['seconds']:.0f} s",
-            ("pipeline-embedded-hotpotqa.json",),
         )
     ]
 
 
-COVERAGE_FILES = {
-    "squad2": "pipeline-coverage-default-squad2.json",
-    "hotpotqa": "pipeline-coverage-default.json",
-    "scifact": "pipeline-coverage-default-scifact.json",
-}
-COVERAGE_EVENT = {"hotpotqa": "per_gold"}  # each gold paragraph; any gold for the others
 COVERAGE_ALPHA = 0.1
+COVERAGE_SETS = ("squad2", "hotpotqa", "scifact")  # hotpotqa counts each gold paragraph; the others any gold
 
 
-def coverage_figures(read: Callable[[str], Data | None]) -> list[Figure]:
-    shown, bounds, files = [], [], []
-    for name, file in COVERAGE_FILES.items():
-        data = read(file)
-        if data is None:
-            continue
+def _coverage(*files: Data) -> list[Figure]:
+    shown, bounds = [], []
+    for name, data in zip(COVERAGE_SETS, files):
         cov = data["sets"][name]["coverage"][f"alpha={COVERAGE_ALPHA}|calibrated"]
         pairs = cov["n"] * (2 if name == "hotpotqa" else 1)
-        bound = 1 - COVERAGE_ALPHA - 2 * ((1 - COVERAGE_ALPHA) * COVERAGE_ALPHA / pairs) ** 0.5
-        shown.append(f"{name} {cov[COVERAGE_EVENT.get(name, 'coverage')]:.3f}")
-        bounds.append(f"{bound:.3f}")
-        files.append(file)
-    if not files:
-        return [Figure("Conformal coverage (CONFLARE)", "not run", "", tuple(COVERAGE_FILES.values()))]
+        bounds.append(f"{1 - COVERAGE_ALPHA - 2 * ((1 - COVERAGE_ALPHA) * COVERAGE_ALPHA / pairs) ** 0.5:.3f}")
+        shown.append(f"{name} {cov['per_gold' if name == 'hotpotqa' else 'coverage']:.3f}")
     return [
         Figure(
             f"Gold passage kept by the calibrated context, α = {COVERAGE_ALPHA}, no judge",
             ", ".join(shown),
             f"guarantee 1 − α − 2 s.e.: {' / '.join(bounds)} (CONFLARE)",
-            tuple(files),
         )
     ]
 
@@ -150,7 +132,6 @@ def _abstention(d: Data) -> list[Figure]:
             f"scripted judges, a {d.get('reader', 'oracle')} reader (a proxy)",
             f"`full`: {full}",
             f"`fast`: {fast}; target: `full` ≥ `fast` on unanswerable",
-            ("pipeline-abstention.json",),
         )
     ]
 
@@ -163,7 +144,6 @@ def _code(d: Data) -> list[Figure]:
             f"Code search, {on['n']} docstring queries over 20 stdlib modules",
             f"R@5 **{on['recall@5']:.3f}**; the quick start's question at rank {code['readme_question']['rank']}",
             "target R@5 ≥ 0.70",
-            ("sources.json",),
         )
     ]
 
@@ -176,7 +156,6 @@ def _web(d: Data) -> list[Figure]:
             f"Website docs ({web['pages_crawled']} crawled pages), {api['n']} API questions",
             f"definition at rank 1: {api['recall@1']:.3f}; cited anchor right: {api['anchor_precision_all']:.3f}",
             "target ≥ 0.90",
-            ("sources-web.json",),
         )
     ]
 
@@ -198,7 +177,6 @@ def _gmm(d: Data) -> list[Figure]:
             "a stand-in extractive reader, 60 questions a type",
             ", ".join(ours),
             f"Bulgakov 2024 Table 1 best row: {paper['Emb%']:+.1f} (TinyLlama reader)",
-            ("filters-gmm-std.json",),
         )
     ]
 
@@ -209,7 +187,6 @@ def _cli(d: Data) -> list[Figure]:
             f"`ragsieve search` as a fresh process, {d['chunks']:,}-chunk index, {d['cpus']} busy cores",
             f"median {d['median_s']:.2f} s wall, {d['median_cpu_s']:.2f} s CPU",
             f"target < {d['target_s']:.0f} s",
-            ("cli-search.json",),
         )
     ]
 
@@ -221,7 +198,6 @@ def _indexing(d: Data) -> list[Figure]:
             f"`ragsieve index` end to end, {row['chunks']:,} SciFact chunks, CPU",
             f"{row['chunks_per_s']:.1f} chunks/s ({row['chunks_per_cpu_s']:.1f} per CPU-second)",
             f"target ≥ {d['targets']['cpu_2_idle_cores_chunks_per_s']} chunks/s on 2 idle cores",
-            ("indexing-cpu.json",),
         )
     ]
 
@@ -237,7 +213,6 @@ def _encoder(d: Data) -> list[Figure]:
             "Default encoder (`onnx-int8` MiniLM, each text alone) vs `torch` fp32, chunks per CPU-second",
             ratios,
             f"hybrid nDCG@10 change: {deltas}",
-            ("scale_encoder_sets.json",),
         )
     ]
 
@@ -250,7 +225,6 @@ def _publish(d: Data) -> list[Figure]:
             f"One-document update of a {largest['chunks']:,}-chunk local index (hash vectors)",
             f"median {times[len(times) // 2]:.2f} s",
             "target ≤ 2 s plus the document's embedding",
-            ("scale-local-publish.json",),
         )
     ]
 
@@ -265,7 +239,6 @@ def _service(d: Data) -> list[Figure]:
             "`ragsieve serve`, one client, `fast` plan: the service's own cost (an instant fake LLM)",
             f"p50 {one['p50_s'] * 1000:.0f} ms, {one['throughput_rps']:.0f} questions/s",
             f"with the embedded 0.5B model: p50 {real['p50_s']:.2f} s",
-            ("service.json",),
         )
     ]
 
@@ -278,27 +251,47 @@ def _install(d: Data) -> list[Figure]:
             f"{core['site_packages_mb']:.0f} MB ({core['site_packages_without_torch_mb']:.0f} MB besides "
             f"torch), {core['packages']} packages",
             f"before the extras split: {before['site_packages_mb'][1]:.0f} MB, {before['packages'][1]} packages",
-            ("install-size.json",),
         )
     ]
 
 
-# (area, id, file, reader), in the table's order; the id is REPORT.md's anchor (`#fig-<id>`). The coverage row
-# reads three files (`coverage_figures`), so its file is "".
-READERS: list[tuple[str, str, str, Callable[[Data], list[Figure]]]] = [
-    ("quality", "retrieval-scifact", "retrieval_scifact.json", _retrieval),
-    ("quality", "hotpotqa-full-oracle", "pipeline-ablation-hotpotqa-oracle.json", _hotpot_oracle),
-    ("quality", "hotpotqa-full-embedded", "pipeline-embedded-hotpotqa.json", _hotpot_embedded),
-    ("quality", "coverage-calibrated", "", lambda _d: []),
-    ("quality", "abstention-squad2", "pipeline-abstention.json", _abstention),
-    ("quality", "code-search", "sources.json", _code),
-    ("quality", "website-docs", "sources-web.json", _web),
-    ("quality", "gmm-table1", "filters-gmm-std.json", _gmm),
-    ("speed", "search-in-process", "retrieval_scifact.json", _retrieval_speed),
-    ("speed", "cli-search", "cli-search.json", _cli),
-    ("speed", "index-cpu", "indexing-cpu.json", _indexing),
-    ("speed", "default-encoder", "scale_encoder_sets.json", _encoder),
-    ("speed", "local-publish-1m", "scale-local-publish.json", _publish),
-    ("speed", "serve-fast", "service.json", _service),
-    ("size", "install-size", "install-size.json", _install),
+# (area, id, result files, reader), in the table's order; the id is REPORT.md's anchor (`#fig-<id>`). A reader
+# gets one result per file and returns its figures.
+READERS: list[tuple[str, str, tuple[str, ...], Callable[..., list[Figure]]]] = [
+    ("quality", "retrieval-scifact", ("retrieval_scifact.json",), _retrieval),
+    ("quality", "hotpotqa-full-oracle", ("pipeline-ablation-hotpotqa-oracle.json",), _hotpot_oracle),
+    ("quality", "hotpotqa-full-embedded", ("pipeline-embedded-hotpotqa.json",), _hotpot_embedded),
+    (
+        "quality",
+        "coverage-calibrated",
+        ("pipeline-coverage-default-squad2.json", "pipeline-coverage-default.json", "pipeline-coverage-default-scifact.json"),
+        _coverage,
+    ),
+    ("quality", "abstention-squad2", ("pipeline-abstention.json",), _abstention),
+    ("quality", "code-search", ("sources.json",), _code),
+    ("quality", "website-docs", ("sources-web.json",), _web),
+    ("quality", "gmm-table1", ("filters-gmm-std.json",), _gmm),
+    ("speed", "search-in-process", ("retrieval_scifact.json",), _retrieval_speed),
+    ("speed", "cli-search", ("cli-search.json",), _cli),
+    ("speed", "index-cpu", ("indexing-cpu.json",), _indexing),
+    ("speed", "default-encoder", ("scale_encoder_sets.json",), _encoder),
+    ("speed", "local-publish-1m", ("scale-local-publish.json",), _publish),
+    ("speed", "serve-fast", ("service.json",), _service),
+    ("size", "install-size", ("install-size.json",), _install),
 ]
+UNREADABLE = (KeyError, TypeError, ValueError, StopIteration, ZeroDivisionError, IndexError)
+
+
+def table(read: Callable[[str], Data | None], why: Callable[[str], str]) -> list[tuple[str, str, Figure]]:
+    """(area, id, figure) of README's table, each figure naming its reader's files. A file `read` does not give
+    (None) or that does not hold what its reader expects gives a row saying so (`why(file)`), never a number."""
+    out = []
+    for area, fid, files, reader in READERS:
+        data = [read(f) for f in files]
+        missing = [f for f, d in zip(files, data) if d is None]
+        try:
+            found = [Figure(f"`{missing[0]}`", why(missing[0]), "")] if missing else reader(*data)
+        except UNREADABLE as exc:
+            found = [Figure(f"`{files[0]}`", f"unreadable ({type(exc).__name__}: {exc})", "")]
+        out += [(area, fid, Figure(f.measure, f.ours, f.beside, files)) for f in found]
+    return out

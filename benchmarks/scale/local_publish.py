@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python -m benchmarks.scale.local_publish --sizes 10000,100000
 
-A corpus of N one-chunk synthetic documents (`scale_publish._corpus`, hash vectors: the encoder is not what is
+A corpus of N one-chunk synthetic documents (`_corpus`, hash vectors: the encoder is not what is
 measured) plus one Markdown note is indexed once; then, alternately, the note is edited and given alone (the
 path of `ragsieve index <file>` and of the documents API: the other documents are kept), or the whole corpus
 file is given again with one document edited (then loading and hashing its N documents is part of the time).
@@ -21,6 +21,7 @@ one untimed migration publish first (`migration_publish_s`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -29,8 +30,33 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.bench_io import RESULTS, commit
-from benchmarks.scale.publish import HashEmbedder, _corpus
+
+
+class HashEmbedder:
+    """Unit vectors from sha256 of the text (no model): for building big synthetic indexes."""
+
+    name, dimension, encoder = "synthetic-hash-384", 384, "torch"
+
+    def embed(self, texts, progress=False):
+        out = (
+            np.asarray([np.frombuffer(hashlib.sha256(t.encode()).digest() * 12, dtype=np.uint8) for t in texts], dtype=np.float32)
+            - 127.5
+        )
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def _corpus(path: Path, n: int, edited: int | None = None) -> None:
+    rng = np.random.default_rng(n)
+    vocab = [f"w{i}" for i in range(20000)]
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            words = " ".join(vocab[w] for w in rng.zipf(1.3, 30) % len(vocab))
+            if i == edited:
+                words += " edited"
+            fh.write(json.dumps({"_id": f"d{i}", "title": "", "text": words}) + "\n")
 
 
 def one_size(n: int, work: Path, changes: int, keep: bool = False, whole_corpus_max: int | None = None) -> dict:

@@ -1,7 +1,6 @@
 """Bounded load test of `ragsieve serve` on loopback -> benchmarks/results/service.json.
 
     nice -n 5 .venv/bin/python -m benchmarks.service.main [--requests 48] [--levels 1,4,16] [--model-requests 8]
-    nice -n 10 .venv/bin/python -m benchmarks.service.main --live-only   # live indexes: see service_live.py
 
 Two back ends, the `fast` plan, questions about examples/ (the demo corpus):
 (a) a fake instant LLM (FakeChat): measures ragsieve's own overhead. The same
@@ -188,27 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm-parallel", type=int, default=4)
     ap.add_argument("--skip-model", action="store_true")
     ap.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "ragsieve-service-bench-index")
-    ap.add_argument("--out", type=Path, default=None, help="default: results/service.json (service_live.json with --live-only)")
-    ap.add_argument("--live", action="store_true", help="also measure live indexes (service_live.py)")
-    ap.add_argument("--live-only", action="store_true", help="only the live-index measurements")
-    ap.add_argument("--live-sizes", default="10000,50000", help="chunks of the served indexes")
-    ap.add_argument("--live-samples", type=int, default=3, help="uploads timed per size")
-    ap.add_argument("--live-queries", type=int, default=40, help="searches timed, idle and during uploads")
+    ap.add_argument("--out", type=Path, default=bench_io.RESULTS / "service.json")
     args = ap.parse_args(argv)
-    args.out = args.out or bench_io.RESULTS / ("service_live.json" if args.live_only else "service.json")
-    if args.live_only:
-        from benchmarks.service import live as service_live
-
-        result = {
-            **bench_io.header(),
-            "live": service_live.run(
-                [int(x) for x in args.live_sizes.split(",")],
-                args.live_samples,
-                args.live_queries,
-                Path(tempfile.gettempdir()) / "ragsieve-live-bench",
-            ),
-        }
-        return bench_io.write(result, args.out)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragsieve.agent.config import LLMConfig
     from ragsieve.agent.llm.client import LLM
@@ -251,15 +231,6 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             close()
         result["backends"].append(row)
-    if args.live:
-        from benchmarks.service import live as service_live
-
-        result["live"] = service_live.run(
-            [int(x) for x in args.live_sizes.split(",")],
-            args.live_samples,
-            args.live_queries,
-            Path(tempfile.gettempdir()) / "ragsieve-live-bench",
-        )
     result["elapsed_s"] = round(time.time() - started, 1)
     return bench_io.write(result, args.out)
 

@@ -1,7 +1,7 @@
 """Sources benchmark -> benchmarks/results/sources.json: code search on CPython's standard library and a
 website crawl of the Python documentation (Debian's python3.11-doc), on real data nobody here wrote.
 
-    nice -n 10 .venv/bin/python -m benchmarks.sources.main [--parts code,web,answers] [--pages 60] [--answers 60]
+    nice -n 10 .venv/bin/python -m benchmarks.sources.main [--parts code,web] [--pages 60]
 
 Code (benchmarks/sources/code.py; question sets: benchmarks/sources/sets.py): 539 docstring queries (the
 modules indexed with docstrings blanked) -> Recall@1/5/10, MRR and what an answer reads, with the defaults, the
@@ -11,8 +11,6 @@ Website: the docs served on 127.0.0.1 and crawled from a sitemap (with lastmod);
 (escapes, empty bullets, flattened doctests, site suffix in titles); page retrieval on 32 written questions;
 >= 60 API questions (a definition's description) and their names: rank of the gold page, and anchor
 precision (the first gold-page hit cites the definition's anchor); a no-op re-crawl with and without lastmod.
-Answers (benchmarks/sources/answers.py): >= 60 questions per corpus asked with the embedded 0.5B model (fast
-plan): gold in the retrieved top 5 vs gold in the reply's sources (and cited by the answer itself).
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ import time
 from pathlib import Path
 
 from benchmarks import bench_io  # noqa: E402
-from benchmarks.sources import answers as sources_answers  # noqa: E402
 from benchmarks.sources.code import code_benchmark, prewarm, score  # noqa: E402
 from benchmarks.sources.sets import api_definitions, api_questions  # noqa: E402
 
@@ -226,23 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=60)
     ap.add_argument("--identifiers", type=int, default=80, help="code identifier queries")
     ap.add_argument("--api", type=int, default=80, help="web API questions")
-    ap.add_argument("--answers", type=int, default=60, help="questions per corpus asked with the embedded model")
-    ap.add_argument(
-        "--answer-pages",
-        type=int,
-        default=len(QUESTIONS),
-        help="answers: pages (and page questions) indexed; API questions of those pages fill the web set up to --answers",
-    )
-    ap.add_argument(
-        "--answer-modules",
-        default="json/encoder.py,csv.py,textwrap.py,shutil.py,calendar.py,difflib.py",
-        help="answers: modules asked by their docstrings (blanked), after the written code questions",
-    )
-    ap.add_argument("--answers-deadline", type=float, default=None, help="seconds: stop asking after this long")
     ap.add_argument(
         "--parts",
-        default="code,web,answers",
-        help="code, web, answers; a part run alone is merged into an existing --out file (its own run recorded)",
+        default="code,web",
+        help="code, web; a part run alone is merged into an existing --out file (its own run recorded)",
     )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sources.json")
     ap.add_argument(
@@ -278,25 +262,6 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 result["web"] = {**web_benchmark(work, args.pages, embedder, args.api, args.port), "run": run}
                 print(f"  web: {json.dumps(result['web'])[:2000]}", flush=True)
-        if "answers" in parts:
-
-            def partial(rows: dict) -> None:  # the file holds every answered question, even if the run is cut
-                bench_io.write({**result, "answers": {**rows, "run": run}}, args.out)
-
-            result["answers"] = {
-                **sources_answers.run(
-                    work,
-                    STDLIB,
-                    DOCS,
-                    QUESTIONS[: args.answer_pages],
-                    embedder,
-                    args.answers,
-                    args.answer_modules.split(","),
-                    args.answers_deadline,
-                    partial,
-                ),
-                "run": run,
-            }
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

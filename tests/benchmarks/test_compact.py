@@ -54,3 +54,19 @@ def test_plain_rows_beside_packed_ones_are_skipped_never_written_over(tmp_path, 
     assert "run.questions.jsonl.gz exists too" in capsys.readouterr().err
     assert read_rows(tmp_path / "run.questions.jsonl.gz") == [{"qid": "old"}]
     assert (tmp_path / "run.questions.jsonl").exists()
+
+
+def test_inline_rows_of_a_summary_move_beside_it_once(tmp_path):
+    rows = [{"qid": str(i), "plan": "fast", "answer": "text " * 30} for i in range(40)]
+    summary = {"command": "c", "sets": {"squad2": {"summary": {"n": 40}, "rows": rows}, "x": {"rows": [{"n": 1}]}}}
+    (tmp_path / "run.json").write_text(json.dumps(summary), encoding="utf-8")
+    assert compact.main(["--results", str(tmp_path), "--dry-run"]) == 0
+    assert json.loads((tmp_path / "run.json").read_text()) == summary
+    assert compact.main(["--results", str(tmp_path)]) == 0
+    kept = json.loads((tmp_path / "run.json").read_text())
+    assert kept["sets"]["squad2"] == {"summary": {"n": 40}, "rows_file": "run.questions.jsonl.gz", "rows_n": 40}
+    assert kept["sets"]["x"] == {"rows": [{"n": 1}]}  # rows without a qid are a summary's own rows: left in place
+    assert read_rows(tmp_path / "run.questions.jsonl.gz") == [{"set": "squad2", **r} for r in rows]
+    before = (tmp_path / "run.json").read_bytes()
+    assert compact.main(["--results", str(tmp_path)]) == 0
+    assert (tmp_path / "run.json").read_bytes() == before

@@ -1,5 +1,6 @@
-"""benchmarks/report.py: README's headline table checked against its result files, staleness read from git
-(a result is current while the files it measures are unchanged since its commit), REPORT.md's rows."""
+"""benchmarks/report.py and benchmarks/staleness.py: README's headline table checked against its result files,
+staleness read from git (a result is current while the files it measures are unchanged since its commit),
+REPORT.md's rows."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import report
+from benchmarks import report, staleness
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {
@@ -97,7 +98,7 @@ def history(tmp_path):
 
 def test_a_result_is_stale_once_a_file_it_measures_changed_and_current_otherwise(history):
     repo, first = history
-    git = report.Git(repo)
+    git = staleness.Git(repo)
     assert git.changed(first, ["agent/"]) == ["agent/x.py"]
     assert git.changed(first + "+dirty", ["agent/x.py", "tools/"]) == ["agent/x.py"]
     assert git.changed(first, ["tools/y.py"]) == []
@@ -107,7 +108,24 @@ def test_a_result_is_stale_once_a_file_it_measures_changed_and_current_otherwise
     moved = repo / "benchmarks" / "other" / "m.py"
     moved.write_text(moved.read_text(encoding="utf-8").replace("run(3)", "run(30)"), encoding="utf-8")
     _git(repo, "commit", "-qam", "third")  # a real edit of the moved benchmark
-    assert report.Git(repo).changed(first, ["benchmarks/"]) == ["benchmarks/other/m.py"]
+    assert staleness.Git(repo).changed(first, ["benchmarks/"]) == ["benchmarks/other/m.py"]
+
+
+def test_a_reformatted_file_is_not_a_change_and_an_edit_is(tmp_path):
+    repo = tmp_path / "repo"
+    _write(repo / "tools" / "z.py", "x = [1, 2]\ny = 'a'\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "first")
+    first = _git(repo, "rev-parse", "HEAD")
+    _write(repo / "tools" / "z.py", 'x = [\n    1,\n    2,\n]\ny = "a"\n')  # what `ruff format` does: the same tree
+    _git(repo, "commit", "-qam", "format")
+    git = staleness.Git(repo)
+    assert git.changed(first, ["tools/"]) == []
+    git.close()
+    _write(repo / "tools" / "z.py", 'x = [1, 3]\ny = "a"\n')
+    _git(repo, "commit", "-qam", "edit")
+    assert staleness.Git(repo).changed(first, ["tools/"]) == ["tools/z.py"]
 
 
 def test_the_report_shows_stale_and_current_rows_from_headers_or_family_defaults(history, tmp_path):
@@ -138,10 +156,10 @@ def test_the_report_shows_stale_and_current_rows_from_headers_or_family_defaults
     _write(results / "pipeline-old.questions.jsonl.gz", "")
     _write(results / "broken.json", "{not json")
     loaded = {r.name: r for r in report.load(results)}
-    assert loaded["pipeline-old.json"].measures == (report.family("pipeline-old.json")[1], "family default")
+    assert loaded["pipeline-old.json"].measures == staleness.family("pipeline-old.json")[1]
     assert loaded["pipeline-old.json"].detail == ["pipeline-old.questions.jsonl.gz"]
-    assert loaded["a.json"].measures == (["agent/x.py"], "header")
-    text = report.render(loaded, report.Git(repo))
+    assert loaded["a.json"].measures == ["agent/x.py"]
+    text = report.render(loaded, staleness.Git(repo))
     rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith('| <a id="row-')}
     assert "**stale**: `agent/x.py`" in rows["a.json"]
     assert "| current |" in rows["b.json"]
