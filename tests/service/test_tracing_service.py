@@ -232,3 +232,21 @@ def test_cli_ask_is_one_trace_with_retries_counted(examples_index, tmp_path, mon
     assert len(llm) == 1 and llm[0].attributes["llm.token_count.prompt"] > 0
     assert llm[0].attributes["ragsieve.llm.retries"] == 1 and "ragsieve.llm.retry" in llm[0].events
     assert llm[0].attributes["gen_ai.request.model"] == "stub-model"
+
+
+def test_a_question_the_sampler_drops_sends_nothing_and_keeps_its_trace_id(examples_index, monkeypatch):
+    """The operator's lever (`OTEL_TRACES_SAMPLER`): a dropped trace sends no span and opens no child, and the
+    answer still names its trace id (to join the caller's logs)."""
+    from ragsieve.agent.config import TracingConfig
+    from ragsieve.agent.orchestrator import Orchestrator
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    with Receiver() as receiver:
+        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces"))
+        with Orchestrator.open(examples_index, chat=FakeChat(default="Rotate it [1].")) as orch:
+            answer = orch.ask("How do I rotate the API key?", plan="fast")
+        with tracing.span("ragsieve.question") as root:
+            assert not root.recording and tracing.span("ragsieve.step.answer") is tracing.NULL
+        tracing.flush(10.0)
+        assert receiver.requests == 0 and receiver.spans == []
+    assert answer.answer == "Rotate it [1]." and len(answer.trace_id or "") == 32

@@ -8,7 +8,8 @@ own, private (never installed as the global one), with a `BatchSpanProcessor`: s
 `[tracing] max_queue` (beyond it they are dropped) and a background thread sends them, each export bounded by
 `export_timeout_s`. A collector that is down, slow or refusing costs the queue and one warning line
 (`GuardedExporter`); the SDK's own per-batch error lines are folded into it. A span the sampler drops
-(`OTEL_TRACES_SAMPLER`) is not recording: its attributes and text are never built.
+(`OTEL_TRACES_SAMPLER`) is not recording: its attributes and text are never built, and on ragsieve's own
+provider its children are not opened at all (`NULL`), so a question sampled out costs about one span.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ragsieve.tools.tracing.conventions import MAX_DOCUMENTS, SPAN_KIND
 from ragsieve.tools.tracing.settings import Resolved
-from ragsieve.tools.tracing.spans import Kind, current
+from ragsieve.tools.tracing.spans import NULL, Kind, Span, current
 
 if TYPE_CHECKING:
     from opentelemetry import trace
@@ -212,6 +213,9 @@ class OtelTracer:
                 provider = global_provider  # the application's: its processors decide where spans go
         if provider is None:
             provider = self.own = self._own_provider(resolved)
+        # the samplers the SDK reads from OTEL_TRACES_SAMPLER (always_*, traceidratio, parentbased_*) drop every
+        # child of a dropped span; a plug-in sampler, or the application's provider, decides for itself
+        self.prune = self.own is not None and type(self.own.sampler).__module__ == "opentelemetry.sdk.trace.sampling"
         self.provider = provider
         self.tracer = provider.get_tracer(SCOPE)
         chars = resolved.content_chars
@@ -247,7 +251,11 @@ class OtelTracer:
         )
         return own
 
-    def open(self, name: str, kind: Kind, pairs: Mapping[str, Any] | None) -> LiveSpan:
+    def open(self, name: str, kind: Kind, pairs: Mapping[str, Any] | None) -> Span:
+        if self.prune:
+            parent = current.get()
+            if parent is not None and not parent.recording:
+                return NULL  # the child of a span the sampler dropped: dropped too, so nothing is built
         cleaned = attributes(pairs, {SPAN_KIND: kind.value}) if pairs else {SPAN_KIND: kind.value}
         return LiveSpan(self, self.tracer.start_span(name, kind=self.internal, attributes=cleaned))
 
