@@ -185,27 +185,28 @@ def overhead(index: Path, questions: int) -> dict:
         summary["cpu_overhead_ms_per_question"] = round(summary["cpu_ms_per_question"] - base["cpu_ms_per_question"], 3)
         summary["paired_latency_overhead"] = paired(arm.wall, arms[0].wall)
         summary["paired_request_cpu_overhead"] = paired(arm.cpu, arms[0].cpu)
-    traced = out["traced"]
-    wall, cpu = traced["paired_latency_overhead"], traced["paired_request_cpu_overhead"]
-    return {
-        "arms": out,
-        "promises": [
-            {
-                "promise": f"tracing on, exporter batching: p50 latency + <= {TARGET_MS:g} ms over untraced",
-                "judge": "per-round paired latency difference (the arms in random order each round, scripted model): "
-                "holds when its 95 % upper bound is within the target",
-                "holds": wall["ci95_ms"][1] <= TARGET_MS,
-                "statistic": {"p50_overhead_ms": traced["p50_overhead_ms"], "paired": wall},
-                "n": traced["n"],
-                "why": f"p50 {traced['p50_ms']} ms traced vs {base['p50_ms']} ms untraced; paired median "
-                f"{wall['median_ms']} ms, 95 % interval {wall['ci95_ms'][0]} to {wall['ci95_ms'][1]} ms. CPU a "
-                f"question: request side +{cpu['median_ms']} ms (paired median, 95 % interval {cpu['ci95_ms'][0]} to "
-                f"{cpu['ci95_ms'][1]}), exporter thread {traced['exporter_cpu_ms_per_question']} ms",
-            }
-        ],
+    return {"arms": out, "promises": [promise(name, out[name], base) for name in ("traced", "sampled_10pct")]} | {
         "nice": os.nice(0),
         "plan": "full",
         "model": "scripted (no model time)",
+    }
+
+
+def promise(name: str, arm: dict, base: dict) -> dict:
+    """Issue 58's target for one arm, judged on the paired latency difference's 95 % upper bound."""
+    wall, cpu = arm["paired_latency_overhead"], arm["paired_request_cpu_overhead"]
+    lever = " sampling 10 % of traces," if name.startswith("sampled") else ""
+    return {
+        "promise": f"tracing on,{lever} exporter batching: p50 latency + <= {TARGET_MS:g} ms over untraced",
+        "judge": "per-round paired latency difference (the arms in random order each round, scripted model): "
+        "holds when its 95 % upper bound is within the target",
+        "holds": wall["ci95_ms"][1] <= TARGET_MS,
+        "statistic": {"p50_overhead_ms": arm["p50_overhead_ms"], "paired": wall},
+        "n": arm["n"],
+        "why": f"p50 {arm['p50_ms']} ms vs {base['p50_ms']} ms untraced; paired median {wall['median_ms']} ms, "
+        f"95 % interval {wall['ci95_ms'][0]} to {wall['ci95_ms'][1]} ms. CPU a question: request side "
+        f"+{cpu['median_ms']} ms (paired median, 95 % interval {cpu['ci95_ms'][0]} to {cpu['ci95_ms'][1]}), "
+        f"exporter thread {arm['exporter_cpu_ms_per_question']} ms",
     }
 
 
@@ -219,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(name)
     result = header(MEASURES) | overhead(build_index(args.index), args.questions)
     write(result, args.out)
-    print(json.dumps({"arms": result["arms"], "promise": result["promises"][0]["why"]}, indent=1))
+    print(
+        json.dumps(
+            [p["promise"] + (": holds. " if p["holds"] else ": not shown. ") + p["why"] for p in result["promises"]], indent=1
+        )
+    )
     return 0
 
 
