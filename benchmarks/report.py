@@ -51,6 +51,7 @@ MEASURES: list[tuple[str, str, list[str]]] = [
     ("followups*.json", "pipeline", ["benchmarks/pipeline/", "ragsieve/service/chat/", "agent/", "prompts/"]),
     ("service*.json", "service", ["benchmarks/service/", "ragsieve/service/", "agent/", "tools/"]),
     ("frontends_*.json", "service", ["benchmarks/service/", "ragsieve/service/", "agent/answer/"]),
+    ("tracing-*.json", "service", ["benchmarks/service/", "tools/tracing/", "agent/", "ragsieve/service/"]),
     ("sources*.json", "sources", ["benchmarks/sources/", "tools/ingest/", "tools/index/", "agent/"]),
     ("indexing-*.json", "gpu", ["benchmarks/gpu/", "ragsieve/cli/", "tools/index/", "tools/ingest/"]),
     ("scale*.json", "scale", ["benchmarks/scale/", "tools/index/", "tools/ingest/"]),

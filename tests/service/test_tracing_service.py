@@ -250,3 +250,18 @@ def test_a_question_the_sampler_drops_sends_nothing_and_keeps_its_trace_id(examp
         tracing.flush(10.0)
         assert receiver.requests == 0 and receiver.spans == []
     assert answer.answer == "Rotate it [1]." and len(answer.trace_id or "") == 32
+
+
+def test_our_provider_keeps_a_retrievals_documents_with_their_text():
+    """50 documents' ids, scores and texts (150 attributes) after the retrieval's settings: none dropped (the
+    SDK's default limit of 128 would drop the settings first)."""
+    from ragsieve.agent.config import TracingConfig
+
+    documents = {f"retrieval.documents.{n}.document.{f}": f"{f}{n}" for n in range(50) for f in ("id", "score", "content")}
+    with Receiver() as receiver:
+        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces"))
+        with tracing.span("ragsieve.retrieve", tracing.Kind.RETRIEVER, {"ragsieve.retrieval.k": 50}) as span:
+            span.update(documents)
+        spans = receiver.wait_for(lambda got: bool(got))
+    attributes = spans[0].attributes
+    assert attributes["ragsieve.retrieval.k"] == 50 and documents.items() <= attributes.items()
