@@ -54,7 +54,7 @@ def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_s
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert reply.headers["x-trace-id"] == CALLER_TRACE == body["trace_id"]
-        assert reply.headers["traceresponse"].startswith(f"00-{CALLER_TRACE}-")
+        assert reply.headers["traceresponse"].startswith(f"00-{CALLER_TRACE}-") and reply.headers["traceresponse"].endswith("-01")
         steps = [e["step"] for e in body["trace"]]
         spans = receiver.wait_for(
             lambda got: (
@@ -236,20 +236,24 @@ def test_cli_ask_is_one_trace_with_retries_counted(examples_index, tmp_path, mon
 
 def test_a_question_the_sampler_drops_sends_nothing_and_keeps_its_trace_id(examples_index, monkeypatch):
     """The operator's lever (`OTEL_TRACES_SAMPLER`): a dropped trace sends no span and opens no child, and the
-    answer still names its trace id (to join the caller's logs)."""
+    answer still names its trace id (to join the caller's logs), its `traceresponse` flagged not sampled."""
+    import httpx
+
     from ragsieve.agent.config import TracingConfig
-    from ragsieve.agent.orchestrator import Orchestrator
 
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
     with Receiver() as receiver:
         tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces"))
-        with Orchestrator.open(examples_index, chat=FakeChat(default="Rotate it [1].")) as orch:
-            answer = orch.ask("How do I rotate the API key?", plan="fast")
+        with served({"docs": examples_index}, FakeChat(default="Rotate it [1].")) as svc:
+            reply = httpx.post(f"{svc.base_url}/v1/ask", json={"question": "How do I rotate the API key?"}, timeout=120)
         with tracing.span("ragsieve.question") as root:
             assert not root.recording and tracing.span("ragsieve.step.answer") is tracing.NULL
         tracing.flush(10.0)
         assert receiver.requests == 0 and receiver.spans == []
-    assert answer.answer == "Rotate it [1]." and len(answer.trace_id or "") == 32
+    assert reply.status_code == 200 and reply.json()["answer"] == "Rotate it [1]."
+    trace_id = reply.json()["trace_id"]
+    assert len(trace_id) == 32 and reply.headers["x-trace-id"] == trace_id
+    assert reply.headers["traceresponse"].startswith(f"00-{trace_id}-") and reply.headers["traceresponse"].endswith("-00")
 
 
 def test_our_provider_keeps_a_retrievals_documents_with_their_text():
