@@ -28,6 +28,7 @@ MEASURES: list[tuple[str, str, list[str]]] = [
     ("cli-search.json", "retrieval", ["benchmarks/retrieval/", "ragsieve/cli/", "tools/", "agent/config/"]),
     ("pipeline-*.json|agentic*.json|judges-*.json", "pipeline", ["benchmarks/pipeline/", "agent/", "tools/", "prompts/"]),
     ("service*.json", "service", ["benchmarks/service/", "ragsieve/service/", "agent/", "tools/"]),
+    ("tracing-*.json", "service", ["benchmarks/service/", "tools/tracing/", "agent/", "ragsieve/service/"]),
     ("sources*.json", "sources", ["benchmarks/sources/", "tools/ingest/", "tools/index/", "agent/"]),
     ("indexing-*.json", "gpu", ["benchmarks/gpu/", "ragsieve/cli/", "tools/index/", "tools/ingest/"]),
     ("scale*.json", "scale", ["benchmarks/scale/", "tools/index/", "tools/ingest/"]),

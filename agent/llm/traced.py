@@ -43,12 +43,15 @@ def llm_span(fn: F) -> F:
             "ragsieve.llm.messages": len(messages),
         }
         with tracing.span(f"chat {model}", tracing.Kind.LLM, attributes) as span:
-            for n, message in enumerate(messages):
-                span.text(f"{c.LLM_INPUT_MESSAGES}.{n}.message.role", message.get("role", ""))
-                span.text(f"{c.LLM_INPUT_MESSAGES}.{n}.message.content", str(message.get("content", "")))
-            if messages:
-                span.text(c.INPUT_VALUE, str(messages[-1].get("content", "")))
+            if span.captures:  # the prompt's text only when the operator asked for text
+                for n, message in enumerate(messages):
+                    span.text(f"{c.LLM_INPUT_MESSAGES}.{n}.message.role", message.get("role", ""))
+                    span.text(f"{c.LLM_INPUT_MESSAGES}.{n}.message.content", str(message.get("content", "")))
+                if messages:
+                    span.text(c.INPUT_VALUE, str(messages[-1].get("content", "")))
             reply = fn(self, messages, json_schema, name, max_tokens, temperature, on_token)
+            if not span.recording:
+                return reply
             span.update(
                 {
                     c.LLM_PROMPT_TOKENS: reply.prompt_tokens,
@@ -61,9 +64,10 @@ def llm_span(fn: F) -> F:
                     c.GEN_AI_FINISH: [reply.finish_reason] if reply.finish_reason else None,
                 }
             )
-            span.text(c.OUTPUT_VALUE, reply.text)
-            span.text(f"{c.LLM_OUTPUT_MESSAGES}.0.message.role", "assistant")
-            span.text(f"{c.LLM_OUTPUT_MESSAGES}.0.message.content", reply.text)
+            if span.captures:
+                span.text(c.OUTPUT_VALUE, reply.text)
+                span.text(f"{c.LLM_OUTPUT_MESSAGES}.0.message.role", "assistant")
+                span.text(f"{c.LLM_OUTPUT_MESSAGES}.0.message.content", reply.text)
             return reply
 
     return complete  # type: ignore[return-value]

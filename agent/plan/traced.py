@@ -21,6 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _usage(prefix: str, usage: Any) -> dict[str, Any]:
+    """The LLM usage as attributes; only the call count when there was none (a step without model calls)."""
+    if not usage.calls and not usage.cached_calls:
+        return {f"{prefix}.calls": 0}
     return {
         f"{prefix}.calls": usage.calls,
         f"{prefix}.cached_calls": usage.cached_calls,
@@ -48,21 +51,23 @@ def step_span(fn: F) -> F:
     def run_one(plan: Any, name: str, state: Any, deps: Any) -> Any:
         if not tracing.enabled():
             return fn(plan, name, state, deps)
-        attributes = {"ragsieve.plan": state.plan, "ragsieve.step": name, "ragsieve.step.number": state.steps_taken}
+        attributes = {"ragsieve.step": name, "ragsieve.step.number": state.steps_taken}  # the plan: on the question
         with tracing.span(f"ragsieve.step.{name}", tracing.Kind.CHAIN, attributes) as span:
             events = len(state.trace)
             result = fn(plan, name, state, deps)
-            if len(state.trace) > events:  # the event this step appended: the span says what it says
+            if span.recording and len(state.trace) > events:  # the event this step appended: the span says it
                 event = state.trace[-1]
+                summary = event.summary_dict()
                 span.update(
                     {
                         "ragsieve.step.outcome": event.outcome,
                         "ragsieve.step.duration_s": event.duration_s,
                         **_usage("ragsieve.step.llm", event.usage),
-                        **_numbers("ragsieve.step", event.summary_dict()),
+                        **_numbers("ragsieve.step", summary),
                     }
                 )
-                span.text("ragsieve.step.summary", json.dumps(event.summary_dict(), default=str, ensure_ascii=False))
+                if span.captures:  # the summary's text only when the operator asked for text
+                    span.text("ragsieve.step.summary", json.dumps(summary, default=str, ensure_ascii=False))
             return result
 
     return run_one  # type: ignore[return-value]
@@ -86,6 +91,9 @@ def question_span(fn: F) -> F:
         with tracing.span("ragsieve.question", tracing.Kind.CHAIN, attributes) as span:
             span.text(INPUT_VALUE, question)
             answer = fn(self, question, **kwargs)
+            answer.trace_id = tracing.trace_id()
+            if not span.recording:  # sampled out: the trace id still joins the caller's logs
+                return answer
             span.text(OUTPUT_VALUE, answer.answer)
             stopped = answer.stopped
             span.update(
@@ -97,7 +105,9 @@ def question_span(fn: F) -> F:
                     "ragsieve.steps": [e.step for e in answer.trace],
                     "ragsieve.context.ids": [h.chunk_id for h in answer.context],
                     "ragsieve.citations": [c.chunk_id for c in answer.citations],
-                    **_usage("ragsieve.llm", answer.usage),
+                    "ragsieve.llm.calls": answer.usage.calls,
+                    "ragsieve.llm.cached_calls": answer.usage.cached_calls,
+                    "ragsieve.llm.latency_s": round(answer.usage.latency_s, 4),
                     "llm.token_count.prompt": answer.usage.prompt_tokens,
                     "llm.token_count.completion": answer.usage.completion_tokens,
                     "llm.token_count.total": answer.usage.prompt_tokens + answer.usage.completion_tokens,
@@ -105,7 +115,6 @@ def question_span(fn: F) -> F:
             )
             if stopped:
                 span.event("ragsieve.stopped", {"reason": stopped})
-            answer.trace_id = tracing.trace_id()
             return answer
 
     return ask  # type: ignore[return-value]

@@ -116,6 +116,26 @@ def test_missing_extra_is_one_line_naming_the_install(monkeypatch):
     assert "pip install 'ragsieve[otel]'" in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_the_otel_module_imports_without_opentelemetry():
+    """Its OpenTelemetry imports wait for a tracer, so the core wheel's walk imports it; asking for tracing there
+    is the one-line error."""
+    script = """
+import sys
+sys.modules["opentelemetry"] = None  # as if no OpenTelemetry package were installed
+import ragsieve.tools.tracing.otel
+from ragsieve.agent.config import TracingConfig
+from ragsieve.tools import tracing
+from ragsieve.tools.errors import MissingExtraError
+try:
+    tracing.configure(TracingConfig(enabled=True))
+except MissingExtraError as exc:
+    print(exc)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("pip install 'ragsieve[otel]'") and len(out.stdout.strip().splitlines()) == 1
+
+
 # -- off: nothing imported, nothing changed ------------------------------------------------------
 def test_unset_variable_imports_no_opentelemetry_and_changes_nothing(examples_index):
     script = f"""

@@ -134,10 +134,8 @@ def test_core_surfaces_name_their_extra_in_one_line(fresh):
 
 
 # modules that are an extra's implementation, imported only behind its check (a missing extra is one line there):
-# the OpenTelemetry exporter ([otel], `tools.tracing.setup` requires it first) and the backend contract mixins (pytest)
+# the backend contract mixins (pytest)
 EXTRA_ONLY = {
-    ("ragsieve.tools.tracing.otel", "ModuleNotFoundError: No module named 'opentelemetry'"),
-    ("ragsieve.tools.tracing.otel", "ModuleNotFoundError: No module named 'opentelemetry.sdk'"),  # API via fastapi
     ("ragsieve.testing.backends", "ModuleNotFoundError: No module named 'pytest'"),
 }
 
@@ -236,7 +234,7 @@ def test_every_module_imports_with_the_extras(with_mcp):
         for p in (REPO / "ragsieve").rglob("*.py")
         if p.parent != REPO / "ragsieve"
     }
-    assert in_tree - set(walk["imported"]) == {m for m, _ in EXTRA_ONLY}  # those two need their extra
+    assert in_tree - set(walk["imported"]) == {m for m, _ in EXTRA_ONLY}  # that one needs its extra
 
 
 @pytest.mark.filterwarnings("ignore:Use `streamable_http_client`:DeprecationWarning")

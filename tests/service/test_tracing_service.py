@@ -6,6 +6,8 @@ malformed endpoint a one-line error at start."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
@@ -52,7 +54,7 @@ def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_s
         assert reply.status_code == 200, reply.text
         body = reply.json()
         assert reply.headers["x-trace-id"] == CALLER_TRACE == body["trace_id"]
-        assert reply.headers["traceresponse"].startswith(f"00-{CALLER_TRACE}-")
+        assert reply.headers["traceresponse"].startswith(f"00-{CALLER_TRACE}-") and reply.headers["traceresponse"].endswith("-01")
         steps = [e["step"] for e in body["trace"]]
         spans = receiver.wait_for(
             lambda got: (
@@ -109,7 +111,8 @@ def test_mcp_call_over_the_service_is_traced(examples_index, monkeypatch):
 
 
 def _answers(index, receiver_mode, monkeypatch, **options):
-    """The answer with tracing off, then with a collector in `receiver_mode`, and the warnings logged."""
+    """The answer with tracing off, then three with a collector in `receiver_mode` (each question's spans tried
+    by the exporter's own thread before the next question: an export each), and the threads exports ran on."""
     from ragsieve.agent.config import TracingConfig
     from ragsieve.agent.orchestrator import Orchestrator
 
@@ -120,11 +123,18 @@ def _answers(index, receiver_mode, monkeypatch, **options):
         if receiver_mode == "down":
             receiver.stop()  # nothing listens on the port any more: connections are refused
         tracing.configure(TracingConfig(endpoint=endpoint, **options))
+        exporter = tracing.spans._tracer.exporter
+        threads, inner = [], exporter.inner.export
+        monkeypatch.setattr(exporter.inner, "export", lambda spans: threads.append(threading.get_ident()) or inner(spans))
+        traced = []
         with Orchestrator.open(index, chat=FakeChat(default="Rotate it [1].")) as orch:
-            traced = [orch.ask("How do I rotate the API key?", plan="fast") for _ in range(3)]
-        tracing.flush(10.0)
-        tracing.flush(10.0)
-    return plain, traced
+            for _ in range(3):
+                tried = len(threads)
+                traced.append(orch.ask("How do I rotate the API key?", plan="fast"))
+                ends = time.monotonic() + 20  # a bounded wait for the background export (no flush: it would export here)
+                while len(threads) == tried and time.monotonic() < ends:
+                    time.sleep(0.02)
+    return plain, traced, threads
 
 
 @pytest.mark.parametrize(
@@ -137,7 +147,8 @@ def _answers(index, receiver_mode, monkeypatch, **options):
 )
 def test_a_collector_that_is_away_costs_one_warning_never_the_answer(examples_index, monkeypatch, caplog, mode, options):
     caplog.set_level(logging.INFO)
-    plain, traced = _answers(examples_index, mode, monkeypatch, **options)
+    plain, traced, threads = _answers(examples_index, mode, monkeypatch, **options)
+    assert threads and threading.get_ident() not in threads  # sent from the exporter's thread, never the answer's
     for answer in traced:  # the same answer, steps and citations as untraced
         assert answer.answer == plain.answer and [e.step for e in answer.trace] == [e.step for e in plain.trace]
         assert [c.chunk_id for c in answer.citations] == [c.chunk_id for c in plain.citations]
@@ -146,7 +157,28 @@ def test_a_collector_that_is_away_costs_one_warning_never_the_answer(examples_in
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert warnings[0].name == "ragsieve.tools.tracing.otel" and "said once" in warnings[0].getMessage()
     exporter = tracing.spans._tracer.exporter
-    assert exporter.failures >= 1 and exporter.dropped >= 1
+    assert exporter.failures >= 2 and exporter.dropped >= 2  # failed again and again, said once
+
+
+def test_a_collector_back_again_is_one_info_line(examples_index, caplog):
+    """Refusing, then taking spans: one warning, one info line that it takes spans again, and the spans after."""
+    from ragsieve.agent.config import TracingConfig
+
+    caplog.set_level(logging.INFO, logger="ragsieve.tools.tracing.otel")
+    with Receiver(mode="refuse") as receiver:
+        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces", export_timeout_s=0.5, batch_delay_s=0.05))
+        for n in range(2):
+            with tracing.span(f"away{n}"):
+                pass
+            tracing.flush(10.0)
+        receiver.mode = "ok"
+        with tracing.span("back"):
+            pass
+        spans = receiver.wait_for(lambda got: any(s.name == "back" for s in got))
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "ragsieve.tools.tracing.otel"]
+    assert [level for level, _ in lines] == [logging.WARNING, logging.INFO], lines
+    assert "takes spans again (2 spans were dropped)" in lines[1][1]
+    assert [s.name for s in spans] == ["back"]
 
 
 def test_queue_is_bounded(examples_index):
@@ -200,3 +232,40 @@ def test_cli_ask_is_one_trace_with_retries_counted(examples_index, tmp_path, mon
     assert len(llm) == 1 and llm[0].attributes["llm.token_count.prompt"] > 0
     assert llm[0].attributes["ragsieve.llm.retries"] == 1 and "ragsieve.llm.retry" in llm[0].events
     assert llm[0].attributes["gen_ai.request.model"] == "stub-model"
+
+
+def test_a_question_the_sampler_drops_sends_nothing_and_keeps_its_trace_id(examples_index, monkeypatch):
+    """The operator's lever (`OTEL_TRACES_SAMPLER`): a dropped trace sends no span and opens no child, and the
+    answer still names its trace id (to join the caller's logs), its `traceresponse` flagged not sampled."""
+    import httpx
+
+    from ragsieve.agent.config import TracingConfig
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    with Receiver() as receiver:
+        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces"))
+        with served({"docs": examples_index}, FakeChat(default="Rotate it [1].")) as svc:
+            reply = httpx.post(f"{svc.base_url}/v1/ask", json={"question": "How do I rotate the API key?"}, timeout=120)
+        with tracing.span("ragsieve.question") as root:
+            assert not root.recording and tracing.span("ragsieve.step.answer") is tracing.NULL
+        tracing.flush(10.0)
+        assert receiver.requests == 0 and receiver.spans == []
+    assert reply.status_code == 200 and reply.json()["answer"] == "Rotate it [1]."
+    trace_id = reply.json()["trace_id"]
+    assert len(trace_id) == 32 and reply.headers["x-trace-id"] == trace_id
+    assert reply.headers["traceresponse"].startswith(f"00-{trace_id}-") and reply.headers["traceresponse"].endswith("-00")
+
+
+def test_our_provider_keeps_a_retrievals_documents_with_their_text():
+    """50 documents' ids, scores and texts (150 attributes) after the retrieval's settings: none dropped (the
+    SDK's default limit of 128 would drop the settings first)."""
+    from ragsieve.agent.config import TracingConfig
+
+    documents = {f"retrieval.documents.{n}.document.{f}": f"{f}{n}" for n in range(50) for f in ("id", "score", "content")}
+    with Receiver() as receiver:
+        tracing.configure(TracingConfig(endpoint=receiver.endpoint + "/v1/traces"))
+        with tracing.span("ragsieve.retrieve", tracing.Kind.RETRIEVER, {"ragsieve.retrieval.k": 50}) as span:
+            span.update(documents)
+        spans = receiver.wait_for(lambda got: bool(got))
+    attributes = spans[0].attributes
+    assert attributes["ragsieve.retrieval.k"] == 50 and documents.items() <= attributes.items()

@@ -33,12 +33,17 @@ GEN_AI_FINISH = "gen_ai.response.finish_reasons"
 MAX_DOCUMENTS = 50  # documents listed per retrieval span (ids and scores; their text only with content on)
 
 
-def document_attributes(prefix: str, ids: Sequence[str], scores: Sequence[float]) -> dict[str, Any]:
-    """`prefix.N.document.id` / `.score` for the first MAX_DOCUMENTS documents (OpenInference's layout)."""
+_DOCUMENT_KEYS = [
+    (f"{RETRIEVAL_DOCUMENTS}.{n}.document.id", f"{RETRIEVAL_DOCUMENTS}.{n}.document.score") for n in range(MAX_DOCUMENTS)
+]
+
+
+def document_attributes(ids: Sequence[str], scores: Sequence[float]) -> dict[str, Any]:
+    """`retrieval.documents.N.document.id` / `.score` for the first MAX_DOCUMENTS documents (OpenInference's layout)."""
     out: dict[str, Any] = {}
-    for n, (doc_id, score) in enumerate(zip(ids[:MAX_DOCUMENTS], scores)):
-        out[f"{prefix}.{n}.document.id"] = str(doc_id)
-        out[f"{prefix}.{n}.document.score"] = float(score)
+    for (id_key, score_key), doc_id, score in zip(_DOCUMENT_KEYS, ids, scores):
+        out[id_key] = str(doc_id)
+        out[score_key] = float(score)
     return out
 
 
@@ -66,12 +71,14 @@ def retrieval_before(
 def retrieval_after(span: Any, hits: Sequence[Any], retriever: Any = None, query: str | None = None, *_: Any, **__: Any) -> None:
     """Ids and scores of the hits (already narrowed to what the caller may read); the query and their text
     with content on."""
-    span.text(INPUT_VALUE, query)
     shown = list(hits)[:MAX_DOCUMENTS]
-    span.update(document_attributes(RETRIEVAL_DOCUMENTS, [h.chunk_id for h in shown], [h.score for h in shown]))
-    span.set("ragsieve.retrieval.returned", len(hits))
-    for n, hit in enumerate(shown):
-        span.text(f"{RETRIEVAL_DOCUMENTS}.{n}.document.content", hit.chunk.text)
+    span.update(
+        {**document_attributes([h.chunk_id for h in shown], [h.score for h in shown]), "ragsieve.retrieval.returned": len(hits)}
+    )
+    if span.captures:  # the query and the documents' text only when the operator asked for text
+        span.text(INPUT_VALUE, query)
+        for n, hit in enumerate(shown):
+            span.text(f"{RETRIEVAL_DOCUMENTS}.{n}.document.content", hit.chunk.text)
 
 
 def embedding_before(embedder: Any, texts: Sequence[str], *_: Any, **__: Any) -> dict[str, Any]:

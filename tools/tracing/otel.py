@@ -1,39 +1,41 @@
 """The OpenTelemetry side of tracing (the `[otel]` extra): a tracer provider, a batching OTLP/HTTP exporter
 that never slows or fails an answer, and the live spans `ragsieve.tools.tracing.spans` hands out.
 
-Imported only when tracing is on. The application's own tracer provider is used when it has set one (or passes
-one): ragsieve then adds nothing to it and never replaces it. Otherwise ragsieve keeps a provider of its own,
-private (never installed as the global one), with a `BatchSpanProcessor`: spans wait in a queue bounded by
+OpenTelemetry is imported when an `OtelTracer` is made (`setup.configure`, after its `require` check), so this
+module itself imports without the extra. The application's own tracer provider is used when it has set one (or
+passes one): ragsieve then adds nothing to it and never replaces it. Otherwise ragsieve keeps a provider of its
+own, private (never installed as the global one), with a `BatchSpanProcessor`: spans wait in a queue bounded by
 `[tracing] max_queue` (beyond it they are dropped) and a background thread sends them, each export bounded by
 `export_timeout_s`. A collector that is down, slow or refusing costs the queue and one warning line
-(`GuardedExporter`); the SDK's own per-batch error lines are folded into it.
+(`GuardedExporter`); the SDK's own per-batch error lines are folded into it. A span the sampler drops
+(`OTEL_TRACES_SAMPLER`) is not recording: its attributes and text are never built, and on ragsieve's own
+provider its children are not opened at all (`NULL`), so a question sampled out costs about one span.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-from ragsieve.tools.tracing.conventions import SPAN_KIND
+from ragsieve.tools.tracing.conventions import MAX_DOCUMENTS, SPAN_KIND
 from ragsieve.tools.tracing.settings import Resolved
-from ragsieve.tools.tracing.spans import Kind, current
+from ragsieve.tools.tracing.spans import NULL, Kind, Span, current
+
+if TYPE_CHECKING:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 log = logging.getLogger(__name__)
 
 SCOPE = "ragsieve"
 # the SDK loggers whose per-batch lines GuardedExporter's one warning replaces
 _QUIET = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk._shared_internal")
-_PROPAGATOR = TraceContextTextMapPropagator()
+_PLAIN = frozenset((str, bool, int, float))  # attribute values the SDK takes as they are
+ATTRIBUTE_LIMIT = 3 * MAX_DOCUMENTS + 64  # a retrieval span's ids, scores and texts (the SDK's default is 128)
 
 
 class _Fold(logging.Filter):
@@ -53,11 +55,15 @@ class _Fold(logging.Filter):
         return True
 
 
-class GuardedExporter(SpanExporter):
-    """An exporter that fails quietly: the first failed export logs one warning, a recovery one info line."""
+class GuardedExporter:
+    """A span exporter (the SDK's interface) that fails quietly: the first failed export logs one warning, a
+    recovery one info line."""
 
-    def __init__(self, inner: SpanExporter, endpoint: str, max_queue: int) -> None:
+    def __init__(self, inner: "SpanExporter", endpoint: str, max_queue: int) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
         self.inner, self.endpoint, self.max_queue = inner, endpoint, max_queue
+        self.failure = SpanExportResult.FAILURE
         self.failures = 0
         self.dropped = 0
         self._failing = False
@@ -66,13 +72,13 @@ class GuardedExporter(SpanExporter):
         for name in _QUIET:
             logging.getLogger(name).addFilter(self.fold)
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, spans: Sequence["ReadableSpan"]) -> "SpanExportResult":
         try:
             result = self.inner.export(spans)
         except Exception as exc:  # noqa: BLE001 - the exporter's fault must never reach an answer
             self.fold.last = f"{type(exc).__name__}: {exc}"[:300]
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.FAILURE:
+            result = self.failure
+        if result is self.failure:
             self.failures += 1
             self.dropped += len(spans)
             if not self._warned:
@@ -101,7 +107,7 @@ class GuardedExporter(SpanExporter):
 
 def attribute(value: Any) -> Any:
     """`value` as an OTel attribute (str, bool, int, float or a list of one of them); None when there is none."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or type(value) in _PLAIN:
         return value
     if isinstance(value, Kind):
         return value.value
@@ -111,53 +117,75 @@ def attribute(value: Any) -> Any:
             return list(items)
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
             return [float(v) for v in items] if any(isinstance(v, float) for v in items) else list(items)
+    if isinstance(value, (str, bool, int, float)):  # a subclass (a str enum, a numpy scalar's Python twin)
+        return value
     return json.dumps(value, default=str, ensure_ascii=False)[:4000]
 
 
+def attributes(pairs: Mapping[str, Any], into: dict[str, Any]) -> dict[str, Any]:
+    """`into` with each of `pairs` as an attribute (`attribute`), those without a value left out."""
+    for key, value in pairs.items():
+        if value is not None and type(value) not in _PLAIN:
+            value = attribute(value)
+        if value is not None:
+            into[key] = value
+    return into
+
+
 class LiveSpan:
-    """One open span: current (for children, `event` and `count`) between `__enter__` and `__exit__`."""
+    """One open span: current (for children, `event` and `count`) between `__enter__` and `__exit__`.
+    `recording` is False for a span the sampler dropped (every method then returns at once); `captures` says
+    whether `text` keeps text, so callers build none otherwise."""
 
-    __slots__ = ("span", "owner", "_tokens", "_counts")
-    recording = True
+    __slots__ = ("span", "owner", "recording", "captures", "_tokens", "_counts")
 
-    def __init__(self, owner: "OtelTracer", span: trace.Span) -> None:
+    def __init__(self, owner: "OtelTracer", span: "trace.Span") -> None:
         self.span, self.owner = span, owner
+        self.recording = span.is_recording()
+        self.captures = self.recording and owner.content is not None
         self._tokens: tuple[Any, Any] | None = None
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, int] | None = None
 
     def __enter__(self) -> "LiveSpan":
-        self._tokens = (otel_context.attach(trace.set_span_in_context(self.span)), current.set(self))
+        owner = self.owner
+        self._tokens = (owner.attach(owner.in_context(self.span)), current.set(self))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
+        if exc is not None and self.recording:
+            from opentelemetry.trace import Status, StatusCode
+
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
         if self._tokens is not None:
             current.reset(self._tokens[1])
-            otel_context.detach(self._tokens[0])
+            self.owner.detach(self._tokens[0])
         self.span.end()
 
     def set(self, key: str, value: Any) -> None:
-        cleaned = attribute(value)
-        if cleaned is not None:
-            self.span.set_attribute(key, cleaned)
+        if self.recording:
+            if value is not None and type(value) not in _PLAIN:
+                value = attribute(value)
+            if value is not None:
+                self.span.set_attribute(key, value)
 
-    def update(self, attributes: Mapping[str, Any]) -> None:
-        for key, value in attributes.items():
-            self.set(key, value)
+    def update(self, pairs: Mapping[str, Any]) -> None:
+        if self.recording:
+            self.span.set_attributes(attributes(pairs, {}))
 
     def text(self, key: str, value: str | None) -> None:
-        if value is not None and self.owner.content is not None:
-            self.span.set_attribute(key, self.owner.content(str(value)))
+        if value is not None and self.captures:
+            self.span.set_attribute(key, self.owner.content(str(value)))  # type: ignore[misc]
 
-    def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
-        cleaned = {k: attribute(v) for k, v in (attributes or {}).items()}
-        self.span.add_event(name, {k: v for k, v in cleaned.items() if v is not None})
+    def event(self, name: str, pairs: Mapping[str, Any] | None = None) -> None:
+        if self.recording:
+            self.span.add_event(name, attributes(pairs or {}, {}))
 
     def count(self, key: str, by: int = 1) -> None:
-        self._counts[key] = self._counts.get(key, 0) + by
-        self.span.set_attribute(key, self._counts[key])
+        if self.recording:
+            counts = self._counts = self._counts or {}
+            counts[key] = counts.get(key, 0) + by
+            self.span.set_attribute(key, counts[key])
 
     def ids(self) -> tuple[str, str]:
         ctx = self.span.get_span_context()
@@ -168,34 +196,26 @@ class OtelTracer:
     """Spans on the application's provider, or on ragsieve's own exporting one (`own` is then set)."""
 
     def __init__(
-        self, resolved: Resolved, redact: Callable[[str], str] | None, provider: trace.TracerProvider | None = None
+        self, resolved: Resolved, redact: Callable[[str], str] | None, provider: "trace.TracerProvider | None" = None
     ) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
         self.resolved = resolved
         self.own: TracerProvider | None = None
         self.exporter: GuardedExporter | None = None
+        self.attach, self.detach, self.in_context = context.attach, context.detach, trace.set_span_in_context
+        self.current_span, self.propagator = trace.get_current_span, TraceContextTextMapPropagator()
+        self.internal, self.server = trace.SpanKind.INTERNAL, trace.SpanKind.SERVER
         if provider is None:
             global_provider = trace.get_tracer_provider()
             if not isinstance(global_provider, trace.ProxyTracerProvider):
                 provider = global_provider  # the application's: its processors decide where spans go
         if provider is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self.exporter = GuardedExporter(
-                OTLPSpanExporter(endpoint=resolved.endpoint, timeout=resolved.export_timeout_s),
-                resolved.endpoint,
-                resolved.max_queue,
-            )
-            self.own = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}))
-            self.own.add_span_processor(
-                BatchSpanProcessor(
-                    self.exporter,
-                    max_queue_size=resolved.max_queue,
-                    max_export_batch_size=resolved.batch_size,
-                    schedule_delay_millis=resolved.batch_delay_s * 1000,
-                    export_timeout_millis=resolved.export_timeout_s * 1000,
-                )
-            )
-            provider = self.own
+            provider = self.own = self._own_provider(resolved)
+        # the samplers the SDK reads from OTEL_TRACES_SAMPLER (always_*, traceidratio, parentbased_*) drop every
+        # child of a dropped span; a plug-in sampler, or the application's provider, decides for itself
+        self.prune = self.own is not None and type(self.own.sampler).__module__ == "opentelemetry.sdk.trace.sampling"
         self.provider = provider
         self.tracer = provider.get_tracer(SCOPE)
         chars = resolved.content_chars
@@ -203,28 +223,52 @@ class OtelTracer:
         if resolved.capture_content and redact is not None:
             self.content = lambda text: redact(text)[:chars]
 
-    def open(self, name: str, kind: Kind, attributes: Mapping[str, Any] | None) -> LiveSpan:
-        cleaned = {SPAN_KIND: kind.value}
-        for key, value in (attributes or {}).items():
-            value = attribute(value)
-            if value is not None:
-                cleaned[key] = value
-        return LiveSpan(self, self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=cleaned))
+    def _own_provider(self, resolved: Resolved) -> "TracerProvider":
+        """A provider of ragsieve's own (its sampler from `OTEL_TRACES_SAMPLER`, as the SDK reads it), batching
+        to the OTLP/HTTP endpoint through `GuardedExporter`."""
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    def open_request(self, name: str, headers: Mapping[str, str], attributes: Mapping[str, Any]) -> LiveSpan:
+        self.exporter = GuardedExporter(
+            OTLPSpanExporter(endpoint=resolved.endpoint, timeout=resolved.export_timeout_s),
+            resolved.endpoint,
+            resolved.max_queue,
+        )
+        limits = None  # the operator's OTEL_*ATTRIBUTE_COUNT_LIMIT, else room for a retrieval's documents with their text
+        if not any(name in os.environ for name in ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT")):
+            limits = SpanLimits(max_span_attributes=ATTRIBUTE_LIMIT)
+        own = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}), span_limits=limits)
+        own.add_span_processor(
+            BatchSpanProcessor(
+                self.exporter,  # type: ignore[arg-type]  # the exporter interface, not its base class
+                max_queue_size=resolved.max_queue,
+                max_export_batch_size=resolved.batch_size,
+                schedule_delay_millis=resolved.batch_delay_s * 1000,
+                export_timeout_millis=resolved.export_timeout_s * 1000,
+            )
+        )
+        return own
+
+    def open(self, name: str, kind: Kind, pairs: Mapping[str, Any] | None) -> Span:
+        if self.prune:
+            parent = current.get()
+            if parent is not None and not parent.recording:
+                return NULL  # the child of a span the sampler dropped: dropped too, so nothing is built
+        cleaned = attributes(pairs, {SPAN_KIND: kind.value}) if pairs else {SPAN_KIND: kind.value}
+        return LiveSpan(self, self.tracer.start_span(name, kind=self.internal, attributes=cleaned))
+
+    def open_request(self, name: str, headers: Mapping[str, str], pairs: Mapping[str, Any]) -> LiveSpan:
         """A SERVER span continuing the caller's W3C `traceparent` (a new trace when there is none); inside a
         span the application's own instrumentation opened (FastAPI's, an ASGI middleware's), a child of it."""
-        inside = trace.get_current_span().get_span_context().is_valid
-        parent = None if inside else _PROPAGATOR.extract(carrier=dict(headers))
-        cleaned = {SPAN_KIND: Kind.CHAIN.value}
-        for key, value in attributes.items():
-            value = attribute(value)
-            if value is not None:
-                cleaned[key] = value
-        return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=cleaned))
+        inside = self.current_span().get_span_context().is_valid
+        parent = None if inside else self.propagator.extract(carrier=dict(headers))
+        cleaned = attributes(pairs, {SPAN_KIND: Kind.CHAIN.value})
+        return LiveSpan(self, self.tracer.start_span(name, context=parent, kind=self.server, attributes=cleaned))
 
     def trace_id(self) -> str | None:
-        ctx = trace.get_current_span().get_span_context()
+        ctx = self.current_span().get_span_context()
         return format(ctx.trace_id, "032x") if ctx.is_valid else None
 
     def flush(self, timeout_s: float = 5.0) -> bool:

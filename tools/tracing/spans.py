@@ -28,7 +28,8 @@ class Kind(str, Enum):
 
 
 class Span(Protocol):
-    recording: bool
+    recording: bool  # False: a no-op (tracing off, or a span the sampler dropped)
+    captures: bool  # whether `text` keeps text: build none otherwise
 
     def __enter__(self) -> "Span": ...
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
@@ -45,6 +46,7 @@ class _NullSpan:
 
     __slots__ = ()
     recording = False
+    captures = False
 
     def __enter__(self) -> "_NullSpan":
         return self

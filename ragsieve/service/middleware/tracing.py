@@ -55,7 +55,7 @@ class TraceRequests:
                         message = dict(message)
                         message["headers"] = [
                             *message.get("headers", ()),
-                            (b"traceresponse", f"00-{ids[0]}-{ids[1]}-01".encode()),
+                            (b"traceresponse", f"00-{ids[0]}-{ids[1]}-{'01' if span.recording else '00'}".encode()),
                             (b"x-trace-id", ids[0].encode()),
                         ]
                 await send(message)
