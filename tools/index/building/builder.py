@@ -25,7 +25,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ragsieve.tools import tracing
 from ragsieve.tools.access.labels import set_front_matter
@@ -60,6 +60,10 @@ from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.tracing.conventions import build_after
 from ragsieve.tools.types import Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.building.ray_embed import RayEmbedStage
+    from ragsieve.tools.ingest.selection import Selection
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +102,7 @@ class IndexBuilder:
         symbol_headers: bool = True,
         encoder: str | None = None,
         overlap: bool = True,
-        ray=None,
+        ray: RayEmbedStage | None = None,
         segments: bool = True,
         long_code: str | None = None,
         device: str = "auto",
@@ -231,7 +235,7 @@ class IndexBuilder:
         rebuild: bool = False,
         *,
         sync: bool = False,
-        selection=None,
+        selection: Selection | None = None,
         base_url: str | None = None,
         crawl: dict | None = None,
     ) -> BuildReport:
@@ -256,7 +260,7 @@ class IndexBuilder:
             set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None}, [d.source for d in docs])
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
-    def _source_root(self, paths, rebuild: bool) -> Path | None:
+    def _source_root(self, paths: Sequence[str | Path], rebuild: bool) -> Path | None:
         """Ids are paths below the index's source root: the one recorded at its first build, else the
         git checkout (or the parent folder) of the first path given."""
         gen = None if rebuild else current_generation(self.root)
@@ -285,8 +289,8 @@ class IndexBuilder:
     def _build_locked(
         self,
         docs: list[Document],
-        loaded,
-        paths,
+        loaded: LoadResult,
+        paths: Sequence[str | Path],
         rebuild: bool,
         start: float,
         sync: bool = False,
@@ -314,9 +318,11 @@ class IndexBuilder:
         try:
             plan = (
                 plan_change(prev_store, prev, docs, scopes, remove)
-                if reuse and prev is not None and not sync and incremental_applies(ctx, prev, settings)
+                if reuse and prev is not None and prev_store is not None and not sync and incremental_applies(ctx, prev, settings)
                 else None
             )
+            prev_docs: dict[str, str] | None
+            kept: list[str]
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed
