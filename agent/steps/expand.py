@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from ragsieve.agent.core.evidence import applied_rule
 from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
-from ragsieve.agent.core.step import Deps, Step, StepResult
+from ragsieve.agent.core.step import Deps, Step, StepResult, Target
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
@@ -15,7 +15,12 @@ from ragsieve.tools.types import Hit
 Grown = Literal["grew", "converged"]  # the relevant set grew (judge again) or stopped growing
 
 
-class Expand(Step[Grown]):
+class GrownEdges(TypedDict):
+    grew: Target
+    converged: Target
+
+
+class Expand(Step[Grown, GrownEdges]):
     """`grew`: new unjudged candidates are waiting for the judge. `converged`: the loop stops.
 
     Stop reasons, checked in this order: the last judge round gave no usable
