@@ -10,7 +10,8 @@ from ragsieve.agent.config import IndexConfig
 from ragsieve.agent.errors import UsageError
 from ragsieve.cli.common import add_common, add_device_option, for_terminal, load_config, range_checked
 from ragsieve.tools.access.principals import AccessDefault
-from ragsieve.tools.modes import Backend, BM25Engine, FaissKind, choices
+from ragsieve.tools.index.building.windows import LongCode
+from ragsieve.tools.modes import Backend, BM25Engine, Encoder, FaissKind, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -67,14 +68,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument(
         "--long-code",
-        choices=["windows", "head"],
+        choices=choices(LongCode),
         default=None,
         help="code chunks longer than the encoder's window: the mean of their windows' vectors (windows, "
         "new indexes) or the window the encoder reads first (head); default: as the index recorded",
     )
     p.add_argument(
         "--encoder",
-        choices=["torch", "torch-fp16", "onnx", "onnx-int8"],
+        choices=choices(Encoder),
         help="how chunks are embedded (default: the encoder the index was built with, else torch-fp16 on "
         "a GPU, onnx-int8 on the CPU: the same model, int8 weights on ONNX Runtime, with the fast extra; "
         "torch without it)",
