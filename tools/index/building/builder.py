@@ -36,12 +36,14 @@ from ragsieve.tools.index.building.embed_cache import EmbeddingCache  # keyed by
 from ragsieve.tools.index.building.encoder_choice import choose_encoder
 from ragsieve.tools.index.building.generation_writer import incremental_applies, write_generation
 from ragsieve.tools.index.building.incremental import collect_stores
+from ragsieve.tools.index.building.progress import Progress
 from ragsieve.tools.index.building.report import BuildReport, embed_figures, excluded_counts
 from ragsieve.tools.index.building.sources import gather
 from ragsieve.tools.index.building.windows import LongCode
 from ragsieve.tools.index.embedders import known_dimension, mismatch, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL, canonical_model_name
+from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.local.generations import (
     MANIFEST,
     current_generation,
@@ -88,8 +90,8 @@ class IndexBuilder:
         bm25_engine: str | BM25Engine = BM25Engine.BM25S,
         batch_size: int | None = None,
         sparse_percentile: float = 10.0,
-        progress: bool = True,
-        embedder: Embedder | None = None,
+        progress: Progress = True,
+        embedder: Embedder | OpenAIEmbedder | None = None,
         bm25_k1: float = 0.9,
         bm25_b: float = 0.4,
         bm25_stem: bool = True,
@@ -185,7 +187,7 @@ class IndexBuilder:
         elif self.long_code is None:
             self.long_code = LongCode.WINDOWS
 
-    def _embedder_for(self) -> Embedder:
+    def _embedder_for(self) -> Embedder | OpenAIEmbedder:
         """The embedder, loaded now (a benchmark loads it before it times a build)."""
         ctx = self.context()
         self._embedder = ctx.embedder_for()
