@@ -7,6 +7,7 @@ from typing import Literal, TypedDict
 from ragsieve.agent.core.evidence import applied_rule
 from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.core.step import Deps, Step, StepResult, Target
+from ragsieve.agent.core.summaries import GrewSummary
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
@@ -51,12 +52,12 @@ class Expand(Step[Grown, GrownEdges]):
                 state.candidates = new
                 return StepResult(
                     "grew",
-                    {
-                        "iteration": len(rounds),
-                        "new_candidates": [h.chunk_id for h in new],
-                        "neighbours": offered,
-                        "relevant_total": len(state.relevant),
-                    },
+                    GrewSummary(
+                        iteration=len(rounds),
+                        new_candidates=[h.chunk_id for h in new],
+                        neighbours=offered,
+                        relevant_total=len(state.relevant),
+                    ),
                 )
             reason = "expansion found no new candidates"
         return self._converge(state, deps, reason)

@@ -9,10 +9,20 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import JudgeRoundReport, TraceEvent
 from ragsieve.agent.core.step import END, End
+from ragsieve.agent.core.summaries import (
+    DraftSummary,
+    GrewSummary,
+    OutliersSummary,
+    RankedHit,
+    RerankedHit,
+    RerankSummary,
+    RetrieveSummary,
+)
 from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
 from ragsieve.testing import FakeChat
@@ -36,26 +46,65 @@ def test_end_is_a_value_of_its_own():
 
 
 def test_typed_summaries_leave_the_trace_json_unchanged(calibrated_index):  # noqa: F811
-    """In memory the judge's summary is its `JudgeRoundReport`; the `--json` shape is byte for byte what the
-    same trace with dict summaries (the old in-memory form) gives."""
+    """In memory the judge's summary is its `JudgeRoundReport`, retrieve's, expand's `grew` and outliers' their
+    `StepSummary` models; the `--json` shape is byte for byte what the same trace with dict summaries (the old
+    in-memory form) gives."""
     with Orchestrator.open(calibrated_index, Config(), chat=FakeChat(default=fake_model)) as orch:
         answer = orch.ask(QUESTION, plan="full")
     judged = [e for e in answer.trace if e.step == "judge"]
     assert judged and all(isinstance(e.summary, JudgeRoundReport) for e in judged)
+    typed = {
+        "retrieve": RetrieveSummary,
+        "outliers": OutliersSummary,
+        **({"expand": GrewSummary} if any(e.outcome == "grew" for e in answer.trace) else {}),
+    }
+    for step, model in typed.items():
+        events = [e for e in answer.trace if e.step == step and (step != "expand" or e.outcome == "grew")]
+        assert events and all(isinstance(e.summary, model) for e in events), step
     as_dicts = answer.model_copy(
         update={
             "trace": [
-                TraceEvent(
-                    **{**dict(e), "summary": e.summary.model_dump() if isinstance(e.summary, JudgeRoundReport) else e.summary}
-                )
+                TraceEvent(**{**dict(e), "summary": e.summary.model_dump() if isinstance(e.summary, BaseModel) else e.summary})
                 for e in answer.trace
             ]
         }
     )
-    assert not any(isinstance(e.summary, JudgeRoundReport) for e in as_dicts.trace)
+    assert not any(isinstance(e.summary, BaseModel) for e in as_dicts.trace)
     typed, plain = json.dumps(answer.public(), default=str), json.dumps(as_dicts.public(), default=str)
     assert typed == plain
     assert json.loads(typed)["trace"][1]["summary"]["mode"] == judged[0].summary.mode.value
+
+
+def test_a_summary_dumps_the_keys_its_step_set_in_the_dict_forms_order():
+    """A `StepSummary` field left unset is absent, as the dict form's optional keys were; the keys keep the
+    order the steps wrote them in (each dict below is what the step built before its summary was typed)."""
+    top = [RankedHit(id="a#0", score=0.5, bm25_rank=1, dense_rank=None)]
+    retrieved = RetrieveSummary(retrieved=3, pool=2, searched="all", top=top)
+    assert json.dumps(retrieved.model_dump()) == json.dumps(
+        {"retrieved": 3, "pool": 2, "searched": "all", "top": [{"id": "a#0", "score": 0.5, "bm25_rank": 1, "dense_rank": None}]}
+    )
+    embedded = RetrieveSummary(embedded="onnx-int8 on cpu", retrieved=3, pool=2, searched="all", top=[])
+    assert list(embedded.model_dump()) == ["embedded", "retrieved", "pool", "searched", "top"]
+    failed = DraftSummary(context=["a#0"], error="LLMError: down")
+    assert failed.model_dump() == {"context": ["a#0"], "error": "LLMError: down"}
+    drafted = DraftSummary(context=["a#0"], chars=12, cited=[], fallback_context=False)
+    assert list(drafted.model_dump()) == ["context", "chars", "cited", "fallback_context"]
+    assert OutliersSummary(status="disabled", kept=["a#0"], removed=[]).model_dump() == {
+        "status": "disabled",
+        "kept": ["a#0"],
+        "removed": [],
+    }
+    reranked = RerankSummary(
+        reranker="flashrank",
+        provider="flashrank",
+        scored=1,
+        kept=1,
+        not_scored=0,
+        ranks=[RerankedHit(id="a", before=None, after=1, score=0.1)],
+    )
+    assert reranked.model_dump()["ranks"] == [{"id": "a", "before": None, "after": 1, "score": 0.1}]
+    event = TraceEvent(step="draft", outcome="next", summary=failed)
+    assert event.model_dump()["summary"] == {"context": ["a#0"], "error": "LLMError: down"} == event.summary_dict()
 
 
 BAD = """
