@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
     base = subprocess.run(["git", "rev-parse", args.before], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    after, before = measure(head), measure(base.strip())
     result = header(measures=["pyproject.toml", "Makefile", "agent", "tools", "ragsieve", "prompts"])
+    after, before = measure(head), measure(base.strip())
     result |= {
         "after": after,
         "before": before,
