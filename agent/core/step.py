@@ -68,8 +68,8 @@ EdgesOf = TypeVar("EdgesOf", bound=Mapping[str, object], default=NextEdges)
 @dataclass
 class StepResult(Generic[Outcome]):
     """The step's outcome (one of its declared ones) and its summary for the trace: a model where the step
-    has one (`agent.core.summaries`, the judge's `JudgeRoundReport`), else a dict (conformal, segments, answer,
-    validate, fallback, expand's `converged`)."""
+    has one (`agent.core.summaries`, the judge's `JudgeRoundReport`), else a dict (answer, validate, fallback,
+    expand's `converged`)."""
 
     outcome: Outcome
     summary: dict[str, Any] | BaseModel = field(default_factory=dict)

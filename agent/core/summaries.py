@@ -1,26 +1,48 @@
 """Typed trace summaries of the steps: what `StepResult.summary` holds in memory, the trace's JSON unchanged.
 
-A step's summary is a `StepSummary`: its fields are the keys the trace has always shown, in the same order, and
-a field the step did not set is absent from the JSON (the dict form's optional keys), so `model_dump()` gives
-the dict the step used to build. The judge's summary is its `JudgeRoundReport` (`agent.core.state`).
+A step's summary is a `StepSummary`: its fields are the keys the trace has always shown, and it dumps the fields
+the step set, in the order it set them (as the dict it used to build: a key set again keeps its place; a field
+never set is absent, as the dict form's optional keys were), so `model_dump()` gives that dict. The judge's
+summary is its `JudgeRoundReport` (`agent.core.state`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 
 class StepSummary(BaseModel):
-    """Base of the steps' summaries: only the fields a step set are dumped, in declaration order."""
+    """Base of the steps' summaries: the fields a step set are dumped, in the order it set them."""
 
     model_config = ConfigDict(extra="forbid")
+    _order: list[str] = PrivateAttr(default_factory=list)  # the fields set, first setting first
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_the_order_given(cls, data: Any, handler: ModelWrapValidatorHandler[StepSummary]) -> StepSummary:
+        made = handler(data)
+        made._order = [key for key in data if key in cls.model_fields] if isinstance(data, dict) else []
+        return made
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in type(self).model_fields and name not in self._order:
+            self._order.append(name)
 
     @model_serializer(mode="wrap")
-    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _set_fields_in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         dumped: dict[str, Any] = handler(self)
-        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
+        return {key: dumped[key] for key in self._order if key in dumped}
 
 
 class RankedHit(BaseModel):
@@ -91,3 +113,48 @@ class OutliersSummary(StepSummary):
     kept: list[str]
     removed: list[str]
     plot: str = ""
+
+
+class ConformalSummary(StepSummary):
+    """The conformal step: `status` disabled, uncalibrated, empty or applied, and what the threshold kept."""
+
+    status: str
+    kind: str = ""
+    alpha: float = 0.0
+    coverage: float = 0.0
+    qhat: float | None = None  # None: +inf, every chunk passes
+    threshold: str = ""
+    candidates: str = ""  # conformal.candidates: context, pool or corpus
+    passing: list[str] = []
+    best: float | None = None  # the lowest nonconformity score: it passes when <= qhat
+    combined_with: str = ""
+    corpus_cap: dict[str, Any] = {}
+    promised: list[str] = []
+    rule: str | None = None
+    min_keep_applied: str = ""
+    over_budget: list[str] = []
+    budget_note: str = ""
+    kept: list[str] = []
+    removed: list[str] = []
+    note: str = ""
+    warnings: list[str] = []
+    coverage_guaranteed: bool = True
+    coverage_basis: str = ""
+
+
+class SegmentsSummary(StepSummary):
+    """The RSE step: `status` disabled, empty, no_segment or applied, and the segments it chose."""
+
+    status: str
+    preset: str = ""
+    params: dict[str, Any] = {}
+    relevance: str = ""
+    values: dict[str, float] = {}
+    kept: list[str] = []
+    removed: list[str] = []
+    note: str = ""
+    coverage_note: str = ""
+    segments: list[dict[str, Any]] = []
+    added: list[str] = []
+    context: list[str] = []
+    protected: list[str] = []

@@ -15,6 +15,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.core.state import JudgeRoundReport, TraceEvent
 from ragsieve.agent.core.step import END, End
 from ragsieve.agent.core.summaries import (
+    ConformalSummary,
     DraftSummary,
     GrewSummary,
     OutliersSummary,
@@ -22,6 +23,7 @@ from ragsieve.agent.core.summaries import (
     RerankedHit,
     RerankSummary,
     RetrieveSummary,
+    SegmentsSummary,
 )
 from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
@@ -46,16 +48,18 @@ def test_end_is_a_value_of_its_own():
 
 
 def test_typed_summaries_leave_the_trace_json_unchanged(calibrated_index):  # noqa: F811
-    """In memory the judge's summary is its `JudgeRoundReport`, retrieve's, expand's `grew` and outliers' their
-    `StepSummary` models; the `--json` shape is byte for byte what the same trace with dict summaries (the old
-    in-memory form) gives."""
+    """In memory the judge's summary is its `JudgeRoundReport`; retrieve's, expand's `grew`, conformal's, outliers'
+    and segments' are their `StepSummary` models; the `--json` shape is byte for byte what the same trace with dict
+    summaries (the old in-memory form) gives."""
     with Orchestrator.open(calibrated_index, Config(), chat=FakeChat(default=fake_model)) as orch:
         answer = orch.ask(QUESTION, plan="full")
     judged = [e for e in answer.trace if e.step == "judge"]
     assert judged and all(isinstance(e.summary, JudgeRoundReport) for e in judged)
     typed = {
         "retrieve": RetrieveSummary,
+        "conformal": ConformalSummary,
         "outliers": OutliersSummary,
+        "segments": SegmentsSummary,
         **({"expand": GrewSummary} if any(e.outcome == "grew" for e in answer.trace) else {}),
     }
     for step, model in typed.items():
@@ -103,6 +107,16 @@ def test_a_summary_dumps_the_keys_its_step_set_in_the_dict_forms_order():
         ranks=[RerankedHit(id="a", before=None, after=1, score=0.1)],
     )
     assert reranked.model_dump()["ranks"] == [{"id": "a", "before": None, "after": 1, "score": 0.1}]
+    # a field set again keeps its place, as a dict key does (segments' no_segment path resets `status`)
+    unsegmented = SegmentsSummary(status="applied", preset="default", params={}, relevance="cosine", values={})
+    unsegmented.status = "no_segment"
+    unsegmented.kept, unsegmented.removed = ["a#0"], []
+    unsegmented.note = "no segment reached minimum_value=0.2: context left unchanged"
+    assert list(unsegmented.model_dump()) == ["status", "preset", "params", "relevance", "values", "kept", "removed", "note"]
+    assert unsegmented.status == "no_segment"
+    # the keys in the order given, not the order declared (conformal's empty path names its kind last)
+    empty = ConformalSummary(status="empty", kept=[], removed=[], kind="raw")
+    assert json.dumps(empty.model_dump()) == json.dumps({"status": "empty", "kept": [], "removed": [], "kind": "raw"})
     event = TraceEvent(step="draft", outcome="next", summary=failed)
     assert event.model_dump()["summary"] == {"context": ["a#0"], "error": "LLMError: down"} == event.summary_dict()
 
