@@ -24,7 +24,14 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+)
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 
@@ -183,7 +190,7 @@ class JsonEndpoint:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TransientFault(f"reply body is not JSON ({type(exc).__name__}, {len(raw)} bytes)") from None
 
-    def _wait(self, state) -> float:
+    def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         remaining = max(0.0, self.max_retry_s - (state.seconds_since_start or 0.0))
         asked = getattr(exc, "retry_after", None)

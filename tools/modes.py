@@ -62,6 +62,16 @@ class Backend(str, Enum):
     MILVUS = "milvus"
 
 
+class Encoder(str, Enum):
+    """How a local model embeds (`ragsieve.tools.index.embedders.local_embedder.Embedder.ENCODERS`): torch in
+    fp32 or fp16, or the ONNX export on ONNX Runtime in fp32 or int8 (the fast extra)."""
+
+    TORCH = "torch"
+    TORCH_FP16 = "torch-fp16"
+    ONNX = "onnx"
+    ONNX_INT8 = "onnx-int8"
+
+
 class ContextOrder(str, Enum):
     """The answer prompt's passage order (`ragsieve.tools.filters.ordering`)."""
 

@@ -47,8 +47,8 @@ class Abstention(TextMode):
 
 
 class TraceEvent(BaseModel):
-    """One step as it ran. `summary` is the step's model where it builds one (the judge's `JudgeRoundReport`),
-    else a dict; its JSON is the same either way (a model dumps its own fields)."""
+    """One step as it ran. `summary` is the step's model where it has one (`agent.core.summaries`, the judge's
+    `JudgeRoundReport`), else a dict; its JSON is the same either way (a model dumps its own fields)."""
 
     step: str
     outcome: str

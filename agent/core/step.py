@@ -1,21 +1,39 @@
 """A step, what it returns and what it may use (pydantic-graph style).
 
 A step is a small class with one `run(state, deps)` method that mutates the serialisable `RunState` and returns a
-`StepResult` whose `outcome` the plan maps to the next step. Its outcomes are a type: `Step[Literal["grew",
-"converged"]]` declares them once (`Step.outcomes` is read from it), `run` returns `StepResult[that type]`, and a
-plan's edges are written `Expand.on({"grew": Judge, "converged": Conformal})`, keyed by the same type, so mypy
-refuses an outcome the step does not declare, returned or mapped. `END` (its own value, never a step's name) stops
-the run; a plan written as data (`PlanSpec`, a config's `[plans.NAME]`) spells it "end". Clients, indexes and
-templates are dependencies (`Deps`), never part of the state.
+`StepResult` whose `outcome` the plan maps to the next step. Its outcomes are a type: `Step[Grown, GrownEdges]`
+declares them, with `Grown = Literal["grew", "converged"]` (`Step.outcomes` is read from it) and `GrownEdges` a
+`TypedDict` with one required key per outcome (`NextEdges`, the default, for `Step[Next]`). `run` returns
+`StepResult[Grown]` and a plan's edges are written `Expand.on({"grew": Judge, "converged": Conformal})`, typed
+`GrownEdges`, so mypy refuses a returned outcome the step does not declare, a mapped one it does not declare, and
+an edge map that leaves one of its outcomes unmapped. That the two types list the same outcomes is checked when
+the step class is made (a `TypeError` on import). `END` (its own value, never a step's name) stops the run; a plan
+written as data (`PlanSpec`, a config's `[plans.NAME]`) spells it "end" and is checked by `validate_plan` instead.
+Clients, indexes and templates are dependencies (`Deps`), never part of the state.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Generic, Literal, Mapping, Sequence, TypeVar, Union, get_args, get_origin
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Literal,
+    Mapping,
+    Sequence,
+    TypedDict,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    is_typeddict,
+)
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar  # a TypeVar with a default (PEP 696) on Python 3.10 too
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.caches import StepCaches
@@ -34,13 +52,24 @@ class End(enum.Enum):
 END = End.END
 Next = Literal["next"]  # the outcome of a step that always goes on to one place
 Outcome = TypeVar("Outcome", bound=str)
-Target = Union["type[Step[Any]]", End]  # where an outcome leads: a step class, or END
+Target = Union["type[Step[Any, Any]]", End]  # where an outcome leads: a step class, or END
+
+
+class NextEdges(TypedDict):
+    """The edges of a `Step[Next]`: where its one outcome leads."""
+
+    next: Target
+
+
+# a step's edges: a TypedDict with one required key per outcome (mypy: every outcome mapped, no other)
+EdgesOf = TypeVar("EdgesOf", bound=Mapping[str, object], default=NextEdges)
 
 
 @dataclass
 class StepResult(Generic[Outcome]):
     """The step's outcome (one of its declared ones) and its summary for the trace: a model where the step
-    builds one (the judge's `JudgeRoundReport`), else a dict."""
+    has one (`agent.core.summaries`, the judge's `JudgeRoundReport`), else a dict (answer, validate, fallback,
+    expand's `converged`)."""
 
     outcome: Outcome
     summary: dict[str, Any] | BaseModel = field(default_factory=dict)
@@ -97,13 +126,13 @@ class Deps:
 class Edges:
     """One step's transitions: each of its outcomes and where it leads (`Step.on`)."""
 
-    step: type[Step[Any]]
+    step: type[Step[Any, Any]]
     targets: dict[str, Target]
 
 
-class Step(Generic[Outcome]):
-    """Base class: subclasses set `name`, declare their outcomes as the type argument (`Step[Next]`) and
-    implement `run`."""
+class Step(Generic[Outcome, EdgesOf]):
+    """Base class: subclasses set `name`, declare their outcomes and edges as the type arguments (`Step[Next]`,
+    `Step[Grown, GrownEdges]`) and implement `run`."""
 
     name: ClassVar[str] = ""
     outcomes: ClassVar[tuple[str, ...]] = ("next",)
@@ -117,6 +146,12 @@ class Step(Generic[Outcome]):
                 if "outcomes" in vars(cls) and tuple(vars(cls)["outcomes"]) != declared:
                     raise TypeError(f"{cls.__name__}: outcomes {vars(cls)['outcomes']} differ from its type {declared}")
                 cls.outcomes = declared
+                edges = args[1] if len(args) > 1 else NextEdges
+                if is_typeddict(edges) and set(edges.__required_keys__) != set(declared):
+                    raise TypeError(
+                        f"{cls.__name__}: its edges {edges.__name__} map {sorted(edges.__required_keys__)}, "
+                        f"its outcomes are {sorted(declared)}"
+                    )
 
     def run(self, state: RunState, deps: Deps) -> StepResult[Outcome]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -126,6 +161,7 @@ class Step(Generic[Outcome]):
         """Raise UsageError for settings this step would refuse at run time (called before any call)."""
 
     @classmethod
-    def on(cls, edges: Mapping[Outcome, Target]) -> Edges:
-        """This step's transitions, keyed by its outcome type (mypy refuses an outcome it does not declare)."""
-        return Edges(cls, {str(outcome): target for outcome, target in edges.items()})
+    def on(cls, edges: EdgesOf) -> Edges:
+        """This step's transitions, typed by its edges (mypy refuses an outcome it does not declare, and a map
+        that leaves one of its outcomes out)."""
+        return Edges(cls, {str(outcome): cast(Target, target) for outcome, target in edges.items()})

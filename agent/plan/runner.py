@@ -38,7 +38,7 @@ class Plan:
     """A runnable plan, pydantic-graph style: the step classes it runs, listed explicitly (no registry), and its
     transitions (`PlanSpec`: the start and, per step name, where each outcome leads)."""
 
-    steps: tuple[type[Step[Any]], ...]
+    steps: tuple[type[Step[Any, Any]], ...]
     spec: PlanSpec  # the plan as data: targets are step names, and "end"
 
     def __post_init__(self) -> None:
@@ -47,7 +47,7 @@ class Plan:
                 raise ValueError(f"{step.__name__} has no name")
 
     @classmethod
-    def of(cls, start: type[Step[Any]], *edges: Edges) -> Plan:
+    def of(cls, start: type[Step[Any, Any]], *edges: Edges) -> Plan:
         """A plan from typed edges (`Step.on`): it runs the steps that have edges, from `start`."""
         return cls(
             tuple(e.step for e in edges),
@@ -69,7 +69,7 @@ class Plan:
         }
 
     @property
-    def by_name(self) -> dict[str, type[Step[Any]]]:
+    def by_name(self) -> dict[str, type[Step[Any, Any]]]:
         return {step.name: step for step in self.steps}
 
 

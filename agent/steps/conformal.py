@@ -28,6 +28,7 @@ from ragsieve.agent.core.conformal_signal import corpus_candidates, corpus_view
 from ragsieve.agent.core.evidence import applied_rule, cached_calibration, candidate_hits
 from ragsieve.agent.core.state import ConformalRecord, CoverageLoss, Evidence, RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import ConformalSummary
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set
 from ragsieve.agent.modes import ContextRule
 from ragsieve.tools.filters.conformal import ScoreKind, nonconformity
@@ -52,7 +53,7 @@ class Conformal(Step[Next]):
         cfg = deps.config.conformal
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:
-            return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
+            return StepResult("next", ConformalSummary(status="disabled", kept=before, removed=[]))
         cal, warnings, path = cached_calibration(deps)
         if cal is None:
             note = (
@@ -62,7 +63,7 @@ class Conformal(Step[Next]):
             if note not in state.notes:
                 state.notes.append(note)
             return StepResult(
-                "next", {"status": "uncalibrated", "kept": before, "removed": [], "note": note, "warnings": warnings}
+                "next", ConformalSummary(status="uncalibrated", kept=before, removed=[], note=note, warnings=warnings)
             )
         kind = ScoreKind(cfg.score_kind) if cfg.score_kind else cal.kind
         alpha = cfg.alpha if cfg.alpha is not None else cal.alpha
@@ -75,7 +76,7 @@ class Conformal(Step[Next]):
             hits += extra.hits
             beyond = extra.beyond
         if not hits:
-            return StepResult("next", {"status": "empty", "kept": [], "removed": [], "kind": kind.value})
+            return StepResult("next", ConformalSummary(status="empty", kept=[], removed=[], kind=kind.value))
         sims, top1, ranks = corpus_view(state, deps, hits + ([beyond] if beyond else []), kind, cal.hybrid_k)
         scores = nonconformity(kind, sims, top1, ranks)
         cap_bound = beyond is not None and float(scores[-1]) <= qhat  # a passing chunk lay past corpus_max
@@ -84,20 +85,20 @@ class Conformal(Step[Next]):
         by_id = {h.chunk_id: (float(s), float(c)) for h, s, c in zip(hits, sims, scores)}
         source = state.context if cfg.candidates == "context" else sorted(hits, key=lambda h: -by_id[h.chunk_id][0])
         passing = [h for h in source if by_id[h.chunk_id][1] <= qhat]
-        summary: dict = {
-            "status": "applied",
-            "kind": kind.value,
-            "alpha": alpha,
-            "coverage": round(1 - alpha, 4),
-            "qhat": None if math.isinf(qhat) else round(qhat, 6),
-            "threshold": "keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
-            "candidates": cfg.candidates,
-            "passing": [h.chunk_id for h in passing],
-            "best": _best(scores),
-        }  # the lowest nonconformity score: it passes when <= qhat
+        summary = ConformalSummary(
+            status="applied",
+            kind=kind.value,
+            alpha=alpha,
+            coverage=round(1 - alpha, 4),
+            qhat=None if math.isinf(qhat) else round(qhat, 6),
+            threshold="keep all" if math.isinf(qhat) else _THRESHOLD_TEXT[kind](qhat, top1),
+            candidates=cfg.candidates,
+            passing=[h.chunk_id for h in passing],
+            best=_best(scores),  # the lowest nonconformity score: it passes when <= qhat
+        )
         combined = combine_with_judge(state, deps, passing)
         kept, promised = combined.kept, combined.promised
-        summary["combined_with"] = combined.how
+        summary.combined_with = combined.how
         reduced: list[CoverageLoss] = []
         # the guarantee is about every passing chunk of the index: say the cap cut the set (unless the relevant
         # set stands alone, when the coverage rests on the judge's recall bound, not on the set)
@@ -108,17 +109,17 @@ class Conformal(Step[Next]):
                 f"the conformal set was truncated, so coverage {1 - alpha:.2f} is not guaranteed for this "
                 f"answer; raise conformal.corpus_max or alpha"
             )
-            summary["corpus_cap"] = {"limit": cfg.corpus_max, "bound": True, "note": note}
+            summary.corpus_cap = {"limit": cfg.corpus_max, "bound": True, "note": note}
             if note not in state.notes:
                 state.notes.append(note)
-        summary["promised"] = promised
-        summary["rule"] = state.loop.rule_reason
+        summary.promised = promised
+        summary.rule = state.loop.rule_reason
         if not kept and cfg.min_keep and source:
             kept = sorted(source, key=lambda h: -by_id[h.chunk_id][0])[: cfg.min_keep]
-            summary["min_keep_applied"] = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
+            summary.min_keep_applied = f"no chunk passed the threshold; kept the best {len(kept)} (min_keep)"
         kept, dropped = fit_budget(kept, deps.config.context_budget()) if kept else ([], [])
-        summary["over_budget"] = [h.chunk_id for h in dropped]
-        passing_ids = set(summary["passing"])
+        summary.over_budget = [h.chunk_id for h in dropped]
+        passing_ids = set(summary.passing)
         cut = [h.chunk_id for h in dropped if h.chunk_id in passing_ids]
         if cut:  # the guarantee is about the whole passing set: say when the budget cut into it
             reduced.append(CoverageLoss.BUDGET)
@@ -127,14 +128,14 @@ class Conformal(Step[Next]):
                 f"{deps.config.context_budget()}: {len(cut)} passing chunks were left out, so coverage "
                 f"{1 - alpha:.2f} is not guaranteed for this answer; raise the budget or alpha"
             )
-            summary["budget_note"] = note
+            summary.budget_note = note
             if note not in state.notes:
                 state.notes.append(note)
         kept_ids = [h.chunk_id for h in kept]
-        summary["kept"] = kept_ids
-        summary["removed"] = [i for i in before if i not in set(kept_ids)]
+        summary.kept = kept_ids
+        summary.removed = [i for i in before if i not in set(kept_ids)]
         if warnings:
-            summary["warnings"] = warnings
+            summary.warnings = warnings
         state.context = kept
         state.evidence = (
             Evidence.NONE
@@ -144,7 +145,7 @@ class Conformal(Step[Next]):
         state.conformal = ConformalRecord(
             kind=kind.value,
             alpha=alpha,
-            qhat=summary["qhat"],
+            qhat=summary.qhat,
             calibration_n=cal.n_calibration,
             coverage=round(1 - alpha, 4),
             passing=[h.chunk_id for h in passing],
@@ -153,8 +154,8 @@ class Conformal(Step[Next]):
             corpus_cap=cfg.corpus_max if cap_bound and not combined.alone else None,
             basis="judge recall bound" if combined.alone else "conformal set",
         )
-        summary["coverage_guaranteed"] = not reduced
-        summary["coverage_basis"] = state.conformal.basis
+        summary.coverage_guaranteed = not reduced
+        summary.coverage_basis = state.conformal.basis
         return StepResult("next", summary)
 
 

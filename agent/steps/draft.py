@@ -7,6 +7,7 @@ import logging
 from ragsieve.agent.answer.answering import answer_from_context
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import DraftSummary
 from ragsieve.agent.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -36,15 +37,12 @@ class Draft(Step[Next]):
         except LLMError as exc:
             log.warning("draft failed (%s): %s", type(exc).__name__, exc)
             state.draft, state.draft_citations, state.draft_context = None, [], ids
-            return StepResult("next", {"context": ids, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            return StepResult("next", DraftSummary(context=ids, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
         state.draft, state.draft_citations, state.draft_context = text, citations, ids
         state.resolved = None
         return StepResult(
             "next",
-            {
-                "context": ids,
-                "chars": len(text),
-                "cited": [c.chunk_id for c in citations],
-                "fallback_context": state.fallback_used,
-            },
+            DraftSummary(
+                context=ids, chars=len(text), cited=[c.chunk_id for c in citations], fallback_context=state.fallback_used
+            ),
         )

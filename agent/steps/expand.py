@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from ragsieve.agent.core.evidence import applied_rule
 from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
-from ragsieve.agent.core.step import Deps, Step, StepResult
+from ragsieve.agent.core.step import Deps, Step, StepResult, Target
+from ragsieve.agent.core.summaries import GrewSummary
 from ragsieve.agent.judging.combine import evidence_keys, fit_budget, relevant_set, select_context
 from ragsieve.agent.judging.rounds import budget_reason
 from ragsieve.agent.modes import ContextRule
@@ -15,7 +16,12 @@ from ragsieve.tools.types import Hit
 Grown = Literal["grew", "converged"]  # the relevant set grew (judge again) or stopped growing
 
 
-class Expand(Step[Grown]):
+class GrownEdges(TypedDict):
+    grew: Target
+    converged: Target
+
+
+class Expand(Step[Grown, GrownEdges]):
     """`grew`: new unjudged candidates are waiting for the judge. `converged`: the loop stops.
 
     Stop reasons, checked in this order: the last judge round gave no usable
@@ -46,12 +52,12 @@ class Expand(Step[Grown]):
                 state.candidates = new
                 return StepResult(
                     "grew",
-                    {
-                        "iteration": len(rounds),
-                        "new_candidates": [h.chunk_id for h in new],
-                        "neighbours": offered,
-                        "relevant_total": len(state.relevant),
-                    },
+                    GrewSummary(
+                        iteration=len(rounds),
+                        new_candidates=[h.chunk_id for h in new],
+                        neighbours=offered,
+                        relevant_total=len(state.relevant),
+                    ),
                 )
             reason = "expansion found no new candidates"
         return self._converge(state, deps, reason)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 
 from ragsieve.agent.config import Config
 from ragsieve.agent.core.rerankers import fallback_reranker, reranker_for
 from ragsieve.agent.core.state import FallbackRecord, JudgeMode, RunState
-from ragsieve.agent.core.step import Deps, Step, StepResult
+from ragsieve.agent.core.step import Deps, Step, StepResult, Target
 from ragsieve.agent.judging.checks import pick_decoys
 from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.tools.index.sparse.subset import cosmix_scores
@@ -20,7 +20,12 @@ from ragsieve.tools.types import Hit
 Added = Literal["next", "unchanged"]
 
 
-class Fallback(Step[Added]):
+class AddedEdges(TypedDict):
+    next: Target
+    unchanged: Target
+
+
+class Fallback(Step[Added, AddedEdges]):
     """Searches only the index's sparse subset, reranks, judges, and adds relevant chunks to the context.
 
     Retrieval over S = `deps.index.sparse_rows` (chunks already in the context

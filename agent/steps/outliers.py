@@ -15,6 +15,8 @@ chunk is flagged, the context is left unchanged and the trace says so.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ragsieve.agent.config import Config, OutlierConfig
@@ -22,6 +24,7 @@ from ragsieve.agent.core.conformal_signal import dense_similarities, query_vecto
 from ragsieve.agent.core.evidence import candidate_hits, judged_evidence
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import OutliersSummary
 from ragsieve.tools.filters.gmm import GMMOutlierFilter, plot_outliers
 from ragsieve.tools.index.backend import vectors_of
 
@@ -52,9 +55,9 @@ class Outliers(Step[Next]):
         cfg = deps.config.outliers
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:
-            return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
+            return StepResult("next", OutliersSummary(status="disabled", kept=before, removed=[]))
         if not state.context:
-            return StepResult("next", {"status": "empty", "kept": [], "removed": []})
+            return StepResult("next", OutliersSummary(status="empty", kept=[], removed=[]))
         flt = build_filter(cfg)
         hits = candidate_hits(state)
         sims = dense_similarities(state, deps, hits)
@@ -76,32 +79,32 @@ class Outliers(Step[Next]):
         kept_by_judge = judged_evidence(state)
         members = set(state.conformal.passing) if state.conformal is not None else set()
         removed = [i for i in before if i in flagged and i not in kept_by_judge | members]
-        summary = {
-            "status": "applied",
-            "method": flt.method.value,
-            "fit_size": len(chosen),
-            "runs_completed": result.completed_runs,
-            "runs": [r.as_dict() for r in result.runs],
-            "min_outlier_freq": flt.min_outlier_freq,
-            "percentile": flt.percentile,
-            "flag_counts": {i: counts[i] for i in before},
-            "pool_outliers": sorted(flagged - context_ids),
-            "kept_by_judge": sorted(flagged & context_ids & kept_by_judge),
-            "kept_by_conformal": sorted((flagged & context_ids & members) - kept_by_judge),
-        }
-        if result.notes:
-            summary["notes"] = result.notes
+        optional: dict[str, Any] = {"notes": result.notes} if result.notes else {}
         if removed and len(removed) == len(before):
-            summary["note"] = "every context chunk was flagged: context left unchanged"
+            optional["note"] = "every context chunk was flagged: context left unchanged"
             removed = []
         state.context = [h for h in state.context if h.chunk_id not in set(removed)]
-        summary["kept"] = [h.chunk_id for h in state.context]
-        summary["removed"] = removed
         if cfg.plot:
             path = plot_outliers(
                 vectors, qvec, result.outliers, cfg.plot, flt=flt, labels=[h.chunk_id for h in chosen], title=state.question[:80]
             )
-            summary["plot"] = str(path)
+            optional["plot"] = str(path)
+        summary = OutliersSummary(
+            status="applied",
+            method=flt.method.value,
+            fit_size=len(chosen),
+            runs_completed=result.completed_runs,
+            runs=[r.as_dict() for r in result.runs],
+            min_outlier_freq=flt.min_outlier_freq,
+            percentile=flt.percentile,
+            flag_counts={i: counts[i] for i in before},
+            pool_outliers=sorted(flagged - context_ids),
+            kept_by_judge=sorted(flagged & context_ids & kept_by_judge),
+            kept_by_conformal=sorted((flagged & context_ids & members) - kept_by_judge),
+            kept=[h.chunk_id for h in state.context],
+            removed=removed,
+            **optional,
+        )
         return StepResult("next", summary)
 
 

@@ -18,6 +18,7 @@ from ragsieve.agent.config import Config
 from ragsieve.agent.core.rerankers import reranker_for
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import RerankedHit, RerankSummary
 
 
 class Rerank(Step[Next]):
@@ -43,20 +44,20 @@ class Rerank(Step[Next]):
         state.context = ranked[:keep]
         return StepResult(
             "next",
-            {
-                "reranker": result.note,
-                "provider": result.method.value,
-                "scored": len(ranked),
-                "kept": keep,
-                "not_scored": len(rest),
-                "ranks": [
-                    {
-                        "id": h.chunk_id,
-                        "before": int(h.extra.get("rank_before", 0)) or None,
-                        "after": h.rank,
-                        "score": round(h.extra.get("rerank_score", 0.0), 5),
-                    }
+            RerankSummary(
+                reranker=result.note,
+                provider=result.method.value,
+                scored=len(ranked),
+                kept=keep,
+                not_scored=len(rest),
+                ranks=[
+                    RerankedHit(
+                        id=h.chunk_id,
+                        before=int(h.extra.get("rank_before", 0)) or None,
+                        after=h.rank,
+                        score=round(h.extra.get("rerank_score", 0.0), 5),
+                    )
                     for h in ranked
                 ],
-            },
+            ),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import RankedHit, RetrieveSummary
 
 
 def rest_rows(deps: Deps) -> list[int] | None:
@@ -38,16 +39,17 @@ class Retrieve(Step[Next]):
         state.first_stage = [h.chunk_id for h in hits]
         state.candidates = list(pool)
         state.context = hits[: cfg.top_k]
+        embedded = {"embedded": deps.index.embedding_placement()} if deps.index is not None else {}
         return StepResult(
             "next",
-            {
-                **({"embedded": deps.index.embedding_placement()} if deps.index is not None else {}),
-                "retrieved": len(hits),
-                "pool": len(pool),
-                "searched": "R (non-sparse)" if rows is not None else "all",
-                "top": [
-                    {"id": h.chunk_id, "score": round(h.score, 5), "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank}
+            RetrieveSummary(
+                **embedded,
+                retrieved=len(hits),
+                pool=len(pool),
+                searched="R (non-sparse)" if rows is not None else "all",
+                top=[
+                    RankedHit(id=h.chunk_id, score=round(h.score, 5), bm25_rank=h.bm25_rank, dense_rank=h.dense_rank)
                     for h in hits[: cfg.top_k]
                 ],
-            },
+            ),
         )

@@ -33,6 +33,7 @@ from ragsieve.agent.core.conformal_signal import dense_similarities
 from ragsieve.agent.core.evidence import cached_calibration, candidate_hits, judged_evidence
 from ragsieve.agent.core.state import CoverageLoss, RunState, SegmentRecord
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
+from ragsieve.agent.core.summaries import SegmentsSummary
 from ragsieve.agent.errors import UsageError
 from ragsieve.tools.filters.segments import (
     RSEParams,
@@ -73,9 +74,9 @@ class Segments(Step[Next]):
         cfg = deps.config.segments
         before = [h.chunk_id for h in state.context]
         if not cfg.enabled:
-            return StepResult("next", {"status": "disabled", "kept": before, "removed": []})
+            return StepResult("next", SegmentsSummary(status="disabled", kept=before, removed=[]))
         if not state.context:
-            return StepResult("next", {"status": "empty", "kept": [], "removed": []})
+            return StepResult("next", SegmentsSummary(status="empty", kept=[], removed=[]))
         params = params_of(cfg)
         hits = candidate_hits(state)
         sims = dense_similarities(state, deps, hits)
@@ -105,20 +106,17 @@ class Segments(Step[Next]):
                 rows_at.append(r)
                 array.append(value_of.get(r, -params.irrelevant_chunk_penalty))
         segments = best_segments(array, params.max_length, params.overall_max_length, params.minimum_value, splits)
-        summary: dict[str, Any] = {
-            "status": "applied",
-            "preset": cfg.preset,
-            "params": params.__dict__,
-            "relevance": mode,
-            "values": {h.chunk_id: round(value_of[h.row], 4) for h in valued},
-        }
+        summary = SegmentsSummary(
+            status="applied",
+            preset=cfg.preset,
+            params=params.__dict__,
+            relevance=mode,
+            values={h.chunk_id: round(value_of[h.row], 4) for h in valued},
+        )
         if not segments:
-            summary.update(
-                status="no_segment",
-                kept=before,
-                removed=[],
-                note=f"no segment reached minimum_value={params.minimum_value}: context left unchanged",
-            )
+            summary.status = "no_segment"
+            summary.kept, summary.removed = before, []
+            summary.note = f"no segment reached minimum_value={params.minimum_value}: context left unchanged"
             return StepResult("next", summary)
 
         built = []
@@ -154,19 +152,17 @@ class Segments(Step[Next]):
                 f"segments.keep_evidence = false: RSE left {len(lost)} chunks of the conformal set out, so "
                 f"coverage {state.conformal.coverage:.2f} is not guaranteed for this answer"
             )
-            summary["coverage_note"] = note
+            summary.coverage_note = note
             if note not in state.notes:
                 state.notes.append(note)
         state.context = context
         state.segments = [SegmentRecord(**d) for d in described]
-        summary.update(
-            segments=sorted(described, key=lambda d: -d["value"]),
-            kept=[i for i in before if i in members],
-            removed=[i for i in before if i not in members],
-            added=[i for i in members if i not in before],
-            context=[h.chunk_id for h in context],
-            protected=[h.chunk_id for h in protected],
-        )
+        summary.segments = sorted(described, key=lambda d: -d["value"])
+        summary.kept = [i for i in before if i in members]
+        summary.removed = [i for i in before if i not in members]
+        summary.added = [i for i in members if i not in before]
+        summary.context = [h.chunk_id for h in context]
+        summary.protected = [h.chunk_id for h in protected]
         return StepResult("next", summary)
 
     @staticmethod

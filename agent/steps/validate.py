@@ -6,13 +6,13 @@ answer step runs before validate, so the final answer is what is validated."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
 from ragsieve.agent.answer.answering import answers_and_abstains, is_abstention
 from ragsieve.agent.core.state import RunState
-from ragsieve.agent.core.step import Deps, Step, StepResult
+from ragsieve.agent.core.step import Deps, Step, StepResult, Target
 from ragsieve.agent.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,13 @@ class Verdict(BaseModel):
 Checked = Literal["resolved", "unresolved", "exhausted"]  # exhausted: unresolved after the fallback
 
 
-class Validate(Step[Checked]):
+class CheckedEdges(TypedDict):
+    resolved: Target
+    unresolved: Target
+    exhausted: Target
+
+
+class Validate(Step[Checked, CheckedEdges]):
     """`resolved`, `unresolved` (the sparse fallback has not run yet) or `exhausted` (it has).
 
     Documented defaults, recorded in the trace as `default`: no draft (the

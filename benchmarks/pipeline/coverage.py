@@ -34,7 +34,7 @@ def coverage(questions, orchs, chunks: ChunkTexts, config_for, kinds) -> dict:
                 every.append(float(set(q["gold"]) <= docs))
                 paragraphs.extend(float(d in docs) for d in q["gold"])
                 sizes.append(len(answer.context))
-                step = next((t.summary for t in answer.trace if t.step == "conformal"), {})
+                step = next((t.summary_dict() for t in answer.trace if t.step == "conformal"), {})
                 passing = {chunk_doc_id(c) for c in step.get("passing", [])}
                 passed.append(float(bool(passing & set(q["gold"]))))
                 passed_sizes.append(len(step.get("passing", [])))

@@ -97,7 +97,7 @@ def stage_contexts(trace) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for event in trace:
         for step, stage, key in STAGES:
-            summary = event.summary or {}
+            summary = event.summary_dict()
             if event.step != step or stage in out or summary.get("status") == "disabled":
                 continue
             if step == "expand" and event.outcome != "converged":

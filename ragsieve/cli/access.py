@@ -60,6 +60,15 @@ def apply_rules(index: str, rules_file: str | None, default: str | None, clear: 
         set_rules(index, None if clear else current.rules, None if clear else current.rules_file, chosen)
 
 
+def access_summary(index: str) -> str:
+    from ragsieve.tools.access.explain import index_sources, summary
+    from ragsieve.tools.access.labels import load
+    from ragsieve.tools.index.engines.open import opened
+
+    with opened(index) as opened_index:
+        return summary(load(index), index_sources(opened_index))
+
+
 def run_relabel(args: argparse.Namespace) -> int:
     from ragsieve.agent.errors import UsageError
     from ragsieve.tools.access.explain import index_sources, summary

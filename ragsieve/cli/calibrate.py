@@ -8,6 +8,8 @@ import logging
 import sys
 
 from ragsieve.cli.common import add_common, add_llm_options, load_config
+from ragsieve.tools.filters.conformal import ScoreKind
+from ragsieve.tools.modes import choices
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--score",
         default="auto",
-        choices=["auto", "raw", "gap", "ratio", "rank", "hybrid-rank", "hybrid-ratio"],
+        choices=["auto", *choices(ScoreKind)],
         help="nonconformity score (default auto: the one keeping fewest chunks at coverage; the hybrid "
         "kinds score the fused dense + BM25 ranking)",
     )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from ragsieve.agent.config import IndexConfig
 from ragsieve.agent.errors import UsageError
 from ragsieve.cli.common import add_common, add_device_option, for_terminal, load_config, range_checked
+from ragsieve.cli.embedders import ray_stage, remote_embedder
+from ragsieve.cli.progress import crawl_progress, log_progress, parse_rate
 from ragsieve.tools.access.principals import AccessDefault
-from ragsieve.tools.modes import Backend, BM25Engine, FaissKind, choices
+from ragsieve.tools.index.building.windows import LongCode
+from ragsieve.tools.modes import Backend, BM25Engine, Encoder, FaissKind, choices
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -67,14 +68,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-syntax", action="store_true", help="cut code by lines instead of its syntax tree (cAST)")
     p.add_argument(
         "--long-code",
-        choices=["windows", "head"],
+        choices=choices(LongCode),
         default=None,
         help="code chunks longer than the encoder's window: the mean of their windows' vectors (windows, "
         "new indexes) or the window the encoder reads first (head); default: as the index recorded",
     )
     p.add_argument(
         "--encoder",
-        choices=["torch", "torch-fp16", "onnx", "onnx-int8"],
+        choices=choices(Encoder),
         help="how chunks are embedded (default: the encoder the index was built with, else torch-fp16 on "
         "a GPU, onnx-int8 on the CPU: the same model, int8 weights on ONNX Runtime, with the fast extra; "
         "torch without it)",
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     crawl = {"max_pages": args.max_pages, "same_domain": args.same_domain, "rate": parse_rate(args.rate)}
     if any(p.startswith(("http://", "https://")) for p in args.paths):
         crawl["progress"] = crawl_progress()
-    from ragsieve.cli.access import apply_rules
+    from ragsieve.cli.access import access_summary, apply_rules
 
     apply_rules(args.index, args.access_rules, args.access_default)  # labels first: no chunk served unlabelled
     report = builder.build(
@@ -252,150 +253,3 @@ def run(args: argparse.Namespace) -> int:
     print(report.summary())
     print(for_terminal(access_summary(args.index)))
     return 0
-
-
-def access_summary(index: str) -> str:
-    from ragsieve.tools.access.explain import index_sources, summary
-    from ragsieve.tools.access.labels import load
-    from ragsieve.tools.index.engines.open import opened
-
-    with opened(index) as opened_index:
-        return summary(load(index), index_sources(opened_index))
-
-
-def remote_embedder(ic: IndexConfig, args):
-    """The embeddings-endpoint provider when one is configured (nothing is sent yet); None: a local model,
-    loaded by the builder only when there is something to embed."""
-    if (ic.embedding_provider or ("openai" if ic.embed_base_url else None)) != "openai":
-        if ic.embed_dimensions or ic.embed_concurrency != 1:
-            configured_embedder(ic)  # refuses the setting with its reason
-        return None
-    return configured_embedder(ic, args.embedding_model, args.encoder)
-
-
-def configured_embedder(ic: IndexConfig, model: str | None = None, encoder: str | None = None):
-    """The provider the `[index]` settings name, for `ragsieve index` (queries use the one the index records)."""
-    provider = ic.embedding_provider or ("openai" if ic.embed_base_url else "sentence-transformers")
-    model, chosen = model or ic.embedding_model, encoder or ic.encoder
-    if provider == "sentence-transformers":
-        if ic.embed_base_url or ic.embed_dimensions:
-            raise UsageError('embed_base_url / embed_dimensions need embedding_provider = "openai"')
-        if ic.embed_concurrency != 1:
-            raise UsageError(
-                "embed_concurrency applies to an embeddings endpoint (embed_base_url); a local model "
-                "keeps its device busy by itself (device, embed_batch_size)"
-            )
-        from ragsieve.tools.index.embedders.device import default_encoder_for, resolve_device
-        from ragsieve.tools.index.embedders.local_embedder import Embedder
-
-        device = resolve_device(ic.device)
-        return Embedder(
-            model,
-            batch_size=ic.embed_batch_size or (512 if device.gpu else 64),
-            encoder=chosen or default_encoder_for(device),
-            device=ic.device,
-        )
-    if not ic.embed_base_url:
-        raise UsageError('embedding_provider = "openai" needs embed_base_url (e.g. http://127.0.0.1:8080/v1)')
-    if encoder or ic.encoder != type(ic).model_fields["encoder"].default:
-        raise UsageError(f"encoder {chosen!r} applies to local models only, not to an embeddings endpoint")
-    from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
-
-    return OpenAIEmbedder(
-        ic.embed_base_url,
-        model,
-        api_key_env=ic.embed_api_key_env,
-        batch_size=ic.embed_batch_size or 64,
-        dimensions=ic.embed_dimensions,
-        concurrency=ic.embed_concurrency,
-        max_input_tokens=ic.embed_max_input_tokens,
-        timeout_s=ic.embed_timeout_s,
-        max_attempts=ic.embed_max_attempts,
-        max_retry_s=ic.embed_max_retry_s,
-    )
-
-
-def ray_stage(args, device: str = "auto"):
-    """The Ray embedding stage `--ray` asks for (None without it); a missing `ray` extra is said before any work.
-    `--device cpu` keeps the actors off the cluster's GPUs; a GPU device asks for them."""
-    if args.ray is None:
-        if args.ray_gpus_per_actor is not None or args.ray_actors is not None or args.ray_batch_size is not None:
-            raise UsageError("--ray-actors, --ray-batch-size and --ray-gpus-per-actor apply with --ray only")
-        return None
-    from ragsieve.tools.index.building.ray_embed import RayEmbedStage, import_ray
-
-    import_ray()
-    gpus = args.ray_gpus_per_actor
-    if gpus is None and device == "cpu":
-        gpus = 0.0
-    return RayEmbedStage(
-        address=args.ray,
-        actors=args.ray_actors,
-        batch_size=args.ray_batch_size,
-        gpus_per_actor=gpus,
-        require_gpus=device.startswith(("cuda", "mps")),
-    )
-
-
-def parse_rate(text: str | None) -> float | None:
-    """`2/s`, `30/m` or `2` -> requests per second; None (not given) -> the crawler's default."""
-    from ragsieve.agent.errors import UsageError
-
-    if text is None:
-        return None
-    value, _, unit = text.strip().partition("/")
-    try:
-        number = float(value)
-    except ValueError:
-        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m") from None
-    per = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}.get(unit.strip())
-    if per is None or number <= 0:
-        raise UsageError(f"invalid --rate {text!r}: use e.g. 2/s or 30/m")
-    return number / per
-
-
-def crawl_progress(every_s: float = 5.0):
-    """A crawl's progress on stderr: a bar (pages, rate) on a terminal, else a line every `every_s` seconds."""
-    import time
-
-    last = [0.0]
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(desc="crawling", unit="page")
-
-    def report(done: int, known: int, url: str) -> None:
-        if bar is not None:
-            bar.total = known  # the frontier grows as pages are read
-            bar.update(done - bar.n)
-            if done >= known:
-                bar.close()
-            return
-        now = time.monotonic()
-        if now - last[0] >= every_s:
-            last[0] = now
-            print(for_terminal(f"crawl: {done} pages done, {known - done} queued; {url}"), file=sys.stderr)
-
-    return report
-
-
-def log_progress(every_s: float = 10.0):
-    """Progress for logs and CI (no terminal): a line every `every_s` seconds with rate and ETA."""
-    import time
-
-    state: dict[str, Any] = {"start": None, "last": 0.0, "printed": None}
-
-    def report(stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if state["start"] is None:
-            state["start"] = state["last"] = now
-            return  # the first call starts the clock: nothing is measured yet
-        if (done < total and now - state["last"] < every_s) or state["printed"] == (stage, done, total):
-            return
-        state["last"], state["printed"] = now, (stage, done, total)
-        rate = done / max(now - state["start"], 1e-9)
-        eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "unknown"
-        print(f"{stage}: {done}/{total} chunks, {rate:.1f}/s, ETA {eta}", file=sys.stderr, flush=True)
-
-    return report

@@ -46,7 +46,7 @@ _BY_ABSTENTION = {
 
 
 class AnswerLike(Protocol):
-    """What the log reads of an `Answer` (`ragsieve.agent.orchestrator.Answer`)."""
+    """What the log reads of an `Answer` (`ragsieve.agent.reply.Answer`)."""
 
     question: str
     answer: str

@@ -7,7 +7,7 @@ import pytest
 
 from ragsieve.agent.config import IndexConfig
 from ragsieve.agent.errors import UsageError
-from ragsieve.cli.index import configured_embedder
+from ragsieve.cli.embedders import configured_embedder
 from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 
 

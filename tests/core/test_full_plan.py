@@ -50,7 +50,7 @@ def make(index, question, context_rows=None, **sections):
 def run_step(name, state, deps):
     result = STEPS[name]().run(state, deps)
     assert result.outcome == "next"
-    return result.summary
+    return result.summary_dict()  # the trace's JSON form, whether the step's summary is a model or a dict
 
 
 def calibrate(index, alpha=0.3):
@@ -102,7 +102,7 @@ def check_trace(answer, plan_name="full"):
     assert steps[-5:] == ["conformal", "outliers", "segments", "answer", "validate"]
     last = answer.trace[-1]
     assert last.summary["validated"] == "answer" and answer.resolved == last.summary["resolved"]
-    return {e.step: e.summary for e in answer.trace}
+    return {e.step: e.summary_dict() for e in answer.trace}  # each step's summary in its JSON form
 
 
 def test_full_plan_with_fake_llm(calibrated_index):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragsieve.agent.core.state import ConformalRecord, TraceEvent
-from ragsieve.agent.orchestrator import Answer
+from ragsieve.agent.reply import Answer
 from ragsieve.insights.log import FILE_NAME, QuestionLog
 from ragsieve.insights.record import Outcome, QuestionRecord, Surface, record_of
 from ragsieve.insights.redact import redact

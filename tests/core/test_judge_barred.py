@@ -121,7 +121,7 @@ def test_a_barred_judge_is_never_asked_and_the_context_is_the_statistical_eviden
 
     with Orchestrator.open(folder, Config(), chat=FakeChat(default=script)) as orch:
         fast = {h.chunk_id for h in orch.ask(QUESTION, plan="fast").context}
-    conformal = [e.summary for e in answer.trace if e.step == "conformal"][-1]
+    conformal = [e.summary_dict() for e in answer.trace if e.step == "conformal"][-1]
     assert fast and set(conformal["kept"]) == fast | set(conformal["passing"])
     assert "no trusted judge" in conformal["combined_with"]
 

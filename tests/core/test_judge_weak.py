@@ -116,14 +116,14 @@ def test_an_eager_judges_wrong_picks_do_not_stand_alone(calibrated_index, tmp_pa
     answer = _ask(folder, script, "eager")
     assert not answer.loop.rule_alone  # before issue 56: its relevant set stood alone on recall 1.0
     assert "near misses" in (answer.loop.barred or "") and "judge" not in script.kinds  # barred: never asked
-    conformal = [e.summary for e in answer.trace if e.step == "conformal"][-1]
+    conformal = [e.summary_dict() for e in answer.trace if e.step == "conformal"][-1]
     assert not conformal["combined_with"].startswith("relevant set alone")
     assert set(conformal["kept"]) == _fast(folder, script) | set(conformal["passing"])  # fast context + conformal set
     # with the near-miss bar off, the measured precision alone keeps the conformal set beside its picks
     script = Script(judge=eager, answer=ANSWER, validate=True)
     answer = _ask(folder, script, "eager", trust_near_miss_rate=1.0)
     assert "judge" in script.kinds and answer.loop.barred is None and not answer.loop.rule_alone
-    conformal = [e.summary for e in answer.trace if e.step == "conformal"][-1]
+    conformal = [e.summary_dict() for e in answer.trace if e.step == "conformal"][-1]
     assert set(conformal["passing"]) <= set(conformal["kept"])
     assert "precision lower bound" in (answer.loop.rule_reason or "")
 
@@ -137,7 +137,7 @@ def test_a_strict_judges_empty_verdict_does_not_abstain_when_its_recall_is_low(c
     assert "does not abstain by itself" in answer.loop.rule_reason and "44 of 60" in answer.loop.rule_reason
     assert answer.abstention is None and answer.answer.startswith("Rotate the key")  # the model read the context
     assert "answer" in script.kinds
-    conformal = [e.summary for e in answer.trace if e.step == "conformal"][-1]
+    conformal = [e.summary_dict() for e in answer.trace if e.step == "conformal"][-1]
     assert conformal["passing"] and set(conformal["passing"]) <= {h.chunk_id for h in answer.context} | set(
         c for s in answer.segments for c in s.chunk_ids
     )

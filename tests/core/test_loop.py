@@ -6,6 +6,7 @@ import ragsieve.agent.steps.expand  # noqa: F401
 import ragsieve.agent.steps.fallback  # noqa: F401
 import ragsieve.agent.steps.judge  # noqa: F401
 import ragsieve.agent.steps.validate  # noqa: F401
+from ragsieve.agent.core.summaries import GrewSummary
 from ragsieve.testing import FakeChat
 from tests.support.loop_fakes import CHAIN, Script, chain_judge, make_deps, run, steps
 
@@ -37,7 +38,7 @@ def test_converges_when_relevant_set_stops_growing():
     assert len(script.judged_texts) == len(set(script.judged_texts))
     # the expansion query carried the relevant chunk texts
     assert deps.retriever.calls[1]["extra_texts"] == [CHAIN["a"][0]]
-    assert state.trace[2].summary["new_candidates"]
+    assert state.trace[2].summary.new_candidates
     # the final answer is the validated one: one answer call, then one validation
     assert script.kinds[-2:] == ["answer", "validate"] and script.kinds.count("answer") == 1
 
@@ -95,7 +96,7 @@ def test_neighbour_expansion_recovers_a_function_split_across_chunks():
     assert "lumen/keys.py#1" not in [h.chunk_id for h in first]
     state = run(deps, question)
     grew = [e for e in state.trace if e.step == "expand" and e.outcome == "grew"][0]
-    assert "lumen/keys.py#1" in grew.summary["neighbours"]
+    assert isinstance(grew.summary, GrewSummary) and "lumen/keys.py#1" in grew.summary.neighbours
     assert state.relevant == ["lumen/keys.py#0", "lumen/keys.py#1"]
     assert [h.chunk_id for h in state.context] == ["lumen/keys.py#0", "lumen/keys.py#1"]
     assert state.loop.selection["relevant_set"] == ["lumen/keys.py#0", "lumen/keys.py#1"]

@@ -51,7 +51,7 @@ def test_answer_template_contents():
 
 
 def test_log_progress_lines(capsys):
-    from ragsieve.cli.index import log_progress
+    from ragsieve.cli.progress import log_progress
 
     report = log_progress(every_s=3600)
     report("embedding", 0, 40)  # starts the clock, prints nothing

@@ -170,7 +170,7 @@ def test_ray_options_without_ray_are_refused():
     from ragsieve.cli.main import build_parser
 
     args = build_parser().parse_args(["index", "x", "--index", "y", "--ray-gpus-per-actor", "0.5"])
-    from ragsieve.cli.index import ray_stage
+    from ragsieve.cli.embedders import ray_stage
 
     with pytest.raises(UsageError, match="apply with --ray only"):
         ray_stage(args)

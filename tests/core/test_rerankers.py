@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ragsieve.agent.config import Config, RerankConfig
+from ragsieve.agent.core.summaries import RerankSummary
 from ragsieve.agent.errors import UsageError
 from ragsieve.agent.orchestrator import Orchestrator
 from ragsieve.agent.plan.plans import get_plan, usable_plans
@@ -170,10 +171,11 @@ def test_fast_rerank_plan_reorders_the_pool_and_traces_ranks(examples_index, tin
         ans = orch.ask(question, plan="fast+rerank")
     assert [e.step for e in ans.trace] == ["retrieve", "rerank", "answer"]
     summary = ans.trace[1].summary
-    assert summary["reranker"] == f"cross-encoder {tiny_ce} on cpu" and summary["provider"] == "cross-encoder"
+    assert isinstance(summary, RerankSummary)
+    assert summary.reranker == f"cross-encoder {tiny_ce} on cpu" and summary.provider == "cross-encoder"
     pool = [orch_hit for orch_hit in fast.first_stage[: config.retrieval.pool]]
-    assert summary["scored"] == len(pool) == 20 and sorted(r["before"] for r in summary["ranks"]) == list(range(1, 21))
-    assert [r["after"] for r in summary["ranks"]] == list(range(1, 21))
+    assert summary.scored == len(pool) == 20 and sorted(r.before for r in summary.ranks) == list(range(1, 21))
+    assert [r.after for r in summary.ranks] == list(range(1, 21))
     # the new order is the cross-encoder's own order of the pool's passages
     texts = {}
     with Orchestrator.open(examples_index, Config()) as plain:
@@ -181,11 +183,11 @@ def test_fast_rerank_plan_reorders_the_pool_and_traces_ranks(examples_index, tin
             texts[hit.chunk_id] = passage_text(hit)
     expected = reference_scores(tiny_ce, question, [texts[c] for c in pool])
     by_score = [c for _, c in sorted(zip(expected, pool), key=lambda p: -p[0])]
-    assert [r["id"] for r in summary["ranks"]] == by_score
+    assert [r.id for r in summary.ranks] == by_score
     assert [h.chunk_id for h in ans.context] == by_score[:3]  # rerank.keep
     assert ans.first_stage[:20] == by_score and ans.first_stage[20:] == fast.first_stage[20:]
     assert by_score != pool  # the step changed the order (a random model still disagrees with retrieval)
-    assert all(math.isfinite(r["score"]) for r in summary["ranks"])
+    assert all(math.isfinite(r.score) for r in summary.ranks)
 
 
 def test_a_configured_reranker_that_cannot_load_refuses_the_plan_before_any_call(examples_index, tmp_path):
@@ -225,7 +227,7 @@ def test_full_rerank_plan_judges_the_reranked_pool(examples_index):
         chat = FakeChat(default=fake_model)
         with Orchestrator.open(examples_index, config, chat=chat) as orch:
             ans = orch.ask(question, plan="full+rerank")
-            order = [r["id"] for r in ans.trace[1].summary["ranks"]]
+            order = [r["id"] for r in ans.trace[1].summary_dict()["ranks"]]
             text = {h.chunk_id: h.chunk.text for h in orch.retrieve(question, top_k=20)}
     steps = [e.step for e in ans.trace]
     assert steps[:3] == ["retrieve", "rerank", "judge"] and "answer" in steps

@@ -18,7 +18,7 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +125,7 @@ def load(root: str | Path) -> AccessLabels:
 
 
 @contextmanager
-def _locked(root: Path):
+def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f".{FILE}.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

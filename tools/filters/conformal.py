@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsieve.tools.errors import UsageError
 
@@ -65,7 +66,7 @@ DENSE_KINDS = tuple(k for k in ScoreKind if not k.hybrid)
 HYBRID_RRF_K = 60  # as the retriever's default `rrf_k` (Cormack et al.)
 
 
-def hybrid_signal(dense, bm25, k: int = HYBRID_RRF_K) -> np.ndarray:
+def hybrid_signal(dense: npt.ArrayLike, bm25: npt.ArrayLike, k: int = HYBRID_RRF_K) -> np.ndarray:
     """RRF score of every chunk of one query: 1/(k + dense rank) + 1/(k + BM25 rank).
 
     The array form of `ragsieve.tools.index.query.fusion.rrf` for whole-corpus score vectors (that
@@ -117,7 +118,7 @@ def conformal_quantile(scores: Sequence[float] | np.ndarray, alpha: float) -> fl
     return float(arr[max(k, 1) - 1])
 
 
-def nonconformity(kind: ScoreKind, similarity, top1, rank) -> np.ndarray:
+def nonconformity(kind: ScoreKind, similarity: npt.ArrayLike, top1: npt.ArrayLike, rank: npt.ArrayLike) -> np.ndarray:
     """Score of chunks given their signal value (dense similarity, or the hybrid signal for the
     hybrid kinds), the query's top-1 value of that signal and their 1-based rank by it."""
     s = np.asarray(similarity, dtype=float)
@@ -134,7 +135,7 @@ _SCORES = {
 }
 
 
-def ranks_of(similarities) -> np.ndarray:
+def ranks_of(similarities: npt.ArrayLike) -> np.ndarray:
     """1-based rank of each similarity, best first (ties: earlier position ranks first)."""
     sims = np.asarray(similarities, dtype=float)
     order = np.argsort(-sims, kind="stable")
@@ -143,7 +144,7 @@ def ranks_of(similarities) -> np.ndarray:
     return ranks
 
 
-def candidate_scores(kind: ScoreKind, similarities) -> np.ndarray:
+def candidate_scores(kind: ScoreKind, similarities: npt.ArrayLike) -> np.ndarray:
     """Nonconformity of every candidate of one query, the candidates being all it could keep
     (`similarities`: the values of the kind's signal)."""
     sims = np.asarray(similarities, dtype=float)
@@ -152,7 +153,7 @@ def candidate_scores(kind: ScoreKind, similarities) -> np.ndarray:
     return nonconformity(kind, sims, sims.max(), ranks_of(sims))
 
 
-def keep_mask(kind: ScoreKind, similarities, qhat: float) -> np.ndarray:
+def keep_mask(kind: ScoreKind, similarities: npt.ArrayLike, qhat: float) -> np.ndarray:
     """The conformal set at inference: every candidate whose score is <= q (not a fixed k)."""
     return candidate_scores(kind, similarities) <= qhat
 
@@ -222,12 +223,20 @@ class CalibrationReport:
         }
 
 
-def _num(x: float):
+def _num(x: float | None) -> float | None:
     return None if x is None or math.isinf(x) or math.isnan(x) else round(float(x), 6)
 
 
 def positive_scores(
-    kind: ScoreKind, similarity, top1, rank, found, hybrid=None, hybrid_top1=None, hybrid_rank=None, hybrid_found=None
+    kind: ScoreKind,
+    similarity: npt.ArrayLike,
+    top1: npt.ArrayLike,
+    rank: npt.ArrayLike,
+    found: npt.ArrayLike,
+    hybrid: npt.ArrayLike | None = None,
+    hybrid_top1: npt.ArrayLike | None = None,
+    hybrid_rank: npt.ArrayLike | None = None,
+    hybrid_found: npt.ArrayLike | None = None,
 ) -> np.ndarray:
     """Scores of the positives; a question whose answer was not found gets +inf.
 
@@ -235,7 +244,13 @@ def positive_scores(
     rank (`hybrid*`); calibrations made without them cannot score those kinds.
     """
     if kind.hybrid:
-        if hybrid is None or np.isnan(np.asarray(hybrid_top1, dtype=float)).any():
+        if (
+            hybrid is None
+            or hybrid_top1 is None
+            or hybrid_rank is None
+            or hybrid_found is None
+            or np.isnan(np.asarray(hybrid_top1, dtype=float)).any()
+        ):
             raise UsageError(
                 f"score kind {kind.value!r} needs a calibration with hybrid scores "
                 f"(made by this version of `ragsieve calibrate` on an index with BM25): calibrate again"
@@ -277,7 +292,7 @@ def evaluate_kinds(
     return reports
 
 
-def _signal(kind: ScoreKind, values):
+def _signal(kind: ScoreKind, values: npt.ArrayLike | dict[str, npt.ArrayLike]) -> npt.ArrayLike:
     if isinstance(values, dict):
         return values["hybrid" if kind.hybrid else "dense"]
     if kind.hybrid:

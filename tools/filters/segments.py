@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.modes import parse_enum
@@ -54,7 +55,7 @@ class RSEParams:
     irrelevant_chunk_penalty: float
     decay_rate: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_length < 1 or self.overall_max_length < 1:
             raise UsageError(
                 f"RSE lengths must be >= 1, got max_length={self.max_length}, overall_max_length={self.overall_max_length}"
@@ -76,7 +77,7 @@ PRESETS: dict[RSEPreset, RSEParams] = {
 REFERENCE_CHUNK_CHARS = 700  # dsRAG: the average chunk length at its default chunk size
 
 
-def preset_params(preset: "RSEPreset | str", **overrides) -> RSEParams:
+def preset_params(preset: "RSEPreset | str", **overrides: float | None) -> RSEParams:
     """A preset's parameters with the given (non-None) fields replaced."""
     base = PRESETS[parse_enum(RSEPreset, preset, "RSE preset")]
     changes = {k: v for k, v in overrides.items() if v is not None}
@@ -86,21 +87,21 @@ def preset_params(preset: "RSEPreset | str", **overrides) -> RSEParams:
     return RSEParams(**{**base.__dict__, **changes})
 
 
-def beta_transform(x) -> np.ndarray:
+def beta_transform(x: npt.ArrayLike) -> np.ndarray:
     """dsRAG's `transform`: the Beta(0.4, 0.4) CDF, spreading [0, 1] values towards its ends."""
     from scipy.stats import beta
 
     return beta.cdf(np.clip(np.asarray(x, dtype=float), 0.0, 1.0), BETA_A, BETA_B)
 
 
-def relevance_from_cosine(cosine, low: float = 0.1, high: float = 0.7) -> np.ndarray:
+def relevance_from_cosine(cosine: npt.ArrayLike, low: float = 0.1, high: float = 0.7) -> np.ndarray:
     """Absolute relevance without calibration: clip((cos - low) / (high - low)), then the Beta CDF."""
     if not high > low:
         raise UsageError(f"cosine window needs high > low, got low={low}, high={high}")
     return beta_transform((np.asarray(cosine, dtype=float) - low) / (high - low))
 
 
-def relevance_from_calibration(similarity, positive_similarities: Sequence[float]) -> np.ndarray:
+def relevance_from_calibration(similarity: npt.ArrayLike, positive_similarities: Sequence[float]) -> np.ndarray:
     """Calibrated relevance: the share of known positives (calibration questions) whose
     similarity is <= this one — the conformal p-value of the raw-similarity score."""
     pos = np.sort(np.asarray([p for p in positive_similarities if math.isfinite(p)], dtype=float))
@@ -110,14 +111,16 @@ def relevance_from_calibration(similarity, positive_similarities: Sequence[float
     return np.searchsorted(pos, sims, side="right") / float(pos.size)
 
 
-def chunk_values(relevance, ranks, params: RSEParams) -> np.ndarray:
+def chunk_values(relevance: npt.ArrayLike, ranks: npt.ArrayLike, params: RSEParams) -> np.ndarray:
     """value = exp(-rank / decay_rate) * relevance - penalty (rank 0-based)."""
     rel = np.asarray(relevance, dtype=float)
     rank = np.asarray(ranks, dtype=float)
     return np.exp(-rank / params.decay_rate) * rel - params.irrelevant_chunk_penalty
 
 
-def adjust_for_chunk_length(values, chunk_chars, reference: int = REFERENCE_CHUNK_CHARS) -> np.ndarray:
+def adjust_for_chunk_length(
+    values: npt.ArrayLike, chunk_chars: npt.ArrayLike, reference: int = REFERENCE_CHUNK_CHARS
+) -> np.ndarray:
     """dsRAG's chunk-length adjustment: value * max(chars, reference) / reference, so a long
     chunk counts for the several standard chunks it spans (shorter ones are not scaled down)."""
     v = np.asarray(values, dtype=float)

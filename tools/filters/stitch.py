@@ -21,20 +21,25 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragsieve.tools.ingest.chunking import count_tokens
 from ragsieve.tools.types import Chunk, Hit
 
+if TYPE_CHECKING:
+    from ragsieve.tools.index.backend import ChunkSource
+
+Parsed = tuple[list[str], Any]  # a document's lines and its tree-sitter tree (None when it did not parse)
+
 MAX_DEFINITION_LINES = 400
 
 
-def stitch_definitions(hits: list[Hit], store, budget_tokens: int) -> list[Hit]:
+def stitch_definitions(hits: list[Hit], store: ChunkSource, budget_tokens: int) -> list[Hit]:
     """`hits` with each piece of a split definition replaced by the whole definition (see the module doc)."""
     used = sum(count_tokens(h.chunk.text) for h in hits)
     out: list[Hit] = []
     covered: dict[tuple[str, int, int], int] = {}  # (doc, first line, last line) -> position in out
-    files: dict[str, tuple[list[str], object]] = {}
+    files: dict[str, Parsed] = {}
     for hit in hits:
         span = _definition_span(hit.chunk, store, files)
         if span is None:
@@ -68,7 +73,12 @@ def stitch_definitions(hits: list[Hit], store, budget_tokens: int) -> list[Hit]:
     return out
 
 
-def one_per_definition(hits: list[Hit], store, files=None, seen: set | None = None) -> list[Hit]:
+def one_per_definition(
+    hits: list[Hit],
+    store: ChunkSource,
+    files: ParsedCache | None = None,
+    seen: set[tuple[str, int, int]] | None = None,
+) -> list[Hit]:
     """`hits` without the later pieces of a split definition whose better-ranked piece is already in the list
     (order and fields kept). `files` caches parsed documents (a dict, or `ParsedFiles` across calls); `seen`
     carries the definitions of earlier parts of the same list (updated)."""
@@ -92,17 +102,17 @@ class ParsedFiles:
 
     def __init__(self, size: int = 128) -> None:
         self.size = size
-        self._entries: OrderedDict[str, tuple[list[str], object]] = OrderedDict()
+        self._entries: OrderedDict[str, Parsed] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, doc_id: str):
+    def get(self, doc_id: str) -> Parsed | None:
         with self._lock:
             entry = self._entries.get(doc_id)
             if entry is not None:
                 self._entries.move_to_end(doc_id)
             return entry
 
-    def __setitem__(self, doc_id: str, entry) -> None:
+    def __setitem__(self, doc_id: str, entry: Parsed) -> None:
         with self._lock:
             self._entries[doc_id] = entry
             self._entries.move_to_end(doc_id)
@@ -110,7 +120,10 @@ class ParsedFiles:
                 self._entries.popitem(last=False)
 
 
-def _definition_span(chunk: Chunk, store, files: dict) -> tuple[int, int, str] | None:
+ParsedCache = dict[str, Parsed] | ParsedFiles
+
+
+def _definition_span(chunk: Chunk, store: ChunkSource, files: ParsedCache) -> tuple[int, int, str] | None:
     """(first line, last line, qualified name) of the definition `chunk` is a piece of, or None."""
     if chunk.kind != "code" or chunk.line_start is None or chunk.line_end is None:
         return None
@@ -154,7 +167,7 @@ def _definition_span(chunk: Chunk, store, files: dict) -> tuple[int, int, str] |
     return start + 1, end + 1, qualified_name(node)
 
 
-def _outer(node):
+def _outer(node: Any) -> Any:
     """The definition with its decorators (`decorated_definition`) or export wrapper."""
     parent = node.parent
     if parent is not None and parent.type in ("decorated_definition", "export_statement"):

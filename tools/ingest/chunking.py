@@ -29,7 +29,7 @@ import re
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.extras import Extra, require
-from ragsieve.tools.ingest.syntax import available, cast_spans, language_of
+from ragsieve.tools.ingest.syntax import CodeSpan, available, cast_spans, language_of
 from ragsieve.tools.ingest.units import FENCE, MAX_CHARS_PER_TOKEN, UNIT_MAKERS, Unit, bounded, count_tokens, lines
 from ragsieve.tools.types import Chunk, Document
 
@@ -151,7 +151,7 @@ class Chunker:
                 return self._by_syntax(doc, cast_spans(doc.text, language, self.chunk_tokens))
         return self._by_lines(doc)
 
-    def _by_syntax(self, doc: Document, spans) -> list[Chunk]:
+    def _by_syntax(self, doc: Document, spans: list[CodeSpan]) -> list[Chunk]:
         """Each cAST span is one chunk, or several by the line packer when a leaf is over the budget."""
         lines = doc.text.splitlines(keepends=True)
         chunks: list[Chunk] = []

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+Element = Any  # an lxml.html element: lxml comes with the optional `crawl` extra and ships no types
 
 SKIPPED = frozenset(
     {
@@ -93,11 +96,11 @@ class Markdown:
     locators: list[tuple[int, str]] = field(default_factory=list)  # (offset, "#anchor"), sorted
 
 
-def _classes(el) -> set[str]:
+def _classes(el: Element) -> set[str]:
     return set((el.get("class") or "").split())
 
 
-def _heading_anchor(el) -> str | None:
+def _heading_anchor(el: Element) -> str | None:
     if el.get("id"):
         return el.get("id")
     parent = el.getparent()
@@ -117,23 +120,23 @@ def _heading_anchor(el) -> str | None:
     return None
 
 
-def _skipped(el) -> bool:
+def _skipped(el: Element) -> bool:
     if el.tag in SKIPPED or el.get("role") in ("navigation", "search", "banner", "contentinfo"):
         return True
     classes = _classes(el)
     return bool(classes & {"headerlink", "sphinxsidebar", "related", "footer", "breadcrumbs"})
 
 
-def _pre_text(el) -> str:
+def _pre_text(el: Element) -> str:
     return el.text_content().strip("\n").replace("\t", "    ")
 
 
-def _fenced(pre) -> str:
+def _fenced(pre: Element) -> str:
     code = _pre_text(pre).replace("\n", _PRE_NL).replace(" ", _PRE_SP)
     return f"\n\n```{_PRE_NL}{code}{_PRE_NL}```\n\n"
 
 
-def _cell(el) -> str:
+def _cell(el: Element) -> str:
     """A cell's text on one line: its paragraphs and lines joined by a space, `|` escaped."""
     import lxml.etree as etree
 
@@ -153,7 +156,7 @@ def _cell(el) -> str:
     return _SPACES.sub(" ", "".join(parts).replace("\u00b6", "")).strip().replace("|", "\\|")
 
 
-def _table(table) -> str:
+def _table(table: Element) -> str:
     """A table as a markdown table (the first row its header), or the code blocks of a layout table that
     holds code; "" for a table with no text."""
     code = [
@@ -181,7 +184,7 @@ def _table(table) -> str:
     return f"\n\n{body}\n\n"
 
 
-def element_markdown(container) -> Markdown:
+def element_markdown(container: Element) -> Markdown:
     """Markdown of an lxml element (see the module docstring)."""
     import lxml.etree as etree
 

@@ -16,6 +16,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragsieve.tools.access.front_matter import front_matter_access
 from ragsieve.tools.errors import MissingExtraError, UsageError
@@ -28,6 +29,9 @@ from ragsieve.tools.ingest.syntax import language_of
 from ragsieve.tools.ingest.walk import LoadStats, collect_files, display_path
 from ragsieve.tools.ingest.web_text import extract_page, is_toc_url, page_locators
 from ragsieve.tools.types import Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.selection import Selection
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +209,7 @@ def load_documents(
     paths: list[str | Path],
     *,
     progress: bool = False,
-    selection=None,
+    selection: Selection | None = None,
     base: Path | None = None,
     base_url: str | None = None,
     syntax: bool = True,

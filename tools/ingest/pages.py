@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from ragsieve.tools.ingest.web_text import PageText, extract_page, is_toc_url, page_locators
 from ragsieve.tools.types import Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.crawl.report import CrawledPage
 
 
 def page_document(url: str, html: str, content_hash: str) -> Document | None:
@@ -29,7 +35,7 @@ def page_kind(page: PageText) -> str:
     return "toc" if page.toc else "markdown" if page.markdown else "html"
 
 
-def site_documents(pages) -> list[Document]:
+def site_documents(pages: Iterable[CrawledPage]) -> list[Document]:
     """A crawl's pages as Documents (`page_document`), the site-wide title part dropped from their titles."""
     docs = [d for d in (page_document(p.url, p.html, p.content_hash) for p in pages) if d is not None]
     strip_site_titles(docs)

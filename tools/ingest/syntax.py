@@ -24,9 +24,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from ragsieve.tools.ingest.units import MAX_CHARS_PER_TOKEN, count_tokens
+
+Node = Any  # a tree-sitter node: the grammars come with the optional `code` extra, read untyped
 
 LANGUAGES = {
     ".py": "python",
@@ -129,7 +131,7 @@ def language_of(path: str) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _parser(language: str):
+def _parser(language: str) -> Any:  # a tree_sitter.Parser
     from tree_sitter_language_pack import get_parser
 
     return get_parser(language)  # type: ignore[arg-type, unused-ignore]  # the stub's Literal of names; ours are LANGUAGES' values
@@ -147,7 +149,7 @@ def available(language: str | None) -> TypeGuard[str]:
         return False
 
 
-def node_name(node) -> str | None:
+def node_name(node: Node) -> str | None:
     """A definition's name: its `name` field, or the identifier inside its type/declarator."""
     for fname in _NAME_FIELDS:
         child = node.child_by_field_name(fname)
@@ -183,10 +185,10 @@ def cast_spans(text: str, language: str, budget: int) -> list[CodeSpan]:
     sizer = _Sizer(source)
     groups: list[tuple[list, list[str]]] = []  # (sibling nodes, enclosing symbols)
 
-    def size(nodes) -> int:
+    def size(nodes: list[Node]) -> int:
         return sizer.tokens(nodes[0].start_byte, nodes[-1].end_byte) if nodes else 0
 
-    def split(node, enclosing: list[str], carry: list) -> None:
+    def split(node: Node, enclosing: list[str], carry: list[Node]) -> None:
         current = list(carry)
         for child in node.children:
             if size(current + [child]) <= budget:
@@ -241,7 +243,7 @@ _WRAPPERS = {
 }
 
 
-def _splittable(node) -> bool:
+def _splittable(node: Node) -> bool:
     """Worth splitting on syntax: not a string/comment, over several lines, with named children."""
     if node.type in _NO_SPLIT or (
         node.type == "expression_statement" and node.named_child_count == 1 and node.named_children[0].type in _NO_SPLIT
@@ -250,7 +252,7 @@ def _splittable(node) -> bool:
     return node.named_child_count >= 1 and node.end_point[0] > node.start_point[0]
 
 
-def qualified_name(node) -> str:
+def qualified_name(node: Node) -> str:
     """A definition's name qualified by the definitions around it in the tree (`Session.request`)."""
     names = [node_name(node) or node.type]
     parent = node.parent
@@ -261,7 +263,7 @@ def qualified_name(node) -> str:
     return ".".join(reversed(names))
 
 
-def _defined(nodes, enclosing: list[str]) -> list[str]:
+def _defined(nodes: list[Node], enclosing: list[str]) -> list[str]:
     """Qualified names of the definitions in `nodes` (one level of nesting into classes), named from the
     tree, not from the chunk's position: a small top-level function carried in front of a long one's first
     piece is `_release_waiter`, not `wait_for._release_waiter`. A definition whose first tokens (its

@@ -20,9 +20,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest.gitignore import IgnoreSet
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.selection import Selection
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
 MAX_DEPTH = 256  # folders below this many levels under a scanned folder are skipped, named
@@ -189,11 +193,11 @@ def doc_id_for(root: Path, path: Path, base: Path | None = None) -> str:
     return f"{name}/{rel}" if name else rel
 
 
-def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection=None) -> Iterator[Path]:
+def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection: Selection | None = None) -> Iterator[Path]:
     """Files under `folder`, sorted depth-first, with skipped entries counted and pruned."""
     bad: list[tuple[str, str]] = []
 
-    def enter(path: Path, parent: IgnoreSet, depth: int):
+    def enter(path: Path, parent: IgnoreSet, depth: int) -> tuple[Iterator[os.DirEntry[str]], IgnoreSet, int]:
         child = parent.child(path, bad)
         for where, why in bad:
             stats._skip("bad_ignore_patterns", printable(where), f"bad ignore pattern skipped: {why}")
@@ -243,7 +247,7 @@ def walk_folder(folder: Path, ignores: IgnoreSet, stats: LoadStats, selection=No
 
 
 def collect_files(
-    paths: list[str | Path], stats: LoadStats, selection=None, base: Path | None = None
+    paths: list[str | Path], stats: LoadStats, selection: Selection | None = None, base: Path | None = None
 ) -> list[tuple[Path, str, str]]:
     """(file, doc id, path below the folder given) for every file to read under `paths`."""
     missing = [printable(p) for p in paths if not os.path.lexists(p)]

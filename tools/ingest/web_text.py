@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ragsieve.tools.extras import Extra, require
-from ragsieve.tools.ingest.html_markdown import SKIPPED, element_markdown
+from ragsieve.tools.ingest.html_markdown import SKIPPED, Element, element_markdown
 from ragsieve.tools.ingest.html_text import html_to_text
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -121,7 +121,7 @@ def is_toc_url(url: str) -> bool:
     return _TOC_URL.search(url.split("#", 1)[0].split("?", 1)[0]) is not None
 
 
-def is_toc_page(element) -> bool:
+def is_toc_page(element: Element) -> bool:
     """Whether a page's main element is a table of contents or an index rather than text to quote: its
     text is mostly link text (at least TOC_LINK_SHARE of it, over MIN_TOC_LINKS links), or mostly inside
     a Sphinx `toctree`, general index (`genindex`) or module index (`py-modindex`) block."""
@@ -175,7 +175,7 @@ def bound_attributes(html: str) -> str:
     return _LONG_TAG.sub(cut, html)
 
 
-def _parse(html: str):
+def _parse(html: str) -> Element | None:
     require(Extra.CRAWL, "lxml.html", "reading HTML pages", "or --exclude '*.html'")
     import lxml.html
 
@@ -185,7 +185,7 @@ def _parse(html: str):
         return None
 
 
-def _without_boilerplate_tags(root, html: str) -> str:
+def _without_boilerplate_tags(root: Element, html: str) -> str:
     """The page without script/style/nav/header/footer/aside/noscript/... elements (their tails kept):
     trafilatura keeps some of them (`<noscript>`) on short pages."""
     if root is None:
@@ -198,14 +198,14 @@ def _without_boilerplate_tags(root, html: str) -> str:
     return lxml.html.tostring(root, encoding="unicode")
 
 
-def _title(root) -> str | None:
+def _title(root: Element) -> str | None:
     found = root.find(".//title")
     if found is None:
         return None
     return _SPACE.sub(" ", found.text_content() or "").strip() or None
 
 
-def _main_container(root):
+def _main_container(root: Element) -> Element | None:
     for xpath in _MAIN_XPATH:
         found = root.xpath(xpath)
         if found:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ragsieve.tools.errors import UsageError
-from ragsieve.tools.rerankers.base import ProviderReranker
+from ragsieve.tools.rerankers.base import ProviderReranker, RerankProvider
 
 KINDS = ("cross-encoder", "flashrank", "http")
 _OPEN: OrderedDict[tuple, ProviderReranker] = OrderedDict()
@@ -14,7 +15,7 @@ _LOCK = threading.Lock()
 MAX_OPEN = 4
 
 
-def _provider(kind: str, model: str | None, options: dict):
+def _provider(kind: str, model: str | None, options: dict[str, Any]) -> RerankProvider:
     if kind == "cross-encoder":
         from ragsieve.tools.rerankers.cross_encoder import CrossEncoderProvider
 
@@ -30,7 +31,7 @@ def _provider(kind: str, model: str | None, options: dict):
     raise UsageError(f"invalid reranker provider {kind!r}: choose one of {', '.join(KINDS)}")
 
 
-def open_reranker(kind: str, model: str | None = None, **options) -> ProviderReranker:
+def open_reranker(kind: str, model: str | None = None, **options: Any) -> ProviderReranker:
     """The reranker `kind` (cross-encoder | flashrank | http) with `model`, loaded now: raises
     ModelUnavailableError (or UsageError for bad settings) when it cannot run. The last MAX_OPEN are kept."""
     key = (kind, model, tuple(sorted((k, repr(v)) for k, v in options.items())))

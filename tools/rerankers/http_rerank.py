@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ragsieve.tools.errors import ModelEndpointError, UsageError
 from ragsieve.tools.http_json import JsonEndpoint
@@ -37,7 +39,7 @@ class HTTPRerankProvider:
         timeout_s: float = 60.0,
         max_attempts: int = 5,
         max_retry_s: float = 150.0,
-        sleep=None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         if style not in STYLES:
             raise UsageError(f"invalid rerank style {style!r}: choose one of {', '.join(STYLES)}")
@@ -79,7 +81,7 @@ class HTTPRerankProvider:
                 payload["model"] = self.model
         return self._scores(self._endpoint.post(payload), len(texts))
 
-    def _scores(self, body, n: int) -> list[float]:
+    def _scores(self, body: Any, n: int) -> list[float]:
         where = self.describe()
         items = body.get("results") if isinstance(body, dict) else body
         if not isinstance(items, list):

@@ -25,7 +25,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ragsieve.tools import tracing
 from ragsieve.tools.access.labels import set_front_matter
@@ -36,12 +36,14 @@ from ragsieve.tools.index.building.embed_cache import EmbeddingCache  # keyed by
 from ragsieve.tools.index.building.encoder_choice import choose_encoder
 from ragsieve.tools.index.building.generation_writer import incremental_applies, write_generation
 from ragsieve.tools.index.building.incremental import collect_stores
+from ragsieve.tools.index.building.progress import Progress
 from ragsieve.tools.index.building.report import BuildReport, embed_figures, excluded_counts
 from ragsieve.tools.index.building.sources import gather
 from ragsieve.tools.index.building.windows import LongCode
 from ragsieve.tools.index.embedders import known_dimension, mismatch, provider_of
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.embedders.model_names import DEFAULT_MODEL, canonical_model_name
+from ragsieve.tools.index.embedders.openai_embedder import OpenAIEmbedder
 from ragsieve.tools.index.local.generations import (
     MANIFEST,
     current_generation,
@@ -60,6 +62,10 @@ from ragsieve.tools.ingest.walk import LoadStats, source_root
 from ragsieve.tools.modes import BM25Engine, FaissKind
 from ragsieve.tools.tracing.conventions import build_after
 from ragsieve.tools.types import Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.building.ray_embed import RayEmbedStage
+    from ragsieve.tools.ingest.selection import Selection
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +90,8 @@ class IndexBuilder:
         bm25_engine: str | BM25Engine = BM25Engine.BM25S,
         batch_size: int | None = None,
         sparse_percentile: float = 10.0,
-        progress: bool = True,
-        embedder: Embedder | None = None,
+        progress: Progress = True,
+        embedder: Embedder | OpenAIEmbedder | None = None,
         bm25_k1: float = 0.9,
         bm25_b: float = 0.4,
         bm25_stem: bool = True,
@@ -98,7 +104,7 @@ class IndexBuilder:
         symbol_headers: bool = True,
         encoder: str | None = None,
         overlap: bool = True,
-        ray=None,
+        ray: RayEmbedStage | None = None,
         segments: bool = True,
         long_code: str | None = None,
         device: str = "auto",
@@ -181,7 +187,7 @@ class IndexBuilder:
         elif self.long_code is None:
             self.long_code = LongCode.WINDOWS
 
-    def _embedder_for(self) -> Embedder:
+    def _embedder_for(self) -> Embedder | OpenAIEmbedder:
         """The embedder, loaded now (a benchmark loads it before it times a build)."""
         ctx = self.context()
         self._embedder = ctx.embedder_for()
@@ -231,7 +237,7 @@ class IndexBuilder:
         rebuild: bool = False,
         *,
         sync: bool = False,
-        selection=None,
+        selection: Selection | None = None,
         base_url: str | None = None,
         crawl: dict | None = None,
     ) -> BuildReport:
@@ -256,7 +262,7 @@ class IndexBuilder:
             set_front_matter(self.root, {d.source: d.access for d in docs if d.access is not None}, [d.source for d in docs])
             return self._build_locked(docs, loaded, paths, rebuild, start, sync, scopes=scopes)
 
-    def _source_root(self, paths, rebuild: bool) -> Path | None:
+    def _source_root(self, paths: Sequence[str | Path], rebuild: bool) -> Path | None:
         """Ids are paths below the index's source root: the one recorded at its first build, else the
         git checkout (or the parent folder) of the first path given."""
         gen = None if rebuild else current_generation(self.root)
@@ -285,8 +291,8 @@ class IndexBuilder:
     def _build_locked(
         self,
         docs: list[Document],
-        loaded,
-        paths,
+        loaded: LoadResult,
+        paths: Sequence[str | Path],
         rebuild: bool,
         start: float,
         sync: bool = False,
@@ -314,9 +320,11 @@ class IndexBuilder:
         try:
             plan = (
                 plan_change(prev_store, prev, docs, scopes, remove)
-                if reuse and prev is not None and not sync and incremental_applies(ctx, prev, settings)
+                if reuse and prev is not None and prev_store is not None and not sync and incremental_applies(ctx, prev, settings)
                 else None
             )
+            prev_docs: dict[str, str] | None
+            kept: list[str]
             if plan is not None:  # O(documents given + in scope): the store's doc_id index, no listing
                 prev_docs, unchanged, kept, counts = None, plan.unchanged, [], plan.counts()
             else:  # --sync, changed chunking, the whole-generation layout: the previous documents listed

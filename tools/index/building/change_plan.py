@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.store import ChunkStore
+
+if TYPE_CHECKING:
+    from ragsieve.tools.types import Document
 
 FINGERPRINT_KIND = "sha256-sum"  # manifest["corpus_fingerprint_kind"]: the fingerprint can be updated in place
 _MOD = 1 << 256
@@ -43,7 +48,7 @@ def updated_fingerprint(previous: str, removed: dict[str, str], added: dict[str,
     return format(total % _MOD, "064x")
 
 
-def hashes_of(store, doc_ids, part: int = 500) -> dict[str, str]:
+def hashes_of(store: ChunkStore, doc_ids: Iterable[str], part: int = 500) -> dict[str, str]:
     """{doc_id: content_hash} of those of `doc_ids` the store's generation holds (indexed lookups)."""
     ids = list(doc_ids)
     out: dict[str, str] = {}
@@ -59,7 +64,7 @@ def _after(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def ids_in_scopes(store, scopes) -> dict[str, str]:
+def ids_in_scopes(store: ChunkStore, scopes: Iterable[str]) -> dict[str, str]:
     """{doc_id: content_hash} of the documents `in_scope` of `scopes` (range scans on the doc_id index)."""
     out: dict[str, str] = {}
     sql = f"SELECT doc_id, content_hash FROM documents WHERE doc_id >= ? AND doc_id < ?{store._vis}"
@@ -74,7 +79,7 @@ def ids_in_scopes(store, scopes) -> dict[str, str]:
     return out
 
 
-def has_prefix(store, prefix: str) -> bool:
+def has_prefix(store: ChunkStore, prefix: str) -> bool:
     """Whether any document's id starts with `prefix` (non-empty): one range probe on the doc_id index."""
     return (
         store._db.execute(
@@ -84,7 +89,7 @@ def has_prefix(store, prefix: str) -> bool:
     )
 
 
-def has_outside(store, prefix: str) -> bool:
+def has_outside(store: ChunkStore, prefix: str) -> bool:
     """Whether any document's id does not start with `prefix` (non-empty): two range probes."""
     return (
         store._db.execute(
@@ -94,7 +99,7 @@ def has_outside(store, prefix: str) -> bool:
     )
 
 
-def any_document(store) -> str | None:
+def any_document(store: ChunkStore) -> str | None:
     r = store._db.execute(f"SELECT doc_id FROM documents WHERE 1{store._vis} LIMIT 1").fetchone()
     return r[0] if r else None
 
@@ -128,7 +133,9 @@ class ChangePlan:
         return updated_fingerprint(previous, {i: self.before[i] for i in self.dropped}, changed)
 
 
-def plan_change(prev_store, prev_manifest: dict, docs, scopes, remove: set[str] | None) -> ChangePlan:
+def plan_change(
+    prev_store: ChunkStore, prev_manifest: dict, docs: Sequence[Document], scopes: Sequence[str], remove: set[str] | None
+) -> ChangePlan:
     """The change a build of `docs` (covering `scopes`, removing `remove`) makes to the previous generation."""
     new_hashes = {d.doc_id: d.content_hash for d in docs}
     given = hashes_of(prev_store, new_hashes)
@@ -152,14 +159,22 @@ def plan_change(prev_store, prev_manifest: dict, docs, scopes, remove: set[str] 
     )
 
 
-def scope_test(scopes):
+def scope_test(scopes: Sequence[str]) -> Callable[[str], bool]:
     """`lambda doc_id: in_scope(doc_id, scopes)`, cheap enough to run over every document of a large index."""
     prefixes = tuple(s if s.endswith("/") else s + "#" for s in scopes)
     exact = {s for s in scopes if not s.endswith("/")}
     return lambda doc_id: doc_id in exact or doc_id.startswith(prefixes)
 
 
-def listed_change(prev_store, docs, scopes, remove, sync: bool, reuse: bool, prev_gen=None):
+def listed_change(
+    prev_store: ChunkStore | None,
+    docs: Sequence[Document],
+    scopes: Sequence[str],
+    remove: set[str] | None,
+    sync: bool,
+    reuse: bool,
+    prev_gen: Path | None = None,
+) -> tuple[dict[str, str], set[str], list[str], dict[str, int]]:
     """(prev_docs, unchanged, kept, counts) from a listing of the previous generation's documents. When the
     chunking settings changed (`reuse` False, no `prev_store`) the previous generation `prev_gen` is still
     listed so that documents indexed from other paths are refused, not silently dropped."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ragsieve.tools.index.building.embed_cache import cache_model, step_factor
+from ragsieve.tools.index.building.progress import Progress
 from ragsieve.tools.index.building.windows import LongCode, embed_windowed, tokenizer_of, window_texts
 from ragsieve.tools.index.embedders import embedding_record
 from ragsieve.tools.index.embedders.local_embedder import Embedder
@@ -35,7 +36,7 @@ class BuildContext:
     encoder: str
     device: Any  # `ragsieve.tools.index.embedders.device.Device`, or None before one is chosen
     batch_size: int
-    progress: bool
+    progress: Progress
     bm25_proto: BM25Index
     dense_proto: DenseIndex
     sparse_percentile: float

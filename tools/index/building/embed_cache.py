@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,7 @@ class EmbeddingCache:
         self._db.close()
 
 
-def step_factor(embedder) -> int:
+def step_factor(embedder: object) -> int:
     """How many times four batches one checkpointed step holds: one per request an embeddings endpoint keeps in
     flight, four on a GPU (its batches are large and quick: a step's SQLite write and the refill of the
     tokenizers' queue are paid less often), else one."""
@@ -94,7 +95,13 @@ def step_factor(embedder) -> int:
 
 
 def embed_resumable(
-    cache: EmbeddingCache, texts: list[str], rows: list[int], vectors: np.ndarray, embed, step: int, reporter
+    cache: EmbeddingCache,
+    texts: list[str],
+    rows: list[int],
+    vectors: np.ndarray,
+    embed: Callable[[list[str]], np.ndarray],
+    step: int,
+    reporter: Callable[[int], Callable[[int | None], None]],
 ) -> int:
     """Fill `vectors[rows]` with the embeddings of `texts[rows]`: those in `cache` (embedded by a build that
     was stopped) are not embedded again; the rest go to `embed` longest first (less padding per batch), `step`

@@ -27,7 +27,14 @@ from ragsieve.tools.index.building.change_plan import FINGERPRINT_KIND, ChangePl
 from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.building.embed_cache import text_key
 from ragsieve.tools.index.building.embedding import chunk_while_embedding, embed_vectors, streams
-from ragsieve.tools.index.building.incremental import LAYOUT, sparse_record, store_generation, write_base, write_incremental
+from ragsieve.tools.index.building.incremental import (
+    LAYOUT,
+    Chunked,
+    sparse_record,
+    store_generation,
+    write_base,
+    write_incremental,
+)
 from ragsieve.tools.index.building.layout import Layout, plan_rows
 from ragsieve.tools.index.building.report import indexed_text, package_version
 from ragsieve.tools.index.building.windows import code_headers
@@ -104,6 +111,8 @@ def write_generation(
     if (
         segmented
         and prev is not None
+        and prev_store is not None
+        and prev_gen is not None
         and prev.get("layout") == LAYOUT
         and {k: prev["settings"]["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}
         == {k: settings["bm25"].get(k) for k in ("stem", "identifiers", "compounds")}
@@ -206,18 +215,18 @@ def write_generation(
 
 def _write_incremental(
     ctx: BuildContext,
-    gen,
-    docs,
-    prev_store,
-    prev_gen,
-    prev,
-    settings,
-    hashes,
-    kept,
-    chunked,
-    keep,
-    cut_before,
-    prev_docs=None,
+    gen: Path,
+    docs: list[Document],
+    prev_store: ChunkStore,
+    prev_gen: Path,
+    prev: dict,
+    settings: dict,
+    hashes: dict[str, str],
+    kept: Sequence[str],
+    chunked: Chunked,
+    keep: set[str],
+    cut_before: int,
+    prev_docs: dict[str, str] | None = None,
     plan: ChangePlan | None = None,
 ) -> dict:
     t0 = time.perf_counter()
@@ -269,7 +278,17 @@ def _write_incremental(
     )
 
 
-def _finish(ctx: BuildContext, gen, prev_gen, settings, fingerprint: str, dim, counts, sparse, extra) -> dict:
+def _finish(
+    ctx: BuildContext,
+    gen: Path,
+    prev_gen: Path | None,
+    settings: dict,
+    fingerprint: str,
+    dim: int,
+    counts: dict,
+    sparse: dict,
+    extra: dict,
+) -> dict:
     root = ctx.recorded_root(prev_gen)
     manifest = {
         "format_version": FORMAT_VERSION if not extra else SEGMENTS_FORMAT,
@@ -296,7 +315,7 @@ def _finish(ctx: BuildContext, gen, prev_gen, settings, fingerprint: str, dim, c
     return manifest
 
 
-def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunked, keep: set[str]) -> Layout:
+def _incremental_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunked: Chunked, keep: set[str]) -> Layout:
     """Copy the previous chunk store and edit it: drop the documents not kept, move tail rows into the holes,
     add the new documents in the rows `plan_rows` gives them."""
     prev_docs = prev_store.documents()

@@ -46,6 +46,9 @@ from ragsieve.tools.index.sparse.ann import ivf_partition
 from ragsieve.tools.index.sparse.cells import carry_cells, cells_for, nearest_update_cells
 from ragsieve.tools.index.sparse.nearest import nearest_update
 from ragsieve.tools.index.sparse.subset import nearest_neighbours, sparse_subset
+from ragsieve.tools.types import Chunk, Document
+
+Chunked = list[tuple[Document, list[Chunk]]]  # each new document with its chunks
 
 LAYOUT = "segments"
 MAX_SEGMENTS = 16
@@ -84,7 +87,13 @@ def store_generation(ctx: BuildContext, gen: Path, temp_store: Path) -> dict:
     return {"file": name, "generation": g}
 
 
-def write_base(ctx: BuildContext, gen: Path, tokens: list[list[str]], vectors: np.ndarray, nn=None) -> dict:
+def write_base(
+    ctx: BuildContext,
+    gen: Path,
+    tokens: list[list[str]],
+    vectors: np.ndarray,
+    nn: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict:
     """The single base segment of a full generation (first build, --rebuild, migration), from every row's
     BM25 tokens and vector."""
     n = len(vectors)
@@ -109,7 +118,7 @@ def write_incremental(
     prev_gen: Path,
     prev: dict,
     prev_store: ChunkStore,
-    chunked,
+    chunked: Chunked,
     keep: set[str],
     prev_docs: dict[str, str] | None = None,
     dropped: list[str] | None = None,

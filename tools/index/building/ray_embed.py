@@ -33,7 +33,10 @@ import atexit
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,10 +47,17 @@ from ragsieve.tools.index.building.ray_load import load_and_chunk
 from ragsieve.tools.index.embedders.device import GPU_ENCODERS
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 
+if TYPE_CHECKING:
+    from ragsieve.tools.index.building.embed_cache import EmbeddingCache
+    from ragsieve.tools.ingest.chunking import Chunker
+    from ragsieve.tools.ingest.loaders import LoadResult
+    from ragsieve.tools.ingest.selection import Selection
+    from ragsieve.tools.types import Chunk, Document
+
 log = logging.getLogger(__name__)
 
 
-def import_ray():
+def import_ray() -> Any:  # the ray module: the optional ray extra, read untyped
     require(Extra.RAY, "ray.data", "indexing on Ray", "on the driver and on every node of the cluster")
     import ray
 
@@ -103,7 +113,7 @@ class EncoderActor:
     """One encoder per actor, built once (`make(device=...)`) on the device the actor reserved, embedding a batch
     per call."""
 
-    def __init__(self, make, device: str = "cpu") -> None:
+    def __init__(self, make: Callable[..., Embedder], device: str = "cpu") -> None:
         self.embedder = make(device=device)
 
     def __call__(self, batch: dict) -> dict:
@@ -171,7 +181,16 @@ class RayEmbedStage:
             gpu_encoder=self.gpu_encoder,
         )
 
-    def load(self, paths, *, chunker, progress: bool = False, selection=None, base=None, base_url=None):
+    def load(
+        self,
+        paths: list[str | Path],
+        *,
+        chunker: Chunker,
+        progress: bool = False,
+        selection: Selection | None = None,
+        base: Path | None = None,
+        base_url: str | None = None,
+    ) -> LoadResult:
         """`load_documents` on Ray: the documents of `paths` (a `LoadResult`), their chunks kept in
         `prechunked` for the build (`Chunker` `chunker`, the build's own)."""
         ray = import_ray()
@@ -193,12 +212,12 @@ class RayEmbedStage:
         }
         return loaded
 
-    def chunks_of(self, doc, chunker) -> list:
+    def chunks_of(self, doc: Document, chunker: Chunker) -> list[Chunk]:
         """The chunks `load` cut on Ray for `doc` (cut here when it did not: HTML pages, crawled sites)."""
         found = self.prechunked.get(doc.doc_id)
         return found if found is not None else chunker.run(doc)
 
-    def _ensure(self, ray) -> None:
+    def _ensure(self, ray: Any) -> None:
         if not ray.is_initialized():
             self._init(ray)
             self._started = True
@@ -212,7 +231,7 @@ class RayEmbedStage:
 
             ray.shutdown()
 
-    def fill(self, cache, texts: list[str], rows: list[int]) -> int:
+    def fill(self, cache: EmbeddingCache, texts: list[str], rows: list[int]) -> int:
         """Embed on Ray the texts of `rows` that `cache` lacks, writing each returned batch into `cache`;
         returns how many texts Ray embedded."""
         by_key = {text_key(texts[r]): texts[r] for r in rows}
@@ -256,7 +275,7 @@ class RayEmbedStage:
         finally:
             self.close()
 
-    def _init(self, ray) -> None:
+    def _init(self, ray: Any) -> None:
         kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if self.address == "auto":  # a local instance
             ray.init(num_cpus=self.num_cpus, **kwargs)

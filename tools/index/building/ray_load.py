@@ -23,12 +23,17 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.ingest import loaders
 from ragsieve.tools.ingest.pages import strip_site_titles
 from ragsieve.tools.ingest.walk import LoadStats, collect_files
 from ragsieve.tools.types import Chunk, Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.chunking import Chunker
+    from ragsieve.tools.ingest.selection import Selection
 
 HTML = (".html", ".htm")
 
@@ -42,7 +47,7 @@ def load_one(item: dict) -> list[dict]:
     return rows + [{"i": item["i"], "j": -1, "doc": "", "stats": json.dumps(dataclasses.asdict(stats)), "chunks": ""}]
 
 
-def chunk_batch(batch: dict, chunker) -> dict:
+def chunk_batch(batch: dict, chunker: Chunker) -> dict:
     """`map_batches` stage (Ray tasks): the chunks of each document row (HTML pages are left to the driver)."""
     out = []
     for doc_json in batch["doc"]:
@@ -62,7 +67,16 @@ def _merge(total: LoadStats, part: dict) -> None:
             setattr(total, f.name, getattr(total, f.name) + part[f.name])
 
 
-def load_and_chunk(ray, paths, chunker, *, selection=None, base=None, base_url=None, parallelism: int = 4):
+def load_and_chunk(
+    ray: Any,  # the ray module (the optional ray extra)
+    paths: list[str | Path],
+    chunker: Chunker,
+    *,
+    selection: Selection | None = None,
+    base: Path | None = None,
+    base_url: str | None = None,
+    parallelism: int = 4,
+) -> tuple[loaders.LoadResult, dict[str, list[Chunk]]]:
     """(LoadResult, {doc_id: chunks}) for `paths`, loaded and chunked by a Ray Data pipeline."""
     if isinstance(paths, (str, Path)):
         raise UsageError(f"paths must be a list of paths, got the single path {str(paths)!r}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -16,6 +18,9 @@ from ragsieve.tools.index.search.compounds import split_compound
 from ragsieve.tools.index.search.identifiers import split_identifier
 from ragsieve.tools.ingest.walk import doc_id_for
 from ragsieve.tools.types import Chunk
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.walk import LoadStats
 
 
 class BuildReport(BaseModel):
@@ -80,7 +85,7 @@ def symbol_words(label: str) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-def build_scopes(paths, base) -> list[str]:
+def build_scopes(paths: Iterable[str | Path], base: Path | None) -> list[str]:
     """The id prefixes this build covers: `examples/docs/` for a folder, the id itself for a file."""
     out = []
     for given in paths:
@@ -92,11 +97,11 @@ def build_scopes(paths, base) -> list[str]:
     return out
 
 
-def in_scope(doc_id: str, scopes) -> bool:
+def in_scope(doc_id: str, scopes: Iterable[str]) -> bool:
     return any(doc_id.startswith(s) if s.endswith("/") else (doc_id == s or doc_id.startswith(s + "#")) for s in scopes)
 
 
-def excluded_counts(stats) -> dict[str, int]:
+def excluded_counts(stats: LoadStats) -> dict[str, int]:
     out: dict[str, int] = {}
     for _path, why in stats.skipped:
         if why.startswith(("excluded by", "not matched by", "skipped by default")):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ragsieve.tools import tracing
 from ragsieve.tools.errors import UsageError
@@ -17,6 +17,9 @@ from ragsieve.tools.ingest.loaders import LoadResult
 from ragsieve.tools.ingest.pages import site_documents
 from ragsieve.tools.ingest.walk import LoadStats
 from ragsieve.tools.types import Document
+
+if TYPE_CHECKING:
+    from ragsieve.tools.ingest.selection import Selection
 
 
 @dataclass
@@ -44,7 +47,7 @@ def gather(
     *,
     base: Path | None,
     progress: bool,
-    selection=None,
+    selection: Selection | None = None,
     base_url: str | None = None,
     crawl: dict | None = None,
 ) -> Gathered:

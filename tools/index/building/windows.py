@@ -16,11 +16,19 @@ encoder's truncation) for indexes built before; measured in `benchmarks/sources.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsieve.tools.errors import UsageError
+
+if TYPE_CHECKING:
+    from ragsieve.tools.types import Chunk
+
+Tokenizer = Any  # a Hugging Face (fast) tokenizer, read untyped
 
 
 class LongCode(str, Enum):
@@ -35,7 +43,7 @@ class LongCode(str, Enum):
             raise UsageError(f"invalid long_code {value!r}: choose one of {', '.join(m.value for m in cls)}") from None
 
 
-def tokenizer_of(embedder):
+def tokenizer_of(embedder: object) -> tuple[Tokenizer, int] | None:
     """(tokenizer, window in wordpieces without the two special tokens) of a local sentence-transformers
     embedder; None for a provider whose tokenizer is not known here (an endpoint)."""
     model = getattr(embedder, "_model", None)
@@ -46,7 +54,7 @@ def tokenizer_of(embedder):
     return tokenizer, int(limit) - 2
 
 
-def window_texts(tokenizer, text: str, header: int, window: int) -> list[str]:
+def window_texts(tokenizer: Tokenizer, text: str, header: int, window: int) -> list[str]:
     """The texts to embed for `text`, whose first `header` characters are its header: `[text]` when it
     fits `window` wordpieces; else consecutive slices of the body (by the tokenizer's offsets, nothing
     dropped or repeated), each prefixed by the header, each within the window."""
@@ -68,7 +76,9 @@ def window_texts(tokenizer, text: str, header: int, window: int) -> list[str]:
     return out
 
 
-def embed_windowed(embed, tokenizer, window: int, texts: list[str], headers: list[int | None]) -> np.ndarray:
+def embed_windowed(
+    embed: Callable[[list[str]], npt.ArrayLike], tokenizer: Tokenizer, window: int, texts: list[str], headers: list[int | None]
+) -> np.ndarray:
     """Vectors of `texts` by `embed` (rows L2-normalised): a text with a header length (not None) longer
     than the window gets the normalised mean of its windows' vectors; the others are embedded as they are.
     All windows go to `embed` in one call (its batching applies)."""
@@ -85,13 +95,13 @@ def embed_windowed(embed, tokenizer, window: int, texts: list[str], headers: lis
     return out / np.where(norms == 0, 1.0, norms)
 
 
-def code_headers(chunks, texts: list[str]) -> list[int | None]:
+def code_headers(chunks: Sequence[Chunk], texts: list[str]) -> list[int | None]:
     """For each chunk and the text it is indexed as: the length of the header before a code chunk's own
     text (0 when indexed bare), None for a chunk of any other kind (embedded as it is)."""
     return [len(t) - len(c.text) if c.kind == "code" and t.endswith(c.text) else None for c, t in zip(chunks, texts)]
 
 
-def windowed_rows(embedder, chunks, texts: list[str]) -> list[int]:
+def windowed_rows(embedder: object, chunks: Sequence[Chunk], texts: list[str]) -> list[int]:
     """Positions of the code chunks (indexed as `texts`) that `embedder` would read as more than one window;
     [] for an embedder whose window is not known here."""
     tok = tokenizer_of(embedder)

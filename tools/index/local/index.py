@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -48,7 +50,10 @@ QUERY_CACHE_SIZE = 64
 OPEN_ATTEMPTS = 5  # re-reads of CURRENT when the generation changed under an opening reader
 
 
-def _load_part(gen: Path, name: str, loader):
+T = TypeVar("T")
+
+
+def _load_part(gen: Path, name: str, loader: Callable[[], T]) -> T:
     """Run one part's loader; any failure of the third-party reader becomes one clear line."""
     try:
         return loader()
@@ -165,7 +170,9 @@ class HybridIndex:
         return cls(root, gen, manifest, store, bm25, dense, sparse, embedder, batch_size)
 
     @classmethod
-    def _open_segments(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder, batch_size: int) -> "HybridIndex":
+    def _open_segments(
+        cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder: Embedder | None, batch_size: int
+    ) -> HybridIndex:
         """An incremental generation (`ragsieve.tools.index.building.incremental`): segments composed at open."""
         lease = ReaderLease(gen)  # records of the shared store stay while a reader holds its generation
         if not lease.held or not (gen / MANIFEST).is_file():
@@ -180,7 +187,9 @@ class HybridIndex:
         return index
 
     @classmethod
-    def _compose(cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder, batch_size: int) -> "HybridIndex":
+    def _compose(
+        cls, root: Path, gen: Path, manifest: dict, store: ChunkStore, embedder: Embedder | None, batch_size: int
+    ) -> HybridIndex:
         n = int(manifest["counts"]["chunks"])
         view = _load_part(gen, "segments/", lambda: SegmentView(gen, manifest["segments"], n))
         vectors = _load_part(gen, "segments/ vectors", lambda: view.vectors)

@@ -15,12 +15,17 @@ owns it), so an incremental generation scores exactly like a full rebuild of the
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.search.bm25 import BM25Index, tokenize
 from ragsieve.tools.modes import BM25Engine
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.local.segments import SegmentView
 
 
 def lucene_term_scores(tf: np.ndarray, dl: np.ndarray, df: int, n_docs: int, avgdl: float, k1: float, b: float) -> np.ndarray:
@@ -33,7 +38,7 @@ def lucene_term_scores(tf: np.ndarray, dl: np.ndarray, df: int, n_docs: int, avg
 class SegmentBM25(BM25Index):
     """The `BM25Index` surface (`scores`, `search`, `score_rows`) over a `SegmentView`."""
 
-    def __init__(self, view, params: dict) -> None:
+    def __init__(self, view: SegmentView, params: dict) -> None:
         super().__init__(
             BM25Engine.BM25S,
             k1=params["k1"],
@@ -51,7 +56,7 @@ class SegmentBM25(BM25Index):
     def params(self) -> dict:
         return super().params | {"storage": "segments"}
 
-    def save(self, directory) -> None:  # the segments are the storage
+    def save(self, directory: str | Path) -> None:  # the segments are the storage
         raise UsageError("a segment BM25 index is written with its segments, not saved on its own")
 
     def scores(self, query: str) -> np.ndarray:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsieve.tools.index.search import npy
 
@@ -83,19 +85,33 @@ def postings_of(token_lists: list[list[str]]) -> tuple[list[str], np.ndarray, np
     ) + (np.asarray([len(t) for t in token_lists], dtype=np.int32),)
 
 
-def _csr(vocab: list[str], terms: np.ndarray, docs: np.ndarray, tf: np.ndarray):
+Postings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]  # (vocab, indptr, docs, tf): a term-major CSR
+
+
+def _csr(vocab: list[str], terms: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> Postings:
     order = np.lexsort((docs, terms))
     counts = np.bincount(terms, minlength=len(vocab))
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return vocab, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32)
 
 
-def write_segment(folder: Path, rows, vectors, dl, postings, nn_rows, nn_sim, nn_row, cell=None, centroids=None) -> int:
+def write_segment(
+    folder: Path,
+    rows: npt.ArrayLike,
+    vectors: npt.ArrayLike,
+    dl: npt.ArrayLike,
+    postings: Postings,
+    nn_rows: npt.ArrayLike,
+    nn_sim: npt.ArrayLike,
+    nn_row: npt.ArrayLike,
+    cell: npt.ArrayLike | None = None,
+    centroids: npt.ArrayLike | None = None,
+) -> int:
     """Write one segment folder; `postings` = (vocab, indptr, docs, tf); `cell`: the IVF cell of each of
     `rows` (and, in a base, the `centroids`), or None. Returns the bytes written."""
     folder.mkdir(parents=True)
     vocab, indptr, docs, tf = postings
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "rows": np.asarray(rows, dtype=np.int64),
         "vectors": np.asarray(vectors, dtype=np.float32),
         "dl": np.asarray(dl, dtype=np.int32),
@@ -149,7 +165,7 @@ class SegmentView:
         self._dl: np.ndarray | None = None
         self._nn: tuple[np.ndarray, np.ndarray] | None = None
 
-    def _overlay(self, base: np.ndarray, pick) -> np.ndarray:
+    def _overlay(self, base: np.ndarray, pick: Callable[[Segment], tuple[Any, Any]]) -> np.ndarray:
         out = base
         for seg in self.segments[1:]:
             rows, values = pick(seg)
@@ -178,7 +194,7 @@ class SegmentView:
             self._dl = self._overlay(base, lambda s: (s.rows, s.dl))
         return self._dl
 
-    def dl_of(self, rows) -> int:
+    def dl_of(self, rows: Iterable[int]) -> int:
         """Sum of the BM25 lengths of `rows`, each read from the segment that owns it (O(len(rows)))."""
         total = 0
         for r in rows:
@@ -226,7 +242,9 @@ class SegmentView:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(rows_out), np.concatenate(tf_out)
 
-    def merged_postings(self, segments: list[int] | None = None, rows_filter: np.ndarray | None = None):
+    def merged_postings(
+        self, segments: list[int] | None = None, rows_filter: np.ndarray | None = None
+    ) -> tuple[Postings, np.ndarray, np.ndarray]:
         """The postings of the rows owned by `segments` (default: all) as one term-major CSR over those rows:
         (vocab, indptr, docs, tf, rows, dl) with docs indexing `rows`. No text is tokenized again."""
         chosen = range(len(self.segments)) if segments is None else segments

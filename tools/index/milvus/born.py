@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragsieve.tools.index.milvus.client import Client
 from ragsieve.tools.index.milvus.delta import query_pages
 from ragsieve.tools.index.milvus.local import LocalView, readable
 from ragsieve.tools.index.milvus.pointer import SPARSE_DIR
@@ -85,7 +86,7 @@ def live_entities(
         view.close()
 
 
-def born_from_collection(client, collection: str, generation: int) -> tuple[int, dict[int, int]]:
+def born_from_collection(client: Client, collection: str, generation: int) -> tuple[int, dict[int, int]]:
     """(copy_generation, row -> born) read once from the entities generation `generation` shows, for a pointer
     written before the born record: the most common `born` stands for the full copy, the other rows are
     recorded. O(corpus) once (the collection is loaded and every (row, born) pair read); every later publish

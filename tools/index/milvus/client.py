@@ -24,12 +24,16 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ragsieve.tools.errors import IndexMissingError
 from ragsieve.tools.extras import Extra, require
 from ragsieve.tools.index.local.lock import IndexBusyError
 
 log = logging.getLogger(__name__)
+
+# a pymilvus.MilvusClient, or a `Reloading` around one: pymilvus comes with the optional milvus extra
+Client = Any
 
 _users: dict[str, int] = {}  # milvus-lite file -> open clients of this process
 _guard = threading.Lock()
@@ -41,7 +45,7 @@ def is_lite(uri: str) -> bool:
     return "://" not in uri
 
 
-def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0):
+def client_for(uri: str, token: str | None = None, wait_s: float | None = 0.0) -> Client:
     """A client for `uri`; a milvus-lite file held by another process is waited for `wait_s` seconds
     (None: for ever), then refused with `IndexBusyError`."""
     MilvusClient = require(Extra.MILVUS, "pymilvus", "the milvus backend").MilvusClient
@@ -100,7 +104,7 @@ def _read_endpoint(uri: str) -> dict | None:
         return None
 
 
-def _holder_client(uri: str, token: str | None):
+def _holder_client(uri: str, token: str | None) -> Client | None:
     """A client of the milvus-lite server another (live) process runs for `uri`, or None."""
     from pymilvus import MilvusClient
 
@@ -122,7 +126,7 @@ def _holder_client(uri: str, token: str | None):
     return client
 
 
-def release_client(client, uri: str) -> None:
+def release_client(client: Client, uri: str) -> None:
     """Close `client`. This process's milvus-lite server for the file keeps running (and the file locked) until
     the process exits or `stop_lite_server` is called: stopping it while pymilvus keeps pooled connections to it
     left collections released under other clients of this process (measured: milvus-lite 3.2.2)."""
@@ -190,15 +194,15 @@ class Reloading:
 
     _READS = {"query", "search", "hybrid_search", "query_iterator", "get"}
 
-    def __init__(self, client) -> None:
+    def __init__(self, client: Client) -> None:
         self._client = client
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
         if name not in self._READS:
             return attr
 
-        def call(collection, *args, **kwargs):
+        def call(collection: str, *args: Any, **kwargs: Any) -> Any:
             _trips.n = getattr(_trips, "n", 0) + 1
             try:
                 return attr(collection, *args, **kwargs)

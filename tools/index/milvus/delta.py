@@ -19,9 +19,13 @@ Until step 4 every reader filters by B and sees B whole; after it, G whole.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ragsieve.tools.index.building.generation_writer import read_changes
+from ragsieve.tools.index.milvus.client import Client
+from ragsieve.tools.index.milvus.local import Local
 from ragsieve.tools.index.milvus.rows import ALIVE, entities, visible_at
 
 log = logging.getLogger(__name__)
@@ -72,7 +76,12 @@ def delta_since(root: Path, base: str, current: Path) -> tuple[set[int], set[int
 
 
 def recover(
-    client, collection: str, base: int, undo: bool = True, expired: list[int] | None = None, oldest_held: int | None = None
+    client: Client,
+    collection: str,
+    base: int,
+    undo: bool = True,
+    expired: list[int] | None = None,
+    oldest_held: int | None = None,
 ) -> dict:
     """Undo a killed publish's writes (`undo`: an intent file says one was under way; it never switched the
     pointer) and delete the rows dead before `base` (by primary key when the last publish recorded them,
@@ -100,9 +109,9 @@ def recover(
 
 
 def apply_delta(
-    client,
+    client: Client,
     collection: str,
-    local,
+    local: Local,
     base: int,
     generation: int,
     write: set[int],
@@ -130,24 +139,26 @@ def apply_delta(
     return {"rows_written": len(rows), "rows_retired": len(old), "retired_ids": retired_ids}
 
 
-def _with(entity: dict, **changes) -> dict:
+def _with(entity: dict, **changes: Any) -> dict:
     out = {k: entity[k] for k in ALL_FIELDS if k in entity}
     out["dense"] = [float(x) for x in out["dense"]]
     out.update(changes)
     return out
 
 
-def _count(client, collection: str, expr: str) -> int:
+def _count(client: Client, collection: str, expr: str) -> int:
     found = client.query(collection, filter=expr, output_fields=["count(*)"])
     return int(found[0]["count(*)"]) if found else 0
 
 
-def _query_all(client, collection: str, expr: str) -> list[dict]:
+def _query_all(client: Client, collection: str, expr: str) -> list[dict]:
     """Every entity matching `expr`, all fields."""
     return [e for page in query_pages(client, collection, expr) for e in page]
 
 
-def query_pages(client, collection: str, expr: str, fields: list[str] = ALL_FIELDS, batch: int = BATCH):
+def query_pages(
+    client: Client, collection: str, expr: str, fields: list[str] = ALL_FIELDS, batch: int = BATCH
+) -> Iterator[list[dict]]:
     """The entities matching `expr` (`fields` of each), page by page through a query iterator: no 16,384-result
     cap, and a caller that folds the pages never holds them all."""
     it = client.query_iterator(collection, batch_size=batch, filter=expr, output_fields=fields)

@@ -21,10 +21,10 @@ import numpy as np
 from ragsieve.tools.errors import IndexMissingError, UsageError
 from ragsieve.tools.index.backend import Backend
 from ragsieve.tools.index.embedders import open_embedder
-from ragsieve.tools.index.embedders.providers import placement_of
+from ragsieve.tools.index.embedders.providers import EmbeddingProvider, placement_of
 from ragsieve.tools.index.local.generations import current_generation, read_manifest
 from ragsieve.tools.index.local.readers import ReaderLease
-from ragsieve.tools.index.milvus.client import Reloading, client_for, release_client, thread_round_trips
+from ragsieve.tools.index.milvus.client import Client, Reloading, client_for, release_client, thread_round_trips
 from ragsieve.tools.index.milvus.leases import hold
 from ragsieve.tools.index.milvus.pointer import read_pointer, resolve_uri
 from ragsieve.tools.index.milvus.rows import pointer_filter
@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 class MilvusIndex:
     """An index folder whose live generation is served by Milvus (see the module doc)."""
 
-    def __init__(self, root: Path, pointer: dict, manifest: dict, client, embedder=None) -> None:
+    def __init__(
+        self, root: Path, pointer: dict, manifest: dict, client: Client, embedder: EmbeddingProvider | None = None
+    ) -> None:
         self.backend = Backend.MILVUS
         self.root, self.path, self.manifest, self.pointer = root, root, manifest, pointer
         self.client = client
@@ -72,7 +74,7 @@ class MilvusIndex:
         self._meta_read = False
 
     @classmethod
-    def open(cls, index_dir: str | Path, embedder=None, token: str | None = None) -> "MilvusIndex":
+    def open(cls, index_dir: str | Path, embedder: EmbeddingProvider | None = None, token: str | None = None) -> MilvusIndex:
         root = Path(index_dir)
         pointer, lease = hold(root, lambda: read_pointer(root))  # its generation is kept until close()
         gen = current_generation(root)
@@ -96,7 +98,7 @@ class MilvusIndex:
     def __len__(self) -> int:
         return self.store.count()
 
-    def _model(self):
+    def _model(self) -> EmbeddingProvider:
         with self._lock:
             if self._embedder is None:
                 self._embedder = open_embedder(
@@ -284,5 +286,5 @@ class MilvusIndex:
     def __enter__(self) -> "MilvusIndex":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

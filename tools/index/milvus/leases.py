@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ragsieve.tools.index.local.readers import ReaderLease, in_use
@@ -39,7 +40,7 @@ def lease_dir(root: Path, collection: str, generation: int) -> Path:
     return Path(root) / LEASES / f"{collection}@{int(generation)}"
 
 
-def hold(root: Path, read_pointer) -> tuple[dict, ReaderLease | None]:
+def hold(root: Path, read_pointer: Callable[[], dict]) -> tuple[dict, ReaderLease | None]:
     """(pointer, lease): a lease on the generation `read_pointer()` shows, confirmed by reading it again."""
     pointer = read_pointer()
     for _ in range(TRIES):

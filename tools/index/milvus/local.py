@@ -11,6 +11,7 @@ layout this view does not know is opened as a `HybridIndex`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,8 +67,11 @@ class LocalView:
         self.store.close()
 
 
+Local = LocalView | HybridIndex  # a local generation as the publisher reads it
+
+
 @contextmanager
-def open_live(root: Path):
+def open_live(root: Path) -> Iterator[Local]:
     """The live local generation of `root` as a `LocalView` (or a `HybridIndex` for another layout)."""
     gen = current_generation(root)
     if gen is not None and readable(gen):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ def write_pointer(root: Path, pointer: dict) -> None:
     os.replace(tmp, root / POINTER)
 
 
-def write_sparse(root: Path, gen: str, rows) -> str:
+def write_sparse(root: Path, gen: str, rows: Iterable[int]) -> str:
     """The COS-Mix sparse rows of generation `gen` beside the pointer (`milvus-sparse/<gen>.npy`): the subset is
     recomputed from all vectors each generation, so it lives in one small file, not in every entity."""
     folder = root / SPARSE_DIR

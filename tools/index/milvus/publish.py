@@ -46,9 +46,9 @@ from ragsieve.tools.index.local.lock import IndexLock
 from ragsieve.tools.index.milvus import born as milvus_born
 from ragsieve.tools.index.milvus import leases
 from ragsieve.tools.index.milvus.born import live_entities, next_born, read_born, write_born
-from ragsieve.tools.index.milvus.client import client_for, release_client  # noqa: F401  (client_for re-exported)
+from ragsieve.tools.index.milvus.client import Client, client_for, release_client  # noqa: F401  (client_for re-exported)
 from ragsieve.tools.index.milvus.delta import apply_delta, delta_since, recover
-from ragsieve.tools.index.milvus.local import open_live
+from ragsieve.tools.index.milvus.local import Local, open_live
 from ragsieve.tools.index.milvus.pointer import (
     INTENT,
     POINTER,
@@ -94,7 +94,17 @@ def publish(
         )
 
 
-def _publish_locked(root: Path, *, uri, token, name, tenant, index_type, rebuild, wait_s) -> dict:
+def _publish_locked(
+    root: Path,
+    *,
+    uri: str | None,
+    token: str | None,
+    name: str | None,
+    tenant: str,
+    index_type: str,
+    rebuild: bool,
+    wait_s: float | None,
+) -> dict:
     previous = read_pointer(root) if (root / POINTER).is_file() else {}
     stored = stored_uri(root, uri) if uri else previous.get("uri") or "milvus.db"
     name = name or previous.get("name") or re.sub(r"\W", "_", root.resolve().name).strip("_") or "ragsieve"
@@ -247,7 +257,7 @@ def _expired_ids(root: Path, now: list[dict], kept: list[dict]) -> list[int] | N
     return ids
 
 
-def _drop_unread(client, pending: list[str], held: list[tuple[str, int]]) -> list[str]:
+def _drop_unread(client: Client, pending: list[str], held: list[tuple[str, int]]) -> list[str]:
     """Drop the collections a full publish replaced once no reader holds them; those still read."""
     read = {c for c, _ in held}
     left = []
@@ -259,7 +269,7 @@ def _drop_unread(client, pending: list[str], held: list[tuple[str, int]]) -> lis
     return left
 
 
-def _drop_abandoned(client, root: Path, live: str | None) -> dict:
+def _drop_abandoned(client: Client, root: Path, live: str | None) -> dict:
     """The intent a killed publish left ({} when none); the collection a killed full copy was filling is
     dropped unless it is live."""
     try:
@@ -282,7 +292,7 @@ def _read_ids(root: Path, name: str | None) -> list[int] | None:
         return None
 
 
-def _point_alias(client, alias: str, collection: str) -> None:
+def _point_alias(client: Client, alias: str, collection: str) -> None:
     """Milvus' own atomic switch: the alias `<name>` now names the new collection (for clients that query
     Milvus directly; ragsieve's readers open the concrete collection named in the pointer file, so a reader
     keeps one consistent generation until it reopens)."""
@@ -297,7 +307,7 @@ def _point_alias(client, alias: str, collection: str) -> None:
         )
 
 
-def _copy(client, collection: str, local, tenant: str, stem: bool, generation: int) -> None:
+def _copy(client: Client, collection: str, local: Local, tenant: str, stem: bool, generation: int) -> None:
     n = len(local)
     for start in range(0, n, BATCH):
         client.insert(collection, entities(local, list(range(start, min(n, start + BATCH))), tenant, stem, generation))

@@ -15,12 +15,17 @@ previous generation are deleted at the next publish; a killed publish's rows
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.local.store import text_hash
 from ragsieve.tools.index.milvus.schema import analysed
+
+if TYPE_CHECKING:
+    from ragsieve.tools.index.backend import ChunkSource
+    from ragsieve.tools.index.milvus.local import Local
 
 ALIVE = 2**62  # `died` of an entity still current
 ROW_BITS = 36  # primary key = generation << 36 | row: 68 billion rows per generation
@@ -50,7 +55,7 @@ def primary_key(generation: int, row: int) -> int:
     return (int(generation) << ROW_BITS) | int(row)
 
 
-def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -> list[dict]:
+def entities(local: Local, rows: list[int], tenant: str, stem: bool, generation: int) -> list[dict]:
     """The entities of `rows` of the local generation `local` (a HybridIndex), born in `generation`."""
     chunks = local.store.get_many(rows)
     hashes = doc_hashes(local.store, {c.doc_id for c in chunks})
@@ -87,7 +92,7 @@ def entities(local, rows: list[int], tenant: str, stem: bool, generation: int) -
     ]
 
 
-def doc_hashes(store, doc_ids: set[str]) -> dict[str, str]:
+def doc_hashes(store: ChunkSource, doc_ids: set[str]) -> dict[str, str]:
     """doc_id -> content hash for `doc_ids` only: reading every document's (`store.documents()`) per batch made
     a one-row publish O(corpus) and a full copy quadratic."""
     db = getattr(store, "_db", None)

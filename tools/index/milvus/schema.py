@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ragsieve.tools.index.milvus.client import Client
 from ragsieve.tools.index.search.bm25 import tokenize
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def analysed(text: str, stem: bool, identifiers: bool = False, compounds: bool =
     return " ".join(t.replace(".", DOT) for t in tokens) if identifiers else " ".join(tokens)
 
 
-def bm25_params_applied(client, collection: str, bm25: dict) -> bool:
+def bm25_params_applied(client: Client, collection: str, bm25: dict) -> bool:
     """Whether the engine kept the BM25 k1 and b it was given. milvus-lite 3.2.2 drops them and scores with
     k1 = 1.5, b = 0.75 (measured: its scores fit Lucene BM25 with those values exactly), so BM25 rankings
     then differ a little from the local index's; a warning says so and the pointer records it."""
@@ -60,7 +61,9 @@ def bm25_params_applied(client, collection: str, bm25: dict) -> bool:
     return bool(kept)
 
 
-def create_collection(client, collection: str, dim: int, index_type: str = "FLAT", *, k1: float = 0.9, b: float = 0.4) -> None:
+def create_collection(
+    client: Client, collection: str, dim: int, index_type: str = "FLAT", *, k1: float = 0.9, b: float = 0.4
+) -> None:
     """The chunk collection: metadata, text, a dense vector and Milvus' BM25 function over `search_text`."""
     from pymilvus import DataType, Function, FunctionType
 

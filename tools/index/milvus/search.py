@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from ragsieve.tools.index.milvus.client import Client
 from ragsieve.tools.index.milvus.schema import analysed
 from ragsieve.tools.index.milvus.store import and_visible, rows_in
 from ragsieve.tools.index.search.admitted import Admitted
@@ -13,7 +16,7 @@ class MilvusBM25:
     """Server-side BM25 (Milvus full-text search)."""
 
     def __init__(
-        self, client, collection: str, stem: bool | None = True, visible: str | None = None, identifiers: bool = False
+        self, client: Client, collection: str, stem: bool | None = True, visible: str | None = None, identifiers: bool = False
     ) -> None:
         self.client, self.collection, self.visible = client, collection, visible
         self.stem = stem  # None: a collection of raw text analysed by Milvus (published before 0.x)
@@ -63,7 +66,7 @@ class MilvusBM25:
             self._last = (query, ranked)
         return ranked
 
-    def score_rows(self, query: str, rows) -> np.ndarray:
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
         """BM25 scores of `rows` as in an unfiltered search (0 for rows outside its top 16,384)."""
         rows = [int(r) for r in rows]
         if not rows or not query.strip():
@@ -77,7 +80,7 @@ class MilvusBM25:
 
 
 class MilvusDense:
-    def __init__(self, client, collection: str, visible: str | None = None) -> None:
+    def __init__(self, client: Client, collection: str, visible: str | None = None) -> None:
         self.client, self.collection, self.visible = client, collection, visible
 
     def search(self, vector: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
@@ -102,7 +105,7 @@ class MilvusDense:
             return self.search_rows(vector, admitted.tolist(), k)
         return self._search(vector, k, None, admitted.expr, admitted.fraction)
 
-    def _exact(self, vector, k: int, rows: list[int]) -> list[tuple[int, float]]:
+    def _exact(self, vector: np.ndarray, k: int, rows: list[int]) -> list[tuple[int, float]]:
         found = self.client.query(
             self.collection, filter=and_visible(rows_in(rows), self.visible), output_fields=["row", "dense"], limit=len(rows)
         )
@@ -113,7 +116,9 @@ class MilvusDense:
         order = np.lexsort((ids, -sims))[:k]
         return [(int(ids[i]), float(sims[i])) for i in order]
 
-    def _search(self, vector, k, rows, where: str | None = None, share: float = 1.0):
+    def _search(
+        self, vector: np.ndarray, k: int, rows: list[int] | None, where: str | None = None, share: float = 1.0
+    ) -> list[tuple[int, float]]:
         expr = and_visible(rows_in(rows) if rows is not None else where, self.visible)
         kwargs = {"filter": expr} if expr else {}
         found = self.client.search(

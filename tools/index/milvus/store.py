@@ -7,9 +7,11 @@ import json
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.local.store import text_hash
+from ragsieve.tools.index.milvus.client import Client
 from ragsieve.tools.types import Chunk
 
 FIELDS = [
@@ -44,7 +46,7 @@ def and_visible(expr: str | None, visible: str | None) -> str:
 
 
 class MilvusStore:
-    def __init__(self, client, collection: str, count: int, visible: str | None = None) -> None:
+    def __init__(self, client: Client, collection: str, count: int, visible: str | None = None) -> None:
         self.client, self.collection, self._count, self.visible = client, collection, count, visible
 
     def _query(self, expr: str, limit: int | None = None, fields: list[str] = FIELDS) -> list[dict]:
@@ -123,7 +125,7 @@ class MilvusVectors:
     """`vectors[row]`, `vectors[[rows]]`, `vectors[a:b]`, `len(vectors)`, `np.asarray(vectors)` (all: calibration
     and the conformal step's whole-corpus view)."""
 
-    def __init__(self, client, collection: str, count: int, dimension: int, visible: str | None = None) -> None:
+    def __init__(self, client: Client, collection: str, count: int, dimension: int, visible: str | None = None) -> None:
         self.client, self.collection, self._count, self.visible = client, collection, count, visible
         self.shape = (count, dimension)
         self.ndim = 2
@@ -131,14 +133,14 @@ class MilvusVectors:
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | np.integer | slice | Sequence[int]) -> np.ndarray:
         if isinstance(key, (int, np.integer)):
             return self._fetch([int(key)])[0]
         if isinstance(key, slice):
             key = range(*key.indices(self._count))
         return self._fetch([int(r) for r in key])
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         out = self._fetch(list(range(self._count)))
         return out.astype(dtype) if dtype is not None else out
 

@@ -21,9 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragsieve.tools.index.search.bm25 import tokenize
 from ragsieve.tools.index.search.identifiers import identifier_terms, is_compound, split_identifier
+
+if TYPE_CHECKING:
+    from ragsieve.tools.types import Chunk
 
 KINDS = ("function", "method", "class", "attribute")
 _CODE_DEF = re.compile(
@@ -69,7 +73,7 @@ class SymbolTable:
                 self._by_key.setdefault(".".join(parts[-n:]), []).append(len(self.definitions) - 1)
 
     @classmethod
-    def from_chunks(cls, rows_and_chunks: Iterable[tuple[int, object]]) -> "SymbolTable":
+    def from_chunks(cls, rows_and_chunks: Iterable[tuple[int, Chunk]]) -> SymbolTable:
         table = cls()
         for row, chunk in rows_and_chunks:
             for name, kind in definitions_in(chunk):
@@ -146,7 +150,7 @@ def named_identifiers(query: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n and len(n) <= 200))
 
 
-def definitions_in(chunk) -> list[tuple[str, str]]:
+def definitions_in(chunk: Chunk) -> list[tuple[str, str]]:
     """(qualified name, kind) of the definitions that start in a chunk (see the module docstring)."""
     if chunk.kind == "code":
         return _code_definitions(chunk.text, chunk.symbol)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from ragsieve.tools.access.principals import principals
 from ragsieve.tools.errors import UsageError
@@ -66,14 +66,14 @@ class Where(BaseModel):
 
     @field_validator("prefixes")
     @classmethod
-    def _prefixes(cls, value):
+    def _prefixes(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is not None and (len(value) > 10_000 or any(not p or len(p) > 4096 for p in value)):
             raise ValueError("prefixes must be up to 10,000 non-empty strings")
         return value
 
     @field_validator(*FIELDS)
     @classmethod
-    def _check(cls, value: str | None, info) -> str | None:
+    def _check(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
         if not value.strip() or len(value) > 4096:

@@ -84,7 +84,7 @@ def ivf_partition(
     seed: int = 0,
     refine_share: float | None = None,
     refine_probes: int | None = None,
-):
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(similarity, row, centroids, cell): centroids (nlist, d) and each row's cell are what an index keeps so
     that a later change searches only the cells it touches (`ragsieve.tools.index.sparse.cells`). (similarity, row) of each row's nearest other row among the members of its `nprobe` nearest cells
     (see the module docstring); -inf and -1 for a row that finds no other row there. The rows whose similarity

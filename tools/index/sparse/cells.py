@@ -111,7 +111,7 @@ def _members(cell: np.ndarray, wanted: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def _search(
-    v, queries: np.ndarray, probes: np.ndarray, cell: np.ndarray, sim: np.ndarray, row: np.ndarray, added: set[int]
+    v: np.ndarray, queries: np.ndarray, probes: np.ndarray, cell: np.ndarray, sim: np.ndarray, row: np.ndarray, added: set[int]
 ) -> set[int]:
     """Each query's best other row among the members of its probed cells (improving sim/row); members for which
     an added query is closer than their entry take it. Returns the rows whose entry changed besides queries."""

@@ -19,6 +19,7 @@ the question and the chunk's cosine *distance* to its nearest neighbour.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel
 
 from ragsieve.tools.errors import UsageError
@@ -89,7 +90,7 @@ def find_sparse_rows(vectors: np.ndarray, percentile: float = 10.0) -> SparseSub
     return sparse_subset(nearest_neighbour_similarity(vectors), percentile)
 
 
-def cosmix_scores(similarity, neighbour_similarity, distance_weight: float = 0.5) -> np.ndarray:
+def cosmix_scores(similarity: npt.ArrayLike, neighbour_similarity: npt.ArrayLike, distance_weight: float = 0.5) -> np.ndarray:
     """The fallback's score of a sparse chunk c for question q. OURS: COS-Mix combines similarity and
     distance but gives no formula; this one is our choice (benchmarks/fallback.py measures it against
     plain cosine and BM25 over the sparse subset):

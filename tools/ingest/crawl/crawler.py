@@ -107,7 +107,7 @@ class Crawler:
         self._limiter = RateLimiter(self.delay, self.sleep)  # one limiter: robots.txt and sitemaps count too
         self._fetcher = self._make_fetcher(None)
 
-    def _make_fetcher(self, robots) -> Fetcher:
+    def _make_fetcher(self, robots: RobotFileParser | None) -> Fetcher:
         allowed = (lambda url: robots.can_fetch(self.user_agent, url)) if robots is not None else (lambda url: True)
         self._limiter.delay = self.delay
         return Fetcher(
@@ -208,7 +208,7 @@ class Crawler:
     def _in_scope(self, url: str) -> bool:
         return url.startswith(self.scope)
 
-    def _seeds(self, robots) -> list[str]:
+    def _seeds(self, robots: RobotFileParser) -> list[str]:
         if self.start.endswith(".xml"):
             return self._sitemap_urls([self.start])
         seeds = [self.start]
