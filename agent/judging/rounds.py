@@ -24,8 +24,8 @@ A judge that knows when it is no judge
     question" / honeypot check of crowdsourcing quality control; Oleson et al.
     2011, "Programmatic gold"). Decoy verdicts are never recorded as judgments.
     The controls are checked once per question (issue 56): a judge caught there
-    decides nothing for the question; later rounds show none (the fallback's
-    round shows its own, as it may judge after a loop without a judge step).
+    decides nothing for the question; later rounds show none, nor does the
+    fallback's round when the loop's judge is trusted for the question.
     A round's verdicts are *uninformative* when
     (0) the judge calls any decoy relevant (a judge answering at random with
         rate p passes d decoys with probability (1-p)^d); or
