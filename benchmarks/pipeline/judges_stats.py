@@ -128,6 +128,15 @@ def cost_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _cost_why(c: dict) -> str:
+    """The rules today and on the baseline, and the step whose tokens grew most (or fell least)."""
+    rule, steps = c.get("rule") or {}, c.get("step_tokens") or {}
+    now, then = steps.get("current") or {}, steps.get("baseline") or {}
+    grew = max(now, key=lambda k: now[k] - then.get(k, 0.0), default=None)
+    where = f"; {grew} {now[grew]:.0f} vs {then.get(grew, 0.0):.0f} tokens" if grew else ""
+    return f"rule today {rule.get('current')!r}, baseline {rule.get('baseline')!r}{where}"
+
+
 def _step_means(rs: list[dict]) -> dict[str, float]:
     steps = sorted({k for r in rs for k in r.get("step_tokens") or {}})
     return {k: sum((r.get("step_tokens") or {}).get(k, 0) for r in rs) / len(rs) for k in steps}
@@ -240,6 +249,9 @@ def _cost(c: dict) -> list[dict]:
             f"(ratio {tokens['ratio'] or 0:.2f})",
         },
     ]
+    for row in out:  # issue 56: a broken cost row says where the tokens went and under which rules
+        if not row["holds"]:
+            row["why"] += f"; breaks for {c['judge']}: {_cost_why(c)}"
     losses = [("gold_recall", 1), ("abstain_unanswerable", 1), ("abstain_answerable", -1)]
     for key, sign in losses:
         d = c.get(key)

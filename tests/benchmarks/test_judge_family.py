@@ -90,5 +90,9 @@ def test_a_recall_loss_row_names_the_barred_judge_and_the_cost_rows_split_tokens
     lost = [p for p in promises(rows) if "gold recall against the baseline" in p["promise"]][0]
     assert lost["holds"] is False
     assert "breaks for eager: barred at calibration today" in lost["why"] and "auto: relevant: 900 context tokens" in lost["why"]
+    tokens = [p for p in promises(rows) if "fewer tokens" in p["promise"]][0]  # 110 vs 110: breaks, and says where
+    assert tokens["holds"] is False and tokens["why"].endswith(
+        "breaks for eager: rule today 'auto: judge barred (x)', baseline 'auto: relevant'; answer 30 vs 0 tokens"
+    )
     cost = cost_rows(rows)[0]
     assert cost["step_tokens"] == {"baseline": {"judge": 200.0}, "current": {"answer": 30.0, "judge": 80.0}}
