@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from ragsieve.agent.calibration.abstention import AbstentionCalibration
 from ragsieve.agent.errors import UsageError
-from ragsieve.agent.judging.reliability import JudgeReliability
+from ragsieve.agent.judging.measure import JudgeReliability
 from ragsieve.tools.filters.conformal import ScoreKind, check_alpha, conformal_quantile, positive_scores
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ class LoopConfig(_Section):
     disagreement_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # rank-sum test: judge vs retrieval
     judge_decoys: int = Field(3, ge=0, le=10)  # least-similar chunks hidden in each round as controls
     judge_order_check: bool = True  # first round judged again in reversed order (agent.judging, check (c))
-    order_max_flips: float = Field(0.2, ge=0.0, le=1.0)  # share of verdicts allowed to change with the order
+    order_max_flips: float = Field(0.2, ge=0.0, le=1.0)  # share of the re-judged verdicts allowed to change with the order
     # combination rule (agent.combine): the first-stage top `anchor_k` stay whatever the judge says;
     # a judged-relevant chunk deeper than `admit_depth` in retrieval evidence is refused (0: no limit)
     anchor_k: int = Field(3, ge=0)
@@ -56,15 +56,16 @@ class LoopConfig(_Section):
     relevant_alone: bool = True
     trust_confidence: float = Field(0.95, gt=0.5, lt=1.0)
     # auto: a judge whose rate of calling calibration decoys relevant, bounded below at trust_confidence,
-    # exceeds this decides nothing (ragsieve.agent.judging.reliability.judge_barred); 1.0: never barred
+    # exceeds this decides nothing (ragsieve.agent.judging.bounds.judge_barred); 1.0: never barred
     trust_decoy_rate: float = Field(0.1, ge=0.0, le=1.0)
     # auto: the same line for the near misses (the pool's chunks calibration labels as not answer-bearing): a judge
     # whose rate of calling them relevant, bounded below at trust_confidence, exceeds it decides nothing (issue 56;
     # the decoys cannot catch a judge that rejects only text sharing nothing with the question); 1.0: never barred
     trust_near_miss_rate: float = Field(0.1, ge=0.0, le=1.0)
     # the validation prompt reads the passages the answer cites and this many of the context's best others
-    # (issue 56: not the whole context); 0: the cited passages only
-    validate_extra: int = Field(2, ge=0, le=50)
+    # (issue 56: not the whole context). 0: the cited passages only, the evidence the answer claims (the answer
+    # prompt asks a citation for every fact; an uncited claim has no support to check, so it is unresolved)
+    validate_extra: int = Field(0, ge=0, le=50)
     _combine = _mode(ContextRule, "combine")
     # token budget of the context, best evidence first; None: follows the model's context window
     # (llm.context_window or the embedded server's n_ctx) less the reply (llm.max_tokens) and PROMPT_RESERVE

@@ -13,7 +13,8 @@ from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps
-from ragsieve.agent.judging.reliability import abstention_supported, decide_rule, judge_barred, relevant_alone
+from ragsieve.agent.judging.bounds import abstention_supported, judge_barred, relevant_alone
+from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.modes import ContextRule
 from ragsieve.tools.types import Hit
 

@@ -125,12 +125,12 @@ class JudgeLoop(BaseModel):
     rule_reason: str | None = None
     rule_adds_fast: bool = False  # auto: the statistical evidence includes the fast context
     # auto chose `relevant` and the judge's measured recall, bounded below, reaches 1 - alpha: the relevant set
-    # stands alone, without the conformal set (ragsieve.agent.judging.reliability.relevant_alone)
+    # stands alone, without the conformal set (ragsieve.agent.judging.bounds.relevant_alone)
     rule_alone: bool = False
-    # auto: the judge's measured decoy acceptance is too high for it to decide anything (reliability.judge_barred)
+    # auto: the judge's measured decoy acceptance is too high for it to decide anything (bounds.judge_barred)
     barred: str | None = None
     # auto: the judge's measured recall does not support an abstention on its "nothing relevant" (issue 56:
-    # reliability.abstention_supported): the model reads the context instead
+    # bounds.abstention_supported): the model reads the context instead
     abstain_blocked: str | None = None
 
     @property

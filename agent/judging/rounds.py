@@ -18,14 +18,17 @@ Failure fallback
     two calls per batch.
 
 A judge that knows when it is no judge
-    Each round hides `loop.judge_decoys` control chunks among the candidates
-    (at seeded random positions): the chunks whose embeddings are least
-    similar to the question's, i.e. certainly irrelevant (the "gold question"
-    / honeypot check of crowdsourcing quality control; Oleson et al. 2011,
-    "Programmatic gold"). Decoy verdicts are never recorded as judgments.
+    A question's first round hides `loop.judge_decoys` control chunks among
+    the candidates (at seeded random positions): the chunks whose embeddings
+    are least similar to the question's, i.e. certainly irrelevant (the "gold
+    question" / honeypot check of crowdsourcing quality control; Oleson et al.
+    2011, "Programmatic gold"). Decoy verdicts are never recorded as judgments.
+    The controls are checked once per question (issue 56): a judge caught there
+    decides nothing for the question; later rounds show none, nor does the
+    fallback's round when the loop's judge is trusted for the question.
     A round's verdicts are *uninformative* when
     (0) the judge calls any decoy relevant (a judge answering at random with
-        rate p passes d decoys with probability (1-p)^d per round); or
+        rate p passes d decoys with probability (1-p)^d); or
     (a) at least `loop.uninformative_min_n` chunks were judged and every one
         came back true, or every one false in the first round *without
         decoys* to check the judge (no index vectors, `loop.judge_decoys = 0`).
@@ -43,13 +46,14 @@ A judge that knows when it is no judge
         p <= `loop.disagreement_alpha` under the null hypothesis that the
         verdicts are unrelated to the ranking.
     (c) order check (`loop.judge_order_check`, first round only, and only
-        when (0)-(b) passed): the same candidates and decoys are judged again
-        in reversed order (so in other batches and positions). A decoy called
+        when (0)-(b) passed): the decoys, the chunks called relevant and the
+        rejected ones retrieval would keep are judged again in reversed order
+        (so in other batches and positions; `order_items`). A decoy called
         relevant there, or more than `loop.order_max_flips` of the verdicts
         changing, makes the round uninformative (position bias, not
         relevance); otherwise only the verdicts both orders agree on are
         trusted and the changed ones are decided by retrieval score. It costs
-        the first round's calls once more.
+        one more call on a fraction of the first round's chunks.
     The checks live in `ragsieve.agent.judging.checks`.
     Such a round (and a failed batch) falls back to *score-based selection*
     (`ragsieve.agent.judging.combine.score_based_relevant`). Verdicts
@@ -241,12 +245,31 @@ def judge_candidates(
         result.mode, result.reason = JudgeMode.SCORE, reason
         return result
     if order_check and len(items) > 1:
-        check_order(question, items, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
+        check_order(
+            question,
+            order_items(items, decoy_ids, result.verdicts, ranked_ids, loop.final_k),
+            decoy_ids,
+            result,
+            llm=llm,
+            prompts=prompts,
+            loop=loop,
+        )
         if result.mode is not JudgeMode.JUDGE:
             return result
     if result.failed:
         result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
     return result
+
+
+def order_items(
+    items: list[Hit], decoy_ids: set[str], verdicts: dict[str, bool], ranked_ids: list[str], final_k: int
+) -> list[Hit]:
+    """What check (c) judges again: the decoys, the chunks called relevant, and the rejected ones retrieval would
+    keep (`ranked_ids[:final_k]`, `combine.score_based_relevant`). A changed verdict is decided by retrieval score,
+    so a rejected chunk retrieval rejects too keeps its decision whatever a second look says (issue 56: the whole
+    pool again was a third of `full`'s tokens); a positional judge's picks still land on decoys or flip."""
+    keep = set(ranked_ids[:final_k])
+    return [h for h in items if h.chunk_id in decoy_ids or verdicts.get(h.chunk_id) or h.chunk_id in keep]
 
 
 def check_order(

@@ -175,7 +175,7 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> Combi
     Every rule keeps the conformal set (`anchored` keeps the part of it the context held): a trusted
     judge narrows only what lies beyond it, so the coverage 1 - alpha holds whatever the judge's recall;
     except under `auto` when the judge's measured recall, bounded below, reaches 1 - alpha
-    (`reliability.relevant_alone`), when its relevant set stands alone.
+    (`bounds.relevant_alone`), when its relevant set stands alone.
     Chunks the sparse fallback added are kept whatever their similarity: they were found
     because similarity misses them (COS-Mix)."""
     rule = applied_rule(state, deps)
@@ -198,7 +198,7 @@ def combine_with_judge(state: RunState, deps: Deps, passing: list[Hit]) -> Combi
     keys = evidence_keys(state.first_stage, state.loop.discovered, state.loop.neighbour_of)
     judged = [state.pool[c] for c in relevant_set(keys, state.loop.trusted, []) if c in state.pool]
     if rule is ContextRule.RELEVANT and state.loop.rule_alone:
-        # auto measured the judge: its recall, bounded below, reaches 1 - alpha (reliability.relevant_alone)
+        # auto measured the judge: its recall, bounded below, reaches 1 - alpha (bounds.relevant_alone)
         return Combined(_unique(judged + added), "relevant set alone (judge recall bound >= coverage)", [], alone=True)
     if rule is ContextRule.RELEVANT:
         # the relevant set replaces the fast context, never the conformal set: the rule is chosen from judge

@@ -35,8 +35,9 @@ class Fallback(Step[Added, AddedEdges]):
     an index without vectors (a test double) uses the hybrid retriever on S. Reranking
     (`ragsieve.agent.core.rerankers.fallback_reranker`): `deps.caches.reranker`, else the configured
     `[rerank]` provider (the one the `rerank` step uses; it must load or the plan is refused), else FlashRank
-    from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round with decoys;
-    all-false is accepted here; a judge distrusted earlier is not asked). Added: up to `fallback.max_added`
+    from `FallbackConfig` when cached, else the embedding order — and the trace says which ran. Judging: `ragsieve.agent.judging.rounds` as in the loop (one round, with
+    decoys unless the loop's judge is trusted for the question, which passed them; all-false is accepted here;
+    a judge distrusted earlier is not asked). Added: up to `fallback.max_added`
     chunks, appended after the loop's selection:
     - a judge trusted for this question (it passed its checks in the loop and in this round): only the
       candidates it calls relevant, in rerank order, or none (a trusted "nothing relevant" stays an
@@ -89,10 +90,9 @@ class Fallback(Step[Added, AddedEdges]):
             mode, reason = JudgeMode.SKIPPED, f"not judged: the judge is not trusted for this question ({distrusted})"
         elif todo and spent:
             mode, reason = JudgeMode.SKIPPED, f"not judged: {spent}"
-        elif todo:
-            decoys = pick_decoys(
-                deps.index, state.question, {h.chunk_id for h in todo}, cfg.loop.judge_decoys, admit=deps.admitted
-            )
+        elif todo:  # controls once per question (issue 56): a judge trusted for it passed them in its first round
+            shown = 0 if trusted_before else cfg.loop.judge_decoys
+            decoys = pick_decoys(deps.index, state.question, {h.chunk_id for h in todo}, shown, admit=deps.admitted)
             result = judge_candidates(
                 state.question,
                 todo,

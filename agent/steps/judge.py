@@ -50,13 +50,10 @@ class Judge(Step[Next]):
         else:
             neighbours = state.loop.neighbour_of
             ranked = [cid for cid in ids if cid not in neighbours]
+            # controls once per question (issue 56): the first round and its order check show them; a judge caught
+            # there decides nothing for the question, one that passed judges the expansion rounds without them
             decoys = pick_decoys(
-                deps.index,
-                state.question,
-                set(ids),
-                loop.judge_decoys,
-                skip=(number - 1) * loop.judge_decoys,
-                admit=deps.admitted,
+                deps.index, state.question, set(ids), loop.judge_decoys if number == 1 else 0, admit=deps.admitted
             )
             outcome = judge_candidates(
                 state.question,

@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from benchmarks.bench_io import header  # noqa: E402  (this folder)
+from benchmarks.pipeline.data import OracleChat  # noqa: E402
 from benchmarks.pipeline.oracle_texts import ChunkTexts  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.llm.factory import describe_endpoint, open_llm  # noqa: E402
@@ -156,16 +157,12 @@ def summarise(rows: list[dict]) -> dict:
     fast = {r["qid"]: r for r in rows if r["plan"] == "fast"}
     agentic = [r for r in rows if r["plan"] == "agentic"]
     if fast and agentic:
-        worse = [
-            r["qid"]
+        paired = [
+            (r["qid"], r["both_gold@5"] - fast[r["qid"]]["both_gold@5"])
             for r in agentic
-            if r["both_gold@5"] is not None and fast.get(r["qid"]) and r["both_gold@5"] < fast[r["qid"]]["both_gold@5"]
+            if r["both_gold@5"] is not None and fast.get(r["qid"])
         ]
-        better = [
-            r["qid"]
-            for r in agentic
-            if r["both_gold@5"] is not None and fast.get(r["qid"]) and r["both_gold@5"] > fast[r["qid"]]["both_gold@5"]
-        ]
+        worse, better = [q for q, d in paired if d < 0], [q for q, d in paired if d > 0]
         modes = [m for r in agentic for m in r["judge_modes"]]
         out["agentic_vs_fast"] = {
             "questions_worse_both_gold@5": worse,
@@ -178,40 +175,6 @@ def summarise(rows: list[dict]) -> dict:
     out["first_stage_both_gold@5"] = mean(r["first_stage_both_gold@5"] for r in first.values())
     out["first_stage_both_gold@10"] = mean(r["first_stage_both_gold@10"] for r in first.values())
     return out
-
-
-class OracleChat:
-    """A scripted judge that knows the gold paragraphs (each verdict flipped with probability `flip`).
-
-    It measures what the loop's retrieval machinery does with a judge of known
-    quality (the upper bound a capable endpoint approaches); answers are not
-    generated ("oracle run"), so EM/F1 mean nothing in this mode.
-    """
-
-    model_name = "oracle-judge"
-    accepts_deadline = False
-
-    def __init__(self, chunks: ChunkTexts, flip: float):
-        self.chunks, self.flip = chunks, flip
-        self.qid, self.gold = "", set()
-
-    def complete(self, messages, *, json_schema=None, schema_name="reply", max_tokens=None, temperature=None):
-        from ragsieve.agent.llm.chat import ChatReply
-
-        prompt = messages[-1]["content"] if len(messages) == 1 else messages[0]["content"]
-        if "mapping an index to the chunk's text:\n" in prompt:
-            chunks = json.loads(prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0])
-            verdicts = {}
-            for key, text in chunks.items():
-                truth = bool(self.chunks.docs(text) & self.gold)  # documents sharing a text: oracle_texts
-                draw = random.Random(f"{self.qid}|{text[:200]}").random()
-                verdicts[key] = (not truth) if draw < self.flip else truth
-            text = json.dumps(verdicts)
-        elif "Draft answer:" in prompt:
-            text = json.dumps({"resolved": True, "reason": "oracle run"})
-        else:
-            text = "oracle run"
-        return ChatReply(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         metavar="FLIP",
-        help="no LLM: a scripted judge that knows the gold paragraphs, each verdict flipped with "
-        "probability FLIP (measures the loop's retrieval, not answers)",
+        help="no LLM: the pipeline benchmark's oracle (`data.OracleChat`: a judge that knows the gold paragraphs, "
+        "each verdict flipped with probability FLIP; a reader that answers iff its context holds the answer)",
     )
     args = ap.parse_args(argv)
     config = Config.load(args.config)
@@ -294,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for i, q in enumerate(questions, start=1):
                     if oracle is not None:
-                        oracle.qid, oracle.gold = q["id"], set(q["gold"])
+                        oracle.q = {"id": q["id"], "gold": list(q["gold"]), "answers": q.get("answers") or []}
                     for plan in plans:
                         row = {"qid": q["id"], "type": q["type"], **run_question(orch, q, plan)}
                         rows.append(row)

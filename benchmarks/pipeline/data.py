@@ -172,7 +172,11 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
     it in that fold's calibration.json, as `ragsieve calibrate --judge N` does: `loop.combine = auto` reads it.
     For the scripted oracle, the record's answer-bearing chunk's document is the gold it knows."""
     from ragsieve.agent.judging.checks import pick_decoys
-    from ragsieve.agent.judging.reliability import JudgeReliability, llm_judge, measure_judge
+
+    try:
+        from ragsieve.agent.judging.measure import JudgeReliability, llm_judge, measure_judge
+    except ImportError:  # a baseline tree (judges_run.py) from before the module was split
+        from ragsieve.agent.judging.reliability import JudgeReliability, llm_judge, measure_judge  # type: ignore[no-redef]
     from ragsieve.tools.metrics import chunk_doc_id
 
     near_misses = "near_misses" in JudgeReliability.model_fields  # a baseline tree (judges_run.py) predates them

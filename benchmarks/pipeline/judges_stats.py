@@ -102,10 +102,21 @@ def cost_rows(rows: list[dict]) -> list[dict]:
             continue
         qids = sorted(set(now) & set(base))
         pairs = [(base[q], now[q]) for q in qids]
-        row = {"dataset": name, "judge": judge, "n": len(qids)}
-        for key, get in (("llm_calls", lambda r: r["llm_calls"]), ("tokens", _tokens), ("seconds", lambda r: r["seconds"])):
+        row: dict = {"dataset": name, "judge": judge, "n": len(qids)}
+        row["rule"] = {
+            k: max(_rule_counts(rs).items(), key=lambda kv: kv[1])[0]
+            for k, rs in (("baseline", base.values()), ("current", now.values()))
+        }
+        for key, get in (
+            ("llm_calls", lambda r: r["llm_calls"]),
+            ("tokens", _tokens),
+            ("seconds", lambda r: r["seconds"]),
+            ("context_tokens", lambda r: r["context_tokens"]),
+        ):
             b, c = _mean([get(x) for x, _ in pairs]), _mean([get(y) for _, y in pairs])
             row[key] = {"baseline": b, "current": c, "ratio": (c / b) if b else None}
+        # where the tokens go (issue 56): mean prompt + completion tokens per step, judge rounds summed
+        row["step_tokens"] = {k: _step_means([p[i] for p in pairs]) for i, k in enumerate(("baseline", "current"))}
         ans = [(x, y) for x, y in pairs if not x["impossible"] and x["gold_recall"] is not None]
         row["gold_recall"] = _diff([x["gold_recall"] for x, _ in ans], [y["gold_recall"] for _, y in ans])
         if name == "squad2":
@@ -115,6 +126,20 @@ def cost_rows(rows: list[dict]) -> list[dict]:
             row["abstain_answerable"] = _diff([_abstained(x) for x, _ in an], [_abstained(y) for _, y in an])
         out.append(row)
     return out
+
+
+def _cost_why(c: dict) -> str:
+    """The rules today and on the baseline, and the step whose tokens grew most (or fell least)."""
+    rule, steps = c.get("rule") or {}, c.get("step_tokens") or {}
+    now, then = steps.get("current") or {}, steps.get("baseline") or {}
+    grew = max(now, key=lambda k: now[k] - then.get(k, 0.0), default=None)
+    where = f"; {grew} {now[grew]:.0f} vs {then.get(grew, 0.0):.0f} tokens" if grew else ""
+    return f"rule today {rule.get('current')!r}, baseline {rule.get('baseline')!r}{where}"
+
+
+def _step_means(rs: list[dict]) -> dict[str, float]:
+    steps = sorted({k for r in rs for k in r.get("step_tokens") or {}})
+    return {k: sum((r.get("step_tokens") or {}).get(k, 0) for r in rs) / len(rs) for k in steps}
 
 
 def _diff(xs: list[float], ys: list[float]) -> dict:
@@ -224,12 +249,23 @@ def _cost(c: dict) -> list[dict]:
             f"(ratio {tokens['ratio'] or 0:.2f})",
         },
     ]
+    for row in out:  # issue 56: a broken cost row says where the tokens went and under which rules
+        if not row["holds"]:
+            row["why"] += f"; breaks for {c['judge']}: {_cost_why(c)}"
     losses = [("gold_recall", 1), ("abstain_unanswerable", 1), ("abstain_answerable", -1)]
     for key, sign in losses:
         d = c.get(key)
         if not d or not d["n"]:
             continue
         lost = sign * d["diff"] < -d["se"] - 1e-12
+        why = f"{key} {d['current']:.4f} vs {d['baseline']:.4f}: difference {d['diff']:+.4f}, s.e. {d['se']:.4f}"
+        rule, ctx = c.get("rule") or {}, c["context_tokens"]
+        if lost and str(rule.get("current", "")).startswith("auto: judge barred") and rule.get("baseline") != rule["current"]:
+            why += (  # issue 56: name the judge that breaks it, and why
+                f"; breaks for {c['judge']}: barred at calibration today, it decides nothing and the context is the "
+                f"statistical evidence ({ctx['current']:.0f} context tokens), where the baseline trusted it "
+                f"({rule['baseline']}: {ctx['baseline']:.0f} context tokens)"
+            )
         out.append(
             base
             | {
@@ -237,7 +273,7 @@ def _cost(c: dict) -> list[dict]:
                 "holds": not lost,
                 "statistic": d,
                 "n": d["n"],
-                "why": f"{key} {d['current']:.4f} vs {d['baseline']:.4f}: difference {d['diff']:+.4f}, s.e. {d['se']:.4f}",
+                "why": why,
             }
         )
     return out

@@ -1,4 +1,4 @@
-"""Which documents a chunk text shown to a scripted judge belongs to (`pipeline_data.OracleChat`, `agentic.OracleChat`).
+"""Which documents a chunk text shown to a scripted judge belongs to (`data.OracleChat`).
 
 A judge prompt shows each chunk's text cut to `loop.judge_chunk_chars`; the scripted oracle calls it relevant when
 one of its documents is gold, the benchmark's definition of gold (document ids). Two documents can carry the same

@@ -30,6 +30,7 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
         "llm_calls": answer.usage.calls,
         "prompt_tokens": answer.usage.prompt_tokens,
         "completion_tokens": answer.usage.completion_tokens,
+        "step_tokens": step_tokens(answer),
         "seconds": round(seconds, 3),
         "em": scores.get("em"),
         "f1": scores.get("f1"),
@@ -41,6 +42,16 @@ def row_for(q: dict, answer, seconds: float, dataset: str, judge: str, plan: str
         **conformal_fields(answer),
         **stage_recalls(answer, q["gold"], dataset),
     }
+
+
+def step_tokens(answer) -> dict[str, int]:
+    """Prompt + completion tokens per step name over the run (a judge's rounds summed), for the cost breakdown."""
+    out: dict[str, int] = {}
+    for event in answer.trace:
+        used = event.usage.prompt_tokens + event.usage.completion_tokens
+        if used:
+            out[event.step] = out.get(event.step, 0) + used
+    return out
 
 
 def conformal_fields(answer) -> dict:

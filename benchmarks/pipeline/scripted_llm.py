@@ -21,7 +21,6 @@ UNCITED_TOPIC = "Moby-Dick"
 UNCITED_ANSWER = "Herman Melville wrote Moby-Dick; it was published in 1851."
 _SOURCE = re.compile(r" SOURCE \[(\d+)\] from ")
 _LATEST = re.compile(r"(\S+) LATEST\n(.*?)\n\1 END", re.S)
-_PASSAGE = re.compile(r"(\S+) SOURCE \[(\d+)\] from [^\n]*\n(.*?)\n\1 END", re.S)
 
 
 def reply_to(prompt: str) -> str:
@@ -39,15 +38,6 @@ def reply_to(prompt: str) -> str:
         f"Rotate the key with the rotate endpoint [{last}]. The old secret stays valid for 24 hours "
         f"and is then revoked [{first}][{last}]."
     )
-
-
-def quoting_reply(prompt: str) -> str:
-    """Like `reply_to`, but an answer quotes each listed passage's last line and cites it, so whatever text
-    reached the prompt reaches the reader (for leak checks: `benchmarks/access/openwebui.py`)."""
-    passages = _PASSAGE.findall(prompt)
-    if "stand-alone question" in prompt or not passages:
-        return reply_to(prompt)
-    return " ".join(f"{text.strip().splitlines()[-1][:160]} [{n}]" for _, n, text in passages if text.strip())
 
 
 class ScriptedLLM:

@@ -68,7 +68,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def handler(args: argparse.Namespace) -> int:
     from ragsieve.agent.calibration import Calibrator, format_report, load_calibration, save_calibration
     from ragsieve.agent.errors import UsageError
-    from ragsieve.agent.judging.reliability import judge_barred
+    from ragsieve.agent.judging.bounds import judge_barred
     from ragsieve.agent.orchestrator import Orchestrator
 
     if args.judge < 0:
@@ -181,7 +181,7 @@ def read_unanswerable(path: str) -> list[str]:
 def measure_configured_judge(orch, cal, n: int):
     """The configured judge's recall on the first `n` calibration questions that found their chunk."""
     from ragsieve.agent.judging.checks import pick_decoys
-    from ragsieve.agent.judging.reliability import llm_judge, measure_judge
+    from ragsieve.agent.judging.measure import llm_judge, measure_judge
 
     llm, store, pool, loop = orch.llm, orch.index.store, orch.config.retrieval.pool, orch.config.loop
     records = [r for r in cal.records if r.found and r.positive_row is not None][:n]

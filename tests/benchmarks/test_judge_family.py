@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import binomtest
 
 from benchmarks.pipeline.judges import FAMILY, judge_reply, parse
-from benchmarks.pipeline.judges_stats import mcnemar_one_sided, promises
+from benchmarks.pipeline.judges_stats import cost_rows, mcnemar_one_sided, promises
 from ragsieve.agent.llm.templates import PromptRenderer
 
 QUESTION = "Which river flows through the capital of Austria?"
@@ -58,3 +58,41 @@ def test_mcnemar_is_the_exact_binomial_tail_and_a_promise_breaks_on_it():
     got = [p for p in promises(rows) if "unanswerable" in p["promise"]][0]
     assert got["holds"] is False and got["statistic"]["only_fast"] == 18 and got["statistic"]["only_full"] == 3
     assert got["promise"].startswith("squad2: ") and got["n"] == 40
+
+
+def test_a_recall_loss_row_names_the_barred_judge_and_the_cost_rows_split_tokens_by_step():
+    rows = []
+    for i in range(20):  # the baseline trusted the judge's stuffed context; today it is barred and loses 4 golds
+        for code, rule, recall, ctx in (
+            ("baseline", "auto: relevant", 1.0, 900),
+            ("current", "auto: judge barred (x)", 0.0 if i < 4 else 1.0, 300),
+        ):
+            for plan in ("fast", "full"):
+                rows.append(
+                    {
+                        "code": code,
+                        "dataset": "hotpotqa",
+                        "judge": "eager",
+                        "plan": plan,
+                        "qid": str(i),
+                        "impossible": False,
+                        "abstained": False,
+                        "gold_recall": recall,
+                        "llm_calls": 2,
+                        "prompt_tokens": 100,
+                        "completion_tokens": 10,
+                        "step_tokens": {"judge": 80, "answer": 30} if code == "current" else {"judge": 200},
+                        "seconds": 0.0,
+                        "context_tokens": ctx,
+                        "rule": rule,
+                    }
+                )
+    lost = [p for p in promises(rows) if "gold recall against the baseline" in p["promise"]][0]
+    assert lost["holds"] is False
+    assert "breaks for eager: barred at calibration today" in lost["why"] and "auto: relevant: 900 context tokens" in lost["why"]
+    tokens = [p for p in promises(rows) if "fewer tokens" in p["promise"]][0]  # 110 vs 110: breaks, and says where
+    assert tokens["holds"] is False and tokens["why"].endswith(
+        "breaks for eager: rule today 'auto: judge barred (x)', baseline 'auto: relevant'; answer 30 vs 0 tokens"
+    )
+    cost = cost_rows(rows)[0]
+    assert cost["step_tokens"] == {"baseline": {"judge": 200.0}, "current": {"answer": 30.0, "judge": 80.0}}

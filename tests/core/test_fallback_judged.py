@@ -87,6 +87,7 @@ def test_a_trusted_judge_finding_nothing_relevant_abstains_and_the_fallback_adds
     fb = answer.fallback
     assert fb is not None and fb.candidates and fb.judge_mode == "judge"
     assert fb.added == [] and not fb.score_based
+    assert fb.decoys_relevant == "0 of 0"  # controls once per question: the trusted judge passed them in round 1
     passing = set(answer.conformal.passing) if answer.conformal else set()
     unjudged_in_context = [h.chunk_id for h in answer.context if h.chunk_id in fb.candidates and h.chunk_id not in passing]
     assert unjudged_in_context == []

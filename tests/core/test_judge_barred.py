@@ -1,7 +1,7 @@
 """A judge measured to accept decoys decides nothing under `loop.combine = auto` (issue 46, the abstention gap).
 
 Calibration hides the loop's decoys among each question's pool and counts the ones the judge calls relevant
-(`judging.reliability.measure_judge`); `judge_barred` bars a judge whose rate, bounded below (Clopper-Pearson),
+(`judging.measure.measure_judge`); `judge_barred` bars a judge whose rate, bounded below (Clopper-Pearson),
 exceeds `loop.trust_decoy_rate`. Logic on scripted judges; the plan on a real index of examples/ with the
 offline MiniLM embeddings and the scripted fake model, whose calls are recorded: a barred judge is never asked.
 """
@@ -19,7 +19,8 @@ import ragsieve.agent.steps.outliers  # noqa: F401
 import ragsieve.agent.steps.segments  # noqa: F401
 from ragsieve.agent.calibration import load_calibration, save_calibration
 from ragsieve.agent.config import Config
-from ragsieve.agent.judging.reliability import JudgeReliability, judge_barred, measure_judge
+from ragsieve.agent.judging.bounds import judge_barred
+from ragsieve.agent.judging.measure import JudgeReliability, measure_judge
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 from tests.core.test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)

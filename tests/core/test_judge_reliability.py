@@ -14,7 +14,8 @@ import pytest
 
 from ragsieve.agent.calibration import load_calibration
 from ragsieve.agent.core.state import JudgeRoundReport
-from ragsieve.agent.judging.reliability import JudgeReliability, decide_rule, measure_judge
+from ragsieve.agent.judging.measure import JudgeReliability, measure_judge
+from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.modes import ContextRule
 from ragsieve.testing import FakeChat
@@ -136,7 +137,7 @@ def test_recall_lower_bound_is_clopper_pearson():
     bound, seeing k or more successes in n has probability 1 - confidence."""
     from scipy.stats import binom
 
-    from ragsieve.agent.judging.reliability import recall_lower_bound, relevant_alone
+    from ragsieve.agent.judging.bounds import recall_lower_bound, relevant_alone
 
     for k, n in ((59, 60), (53, 60), (40, 40), (1, 5)):
         p = recall_lower_bound(k, n, 0.95)

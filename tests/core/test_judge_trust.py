@@ -88,7 +88,7 @@ def test_a_judge_calling_a_decoy_relevant_is_not_trusted():
     assert sum("zebra" in t for t in script.judged_texts) == 3
 
 
-def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
+def test_a_judge_rejecting_decoys_is_trusted_and_decoys_are_shown_once_per_question():
     # anchor_k=0 (the judge-first rule): with final_k=3 the default anchor would keep the fast context
     # combine = relevant (a judge measured to be trusted): under `union` the fast context would stay beside it
     deps, script = decoy_deps(
@@ -97,23 +97,24 @@ def test_a_judge_rejecting_decoys_is_trusted_and_decoys_rotate():
     state = run(deps, "alpha topic item")
     rounds = state.loop.rounds
     assert [r.mode for r in rounds] == ["judge", "judge"]
-    assert all(r.decoys == 3 and r.decoys_relevant == 0 for r in rounds)
+    assert [(r.decoys, r.decoys_relevant) for r in rounds] == [(3, 0), (0, 0)]  # controls in round 1 only (issue 56)
     assert state.loop.distrusted is None
     assert state.relevant == ["d1#0", "d5#0"]
     assert [h.chunk_id for h in state.context][:2] == ["d1#0", "d5#0"]
     zebras = [t for t in script.judged_texts if "zebra" in t]
-    assert len(zebras) == 6 and len(set(zebras)) == 6  # round 2 shows the next least-similar chunks
+    assert len(zebras) == 3 and len(set(zebras)) == 3  # the expansion round of a judge that passed shows none
 
 
 def test_distrust_in_a_later_round_withdraws_earlier_verdicts():
-    # round 1: judges well; round 2: says yes to everything, decoys included
+    # round 1 (4 candidates + 3 decoys): judges well; round 2 (4 expansion candidates, no decoys): says yes to
+    # everything, which is no judgment (check (a): all true on >= loop.uninformative_min_n chunks)
     calls = {"n": 0}
 
     def judge(q, t):
         calls["n"] += 1
         return "number1" in t if calls["n"] <= 7 else True
 
-    deps, script = decoy_deps(judge, candidates=4, expand_k=2, max_iterations=3)
+    deps, script = decoy_deps(judge, candidates=4, expand_k=4, max_iterations=3)
     state = run(deps, "alpha topic item")
     rounds = state.loop.rounds
     assert [r.mode for r in rounds] == ["judge", "score"]

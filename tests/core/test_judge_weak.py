@@ -21,7 +21,8 @@ import ragsieve.agent.steps.outliers  # noqa: F401
 import ragsieve.agent.steps.segments  # noqa: F401
 from ragsieve.agent.calibration import load_calibration, save_calibration
 from ragsieve.agent.config import Config
-from ragsieve.agent.judging.reliability import JudgeReliability, judge_barred, measure_judge, relevant_alone
+from ragsieve.agent.judging.bounds import judge_barred, relevant_alone
+from ragsieve.agent.judging.measure import JudgeReliability, measure_judge
 from ragsieve.testing import FakeChat
 from ragsieve.tools.types import Chunk, Hit
 from tests.core.test_full_plan import QUESTION, calibrated_index  # noqa: F401  (a fixture)
@@ -84,7 +85,7 @@ def _fast(index, script: Script) -> set[str]:
 
 
 def test_near_misses_and_precision_are_measured_and_bounded():
-    from ragsieve.agent.judging.reliability import abstention_supported
+    from ragsieve.agent.judging.bounds import abstention_supported
 
     pool = [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"d{i}", source="s"), row=i, score=1.0) for i in range(5)]
     verdicts = {"d0#0": True, "d1#0": True, "d2#0": True, "d3#0": False, "d4#0": True}

@@ -41,7 +41,10 @@ def _validated_prompt(extra: int | None = None) -> str:
 
 
 def test_validation_reads_the_cited_passages_then_the_best_others():
-    prompt = _validated_prompt()
+    cited = _validated_prompt()  # the default: the cited passages only, in the order they are cited
+    assert [i for i in range(8) if f"passage text {i} " in cited] == [3, 6]
+    assert cited.index("passage text 6 ") < cited.index("passage text 3 ")
+    prompt = _validated_prompt(extra=2)
     shown = [i for i in range(8) if f"passage text {i} " in prompt]
     assert shown == [0, 1, 3, 6]  # cited 6 and 3, then the context's two best others (0, 1): not 2, 4, 5, 7
     assert prompt.index("passage text 6 ") < prompt.index("passage text 3 ") < prompt.index("passage text 0 ")
