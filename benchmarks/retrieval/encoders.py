@@ -202,7 +202,7 @@ def quantisation(args) -> int:
             [emb.session.run(None, _feeds(emb.tokenizer, sample[i : i + 8]))[0] for i in range(0, len(sample), 8)]
         )
         row["alone_vs_batched_max_abs"] = float(np.abs(batched / np.linalg.norm(batched, axis=1, keepdims=True) - alone).max())
-        if spec != "product" and name in args.whole.split(","):  # the corpus re-embedded: ~10 CPU-minutes a recipe
+        if spec != "product" and name in args.whole.split(";"):  # the corpus re-embedded: ~10 CPU-minutes a recipe
             cache = args.work / f"{path.stem}-{len(texts)}.npy"
             if not cache.is_file():
                 with ThreadPoolExecutor(2) as pool:  # session.run releases the GIL
@@ -210,7 +210,7 @@ def quantisation(args) -> int:
                         cache, np.concatenate(list(pool.map(emb.embed, [texts[i : i + 500] for i in range(0, len(texts), 500)])))
                     )
             sweep.V, sweep.qv = np.load(cache), dict(zip(sweep.qv, emb.embed([sweep.queries[q] for q in sweep.qv])))
-        if spec == "product" or name in args.whole.split(","):
+        if spec == "product" or name in args.whole.split(";"):
             row |= {split: sweep.score(split, w=0.4) for split in ("train", "test")}
             sweep.V, sweep.qv = own, own_qv
         result["recipes"][name] = row
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quantisation", action="store_true", help="the int8 recipes (retrieval_quantisation.json)")
     ap.add_argument("--index", type=Path, help="--quantisation: a default build of SciFact")
     ap.add_argument("--sample", type=int, default=300, help="--quantisation: chunks for speed and cosine")
-    ap.add_argument("--whole", default="", help="--quantisation: recipes (comma-separated) scored on the corpus")
+    ap.add_argument("--whole", default="", help="--quantisation: recipes (separated by ;) scored on the corpus")
     ap.add_argument("--sets", default="scifact,squad2,hotpotqa")
     ap.add_argument("--encoders", default="onnx,onnx-int8")
     ap.add_argument("--limit-queries", type=int, help="the first N test queries (sorted ids) per set")
