@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -64,45 +63,6 @@ def evaluate(name: str, search, queries: dict[str, str], qrels, row_doc: list[st
     return res
 
 
-TUNE_GRID = [("weighted", 60, share) for share in (0.3, 0.4, 0.5, 0.6, 0.7)] + [
-    ("rrf", k, share) for k in (10, 30, 60) for share in (0.4, 0.5, 0.6)
-]
-
-
-def tune(idx: HybridIndex, args, row_doc: list[str], test_queries, test_qrels) -> dict:
-    """Pick fusion mode, rrf_k and the dense weight share on `--tune-on`, then evaluate once on `--split`."""
-    queries, qrels = load_beir(args.data, args.tune_on)
-    qvecs = dict(zip(queries, idx.embed(list(queries.values()))))
-    test_vecs = dict(zip(test_queries, idx.embed(list(test_queries.values()))))
-    scores = []
-    for fusion, k, share in TUNE_GRID:
-        ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
-        res = evaluate(
-            f"{args.tune_on}:{fusion}/{k}/{share}",
-            lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
-            queries,
-            qrels,
-            row_doc,
-        )
-        scores.append((res["ndcg@10"], fusion, k, share))
-    best, fusion, k, share = max(scores)
-    ret = HybridRetriever(idx, fusion=fusion, rrf_k=k, bm25_weight=1 - share, dense_weight=share)
-    res = evaluate(
-        "hybrid_tuned",
-        lambda q, t: [h.row for h in ret.run(t, 100, query_vector=test_vecs[q])],
-        test_queries,
-        test_qrels,
-        row_doc,
-    )
-    return {
-        **res,
-        "chosen_on": args.tune_on,
-        f"{args.tune_on}_ndcg@10": best,
-        "settings": {"fusion": fusion, "rrf_k": k, "bm25_weight": round(1 - share, 2), "dense_weight": share},
-        "grid": [{"ndcg@10": n, "fusion": f, "rrf_k": kk, "dense_weight": sh} for n, f, kk, sh in scores],
-    }
-
-
 def providers(argv: list[str]) -> int:
     """`--providers`: the bring-your-own-models comparison (benchmarks/retrieval/embedding_providers.py)."""
     from benchmarks.bench_io import header, write
@@ -116,20 +76,7 @@ def providers(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_providers.json")
     args = ap.parse_args(argv)
-    result = header() | {"commit": _commit()}
-    result |= embedding_providers.main(args)
-    return write(result, args.out)
-
-
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    return write(header() | embedding_providers.main(args), args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,12 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-tokens", type=int, default=None, help="default: what `ragsieve index` uses")
     ap.add_argument("--depth", type=int, default=200, help="chunk rows retrieved per query by single retrievers")
     ap.add_argument("--skip-rank-bm25", action="store_true")
-    ap.add_argument(
-        "--tune-on",
-        default=None,
-        metavar="SPLIT",
-        help="grid-search the fusion settings on this split (e.g. train), report the best on --split",
-    )
     args = ap.parse_args(argv)
 
     load_at_start = os.getloadavg()
@@ -158,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         import inspect
 
         args.chunk_tokens = inspect.signature(IndexBuilder).parameters["chunk_tokens"].default
-    corpus = args.data / "corpus.jsonl.gz"
-    if not corpus.is_file():
-        corpus = args.data / "corpus.jsonl"
+    corpus = next(p for p in (args.data / "corpus.jsonl.gz", args.data / "corpus.jsonl") if p.is_file())
     index_dir = args.index_dir / f"{args.data.name}-c{args.chunk_tokens}"
     report = IndexBuilder(index_dir, chunk_tokens=args.chunk_tokens, progress=True).build([corpus])
     print(report.summary(), flush=True)
@@ -178,17 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     def ranked(pairs):
         return [r for r, _ in pairs]
 
+    def hybrid(ret, k: int):
+        return lambda q, t: [h.row for h in ret.run(t, k, query_vector=qvecs[q])]
+
     results["bm25s"] = evaluate("bm25s", lambda q, t: ranked(idx.bm25.search(t, args.depth)), queries, qrels, row_doc)
     if not args.skip_rank_bm25:
         t0 = time.perf_counter()
-        rb = BM25Index(
-            "rank_bm25",
-            k1=idx.bm25.k1,
-            b=idx.bm25.b,
-            stem=idx.bm25.stem,
-            identifiers=idx.bm25.identifiers,
-            compounds=idx.bm25.compounds,
-        ).build([indexed_text(c) for c in chunks])
+        params = {k: getattr(idx.bm25, k) for k in ("k1", "b", "stem", "identifiers", "compounds")}
+        rb = BM25Index("rank_bm25", **params).build([indexed_text(c) for c in chunks])
         rb_build = time.perf_counter() - t0
         results["rank_bm25"] = evaluate("rank_bm25", lambda q, t: ranked(rb.search(t, args.depth)), queries, qrels, row_doc)
         results["rank_bm25"]["build_s"] = round(rb_build, 2)
@@ -202,25 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         ("hybrid_weighted", "weighted", (default.bm25_weight, default.dense_weight)),
     ):
         ret = HybridRetriever(idx, fusion=fusion, rrf_k=60, candidate_k=100, bm25_weight=weights[0], dense_weight=weights[1])
-        results[name] = evaluate(
-            name,
-            lambda q, t: [h.row for h in ret.run(t, 100, query_vector=qvecs[q])],  # noqa: B023
-            queries,
-            qrels,
-            row_doc,
-        )
-        top10 = evaluate(
-            name + "@top10",
-            lambda q, t: [h.row for h in ret.run(t, 10, query_vector=qvecs[q])],  # noqa: B023
-            queries,
-            qrels,
-            row_doc,
-        )
+        results[name] = evaluate(name, hybrid(ret, 100), queries, qrels, row_doc)
+        top10 = evaluate(name + "@top10", hybrid(ret, 10), queries, qrels, row_doc)
         results[name]["latency_ms_p50_top10"] = top10["latency_ms_p50"]
         results[name]["latency_ms_p95_top10"] = top10["latency_ms_p95"]
-
-    if args.tune_on:
-        results["hybrid_tuned"] = tune(idx, args, row_doc, queries, qrels)
 
     build = report.model_dump()
     if not report.written and args.out.is_file():
@@ -258,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
             "p95": round(float(np.percentile(emb_times, 95)), 3),
         },
         "methods": results,
-        "machine": {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": {
             d: _version(d) for d in ("ragsieve", "bm25s", "rank-bm25", "faiss-cpu", "sentence-transformers", "torch", "numpy")
         },

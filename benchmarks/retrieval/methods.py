@@ -6,10 +6,13 @@ On one index's vectors and BM25 (each query embedded once), every method is scor
 (809 claims) and, beside it, on the test qrels (300 claims). A setting is chosen by its train nDCG@10 only; the
 test figure says whether it also holds on held-out claims. The fusion here re-implements the retriever's client
 path in numpy (BM25 and dense top `candidate_k` each, min-max over each list, a missing score counts 0, a
-document at its best chunk); `base` reproduces the default retriever's 50/50 figure. Methods: the weight share
-and the normalisation (min-max, z-score, max, mean +- 3 sd); document aggregation of chunk scores (each signal's
-best chunk per document before fusing; best + gamma * second-best chunk); a document-centroid dense score as a
-third list; the title repeated in BM25's text (field weighting); RM3-style pseudo-relevance feedback on BM25.
+document at its best chunk); `base` reproduces the former 50/50 figure. Methods: the weight share and the
+normalisation (min-max, z-score); document aggregation of chunk scores (a document's best chunk + gamma * the
+sum of its other chunks' fused scores); BM25's k1 and b; BM25 over whole documents (title and every
+chunk) instead of chunks; the title repeated in BM25's text (field weighting); Rocchio feedback on the dense
+side (the query moved toward the vectors of the first ranking's top documents). RM3 on BM25 and a document
+centroid as a third list, and fusing each signal's best chunk per document, lost on train at ba5eb03 (that
+commit's result file) and are no longer run.
 """
 
 from __future__ import annotations
@@ -37,17 +40,11 @@ def topk(s: np.ndarray, k: int, positive: bool = False) -> np.ndarray:
     return cand[np.lexsort((cand, -s[cand]))]
 
 
-def norm(vals: np.ndarray, lst: np.ndarray, how: str) -> np.ndarray:
-    if how == "minmax":
-        lo, hi = lst.min(), lst.max()
-        return (vals - lo) / (hi - lo) if hi > lo else np.ones_like(vals)
+def norm(vals: np.ndarray, lst: np.ndarray, how: str = "minmax") -> np.ndarray:
+    """Min-max over the list, or its z-score (`how="zscore"`: lost on train at ba5eb03, kept as the alternative)."""
     if how == "zscore":
-        sd = lst.std()
-        return (vals - lst.mean()) / sd if sd > 0 else np.zeros_like(vals)
-    if how == "max":
-        return vals / lst.max()
-    mu, sd = lst.mean(), lst.std()  # "dist": mean +- 3 sd to [0, 1]
-    return np.clip((vals - mu + 3 * sd) / (6 * sd), 0, 1) if sd > 0 else np.ones_like(vals)
+        return (vals - lst.mean()) / lst.std() if lst.std() > 0 else np.zeros_like(vals)
+    return (vals - lst.min()) / (lst.max() - lst.min()) if lst.max() > lst.min() else np.ones_like(vals)
 
 
 class Sweep:
@@ -64,73 +61,64 @@ class Sweep:
         self.queries = read_queries(data / "queries.jsonl")
         self.split = {s: read_qrels(data / "qrels" / f"{s}.tsv") for s in ("train", "test")}
         self.qv = {q: self.idx.embed_query(self.queries[q]) for s in self.split.values() for q in s}
-        total = np.zeros((len(self.docs), self.V.shape[1]), np.float32)
-        np.add.at(total, self.row_doc, self.V)
-        self.centroid = total / np.linalg.norm(total, axis=1, keepdims=True)
         self.depth, self._bm25, self._cache = depth, {}, {}
 
-    def bm25(self, title_weight: int = 1):
+    def bm25(self, title_weight: int = 1, k1: float | None = None, b: float | None = None, documents: bool = False):
         from ragsieve.tools.index.building.report import indexed_text
         from ragsieve.tools.index.search.bm25 import BM25Index
 
-        if title_weight not in self._bm25:
-            b = self.idx.bm25
+        key = (title_weight, k1, b, documents)
+        if key not in self._bm25:
+            bm = self.idx.bm25
             texts = [(c.title + "\n") * (title_weight - 1) + indexed_text(c) if c.title else indexed_text(c) for c in self.chunks]
-            self._bm25[title_weight] = BM25Index(
-                "bm25s", k1=b.k1, b=b.b, stem=b.stem, identifiers=b.identifiers, compounds=b.compounds
-            ).build(texts, [c.kind for c in self.chunks])
-        return self._bm25[title_weight]
+            kinds = [c.kind for c in self.chunks]
+            if documents:  # a document's chunks in order, its title once
+                whole: dict[int, list[str]] = {}
+                for r, text in enumerate(texts):
+                    whole.setdefault(int(self.row_doc[r]), []).append(
+                        text if r == 0 or self.row_doc[r - 1] != self.row_doc[r] else self.chunks[r].text
+                    )
+                texts, kinds = ["\n".join(whole[d]) for d in range(len(self.docs))], ["prose"] * len(self.docs)
+            self._bm25[key] = BM25Index(
+                "bm25s",
+                k1=k1 or bm.k1,
+                b=bm.b if b is None else b,
+                stem=bm.stem,
+                identifiers=bm.identifiers,
+                compounds=bm.compounds,
+            ).build(texts, kinds)
+        return self._bm25[key]
 
-    def bm25_scores(self, qid: str, title_weight: int = 1) -> np.ndarray:
-        key = (qid, title_weight)
+    def bm25_scores(self, qid: str, title_weight: int = 1, k1=None, b=None, documents: bool = False) -> np.ndarray:
+        key = (qid, title_weight, k1, b, documents)
         if key not in self._cache:
-            self._cache[key] = self.bm25(title_weight).scores(self.queries[qid]).astype(np.float32)
+            s = self.bm25(title_weight, k1, b, documents).scores(self.queries[qid]).astype(np.float32)
+            self._cache[key] = s[self.row_doc] if documents else s  # a document's score on each of its chunks
         return self._cache[key]
-
-    def prf(self, qid: str, fb_docs: int, terms: int, alpha: float) -> np.ndarray:
-        """RM3-style: the top `fb_docs` BM25 chunks' term distributions, weighted by score; the `terms` most likely
-        terms added to the query with weight 1 - alpha (each term's BM25 scores summed with its weight)."""
-        from ragsieve.tools.index.building.report import indexed_text
-        from ragsieve.tools.index.search.bm25 import tokenize
-
-        bm, b = self.bm25(), self.bm25_scores(qid)
-        top = topk(b, fb_docs, positive=True)
-        rel: Counter = Counter()
-        for r, wt in zip(top.tolist(), (b[top] / b[top].sum()).tolist() if top.size else []):
-            toks = tokenize(indexed_text(self.chunks[r]), bm.stem, bm.identifiers)
-            for t, c in Counter(toks).items():
-                rel[t] += wt * c / len(toks)
-        expansion = rel.most_common(terms)
-        total = sum(v for _, v in expansion) or 1.0
-        out = alpha * b / max(1, len(tokenize(self.queries[qid], bm.stem, bm.identifiers)))
-        for t, v in expansion:
-            ids = bm._model.get_tokens_ids([t])
-            if ids:
-                out = out + (1 - alpha) * (v / total) * np.asarray(bm._model.get_scores_from_ids(ids), np.float32)
-        return out
 
     def rank(
         self,
         qid: str,
         w: float = 0.5,
         how: str = "minmax",
-        agg: str = "max",
         gamma: float = 0.0,
-        wc: float = 0.0,
         title_weight: int = 1,
-        prf: tuple | None = None,
+        bm25: tuple = (None, None, False),
+        rocchio: tuple | None = None,
         dense_only: bool = False,
         bm25_only: bool = False,
     ) -> list[int]:
-        b = self.prf(qid, *prf) if prf else self.bm25_scores(qid, title_weight)
-        d = self.V @ self.qv[qid]
+        b = self.bm25_scores(qid, title_weight, *bm25)
+        q = self.qv[qid]
+        if rocchio:  # (k, beta): q + beta * mean of the best chunk vector of the first ranking's top k documents
+            first, dq = self.rank(qid, w=w), self.V @ q
+            best = [np.flatnonzero(self.row_doc == doc)[np.argmax(dq[self.row_doc == doc])] for doc in first[: rocchio[0]]]
+            q = q + rocchio[1] * self.V[best].mean(0)
+            q = q / np.linalg.norm(q)
+        d = self.V @ q
         w = 1.0 if dense_only else 0.0 if bm25_only else w
         cb, cd = topk(b, self.depth, positive=True), topk(d, self.depth)
         union = np.union1d(cb, cd)
-        if wc:
-            cs = self.centroid @ self.qv[qid]
-            cc = topk(cs, self.depth)
-            union = np.union1d(union, np.flatnonzero(np.isin(self.row_doc, cc)))
         nb = norm(b[union], b[cb], how) if cb.size else np.zeros(union.size)
         nd = norm(d[union], d[cd], how)
         floor_b = 0.0 if how != "zscore" or not cb.size else nb[np.isin(union, cb)].min()
@@ -138,26 +126,16 @@ class Sweep:
         nb = np.where(np.isin(union, cb), nb, floor_b)
         nd = np.where(np.isin(union, cd), nd, floor_d)
         rd = self.row_doc[union]
-        if agg == "signal":  # each signal's best chunk per document, then fused
-            ud = np.unique(rd)
-            pos = np.searchsorted(ud, rd)
-            mb, md = np.full(ud.size, -np.inf), np.full(ud.size, -np.inf)
-            np.maximum.at(mb, pos, nb)
-            np.maximum.at(md, pos, nd)
-            f = (1 - w) * mb + w * md
-            return ud[np.lexsort((ud, -f))][:100].tolist()
         f = (1 - w) * nb + w * nd
-        if wc:
-            f = (1 - wc) * f + wc * np.where(np.isin(rd, cc), norm(cs[rd], cs[cc], how), 0.0)
         order = np.lexsort((union, -f))
         best: dict[int, float] = {}
-        second: dict[int, float] = {}
+        rest: Counter = Counter()  # the sum of a document's other chunks' fused scores
         for doc, score in zip(rd[order].tolist(), f[order].tolist()):
             if doc not in best:
                 best[doc] = score
-            elif doc not in second:
-                second[doc] = score
-        total = {doc: s + gamma * second.get(doc, 0.0) for doc, s in best.items()}
+            else:
+                rest[doc] += score
+        total = {doc: s + gamma * rest[doc] for doc, s in best.items()}
         return sorted(total, key=lambda doc: -total[doc])[:100] if gamma else list(best)[:100]
 
     def score(self, split: str, **kw) -> dict:
@@ -169,11 +147,12 @@ class Sweep:
 
 FAMILIES = {  # each family's candidates; `base` (the former default) is compared with each family's train choice
     "weights": [{"w": w} for w in (0.35, 0.4, 0.45, 0.5, 0.55)],
-    "normalisation": [{"how": h, "w": 0.4} for h in ("zscore", "dist")],
-    "document_aggregation": [{"agg": "signal", "w": 0.4}, {"gamma": 0.1, "w": 0.4}],
-    "document_centroid": [{"wc": 0.15, "w": 0.4}],
+    "normalisation": [{"how": "zscore", "w": 0.4}],
+    "document_aggregation": [{"gamma": g, "w": 0.4} for g in (0.02, 0.05, 0.1)],
+    "bm25_k1_b": [{"bm25": (k1, b, False), "w": 0.4} for k1, b in ((0.9, 0.6), (1.2, 0.4), (1.2, 0.75), (1.5, 0.75))],
+    "bm25_documents": [{"bm25": (k1, b, True), "w": 0.4} for k1, b in ((0.9, 0.4), (1.2, 0.75))],
     "bm25_title_weight": [{"title_weight": t, "w": 0.4} for t in (2, 3)],
-    "bm25_prf": [{"prf": (5, 10, 0.7), "w": 0.4}],
+    "dense_rocchio": [{"rocchio": (k, 0.5), "w": 0.4} for k in (1, 3, 5)],
 }
 
 

@@ -15,7 +15,7 @@ from ragsieve.tools.index.building.progress import progress_reporter, stream_rep
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.embedders.local_embedder import Embedder
 from ragsieve.tools.index.search.bm25 import tokenize
-from ragsieve.tools.types import Document
+from ragsieve.tools.types import Chunk, Document
 
 
 def streams(ctx: BuildContext) -> bool:
@@ -34,12 +34,12 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
     (`ragsieve.tools.index.building.embed_stream`); `ctx.streamed` counts the texts embedded meanwhile.
     With `analyse_tokens` (the incremental layout), BM25's tokens are made in that thread too."""
 
-    def text(chunk) -> str:
+    def text(chunk: Chunk) -> str:
         return indexed_text(chunk, ctx.symbol_headers, ctx.header_words) if ctx.index_titles else chunk.text
 
     proto, memo = ctx.bm25_proto, ctx.bm25_tokens
 
-    def analyse(chunk, text: str) -> None:  # BM25's tokens, ready before the encoder is done
+    def analyse(chunk: Chunk, text: str) -> None:  # BM25's tokens, ready before the encoder is done
         code = chunk.kind == "code"
         memo[(text, code)] = tokenize(text, proto.stem, proto.identifiers, proto.compounds and code)
 
@@ -65,7 +65,12 @@ def chunk_while_embedding(ctx: BuildContext, fresh: list[Document], analyse_toke
 
 @tracing.traced("ragsieve.build.embed")  # a build phase's span (docs/tracing.md)
 def embed_vectors(
-    ctx: BuildContext, layout: Layout, texts: list[str], to_embed: list[int], prev_vectors, headers: list[int | None]
+    ctx: BuildContext,
+    layout: Layout,
+    texts: list[str],
+    to_embed: list[int],
+    prev_vectors: np.ndarray | None,
+    headers: list[int | None],
 ) -> np.ndarray:
     """The generation's vectors in row order: kept rows copied from `prev_vectors`, the rest embedded
     (on Ray first where the build has a cluster) into the checkpoint and read back from it."""

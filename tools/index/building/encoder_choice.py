@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.embedders.device import Device, default_encoder_for, place_encoder, resolve_device
@@ -26,7 +27,7 @@ def recorded_encoder(root: Path) -> str | None:
 
 
 def choose_encoder(
-    root: Path, embedder, encoder: str | None, device: str, on_cluster_gpus: bool = False
+    root: Path, embedder: Any, encoder: str | None, device: str, on_cluster_gpus: bool = False
 ) -> tuple[Device | None, str]:
     """(device, encoder) of a build: a given `embedder` brings its own (no device); else `encoder` as given,
     or the one the index records, or the device's default. A GPU asked for but absent is refused (the driver

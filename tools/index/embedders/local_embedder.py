@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ class Embedder:
         """`<encoder> on <device>` (an fp16 index embedded in fp32 on a CPU says so), for summaries and traces."""
         return placement_note(self.encoder, self.placed)
 
-    def _load(self):
+    def _load(self) -> Any:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:

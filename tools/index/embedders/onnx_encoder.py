@@ -39,8 +39,10 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,7 @@ log = logging.getLogger(__name__)
 
 
 class OnnxEncoder:
-    def __init__(self, st_model, name: str, quantized: bool = False, workers: int | None = None) -> None:
+    def __init__(self, st_model: Any, name: str, quantized: bool = False, workers: int | None = None) -> None:
         ort = require(Extra.FAST, "onnxruntime", "the onnx encoders", 'or encoder = "torch" / --encoder torch')
         self.tokenizer = st_model[0].tokenizer
         self.max_length = int(st_model.max_seq_length)
@@ -71,7 +73,7 @@ class OnnxEncoder:
         self._busy_lock = threading.Lock()
         self.busy_s = 0.0
 
-    def _export(self, st_model, name: str, quantized: bool) -> Path:
+    def _export(self, st_model: Any, name: str, quantized: bool) -> Path:
         transformer = st_model[0].auto_model
         digest = hashlib.sha1(
             f"{name}|{sum(p.numel() for p in transformer.parameters())}|{self.max_length}".encode()
@@ -93,7 +95,7 @@ class OnnxEncoder:
             self._describe(st_model, name, folder)
         return int8 if quantized else fp32
 
-    def _describe(self, st_model, name: str, folder: Path) -> None:
+    def _describe(self, st_model: Any, name: str, folder: Path) -> None:
         """Write the tokenizer and a pointer from the model's name to this export, so that a query can be
         embedded later without importing torch or sentence-transformers (`onnx_query`)."""
         tokenizer_file = folder / "tokenizer.json"
@@ -113,17 +115,17 @@ class OnnxEncoder:
             pad_token=str(self.tokenizer.pad_token or "[PAD]"),
         )
 
-    def _to_onnx(self, transformer, target: Path) -> None:
+    def _to_onnx(self, transformer: Any, target: Path) -> None:
         import torch
 
         require(Extra.FAST, "onnx", "exporting the encoder to ONNX", 'or encoder = "torch" / --encoder torch')
 
         class Pooled(torch.nn.Module):
-            def __init__(self, model) -> None:
+            def __init__(self, model: Any) -> None:
                 super().__init__()
                 self.model = model
 
-            def forward(self, input_ids, attention_mask, token_type_ids):
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
                 hidden = self.model(
                     input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
                 ).last_hidden_state
@@ -196,7 +198,7 @@ class _HintFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def _without_preprocessing_hint():
+def _without_preprocessing_hint() -> Iterator[None]:
     """onnxruntime's `quantize_dynamic` logs, on the root logger, advice to run its shape pre-processing first; for
     this dynamic weight-only int8 export it is noise a user cannot act on, so that one record is dropped while
     quantizing (every other record passes)."""

@@ -31,9 +31,10 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -99,7 +100,7 @@ class OpenAIEmbedder:
         timeout_s: float = 120.0,
         max_attempts: int = 5,
         max_retry_s: float = 300.0,
-        sleep=None,
+        sleep: Callable[[float], None] | None = None,
         concurrency: int = 1,
     ) -> None:
         if not model or not str(model).strip():
@@ -266,7 +267,7 @@ class OpenAIEmbedder:
         with self._lock:  # the first reply sets the dimension; the others are checked against it
             return self._vectors(body, len(batch))
 
-    def _vectors(self, body, n: int) -> np.ndarray:
+    def _vectors(self, body: Any, n: int) -> np.ndarray:
         where = f"embeddings endpoint {self._endpoint.shown} (model {self.name})"
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -44,11 +44,11 @@ class EmbeddingProvider(Protocol):
     def embed(self, texts: list[str], progress: bool = False) -> np.ndarray: ...
 
 
-def provider_of(embedder) -> str:
+def provider_of(embedder: Any) -> str:
     return getattr(embedder, "provider", DEFAULT_PROVIDER)
 
 
-def embedding_record(embedder, dimension: int) -> dict:
+def embedding_record(embedder: Any, dimension: int) -> dict:
     """The manifest's `embedding` section for vectors of `dimension` made by `embedder`."""
     record = {
         "provider": provider_of(embedder),
@@ -66,7 +66,7 @@ def embedding_identity(record: dict) -> str:
     return f"{record.get('provider', DEFAULT_PROVIDER)}:{record.get('model')}:{record.get('dimension', '?')}{precision}"
 
 
-def known_dimension(embedder) -> int | None:
+def known_dimension(embedder: Any) -> int | None:
     """The provider's dimension when known without a request (a loaded local model always knows it)."""
     if embedder is None:
         return None
@@ -85,7 +85,7 @@ def mismatch(record: dict, provider: str, model: str, dimension: int | None = No
     return None
 
 
-def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", **endpoint):
+def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", **endpoint: Any) -> Any:
     """The provider that embeds like the index whose manifest records `record` (queries, new chunks), a local
     model on `device` (`ragsieve.tools.index.embedders.device`: an fp16 index on a CPU-only machine runs in fp32 there).
 
@@ -123,7 +123,7 @@ def open_embedder(record: dict, *, batch_size: int = 64, device: str = "auto", *
     )
 
 
-def placement_of(embedder) -> str:
+def placement_of(embedder: Any) -> str:
     """What embeds queries, for the trace: `<encoder> on <device>` for a local model, else the provider."""
     if isinstance(embedder, (Embedder, OpenAIEmbedder)):
         return embedder.placement

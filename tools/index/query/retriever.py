@@ -28,6 +28,7 @@ are never returned, unless the filter asks for `kind="toc"`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class HybridRetriever:
         dense_weight: float = 1.0,
         candidate_k: int = 100,
         fusion_site: str | FusionSite = FusionSite.AUTO,
-        where=None,
+        where: Any = None,
         symbols: bool = True,
         collapse: bool = True,
         sections: bool = True,
@@ -90,7 +91,7 @@ class HybridRetriever:
                 'use equal bm25/dense weights, weighted fusion, or fusion_site "client"'
             )
 
-    def with_filter(self, where) -> "HybridRetriever":
+    def with_filter(self, where: Any) -> "HybridRetriever":
         """The same retriever restricted by a metadata filter (None: unrestricted)."""
         clone = HybridRetriever.__new__(HybridRetriever)
         clone.__dict__.update(self.__dict__)
@@ -107,7 +108,7 @@ class HybridRetriever:
         allowed = set(self.index.filter_rows(self.where))
         return [r for r in rows if r in allowed]
 
-    def _server_fuses(self, rows, w_bm25: float, w_dense: float) -> bool:
+    def _server_fuses(self, rows: Any, w_bm25: float, w_dense: float) -> bool:
         if rows is not None or not isinstance(self.index, ServerFusion) or not (w_bm25 > 0 and w_dense > 0):
             return False
         if self.fusion_site is FusionSite.SERVER:

@@ -54,7 +54,7 @@ def _stopwords() -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _stemmer(language: str):
+def _stemmer(language: str) -> Any:
     try:
         import Stemmer
     except ImportError as exc:
@@ -125,7 +125,7 @@ def lucene_bm25_scores(corpus_tokens: list[list[str]], query_tokens: list[str], 
     return out
 
 
-def _lucene_okapi_class():
+def _lucene_okapi_class() -> type:
     try:
         from rank_bm25 import BM25Okapi
     except ImportError as exc:
@@ -140,7 +140,7 @@ def _lucene_okapi_class():
         equal to `lucene_bm25_scores`.
         """
 
-        def _calc_idf(self, nd) -> None:
+        def _calc_idf(self, nd: dict[str, int]) -> None:
             for word, freq in nd.items():
                 self.idf[word] = lucene_idf(freq, self.corpus_size) / (self.k1 + 1)
             self.average_idf = sum(self.idf.values()) / max(len(self.idf), 1)
@@ -251,7 +251,7 @@ class BM25Index:
             return np.zeros(self.n_docs, dtype=np.float64)
         return np.asarray(self._model.get_scores(q), dtype=np.float64)
 
-    def score_rows(self, query: str, rows) -> np.ndarray:
+    def score_rows(self, query: str, rows: Any) -> np.ndarray:
         """BM25 scores of `rows` only (the backend-neutral way to score hits)."""
         scores = self._last_scores(query)
         return scores[np.asarray(list(rows), dtype=np.int64)] if len(rows) else np.zeros(0)

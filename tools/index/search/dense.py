@@ -9,6 +9,7 @@ rows) so that incremental re-indexing reuses them and subset search is exact.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return v / np.where(norms == 0, 1.0, norms)
 
 
-def corpus_similarities(vectors, query: np.ndarray, block: int = 65536) -> np.ndarray:
+def corpus_similarities(vectors: Any, query: np.ndarray, block: int = 65536) -> np.ndarray:
     """Cosine of `query` with every row of `vectors` (unit rows), float64, `block` rows at a time:
     a memory-mapped float32 matrix of millions of rows is never copied whole to float64."""
     q = np.asarray(query, dtype=np.float64).reshape(-1)
@@ -39,7 +40,7 @@ def corpus_similarities(vectors, query: np.ndarray, block: int = 65536) -> np.nd
     return out
 
 
-def _faiss():
+def _faiss() -> Any:
     try:
         import faiss
     except ImportError as exc:
@@ -82,7 +83,7 @@ class DenseIndex:
         self._set(index, v)
         return self
 
-    def _set(self, index, vectors: np.ndarray) -> None:
+    def _set(self, index: Any, vectors: np.ndarray) -> None:
         if self.kind is FaissKind.HNSW:
             index.hnsw.efSearch = self.ef_search
         self._index = index
@@ -192,7 +193,7 @@ class DenseIndex:
         return self._faiss_top(index, vector, min(k, len(admitted)), faiss.SearchParameters(sel=admitted.selector()))
 
     @staticmethod
-    def _faiss_top(index, vector: np.ndarray, k: int, params) -> list[tuple[int, float]]:
+    def _faiss_top(index: Any, vector: np.ndarray, k: int, params: Any) -> list[tuple[int, float]]:
         q = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
         scores, ids = index.search(q, k, params=params)
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
