@@ -88,7 +88,7 @@ class OnnxEncoder:
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 log.info("quantizing the ONNX export to int8 once")
-                tmp = int8.with_suffix(".tmp.onnx")
+                tmp = int8.with_suffix(f".{os.getpid()}.tmp.onnx")
                 with _without_preprocessing_hint():
                     quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
                 os.replace(tmp, int8)
@@ -103,7 +103,7 @@ class OnnxEncoder:
         if backend is None:
             return
         if not tokenizer_file.is_file():
-            tmp = tokenizer_file.with_suffix(".tmp")
+            tmp = tokenizer_file.with_suffix(f".{os.getpid()}.tmp")
             backend.save(str(tmp))
             os.replace(tmp, tokenizer_file)
         write_pointer(
@@ -137,7 +137,7 @@ class OnnxEncoder:
         sample = self.tokenizer(["an example", "a second, longer example sentence"], padding=True, return_tensors="pt")
         names = ["input_ids", "attention_mask", "token_type_ids"]
         axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
-        tmp = target.with_suffix(".tmp.onnx")
+        tmp = target.with_suffix(f".{os.getpid()}.tmp.onnx")
         try:
             # the exporter's TracerWarnings and opset notes are about its tracing, not the user's data: not shown
             with torch.no_grad(), warnings.catch_warnings():
