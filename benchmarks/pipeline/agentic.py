@@ -121,7 +121,7 @@ def run_question(orch: Orchestrator, q: dict, plan: str) -> dict:
                 "same_as_fast": loop.selection.get("same_as_fast"),
                 "fallback": result.fallback.model_dump() if result.fallback else None,
                 "resolved": result.resolved,
-                # what the combination rule saw: lets benchmarks/pipeline/combine_replay.py score other rules
+                # what the combination rule saw: lets a replay score other rules on the same verdicts
                 # on the same verdicts (the loop's verdicts do not depend on the rule)
                 "selection_inputs": {
                     "first_stage": list(result.first_stage),
