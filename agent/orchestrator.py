@@ -80,7 +80,7 @@ class Orchestrator:
         config = config or Config()
         # local, or the Milvus collection the index was published to; queries embedded on [index] device
         index = open_index(index_dir, embedder, device=config.index.device)
-        retriever = _retriever(index, config)
+        retriever = build_retriever(index, config)
         if chat is not None and llm is None:
             llm = LLM(
                 chat,
@@ -180,10 +180,10 @@ class Orchestrator:
         except ValueError as exc:
             raise UsageError(f"invalid setting: {exc}") from None
 
-    def _retriever_for(self, config: Config) -> Any:
+    def _retriever_for(self, config: Config) -> HybridRetriever:
         if config is self.config or config.retrieval == self.config.retrieval:
             return self.retriever
-        return _retriever(self.index, config)
+        return build_retriever(self.index, config)
 
     def _rewrite(self, state: RunState, history: list[Turn], deps: Deps) -> None:
         """A follow-up becomes a stand-alone question before retrieval (traced; `asked` keeps the user's words)."""
@@ -220,7 +220,8 @@ class Orchestrator:
         self.close()
 
 
-def _retriever(index: IndexBackend, config: Config) -> Any:
+def build_retriever(index: IndexBackend, config: Config) -> HybridRetriever:
+    """The hybrid retriever the plans use over `index`, built from `config`'s `[retrieval]` section."""
     from ragsieve.tools.index.query.retriever import HybridRetriever
 
     r = config.retrieval

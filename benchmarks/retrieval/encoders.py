@@ -62,11 +62,11 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 def quality(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
     """The default retrieval and the former 50/50 weights on the same vectors, each query embedded once."""
     from ragsieve.agent.config import Config
-    from ragsieve.agent.orchestrator import _retriever  # the product's retriever, built from `[retrieval]`
+    from ragsieve.agent.orchestrator import build_retriever  # the product's retriever, built from `[retrieval]`
     from ragsieve.tools.metrics import docs_from_chunks, ndcg_at_k, recall_at_k
 
     r = Config().retrieval
-    retriever = _retriever(index, Config())
+    retriever = build_retriever(index, Config())
     variants = {"default": None, "equal_weights": (1.0, 1.0)}
     scores: dict[str, dict[str, list[float]]] = {v: {"ndcg": [], "recall": []} for v in variants}
     index.embed_query("warm up")

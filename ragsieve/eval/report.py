@@ -1,21 +1,15 @@
-"""Aggregates, `results.json`, `report.md` and PNG plots of an evaluation run (`ragsieve.eval.evaluate`)."""
+"""Aggregates and the `report.md` text of an evaluation run (`ragsieve.eval.evaluate`); files: `outputs`."""
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import platform
 import time
-from importlib import metadata
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from ragsieve.tools.extras import Extra, require
+from ragsieve.eval.provenance import machine_info, source_commit, versions
 from ragsieve.tools.metrics import mean, p50_p95
-
-log = logging.getLogger(__name__)
 
 RETRIEVAL_KEYS = [
     "fs_ndcg@10",
@@ -56,76 +50,6 @@ LABELS = {
     "wall_p50_s": "wall p50 (s)",
     "wall_p95_s": "wall p95 (s)",
 }
-PLOTTED = [
-    "fs_ndcg@10",
-    "fs_recall@100",
-    "fs_mrr",
-    "ctx_ndcg@10",
-    "gold_fraction",
-    "em",
-    "f1",
-    "abstain_correct",
-    "squad2_f1",
-    "judge_correct",
-]
-VERSIONED = [
-    "ragsieve",
-    "numpy",
-    "faiss-cpu",
-    "sentence-transformers",
-    "torch",
-    "bm25s",
-    "rank-bm25",
-    "flashrank",
-    "openai",
-    "pydantic",
-    "scikit-learn",
-    "xllamacpp",
-]
-
-
-def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-
-
-def source_commit() -> str | None:
-    """The git commit of the ragsieve source tree this runs from (a checkout or an editable install; "+dirty"
-    when it has uncommitted changes), None for an installed wheel: a result names the code that produced it."""
-    import subprocess
-
-    here = Path(__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty else "")
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for name in VERSIONED:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def _means(rows: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
@@ -312,61 +236,3 @@ def render_report(results: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         lines += ["## Where the plans differ", ""] + _wins(rows, list(summary), primary_metric(summary))
     lines += ["Plots: `plots/metric_per_plan.png`, `plots/cost_vs_quality.png`. Metric definitions: `tools/metrics.py`.", ""]
     return "\n".join(lines)
-
-
-def plot(results: dict[str, Any], folder: Path) -> list[Path]:
-    """Two PNGs: grouped bars of the quality metrics per plan; headline metric vs cost per plan."""
-    matplotlib = require(Extra.EVAL, "matplotlib", "the evaluation's plots")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = results["plans"]
-    folder.mkdir(parents=True, exist_ok=True)
-    plans = list(summary)
-    merged = {p: {**s["retrieval"], **s["answers"]} for p, s in summary.items()}
-    keys = [k for k in PLOTTED if any(merged[p].get(k) is not None for p in plans)]
-    fig, ax = plt.subplots(figsize=(min(14, 3 + 0.6 * len(keys) * max(1, len(plans)) ** 0.5), 4.5))
-    width = 0.8 / max(1, len(plans))
-    for i, plan in enumerate(plans):
-        xs = [j + i * width for j in range(len(keys))]
-        ax.bar(xs, [merged[plan].get(k) or 0.0 for k in keys], width, label=plan)
-    ax.set_xticks([j + width * (len(plans) - 1) / 2 for j in range(len(keys))])
-    ax.set_xticklabels([LABELS[k] for k in keys], rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"Quality per plan ({Path(results['dataset']['folder']).name}, n={results['dataset']['evaluated']})")
-    ax.legend()
-    fig.tight_layout()
-    first = folder / "metric_per_plan.png"
-    fig.savefig(first, dpi=110)
-    plt.close(fig)
-
-    key = primary_metric(summary)
-    part = "answers" if key in ANSWER_KEYS else "retrieval"
-    tokens = [s["cost"].get("prompt_tokens", 0) + s["cost"].get("completion_tokens", 0) for s in summary.values()]
-    use_tokens = any(tokens)
-    xs = tokens if use_tokens else [s["cost"]["wall_p50_s"] or 0.0 for s in summary.values()]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for plan, x in zip(plans, xs):
-        y = summary[plan][part].get(key) or 0.0
-        ax.scatter([x], [y], s=60)
-        ax.annotate(plan, (x, y), textcoords="offset points", xytext=(5, 5))
-    ax.set_ylim(0, 1.05)
-    ax.set_xlim(left=0, right=max(xs + [1e-9]) * 1.25)
-    ax.set_xlabel("LLM tokens per question (prompt + completion)" if use_tokens else "wall time p50 per question (s)")
-    ax.set_ylabel(LABELS[key])
-    ax.set_title("Cost vs quality")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    second = folder / "cost_vs_quality.png"
-    fig.savefig(second, dpi=110)
-    plt.close(fig)
-    return [first, second]
-
-
-def write_outputs(results: dict[str, Any], rows: list[dict[str, Any]], out: Path) -> None:
-    """results.json, report.md and plots/*.png under `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    results["plots"] = [str(p.relative_to(out)) for p in plot(results, out / "plots")]
-    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    (out / "report.md").write_text(render_report(results, rows), encoding="utf-8")
-    log.info("wrote %s", out / "results.json")

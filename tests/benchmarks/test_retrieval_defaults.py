@@ -20,12 +20,12 @@ def test_the_default_retrieval_is_weighted_fusion_with_the_train_chosen_weights(
 
 
 def test_the_orchestrators_retriever_gets_the_default_weights():
-    from ragsieve.agent.orchestrator import _retriever
+    from ragsieve.agent.orchestrator import build_retriever
 
     class Index:  # what the constructor reads of an index: nothing but its type
         pass
 
-    retriever = _retriever(Index(), Config())
+    retriever = build_retriever(Index(), Config())
     assert retriever.weights == (0.6, 0.4) and retriever.fusion.value == "weighted"
 
 

@@ -228,5 +228,5 @@ def test_ray_without_the_ray_extra(docs, tmp_path):
 
 def test_eval_without_the_eval_extra(tmp_path):
     assert_one_line(cli_without("eval", "eval", "scifact", "--index", "idx", cwd=tmp_path), "eval")
-    code = "from pathlib import Path\nfrom ragsieve.eval.report import plot\nplot({'plans': {}}, Path('p'))"
+    code = "from pathlib import Path\nfrom ragsieve.eval.outputs import plot\nplot({'plans': {}}, Path('p'))"
     assert_names_extra(library_without("eval", code, tmp_path), "eval")
