@@ -83,12 +83,13 @@ def test_the_encoder_follows_the_device():
 
 def test_the_builder_on_a_gpu_machine_picks_torch_fp16_and_larger_batches(tmp_path, monkeypatch):
     from ragsieve.tools.index.building.builder import IndexBuilder
+    from ragsieve.tools.index.building.settings import generation_settings, resolve_long_code
 
     monkeypatch.setattr(device_mod.TorchAccelerators, "cuda_count", lambda self: 1)
     builder = IndexBuilder(tmp_path / "idx", progress=False)  # device auto: nothing is loaded yet
     assert builder.encoder == "torch-fp16" and str(builder.device) == "cuda:0" and builder.batch_size == 512
-    builder._resolve_long_code(None)  # what a build does first
-    assert builder._settings()["chunking"]["precision"] == "fp16"
+    builder.long_code = resolve_long_code(builder.long_code, builder.provider, None)  # what a build does first
+    assert generation_settings(builder.context())["chunking"]["precision"] == "fp16"
     assert builder._cache_model() == "sentence-transformers/all-MiniLM-L6-v2#fp16+windows"
     cpu = IndexBuilder(tmp_path / "cpu", progress=False, device="cpu")
     assert cpu.encoder == "onnx-int8" and str(cpu.device) == "cpu" and cpu.batch_size == 64

@@ -32,12 +32,13 @@ from ragsieve.tools.access.labels import set_front_matter
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.change_plan import ids_to_remove, listed_change, plan_change
 from ragsieve.tools.index.building.context import BuildContext, checkpoint_model
-from ragsieve.tools.index.building.embed_cache import EmbeddingCache  # keyed by encoder (issue 28)
+from ragsieve.tools.index.building.embed_cache import EmbeddingCache, keep_live  # keyed by encoder (issue 28)
 from ragsieve.tools.index.building.encoder_choice import choose_encoder
 from ragsieve.tools.index.building.generation_writer import incremental_applies, write_generation
 from ragsieve.tools.index.building.incremental import collect_stores
 from ragsieve.tools.index.building.progress import Progress
-from ragsieve.tools.index.building.report import BuildReport, embed_figures, excluded_counts
+from ragsieve.tools.index.building.report import UPGRADED_CELLS, BuildReport, embed_figures, load_figures
+from ragsieve.tools.index.building.settings import generation_settings, resolve_long_code
 from ragsieve.tools.index.building.sources import gather
 from ragsieve.tools.index.building.windows import LongCode
 from ragsieve.tools.index.embedders import known_dimension, mismatch, provider_of
@@ -71,10 +72,6 @@ log = logging.getLogger(__name__)
 
 
 STREAM_MIN_DOCS = 256  # below this, chunking is instant and the serial path is as fast
-UPGRADED_CELLS = (
-    "index upgraded once: IVF cells stored so that later changes search only the cells they touch "
-    "(this build rewrote the base segment; docs/local-layout.md)"
-)
 
 
 class IndexBuilder:
@@ -149,43 +146,6 @@ class IndexBuilder:
         self.batch_size, self.progress, self._embedder = batch_size, progress, embedder
         self.sparse_percentile = sparse_percentile
         self.index_titles = index_titles
-
-    def _settings(self) -> dict:
-        """Settings whose change forces a new generation; `chunking` ones also force re-embedding."""
-        assert self.long_code is not None, "_resolve_long_code runs first"
-        return {
-            "chunking": {
-                "model": self.model,
-                "chunk_tokens": self.chunker.chunk_tokens,
-                "index_titles": self.index_titles,
-                "code": "cast-1" if self.chunker.syntax else "lines",
-                "symbol_headers": self.symbol_headers,
-                **({"header_words": self.header_words} if self._record_header_words else {}),
-                **({"long_code": self.long_code.value} if self.long_code is not LongCode.HEAD else {}),
-                # torch and onnx agree to float precision (one embedding space); int8 does not;
-                # fp16 is within 0.9996 cosine of fp32 (a fp16 index extended on a CPU keeps it)
-                "precision": {"onnx-int8": "int8", "torch-fp16": "fp16"}.get(self.encoder or "", "fp32"),
-            }
-            | ({"provider": self.provider} if self.provider != "sentence-transformers" else {}),
-            "faiss": self.dense_proto.params,
-            "bm25": self.bm25_proto.params,
-            "sparse": {"percentile": self.sparse_percentile},
-        }
-
-    def _resolve_long_code(self, prev: dict | None) -> None:
-        """`long_code` as given, else as the previous generation recorded it (absent: `head`), else `windows`;
-        refused for an embedding provider whose tokenizer is unknown here (an endpoint)."""
-        if self.long_code is None and prev is not None:
-            self.long_code = LongCode(prev["settings"]["chunking"].get("long_code", LongCode.HEAD.value))
-        if self.provider != "sentence-transformers":
-            if self.long_code is LongCode.WINDOWS:
-                raise UsageError(
-                    f"long_code 'windows' needs the local encoder's tokenizer; the {self.provider!r} "
-                    "embedding provider embeds each chunk as the endpoint cuts it (long_code 'head')"
-                )
-            self.long_code = LongCode.HEAD
-        elif self.long_code is None:
-            self.long_code = LongCode.WINDOWS
 
     def _embedder_for(self) -> Embedder | OpenAIEmbedder:
         """The embedder, loaded now (a benchmark loads it before it times a build)."""
@@ -302,13 +262,13 @@ class IndexBuilder:
         busy_before = self._busy_s()
         prev_gen = None if rebuild else current_generation(self.root)
         prev = read_manifest(prev_gen) if prev_gen is not None and (prev_gen / MANIFEST).is_file() else None
-        self._resolve_long_code(prev)
+        self.long_code = resolve_long_code(self.long_code, self.provider, prev)
         # an index built before code headers spelled their names in words keeps its text (a new one spells them)
         recorded = None if prev is None else prev["settings"]["chunking"]
         self.header_words = self.symbol_headers and (recorded is None or bool(recorded.get("header_words")))
         self._record_header_words = recorded is None or "header_words" in recorded  # the same settings dict
-        settings = self._settings()
         ctx = self.context()
+        settings = generation_settings(ctx, record_header_words=self._record_header_words)
         why = None if prev is None else mismatch(prev["embedding"], self.provider, self.model, known_dimension(self._embedder))
         if why:
             raise UsageError(
@@ -331,14 +291,7 @@ class IndexBuilder:
                 prev_docs, unchanged, kept, counts = listed_change(
                     prev_store, docs, scopes, remove, sync, reuse, prev_gen if prev is not None else None
                 )
-            common = {
-                "index_dir": str(self.root),
-                "load": vars(loaded.stats) | {"skipped": len(loaded.stats.skipped)},
-                "load_summary": loaded.stats.summary(),
-                "problems": loaded.stats.problems(),
-                "excluded": excluded_counts(loaded.stats),
-                **counts,
-            }
+            common = {"index_dir": str(self.root), **load_figures(loaded.stats), **counts}
             if (
                 prev is not None
                 and prev_gen is not None
@@ -373,14 +326,7 @@ class IndexBuilder:
         switch_current(self.root, gen, keep=prev_gen if prev_gen is not None else live_generation(self.root))
         collect_stores(self.root)  # records and stores of the incremental layout no generation sees any more
         if (self.root / "embeddings.sqlite").exists():  # the checkpoint keeps what the live index holds
-            cache = EmbeddingCache(self.root / "embeddings.sqlite", ctx.cache_model())
-            try:
-                if ctx.last_keys is None:  # incremental: the texts this build removed
-                    cache.forget(ctx.gone_keys)
-                else:
-                    cache.prune(ctx.last_keys)
-            finally:
-                cache.close()
+            keep_live(EmbeddingCache(self.root / "embeddings.sqlite", ctx.cache_model()), ctx.last_keys, ctx.gone_keys)
         return BuildReport(
             generation=gen.name,
             written=True,

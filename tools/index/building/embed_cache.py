@@ -122,3 +122,15 @@ def embed_resumable(
         report(min(s + step, len(missing)))
     report(None)
     return len(rows) - len(missing)
+
+
+def keep_live(cache: EmbeddingCache, last_keys: set[str] | None, gone_keys: set[str]) -> None:
+    """After a build went live, keep (and close) the checkpoint of what the live index holds: the build's
+    keys (`last_keys`), or without them (an incremental build) all but the texts it removed."""
+    try:
+        if last_keys is None:
+            cache.forget(gone_keys)
+        else:
+            cache.prune(last_keys)
+    finally:
+        cache.close()

@@ -33,7 +33,7 @@ import numpy as np
 from ragsieve.tools.errors import UsageError
 from ragsieve.tools.index.building.context import BuildContext
 from ragsieve.tools.index.building.embed_cache import EmbeddingCache, embed_resumable
-from ragsieve.tools.index.building.layout import plan_rows
+from ragsieve.tools.index.building.layout import Layout, plan_rows
 from ragsieve.tools.index.building.progress import progress_reporter
 from ragsieve.tools.index.building.report import indexed_text
 from ragsieve.tools.index.building.windows import code_headers
@@ -297,3 +297,48 @@ def collect_stores(root: Path) -> dict:
         finally:
             store.close()
     return {"stores_deleted": deleted, "records_deleted": records}
+
+
+def copied_store(gen: Path, prev_store: ChunkStore, prev_gen: Path, chunked: Chunked, keep: set[str]) -> Layout:
+    """Copy the previous chunk store and edit it: drop the documents not kept, move tail rows into the holes,
+    add the new documents in the rows `plan_rows` gives them."""
+    prev_docs = prev_store.documents()
+    dropped = [d for d in prev_docs if d not in keep]
+    freed = [r for d in dropped for r in prev_store.doc_rows(d)]
+    layout = plan_rows(prev_store.count(), freed, [(d.doc_id, len(chunks)) for d, chunks in chunked])
+    if (prev_gen / "chunks.sqlite").is_file():
+        shutil.copyfile(prev_gen / "chunks.sqlite", gen / "chunks.sqlite")
+    else:  # the previous generation reads a shared store: its visible records become this file
+        _export_visible(prev_store, gen / "chunks.sqlite")
+    store = ChunkStore(gen / "chunks.sqlite")
+    try:
+        store.drop_documents(dropped)
+        store.move_rows(layout.moved)
+        for d, chunks in chunked:
+            store.add_document(d.doc_id, d.source, d.content_hash, chunks, layout.new_rows[d.doc_id])
+        store.commit()
+        if store.count() != layout.n:
+            raise RuntimeError(f"chunk store holds {store.count()} rows, layout says {layout.n}")
+    finally:
+        store.close()
+    return layout
+
+
+def _export_visible(prev_store: ChunkStore, path: Path) -> None:
+    ChunkStore(path).close()  # the per-generation schema
+    db = prev_store._db
+    cols = "doc_id, chunk_index, row, text, text_hash, source, title, kind, line_start, line_end, symbol"
+    dcols = "doc_id, source, content_hash, n_chunks, first_row"
+    out = __import__("sqlite3").connect(path)
+    try:
+        out.executemany(
+            f"INSERT INTO chunks ({cols}) VALUES ({','.join('?' * 11)})",
+            db.execute(f"SELECT {cols} FROM chunks WHERE 1{prev_store._vis}"),
+        )
+        out.executemany(
+            f"INSERT INTO documents ({dcols}) VALUES (?, ?, ?, ?, ?)",
+            db.execute(f"SELECT {dcols} FROM documents WHERE 1{prev_store._vis}"),
+        )
+        out.commit()
+    finally:
+        out.close()

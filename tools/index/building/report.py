@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -21,6 +21,12 @@ from ragsieve.tools.types import Chunk
 
 if TYPE_CHECKING:
     from ragsieve.tools.ingest.walk import LoadStats
+
+
+UPGRADED_CELLS = (
+    "index upgraded once: IVF cells stored so that later changes search only the cells they touch "
+    "(this build rewrote the base segment; docs/local-layout.md)"
+)
 
 
 class BuildReport(BaseModel):
@@ -108,6 +114,16 @@ def excluded_counts(stats: LoadStats) -> dict[str, int]:
             key = why.split(";")[0].replace("skipped by default (", "default: ")
             out[key] = out.get(key, 0) + 1
     return out
+
+
+def load_figures(stats: LoadStats) -> dict[str, Any]:
+    """What a build's report says of the files it read: counts, the one-line summary, problems, exclusions."""
+    return {
+        "load": vars(stats) | {"skipped": len(stats.skipped)},
+        "load_summary": stats.summary(),
+        "problems": stats.problems(),
+        "excluded": excluded_counts(stats),
+    }
 
 
 def corpus_fingerprint(doc_hashes: dict[str, str]) -> str:
