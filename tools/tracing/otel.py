@@ -106,7 +106,7 @@ class GuardedExporter:
 
 
 def attribute(value: Any) -> Any:
-    """`value` as an OTel attribute (str, bool, int, float or a list of one of them); None when there is none."""
+    """`value` as an OTel attribute (str, bool, int, float or a tuple of one of them); None when there is none."""
     if value is None or type(value) in _PLAIN:
         return value
     if isinstance(value, Kind):
@@ -114,9 +114,9 @@ def attribute(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         items = [v for v in value if v is not None]
         if all(isinstance(v, str) for v in items) or all(isinstance(v, bool) for v in items):
-            return list(items)
+            return tuple(items)  # a tuple, as the SDK keeps a sequence
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
-            return [float(v) for v in items] if any(isinstance(v, float) for v in items) else list(items)
+            return tuple(float(v) for v in items) if any(isinstance(v, float) for v in items) else tuple(items)
     if isinstance(value, (str, bool, int, float)):  # a subclass (a str enum, a numpy scalar's Python twin)
         return value
     return json.dumps(value, default=str, ensure_ascii=False)[:4000]
@@ -357,6 +357,7 @@ class OtelTracer:
         if longest is not None:
             attrs = {k: v[:longest] if isinstance(v, str) else v for k, v in attrs.items()}
         events = [self._event(name, pairs, stamp) for name, pairs, stamp in span.events[: limits.max_events]]
+        span.attrs, span.events = {}, []  # a set after the end is lost, as the SDK ignores it
         self.processor.on_end(
             self._readable(
                 name=span.name,
