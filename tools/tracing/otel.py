@@ -202,8 +202,10 @@ class QuickSpan:
     The SDK would check every attribute again (`BoundedAttributes`), ~100 us a span: ragsieve's values are
     cleaned once, here, with the provider's count and length limits applied at the end."""
 
-    __slots__ = ("owner", "name", "context", "parent", "start", "attrs", "events", "status", "_tokens", "_counts")
-    recording = True
+    __slots__ = (
+        *("owner", "name", "context", "parent", "start", "attrs", "events", "status", "recording", "captures"),
+        *("_tokens", "_counts"),
+    )
 
     def __init__(self, owner: "OtelTracer", name: str, parent: "trace.SpanContext", attrs: dict[str, Any]) -> None:
         from opentelemetry.trace import SpanContext
@@ -212,13 +214,10 @@ class QuickSpan:
         self.context = SpanContext(parent.trace_id, owner.new_span_id(), False, parent.trace_flags, parent.trace_state)
         self.events: list[Any] = []
         self.status: Any = None
+        self.recording, self.captures = True, owner.content is not None
         self._tokens: tuple[Any, Any] | None = None
         self._counts: dict[str, int] | None = None
         self.start = owner.now()
-
-    @property
-    def captures(self) -> bool:
-        return self.owner.content is not None
 
     def __enter__(self) -> "QuickSpan":
         owner = self.owner
@@ -307,13 +306,15 @@ class OtelTracer:
         if self.quick:
             from time import time_ns
 
+            sdk_tracer: Any = self.tracer  # the SDK's Tracer (checked above): its id generator and resource
+
             from opentelemetry.sdk.trace import Event, ReadableSpan
             from opentelemetry.sdk.util.instrumentation import InstrumentationScope
             from opentelemetry.trace import NonRecordingSpan, Status
 
-            self.now, self.non_recording, self.new_span_id = time_ns, NonRecordingSpan, self.tracer.id_generator.generate_span_id
+            self.now, self.non_recording, self.new_span_id = time_ns, NonRecordingSpan, sdk_tracer.id_generator.generate_span_id
             self._readable, self._event, self._unset = ReadableSpan, Event, Status()
-            self._scope = InstrumentationScope(SCOPE)
+            self._scope, self._resource = InstrumentationScope(SCOPE), sdk_tracer.resource
         chars = resolved.content_chars
         self.content: Callable[[str], str] | None = None
         if resolved.capture_content and redact is not None:
@@ -363,7 +364,7 @@ class OtelTracer:
                 name=span.name,
                 context=span.context,
                 parent=span.parent,
-                resource=self.tracer.resource,
+                resource=self._resource,
                 attributes=attrs,
                 events=events,
                 kind=self.internal,
