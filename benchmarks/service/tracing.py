@@ -1,11 +1,13 @@
 """Tracing's cost: the service's own overhead traced against untraced, side by side in one run.
 
-    nice -n -10 .venv/bin/python -m benchmarks.service.tracing --questions 300
+    .venv/bin/python -m benchmarks.service.tracing --questions 500
 
 `ragsieve serve`'s app on 127.0.0.1 over an index of examples/ and a scripted model (no model time, so the figure
-is the pipeline's own), `POST /v1/ask` with the `full` plan, three arms: tracing off; on, every trace exported by
+is the pipeline's own), `POST /v1/ask` with the `full` plan, four arms: tracing off; on, every trace exported by
 the batching OTLP/HTTP exporter to a receiver on 127.0.0.1 that accepts every batch; on with the operator's
-sampling lever (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`, `_ARG=0.1`). Each round asks the question once
+sampling lever (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`, `_ARG=0.1`); and, for comparison, every trace
+exported with each span opened through the SDK's tracer (`traced_sdk_spans`: what ragsieve did before its own
+provider's child spans were recorded as `QuickSpan`s), its paired difference to `traced` in the result. Each round asks the question once
 per arm, in a random order (seeded), so the load of a shared machine falls on every arm alike; each arm keeps
 its own tracer, whose exporter batches in the background as in production. Per arm: latency p50/p95 (wall), and
 CPU per question: the median process time of a request (client, server and any exporter work that overlapped
@@ -86,7 +88,7 @@ class Arm:
     """One arm: its tracer (None: off), built once and kept, so its exporter batches in the background as in
     production; the exporter thread's CPU (thread time inside `export`) and the spans it sent are counted."""
 
-    def __init__(self, name: str, endpoint: str | None, environ: dict[str, str]) -> None:
+    def __init__(self, name: str, endpoint: str | None, environ: dict[str, str], quick: bool = True) -> None:
         from ragsieve.agent.config import TracingConfig
         from ragsieve.tools.tracing.otel import OtelTracer
         from ragsieve.tools.tracing.settings import resolve
@@ -102,6 +104,7 @@ class Arm:
             self.tracer = OtelTracer(resolve(TracingConfig(endpoint=endpoint)), None)
             for key in environ:
                 os.environ.pop(key)
+            self.tracer.quick = self.tracer.quick and quick  # False: every span through the SDK's tracer
             inner = self.tracer.exporter.inner.export
 
             def export(spans):
@@ -149,6 +152,7 @@ def overhead(index: Path, questions: int) -> dict:
 
     sink = Sink()
     arms = [Arm("untraced", None, {}), Arm("traced", sink.endpoint, {}), Arm("sampled_10pct", sink.endpoint, SAMPLER)]
+    arms.append(Arm("traced_sdk_spans", sink.endpoint, {}, quick=False))  # the same spans, each through the SDK
     rng = random.Random(58)
     svc = serve(index)
     try:
@@ -179,12 +183,15 @@ def overhead(index: Path, questions: int) -> dict:
         tracing.reset()
     out = {arm.name: arm.summary() for arm in arms}
     base = out["untraced"]
-    for arm, summary in zip(arms[1:], (out["traced"], out["sampled_10pct"])):
+    for arm in arms[1:]:
+        summary = out[arm.name]
         summary["p50_overhead_ms"] = round(summary["p50_ms"] - base["p50_ms"], 3)
         summary["p95_overhead_ms"] = round(summary["p95_ms"] - base["p95_ms"], 3)
         summary["cpu_overhead_ms_per_question"] = round(summary["cpu_ms_per_question"] - base["cpu_ms_per_question"], 3)
         summary["paired_latency_overhead"] = paired(arm.wall, arms[0].wall)
         summary["paired_request_cpu_overhead"] = paired(arm.cpu, arms[0].cpu)
+    out["traced"]["paired_latency_vs_sdk_spans"] = paired(arms[1].wall, arms[3].wall)
+    out["traced"]["paired_request_cpu_vs_sdk_spans"] = paired(arms[1].cpu, arms[3].cpu)
     return {"arms": out, "promises": [promise(name, out[name], base) for name in ("traced", "sampled_10pct")]} | {
         "nice": os.nice(0),
         "plan": "full",

@@ -106,7 +106,7 @@ class GuardedExporter:
 
 
 def attribute(value: Any) -> Any:
-    """`value` as an OTel attribute (str, bool, int, float or a list of one of them); None when there is none."""
+    """`value` as an OTel attribute (str, bool, int, float or a tuple of one of them); None when there is none."""
     if value is None or type(value) in _PLAIN:
         return value
     if isinstance(value, Kind):
@@ -114,9 +114,9 @@ def attribute(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         items = [v for v in value if v is not None]
         if all(isinstance(v, str) for v in items) or all(isinstance(v, bool) for v in items):
-            return list(items)
+            return tuple(items)  # a tuple, as the SDK keeps a sequence
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
-            return [float(v) for v in items] if any(isinstance(v, float) for v in items) else list(items)
+            return tuple(float(v) for v in items) if any(isinstance(v, float) for v in items) else tuple(items)
     if isinstance(value, (str, bool, int, float)):  # a subclass (a str enum, a numpy scalar's Python twin)
         return value
     return json.dumps(value, default=str, ensure_ascii=False)[:4000]
@@ -192,6 +192,86 @@ class LiveSpan:
         return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
 
 
+class QuickSpan:
+    """A child span on ragsieve's own provider, recorded without the SDK's per-span machinery: its context
+    (the parent's trace id, flags and trace state, a span id from the provider's id generator, as the SDK's
+    built-in samplers would give a child of a sampled parent) goes into the OTel context like a live span's,
+    so code inside it (the application's instrumentation too) nests under it; its attributes (already plain,
+    `attribute`), events and times are kept in a dict and a list, and at `__exit__` it becomes one
+    `ReadableSpan` handed to the batching processor (a full queue drops it there, as the SDK's spans are).
+    The SDK would check every attribute again (`BoundedAttributes`), ~100 us a span: ragsieve's values are
+    cleaned once, here, with the provider's count and length limits applied at the end."""
+
+    __slots__ = (
+        *("owner", "name", "context", "parent", "start", "attrs", "events", "status", "recording", "captures"),
+        *("_tokens", "_counts"),
+    )
+
+    def __init__(self, owner: "OtelTracer", name: str, parent: "trace.SpanContext", attrs: dict[str, Any]) -> None:
+        from opentelemetry.trace import SpanContext
+
+        self.owner, self.name, self.parent, self.attrs = owner, name, parent, attrs
+        self.context = SpanContext(parent.trace_id, owner.new_span_id(), False, parent.trace_flags, parent.trace_state)
+        self.events: list[Any] = []
+        self.status: Any = None
+        self.recording, self.captures = True, owner.content is not None
+        self._tokens: tuple[Any, Any] | None = None
+        self._counts: dict[str, int] | None = None
+        self.start = owner.now()
+
+    def __enter__(self) -> "QuickSpan":
+        owner = self.owner
+        self._tokens = (owner.attach(owner.in_context(owner.non_recording(self.context))), current.set(self))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        owner = self.owner
+        if exc is not None:
+            import traceback
+
+            from opentelemetry.trace import Status, StatusCode
+
+            module, qualname = type(exc).__module__, type(exc).__qualname__
+            self.event(
+                "exception",
+                {
+                    "exception.type": f"{module}.{qualname}" if module and module != "builtins" else qualname,
+                    "exception.message": str(exc),
+                    "exception.stacktrace": "".join(traceback.format_exception(exc)),
+                    "exception.escaped": "False",
+                },
+            )
+            self.status = Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300])
+        if self._tokens is not None:
+            current.reset(self._tokens[1])
+            owner.detach(self._tokens[0])
+        owner.finish(self, owner.now())
+
+    def set(self, key: str, value: Any) -> None:
+        if value is not None and type(value) not in _PLAIN:
+            value = attribute(value)
+        if value is not None:
+            self.attrs[key] = value
+
+    def update(self, pairs: Mapping[str, Any]) -> None:
+        attributes(pairs, self.attrs)
+
+    def text(self, key: str, value: str | None) -> None:
+        content = self.owner.content
+        if value is not None and content is not None:
+            self.attrs[key] = content(str(value))
+
+    def event(self, name: str, pairs: Mapping[str, Any] | None = None) -> None:
+        self.events.append((name, attributes(pairs or {}, {}), self.owner.now()))
+
+    def count(self, key: str, by: int = 1) -> None:
+        counts = self._counts = self._counts or {}
+        counts[key] = self.attrs[key] = counts.get(key, 0) + by
+
+    def ids(self) -> tuple[str, str]:
+        return format(self.context.trace_id, "032x"), format(self.context.span_id, "016x")
+
+
 class OtelTracer:
     """Spans on the application's provider, or on ragsieve's own exporting one (`own` is then set)."""
 
@@ -204,6 +284,8 @@ class OtelTracer:
         self.resolved = resolved
         self.own: TracerProvider | None = None
         self.exporter: GuardedExporter | None = None
+        self.processor: Any = None  # our own provider's batching processor (QuickSpan hands its spans to it)
+        self.limits: Any = None
         self.attach, self.detach, self.in_context = context.attach, context.detach, trace.set_span_in_context
         self.current_span, self.propagator = trace.get_current_span, TraceContextTextMapPropagator()
         self.internal, self.server = trace.SpanKind.INTERNAL, trace.SpanKind.SERVER
@@ -218,6 +300,21 @@ class OtelTracer:
         self.prune = self.own is not None and type(self.own.sampler).__module__ == "opentelemetry.sdk.trace.sampling"
         self.provider = provider
         self.tracer = provider.get_tracer(SCOPE)
+        # children of a recording span on our own provider are QuickSpans (its samplers keep a sampled
+        # parent's children); the application's provider gets every span through its own SDK tracer
+        self.quick = self.prune and self.processor is not None and hasattr(self.tracer, "id_generator")
+        if self.quick:
+            from time import time_ns
+
+            sdk_tracer: Any = self.tracer  # the SDK's Tracer (checked above): its id generator and resource
+
+            from opentelemetry.sdk.trace import Event, ReadableSpan
+            from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+            from opentelemetry.trace import NonRecordingSpan, Status
+
+            self.now, self.non_recording, self.new_span_id = time_ns, NonRecordingSpan, sdk_tracer.id_generator.generate_span_id
+            self._readable, self._event, self._unset = ReadableSpan, Event, Status()
+            self._scope, self._resource = InstrumentationScope(SCOPE), sdk_tracer.resource
         chars = resolved.content_chars
         self.content: Callable[[str], str] | None = None
         if resolved.capture_content and redact is not None:
@@ -239,17 +336,44 @@ class OtelTracer:
         limits = None  # the operator's OTEL_*ATTRIBUTE_COUNT_LIMIT, else room for a retrieval's documents with their text
         if not any(name in os.environ for name in ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT")):
             limits = SpanLimits(max_span_attributes=ATTRIBUTE_LIMIT)
+        self.limits = limits or SpanLimits()
         own = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}), span_limits=limits)
-        own.add_span_processor(
-            BatchSpanProcessor(
-                self.exporter,  # type: ignore[arg-type]  # the exporter interface, not its base class
-                max_queue_size=resolved.max_queue,
-                max_export_batch_size=resolved.batch_size,
-                schedule_delay_millis=resolved.batch_delay_s * 1000,
-                export_timeout_millis=resolved.export_timeout_s * 1000,
+        self.processor = BatchSpanProcessor(
+            self.exporter,  # type: ignore[arg-type]  # the exporter interface, not its base class
+            max_queue_size=resolved.max_queue,
+            max_export_batch_size=resolved.batch_size,
+            schedule_delay_millis=resolved.batch_delay_s * 1000,
+            export_timeout_millis=resolved.export_timeout_s * 1000,
+        )
+        own.add_span_processor(self.processor)
+        return own
+
+    def finish(self, span: QuickSpan, end: int) -> None:
+        """A QuickSpan as the SDK's `ReadableSpan`, within the provider's limits, to the batching processor."""
+        limits, attrs = self.limits, span.attrs
+        most = limits.max_span_attributes
+        if most is not None and len(attrs) > most:  # as BoundedAttributes: the earliest set go first
+            attrs = dict(list(attrs.items())[-most:])
+        longest = limits.max_attribute_length
+        if longest is not None:
+            attrs = {k: v[:longest] if isinstance(v, str) else v for k, v in attrs.items()}
+        events = [self._event(name, pairs, stamp) for name, pairs, stamp in span.events[: limits.max_events]]
+        span.attrs, span.events = {}, []  # a set after the end is lost, as the SDK ignores it
+        self.processor.on_end(
+            self._readable(
+                name=span.name,
+                context=span.context,
+                parent=span.parent,
+                resource=self._resource,
+                attributes=attrs,
+                events=events,
+                kind=self.internal,
+                status=span.status or self._unset,
+                start_time=span.start,
+                end_time=end,
+                instrumentation_scope=self._scope,
             )
         )
-        return own
 
     def open(self, name: str, kind: Kind, pairs: Mapping[str, Any] | None) -> Span:
         if self.prune:
@@ -257,6 +381,10 @@ class OtelTracer:
             if parent is not None and not parent.recording:
                 return NULL  # the child of a span the sampler dropped: dropped too, so nothing is built
         cleaned = attributes(pairs, {SPAN_KIND: kind.value}) if pairs else {SPAN_KIND: kind.value}
+        if self.quick:
+            context = self.current_span().get_span_context()
+            if context.is_valid and not context.is_remote and context.trace_flags.sampled:
+                return QuickSpan(self, name, context, cleaned)  # a sampled local parent: its child is sampled
         return LiveSpan(self, self.tracer.start_span(name, kind=self.internal, attributes=cleaned))
 
     def open_request(self, name: str, headers: Mapping[str, str], pairs: Mapping[str, Any]) -> LiveSpan:
