@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
-import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,21 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import bench_io
+from benchmarks.bench_io import cpu_seconds as _cpu
+from benchmarks.scale.encoder_sets import alternated, run_one
 
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 DATA = REPO.parent / "shared" / "data"
 MEASURES = ["tools/index/", "agent/config/index.py", "tools/metrics.py", "benchmarks/retrieval/encoders.py"]
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _corpus(folder: Path) -> Path:
-    return next(folder / n for n in ("corpus.jsonl.gz", "corpus.jsonl") if (folder / n).is_file())
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -95,36 +86,6 @@ def quality(index, queries: dict, qrels: dict, qids: list[str]) -> dict:
     return out
 
 
-def run_one(name: str, encoder: str, work: Path, limit: int | None) -> dict:
-    from ragsieve.tools.datasets.beir import read_qrels, read_queries
-    from ragsieve.tools.index.building.builder import IndexBuilder
-    from ragsieve.tools.index.local.index import HybridIndex
-
-    folder = DATA / name
-    target = work / f"{name}-{encoder}"
-    shutil.rmtree(target, ignore_errors=True)
-    builder = IndexBuilder(target, encoder=encoder, progress=False)
-    builder._embedder_for()  # model load / ONNX session start-up are not indexing
-    cpu0, t0 = _cpu(), time.perf_counter()
-    report = builder.build([_corpus(folder)])
-    cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
-    row = {
-        "chunks": report.chunks_total,
-        "cpu_s": round(cpu, 2),
-        "wall_s": round(wall, 2),
-        "chunks_per_cpu_s": round(report.chunks_total / cpu, 3),
-        "chunks_per_wall_s": round(report.chunks_total / wall, 3),
-        "load_average": os.getloadavg()[0],
-    }
-    queries, qrels = read_queries(folder / "queries.jsonl"), read_qrels(folder / "qrels" / "test.tsv")
-    qids = sorted(q for q in qrels if q in queries)[:limit]
-    with HybridIndex.open(target) as index:
-        row.update(quality(index, queries, qrels, qids))
-    row["queries"] = len(qids)
-    shutil.rmtree(target, ignore_errors=True)
-    return row
-
-
 RECIPES = {  # how each int8 graph is made from the fp32 export (None: fp32 itself; "product": onnx-int8's own file)
     "fp32": None,
     "dynamic (default)": "product",
@@ -164,10 +125,15 @@ def _recipe(name: str, folder: Path, work: Path, tokenizer) -> Path:
         def get_next(self):
             return next(self.feeds, None)
 
-    quantize_static(
-        str(fp32), str(target), Reader(), quant_format=QuantFormat[spec["format"]], per_channel=True,
-        activation_type=QuantType[spec["activations"]], weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
-    )  # fmt: skip
+    here, source, dest = os.getcwd(), str(fp32.resolve()), str(target.resolve())
+    os.chdir(work)  # its shape-inference and weight files land in the current folder
+    try:
+        quantize_static(
+            source, dest, Reader(), quant_format=QuantFormat[spec["format"]], per_channel=True,
+            activation_type=QuantType[spec["activations"]], weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+        )  # fmt: skip
+    finally:
+        os.chdir(here)
     return target
 
 
@@ -240,13 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         "here is on the sets' test qrels",
         "sets": {},
     }
-    for i, name in enumerate(args.sets.split(",")):
-        order = encoders if i % 2 == 0 else encoders[::-1]
-        rows = {}
-        for encoder in order:
-            rows[encoder] = run_one(name, encoder, args.work, args.limit_queries)
-            print(f"{name} {encoder}: {rows[encoder]}", flush=True)
-        result["sets"][name] = {"order": order, **rows}
+
+    def one(name: str, encoder: str) -> dict:
+        return run_one(name, encoder, args.work, args.limit_queries, score=quality)
+
+    for name, rows in alternated(args.sets.split(","), encoders, one):
+        result["sets"][name] = rows
         bench_io.write(result, args.out)  # each set as it finishes
     return 0
 

@@ -1,7 +1,6 @@
 """Retrieval benchmark on a BEIR set (default SciFact test): BM25 engines, dense, hybrid fusions.
 
     .venv/bin/python -m benchmarks.retrieval.main [--data ../shared/data/scifact] [--split test]
-    .venv/bin/python -m benchmarks.retrieval.main --providers   (local MiniLM vs an embeddings endpoint; a reranker)
 
 Builds (or reuses) an index of the corpus with the default embedding model,
 then reports, per method, document-level nDCG@10 and Recall@100 (a document
@@ -27,7 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from benchmarks.retrieval.query_docs import timed_query_vectors, to_docs  # noqa: E402,F401  (moved whole; kept here for callers)
 from ragsieve.tools.datasets.beir import read_qrels, read_queries  # noqa: E402
 from ragsieve.tools.index.building.builder import IndexBuilder  # noqa: E402
 from ragsieve.tools.index.building.report import indexed_text  # noqa: E402
@@ -36,6 +34,30 @@ from ragsieve.tools.index.local.index import HybridIndex  # noqa: E402
 from ragsieve.tools.index.query.retriever import HybridRetriever  # noqa: E402
 from ragsieve.tools.index.search.bm25 import BM25Index  # noqa: E402
 from ragsieve.tools.metrics import ndcg_at_k, recall_at_k  # noqa: E402
+
+
+def timed_query_vectors(idx, queries: dict[str, str]) -> tuple[dict[str, np.ndarray], list[float]]:
+    """Each query embedded one at a time as a served question would be (after one warm-up), with its ms."""
+    idx.embed_query("warm up")
+    vectors, times = {}, []
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        vectors[qid] = idx.embed_query(text)
+        times.append((time.perf_counter() - t0) * 1000)
+    return vectors, times
+
+
+def to_docs(ranked_rows: list[int], row_doc: list[str], k: int = 100) -> list[str]:
+    """Document ids in order of their best chunk (max-chunk aggregation), first k."""
+    out, seen = [], set()
+    for r in ranked_rows:
+        d = row_doc[r]
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+            if len(out) == k:
+                break
+    return out
 
 
 def load_beir(data: Path, split: str) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
@@ -63,26 +85,8 @@ def evaluate(name: str, search, queries: dict[str, str], qrels, row_doc: list[st
     return res
 
 
-def providers(argv: list[str]) -> int:
-    """`--providers`: the bring-your-own-models comparison (benchmarks/retrieval/embedding_providers.py)."""
-    from benchmarks.bench_io import header, write
-    from benchmarks.retrieval import embedding_providers
-
-    ap = argparse.ArgumentParser(description=embedding_providers.__doc__.splitlines()[0])
-    ap.add_argument("--providers", action="store_true")
-    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
-    ap.add_argument("--scifact-docs", type=int, default=1500, help="SciFact sample: documents (gold ones included)")
-    ap.add_argument("--scifact-queries", type=int, default=100, help="SciFact sample: test questions")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_providers.json")
-    args = ap.parse_args(argv)
-    return write(header() | embedding_providers.main(args), args.out)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--providers" in argv:
-        return providers(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "scifact")
     ap.add_argument("--split", default="test")

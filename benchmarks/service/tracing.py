@@ -39,17 +39,6 @@ SAMPLER = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPL
 TARGET_MS = 1.0
 
 
-def scripted(messages):
-    """Judge: all relevant; validate: resolved; else an answer citing [1] (the tests' full-plan model)."""
-    prompt = messages[0]["content"]
-    if "mapping an index to the chunk's text" in prompt:
-        body = prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0]
-        return json.dumps({k: True for k in json.loads(body)})
-    if "Draft answer:" in prompt:
-        return json.dumps({"resolved": True, "reason": "scripted"})
-    return "Rotate the key in the workspace settings [1]; the old key stops working [2]."
-
-
 class Sink:
     """An OTLP/HTTP receiver on 127.0.0.1 that accepts every batch (a daemon thread: it stops with us)."""
 
@@ -78,8 +67,9 @@ def serve(index: Path):
     from ragsieve.service.server import ServiceThread
     from ragsieve.service.settings import ServiceSettings
     from ragsieve.testing import FakeChat
+    from ragsieve.testing.full_plan import full_plan_reply
 
-    registry = IndexRegistry({"docs": index}, Config(), llm=LLM(FakeChat(default=scripted)))
+    registry = IndexRegistry({"docs": index}, Config(), llm=LLM(FakeChat(default=full_plan_reply)))
     app = create_app(registry, ServiceSettings(port=0), preload_model=False)
     return ServiceThread(app, ServiceSettings(port=0), lifetime_s=1800).start()
 

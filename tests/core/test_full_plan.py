@@ -4,8 +4,6 @@ test_full_plan_filters.py."""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 
 import pytest
@@ -18,9 +16,9 @@ from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
 from ragsieve.agent.plan.plans import BUILTIN_PLANS, STEPS
 from ragsieve.testing import FakeChat
+from ragsieve.testing.full_plan import full_plan_reply
 from ragsieve.tools.types import Hit
 from tests.core.test_calibration import FACTS, TinyIndex, bow, scripted_llm  # noqa: F401  (FACTS, TinyIndex: shared)
-from tests.support.loop_fakes import fenced_text
 
 QUESTION = "How do I rotate the API key of a Lumen workspace, and what happens to the old key?"
 
@@ -61,21 +59,7 @@ def calibrate(index, alpha=0.3):
 
 
 # -- the `full` plan end to end -------------------------------------------------------------
-def fake_model(messages):
-    """Reads the prompt: judge (all relevant), validate (resolved), calibration prompts, else an answer."""
-    prompt = messages[0]["content"]
-    if "mapping an index to the chunk's text" in prompt:
-        body = prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0]
-        return json.dumps({k: True for k in json.loads(body)})
-    if "Draft answer:" in prompt:
-        return json.dumps({"resolved": True, "reason": "scripted"})
-    if "write ONE question" in prompt:
-        words = re.findall(r"[A-Za-z]{3,}", fenced_text(prompt))
-        return json.dumps({"question": " ".join(words[:10]), "answer": " ".join(words[:3])})
-    if "Expected answer:" in prompt:
-        answer = re.search(r"Expected answer: (.*)", prompt).group(1)
-        return json.dumps({"contains": answer.lower() in fenced_text(prompt).lower()})
-    return "Rotate the key in the workspace settings [1]."
+fake_model = full_plan_reply  # the scripted model the full-plan tests share (`ragsieve.testing.full_plan`)
 
 
 @pytest.fixture

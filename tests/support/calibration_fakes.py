@@ -10,9 +10,9 @@ import numpy as np
 
 from ragsieve.agent.llm.client import LLM
 from ragsieve.testing import FakeChat
+from ragsieve.testing.full_plan import fenced_text
 from ragsieve.tools.index.search.bm25 import BM25Index
 from ragsieve.tools.types import Chunk
-from tests.support.loop_fakes import fenced_text
 
 DIM = 64
 

@@ -103,16 +103,6 @@ class FakeRetriever:
 
 
 # -- a scripted model that reads the prompts --------------------------------------------
-_FENCE_LINE = re.compile(r"^(@@[0-9a-f]{16})$", re.M)
-
-
-def fenced_text(prompt: str) -> str:
-    """The quoted document text of a calibration prompt: between its two bare fence lines."""
-    first = _FENCE_LINE.search(prompt)
-    end = prompt.index("\n" + first.group(1), first.end())
-    return prompt[first.end() : end].strip("\n")
-
-
 def judge_chunks(prompt: str) -> dict[str, str]:
     body = prompt.split("mapping an index to the chunk's text:\n", 1)[1].split("\n", 1)[0]
     return json.loads(body)
