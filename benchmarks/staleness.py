@@ -38,7 +38,7 @@ MEASURES: list[tuple[str, str, list[str]]] = [
 # Results whose benchmark left the tree, by family (one-off studies whose question is answered): their files stay,
 # with the command and commit that made them (`git checkout <commit>` to re-run); the report calls them retired.
 RETIRED: dict[str, str] = {
-    "retrieval": "bm25-identifiers.json|retrieval_providers.json",
+    "retrieval": "bm25-identifiers.json|retrieval_providers.json|retrieval_query_encoder.json",
     "pipeline": "combine-replay.json|fallback.json|reliability.json|filters-*.json|gmm_questions.json|rse-long*.json"
     "|followups*.json|agentic*.json",
     "service": "service_live.json|frontends_*.json",
