@@ -10,7 +10,7 @@ import pytest
 from ragsieve.agent.errors import BudgetExceeded, EndpointError
 from ragsieve.agent.llm.deadlines import is_slow_call
 from ragsieve.eval.data import Question
-from ragsieve.eval.evaluate import Evaluation
+from ragsieve.eval.scoring import score_question
 
 SLOW = EndpointError(
     "LLM endpoint http://x (model m) failed after 1 attempt(s) in 120.3s; last error: SlowReply: reply not complete after 120s",
@@ -28,11 +28,10 @@ def test_slow_calls_are_told_from_other_faults():
     )
 
 
-def _evaluation(ask):
-    ev = Evaluation.__new__(Evaluation)  # only what `_evaluate` reads
-    ev.retrieval_only, ev.judge = False, False
+def _score(ask, question):
+    """One (plan, question) row of `ragsieve eval` (`scoring.score_question`) over an orchestrator whose ask is `ask`."""
     orch = types.SimpleNamespace(ask=ask, llm=types.SimpleNamespace(cache=None))
-    return ev, orch
+    return score_question(orch, "fast", question, retrieval_only=False, candidate_k=100, judge=False)
 
 
 def test_eval_retries_a_slow_question_once_then_skips_it_with_a_count():
@@ -42,8 +41,7 @@ def test_eval_retries_a_slow_question_once_then_skips_it_with_a_count():
         calls.append(text)
         raise SLOW
 
-    ev, orch = _evaluation(ask)
-    row = ev._evaluate(orch, "fast", Question(qid="q1", text="slow one?", answers=["x"]))
+    row = _score(ask, Question(qid="q1", text="slow one?", answers=["x"]))
     assert len(calls) == 2 and row["skipped_slow"] is True and "skipped after 2 slow attempts" in row["error"]
     assert row["answer"] == ""
 
@@ -52,9 +50,8 @@ def test_eval_still_stops_on_an_endpoint_that_is_down():
     def ask(text, plan):
         raise EndpointError("failed after 5 attempt(s): APIConnectionError: refused", base_url="http://x", attempts=5)
 
-    ev, orch = _evaluation(ask)
     with pytest.raises(EndpointError):
-        ev._evaluate(orch, "fast", Question(qid="q1", text="q?", answers=["x"]))
+        _score(ask, Question(qid="q1", text="q?", answers=["x"]))
 
 
 def test_calibrate_counts_a_slow_contains_judge_and_carries_on():
