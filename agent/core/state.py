@@ -132,6 +132,11 @@ class JudgeLoop(BaseModel):
     # auto: the judge's measured recall does not support an abstention on its "nothing relevant" (issue 56:
     # bounds.abstention_supported): the model reads the context instead
     abstain_blocked: str | None = None
+    # check (c) of the first round, deferred to the next round's pass (ragsieve.agent.core.order): the chunks it
+    # judges again and the decoys among them; set when the plan's judge step leads to expand and back
+    order_pending: list[Hit] = Field(default_factory=list, exclude=True)
+    order_decoys: list[str] = Field(default_factory=list, exclude=True)
+    order_deferrable: bool = Field(False, exclude=True)
 
     @property
     def judge_trusted(self) -> bool:

@@ -106,7 +106,7 @@ def measure_judge(
 
 def llm_judge(llm: Any, prompts: Any, loop: Any) -> Callable[[str, list[Any]], dict[str, bool]]:
     """The pipeline's own judge prompt and batching, one pass, as a `measure_judge` callback."""
-    from ragsieve.agent.judging.rounds import run_pass, split_verdicts
+    from ragsieve.agent.judging.batches import run_pass, split_verdicts
 
     def judge(question: str, hits: list[Any]) -> dict[str, bool]:
         verdicts, _, _, _ = split_verdicts(run_pass(question, hits, llm=llm, prompts=prompts, loop=loop), set())

@@ -53,7 +53,12 @@ A judge that knows when it is no judge
         changing, makes the round uninformative (position bias, not
         relevance); otherwise only the verdicts both orders agree on are
         trusted and the changed ones are decided by retrieval score. It costs
-        one more call on a fraction of the first round's chunks.
+        a fraction of the first round's chunks, and no call of its own when
+        the loop goes on (issue 56): the re-judged chunks, reversed, lead the
+        next round's pass (`recheck`), and the first round's trust is settled
+        from that pass before the next round's verdicts count
+        (`ragsieve.agent.core.order`); when the loop stops after the first
+        round they are judged alone, as one more call.
     The checks live in `ragsieve.agent.judging.checks`.
     Such a round (and a failed batch) falls back to *score-based selection*
     (`ragsieve.agent.judging.combine.score_based_relevant`). Verdicts
@@ -69,71 +74,18 @@ Combination with retrieval
 
 from __future__ import annotations
 
-import logging
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import copy_context
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
 from ragsieve.agent.config import LoopConfig
-from ragsieve.agent.errors import LLMError
+from ragsieve.agent.judging.batches import BatchReport, run_pass, split_reports, split_verdicts
 from ragsieve.agent.judging.checks import assess_verdicts, interleave, order_agreement
 from ragsieve.agent.judging.modes import JudgeMode
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.tools.types import Hit
 
-log = logging.getLogger(__name__)
-
-
-# -- batching and schema --------------------------------------------------
-def make_batches(hits: list[Hit], batch_size: int, max_chars: int, chunk_chars: int) -> list[list[Hit]]:
-    """Greedy, order-keeping split: a batch closes at `batch_size` chunks or `max_chars` text."""
-    batches: list[list[Hit]] = []
-    current: list[Hit] = []
-    used = 0
-    for hit in hits:
-        size = min(len(hit.chunk.text), chunk_chars)
-        if current and (len(current) >= batch_size or used + size > max_chars):
-            batches.append(current)
-            current, used = [], 0
-        current.append(hit)
-        used += size
-    if current:
-        batches.append(current)
-    return batches
-
-
-@lru_cache(maxsize=64)
-def batch_schema(n: int) -> type[BaseModel]:
-    """A model with required boolean fields "1".."n" and no other keys allowed."""
-    fields: dict[str, Any] = {f"i{i}": (bool, Field(..., alias=str(i))) for i in range(1, n + 1)}
-    return create_model(f"Relevance{n}", __config__=ConfigDict(extra="forbid"), **fields)
-
-
-def render_judge_prompt(prompts: Any, question: str, hits: list[Hit], chunk_chars: int) -> str:
-    chunks = {str(i): hit.chunk.text[:chunk_chars] for i, hit in enumerate(hits, start=1)}
-    return prompts.render("judge", question=question, chunks=chunks)
-
 
 # -- one round ------------------------------------------------------------
-@dataclass
-class BatchReport:
-    ids: list[str]
-    verdicts: dict[str, bool] | None  # None: the batch failed
-    error: str = ""
-
-    def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"size": len(self.ids)}
-        if self.verdicts is None:
-            out["failed"] = self.error
-        else:
-            out["true"] = sum(self.verdicts.values())
-        return out
-
-
 @dataclass
 class JudgeRound:
     """Verdicts of one round. `mode`: "judge" (trusted), "score" (uninformative) or "failed"."""
@@ -146,55 +98,14 @@ class JudgeRound:
     decoys: int = 0  # control chunks shown
     decoys_relevant: int = 0  # of those, judged relevant
     order_check: dict[str, Any] | None = None  # reversed-order pass: compared, flipped ids, decoys_relevant, batches
+    # check (c) deferred to the next round's pass (`defer_order`): what it judges again, and the decoys among them
+    order_pending: list[Hit] = field(default_factory=list)
+    order_decoys: set[str] = field(default_factory=set)
+    recheck: list[BatchReport] | None = None  # the earlier round's re-judged chunks, from this round's pass
 
     @property
     def trusted(self) -> dict[str, bool]:
         return dict(self.verdicts) if self.mode is JudgeMode.JUDGE else {}
-
-
-def judge_batch(question: str, hits: list[Hit], *, llm: Any, prompts: Any, chunk_chars: int) -> BatchReport:
-    ids = [h.chunk_id for h in hits]
-    schema = batch_schema(len(hits))
-    prompt = render_judge_prompt(prompts, question, hits, chunk_chars)
-    try:
-        reply = llm.structured([{"role": "user", "content": prompt}], schema, max_tokens=16 + 8 * len(hits))
-    except LLMError as exc:  # malformed JSON after the re-ask, refusal, endpoint down after retries
-        log.warning("judge batch of %d failed (%s): %s", len(hits), type(exc).__name__, exc)
-        return BatchReport(ids, None, f"{type(exc).__name__}: {str(exc)[:300]}")
-    values = reply.model_dump(by_alias=True)
-    return BatchReport(ids, {cid: bool(values[str(i)]) for i, cid in enumerate(ids, start=1)})
-
-
-def run_pass(question: str, items: list[Hit], *, llm: Any, prompts: Any, loop: LoopConfig) -> list[BatchReport]:
-    """Judge `items` in order-keeping batches on a bounded thread pool."""
-    batches = make_batches(items, loop.judge_batch_size, loop.judge_batch_chars, loop.judge_chunk_chars)
-    workers = min(loop.judge_concurrency, len(batches))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
-        # each batch in a copy of the step's context: its model call's span is a child of the step's span
-        futures = [
-            pool.submit(
-                copy_context().run, judge_batch, question, b, llm=llm, prompts=prompts, chunk_chars=loop.judge_chunk_chars
-            )
-            for b in batches
-        ]
-        return [f.result() for f in futures]
-
-
-def split_verdicts(reports: list[BatchReport], decoy_ids: set[str]) -> tuple[dict[str, bool], list[str], int, int]:
-    """(verdicts on real chunks, ids of failed batches, decoys shown, decoys called relevant)."""
-    verdicts: dict[str, bool] = {}
-    failed: list[str] = []
-    shown = called = 0
-    for report in reports:
-        if report.verdicts is None:
-            failed.extend(c for c in report.ids if c not in decoy_ids)
-            continue
-        for cid, verdict in report.verdicts.items():
-            if cid in decoy_ids:
-                shown, called = shown + 1, called + int(verdict)
-            else:
-                verdicts[cid] = verdict
-    return verdicts, failed, shown, called
 
 
 def judge_candidates(
@@ -209,20 +120,28 @@ def judge_candidates(
     decoys: list[Hit] | None = None,
     seed: str = "",
     order_check: bool = False,
+    defer_order: bool = False,
+    recheck: list[Hit] | None = None,
 ) -> JudgeRound:
     """Judge `hits` (with `decoys` hidden among them) in concurrent batches; assess the verdicts.
 
     `ranked_ids` are the hits that have a retrieval rank, best first (the
     disagreement test uses only those). `seed` fixes the decoy positions.
-    `order_check` runs check (c) of the module docstring.
+    `order_check` runs check (c) of the module docstring; with `defer_order` it only says what to judge again
+    (`order_pending`). `recheck`: an earlier round's deferred check, judged in reversed order ahead of `hits` in
+    the same pass; its batches come back in `recheck`, apart from this round's verdicts.
     """
     if not hits:
         return JudgeRound(mode=JudgeMode.JUDGE, reason="nothing to judge")
     decoys = [d for d in (decoys or []) if d.chunk_id not in {h.chunk_id for h in hits}]
     decoy_ids = {d.chunk_id for d in decoys}
     items = interleave(hits, decoys, f"{question}\n{seed}")
-    reports = run_pass(question, items, llm=llm, prompts=prompts, loop=loop)
-    result = JudgeRound(batches=reports)
+    ahead = list(reversed(recheck or []))
+    reports = run_pass(question, ahead + items, llm=llm, prompts=prompts, loop=loop)
+    rechecked: list[BatchReport] | None = None
+    if recheck is not None:
+        rechecked, reports = split_reports(reports, {h.chunk_id for h in ahead})
+    result = JudgeRound(batches=reports, recheck=rechecked)
     result.verdicts, result.failed, result.decoys, result.decoys_relevant = split_verdicts(reports, decoy_ids)
     if not result.verdicts:
         result.mode, result.reason = JudgeMode.FAILED, "every judge batch failed"
@@ -245,17 +164,13 @@ def judge_candidates(
         result.mode, result.reason = JudgeMode.SCORE, reason
         return result
     if order_check and len(items) > 1:
-        check_order(
-            question,
-            order_items(items, decoy_ids, result.verdicts, ranked_ids, loop.final_k),
-            decoy_ids,
-            result,
-            llm=llm,
-            prompts=prompts,
-            loop=loop,
-        )
-        if result.mode is not JudgeMode.JUDGE:
-            return result
+        again = order_items(items, decoy_ids, result.verdicts, ranked_ids, loop.final_k)
+        if defer_order:
+            result.order_pending, result.order_decoys = again, decoy_ids
+        else:
+            check_order(question, again, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
+            if result.mode is not JudgeMode.JUDGE:
+                return result
     if result.failed:
         result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
     return result
@@ -272,32 +187,50 @@ def order_items(
     return [h for h in items if h.chunk_id in decoy_ids or verdicts.get(h.chunk_id) or h.chunk_id in keep]
 
 
-def check_order(
-    question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *, llm: Any, prompts: Any, loop: LoopConfig
-) -> None:
-    """Check (c): judge `items` again in reversed order; update `result` in place."""
-    reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
+@dataclass
+class OrderOutcome:
+    """Check (c) on one reversed pass: verdicts compared and changed, decoys shown and called relevant, and why
+    the round is uninformative ("" when it passed)."""
+
+    compared: int
+    flipped: list[str]
+    shown: int
+    called: int
+    batches: list[dict[str, Any]]
+    failure: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return {"compared": self.compared, "flipped": self.flipped, "decoys_relevant": self.called, "batches": self.batches}
+
+
+def order_outcome(first: dict[str, bool], reports: list[BatchReport], decoy_ids: set[str], loop: LoopConfig) -> OrderOutcome:
+    """Compare the first verdicts with the reversed pass's `reports`."""
     second, _failed, shown, called = split_verdicts(reports, decoy_ids)
-    agreed, flipped = order_agreement(result.verdicts, second)
+    agreed, flipped = order_agreement(first, second)
     compared = len(agreed) + len(flipped)
-    result.order_check = {
-        "compared": compared,
-        "flipped": flipped,
-        "decoys_relevant": called,
-        "batches": [b.public() for b in reports],
-    }
-    result.decoys, result.decoys_relevant = result.decoys + shown, result.decoys_relevant + called
+    failure = ""
     if called:
-        result.mode = JudgeMode.SCORE
-        result.reason = f"in reversed order the judge called {called} of {shown} decoys relevant"
+        failure = f"in reversed order the judge called {called} of {shown} decoys relevant"
     elif compared and len(flipped) > loop.order_max_flips * compared:
-        result.mode = JudgeMode.SCORE
-        result.reason = (
+        failure = (
             f"judge changed {len(flipped)} of {compared} verdicts when the order was reversed "
             f"(> {loop.order_max_flips:.0%}: position bias, not relevance)"
         )
+    return OrderOutcome(compared, flipped, shown, called, [b.public() for b in reports], failure)
+
+
+def check_order(
+    question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *, llm: Any, prompts: Any, loop: LoopConfig
+) -> None:
+    """Check (c): judge `items` again in reversed order, alone; update `result` in place."""
+    reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
+    outcome = order_outcome(result.verdicts, reports, decoy_ids, loop)
+    result.order_check = outcome.record()
+    result.decoys, result.decoys_relevant = result.decoys + outcome.shown, result.decoys_relevant + outcome.called
+    if outcome.failure:
+        result.mode, result.reason = JudgeMode.SCORE, outcome.failure
     else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict
-        for cid in flipped:
+        for cid in outcome.flipped:
             result.verdicts.pop(cid, None)
 
 

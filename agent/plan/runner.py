@@ -133,6 +133,11 @@ def run_plan(plan: Plan, state: RunState, deps: Deps, max_steps: int) -> RunStat
     once so the caller still gets a (traced) answer.
     """
     current: str | End = plan.start
+    # the judge's first-round order check may wait for the next round's pass when judge and expand loop
+    loops = plan.transitions
+    state.loop.order_deferrable = (
+        loops.get("judge", {}).get("next") == "expand" and loops.get("expand", {}).get("grew") == "judge"
+    )
     while not isinstance(current, End):
         if _budget_spent(deps):
             _stop_on_budget(current, state, deps)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from ragsieve.agent.core import order
 from ragsieve.agent.core.evidence import applied_rule
 from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.core.step import Deps, Step, StepResult, Target
@@ -98,6 +99,9 @@ class Expand(Step[Grown, GrownEdges]):
         return new, offered
 
     def _converge(self, state: RunState, deps: Deps, reason: str) -> StepResult[Grown]:
+        if order.pending(state):  # the first round's order check had no next round to ride with
+            failure = order.settle_alone(state, deps)
+            reason = f"{reason}; then the first round's order check: {failure}" if failure else reason
         state.loop.stop_reason = reason
         state.candidates = []
         chosen, summary = converged_context(state, deps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragsieve.agent.core import order
 from ragsieve.agent.core.evidence import applied_rule
 from ragsieve.agent.core.state import JudgeMode, JudgeRoundReport, RunState
 from ragsieve.agent.core.step import Deps, Next, Step, StepResult
@@ -38,6 +39,7 @@ class Judge(Step[Next]):
         spent = budget_reason(deps.need_llm().meter.snapshot(), loop)
         applied_rule(state, deps)  # under `auto`, a judge measured to accept decoys is barred before any call
         barred = state.loop.barred
+        outcome: JudgeRound | None = None
         if not todo:
             outcome = JudgeRound(mode=JudgeMode.JUDGE, reason="no unjudged candidates")
         elif barred:
@@ -47,7 +49,9 @@ class Judge(Step[Next]):
         elif spent:
             outcome = JudgeRound(mode=JudgeMode.SKIPPED, reason=f"not judged: {spent}")
             outcome.failed = list(ids)
-        else:
+        if order.pending(state) and (not todo or barred or spent):  # no pass to share: the check goes alone
+            order.settle_alone(state, deps)
+        if outcome is None:
             neighbours = state.loop.neighbour_of
             ranked = [cid for cid in ids if cid not in neighbours]
             # controls once per question (issue 56): the first round and its order check show them; a judge caught
@@ -66,8 +70,16 @@ class Judge(Step[Next]):
                 decoys=decoys,
                 seed=str(number),
                 order_check=number == 1 and loop.judge_order_check,
+                # the loop may go on: check (c) waits for the next round's pass (agent.core.order)
+                defer_order=number == 1 and state.loop.order_deferrable and loop.max_iterations > 1,
+                recheck=list(state.loop.order_pending) if order.pending(state) else None,
             )
-        if outcome.mode is JudgeMode.SCORE:
+            if outcome.recheck is not None:  # the first round's check came back with this round's verdicts
+                failure = order.settle(state, deps, outcome.recheck, with_round=number)
+                if failure:  # caught once, not trusted for the rest of the question: this round decides nothing
+                    outcome.mode = JudgeMode.SCORE
+                    outcome.reason = f"the first round's order check, judged with this round: {failure}"
+        if outcome.mode is JudgeMode.SCORE and not state.loop.distrusted:
             state.loop.distrusted = f"round {number}: {outcome.reason}"
         decided = dict(outcome.trusted)
         undecided = [cid for cid in ids if cid not in decided]
@@ -93,4 +105,10 @@ class Judge(Step[Next]):
             relevant_total=len(state.relevant),
         )
         rounds.append(report)
+        if outcome.order_pending:
+            state.loop.order_pending, state.loop.order_decoys = outcome.order_pending, sorted(outcome.order_decoys)
+            if new_relevant:  # the loop can go on: the check rides with the next round (or goes alone at the end)
+                report.order_check = {"deferred": "judged again, reversed, with the next round's chunks"}
+            else:  # the relevant set did not grow: the loop stops here
+                order.settle_alone(state, deps)
         return StepResult("next", report)

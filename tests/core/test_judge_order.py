@@ -32,7 +32,7 @@ def test_order_agreement_keeps_agreed_verdicts_and_lists_changed_ones():
     assert agreed == {"a": True, "c": True} and flipped == ["b"]
 
 
-def test_a_consistent_judge_passes_and_pays_one_more_pass_in_round_one_only():
+def test_a_consistent_judge_passes_and_its_check_rides_with_the_next_round():
     deps, script = decoy_deps(
         lambda q, t: "number1" in t or "number5" in t,
         candidates=4,
@@ -49,11 +49,54 @@ def test_a_consistent_judge_passes_and_pays_one_more_pass_in_round_one_only():
     # re-judged: the two called relevant and the rejected one of retrieval's top final_k = 3; the rejected fourth,
     # which retrieval would reject too, cannot change its decision and is not shown again (issue 56)
     assert first.order_check["compared"] == 3 and first.order_check["flipped"] == []
+    assert first.order_check["judged_with_round"] == 2
     assert first.decoys == 6 and first.decoys_relevant == 0  # decoys shown in both orders
     assert second.order_check is None and second.decoys == 0  # later rounds: not re-judged, no controls again
-    # round 1: 4 candidates + 3 decoys in one batch, then 3 + 3 reversed; round 2: one batch
-    assert judge_calls(chat) == 3
+    # round 1: 4 candidates + 3 decoys in one batch; round 2: the 3 + 3 re-judged, reversed, ahead of its own
+    # candidates in the same batch (issue 56: the check costs no call of its own when the loop goes on)
+    assert judge_calls(chat) == 2
+    second_prompt = [h for h in chat.history if "mapping an index to the chunk's text" in h["messages"][0]["content"]][1]
+    texts = list(judge_chunks(second_prompt["messages"][0]["content"]).values())
+    assert sum("zebra" in t for t in texts) == 3 and len(texts) > 6  # the decoys again, and round 2's own chunks
+    assert second.judged == len(texts) - 6  # round 2 reports its own chunks only
     assert state.relevant == ["d1#0", "d5#0"]
+
+
+def test_the_check_goes_alone_when_the_loop_stops_after_round_one():
+    # the loop's call budget stops it after round 1: the deferred check is judged alone before the context is made
+    deps, _ = decoy_deps(
+        lambda q, t: "number1" in t, candidates=4, max_iterations=3, max_llm_calls=1, judge_order_check=True, anchor_k=0
+    )
+    state = run(deps, "alpha topic item")
+    first = state.loop.rounds[0]
+    assert len(state.loop.rounds) == 1 and first.order_check["judged_with_round"] is None
+    assert first.order_check["compared"] == 3 and first.decoys == 6
+    assert judge_calls(deps.llm.chat) == 2 and first.mode == "judge" and state.loop.trusted
+    assert "budget" in state.loop.stop_reason
+    # nothing relevant in round 1: the loop stops there, and the check runs at once, alone
+    deps, _ = decoy_deps(lambda q, t: False, candidates=4, max_iterations=3, judge_order_check=True, anchor_k=0)
+    state = run(deps, "alpha topic item")
+    assert state.loop.rounds[0].order_check["judged_with_round"] is None and judge_calls(deps.llm.chat) == 2
+    # one round only (max_iterations = 1): never deferred
+    deps, _ = decoy_deps(lambda q, t: "number1" in t, candidates=4, max_iterations=1, judge_order_check=True, anchor_k=0)
+    state = run(deps, "alpha topic item")
+    assert "judged_with_round" not in state.loop.rounds[0].order_check and judge_calls(deps.llm.chat) == 2
+
+
+def test_a_position_biased_judge_caught_by_the_check_in_round_two_decides_nothing():
+    # round 1 finds two relevant chunks (positions 1 and 2), the loop expands; round 2's pass leads with them
+    # reversed, where the positional judge picks others: round 1 is distrusted and round 2's own verdicts are not used
+    script = Script()
+    deps, _ = decoy_deps(None, candidates=6, judge_decoys=0, judge_order_check=True, anchor_k=0, expand_k=2, max_iterations=3)
+    deps.llm.chat.default = positional(script)
+    state = run(deps, "alpha topic item")
+    first, second = state.loop.rounds[:2]
+    assert first.order_check["judged_with_round"] == 2 and first.mode == "score"
+    assert second.mode == "score" and "first round's order check" in second.reason
+    assert state.loop.distrusted.startswith("round 1:") and not state.loop.trusted
+    assert len(state.loop.rounds) == 2  # the loop stops: a judge caught once is not asked again
+    assert [h.chunk_id for h in state.context] == state.first_stage[:3]
+    assert set(state.relevant) <= set(state.first_stage[:3])  # every verdict decided by retrieval score
 
 
 def test_a_position_biased_judge_is_caught_and_the_context_stays_fast():

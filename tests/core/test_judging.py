@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from ragsieve.agent.config import LoopConfig
+from ragsieve.agent.judging.batches import batch_schema, make_batches
 from ragsieve.agent.judging.checks import assess_verdicts, interleave, pick_decoys, rank_sum_pvalue
-from ragsieve.agent.judging.rounds import batch_schema, budget_reason, judge_candidates, make_batches
+from ragsieve.agent.judging.rounds import budget_reason, judge_candidates
 from ragsieve.agent.llm.chat import Usage
 from ragsieve.agent.llm.client import LLM
 from ragsieve.agent.llm.templates import PromptRenderer
