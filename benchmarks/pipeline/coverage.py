@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from benchmarks.pipeline.data import OracleChat
 from benchmarks.pipeline.oracle_texts import ChunkTexts
-from benchmarks.pipeline.rows import size_distribution
+from benchmarks.pipeline.rows import size_distribution, summary_of
 from ragsieve.agent.llm.client import LLM
 from ragsieve.tools.metrics import chunk_doc_id, mean
 
@@ -34,7 +34,7 @@ def coverage(questions, orchs, chunks: ChunkTexts, config_for, kinds) -> dict:
                 every.append(float(set(q["gold"]) <= docs))
                 paragraphs.extend(float(d in docs) for d in q["gold"])
                 sizes.append(len(answer.context))
-                step = next((t.summary_dict() for t in answer.trace if t.step == "conformal"), {})
+                step = next((summary_of(t) for t in answer.trace if t.step == "conformal"), {})
                 passing = {chunk_doc_id(c) for c in step.get("passing", [])}
                 passed.append(float(bool(passing & set(q["gold"]))))
                 passed_sizes.append(len(step.get("passing", [])))

@@ -102,13 +102,18 @@ STAGES = (
 )
 
 
+def summary_of(event) -> dict:
+    """A trace event's summary as a dict, on today's code (typed summaries) and on a baseline tree's (dicts)."""
+    return event.summary_dict() if hasattr(event, "summary_dict") else dict(event.summary)
+
+
 def stage_contexts(trace) -> dict[str, list[str]]:
     """Chunk ids of the context after each filter step's first run (before any fallback pass); a step that
     was disabled or did not run is left out."""
     out: dict[str, list[str]] = {}
     for event in trace:
         for step, stage, key in STAGES:
-            summary = event.summary_dict()
+            summary = summary_of(event)
             if event.step != step or stage in out or summary.get("status") == "disabled":
                 continue
             if step == "expand" and event.outcome != "converged":
