@@ -69,7 +69,13 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
             min_n=loop.trust_min_n,
             coverage=coverage,
         )
-        barred, bar_why = judge_barred(reliability, loop.trust_decoy_rate, loop.trust_confidence, loop.trust_near_miss_rate)
+        barred, bar_why = judge_barred(
+            reliability,
+            loop.trust_decoy_rate,
+            loop.trust_confidence,
+            loop.trust_near_miss_rate,
+            loop.order_max_flips if loop.judge_order_check else 1.0,
+        )
         if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
             state.loop.barred = bar_why
             rule, why = ContextRule.UNION, f"auto: judge barred (it decides nothing: {bar_why}); without the bar: {why}"

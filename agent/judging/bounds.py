@@ -20,7 +20,11 @@ def recall_lower_bound(k: int, n: int, confidence: float) -> float:
 
 
 def judge_barred(
-    reliability: JudgeReliability | None, max_rate: float, confidence: float, max_near_miss: float = 1.0
+    reliability: JudgeReliability | None,
+    max_rate: float,
+    confidence: float,
+    max_near_miss: float = 1.0,
+    max_order_flips: float = 1.0,
 ) -> tuple[bool, str]:
     """Whether a measured judge decides nothing under `auto`, and why.
 
@@ -38,19 +42,39 @@ def judge_barred(
     The same rule therefore applies to the near misses (`JudgeReliability.near_misses`: the pool's chunks the
     calibration labels as not answer-bearing): a judge whose near-miss acceptance, bounded below, exceeds
     `max_near_miss` is barred too; no per-question check can see that failure, since only calibration knows
-    which of retrieval's best chunks do not hold the answer."""
+    which of retrieval's best chunks do not hold the answer.
+
+    And to the order check (`order_compared` / `order_flipped`): a judge whose verdicts change, bounded below, more
+    often than `max_order_flips` (`loop.order_max_flips`, the line the per-question check holds a round to) when the
+    same chunks come in reversed order judges by position (issue 56's `primacy` judge); per question it would be
+    caught on nearly every question, after its first round and the check were paid for, so it is barred. The
+    re-judged verdicts of one question are not independent draws, so this bound is looser than it reads, as the
+    decoys' is (three a question); a judge biased only now and then stays below it and is caught per question."""
     if reliability is None:
         return False, ""
     reasons: list[str] = []
     barred = False
-    for kind, shown, called, line, setting in (
-        ("calibration decoys", reliability.decoys, reliability.decoys_relevant, max_rate, "loop.trust_decoy_rate"),
+    for what, shown, called, line, setting in (
         (
-            "near misses (pool chunks without the answer)",
+            "called {} of {} calibration decoys relevant",
+            reliability.decoys,
+            reliability.decoys_relevant,
+            max_rate,
+            "loop.trust_decoy_rate",
+        ),
+        (
+            "called {} of {} near misses (pool chunks without the answer) relevant",
             reliability.near_misses,
             reliability.near_misses_relevant,
             max_near_miss,
             "loop.trust_near_miss_rate",
+        ),
+        (
+            "changed {} of {} verdicts when the same chunks came in reversed order",
+            reliability.order_compared,
+            reliability.order_flipped,
+            max_order_flips,
+            "loop.order_max_flips",
         ),
     ):
         if shown <= 0:
@@ -59,7 +83,7 @@ def judge_barred(
         over = bound > line
         barred = barred or over
         reasons.append(
-            f"judge called {called} of {shown} {kind} relevant: lower bound {bound:.3f} at "
+            f"judge {what.format(called, shown)}: lower bound {bound:.3f} at "
             f"{confidence:.0%} confidence {'>' if over else '<='} {setting} {line}"
         )
     if not reasons:

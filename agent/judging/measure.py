@@ -37,6 +37,10 @@ class JudgeReliability(BaseModel):
     near_misses: int = Field(0, ge=0)
     near_misses_relevant: int = Field(0, ge=0)
     answer_called: int = Field(0, ge=0)
+    # the loop's order check (c) at calibration: the verdicts re-judged in reversed order (the decoys excepted) and how
+    # many changed; 0: not measured (`loop.judge_order_check` off, or a record written before)
+    order_compared: int = Field(0, ge=0)
+    order_flipped: int = Field(0, ge=0)
 
 
 def measure_judge(
@@ -47,6 +51,7 @@ def measure_judge(
     pool: int,
     top_k: int,
     decoys: Callable[[str, set[str]], list[Any]] | None = None,
+    order_k: int | None = None,
 ) -> JudgeReliability:
     """`items`: (question, ids of the answer-bearing chunks, pool hits in retrieval order[, ids of other chunks
     that bear the question's answer]). `judge(question, hits)` returns chunk id -> verdict (ids missing from it
@@ -56,9 +61,14 @@ def measure_judge(
     (question, ids to leave out) -> control hits, how often the judge calls a control chunk relevant (the
     controls are hidden among the pool at positions seeded by the question, as in the loop's rounds). The
     optional fourth element (a two-hop question's other gold paragraph) counts neither as a near miss nor
-    toward recall; called relevant, it counts as a correct pick."""
+    toward recall; called relevant, it counts as a correct pick. With `order_k` (the loop's `final_k`), what the
+    loop's order check would judge again (`rounds.order_items`) is judged again in reversed order, and the changed
+    verdicts are counted (`order_compared`, `order_flipped`)."""
+    from ragsieve.agent.judging.checks import order_agreement
+    from ragsieve.agent.judging.rounds import order_items
+
     hits_pos = shown_pos = called_neg = shown_neg = questions = failed = in_fast = in_pool_n = 0
-    decoys_shown = decoys_called = answer_called = 0
+    decoys_shown = decoys_called = answer_called = order_compared = order_flipped = 0
     for item in items:
         question, positives, hits = item[0], item[1], item[2]
         others: set[str] = set(item[3]) if len(item) > 3 else set()
@@ -68,12 +78,18 @@ def measure_judge(
         in_pool_n += int(bool(ranks))
         controls = decoys(question, {h.chunk_id for h in hits} | positives) if decoys is not None else []
         control_ids = {h.chunk_id for h in controls}
-        verdicts = judge(question, interleave(list(hits), list(controls), question))
+        shown = interleave(list(hits), list(controls), question)
+        verdicts = judge(question, shown)
         decoy_verdicts = [v for c, v in verdicts.items() if c in control_ids]
         verdicts = {c: v for c, v in verdicts.items() if c not in control_ids}
         if not verdicts:
             failed += 1
             continue
+        if order_k is not None and len(shown) > 1:
+            again = order_items(shown, control_ids, verdicts, [h.chunk_id for h in hits], order_k)
+            agreed, flipped = order_agreement(verdicts, judge(question, list(reversed(again))))
+            order_compared += len(agreed) + len(flipped)
+            order_flipped += len(flipped)
         decoys_shown += len(decoy_verdicts)
         decoys_called += sum(1 for v in decoy_verdicts if v)
         in_pool = [h.chunk_id for h in hits if h.chunk_id in positives and h.chunk_id in verdicts]
@@ -100,6 +116,8 @@ def measure_judge(
         near_misses=shown_neg,
         near_misses_relevant=called_neg,
         answer_called=answer_called,
+        order_compared=order_compared,
+        order_flipped=order_flipped,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 

@@ -131,10 +131,15 @@ def handler(args: argparse.Namespace) -> int:
                 f"judge {name}: recall {recall} on {j.n} questions with the answer's chunk in the pool of {j.pool}"
                 f" (false positives {j.false_positive_rate}; decoys called relevant {j.decoys_relevant} of "
                 f"{j.decoys}; near misses called relevant {j.near_misses_relevant} of {j.near_misses}; "
-                f"{j.failed} failed)"
+                f"verdicts changed in reversed order {j.order_flipped} of {j.order_compared}; {j.failed} failed)"
             )
+            loop = config.loop
             barred, why = judge_barred(
-                j, config.loop.trust_decoy_rate, config.loop.trust_confidence, config.loop.trust_near_miss_rate
+                j,
+                loop.trust_decoy_rate,
+                loop.trust_confidence,
+                loop.trust_near_miss_rate,
+                loop.order_max_flips if loop.judge_order_check else 1.0,
             )
             if barred:
                 print(f"judge {name} decides nothing under loop.combine = auto: {why}")
@@ -194,4 +199,5 @@ def measure_configured_judge(orch, cal, n: int):
         pool=pool,
         top_k=orch.config.retrieval.top_k,
         decoys=lambda question, exclude: pick_decoys(orch.index, question, exclude, loop.judge_decoys),
+        order_k=loop.final_k if loop.judge_order_check else None,  # the loop's order check, measured
     )

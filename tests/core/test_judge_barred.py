@@ -137,3 +137,15 @@ def test_a_judge_under_the_line_and_explicit_rules_are_asked(calibrated_index, t
         script = Script(judge=lambda q, t: "key" in t.lower(), answer=ANSWER, validate=True)
         answer = _ask(barred, script, **settings)
         assert "judge" in script.kinds and answer.loop.barred is None, settings
+
+
+def test_a_judge_measured_to_judge_by_position_is_barred_unless_the_order_check_is_off(calibrated_index, tmp_path):  # noqa: F811
+    positional = _measured(0).model_copy(update={"order_compared": 480, "order_flipped": 240})
+    folder = _barred_index(calibrated_index, tmp_path, positional)
+    script = Script(judge=lambda q, t: True, answer=ANSWER, validate=True)
+    answer = _ask(folder, script)
+    assert "judge" not in script.kinds and answer.loop.rounds[0].mode == "skipped"
+    assert "changed 240 of 480 verdicts when the same chunks came in reversed order" in answer.loop.barred
+    script = Script(judge=lambda q, t: "key" in t.lower(), answer=ANSWER, validate=True)
+    answer = _ask(folder, script, judge_order_check=False)  # no order checks anywhere: nothing to bar it on
+    assert "judge" in script.kinds and answer.loop.barred is None

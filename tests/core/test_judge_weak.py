@@ -147,3 +147,27 @@ def test_a_strict_judges_empty_verdict_does_not_abstain_when_its_recall_is_low(c
     script = Script(judge=lambda q, t: False, answer=ANSWER, validate=True)
     answer = _ask(good, script, "strict")
     assert answer.abstention == "no_evidence" and "answer" not in script.kinds
+
+
+def _primacy(question: str, hits: list) -> dict[str, bool]:
+    """Issue 56's position-biased judge: the first two chunks shown are relevant, whatever they say."""
+    return {h.chunk_id: i < 2 for i, h in enumerate(hits)}
+
+
+def test_the_order_check_is_measured_at_calibration_and_bars_a_positional_judge():
+    pool = [Hit(chunk=Chunk(doc_id=f"d{i}", chunk_index=0, text=f"d{i}", source="s"), row=i, score=1.0) for i in range(8)]
+    items = [(f"q{i}", {"d0#0"}, pool) for i in range(30)]
+    by_text = lambda q, hits: {h.chunk_id: h.chunk_id == "d0#0" for h in hits}  # noqa: E731
+    steady = measure_judge(items, by_text, model="m", pool=8, top_k=2, order_k=3)
+    # re-judged: the pick and the rejected ones of retrieval's top 3, reversed; a judge reading the text keeps them all
+    assert (steady.order_compared, steady.order_flipped) == (90, 0)
+    assert judge_barred(steady, 0.1, 0.95, 0.1, 0.2)[0] is False
+    biased = measure_judge(items, _primacy, model="p", pool=8, top_k=2, order_k=3)
+    # forward it picks d0, d1; reversed (d2, d1, d0) it picks d2, d1: d0 and d2 change, d1 stays
+    assert (biased.order_compared, biased.order_flipped) == (90, 60)
+    barred, why = judge_barred(biased, 0.1, 0.95, 1.0, 0.2)  # near-miss bar off: the order bar alone
+    assert barred and "changed 60 of 90 verdicts" in why and "loop.order_max_flips 0.2" in why
+    assert judge_barred(biased, 0.1, 0.95, 1.0, 1.0)[0] is False  # the order check off: nothing to bar on
+    # without order_k nothing is re-judged (a record written before the measurement: never barred on it)
+    unmeasured = measure_judge(items, _primacy, model="p", pool=8, top_k=2)
+    assert unmeasured.order_compared == 0 and judge_barred(unmeasured, 0.1, 0.95, 1.0, 0.2)[0] is False
