@@ -307,3 +307,28 @@ def test_later_on_an_sdk_span_is_set_at_once():
         assert isinstance(root, LiveSpan)
         root.later(lambda: {"a": 1})
         assert dict(root.span.attributes)["a"] == 1
+
+
+def test_a_span_opened_inside_another_instrumentation_s_span_is_its_child():
+    """Inside a QuickSpan, a span of the application's own instrumentation becomes current; a ragsieve span
+    opened within it is its child (not the QuickSpan's), and the one after it the QuickSpan's again."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    tracer, memory = own_tracer()
+    theirs = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(theirs))
+    with tracing.span("root"):
+        with tracing.span("outer") as outer:
+            with provider.get_tracer("app").start_as_current_span("foreign") as foreign:
+                with tracing.span("inner") as inner:
+                    assert isinstance(inner, QuickSpan)
+            with tracing.span("after"):
+                pass
+    provider.shutdown()
+    assert tracing.flush(10.0)
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    assert spans["inner"].parent.span_id == foreign.get_span_context().span_id != outer.context.span_id
+    assert spans["inner"].context.trace_id == spans["outer"].context.trace_id
+    assert spans["after"].parent.span_id == outer.context.span_id

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 
 SCOPE = "ragsieve"
+_KIND_VALUES = {kind: kind.value for kind in Kind}  # read once: an enum's value is a property
 ATTRIBUTE_LIMIT = 3 * MAX_DOCUMENTS + 64  # a retrieval span's ids, scores and texts (the SDK's default is 128)
 
 
@@ -48,6 +49,7 @@ class OtelTracer:
         self.processor: Any = None  # our own provider's batching processor (QuickSpan hands its spans to it)
         self.limits: Any = None
         self.attach, self.detach, self.in_context = context.attach, context.detach, trace.set_span_in_context
+        self.otel_context = context.get_current
         self.current_span, self.propagator = trace.get_current_span, TraceContextTextMapPropagator()
         self.internal, self.server = trace.SpanKind.INTERNAL, trace.SpanKind.SERVER
         if provider is None:
@@ -157,13 +159,19 @@ class OtelTracer:
             parent = current.get()
             if parent is not None and not parent.recording:
                 return NULL  # the child of a span the sampler dropped: dropped too, so nothing is built
-        cleaned = attributes(pairs, {SPAN_KIND: kind.value}) if pairs else {SPAN_KIND: kind.value}
+        else:
+            parent = None
+        value = _KIND_VALUES.get(kind) or kind.value
+        cleaned = attributes(pairs, {SPAN_KIND: value}) if pairs else {SPAN_KIND: value}
         if self.quick:
-            context = self.current_span().get_span_context()
-            if context.is_valid and not context.is_remote and context.trace_flags.sampled:  # its child is sampled
-                own = self.span_context(context.trace_id, self.new_span_id(), False, context.trace_flags, context.trace_state)
-                return QuickSpan(self, name, own, context, cleaned, self.internal)
-            return self._sampled(name, None, self.internal, cleaned)
+            if type(parent) is QuickSpan and parent.entered is self.otel_context():
+                context = parent.context  # the OTel context is still the one it entered: a sampled local parent
+            else:
+                context = self.current_span().get_span_context()
+                if not (context.is_valid and not context.is_remote and context.trace_flags.sampled):
+                    return self._sampled(name, None, self.internal, cleaned)  # no sampled local parent
+            own = self.span_context(context.trace_id, self.new_span_id(), False, context.trace_flags, context.trace_state)
+            return QuickSpan(self, name, own, context, cleaned, self.internal)  # a sampled parent's child is sampled
         return LiveSpan(self, self.tracer.start_span(name, kind=self.internal, attributes=cleaned))
 
     def open_request(self, name: str, headers: Mapping[str, str], pairs: Mapping[str, Any]) -> Span:

@@ -139,7 +139,7 @@ class QuickSpan:
 
     __slots__ = (
         *("owner", "name", "context", "parent", "start", "attrs", "events", "status", "recording", "captures"),
-        *("kind", "deferred", "_tokens", "_counts"),
+        *("kind", "deferred", "entered", "_tokens", "_counts"),
     )
 
     def __init__(
@@ -158,11 +158,13 @@ class QuickSpan:
         self.recording, self.captures = True, owner.content is not None
         self._tokens: tuple[Any, Any] | None = None
         self._counts: dict[str, int] | None = None
+        self.entered: Any = None  # the OTel context naming this span while it is current
         self.start = owner.now()
 
     def __enter__(self) -> "QuickSpan":
         owner = self.owner
-        self._tokens = (owner.attach(owner.in_context(owner.non_recording(self.context))), current.set(self))
+        self.entered = owner.in_context(owner.non_recording(self.context))
+        self._tokens = (owner.attach(self.entered), current.set(self))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
