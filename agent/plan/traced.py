@@ -3,7 +3,8 @@
 `question_span` wraps `Orchestrator.ask`: one span per question (the root of a CLI question's trace, the child
 of the request span in the service), whose attributes come from the returned `Answer`. `step_span` wraps the
 runner's `_run_one`: one span per step run (each judge round, expand, conformal, outliers, segments, answer,
-validate, fallback), whose attributes are read from the `TraceEvent` the step just appended. Text (the
+validate, fallback), whose attributes are read from the `TraceEvent` the step just appended (at export, in
+the exporter's thread on ragsieve's own provider: `Span.later`). Text (the
 question, the answer, a step's summary) goes in only through `Span.text`: dropped unless the operator turned
 `[tracing] capture_content` on, redacted otherwise. While tracing is off both wrappers call through at once.
 """
@@ -44,6 +45,16 @@ def _numbers(prefix: str, summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _step_attributes(event: Any) -> dict[str, Any]:
+    """A step span's attributes from the `TraceEvent` the step appended (which no later step changes)."""
+    return {
+        "ragsieve.step.outcome": event.outcome,
+        "ragsieve.step.duration_s": event.duration_s,
+        **_usage("ragsieve.step.llm", event.usage),
+        **_numbers("ragsieve.step", event.summary_dict()),
+    }
+
+
 def step_span(fn: F) -> F:
     """`_run_one(plan, name, state, deps)` inside the span `ragsieve.step.<name>`."""
 
@@ -57,17 +68,9 @@ def step_span(fn: F) -> F:
             result = fn(plan, name, state, deps)
             if span.recording and len(state.trace) > events:  # the event this step appended: the span says it
                 event = state.trace[-1]
-                summary = event.summary_dict()
-                span.update(
-                    {
-                        "ragsieve.step.outcome": event.outcome,
-                        "ragsieve.step.duration_s": event.duration_s,
-                        **_usage("ragsieve.step.llm", event.usage),
-                        **_numbers("ragsieve.step", summary),
-                    }
-                )
+                span.later(functools.partial(_step_attributes, event))  # built at export: the answer does not wait
                 if span.captures:  # the summary's text only when the operator asked for text
-                    span.text("ragsieve.step.summary", json.dumps(summary, default=str, ensure_ascii=False))
+                    span.text("ragsieve.step.summary", json.dumps(event.summary_dict(), default=str, ensure_ascii=False))
             return result
 
     return run_one  # type: ignore[return-value]

@@ -1,6 +1,7 @@
-"""Tracing on ragsieve's own provider: a child span is recorded plainly (`QuickSpan`) and becomes the SDK's
-`ReadableSpan` at its end. It must be the span the SDK would have made: the same trace, parent, kind, times
-inside its parent's, attributes, events and error status; the OTel context inside it names it (so other
+"""Tracing on ragsieve's own provider: a sampled span is recorded plainly (`QuickSpan`) and becomes the SDK's
+`ReadableSpan` in the exporter's thread. It must be the span the SDK would have made: the same trace, parent,
+kind, times inside its parent's, attributes (`later`'s too), events and error status; a root or a caller's
+child is sampled exactly as the SDK's tracer samples it; the OTel context inside it names it (so other
 instrumentation nests under it); a sampled-out trace builds none; a stuck exporter's full queue drops spans
 quietly (one warning at most, from ragsieve)."""
 
@@ -74,7 +75,8 @@ def test_a_child_is_recorded_plainly_and_exported_as_the_sdk_span_it_stands_for(
     out = exported(tracer, memory)
     seen, spans = out["seen"], out["spans"]
     root, step, chat = spans["POST /v1/ask"], spans["step"], spans["chat fake"]
-    assert isinstance(seen["root"], LiveSpan) and isinstance(seen["step"], QuickSpan)
+    assert isinstance(seen["root"], QuickSpan) and isinstance(seen["step"], QuickSpan)
+    assert root.kind == trace.SpanKind.SERVER and root.parent is None
     # one trace, the parents as opened, the OTel context naming the open child
     assert {s.context.trace_id for s in spans.values()} == {root.context.trace_id}
     assert step.parent.span_id == root.context.span_id and chat.parent.span_id == step.context.span_id
@@ -159,16 +161,16 @@ def test_a_sampled_out_trace_builds_no_child(monkeypatch):
     assert memory.get_finished_spans() == ()
 
 
-def test_a_caller_s_remote_parent_is_joined_by_the_sdk_span_and_its_children_quick():
+def test_a_caller_s_remote_parent_is_joined_by_the_request_span_and_its_children():
     tracer, memory = own_tracer()
     caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     with tracing.request_span("GET /x", {"traceparent": caller}, {}) as request:
         with tracing.span("child") as child:
             pass
-    assert isinstance(request, LiveSpan) and isinstance(child, QuickSpan)
+    assert isinstance(request, QuickSpan) and isinstance(child, QuickSpan)
     assert tracing.flush(10.0)
     spans = {s.name: s for s in memory.get_finished_spans()}
-    assert format(spans["GET /x"].parent.span_id, "016x") == "b7ad6b7169203331"
+    assert format(spans["GET /x"].parent.span_id, "016x") == "b7ad6b7169203331" and spans["GET /x"].parent.is_remote
     assert format(spans["child"].context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
     assert spans["child"].parent.span_id == spans["GET /x"].context.span_id
 
@@ -203,3 +205,130 @@ def test_a_full_queue_drops_quick_spans_with_one_warning_at_most(caplog):
     assert len(stuck.get_finished_spans()) < 201  # the surplus was dropped, not kept
     lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) <= 1 and all(r.name.startswith("ragsieve") for r in lines)
+
+
+@pytest.mark.parametrize("sampler", ["traceidratio", "parentbased_traceidratio"])
+def test_a_root_is_sampled_as_the_sdk_s_tracer_samples_it(monkeypatch, sampler):
+    """Callers' traceparents (sampled and not, alternately) through the sampler at a ratio of one half (which
+    decides by the trace id, or follows the caller's flag): the request spans ragsieve records itself are
+    sampled (exported, flagged) exactly where the SDK's own spans are, their children following."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")
+    callers = [f"{n:02x}" * 16 for n in range(1, 250, 7)]  # trace ids spread across the ratio's bound
+
+    def run(quick: bool) -> tuple[list, set]:
+        tracer, memory = own_tracer()
+        tracer.quick = quick
+        flags = []
+        for n, trace_id in enumerate(callers):
+            caller = f"00-{trace_id}-b7ad6b7169203331-0{n % 2}"
+            with tracing.request_span("GET /x", {"traceparent": caller}, {}) as request:
+                with tracing.span("child") as child:
+                    pass
+            assert isinstance(request, QuickSpan if quick and request.recording else LiveSpan)
+            assert child.recording == request.recording  # a dropped request's child is not even opened
+            flags.append((request.ids(), request.recording))
+        assert tracing.flush(10.0)
+        exported = {(format(s.context.trace_id, "032x"), s.name) for s in memory.get_finished_spans()}
+        tracing.reset()
+        return flags, exported
+
+    quick_flags, quick_spans = run(True)
+    sdk_flags, sdk_spans = run(False)
+    assert [(ids[0], on) for ids, on in quick_flags] == [(ids[0], on) for ids, on in sdk_flags]
+    assert quick_spans == sdk_spans
+    sampled = {trace_id for (trace_id, _), on in quick_flags if on}
+    assert 0 < len(sampled) < len(callers)  # the ratio kept some and dropped some
+    assert quick_spans == {(t, name) for t in sampled for name in ("GET /x", "child")}
+
+
+def test_later_attributes_and_the_span_are_built_in_the_exporter_s_thread():
+    """`later`'s builder and the `ReadableSpan` run in the exporter's thread, not in the answering one; the
+    exported span holds the builder's attributes as if set at once, after the others."""
+    import threading
+    import time
+
+    tracer, memory = own_tracer()
+    threads: dict[str, int] = {}
+    make = tracer._readable
+
+    def readable(**kwargs):
+        threads["readable"] = threading.get_ident()
+        return make(**kwargs)
+
+    def build() -> dict:
+        threads["build"] = threading.get_ident()
+        return {"ragsieve.late": ("x", "y"), "ragsieve.kept": None}
+
+    tracer._readable = readable
+    with tracing.span("root"):
+        with tracing.span("child", tracing.Kind.RETRIEVER, {"a": 1}) as child:
+            child.later(build)
+            child.set("b", 2)
+        assert threads == {}  # nothing built while answering
+    for _ in range(1000):  # the exporter's thread sends within its batch delay (50 ms); `flush` would send here
+        if len(memory.get_finished_spans()) == 2:
+            break
+        time.sleep(0.01)
+    assert set(threads) == {"build", "readable"} and threading.get_ident() not in threads.values()
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    assert list(spans["child"].attributes.items()) == [
+        ("openinference.span.kind", "RETRIEVER"),
+        ("a", 1),
+        ("b", 2),
+        ("ragsieve.late", ("x", "y")),
+    ]
+
+
+def test_a_failing_later_builder_costs_its_attributes_not_the_span_or_the_batch():
+    tracer, memory = own_tracer()
+
+    def broken() -> dict:
+        raise KeyError("gone")
+
+    with tracing.span("root"):
+        with tracing.span("child", tracing.Kind.CHAIN, {"a": 1}) as child:
+            child.later(broken)
+            child.later(lambda: {"c": 3})
+    assert tracing.flush(10.0)
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    assert sorted(spans) == ["child", "root"] and dict(spans["child"].attributes) == {
+        "openinference.span.kind": "CHAIN",
+        "a": 1,
+        "c": 3,
+    }
+    assert tracer.exporter.failures == 0
+
+
+def test_later_on_an_sdk_span_is_set_at_once():
+    tracer, memory = own_tracer()
+    tracer.quick = False
+    with tracing.span("root") as root:
+        assert isinstance(root, LiveSpan)
+        root.later(lambda: {"a": 1})
+        assert dict(root.span.attributes)["a"] == 1
+
+
+def test_a_span_opened_inside_another_instrumentation_s_span_is_its_child():
+    """Inside a QuickSpan, a span of the application's own instrumentation becomes current; a ragsieve span
+    opened within it is its child (not the QuickSpan's), and the one after it the QuickSpan's again."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    tracer, memory = own_tracer()
+    theirs = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(theirs))
+    with tracing.span("root"):
+        with tracing.span("outer") as outer:
+            with provider.get_tracer("app").start_as_current_span("foreign") as foreign:
+                with tracing.span("inner") as inner:
+                    assert isinstance(inner, QuickSpan)
+            with tracing.span("after"):
+                pass
+    provider.shutdown()
+    assert tracing.flush(10.0)
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    assert spans["inner"].parent.span_id == foreign.get_span_context().span_id != outer.context.span_id
+    assert spans["inner"].context.trace_id == spans["outer"].context.trace_id
+    assert spans["after"].parent.span_id == outer.context.span_id

@@ -71,6 +71,10 @@ def test_full_plan_question_through_the_service_is_one_trace_under_the_callers_s
     assert sorted(s.name.removeprefix("ragsieve.step.") for s in step_spans) == sorted(steps)
     assert {"judge", "conformal", "outliers", "segments", "answer", "validate"} <= set(steps)
     assert all(s.parent_id == question.span_id for s in step_spans)
+    # a step's attributes are built in the exporter's thread (`Span.later`): each span still says its step's outcome
+    assert sorted((s.name.removeprefix("ragsieve.step."), s.attributes["ragsieve.step.outcome"]) for s in step_spans) == sorted(
+        (e["step"], e["outcome"]) for e in body["trace"]
+    )
     llm = [s for s in mine if s.attributes.get("openinference.span.kind") == "LLM"]
     assert len(llm) == body["usage"]["calls"] + body["usage"]["cached_calls"]
     assert sum(s.attributes["llm.token_count.prompt"] for s in llm) == body["usage"]["prompt_tokens"] > 0

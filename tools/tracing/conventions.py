@@ -72,9 +72,9 @@ def retrieval_after(span: Any, hits: Sequence[Any], retriever: Any = None, query
     """Ids and scores of the hits (already narrowed to what the caller may read); the query and their text
     with content on."""
     shown = list(hits)[:MAX_DOCUMENTS]
-    span.update(
-        {**document_attributes([h.chunk_id for h in shown], [h.score for h in shown]), "ragsieve.retrieval.returned": len(hits)}
-    )
+    ids, scores = [h.chunk_id for h in shown], [h.score for h in shown]  # read now: the hits may change later
+    span.later(lambda: document_attributes(ids, scores))  # the 2 x N keyed attributes are built at export
+    span.set("ragsieve.retrieval.returned", len(hits))
     if span.captures:  # the query and the documents' text only when the operator asked for text
         span.text(INPUT_VALUE, query)
         for n, hit in enumerate(shown):

@@ -6,6 +6,9 @@ nothing, so the code that opens spans costs one global read and a call. On first
 with it unset OpenTelemetry is never imported. `traced(...)` wraps a function in a span whose attributes come
 from its arguments and its result. Text (questions, prompts, replies, documents) goes in only through
 `Span.text`, which drops it unless the operator turned `capture_content` on, and redacts it otherwise.
+`Span.later(build)` sets the attributes `build()` returns when the span is exported: on ragsieve's own provider
+in the exporter's thread (so the answer does not wait for them), elsewhere at once; `build` reads only what no
+longer changes once the span has ended.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Span(Protocol):
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
     def set(self, key: str, value: Any) -> None: ...
     def update(self, attributes: Mapping[str, Any]) -> None: ...
+    def later(self, build: Callable[[], Mapping[str, Any]]) -> None: ...
     def text(self, key: str, value: str | None) -> None: ...
     def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None: ...
     def count(self, key: str, by: int = 1) -> None: ...
@@ -58,6 +62,9 @@ class _NullSpan:
         pass
 
     def update(self, attributes: Mapping[str, Any]) -> None:
+        pass
+
+    def later(self, build: Callable[[], Mapping[str, Any]]) -> None:
         pass
 
     def text(self, key: str, value: str | None) -> None:

@@ -4,7 +4,7 @@ and one warning line; the SDK's own per-batch error lines are folded into it."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -35,12 +35,19 @@ class _Fold(logging.Filter):
 
 class GuardedExporter:
     """A span exporter (the SDK's interface) that fails quietly: the first failed export logs one warning, a
-    recovery one info line."""
+    recovery one info line. `prepare` turns the queue's records into the spans `inner` sends (in the
+    exporter's thread: `OtelTracer.readable`)."""
 
-    def __init__(self, inner: "SpanExporter", endpoint: str, max_queue: int) -> None:
+    def __init__(
+        self,
+        inner: "SpanExporter",
+        endpoint: str,
+        max_queue: int,
+        prepare: Callable[[Sequence[Any]], Sequence["ReadableSpan"]] | None = None,
+    ) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        self.inner, self.endpoint, self.max_queue = inner, endpoint, max_queue
+        self.inner, self.endpoint, self.max_queue, self.prepare = inner, endpoint, max_queue, prepare
         self.failure = SpanExportResult.FAILURE
         self.failures = 0
         self.dropped = 0
@@ -52,7 +59,7 @@ class GuardedExporter:
 
     def export(self, spans: Sequence["ReadableSpan"]) -> "SpanExportResult":
         try:
-            result = self.inner.export(spans)
+            result = self.inner.export(spans if self.prepare is None else self.prepare(spans))
         except Exception as exc:  # noqa: BLE001 - the exporter's fault must never reach an answer
             self.fold.last = f"{type(exc).__name__}: {exc}"[:300]
             result = self.failure

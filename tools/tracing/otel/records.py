@@ -1,5 +1,6 @@
-"""The spans `OtelTracer` hands out: `LiveSpan` around an SDK span, `QuickSpan` recorded plainly for a child on
-ragsieve's own provider, and the attribute cleaning both share."""
+"""The spans `OtelTracer` hands out: `LiveSpan` around an SDK span, `QuickSpan` recorded plainly for a sampled
+span on ragsieve's own provider (its `Ended` record waits for the exporter's thread), and the attribute
+cleaning both share."""
 
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ class Owner(Protocol):
     def now(self) -> Callable[[], int]: ...
     @property
     def non_recording(self) -> Callable[..., Any]: ...
-    @property
-    def new_span_id(self) -> Callable[[], int]: ...
 
     def finish(self, span: QuickSpan, end: int) -> None: ...
 
@@ -103,6 +102,10 @@ class LiveSpan:
         if self.recording:
             self.span.set_attributes(attributes(pairs, {}))
 
+    def later(self, build: Callable[[], Mapping[str, Any]]) -> None:
+        if self.recording:  # an SDK span: its attributes are set before it ends
+            self.update(build())
+
     def text(self, key: str, value: str | None) -> None:
         if value is not None and self.captures:
             self.span.set_attribute(key, self.owner.content(str(value)))  # type: ignore[misc]
@@ -123,35 +126,45 @@ class LiveSpan:
 
 
 class QuickSpan:
-    """A child span on ragsieve's own provider, recorded without the SDK's per-span machinery: its context
-    (the parent's trace id, flags and trace state, a span id from the provider's id generator, as the SDK's
-    built-in samplers would give a child of a sampled parent) goes into the OTel context like a live span's,
+    """A sampled span on ragsieve's own provider, recorded without the SDK's per-span machinery: its context
+    (made by `OtelTracer` as the SDK's tracer makes it: a child of a sampled local parent takes the parent's
+    trace id, flags and trace state, any other span asks the sampler first; a span id from the provider's id
+    generator) goes into the OTel context like a live span's,
     so code inside it (the application's instrumentation too) nests under it; its attributes (already plain,
-    `attribute`), events and times are kept in a dict and a list, and at `__exit__` it becomes one
-    `ReadableSpan` handed to the batching processor (a full queue drops it there, as the SDK's spans are).
-    The SDK would check every attribute again (`BoundedAttributes`), ~100 us a span: ragsieve's values are
-    cleaned once, here, with the provider's count and length limits applied at the end."""
+    `attribute`), events and times are kept in a dict and a list, and at `__exit__` they go, as one `Ended`
+    record, to the batching processor's queue (a full queue drops it there, as the SDK's spans are). The
+    exporter's thread makes it the SDK's `ReadableSpan` (`OtelTracer.readable`): `later`'s attributes built,
+    the provider's count and length limits applied. The SDK would check every attribute again
+    (`BoundedAttributes`), ~100 us a span: ragsieve's values are cleaned once, here."""
 
     __slots__ = (
         *("owner", "name", "context", "parent", "start", "attrs", "events", "status", "recording", "captures"),
-        *("_tokens", "_counts"),
+        *("kind", "deferred", "entered", "_tokens", "_counts"),
     )
 
-    def __init__(self, owner: Owner, name: str, parent: "trace.SpanContext", attrs: dict[str, Any]) -> None:
-        from opentelemetry.trace import SpanContext
-
-        self.owner, self.name, self.parent, self.attrs = owner, name, parent, attrs
-        self.context = SpanContext(parent.trace_id, owner.new_span_id(), False, parent.trace_flags, parent.trace_state)
+    def __init__(
+        self,
+        owner: Owner,
+        name: str,
+        context: "trace.SpanContext",
+        parent: "trace.SpanContext | None",
+        attrs: dict[str, Any],
+        kind: "trace.SpanKind",
+    ) -> None:
+        self.owner, self.name, self.context, self.parent, self.attrs, self.kind = owner, name, context, parent, attrs, kind
         self.events: list[Any] = []
+        self.deferred: list[Callable[[], Mapping[str, Any]]] | None = None  # `later`'s builders
         self.status: Any = None
         self.recording, self.captures = True, owner.content is not None
         self._tokens: tuple[Any, Any] | None = None
         self._counts: dict[str, int] | None = None
+        self.entered: Any = None  # the OTel context naming this span while it is current
         self.start = owner.now()
 
     def __enter__(self) -> "QuickSpan":
         owner = self.owner
-        self._tokens = (owner.attach(owner.in_context(owner.non_recording(self.context))), current.set(self))
+        self.entered = owner.in_context(owner.non_recording(self.context))
+        self._tokens = (owner.attach(self.entered), current.set(self))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -177,6 +190,12 @@ class QuickSpan:
             owner.detach(self._tokens[0])
         owner.finish(self, owner.now())
 
+    def ended(self, end: int) -> "Ended":
+        """The span as it stands at its end; later sets are lost, as the SDK ignores a set after the end."""
+        record = Ended(self, end)
+        self.attrs, self.events, self.deferred = {}, [], None
+        return record
+
     def set(self, key: str, value: Any) -> None:
         if value is not None and type(value) not in _PLAIN:
             value = attribute(value)
@@ -185,6 +204,11 @@ class QuickSpan:
 
     def update(self, pairs: Mapping[str, Any]) -> None:
         attributes(pairs, self.attrs)
+
+    def later(self, build: Callable[[], Mapping[str, Any]]) -> None:
+        if self.deferred is None:
+            self.deferred = []
+        self.deferred.append(build)
 
     def text(self, key: str, value: str | None) -> None:
         content = self.owner.content
@@ -200,3 +224,15 @@ class QuickSpan:
 
     def ids(self) -> tuple[str, str]:
         return format(self.context.trace_id, "032x"), format(self.context.span_id, "016x")
+
+
+class Ended:
+    """A `QuickSpan` at its end, waiting in the processor's queue (`context`: what the processor checks) until
+    the exporter's thread makes it a `ReadableSpan`."""
+
+    __slots__ = ("name", "context", "parent", "kind", "attrs", "deferred", "events", "status", "start", "end")
+
+    def __init__(self, span: QuickSpan, end: int) -> None:
+        self.name, self.context, self.parent, self.kind = span.name, span.context, span.parent, span.kind
+        self.attrs, self.deferred, self.events, self.status = span.attrs, span.deferred, span.events, span.status
+        self.start, self.end = span.start, end
