@@ -209,20 +209,18 @@ def measure_judge_on_folds(folds: dict[int, Path], orchs: dict, llm, chat, n: in
             pool=pool,
             top_k=orch.config.retrieval.top_k,
             decoys=lambda q, ex: pick_decoys(orch.index, q, ex, loop.judge_decoys),  # noqa: B023
-            **_order_k(loop),
+            **_order_k(measure_judge, loop),
         )
         save_calibration(cal.model_copy(update={"judges": {**cal.judges, model: measured}}), path)
         out[str(fold)] = measured.model_dump()
     return out
 
 
-def _order_k(loop) -> dict:
-    """`measure_judge`'s order pass where the code measures one (a baseline tree's may not)."""
+def _order_k(measure, loop) -> dict:
+    """`measure_judge`'s order pass where the code measures one (a baseline tree's does not)."""
     import inspect
 
-    from ragsieve.agent.judging.measure import measure_judge
-
-    if "order_k" not in inspect.signature(measure_judge).parameters or not loop.judge_order_check:
+    if "order_k" not in inspect.signature(measure).parameters or not loop.judge_order_check:
         return {}
     return {"order_k": loop.final_k}
 
