@@ -15,6 +15,8 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,6 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.bench_io import REPO, RESULTS, header, write
-from benchmarks.service.frontends_servers import free_port, stop, wait_http
 from benchmarks.service.main import build_index
 from benchmarks.service.tracing import MEASURES, QUESTION, serve
 
@@ -31,6 +32,41 @@ CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 CHROMIUM += ["--disable-sync", "--hide-scrollbars"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float, proc: subprocess.Popen) -> float:
+    """Seconds until `url` answers below 500; the server exiting first, or `timeout_s`, is an error."""
+    import httpx
+
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=5, trust_env=False).status_code < 500:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    raise TimeoutError(f"{url} not up after {timeout_s:g}s")
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """Stop a server started in its own process group: TERM, then KILL after 30 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
 
 def ask_traced(index: Path, base: str) -> dict:

@@ -83,3 +83,31 @@ def test_no_test_reaches_into_benchmarks_through_sys_path():
         )
     ]
     assert reaching == []
+
+
+def missing_imports(root: Path = REPO / "benchmarks") -> list[str]:
+    """`benchmarks.…` imports (inside functions too) that name no module or package of the tree: a retired module
+    someone still imports (issue 59 retired studies; `tracing_phoenix` kept importing one)."""
+
+    def name(path: Path) -> str:
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(p) for p in root.rglob("*.py")}
+    out: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            out += [f"{name(path)}: {n}" for n in names if n.split(".")[0] == "benchmarks" and n not in modules]
+    return out
+
+
+def test_every_benchmark_import_names_a_module_of_the_tree(tmp_path):
+    assert missing_imports() == []
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "a.py").write_text("from benchmarks.gone import x\n", encoding="utf-8")
+    assert missing_imports(tmp_path / "benchmarks") != []  # the check can fail
