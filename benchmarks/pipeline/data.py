@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -315,8 +316,21 @@ class OracleChat:
             text = json.dumps(verdicts)
         else:
             found = self._supported(prompt.split("Question:")[0])
-            text = f"{found} [1]." if found else ABSTAIN
+            text = f"{found} [{self._cited(prompt)}]." if found else ABSTAIN
         return ChatReply(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()))
+
+    def _cited(self, prompt: str) -> int:
+        """The number of the first source of the answer prompt (`prompts/answer.j2`) that holds what the reader
+        answers from, as a capable model cites it (until this change every answer cited [1], so a validator reading
+        the cited passages found the gold only when it came first)."""
+        for number, text in SOURCE.findall(prompt):
+            if self._supported(text) is not None:
+                return int(number)
+        return 1
+
+
+# one source of the answer prompt: its number and its text (up to the fence's END line)
+SOURCE = re.compile(r"^\S+ SOURCE \[(\d+)\] from [^\n]*\n(.*?)^\S+ END$", re.MULTILINE | re.DOTALL)
 
 
 def _mapping_line(prompt: str, keys: list[str]) -> dict[str, str]:

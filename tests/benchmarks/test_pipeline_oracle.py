@@ -64,3 +64,16 @@ def test_the_oracle_calls_the_gold_paragraph_relevant_when_another_document_carr
     assert _measure("hp699") == (1.0, 0.3333)
     assert _measure("hp695") == (1.0, 0.0)
     assert _measure("hp900") == (1.0, 0.0)
+
+
+def test_the_oracle_reader_cites_the_source_that_holds_the_answer():
+    chat = OracleChat(ChunkTexts([("about Lyon", "d0"), ("Paris is the capital", "d1")]), 0.0)
+    chat.q = {"id": "q", "answers": ["Paris"], "gold": ["d1"]}
+    passages = [
+        {"number": 1, "source": "a", "title": "", "text": "about Lyon"},
+        {"number": 2, "source": "b", "title": "", "text": "Paris is the capital"},
+    ]
+    prompt = PromptRenderer().render("answer", question="What is the capital?", passages=passages, abstain="NO")
+    assert chat.complete([{"role": "user", "content": prompt}]).text == "Paris [2]."  # not [1], the first source
+    prompt = PromptRenderer().render("answer", question="What is the capital?", passages=passages[:1], abstain="NO")
+    assert "[" not in chat.complete([{"role": "user", "content": prompt}]).text  # no answer in its sources: abstains
