@@ -97,8 +97,7 @@ class JudgeRound:
     reason: str = ""
     decoys: int = 0  # control chunks shown
     decoys_relevant: int = 0  # of those, judged relevant
-    order_check: dict[str, Any] | None = None  # reversed-order pass: compared, flipped ids, decoys_relevant, batches
-    # check (c) deferred to the next round's pass (`defer_order`): what it judges again, and the decoys among them
+    # check (c): what it judges again, and the decoys among them (the caller judges them: `ragsieve.agent.core.order`)
     order_pending: list[Hit] = field(default_factory=list)
     order_decoys: set[str] = field(default_factory=set)
     recheck: list[BatchReport] | None = None  # the earlier round's re-judged chunks, from this round's pass
@@ -120,15 +119,14 @@ def judge_candidates(
     decoys: list[Hit] | None = None,
     seed: str = "",
     order_check: bool = False,
-    defer_order: bool = False,
     recheck: list[Hit] | None = None,
 ) -> JudgeRound:
     """Judge `hits` (with `decoys` hidden among them) in concurrent batches; assess the verdicts.
 
     `ranked_ids` are the hits that have a retrieval rank, best first (the
     disagreement test uses only those). `seed` fixes the decoy positions.
-    `order_check` runs check (c) of the module docstring; with `defer_order` it only says what to judge again
-    (`order_pending`). `recheck`: an earlier round's deferred check, judged in reversed order ahead of `hits` in
+    `order_check`: an informative round says what check (c) of the module docstring judges again
+    (`order_pending`), for the caller to judge alone or with its next round (`ragsieve.agent.core.order`). `recheck`: an earlier round's deferred check, judged in reversed order ahead of `hits` in
     the same pass; its batches come back in `recheck`, apart from this round's verdicts.
     """
     if not hits:
@@ -164,13 +162,8 @@ def judge_candidates(
         result.mode, result.reason = JudgeMode.SCORE, reason
         return result
     if order_check and len(items) > 1:
-        again = order_items(items, decoy_ids, result.verdicts, ranked_ids, loop.final_k)
-        if defer_order:
-            result.order_pending, result.order_decoys = again, decoy_ids
-        else:
-            check_order(question, again, decoy_ids, result, llm=llm, prompts=prompts, loop=loop)
-            if result.mode is not JudgeMode.JUDGE:
-                return result
+        result.order_pending = order_items(items, decoy_ids, result.verdicts, ranked_ids, loop.final_k)
+        result.order_decoys = decoy_ids
     if result.failed:
         result.reason = f"{len(result.failed)} chunk(s) of failed batches decided by retrieval score"
     return result
@@ -217,21 +210,6 @@ def order_outcome(first: dict[str, bool], reports: list[BatchReport], decoy_ids:
             f"(> {loop.order_max_flips:.0%}: position bias, not relevance)"
         )
     return OrderOutcome(compared, flipped, shown, called, [b.public() for b in reports], failure)
-
-
-def check_order(
-    question: str, items: list[Hit], decoy_ids: set[str], result: JudgeRound, *, llm: Any, prompts: Any, loop: LoopConfig
-) -> None:
-    """Check (c): judge `items` again in reversed order, alone; update `result` in place."""
-    reports = run_pass(question, list(reversed(items)), llm=llm, prompts=prompts, loop=loop)
-    outcome = order_outcome(result.verdicts, reports, decoy_ids, loop)
-    result.order_check = outcome.record()
-    result.decoys, result.decoys_relevant = result.decoys + outcome.shown, result.decoys_relevant + outcome.called
-    if outcome.failure:
-        result.mode, result.reason = JudgeMode.SCORE, outcome.failure
-    else:  # changed verdicts are decided by retrieval score; one the second pass lost keeps its first verdict
-        for cid in outcome.flipped:
-            result.verdicts.pop(cid, None)
 
 
 def budget_reason(usage: Usage, loop: LoopConfig) -> str | None:

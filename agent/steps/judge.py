@@ -70,8 +70,6 @@ class Judge(Step[Next]):
                 decoys=decoys,
                 seed=str(number),
                 order_check=number == 1 and loop.judge_order_check,
-                # the loop may go on: check (c) waits for the next round's pass (agent.core.order)
-                defer_order=number == 1 and state.loop.order_deferrable and loop.max_iterations > 1,
                 recheck=list(state.loop.order_pending) if order.pending(state) else None,
             )
             if outcome.recheck is not None:  # the first round's check came back with this round's verdicts
@@ -98,7 +96,6 @@ class Judge(Step[Next]):
             batches=[b.public() for b in outcome.batches],
             decoys=outcome.decoys,
             decoys_relevant=outcome.decoys_relevant,
-            order_check=outcome.order_check,
             raw_true=sorted(c for c, v in outcome.verdicts.items() if v),
             decided_by_score=list(undecided),
             new_relevant=new_relevant,
@@ -107,8 +104,9 @@ class Judge(Step[Next]):
         rounds.append(report)
         if outcome.order_pending:
             state.loop.order_pending, state.loop.order_decoys = outcome.order_pending, sorted(outcome.order_decoys)
-            if new_relevant:  # the loop can go on: the check rides with the next round (or goes alone at the end)
+            if new_relevant and state.loop.order_deferrable and loop.max_iterations > 1:
+                # the loop can go on: the check rides with the next round's pass (or goes alone when it stops)
                 report.order_check = {"deferred": "judged again, reversed, with the next round's chunks"}
-            else:  # the relevant set did not grow: the loop stops here
+            else:  # the loop stops here, or the plan has no next round to share: the check goes alone, now
                 order.settle_alone(state, deps)
         return StepResult("next", report)

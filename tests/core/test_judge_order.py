@@ -77,10 +77,12 @@ def test_the_check_goes_alone_when_the_loop_stops_after_round_one():
     deps, _ = decoy_deps(lambda q, t: False, candidates=4, max_iterations=3, judge_order_check=True, anchor_k=0)
     state = run(deps, "alpha topic item")
     assert state.loop.rounds[0].order_check["judged_with_round"] is None and judge_calls(deps.llm.chat) == 2
-    # one round only (max_iterations = 1): never deferred
+    # one round only (max_iterations = 1): never deferred, judged alone at once
     deps, _ = decoy_deps(lambda q, t: "number1" in t, candidates=4, max_iterations=1, judge_order_check=True, anchor_k=0)
     state = run(deps, "alpha topic item")
-    assert "judged_with_round" not in state.loop.rounds[0].order_check and judge_calls(deps.llm.chat) == 2
+    first = state.loop.rounds[0]
+    assert first.order_check["judged_with_round"] is None and first.order_check["compared"] == 3
+    assert judge_calls(deps.llm.chat) == 2
 
 
 def test_a_position_biased_judge_caught_by_the_check_in_round_two_decides_nothing():
