@@ -4,7 +4,7 @@ conformal set joins the fast context - and on the passing set alone, before the 
 
 from __future__ import annotations
 
-from benchmarks.pipeline.data import OracleChat
+from benchmarks.pipeline.data.readers import OracleChat
 from benchmarks.pipeline.oracle_texts import ChunkTexts
 from benchmarks.pipeline.rows import size_distribution, summary_of
 from ragsieve.agent.llm.client import LLM

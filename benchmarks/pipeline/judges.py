@@ -14,7 +14,7 @@ an order check: whatever the loop's checks catch, they catch as they would catch
 - `NAME-noiseNN`: any of them with NN % of its verdicts flipped, seeded by question and text.
 
 The reader and validator (answers iff its context holds a gold answer, `--reader gullible`: or a plausible one)
-are the oracle's (`pipeline_data.OracleChat` / `GullibleChat`): the family varies the judge only, so abstention
+are the oracle's (`data.readers.OracleChat` / `GullibleChat`): the family varies the judge only, so abstention
 and recall measure what the judge put in the context. `judges_run.py` runs the family against the current code and
 a baseline tree in one command and writes the paired promise tests into the result file.
 """
@@ -25,7 +25,7 @@ import json
 import random
 import re
 
-from benchmarks.pipeline.data import GullibleChat, OracleChat, _mapping_line
+from benchmarks.pipeline.data.readers import GullibleChat, OracleChat, _mapping_line
 from benchmarks.pipeline.oracle_texts import ChunkTexts
 
 PRIMACY_K = 2

@@ -40,7 +40,7 @@ MEASURES = [
     "benchmarks/pipeline/judges_run.py",
     "benchmarks/pipeline/judges_stats.py",
     "benchmarks/pipeline/run.py",
-    "benchmarks/pipeline/data.py",
+    "benchmarks/pipeline/data",
 ]
 
 

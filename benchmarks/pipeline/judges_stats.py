@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from scipy.stats import binom
 
-ALPHA = 0.1  # the pipeline benchmark calibrates every fold at alpha 0.1 (`pipeline_data.calibrated_copies`)
+ALPHA = 0.1  # the pipeline benchmark calibrates every fold at alpha 0.1 (`data.folds.calibrated_copies`)
 MARGIN = 0.02  # answerable abstention: the non-inferiority margin (issue 56)
 Z95 = 1.6448536269514722
 

@@ -10,8 +10,8 @@ full-R (full, with the first stage over R and the fallback over S). Judges: `ora
 gold, `oracle-flipN` flips N % of its verdicts (seeded), the behavioural family of `judges.py` (eager,
 strict, primacy, lexicalNN, each also `-noise10`) reads only the prompt, `embedded-0.5b` is the packaged model
 (or any endpoint in OPENAI_BASE_URL/OPENAI_MODEL, unchanged). The oracle also reads and validates
-(see `pipeline_data.OracleChat`): its EM/F1 say whether the context holds the answer. `--reader gullible`
-(`pipeline_data.GullibleChat`) reads like a fooled model: it also answers an unanswerable SQuAD 2.0 question
+(see `data.readers.OracleChat`): its EM/F1 say whether the context holds the answer. `--reader gullible`
+(`data.readers.GullibleChat`) reads like a fooled model: it also answers an unanswerable SQuAD 2.0 question
 when a plausible (wrong) answer is in its context, so abstention measures what a plan puts there.
 
 Also, per dataset: the sparse subset's share, and the conformal set's held-out coverage on the
@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from benchmarks.bench_io import commit  # noqa: E402
-from benchmarks.pipeline.data import REPO  # noqa: E402
+from benchmarks.pipeline.data.folds import REPO  # noqa: E402
 from benchmarks.pipeline.judges import FAMILY  # noqa: E402
 from benchmarks.pipeline.plans import COVERAGE_KINDS, OVERRIDES, PLANS  # noqa: E402
 from benchmarks.pipeline.rows import merged  # noqa: E402

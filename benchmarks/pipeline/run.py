@@ -9,14 +9,9 @@ import time
 from pathlib import Path
 
 from benchmarks.pipeline.coverage import coverage
-from benchmarks.pipeline.data import (
-    GullibleChat,
-    OracleChat,
-    build_index,
-    calibrated_copies,
-    load_questions,
-    measure_judge_on_folds,
-)
+from benchmarks.pipeline.data.folds import build_index, calibrated_copies, load_questions
+from benchmarks.pipeline.data.judged import measure_judge_on_folds
+from benchmarks.pipeline.data.readers import GullibleChat, OracleChat
 from benchmarks.pipeline.judges import FAMILY, family_chat
 from benchmarks.pipeline.oracle_texts import ChunkTexts
 from benchmarks.pipeline.plans import COVERAGE_KINDS, SHIPPED, config_for

@@ -1,4 +1,4 @@
-"""The stage ablation's helpers (`benchmarks/pipeline/data.py`, `benchmarks/pipeline/rows.py`): the calibration
+"""The stage ablation's helpers (`benchmarks/pipeline/data/`, `benchmarks/pipeline/rows.py`): the calibration
 copies' held-out record, resuming from a checkpoint, and per-fold coverage (pure functions, no index)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 
 def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_without(tmp_path):
-    from benchmarks.pipeline.data import _held_out_covers
+    from benchmarks.pipeline.data.folds import _held_out_covers
 
     assert _held_out_covers(tmp_path, {"a", "b"})  # a copy from before the record: trusted
     (tmp_path / "held-out.json").write_text(json.dumps(["a", "b", "c"]))
@@ -20,7 +20,7 @@ def test_a_calibrated_copy_is_reused_only_for_questions_it_was_calibrated_withou
 def test_a_run_needing_other_held_out_questions_gets_its_own_calibrated_copy(tmp_path):
     """Two runs sharing --index-root: a copy that does not hold out every question now evaluated is left for
     the run using it, and a sibling keyed by the held-out set is used instead (same set, same sibling)."""
-    from benchmarks.pipeline.data import _held_out_covers, copy_for
+    from benchmarks.pipeline.data.folds import _held_out_covers, copy_for
 
     plain = tmp_path / "squad2-cal0"
     plain.mkdir()

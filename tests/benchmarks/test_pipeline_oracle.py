@@ -1,11 +1,11 @@
-"""The scripted oracle judge of benchmarks/pipeline/main.py (`pipeline_data.OracleChat`) calls a chunk relevant iff one
+"""The scripted oracle judge of benchmarks/pipeline/main.py (`data.readers.OracleChat`) calls a chunk relevant iff one
 of its documents is gold, the benchmark's own definition, also when two documents carry the same text (HotpotQA's
 "Tara Strong" hp693 and "Tara Strong filmography" hp699: one paragraph, two titles). The judge is driven through
 the pipeline's real judge prompt and the calibration measurement (`judging.measure.measure_judge`)."""
 
 from __future__ import annotations
 
-from benchmarks.pipeline.data import OracleChat  # noqa: E402
+from benchmarks.pipeline.data.readers import OracleChat  # noqa: E402
 from benchmarks.pipeline.oracle_texts import ChunkTexts  # noqa: E402
 from ragsieve.agent.config import Config  # noqa: E402
 from ragsieve.agent.judging.measure import llm_judge, measure_judge  # noqa: E402
