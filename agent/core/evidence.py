@@ -13,7 +13,7 @@ from ragsieve.agent.calibration import calibration_path, load_calibration
 from ragsieve.agent.calibration.store import Calibration
 from ragsieve.agent.core.state import RunState
 from ragsieve.agent.core.step import Deps
-from ragsieve.agent.judging.bounds import abstention_supported, judge_barred, relevant_alone
+from ragsieve.agent.judging.bounds import abstention_supported, barred_under, relevant_alone
 from ragsieve.agent.judging.reliability import decide_rule
 from ragsieve.agent.modes import ContextRule
 from ragsieve.tools.types import Hit
@@ -69,13 +69,7 @@ def applied_rule(state: RunState, deps: Deps) -> ContextRule:
             min_n=loop.trust_min_n,
             coverage=coverage,
         )
-        barred, bar_why = judge_barred(
-            reliability,
-            loop.trust_decoy_rate,
-            loop.trust_confidence,
-            loop.trust_near_miss_rate,
-            loop.order_max_flips if loop.judge_order_check else 1.0,
-        )
+        barred, bar_why = barred_under(reliability, loop)
         if barred:  # the judge decides nothing: the statistical evidence is the context (union without verdicts)
             state.loop.barred = bar_why
             rule, why = ContextRule.UNION, f"auto: judge barred (it decides nothing: {bar_why}); without the bar: {why}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from scipy.stats import beta
 
+from ragsieve.agent.config import LoopConfig
 from ragsieve.agent.judging.measure import JudgeReliability
 
 
@@ -91,6 +92,17 @@ def judge_barred(
     if barred:  # name only the measurement(s) that bar it
         reasons = [r for r in reasons if " > " in r]
     return barred, "; ".join(reasons)
+
+
+def barred_under(reliability: JudgeReliability | None, loop: LoopConfig) -> tuple[bool, str]:
+    """`judge_barred` with the lines `loop` sets (the order check's only when `loop.judge_order_check` is on)."""
+    return judge_barred(
+        reliability,
+        loop.trust_decoy_rate,
+        loop.trust_confidence,
+        loop.trust_near_miss_rate,
+        loop.order_max_flips if loop.judge_order_check else 1.0,
+    )
 
 
 def recall_evidence(reliability: JudgeReliability | None, confidence: float) -> tuple[int, int, float] | None:

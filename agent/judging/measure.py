@@ -10,7 +10,8 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
-from ragsieve.agent.judging.checks import interleave
+from ragsieve.agent.judging.checks import interleave, order_agreement
+from ragsieve.agent.judging.rounds import order_items
 
 
 class JudgeReliability(BaseModel):
@@ -64,9 +65,6 @@ def measure_judge(
     toward recall; called relevant, it counts as a correct pick. With `order_k` (the loop's `final_k`), what the
     loop's order check would judge again (`rounds.order_items`) is judged again in reversed order, and the changed
     verdicts are counted (`order_compared`, `order_flipped`)."""
-    from ragsieve.agent.judging.checks import order_agreement
-    from ragsieve.agent.judging.rounds import order_items
-
     hits_pos = shown_pos = called_neg = shown_neg = questions = failed = in_fast = in_pool_n = 0
     decoys_shown = decoys_called = answer_called = order_compared = order_flipped = 0
     for item in items:

@@ -68,7 +68,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def handler(args: argparse.Namespace) -> int:
     from ragsieve.agent.calibration import Calibrator, format_report, load_calibration, save_calibration
     from ragsieve.agent.errors import UsageError
-    from ragsieve.agent.judging.bounds import judge_barred
+    from ragsieve.agent.judging.bounds import barred_under
     from ragsieve.agent.orchestrator import Orchestrator
 
     if args.judge < 0:
@@ -133,14 +133,7 @@ def handler(args: argparse.Namespace) -> int:
                 f"{j.decoys}; near misses called relevant {j.near_misses_relevant} of {j.near_misses}; "
                 f"verdicts changed in reversed order {j.order_flipped} of {j.order_compared}; {j.failed} failed)"
             )
-            loop = config.loop
-            barred, why = judge_barred(
-                j,
-                loop.trust_decoy_rate,
-                loop.trust_confidence,
-                loop.trust_near_miss_rate,
-                loop.order_max_flips if loop.judge_order_check else 1.0,
-            )
+            barred, why = barred_under(j, config.loop)
             if barred:
                 print(f"judge {name} decides nothing under loop.combine = auto: {why}")
         if cal.abstention is not None:
