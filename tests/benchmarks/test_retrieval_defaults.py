@@ -38,6 +38,11 @@ def test_the_result_file_chose_the_default_share_on_train_data():
     assert all(chosen["train"]["ndcg@10"] >= row["train"]["ndcg@10"] for row in data["families"]["weights"]["candidates"])
     # no other method was kept, so none is on by default
     assert [f for f, v in data["families"].items() if v["kept"] and f != "weights"] == []
+    # the multi-view vector is judged by its encoder work too: off while it does more than the floor allows
+    views = data["families"]["dense_multi_view"]
+    assert (
+        views["encoder_work"] > views["max_encoder_work"] or not views["chosen"]["train"]["ndcg@10"] > chosen["train"]["ndcg@10"]
+    )
 
 
 def test_weighted_fusion_with_unequal_weights_matches_a_hand_computation():
